@@ -1,0 +1,88 @@
+// Crash-safe file replacement (see atomic_file.h): temporary file, fsync, rename, fsync of the folder.
+#include "engine/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "engine/error.h"
+
+namespace bertrain {
+
+namespace {
+
+// The folder whose entry rename() changes; its fsync makes the rename itself durable.
+std::string parent_directory(const std::string& path) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+}  // namespace
+
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+  BERTRAIN_CHECK(!path_.empty(), "AtomicFile: empty path");
+  tmp_path_ = path_ + ".tmp." + std::to_string(static_cast<long>(::getpid()));
+  // O_TRUNC rather than O_EXCL: a leftover temp file with our pid can only come from an earlier
+  // crashed process that happened to have the same pid, and its contents are garbage either way.
+  fd_ = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  BERTRAIN_CHECK(fd_ >= 0, "cannot create temporary file '" << tmp_path_ << "' to write '" << path_
+                                                            << "': " << std::strerror(errno));
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(tmp_path_.c_str());
+}
+
+void AtomicFile::write(const void* data, std::size_t size) {
+  BERTRAIN_CHECK(!committed_ && fd_ >= 0,
+                 "cannot write '" << path_ << "': file already committed or closed after a failed commit");
+  BERTRAIN_CHECK(data != nullptr || size == 0, "cannot write '" << path_ << "': null data for " << size << " bytes");
+  const char* p = static_cast<const char*>(data);
+  // write() may accept fewer bytes than asked (signals, large sizes): keep going until all are written.
+  while (size > 0) {
+    const ssize_t n = ::write(fd_, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    BERTRAIN_CHECK(n > 0, "cannot write '" << path_ << "' (temporary file '" << tmp_path_ << "'): "
+                                           << (n < 0 ? std::strerror(errno) : "no progress (short write)"));
+    p += n;
+    size -= static_cast<std::size_t>(n);
+  }
+}
+
+void AtomicFile::commit() {
+  BERTRAIN_CHECK(!committed_ && fd_ >= 0, "cannot commit '" << path_ << "': already committed or failed earlier");
+  BERTRAIN_CHECK(::fsync(fd_) == 0, "cannot fsync '" << tmp_path_ << "' for '" << path_ << "': " << std::strerror(errno));
+  const int fd = fd_;
+  fd_ = -1;  // close() releases the descriptor even when it fails; never close it twice
+  // close() can report deferred write errors (e.g. on network filesystems), so its result matters.
+  BERTRAIN_CHECK(::close(fd) == 0, "cannot close '" << tmp_path_ << "' for '" << path_ << "': " << std::strerror(errno));
+  BERTRAIN_CHECK(::rename(tmp_path_.c_str(), path_.c_str()) == 0,
+                 "cannot rename '" << tmp_path_ << "' to '" << path_ << "': " << std::strerror(errno));
+  committed_ = true;  // the temporary name no longer exists; the destructor must not unlink anything
+
+  const std::string dir = parent_directory(path_);
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  BERTRAIN_CHECK(dir_fd >= 0, "wrote '" << path_ << "' but cannot open its folder '" << dir
+                                        << "' to fsync it: " << std::strerror(errno));
+  const int rc = ::fsync(dir_fd);
+  const int fsync_errno = errno;
+  ::close(dir_fd);
+  // Some filesystems cannot fsync a directory (EINVAL); the rename is then as durable as it gets.
+  BERTRAIN_CHECK(rc == 0 || fsync_errno == EINVAL, "wrote '" << path_ << "' but cannot fsync its folder '" << dir
+                                                             << "': " << std::strerror(fsync_errno));
+}
+
+void write_file_atomically(const std::string& path, const std::string& contents) {
+  AtomicFile file(path);
+  file.write(contents.data(), contents.size());
+  file.commit();
+}
+
+}  // namespace bertrain

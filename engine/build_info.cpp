@@ -1,0 +1,65 @@
+#include "engine/build_info.h"
+
+#include <omp.h>
+
+#include <Eigen/Core>
+#include <sstream>
+
+#include "engine/build_config.h"
+
+#if BERTRAIN_HAS_CUDNN
+#include <cudnn_version.h>
+#endif
+#if BERTRAIN_HAS_NCCL
+#include <nccl.h>
+#endif
+#if BERTRAIN_HAS_MPI
+#include <mpi.h>
+#endif
+
+namespace bertrain {
+
+#if BERTRAIN_HAS_CUDA
+std::string cuda_runtime_version();  // engine/cuda/device_info.cu
+#else
+int cuda_device_count(std::string* why) {
+  if (why != nullptr) *why = "built without CUDA";
+  return 0;
+}
+std::string cuda_device_summary() { return ""; }
+#endif
+
+std::string build_info() {
+  std::ostringstream os;
+  os << "bertrain " << BERTRAIN_VERSION << "\n";
+  os << "  Eigen " << EIGEN_WORLD_VERSION << "." << EIGEN_MAJOR_VERSION << "." << EIGEN_MINOR_VERSION
+     << ", OpenMP threads " << omp_get_max_threads() << "\n";
+#if BERTRAIN_HAS_CUDA
+  os << "  CUDA: yes (runtime " << cuda_runtime_version() << ", architectures " << BERTRAIN_CUDA_ARCHITECTURES << ")\n";
+#else
+  os << "  CUDA: no\n";
+#endif
+#if BERTRAIN_HAS_CUDNN
+  os << "  cuDNN: yes (" << CUDNN_MAJOR << "." << CUDNN_MINOR << "." << CUDNN_PATCHLEVEL << ")\n";
+#else
+  os << "  cuDNN: no\n";
+#endif
+#if BERTRAIN_HAS_NCCL
+  os << "  NCCL: yes (" << NCCL_MAJOR << "." << NCCL_MINOR << "." << NCCL_PATCH << ")\n";
+#else
+  os << "  NCCL: no\n";
+#endif
+#if BERTRAIN_HAS_MPI
+  os << "  MPI: yes (MPI " << MPI_VERSION << "." << MPI_SUBVERSION << ")\n";
+#else
+  os << "  MPI: no\n";
+#endif
+  std::string why;
+  const int devices = cuda_device_count(&why);
+  os << "  CUDA devices: " << devices;
+  if (devices == 0) os << " (" << why << ")";
+  os << "\n" << cuda_device_summary();
+  return os.str();
+}
+
+}  // namespace bertrain

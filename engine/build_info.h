@@ -1,0 +1,18 @@
+// What this binary was compiled with (CUDA, cuDNN, NCCL, MPI) and which devices it sees, for --version.
+#pragma once
+
+#include <string>
+
+namespace bertrain {
+
+// Multi-line human-readable report: version, compiled-in backends with their versions, visible devices.
+std::string build_info();
+
+// Number of CUDA devices visible to this process; 0 without CUDA support or without a device.
+// `why` (optional) receives the reason when there are none.
+int cuda_device_count(std::string* why = nullptr);
+
+// One line per visible CUDA device: "<index>: <name>, <memory> GiB, compute capability X.Y".
+std::string cuda_device_summary();
+
+}  // namespace bertrain

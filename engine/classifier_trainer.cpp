@@ -1,0 +1,50 @@
+#include "engine/classifier_trainer.h"
+
+#include "engine/error.h"
+
+namespace bertrain {
+
+template <typename T>
+ClassifierTrainer<T>::ClassifierTrainer(const BertConfig& config, int num_labels, int max_batch, int max_seq,
+                                        std::vector<T> params, const TrainerOptions& options)
+    : model_(config, num_labels, max_batch, max_seq),
+      params_(std::move(params)),
+      grads_(params_.size(), T(0)),
+      optimizer_(params_.size(), options.adam),
+      options_(options),
+      class_weights_(options.class_weights.begin(), options.class_weights.end()),
+      dlogits_(static_cast<std::size_t>(max_batch) * num_labels, T(0)) {
+  BERTRAIN_CHECK(params_.size() == model_.layout().total(), "parameter buffer has " << params_.size()
+                                                                 << " elements, the layout needs "
+                                                                 << model_.layout().total());
+  BERTRAIN_CHECK(class_weights_.empty() || static_cast<int>(class_weights_.size()) == num_labels,
+                 "got " << class_weights_.size() << " class weights for " << num_labels << " labels");
+}
+
+template <typename T>
+T ClassifierTrainer<T>::loss_and_gradient(const BertBatch& batch, const T* targets, T* dlogits) {
+  return classification_loss_cpu(options_.loss, dlogits, model_.logits(), targets,
+                                 class_weights_.empty() ? nullptr : class_weights_.data(), batch.batch,
+                                 model_.num_labels());
+}
+
+template <typename T>
+T ClassifierTrainer<T>::step(const BertBatch& batch, const T* targets) {
+  const auto step_index = static_cast<uint32_t>(optimizer_.steps_taken());
+  model_.forward(params_.data(), batch, DropoutSetting::training(model_.config(), options_.seed, step_index));
+  const T loss = loss_and_gradient(batch, targets, dlogits_.data());
+  model_.backward(grads_.data(), params_.data(), dlogits_.data());
+  optimizer_.step(params_.data(), grads_.data());
+  return loss;
+}
+
+template <typename T>
+T ClassifierTrainer<T>::evaluate(const BertBatch& batch, const T* targets) {
+  model_.forward(params_.data(), batch, DropoutSetting{});
+  return loss_and_gradient(batch, targets, nullptr);
+}
+
+template class ClassifierTrainer<float>;
+template class ClassifierTrainer<double>;
+
+}  // namespace bertrain

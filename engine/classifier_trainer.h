@@ -1,0 +1,49 @@
+// One training step of a BERT classifier on the CPU: forward, loss, backward, Adam. Owns the three flat
+// buffers (parameters, gradients, and through the optimizer the moments) and the model's activation arena,
+// all allocated at construction, so step() allocates nothing.
+#pragma once
+
+#include <vector>
+
+#include "engine/adam.h"
+#include "kernels/loss.h"
+#include "model/bert_classifier.h"
+
+namespace bertrain {
+
+struct TrainerOptions {
+  AdamHyper adam;
+  LossKind loss = LossKind::kBce;
+  std::vector<float> class_weights;  // empty: unweighted
+  uint64_t seed = 42;                // dropout masks: stream (seed, optimizer step, site)
+};
+
+template <typename T>
+class ClassifierTrainer {
+ public:
+  // `params` has model.layout().total() elements (see load_model_dir / bert_classifier_layout).
+  ClassifierTrainer(const BertConfig& config, int num_labels, int max_batch, int max_seq, std::vector<T> params,
+                    const TrainerOptions& options);
+
+  // Forward with training dropout, loss against targets [B, C], backward, one optimizer update. Returns the
+  // loss; gradients() then holds the gradient at the parameters before the update.
+  T step(const BertBatch& batch, const T* targets);
+  // Forward without dropout and the loss; no update. model().logits() holds the logits.
+  T evaluate(const BertBatch& batch, const T* targets);
+
+  BertClassifier<T>& model() { return model_; }
+  std::vector<T>& parameters() { return params_; }
+  const std::vector<T>& gradients() const { return grads_; }
+  AdamOptimizer<T>& optimizer() { return optimizer_; }
+
+ private:
+  T loss_and_gradient(const BertBatch& batch, const T* targets, T* dlogits);
+
+  BertClassifier<T> model_;
+  std::vector<T> params_, grads_;
+  AdamOptimizer<T> optimizer_;
+  TrainerOptions options_;
+  std::vector<T> class_weights_, dlogits_;
+};
+
+}  // namespace bertrain

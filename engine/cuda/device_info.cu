@@ -1,0 +1,41 @@
+// CUDA runtime queries behind engine/build_info.h (compiled only when BERTRAIN_CUDA is enabled).
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <string>
+
+namespace bertrain {
+
+int cuda_device_count(std::string* why) {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    if (why != nullptr) *why = cudaGetErrorString(status);
+    cudaGetLastError();  // clear the sticky error so later queries start clean
+    return 0;
+  }
+  if (count == 0 && why != nullptr) *why = "no CUDA device";
+  return count;
+}
+
+std::string cuda_device_summary() {
+  std::string out;
+  const int count = cuda_device_count();
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
+    char line[512];
+    std::snprintf(line, sizeof line, "  %d: %s, %.1f GiB, compute capability %d.%d\n", i, prop.name,
+                  static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0), prop.major, prop.minor);
+    out += line;
+  }
+  return out;
+}
+
+std::string cuda_runtime_version() {
+  int runtime = 0;
+  cudaRuntimeGetVersion(&runtime);
+  return std::to_string(runtime / 1000) + "." + std::to_string((runtime % 1000) / 10);
+}
+
+}  // namespace bertrain

@@ -1,0 +1,27 @@
+// Element-wise activations of BERT: the intermediate (feed-forward) activation and the pooler's tanh.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace bertrain {
+
+enum class Activation {
+  kGelu,      // exact: 0.5 x (1 + erf(x / sqrt 2)); Hugging Face "gelu"
+  kGeluTanh,  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); "gelu_new", "gelu_pytorch_tanh"
+  kRelu,      // "relu"
+  kTanh,      // the pooler's activation
+};
+
+// Parses a Hugging Face hidden_act name; throws Error naming the value for unknown ones.
+Activation activation_from_name(const std::string& name);
+
+// y = act(x), n elements; y may alias x.
+template <typename T>
+void activation_forward_cpu(T* y, const T* x, std::size_t n, Activation act);
+
+// dx = dy * act'(x), from the saved pre-activation x; dx may alias dy.
+template <typename T>
+void activation_backward_cpu(T* dx, const T* dy, const T* x, std::size_t n, Activation act);
+
+}  // namespace bertrain

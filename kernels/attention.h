@@ -1,0 +1,28 @@
+// Scaled dot-product self-attention with BERT's padding mask and attention-probability dropout.
+// Q, K, V and the context are [B, S, H] token-major; head h owns columns [h·HD, (h+1)·HD).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/philox.h"
+
+namespace bertrain {
+
+// Floats of scratch memory the attention kernels need for `threads` threads at sequence length `seq`.
+std::size_t attention_scratch_elements(int seq, int threads);
+
+// probs[B, NH, S, S] (=): softmax(Q Kᵀ / sqrt(HD) + m) before dropout, where m_j is 0 for keys with
+// mask[b, j] = 1 and the lowest finite value (as Hugging Face) for padded keys. ctx[B, S, H] (=): dropout(probs) V.
+// Dropout element index: ((b·NH + h)·S + i)·S + j in the stream `key`. One task per (batch, head).
+template <typename T>
+void attention_forward_cpu(T* ctx, T* probs, const T* q, const T* k, const T* v, const int32_t* mask, int batch,
+                           int seq, int heads, int head_dim, float dropout_p, const RandomKey& key, T* scratch);
+
+// dq, dk, dv [B, S, H] (=) from dctx and the saved probs (the dropout mask is regenerated from `key`).
+template <typename T>
+void attention_backward_cpu(T* dq, T* dk, T* dv, const T* dctx, const T* probs, const T* q, const T* k, const T* v,
+                            int batch, int seq, int heads, int head_dim, float dropout_p, const RandomKey& key,
+                            T* scratch);
+
+}  // namespace bertrain

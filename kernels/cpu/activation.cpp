@@ -1,0 +1,84 @@
+#include "kernels/activation.h"
+
+#include <cmath>
+
+#include "engine/error.h"
+
+namespace bertrain {
+
+Activation activation_from_name(const std::string& name) {
+  if (name == "gelu") return Activation::kGelu;
+  if (name == "gelu_new" || name == "gelu_pytorch_tanh") return Activation::kGeluTanh;
+  if (name == "relu") return Activation::kRelu;
+  if (name == "tanh") return Activation::kTanh;
+  BERTRAIN_FAIL("unknown activation '" << name << "' (expected gelu, gelu_new, gelu_pytorch_tanh, relu or tanh)");
+}
+
+namespace {
+
+template <typename T>
+struct Constants {
+  static constexpr T kInvSqrt2 = T(0.70710678118654752440);
+  static constexpr T kInvSqrt2Pi = T(0.39894228040143267794);
+  static constexpr T kSqrt2OverPi = T(0.79788456080286535588);
+  static constexpr T kCubic = T(0.044715);
+};
+
+template <typename T>
+T forward_one(T x, Activation act) {
+  using C = Constants<T>;
+  switch (act) {
+    case Activation::kGelu:
+      return T(0.5) * x * (T(1) + std::erf(x * C::kInvSqrt2));
+    case Activation::kGeluTanh:
+      return T(0.5) * x * (T(1) + std::tanh(C::kSqrt2OverPi * (x + C::kCubic * x * x * x)));
+    case Activation::kRelu:
+      return x > T(0) ? x : T(0);
+    case Activation::kTanh:
+      return std::tanh(x);
+  }
+  return x;
+}
+
+template <typename T>
+T derivative_one(T x, Activation act) {
+  using C = Constants<T>;
+  switch (act) {
+    case Activation::kGelu:
+      return T(0.5) * (T(1) + std::erf(x * C::kInvSqrt2)) + x * C::kInvSqrt2Pi * std::exp(T(-0.5) * x * x);
+    case Activation::kGeluTanh: {
+      const T t = std::tanh(C::kSqrt2OverPi * (x + C::kCubic * x * x * x));
+      return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * C::kSqrt2OverPi * (T(1) + T(3) * C::kCubic * x * x);
+    }
+    case Activation::kRelu:
+      return x > T(0) ? T(1) : T(0);
+    case Activation::kTanh: {
+      const T t = std::tanh(x);
+      return T(1) - t * t;
+    }
+  }
+  return T(1);
+}
+
+}  // namespace
+
+template <typename T>
+void activation_forward_cpu(T* y, const T* x, std::size_t n, Activation act) {
+  const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel for schedule(static) if (count > 32768)
+  for (std::ptrdiff_t i = 0; i < count; ++i) y[i] = forward_one(x[i], act);
+}
+
+template <typename T>
+void activation_backward_cpu(T* dx, const T* dy, const T* x, std::size_t n, Activation act) {
+  const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel for schedule(static) if (count > 32768)
+  for (std::ptrdiff_t i = 0; i < count; ++i) dx[i] = dy[i] * derivative_one(x[i], act);
+}
+
+template void activation_forward_cpu<float>(float*, const float*, std::size_t, Activation);
+template void activation_forward_cpu<double>(double*, const double*, std::size_t, Activation);
+template void activation_backward_cpu<float>(float*, const float*, const float*, std::size_t, Activation);
+template void activation_backward_cpu<double>(double*, const double*, const double*, std::size_t, Activation);
+
+}  // namespace bertrain

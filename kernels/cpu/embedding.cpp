@@ -1,0 +1,78 @@
+#include "kernels/embedding.h"
+
+#include <algorithm>
+#include <cstddef>
+
+#include "engine/error.h"
+
+namespace bertrain {
+
+namespace {
+constexpr int kColumnBlock = 16;
+
+void check_ids(const int32_t* ids, const int32_t* token_types, int tokens, int vocab, int type_vocab) {
+  for (int t = 0; t < tokens; ++t) {
+    BERTRAIN_CHECK(ids[t] >= 0 && ids[t] < vocab,
+                   "token id " << ids[t] << " at position " << t << " is outside the vocabulary [0, " << vocab << ")");
+    if (token_types != nullptr) {
+      BERTRAIN_CHECK(token_types[t] >= 0 && token_types[t] < type_vocab,
+                     "token type " << token_types[t] << " at position " << t << " is outside [0, " << type_vocab
+                                   << ")");
+    }
+  }
+}
+}  // namespace
+
+template <typename T>
+void embedding_forward_cpu(T* out, const int32_t* ids, const int32_t* token_types, const T* word, const T* pos,
+                           const T* type, int batch, int seq, int hidden, int vocab, int type_vocab) {
+  const int tokens = batch * seq;
+  check_ids(ids, token_types, tokens, vocab, type_vocab);
+#pragma omp parallel for schedule(static) if (tokens > 64)
+  for (int t = 0; t < tokens; ++t) {
+    const T* w = word + static_cast<std::size_t>(ids[t]) * hidden;
+    const T* p = pos + static_cast<std::size_t>(t % seq) * hidden;
+    const T* ty = type + static_cast<std::size_t>(token_types != nullptr ? token_types[t] : 0) * hidden;
+    T* o = out + static_cast<std::size_t>(t) * hidden;
+    for (int c = 0; c < hidden; ++c) o[c] = w[c] + p[c] + ty[c];
+  }
+}
+
+template <typename T>
+void embedding_backward_cpu(T* dword, T* dpos, T* dtype, const T* dout, const int32_t* ids,
+                            const int32_t* token_types, int batch, int seq, int hidden, int vocab, int max_pos,
+                            int type_vocab) {
+  const int tokens = batch * seq;
+  check_ids(ids, token_types, tokens, vocab, type_vocab);
+  std::fill(dword, dword + static_cast<std::size_t>(vocab) * hidden, T(0));
+  std::fill(dpos, dpos + static_cast<std::size_t>(max_pos) * hidden, T(0));
+  std::fill(dtype, dtype + static_cast<std::size_t>(type_vocab) * hidden, T(0));
+  const int blocks = (hidden + kColumnBlock - 1) / kColumnBlock;
+  // Each task owns a block of columns of all three tables, so no two threads touch the same element.
+#pragma omp parallel for schedule(static) if (tokens * hidden > 65536)
+  for (int blk = 0; blk < blocks; ++blk) {
+    const int c0 = blk * kColumnBlock, c1 = std::min(hidden, c0 + kColumnBlock);
+    for (int t = 0; t < tokens; ++t) {
+      const T* g = dout + static_cast<std::size_t>(t) * hidden;
+      T* w = dword + static_cast<std::size_t>(ids[t]) * hidden;
+      T* p = dpos + static_cast<std::size_t>(t % seq) * hidden;
+      T* ty = dtype + static_cast<std::size_t>(token_types != nullptr ? token_types[t] : 0) * hidden;
+      for (int c = c0; c < c1; ++c) {
+        w[c] += g[c];
+        p[c] += g[c];
+        ty[c] += g[c];
+      }
+    }
+  }
+}
+
+template void embedding_forward_cpu<float>(float*, const int32_t*, const int32_t*, const float*, const float*,
+                                           const float*, int, int, int, int, int);
+template void embedding_forward_cpu<double>(double*, const int32_t*, const int32_t*, const double*, const double*,
+                                            const double*, int, int, int, int, int);
+template void embedding_backward_cpu<float>(float*, float*, float*, const float*, const int32_t*, const int32_t*,
+                                            int, int, int, int, int, int);
+template void embedding_backward_cpu<double>(double*, double*, double*, const double*, const int32_t*,
+                                             const int32_t*, int, int, int, int, int, int);
+
+}  // namespace bertrain

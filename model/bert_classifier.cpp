@@ -1,0 +1,219 @@
+#include "model/bert_classifier.h"
+
+#include <omp.h>
+
+#include <algorithm>
+
+#include "engine/error.h"
+#include "kernels/activation.h"
+#include "kernels/attention.h"
+#include "kernels/dropout.h"
+#include "kernels/embedding.h"
+#include "kernels/layernorm.h"
+#include "kernels/linear.h"
+
+namespace bertrain {
+
+DropoutSetting DropoutSetting::training(const BertConfig& config, uint64_t seed, uint32_t step) {
+  DropoutSetting d;
+  d.hidden = static_cast<float>(config.hidden_dropout_prob);
+  d.attention = static_cast<float>(config.attention_probs_dropout_prob);
+  d.classifier = static_cast<float>(config.classifier_dropout.value_or(config.hidden_dropout_prob));
+  d.seed = seed;
+  d.step = step;
+  return d;
+}
+
+namespace {
+
+// Each dropout site draws from its own stream: 0 embeddings, 1 + 3l attention probabilities of layer l,
+// 2 + 3l attention output, 3 + 3l feed-forward output, 1 + 3L the classifier input.
+enum DropoutSite : uint32_t { kEmbeddings = 0, kAttentionProbs = 1, kAttentionOutput = 2, kFeedForwardOutput = 3 };
+
+RandomKey dropout_key(const DropoutSetting& d, uint32_t tensor) { return RandomKey{d.seed, d.step, tensor}; }
+uint32_t layer_site(int layer, DropoutSite site) { return 3u * static_cast<uint32_t>(layer) + site; }
+uint32_t classifier_site(int layers) { return 3u * static_cast<uint32_t>(layers) + 1; }
+
+template <typename T>
+void add_inplace(T* y, const T* x, std::size_t n) {
+  const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel for schedule(static) if (count > 65536)
+  for (std::ptrdiff_t i = 0; i < count; ++i) y[i] += x[i];
+}
+
+}  // namespace
+
+template <typename T>
+BertClassifier<T>::BertClassifier(const BertConfig& config, int num_labels, int max_batch, int max_seq)
+    : config_(config), num_labels_(num_labels), max_batch_(max_batch), max_seq_(max_seq) {
+  config_.validate("model config");
+  BERTRAIN_CHECK(num_labels > 0, "the classifier needs at least one label, got " << num_labels);
+  BERTRAIN_CHECK(max_batch > 0 && max_seq > 0, "batch and sequence sizes must be positive");
+  BERTRAIN_CHECK(max_seq <= config.max_position_embeddings,
+                 "sequence length " << max_seq << " exceeds max_position_embeddings " << config.max_position_embeddings);
+  layout_ = bert_classifier_layout(config_, num_labels);
+
+  const std::size_t tokens = static_cast<std::size_t>(max_batch) * max_seq;
+  const std::size_t h = config.hidden_size, i = config.intermediate_size, b = max_batch;
+  const std::size_t probs = b * config.num_attention_heads * max_seq * max_seq;
+  const int layers = config.num_hidden_layers;
+  threads_ = omp_get_max_threads();
+
+  // Every buffer is a slice of one arena: first collect the requests, then allocate once and hand out.
+  std::vector<std::pair<T**, std::size_t>> plan;
+  auto reserve = [&](T*& slot, std::size_t n) { plan.emplace_back(&slot, n); };
+  reserve(emb_sum_, tokens * h);
+  reserve(emb_mean_, tokens);
+  reserve(emb_rstd_, tokens);
+  layer_in_.resize(layers + 1);
+  for (T*& in : layer_in_) reserve(in, tokens * h);
+  layers_.resize(layers);
+  for (LayerActivations& a : layers_) {
+    for (T** p : {&a.q, &a.k, &a.v, &a.ctx, &a.attn_out, &a.ln1_out, &a.out_dense}) reserve(*p, tokens * h);
+    for (T** p : {&a.ln1_mean, &a.ln1_rstd, &a.ln2_mean, &a.ln2_rstd}) reserve(*p, tokens);
+    reserve(a.probs, probs);
+    reserve(a.inter_pre, tokens * i);
+  }
+  for (T** p : {&cls_, &pool_pre_, &pooled_, &pooled_drop_, &d_small_a_, &d_small_b_}) reserve(*p, b * h);
+  reserve(logits_, b * num_labels);
+  reserve(act_scratch_, tokens * i);
+  reserve(d_inter_, tokens * i);
+  for (T** p : {&dy_, &d_a_, &d_b_, &d_c_, &d_d_, &d_e_}) reserve(*p, tokens * h);
+  reserve(attention_scratch_, attention_scratch_elements(max_seq, threads_));
+
+  std::size_t total = 0;
+  for (const auto& request : plan) total += request.second;
+  arena_.assign(total, T(0));
+  std::size_t offset = 0;
+  for (const auto& [slot, n] : plan) {
+    *slot = arena_.data() + offset;
+    offset += n;
+  }
+}
+
+template <typename T>
+void BertClassifier<T>::forward(const T* params, const BertBatch& batch, const DropoutSetting& dropout) {
+  BERTRAIN_CHECK(batch.batch > 0 && batch.batch <= max_batch_,
+                 "batch size " << batch.batch << " is outside [1, " << max_batch_ << "]");
+  BERTRAIN_CHECK(batch.seq > 0 && batch.seq <= max_seq_,
+                 "sequence length " << batch.seq << " is outside [1, " << max_seq_ << "]");
+  // The attention scratch holds one slice per thread, sized when the model was built.
+  BERTRAIN_CHECK(omp_get_max_threads() <= threads_, "OpenMP thread count grew from " << threads_ << " to "
+                                                                                       << omp_get_max_threads()
+                                                                                       << " after the model was built");
+  batch_ = batch;
+  dropout_ = dropout;
+  const BertWeights<const T> w = bind_bert_weights(layout_, config_.num_hidden_layers, params);
+  const BertConfig& c = config_;
+  const int B = batch.batch, S = batch.seq, H = c.hidden_size, I = c.intermediate_size, C = num_labels_;
+  const int tokens = B * S;
+  const std::size_t th = static_cast<std::size_t>(tokens) * H;
+  const T eps = T(c.layer_norm_eps);
+  const Activation act = c.activation();
+
+  embedding_forward_cpu(emb_sum_, batch.input_ids, nullptr, w.word_emb, w.pos_emb, w.type_emb, B, S, H,
+                        c.vocab_size, c.type_vocab_size);
+  layernorm_forward_cpu(layer_in_[0], emb_mean_, emb_rstd_, emb_sum_, static_cast<const T*>(nullptr), w.emb_ln_g,
+                        w.emb_ln_b, tokens, H, eps);
+  dropout_forward_cpu(layer_in_[0], layer_in_[0], th, dropout.hidden, dropout_key(dropout, kEmbeddings));
+
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const BertLayerWeights<const T>& lw = w.layers[l];
+    const LayerActivations& a = layers_[l];
+    const T* x = layer_in_[l];
+    linear_forward_cpu(a.q, x, lw.query_w, lw.query_b, tokens, H, H);
+    linear_forward_cpu(a.k, x, lw.key_w, lw.key_b, tokens, H, H);
+    linear_forward_cpu(a.v, x, lw.value_w, lw.value_b, tokens, H, H);
+    attention_forward_cpu(a.ctx, a.probs, a.q, a.k, a.v, batch.attention_mask, B, S, c.num_attention_heads,
+                          c.head_dim(), dropout.attention, dropout_key(dropout, layer_site(l, kAttentionProbs)),
+                          attention_scratch_);
+    linear_forward_cpu(a.attn_out, a.ctx, lw.attn_out_w, lw.attn_out_b, tokens, H, H);
+    dropout_forward_cpu(a.attn_out, a.attn_out, th, dropout.hidden, dropout_key(dropout, layer_site(l, kAttentionOutput)));
+    layernorm_forward_cpu(a.ln1_out, a.ln1_mean, a.ln1_rstd, a.attn_out, x, lw.attn_ln_g, lw.attn_ln_b, tokens, H, eps);
+    linear_forward_cpu(a.inter_pre, a.ln1_out, lw.inter_w, lw.inter_b, tokens, H, I);
+    activation_forward_cpu(act_scratch_, a.inter_pre, static_cast<std::size_t>(tokens) * I, act);
+    linear_forward_cpu(a.out_dense, act_scratch_, lw.out_w, lw.out_b, tokens, I, H);
+    dropout_forward_cpu(a.out_dense, a.out_dense, th, dropout.hidden,
+                        dropout_key(dropout, layer_site(l, kFeedForwardOutput)));
+    layernorm_forward_cpu(layer_in_[l + 1], a.ln2_mean, a.ln2_rstd, a.out_dense, a.ln1_out, lw.out_ln_g,
+                          lw.out_ln_b, tokens, H, eps);
+  }
+
+  // Pooler on the [CLS] token, then classifier dropout and the linear head.
+  const T* seq_out = layer_in_.back();
+  for (int b = 0; b < B; ++b) std::copy_n(seq_out + static_cast<std::size_t>(b) * S * H, H, cls_ + static_cast<std::size_t>(b) * H);
+  linear_forward_cpu(pool_pre_, cls_, w.pooler_w, w.pooler_b, B, H, H);
+  activation_forward_cpu(pooled_, pool_pre_, static_cast<std::size_t>(B) * H, Activation::kTanh);
+  dropout_forward_cpu(pooled_drop_, pooled_, static_cast<std::size_t>(B) * H, dropout.classifier,
+                      dropout_key(dropout, classifier_site(c.num_hidden_layers)));
+  linear_forward_cpu(logits_, pooled_drop_, w.classifier_w, w.classifier_b, B, H, C);
+}
+
+template <typename T>
+void BertClassifier<T>::backward(T* grads, const T* params, const T* dlogits) {
+  BERTRAIN_CHECK(batch_.batch > 0, "backward called before forward");
+  const BertWeights<const T> w = bind_bert_weights(layout_, config_.num_hidden_layers, params);
+  const BertWeights<T> g = bind_bert_weights(layout_, config_.num_hidden_layers, grads);
+  const BertConfig& c = config_;
+  const DropoutSetting& dropout = dropout_;
+  const int B = batch_.batch, S = batch_.seq, H = c.hidden_size, I = c.intermediate_size, C = num_labels_;
+  const int tokens = B * S;
+  const std::size_t th = static_cast<std::size_t>(tokens) * H, ti = static_cast<std::size_t>(tokens) * I;
+  const Activation act = c.activation();
+
+  // Head: classifier, dropout, tanh, pooler dense; the pooler's input gradient lands on the [CLS] rows.
+  linear_backward_cpu(d_small_a_, g.classifier_w, g.classifier_b, dlogits, pooled_drop_, w.classifier_w, B, H, C,
+                      false);
+  dropout_backward_cpu(d_small_a_, d_small_a_, static_cast<std::size_t>(B) * H, dropout.classifier,
+                       dropout_key(dropout, classifier_site(c.num_hidden_layers)));
+  activation_backward_cpu(d_small_a_, d_small_a_, pool_pre_, static_cast<std::size_t>(B) * H, Activation::kTanh);
+  linear_backward_cpu(d_small_b_, g.pooler_w, g.pooler_b, d_small_a_, cls_, w.pooler_w, B, H, H, false);
+  std::fill(dy_, dy_ + th, T(0));
+  for (int b = 0; b < B; ++b) std::copy_n(d_small_b_ + static_cast<std::size_t>(b) * H, H, dy_ + static_cast<std::size_t>(b) * S * H);
+
+  for (int l = c.num_hidden_layers - 1; l >= 0; --l) {
+    const BertLayerWeights<const T>& lw = w.layers[l];
+    const BertLayerWeights<T>& lg = g.layers[l];
+    const LayerActivations& a = layers_[l];
+    const T* x = layer_in_[l];
+    T* dz2 = d_a_;
+    // Output LayerNorm: dy is the gradient of this layer's output.
+    layernorm_backward_cpu(dz2, lg.out_ln_g, lg.out_ln_b, dy_, a.out_dense, a.ln1_out, a.ln2_mean, a.ln2_rstd,
+                           lw.out_ln_g, tokens, H);
+    // Feed-forward: dropout, output dense (input act(inter_pre), recomputed), activation, intermediate dense.
+    dropout_backward_cpu(d_b_, dz2, th, dropout.hidden, dropout_key(dropout, layer_site(l, kFeedForwardOutput)));
+    activation_forward_cpu(act_scratch_, a.inter_pre, ti, act);
+    linear_backward_cpu(d_inter_, lg.out_w, lg.out_b, d_b_, act_scratch_, lw.out_w, tokens, I, H, false);
+    activation_backward_cpu(d_inter_, d_inter_, a.inter_pre, ti, act);
+    T* d_ln1 = d_c_;
+    linear_backward_cpu(d_ln1, lg.inter_w, lg.inter_b, d_inter_, a.ln1_out, lw.inter_w, tokens, H, I, false);
+    add_inplace(d_ln1, dz2, th);  // the residual around the feed-forward block
+    // Attention LayerNorm, dropout, output dense.
+    T* dz1 = d_a_;
+    layernorm_backward_cpu(dz1, lg.attn_ln_g, lg.attn_ln_b, d_ln1, a.attn_out, x, a.ln1_mean, a.ln1_rstd,
+                           lw.attn_ln_g, tokens, H);
+    dropout_backward_cpu(d_b_, dz1, th, dropout.hidden, dropout_key(dropout, layer_site(l, kAttentionOutput)));
+    T* dctx = d_c_;
+    linear_backward_cpu(dctx, lg.attn_out_w, lg.attn_out_b, d_b_, a.ctx, lw.attn_out_w, tokens, H, H, false);
+    // Self-attention, then the three projections, whose input gradients add up with the residual.
+    T *dq = d_b_, *dk = d_d_, *dv = d_e_;
+    attention_backward_cpu(dq, dk, dv, dctx, a.probs, a.q, a.k, a.v, B, S, c.num_attention_heads, c.head_dim(),
+                           dropout.attention, dropout_key(dropout, layer_site(l, kAttentionProbs)), attention_scratch_);
+    linear_backward_cpu(dy_, lg.query_w, lg.query_b, dq, x, lw.query_w, tokens, H, H, false);
+    linear_backward_cpu(dy_, lg.key_w, lg.key_b, dk, x, lw.key_w, tokens, H, H, true);
+    linear_backward_cpu(dy_, lg.value_w, lg.value_b, dv, x, lw.value_w, tokens, H, H, true);
+    add_inplace(dy_, dz1, th);
+  }
+
+  // Embeddings: dropout, LayerNorm (no residual), then the three tables.
+  dropout_backward_cpu(dy_, dy_, th, dropout.hidden, dropout_key(dropout, kEmbeddings));
+  layernorm_backward_cpu(d_a_, g.emb_ln_g, g.emb_ln_b, dy_, emb_sum_, static_cast<const T*>(nullptr), emb_mean_,
+                         emb_rstd_, w.emb_ln_g, tokens, H);
+  embedding_backward_cpu(g.word_emb, g.pos_emb, g.type_emb, d_a_, batch_.input_ids, static_cast<const int32_t*>(nullptr),
+                         B, S, H, c.vocab_size, c.max_position_embeddings, c.type_vocab_size);
+}
+
+template class BertClassifier<float>;
+template class BertClassifier<double>;
+
+}  // namespace bertrain

@@ -1,0 +1,38 @@
+// The parameters of a BERT sequence classifier: their Hugging Face names and shapes (the flat layout), and
+// typed pointers into any buffer with that layout (parameters, gradients), so kernels get raw pointers.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/param_store.h"
+#include "model/bert_config.h"
+
+namespace bertrain {
+
+// Layout of a BertForSequenceClassification with `num_labels` outputs, named as Hugging Face names them
+// ("bert." prefix, LayerNorm.weight / .bias, classifier.weight / .bias).
+ParamLayout bert_classifier_layout(const BertConfig& config, int num_labels);
+
+template <typename T>
+struct BertLayerWeights {
+  T *query_w, *query_b, *key_w, *key_b, *value_w, *value_b;  // [H, H], [H]
+  T *attn_out_w, *attn_out_b, *attn_ln_g, *attn_ln_b;       // [H, H], [H], [H], [H]
+  T *inter_w, *inter_b;                                      // [I, H], [I]
+  T *out_w, *out_b, *out_ln_g, *out_ln_b;                    // [H, I], [H], [H], [H]
+};
+
+template <typename T>
+struct BertWeights {
+  T *word_emb, *pos_emb, *type_emb;  // [V, H], [max_pos, H], [type_vocab, H]
+  T *emb_ln_g, *emb_ln_b;            // [H]
+  std::vector<BertLayerWeights<T>> layers;
+  T *pooler_w, *pooler_b;          // [H, H], [H]
+  T *classifier_w, *classifier_b;  // [C, H], [C]
+};
+
+// Pointers into `base`, a buffer laid out by `layout` (from bert_classifier_layout).
+template <typename T>
+BertWeights<T> bind_bert_weights(const ParamLayout& layout, int num_layers, T* base);
+
+}  // namespace bertrain

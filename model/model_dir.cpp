@@ -1,0 +1,133 @@
+#include "model/model_dir.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "engine/atomic_file.h"
+#include "engine/error.h"
+#include "kernels/philox.h"
+#include "model/bert_params.h"
+#include "model/hf_names.h"
+#include "model/safetensors.h"
+
+namespace bertrain {
+
+namespace {
+
+bool file_exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+void make_directories(const std::string& dir) {
+  for (std::size_t pos = 1; pos <= dir.size(); ++pos) {
+    if (pos != dir.size() && dir[pos] != '/') continue;
+    const std::string prefix = dir.substr(0, pos);
+    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
+      BERTRAIN_FAIL(prefix << ": cannot create directory: " << std::strerror(errno));
+    }
+  }
+  struct stat st;
+  BERTRAIN_CHECK(::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode), dir << ": not a directory");
+}
+
+std::string read_whole_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  BERTRAIN_CHECK(in, path << ": cannot open");
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+}  // namespace
+
+void fill_normal(float* out, std::size_t n, float std, uint64_t seed, uint32_t tensor) {
+  const RandomKey key{seed, 0, tensor};
+  for (std::size_t i = 0; i < n; i += 2) {
+    const Philox4 bits = philox_group(key, i / 2);
+    // u1 in (0, 1] so the logarithm is finite; 32-bit uniforms in double for a smooth tail.
+    const double u1 = (static_cast<double>(bits.v[0]) + 1.0) / 4294967296.0;
+    const double u2 = static_cast<double>(bits.v[1]) / 4294967296.0;
+    const double radius = std::sqrt(-2.0 * std::log(u1));
+    const double angle = 2.0 * M_PI * u2;
+    out[i] = static_cast<float>(std * radius * std::cos(angle));
+    if (i + 1 < n) out[i + 1] = static_cast<float>(std * radius * std::sin(angle));
+  }
+}
+
+LoadedModel load_model_dir(const std::string& dir, const std::vector<std::string>& labels, uint64_t seed) {
+  LoadedModel model;
+  model.config = BertConfig::load(dir + "/config.json");
+  const std::vector<std::string> checkpoint_labels = model.config.labels;
+  if (labels.empty()) {
+    BERTRAIN_CHECK(!checkpoint_labels.empty(), dir << "/config.json: no id2label, so the classifier's labels are unknown");
+  } else {
+    model.config.labels = labels;
+  }
+  const int num_labels = model.config.num_labels();
+  model.layout = bert_classifier_layout(model.config, num_labels);
+  model.params.assign(model.layout.total(), 0.0f);
+
+  const std::string weights_path = dir + "/model.safetensors";
+  BERTRAIN_CHECK(file_exists(weights_path),
+                 weights_path << ": not found (a checkpoint in pytorch_model.bin format must be converted first: "
+                                 "tools/convert_to_safetensors.py)");
+  const SafetensorsFile file(weights_path);
+  std::map<std::string, std::string> source_of;  // layout name -> checkpoint name
+  for (const TensorInfo& info : file.tensors()) {
+    const std::optional<std::string> name = canonical_param_name(info.name);
+    if (!name) continue;
+    BERTRAIN_CHECK(model.layout.contains(*name),
+                   weights_path << ": unexpected tensor '" << info.name << "' (not part of a BERT classifier with "
+                                << model.config.num_hidden_layers << " layers)");
+    const auto [it, inserted] = source_of.emplace(*name, info.name);
+    BERTRAIN_CHECK(inserted, weights_path << ": tensors '" << it->second << "' and '" << info.name
+                                          << "' both map to '" << *name << "'");
+  }
+
+  const bool classifier_in_file = source_of.count("classifier.weight") && source_of.count("classifier.bias");
+  model.classifier_loaded = classifier_in_file && (labels.empty() || labels == checkpoint_labels);
+  if (labels.empty()) {
+    BERTRAIN_CHECK(classifier_in_file, weights_path << ": classifier.weight / classifier.bias missing");
+  }
+
+  for (const ParamEntry& entry : model.layout.entries()) {
+    const bool is_classifier = entry.name.rfind("classifier.", 0) == 0;
+    float* dst = model.params.data() + entry.offset;
+    if (is_classifier && !model.classifier_loaded) {
+      if (entry.name == "classifier.weight") {
+        fill_normal(dst, entry.numel, static_cast<float>(model.config.initializer_range), seed, 0);
+      }
+      continue;  // biases stay zero
+    }
+    const auto it = source_of.find(entry.name);
+    BERTRAIN_CHECK(it != source_of.end(), weights_path << ": missing tensor '" << entry.name << "' with shape "
+                                                        << shape_string(entry.shape));
+    const TensorInfo& info = file.info(it->second);
+    BERTRAIN_CHECK(info.shape == entry.shape, weights_path << ": tensor '" << info.name << "' has shape "
+                                                           << shape_string(info.shape) << " but config.json implies "
+                                                           << shape_string(entry.shape));
+    file.read_float_into(info.name, dst, entry.numel);
+  }
+  model.vocab_path = file_exists(dir + "/vocab.txt") ? dir + "/vocab.txt" : "";
+  return model;
+}
+
+void save_model_dir(const std::string& dir, const BertConfig& config, const ParamLayout& layout, const float* params,
+                    const std::string& vocab_source) {
+  make_directories(dir);
+  SafetensorsWriter writer;
+  for (const ParamEntry& entry : layout.entries()) writer.add_f32(entry.name, entry.shape, params + entry.offset);
+  writer.set_metadata("format", "pt");  // transformers refuses safetensors files without it
+  writer.write(dir + "/model.safetensors");
+  write_file_atomically(dir + "/config.json", config.to_classifier_json().dump(2) + "\n");
+  if (!vocab_source.empty()) write_file_atomically(dir + "/vocab.txt", read_whole_file(vocab_source));
+}
+
+}  // namespace bertrain

@@ -1,0 +1,39 @@
+// A Hugging Face model directory (config.json, model.safetensors, vocab.txt) read into, and written from,
+// our flat float32 parameter buffer.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/param_store.h"
+#include "model/bert_config.h"
+
+namespace bertrain {
+
+struct LoadedModel {
+  BertConfig config;          // config.labels is the classifier's label set
+  ParamLayout layout;         // bert_classifier_layout(config, labels)
+  std::vector<float> params;  // layout.total() elements
+  bool classifier_loaded = false;  // false: classifier.* freshly initialised
+  std::string vocab_path;     // the directory's vocab.txt ("" when it has none)
+};
+
+// Loads `dir`. With `labels` empty, the classifier comes from the checkpoint (config.json id2label and
+// classifier.* must be present). With `labels` given, classifier.* is loaded when the checkpoint has it for
+// exactly these labels in this order, and is otherwise initialised as transformers does (weights normal
+// with std initializer_range, drawn from `seed`; biases zero). Every tensor the config implies must be present
+// with its shape; unknown tensors are an error, cls.* heads and position_ids are ignored.
+LoadedModel load_model_dir(const std::string& dir, const std::vector<std::string>& labels, uint64_t seed);
+
+// Writes a BertForSequenceClassification directory (created if missing; each file replaced atomically):
+// model.safetensors (bert.* and classifier.*, F32), config.json (BertConfig::to_classifier_json) and, when
+// `vocab_source` is non-empty, a copy of it as vocab.txt.
+void save_model_dir(const std::string& dir, const BertConfig& config, const ParamLayout& layout, const float* params,
+                    const std::string& vocab_source);
+
+// Fills `out[0, n)` with normal(0, std) draws from Philox stream (seed, tensor) via Box–Muller:
+// the same numbers on every machine, unlike std::normal_distribution.
+void fill_normal(float* out, std::size_t n, float std, uint64_t seed, uint32_t tensor);
+
+}  // namespace bertrain

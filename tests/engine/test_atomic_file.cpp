@@ -1,0 +1,142 @@
+// Tests for AtomicFile: a commit replaces the target, an abandoned write leaves the old file and no
+// temporary file behind, and failures name the path.
+#include "engine/atomic_file.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "engine/error.h"
+
+namespace bertrain {
+namespace {
+
+namespace fs = std::filesystem;
+
+class AtomicFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "bertrain_atomic_XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  static std::string slurp(const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+
+  std::vector<std::string> entries() const {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename().string());
+    return names;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(AtomicFileTest, CommitReplacesContents) {
+  const std::string p = path("weights.bin");
+  write_file_atomically(p, "old contents");
+  ASSERT_EQ(slurp(p), "old contents");
+
+  AtomicFile file(p);
+  file.write("new", 3);
+  file.write(" contents!", 10);
+  file.commit();
+  EXPECT_EQ(slurp(p), "new contents!");
+  EXPECT_EQ(entries(), std::vector<std::string>{"weights.bin"});  // temporary file renamed away
+}
+
+TEST_F(AtomicFileTest, TargetKeepsOldContentsUntilCommit) {
+  const std::string p = path("config.json");
+  write_file_atomically(p, "{\"old\": 1}");
+  AtomicFile file(p);
+  file.write("{\"new\": 2}", 10);
+  // The new bytes live in "<path>.tmp.<pid>" while the target still holds the old ones.
+  const std::string tmp = p + ".tmp." + std::to_string(static_cast<long>(::getpid()));
+  EXPECT_TRUE(fs::exists(tmp));
+  EXPECT_EQ(slurp(p), "{\"old\": 1}");
+  file.commit();
+  EXPECT_EQ(slurp(p), "{\"new\": 2}");
+  EXPECT_FALSE(fs::exists(tmp));
+}
+
+TEST_F(AtomicFileTest, UncommittedFileLeavesOldFileAndNoTemporary) {
+  const std::string p = path("model.safetensors");
+  write_file_atomically(p, "complete old file");
+  {
+    AtomicFile file(p);
+    file.write("half-written new f", 18);
+  }  // destroyed without commit, as when an exception unwinds a writer
+  EXPECT_EQ(slurp(p), "complete old file");
+  EXPECT_EQ(entries(), std::vector<std::string>{"model.safetensors"});
+}
+
+TEST_F(AtomicFileTest, UncommittedNewFileLeavesNothing) {
+  { AtomicFile file(path("never.bin")); }
+  EXPECT_TRUE(entries().empty());
+}
+
+TEST_F(AtomicFileTest, NonexistentDirectoryIsErrorNamingPath) {
+  const std::string p = path("missing_dir/out.bin");
+  try {
+    AtomicFile file(p);
+    FAIL() << "expected bertrain::Error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(p), std::string::npos) << msg;
+    EXPECT_NE(msg.find("No such file or directory"), std::string::npos) << msg;
+  }
+  EXPECT_THROW(write_file_atomically(p, "x"), Error);
+}
+
+TEST_F(AtomicFileTest, WriteOrCommitAfterCommitIsError) {
+  const std::string p = path("once.bin");
+  AtomicFile file(p);
+  file.write("a", 1);
+  file.commit();
+  try {
+    file.write("b", 1);
+    FAIL() << "expected bertrain::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(file.commit(), Error);
+  EXPECT_EQ(slurp(p), "a");
+}
+
+TEST_F(AtomicFileTest, LargeAndEmptyWritesRoundTrip) {
+  std::string big(8u << 20, '\0');
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 131u) >> 3);
+  write_file_atomically(path("big.bin"), big);
+  EXPECT_EQ(slurp(path("big.bin")), big);
+
+  write_file_atomically(path("empty.bin"), "");
+  EXPECT_TRUE(fs::exists(path("empty.bin")));
+  EXPECT_EQ(fs::file_size(path("empty.bin")), 0u);
+}
+
+TEST_F(AtomicFileTest, RelativePathInCurrentDirectory) {
+  // A bare file name has "." as its folder; the directory fsync must handle that.
+  const fs::path old_cwd = fs::current_path();
+  fs::current_path(dir_);
+  EXPECT_NO_THROW(write_file_atomically("relative.txt", "here"));
+  fs::current_path(old_cwd);
+  EXPECT_EQ(slurp(path("relative.txt")), "here");
+}
+
+}  // namespace
+}  // namespace bertrain

@@ -1,0 +1,134 @@
+// `bertrain bench step`: times whole CPU training steps (forward, BCE loss, backward, Adam) of a randomly
+// initialised BERT classifier on a fixed synthetic batch, and prints the loss of each step so that one can
+// see it learn. Compare with tools/reference/bench_torch_step.py (same shapes, PyTorch CPU).
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "engine/classifier_trainer.h"
+#include "engine/error.h"
+#include "kernels/philox.h"
+#include "model/bert_params.h"
+#include "model/model_dir.h"
+#include "tools/args.h"
+#include "tools/commands.h"
+
+namespace bertrain {
+
+namespace {
+
+// transformers' initialisation: linear and embedding weights normal(0, initializer_range), LayerNorm
+// weights one, biases zero.
+std::vector<float> random_parameters(const ParamLayout& layout, const BertConfig& config, uint64_t seed) {
+  std::vector<float> params(layout.total(), 0.0f);
+  uint32_t tensor = 0;
+  for (const ParamEntry& e : layout.entries()) {
+    float* p = params.data() + e.offset;
+    const bool is_bias = e.name.size() > 5 && e.name.compare(e.name.size() - 5, 5, ".bias") == 0;
+    if (e.name.find("LayerNorm.weight") != std::string::npos) {
+      std::fill(p, p + e.numel, 1.0f);
+    } else if (!is_bias) {
+      fill_normal(p, e.numel, static_cast<float>(config.initializer_range), seed, ++tensor);
+    }
+  }
+  return params;
+}
+
+int bench_step(const std::vector<std::string>& args) {
+  ArgParser parser("bench step",
+                   "Times CPU training steps (forward + BCE loss + backward + Adam) of a random BERT classifier\n"
+                   "on one fixed synthetic batch and prints the loss of every step. Defaults: BERT-mini.");
+  parser.option("layers", "4", "encoder layers");
+  parser.option("hidden", "256", "hidden size H");
+  parser.option("heads", "4", "attention heads");
+  parser.option("intermediate", "1024", "feed-forward size I");
+  parser.option("vocab", "31090", "vocabulary size V (SciBERT's)");
+  parser.option("batch", "32", "batch size B");
+  parser.option("seq", "64", "sequence length S (rows are padded to it; lengths vary from S/2 to S)");
+  parser.option("labels", "4", "classes C");
+  parser.option("dropout", "0.1", "hidden and attention dropout");
+  parser.option("steps", "20", "timed steps");
+  parser.option("warmup", "3", "untimed steps before timing");
+  parser.option("threads", "0", "OpenMP threads (0: OpenMP's default)");
+  parser.option("seed", "42", "seed of the weights, the batch and the dropout masks");
+  if (!parser.parse(args)) return 0;
+
+  const int threads = parser.get_int("threads");
+  if (threads < 0) throw UsageError("bench step: --threads must be >= 0");
+  if (threads > 0) omp_set_num_threads(threads);
+  BertConfig config;
+  config.num_hidden_layers = parser.get_int("layers");
+  config.hidden_size = parser.get_int("hidden");
+  config.num_attention_heads = parser.get_int("heads");
+  config.intermediate_size = parser.get_int("intermediate");
+  config.vocab_size = parser.get_int("vocab");
+  config.hidden_dropout_prob = config.attention_probs_dropout_prob = parser.get_double("dropout");
+  const int batch = parser.get_int("batch"), seq = parser.get_int("seq"), labels = parser.get_int("labels");
+  const int steps = parser.get_int("steps"), warmup = parser.get_int("warmup");
+  const uint64_t seed = static_cast<uint64_t>(parser.get_int("seed"));
+  if (batch < 1 || seq < 2 || labels < 1 || steps < 1 || warmup < 0) {
+    throw UsageError("bench step: --batch, --labels and --steps must be >= 1, --seq >= 2, --warmup >= 0");
+  }
+  if (seq > config.max_position_embeddings) config.max_position_embeddings = seq;
+  config.validate("bench step");
+
+  // A fixed batch: [CLS]-like first token, random ids, right padding, one random label per row.
+  std::vector<int32_t> ids(static_cast<std::size_t>(batch) * seq, 0), mask(ids.size(), 0);
+  std::vector<float> targets(static_cast<std::size_t>(batch) * labels, 0.0f);
+  const RandomKey key{seed, 0, 0xbe7c4u};
+  for (int b = 0; b < batch; ++b) {
+    const int length = seq / 2 + static_cast<int>(philox_uniform(key, 3 * b) * (seq - seq / 2 + 1));
+    for (int s = 0; s < std::min(length, seq); ++s) {
+      ids[b * seq + s] = 1 + static_cast<int32_t>(philox_uniform(key, 1000003ull * (b + 1) + s) * (config.vocab_size - 1));
+      mask[b * seq + s] = 1;
+    }
+    targets[b * labels + static_cast<int>(philox_uniform(key, 3 * b + 1) * labels) % labels] = 1.0f;
+  }
+  const BertBatch bert_batch{ids.data(), mask.data(), batch, seq};
+
+  const ParamLayout layout = bert_classifier_layout(config, labels);
+  TrainerOptions options;
+  options.adam.lr = 1e-4;
+  options.seed = seed;
+  ClassifierTrainer<float> trainer(config, labels, batch, seq, random_parameters(layout, config, seed), options);
+  std::printf("bench step: layers %d, hidden %d, heads %d, intermediate %d, vocab %d, batch %d, seq %d, "
+              "%zu parameters, activations %.1f MiB, %d threads\n",
+              config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.intermediate_size,
+              config.vocab_size, batch, seq, layout.parameter_count(),
+              static_cast<double>(trainer.model().activation_bytes()) / (1 << 20), omp_get_max_threads());
+
+  std::vector<double> times;
+  for (int i = 0; i < warmup + steps; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    const float loss = trainer.step(bert_batch, targets.data());
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (i >= warmup) times.push_back(ms);
+    std::printf("step %3d  loss %.6f  %8.2f ms%s\n", i + 1, loss, ms, i < warmup ? "  (warm-up)" : "");
+    std::fflush(stdout);
+  }
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted[sorted.size() / 2];
+  double mean = 0;
+  for (double t : times) mean += t / times.size();
+  std::printf("{\"bench\": \"step\", \"device\": \"cpu\", \"threads\": %d, \"batch\": %d, \"seq\": %d, "
+              "\"median_ms\": %.3f, \"mean_ms\": %.3f, \"samples_per_s\": %.1f}\n",
+              omp_get_max_threads(), batch, seq, median, mean, batch * 1000.0 / median);
+  return 0;
+}
+
+}  // namespace
+
+int run_bench(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::printf("usage: bertrain bench step [options]\n\n  step    time CPU training steps (see bench step --help)\n");
+    return args.empty() ? 2 : 0;
+  }
+  if (args[0] == "step") return bench_step(std::vector<std::string>(args.begin() + 1, args.end()));
+  throw UsageError("bench: unknown benchmark '" + args[0] + "' (available: step)");
+}
+
+}  // namespace bertrain

@@ -1,0 +1,56 @@
+// bertrain: the command-line entry point. Dispatches to subcommands and turns every failure into one line
+// on stderr and a non-zero exit code (1 for errors, 2 for usage errors).
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "engine/build_info.h"
+#include "engine/error.h"
+#include "tools/args.h"
+#include "tools/commands.h"
+
+namespace {
+
+const char kUsage[] =
+    "usage: bertrain [--version] [--help] COMMAND [options]\n"
+    "\n"
+    "Fine-tunes BERT encoders for text classification (C++/CUDA, no framework).\n"
+    "\n"
+    "commands:\n"
+    "  bench step     time CPU training steps (forward + backward + Adam) of a random BERT\n"
+    "\n"
+    "Run 'bertrain COMMAND --help' for the options of a command.\n";
+
+int dispatch(const std::vector<std::string>& args) {
+  if (args.empty()) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  const std::string& command = args[0];
+  if (command == "--help" || command == "-h" || command == "help") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (command == "--version" || command == "version") {
+    std::fputs(bertrain::build_info().c_str(), stdout);
+    return 0;
+  }
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (command == "bench") return bertrain::run_bench(rest);
+  throw bertrain::UsageError("unknown command '" + command + "' (see bertrain --help)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return dispatch(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const bertrain::UsageError& e) {
+    std::fprintf(stderr, "bertrain: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bertrain: error: %s\n", e.what());
+    return 1;
+  }
+}
