@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <string>
 
+#include "engine/build_info.h"
+
 namespace bertrain {
 
 int cuda_device_count(std::string* why) {

@@ -1,0 +1,178 @@
+// Reading and writing Hugging Face model directories: name variants, validation errors, fresh heads.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+
+#include "engine/error.h"
+#include "model/model_dir.h"
+#include "model/safetensors.h"
+
+namespace bertrain {
+namespace {
+
+const std::string kFixture = std::string(BERTRAIN_FIXTURES_DIR) + "/tiny_gelu_bce_adam";
+
+class ModelDirTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/bertrain_model_dir_XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    tmp_ = tmpl;
+    reference_ = load_model_dir(kFixture, {}, 0);
+  }
+  void TearDown() override { std::system(("rm -rf '" + tmp_ + "'").c_str()); }
+
+  // Writes a directory with the fixture's config and the fixture's tensors renamed (nullopt: dropped),
+  // plus `extra` tensors.
+  std::string write_variant(const std::string& name,
+                            const std::function<std::optional<std::string>(const std::string&)>& rename,
+                            const std::vector<std::pair<std::string, std::vector<int64_t>>>& extra = {}) {
+    const std::string dir = tmp_ + "/" + name;
+    save_model_dir(dir, reference_.config, reference_.layout, reference_.params.data(), "");
+    SafetensorsWriter writer;
+    for (const ParamEntry& e : reference_.layout.entries()) {
+      if (auto renamed = rename(e.name)) writer.add_f32(*renamed, e.shape, reference_.params.data() + e.offset);
+    }
+    static const std::vector<float> zeros(4096, 0.0f);
+    for (const auto& [tensor, shape] : extra) writer.add_f32(tensor, shape, zeros.data());
+    writer.write(dir + "/model.safetensors");
+    return dir;
+  }
+
+  void expect_load_error(const std::string& dir, std::initializer_list<const char*> fragments) {
+    try {
+      load_model_dir(dir, {}, 0);
+      FAIL() << "no error loading " << dir;
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      for (const char* f : fragments) EXPECT_NE(message.find(f), std::string::npos) << "'" << f << "' not in: " << message;
+    }
+  }
+
+  std::string tmp_;
+  LoadedModel reference_;
+};
+
+TEST_F(ModelDirTest, LoadsTheFixtureAsWritten) {
+  EXPECT_TRUE(reference_.classifier_loaded);
+  EXPECT_EQ(reference_.config.num_labels(), 4);
+  EXPECT_EQ(reference_.vocab_path, kFixture + "/vocab.txt");
+  const SafetensorsFile file(kFixture + "/model.safetensors");
+  for (const ParamEntry& e : reference_.layout.entries()) {
+    const std::vector<float> expected = file.read_float(e.name);
+    ASSERT_EQ(expected.size(), e.numel);
+    for (std::size_t i = 0; i < e.numel; ++i) ASSERT_EQ(reference_.params[e.offset + i], expected[i]) << e.name;
+  }
+}
+
+TEST_F(ModelDirTest, SaveThenLoadIsExact) {
+  const std::string dir = tmp_ + "/saved/nested";
+  save_model_dir(dir, reference_.config, reference_.layout, reference_.params.data(), reference_.vocab_path);
+  const LoadedModel back = load_model_dir(dir, {}, 0);
+  EXPECT_EQ(back.params, reference_.params);
+  EXPECT_EQ(back.config.labels, reference_.config.labels);
+  EXPECT_EQ(back.vocab_path, dir + "/vocab.txt");
+  std::ifstream a(kFixture + "/vocab.txt"), b(dir + "/vocab.txt");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(a), {}), std::string(std::istreambuf_iterator<char>(b), {}));
+  const SafetensorsFile file(dir + "/model.safetensors");
+  EXPECT_EQ(file.metadata().at("format"), "pt");
+  EXPECT_EQ(file.tensors().size(), reference_.layout.entries().size());
+}
+
+TEST_F(ModelDirTest, AcceptsBertModelNamesGammaBetaAndIgnoresHeads) {
+  const std::string dir = write_variant(
+      "legacy",
+      [](const std::string& name) -> std::optional<std::string> {
+        std::string n = name.rfind("bert.", 0) == 0 ? name.substr(5) : name;
+        if (n.size() > 17 && n.compare(n.size() - 17, 17, ".LayerNorm.weight") == 0) n.replace(n.size() - 6, 6, "gamma");
+        if (n.size() > 15 && n.compare(n.size() - 15, 15, ".LayerNorm.bias") == 0) n.replace(n.size() - 4, 4, "beta");
+        return n;
+      },
+      {{"cls.predictions.bias", {67}}, {"cls.seq_relationship.weight", {2, 32}}, {"embeddings.position_ids", {1, 40}}});
+  const LoadedModel loaded = load_model_dir(dir, {}, 0);
+  EXPECT_EQ(loaded.params, reference_.params);
+}
+
+TEST_F(ModelDirTest, MissingTensorIsNamed) {
+  const std::string dir = write_variant("missing", [](const std::string& name) -> std::optional<std::string> {
+    if (name == "bert.encoder.layer.1.intermediate.dense.bias") return std::nullopt;
+    return name;
+  });
+  expect_load_error(dir, {"model.safetensors", "missing tensor 'bert.encoder.layer.1.intermediate.dense.bias'", "[64]"});
+}
+
+TEST_F(ModelDirTest, WrongShapeIsNamed) {
+  const std::string dir = write_variant(
+      "shape",
+      [](const std::string& name) -> std::optional<std::string> {
+        return name == "bert.pooler.dense.bias" ? std::nullopt : std::optional<std::string>(name);
+      },
+      {{"bert.pooler.dense.bias", {31}}});
+  expect_load_error(dir, {"'bert.pooler.dense.bias'", "[31]", "[32]"});
+}
+
+TEST_F(ModelDirTest, UnexpectedTensorIsNamed) {
+  const std::string dir =
+      write_variant("extra", [](const std::string& name) { return std::optional<std::string>(name); },
+                    {{"bert.encoder.layer.2.output.dense.bias", {32}}});
+  expect_load_error(dir, {"unexpected tensor 'bert.encoder.layer.2.output.dense.bias'"});
+}
+
+TEST_F(ModelDirTest, TwoNamesForOneTensorAreRejected) {
+  const std::string dir =
+      write_variant("dup", [](const std::string& name) { return std::optional<std::string>(name); },
+                    {{"pooler.dense.bias", {32}}});
+  expect_load_error(dir, {"'bert.pooler.dense.bias'", "'pooler.dense.bias'", "both map"});
+}
+
+TEST_F(ModelDirTest, MissingWeightsFileSaysHowToConvert) {
+  const std::string dir = tmp_ + "/no_weights";
+  save_model_dir(dir, reference_.config, reference_.layout, reference_.params.data(), "");
+  ASSERT_EQ(std::remove((dir + "/model.safetensors").c_str()), 0);
+  expect_load_error(dir, {"model.safetensors", "not found", "convert"});
+  expect_load_error(tmp_ + "/nowhere", {"config.json", "cannot open"});
+}
+
+TEST_F(ModelDirTest, NewLabelsGetAFreshSeededHead) {
+  const std::vector<std::string> labels = {"x", "y", "z"};
+  const LoadedModel a = load_model_dir(kFixture, labels, 7), b = load_model_dir(kFixture, labels, 7),
+                    c = load_model_dir(kFixture, labels, 8);
+  EXPECT_FALSE(a.classifier_loaded);
+  EXPECT_EQ(a.config.labels, labels);
+  const ParamEntry& w = a.layout.at("classifier.weight");
+  const ParamEntry& bias = a.layout.at("classifier.bias");
+  EXPECT_EQ(w.shape, (std::vector<int64_t>{3, 32}));
+  double sum = 0, sq = 0;
+  for (std::size_t i = 0; i < w.numel; ++i) {
+    const float v = a.params[w.offset + i];
+    sum += v;
+    sq += v * v;
+    EXPECT_EQ(v, b.params[w.offset + i]);  // same seed, same head
+  }
+  EXPECT_NE(a.params[w.offset], c.params[w.offset]);  // another seed, another head
+  const double std_dev = std::sqrt(sq / w.numel - (sum / w.numel) * (sum / w.numel));
+  EXPECT_NEAR(std_dev, reference_.config.initializer_range, 0.25 * reference_.config.initializer_range);
+  for (std::size_t i = 0; i < bias.numel; ++i) EXPECT_EQ(a.params[bias.offset + i], 0.0f);
+  // The encoder is still the checkpoint's.
+  const ParamEntry& pooler = a.layout.at("bert.pooler.dense.weight");
+  const ParamEntry& ref_pooler = reference_.layout.at("bert.pooler.dense.weight");
+  EXPECT_EQ(a.params[pooler.offset + 5], reference_.params[ref_pooler.offset + 5]);
+  // The same labels in the checkpoint's order keep the trained head.
+  EXPECT_TRUE(load_model_dir(kFixture, reference_.config.labels, 7).classifier_loaded);
+}
+
+TEST_F(ModelDirTest, UnknownLabelsWithoutHeadIsAnError) {
+  BertConfig no_labels = reference_.config;
+  no_labels.labels.clear();
+  const std::string dir = tmp_ + "/no_labels";
+  save_model_dir(dir, no_labels, reference_.layout, reference_.params.data(), "");
+  // to_classifier_json writes an empty id2label; loading without labels cannot know the classes.
+  expect_load_error(dir, {"id2label", "labels are unknown"});
+}
+
+}  // namespace
+}  // namespace bertrain

@@ -1,0 +1,412 @@
+#!/usr/bin/env python3
+"""Generate golden fixtures for the bertrain C++ engine with Hugging Face transformers.
+
+For every case this writes tests/fixtures/<case>/ containing:
+  config.json        - BertForSequenceClassification config (model.save_pretrained)
+  model.safetensors  - the INITIAL float32 parameters (model.save_pretrained)
+  vocab.txt          - a dummy WordPiece vocab (vocab_size lines, line 0 "[PAD]")
+  golden.safetensors - inputs, forward outputs, loss, gradients and parameters after
+                       2 optimizer steps (see README.md for the exact tensor list)
+
+The reference numbers are computed in float64 (by default) from the exact float32
+initial parameters, then rounded to float32. This makes the golden values the
+"true" answer for the given float32 inputs, so the C++ float32 engine is compared
+against exact math rather than against PyTorch's own float32 rounding.
+
+Everything is deterministic: fixed seeds, single-threaded torch.
+"""
+
+import argparse
+import copy
+import inspect
+import json
+import os
+import struct
+import sys
+
+import torch
+import transformers
+from safetensors import safe_open
+from transformers import BertConfig, BertForSequenceClassification
+
+REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+DEFAULT_OUT = os.path.join(REPO_ROOT, "tests", "fixtures")
+
+ID2LABEL = {0: "computer-vision", 1: "mlops", 2: "natural-language-processing", 3: "other"}
+LABEL2ID = {v: k for k, v in ID2LABEL.items()}
+NUM_LABELS = len(ID2LABEL)
+PROBLEM_TYPE = "multi_label_classification"
+
+LR = 1e-3
+BETA1 = 0.9
+BETA2 = 0.999
+# eps 1e-5 rather than torch's default 1e-8: the gradient of every attention key bias is
+# analytically zero (softmax is invariant to a per-query constant), so in float32 it is pure
+# rounding noise (~1e-10), and Adam's update ~ lr·g/(|g| + eps) turns a gradient error δ into a
+# parameter error of up to lr·δ/eps. With eps=1e-8 two correct float32 implementations differ
+# by ~5e-5 after two steps; with eps=1e-5 by < 1e-6, so the test can stay tight.
+EPS = 1e-5
+EPS_OVERRIDE = [None]  # set by --eps
+STEPS = 2
+
+CASES = [
+    dict(
+        name="tiny_gelu_bce_adam",
+        seed=1001,
+        vocab_size=67,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=4,
+        intermediate_size=64,
+        hidden_act="gelu",
+        layer_norm_eps=1e-12,
+        lengths=[13, 7, 10],
+        seq_len=13,
+        loss="bce",
+        class_weights=None,
+        optimizer="adam",
+        weight_decay=0.0,
+    ),
+    dict(
+        name="odd_gelunew_bce_weighted_adam",
+        seed=1002,
+        vocab_size=83,
+        hidden_size=36,
+        num_layers=3,
+        num_heads=3,
+        intermediate_size=52,
+        hidden_act="gelu_new",
+        layer_norm_eps=1e-5,
+        lengths=[11, 5, 9, 3],
+        seq_len=11,
+        loss="bce",
+        class_weights=[0.5, 2.0, 1.0, 1.5],
+        optimizer="adam",
+        weight_decay=0.0,
+    ),
+    dict(
+        name="tiny_relu_ce_adamw",
+        seed=1003,
+        vocab_size=70,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=4,
+        intermediate_size=64,
+        hidden_act="relu",
+        layer_norm_eps=1e-12,
+        lengths=[13, 7, 10],
+        seq_len=13,
+        loss="ce",
+        class_weights=None,
+        optimizer="adamw",
+        weight_decay=0.01,
+    ),
+    dict(
+        name="tiny_tanhgelu_bce_adam",
+        seed=1004,
+        vocab_size=61,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=2,
+        intermediate_size=48,
+        hidden_act="gelu_pytorch_tanh",
+        layer_norm_eps=1e-12,
+        lengths=[1, 6],
+        seq_len=6,
+        loss="bce",
+        class_weights=None,
+        optimizer="adam",
+        weight_decay=0.0,
+    ),
+]
+
+
+def build_model(case):
+    config = BertConfig(
+        vocab_size=case["vocab_size"],
+        hidden_size=case["hidden_size"],
+        num_hidden_layers=case["num_layers"],
+        num_attention_heads=case["num_heads"],
+        intermediate_size=case["intermediate_size"],
+        hidden_act=case["hidden_act"],
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        classifier_dropout=0.0,
+        max_position_embeddings=40,
+        type_vocab_size=2,
+        initializer_range=0.1,
+        layer_norm_eps=case["layer_norm_eps"],
+        pad_token_id=0,
+        num_labels=NUM_LABELS,
+        id2label=dict(ID2LABEL),
+        label2id=dict(LABEL2ID),
+        problem_type=PROBLEM_TYPE,
+        attn_implementation="eager",
+    )
+    torch.manual_seed(case["seed"])
+    model = BertForSequenceClassification(config).to(torch.float32)
+    assert model.config._attn_implementation == "eager", model.config._attn_implementation
+
+    # Perturb so that the test is sensitive to every parameter: LayerNorm gamma/beta,
+    # Linear biases (HF initialises them to 0) and the [PAD] embedding row (HF zeroes
+    # the padding_idx row; real checkpoints such as bert-base have it non-zero).
+    g = torch.Generator().manual_seed(case["seed"] + 7)
+    with torch.no_grad():
+        for _, mod in model.named_modules():
+            if isinstance(mod, torch.nn.LayerNorm):
+                mod.weight.copy_(1.0 + 0.1 * torch.randn(mod.weight.shape, generator=g))
+                mod.bias.copy_(0.1 * torch.randn(mod.bias.shape, generator=g))
+            elif isinstance(mod, torch.nn.Linear) and mod.bias is not None:
+                mod.bias.copy_(0.05 * torch.randn(mod.bias.shape, generator=g))
+        we = model.bert.embeddings.word_embeddings.weight
+        we[0].copy_(0.1 * torch.randn(we.shape[1], generator=g))
+    model.train()  # dropout probabilities are all 0, so train == eval numerically
+    for p in model.parameters():
+        assert p.dtype == torch.float32
+    return model
+
+
+def make_batch(case):
+    g = torch.Generator().manual_seed(case["seed"] + 13)
+    B, S, V = len(case["lengths"]), case["seq_len"], case["vocab_size"]
+    assert S == max(case["lengths"])
+    input_ids = torch.randint(1, V, (B, S), generator=g, dtype=torch.int64)
+    attention_mask = torch.zeros((B, S), dtype=torch.int64)
+    for b, n in enumerate(case["lengths"]):
+        attention_mask[b, :n] = 1
+        input_ids[b, n:] = 0
+    labels = torch.randint(0, NUM_LABELS, (B,), generator=g, dtype=torch.int64)
+    targets = torch.nn.functional.one_hot(labels, NUM_LABELS).to(torch.float32)
+    return input_ids, attention_mask, labels, targets
+
+
+def case_eps(case):
+    return EPS_OVERRIDE[0] if EPS_OVERRIDE[0] is not None else case.get("eps", EPS)
+
+
+def make_optimizer(case, params):
+    kw = dict(lr=LR, betas=(BETA1, BETA2), eps=case_eps(case), weight_decay=case["weight_decay"], foreach=False)
+    if case["optimizer"] == "adam":
+        assert case["weight_decay"] == 0.0
+        return torch.optim.Adam(params, **kw)
+    if case["optimizer"] == "adamw":
+        return torch.optim.AdamW(params, **kw)
+    raise ValueError(case["optimizer"])
+
+
+def run_reference(case, model_f32, input_ids, attention_mask, labels, targets, dtype):
+    """Forward/backward at the initial params, then STEPS optimizer steps on the same batch."""
+    model = copy.deepcopy(model_f32).to(dtype)
+    model.train()
+    names = [n for n, _ in model.named_parameters()]
+    params = [p for _, p in model.named_parameters()]
+
+    captured = {}
+
+    def hook(_mod, _inp, out):
+        captured["sequence_output"] = out.last_hidden_state
+        captured["pooled_output"] = out.pooler_output
+
+    handle = model.bert.register_forward_hook(hook)
+
+    if case["loss"] == "bce":
+        w = None if case["class_weights"] is None else torch.tensor(case["class_weights"], dtype=dtype)
+        loss_fn = torch.nn.BCEWithLogitsLoss(weight=w)  # mean over B x C of w_c * l_bc
+        tgt = targets.to(dtype)
+    elif case["loss"] == "ce":
+        loss_fn = torch.nn.CrossEntropyLoss()  # mean over B
+        tgt = labels
+    else:
+        raise ValueError(case["loss"])
+
+    token_type_ids = torch.zeros_like(input_ids)
+    opt = make_optimizer(case, params)
+    result = {}
+    for step in range(STEPS):
+        opt.zero_grad(set_to_none=True)
+        out = model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        loss = loss_fn(out.logits, tgt)
+        loss.backward()
+        if step == 0:
+            result["sequence_output"] = captured["sequence_output"].detach().clone()
+            result["pooled_output"] = captured["pooled_output"].detach().clone()
+            result["logits"] = out.logits.detach().clone()
+            result["loss"] = loss.detach().clone()
+            for n, p in zip(names, params):
+                # Parameters that take no part in the loss (e.g. nothing here) would have grad None.
+                grad = p.grad if p.grad is not None else torch.zeros_like(p)
+                result["grad." + n] = grad.detach().clone()
+        opt.step()
+    for n, p in zip(names, params):
+        result["adam." + n] = p.detach().clone()
+    handle.remove()
+    return result
+
+
+def rel_err(a, b):
+    a = a.double()
+    b = b.double()
+    return float((a - b).abs().max() / (b.abs().max() + 1e-30))
+
+
+_ST_DTYPES = {torch.float32: "F32", torch.int64: "I64"}
+
+
+def write_safetensors(path, tensors, metadata):
+    """Byte-reproducible safetensors writer (safetensors.torch.save_file emits the
+    __metadata__ map in random hash order, so its output differs run to run).
+    Layout: 8-byte little-endian header length, JSON header (keys sorted, padded with
+    spaces to a multiple of 8), then the tensors' little-endian data in sorted name order."""
+    header = {"__metadata__": dict(sorted(metadata.items()))}
+    blobs = []
+    offset = 0
+    for name in sorted(tensors):
+        t = tensors[name].detach().contiguous().cpu()
+        data = t.numpy().astype(t.numpy().dtype.newbyteorder("<"), copy=False).tobytes()
+        header[name] = {"dtype": _ST_DTYPES[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    hjson = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    hjson += b" " * (-len(hjson) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(hjson)))
+        f.write(hjson)
+        for data in blobs:
+            f.write(data)
+    # Round-trip through the official reader.
+    with safe_open(path, framework="pt") as f:
+        assert f.metadata() == metadata
+        assert sorted(f.keys()) == sorted(tensors)
+        for name in tensors:
+            assert torch.equal(f.get_tensor(name), tensors[name]), name
+
+
+def write_vocab(path, vocab_size):
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)]
+    toks = special + letters
+    toks = toks[:vocab_size]
+    i = 0
+    while len(toks) < vocab_size:
+        toks.append("[unused%d]" % i)
+        i += 1
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        for t in toks:
+            f.write(t + "\n")
+
+
+def save_model(model, case_dir):
+    kwargs = {}
+    if "safe_serialization" in inspect.signature(model.save_pretrained).parameters:
+        kwargs["safe_serialization"] = True  # transformers 4.x; 5.x always writes safetensors
+    model.save_pretrained(case_dir, **kwargs)
+    path = os.path.join(case_dir, "model.safetensors")
+    if not os.path.exists(path):
+        sys.exit("save_pretrained did not write %s (files: %s)" % (path, os.listdir(case_dir)))
+    # Verify the written file: exactly the named parameters, all float32, identical values.
+    params = dict(model.named_parameters())
+    with safe_open(path, framework="pt") as f:
+        keys = set(f.keys())
+        extra = sorted(keys - set(params))
+        missing = sorted(set(params) - keys)
+        if missing:
+            sys.exit("model.safetensors is missing parameters: %s" % missing)
+        for k in sorted(keys & set(params)):
+            t = f.get_tensor(k)
+            assert t.dtype == torch.float32, (k, t.dtype)
+            assert torch.equal(t, params[k].detach()), k
+    return extra
+
+
+def make_case(case, out_root, compute_dtype):
+    case_dir = os.path.join(out_root, case["name"])
+    os.makedirs(case_dir, exist_ok=True)
+    for fn in os.listdir(case_dir):  # start clean so stale files never linger
+        os.remove(os.path.join(case_dir, fn))
+
+    model = build_model(case)
+    extra = save_model(model, case_dir)
+    write_vocab(os.path.join(case_dir, "vocab.txt"), case["vocab_size"])
+
+    input_ids, attention_mask, labels, targets = make_batch(case)
+    ref = run_reference(case, model, input_ids, attention_mask, labels, targets, compute_dtype)
+
+    # Sanity: a plain float32 run must agree closely with the reference.
+    if compute_dtype != torch.float32:
+        f32 = run_reference(case, model, input_ids, attention_mask, labels, targets, torch.float32)
+        worst = {}
+        for k in ("sequence_output", "pooled_output", "logits", "loss"):
+            worst[k] = rel_err(f32[k], ref[k])
+        worst["grad.* (abs, scaled by max|grad|)"] = max(
+            float((f32[k].double() - ref[k]).abs().max()) for k in ref if k.startswith("grad.")) / max(
+            float(ref[k].abs().max()) for k in ref if k.startswith("grad."))
+        adam_abs = {k: float((f32[k].double() - ref[k].double()).abs().max()) for k in ref if k.startswith("adam.")}
+        kmax = max(adam_abs, key=adam_abs.get)
+        print("  float32 run vs reference, max rel err: " + ", ".join("%s %.2e" % kv for kv in worst.items())
+              + "; adam.* max abs err %.2e (%s)" % (adam_abs[kmax], kmax))
+
+    tensors = {
+        "input_ids": input_ids.contiguous(),
+        "attention_mask": attention_mask.contiguous(),
+        "targets": targets.contiguous(),
+    }
+    for k, v in ref.items():
+        tensors[k] = v.to(torch.float32).contiguous()
+    assert tensors["loss"].shape == torch.Size([])
+    if case["class_weights"] is not None:
+        tensors["class_weights"] = torch.tensor(case["class_weights"], dtype=torch.float32)
+
+    metadata = {
+        "case": case["name"],
+        "loss": case["loss"],
+        "optimizer": case["optimizer"],
+        "lr": repr(LR),
+        "beta1": repr(BETA1),
+        "beta2": repr(BETA2),
+        "eps": repr(case_eps(case)),
+        "weight_decay": repr(float(case["weight_decay"])),
+        "steps": str(STEPS),
+        "transformers_version": transformers.__version__,
+        "torch_version": torch.__version__,
+        "compute_dtype": str(compute_dtype).replace("torch.", ""),
+        "hidden_act": case["hidden_act"],
+        "lengths": json.dumps(case["lengths"]),
+        "seed": str(case["seed"]),
+    }
+    write_safetensors(os.path.join(case_dir, "golden.safetensors"), tensors, metadata)
+
+    print("%-32s loss %.6f  max|logit| %.4f  (B=%d S=%d, %d params, extra keys in model.safetensors: %s)"
+          % (case["name"], float(ref["loss"]), float(ref["logits"].abs().max()),
+             input_ids.shape[0], input_ids.shape[1], sum(p.numel() for p in model.parameters()),
+             extra or "none"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=DEFAULT_OUT, help="output root (default: %(default)s)")
+    ap.add_argument("--case", action="append", help="only this case (repeatable)")
+    ap.add_argument("--eps", type=float, default=EPS, help="Adam/AdamW eps (default: %(default)s)")
+    ap.add_argument("--compute-dtype", choices=["float64", "float32"], default="float64",
+                    help="precision of the reference computation (default: %(default)s)")
+    args = ap.parse_args()
+
+    EPS_OVERRIDE[0] = args.eps
+    transformers.utils.logging.disable_progress_bar()
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    compute_dtype = getattr(torch, args.compute_dtype)
+    print("torch %s, transformers %s, compute dtype %s" % (torch.__version__, transformers.__version__, args.compute_dtype))
+    cases = CASES
+    if args.case:
+        unknown = set(args.case) - {c["name"] for c in CASES}
+        if unknown:
+            sys.exit("unknown case(s): %s" % sorted(unknown))
+        cases = [c for c in CASES if c["name"] in args.case]
+    os.makedirs(args.out, exist_ok=True)
+    for case in cases:
+        make_case(case, args.out, compute_dtype)
+
+
+if __name__ == "__main__":
+    main()
