@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/classifier_trainer.h"
+#include "engine/cpu_threads.h"
 #include "engine/error.h"
 #include "kernels/philox.h"
 #include "model/bert_params.h"
@@ -58,7 +59,7 @@ int bench_step(const std::vector<std::string>& args) {
 
   const int threads = parser.get_int("threads");
   if (threads < 0) throw UsageError("bench step: --threads must be >= 0");
-  if (threads > 0) omp_set_num_threads(threads);
+  configure_cpu_threads(threads);
   BertConfig config;
   config.num_hidden_layers = parser.get_int("layers");
   config.hidden_size = parser.get_int("hidden");

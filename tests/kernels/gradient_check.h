@@ -10,6 +10,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -115,11 +116,28 @@ inline ::testing::AssertionResult all_close(const std::string& what, const doubl
          << " > allowed " << tol.atol + tol.rtol * std::abs(ref[worst]);
 }
 
+// Runs its scope with one OpenMP thread, restoring the previous count on exit.
+class SingleThreadScope {
+ public:
+  SingleThreadScope() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
+  ~SingleThreadScope() { omp_set_num_threads(saved_); }
+  SingleThreadScope(const SingleThreadScope&) = delete;
+  SingleThreadScope& operator=(const SingleThreadScope&) = delete;
+
+ private:
+  int saved_;
+};
+
 // Central difference of loss() with respect to x[i] for each listed i (all when empty; others stay 0).
 // x is perturbed in place and restored bit-exactly; the step is divided by the difference actually
 // represented, (x + h) - (x - h), not by 2h, to remove the representation error of the step itself.
+// Single-threaded: differencing calls the forward thousands of times on tiny inputs, where OpenMP fork/join
+// dominates, and on a loaded machine (parallel builds, ctest -j) spin-waiting team threads stretched a
+// 0.2 s run to 20 s. The kernels' results do not depend on the thread count, and the analytic gradient,
+// computed by the caller outside this scope, still runs on every thread.
 inline std::vector<double> numerical_gradient(const std::function<double()>& loss, double* x, std::size_t n,
                                               const std::vector<std::size_t>& indices = {}, double h = kStep) {
+  const SingleThreadScope single_thread;
   std::vector<double> grad(n, 0.0);
   auto one = [&](std::size_t i) {
     const double x0 = x[i];

@@ -20,6 +20,7 @@
 #include "kernels/layernorm.h"
 #include "kernels/linear.h"
 #include "kernels/loss.h"
+#include "kernels/philox.h"
 #include "tests/kernels/gradient_check.h"
 
 namespace bertrain {
@@ -343,14 +344,32 @@ void check_attention(float dropout_p) {
   EXPECT_TRUE(check_gradient(tag + " dv", loss, c.v.data(), dv.data(), dv.size(), kDoubleFd, {B, S, H}));
 
   if (dropout_p > 0.0f) {
-    // Dropout must actually act, or this case would repeat the p = 0 one: the context differs.
-    std::vector<double> ctx0(AttentionCase::kTokens), probs0(AttentionCase::kProbs);
-    attention_forward_cpu(ctx0.data(), probs0.data(), c.q.data(), c.k.data(), c.v.data(), c.mask.data(), B, S, NH,
-                          HD, 0.0f, key, c.scratch.data());
-    loss();
-    double max_diff = 0.0;
-    for (std::size_t i = 0; i < ctx.size(); ++i) max_diff = std::max(max_diff, std::abs(ctx[i] - ctx0[i]));
-    EXPECT_GT(max_diff, 1e-3) << "attention dropout " << dropout_p << " left the context unchanged";
+    // FD only proves forward and backward agree with each other. The mask must also be the documented one
+    // (element ((b·NH + h)·S + i)·S + j of the stream `key`), or the GPU twin could not match: rebuild the
+    // context from the saved probabilities with that mask.
+    loss();  // the context at the unperturbed inputs
+    const double scale = 1.0 / (1.0 - double(dropout_p));
+    std::vector<double> want(AttentionCase::kTokens, 0.0);
+    std::size_t dropped = 0;
+    for (int b = 0; b < B; ++b) {
+      for (int h = 0; h < NH; ++h) {
+        for (int i = 0; i < S; ++i) {
+          for (int j = 0; j < S; ++j) {
+            const std::size_t element = ((static_cast<std::size_t>(b) * NH + h) * S + i) * S + j;
+            const bool keep = philox_uniform(key, element) >= dropout_p;
+            dropped += !keep;
+            const double p = keep ? saved_probs[element] * scale : 0.0;
+            for (int d = 0; d < HD; ++d) {
+              want[(static_cast<std::size_t>(b) * S + i) * H + h * HD + d] +=
+                  p * c.v[(static_cast<std::size_t>(b) * S + j) * H + h * HD + d];
+            }
+          }
+        }
+      }
+    }
+    EXPECT_GT(dropped, 0u) << "no attention probability was dropped: the dropout case checks nothing new";
+    EXPECT_TRUE(all_close(tag + " context vs documented mask", ctx.data(), want.data(), ctx.size(), kRounding,
+                          {B, S, H}));
   }
 }
 
@@ -385,6 +404,29 @@ TEST(Dropout, BackwardOfOnesEqualsForwardOfOnes) {
   EXPECT_TRUE(check_gradient("dropout dx", loss, x.data(), dx.data(), n));
 }
 
+// Random123's known-answer vectors for Philox4x32-10 (kat_vectors: counter[4], key[2] → output[4]): the
+// generator every dropout mask on CPU and GPU derives from.
+TEST(Philox, MatchesRandom123KnownAnswers) {
+  struct Kat {
+    uint32_t counter[4], key[2], want[4];
+  };
+  const Kat kats[] = {
+      {{0, 0, 0, 0}, {0, 0}, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
+      {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
+       {0xffffffff, 0xffffffff},
+       {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
+      {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344},
+       {0xa4093822, 0x299f31d0},
+       {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
+  };
+  for (const Kat& k : kats) {
+    const Philox4 got = philox4x32_10(k.counter[0], k.counter[1], k.counter[2], k.counter[3], k.key[0], k.key[1]);
+    for (int w = 0; w < 4; ++w) {
+      EXPECT_EQ(got.v[w], k.want[w]) << "word " << w << " for counter " << std::hex << k.counter[0] << "…";
+    }
+  }
+}
+
 std::vector<double> dropout_of_ones(std::size_t n, float p, const RandomKey& key) {
   std::vector<double> y(n, 1.0);
   dropout_forward_cpu(y.data(), y.data(), n, p, key);  // in place (y may alias x)
@@ -395,6 +437,18 @@ std::size_t count_dropped(const std::vector<double>& y) {
   std::size_t zeros = 0;
   for (double v : y) zeros += v == 0.0;
   return zeros;
+}
+
+// Element i is kept iff philox_uniform(key, i) >= p (kernels/dropout.h): pins the lane and group mapping,
+// which rate and determinism checks cannot see, and which the GPU kernel must reproduce.
+TEST(Dropout, MaskFollowsTheDocumentedStream) {
+  const RandomKey key{(uint64_t(3) << 32) | 5, 11, 4};
+  for (std::size_t n : {std::size_t(1001), std::size_t(100000)}) {  // a partial group; the OpenMP path
+    const std::vector<double> y = dropout_of_ones(n, 0.4f, key);
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(y[i] != 0.0, philox_uniform(key, i) >= 0.4f) << "n = " << n << ", element " << i;
+    }
+  }
 }
 
 TEST(Dropout, DroppedFractionIsNearP) {

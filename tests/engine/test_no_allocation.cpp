@@ -1,0 +1,51 @@
+// A steady-state CPU training step performs no C++ heap allocation: every buffer is sized at construction.
+// (Eigen's GEMM takes its packing buffers from malloc inside each product; those are Eigen's, reused from
+// malloc's free lists, and not counted here: this guards our own code against per-step vectors and strings.)
+// Global operator new is replaced in this test binary only, so it runs as its own executable.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "engine/classifier_trainer.h"
+#include "model/model_dir.h"
+
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<long> g_allocations{0};
+}  // namespace
+
+void* operator new(std::size_t size) {
+  if (g_counting.load()) g_allocations.fetch_add(1);
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace bertrain {
+namespace {
+
+TEST(NoAllocation, TrainingStepAllocatesNothing) {
+  LoadedModel model = load_model_dir(std::string(BERTRAIN_FIXTURES_DIR) + "/tiny_gelu_bce_adam", {}, 0);
+  model.config.hidden_dropout_prob = 0.1;  // exercise the dropout paths too
+  model.config.attention_probs_dropout_prob = 0.1;
+  const int batch = 2, seq = 5, labels = model.config.num_labels();
+  const std::vector<int32_t> ids = {2, 7, 9, 11, 3, 2, 5, 6, 0, 0};
+  const std::vector<int32_t> mask = {1, 1, 1, 1, 1, 1, 1, 1, 0, 0};
+  const std::vector<float> targets = {1, 0, 0, 0, 0, 0, 1, 0};
+  ClassifierTrainer<float> trainer(model.config, labels, batch, seq, model.params, TrainerOptions{});
+  const BertBatch bert_batch{ids.data(), mask.data(), batch, seq};
+  trainer.step(bert_batch, targets.data());  // the first step binds the parameter views
+
+  g_allocations = 0;
+  g_counting = true;
+  trainer.step(bert_batch, targets.data());
+  trainer.evaluate(bert_batch, targets.data());
+  g_counting = false;
+  EXPECT_EQ(g_allocations.load(), 0) << "operator new was called inside a training step";
+}
+
+}  // namespace
+}  // namespace bertrain
