@@ -21,6 +21,8 @@ class AdamOptimizer {
   long steps_taken() const { return step_; }
   std::vector<T>& first_moment() { return m_; }
   std::vector<T>& second_moment() { return v_; }
+  const std::vector<T>& first_moment() const { return m_; }
+  const std::vector<T>& second_moment() const { return v_; }
   void set_steps_taken(long steps) { step_ = steps; }
 
  private:

@@ -1,0 +1,121 @@
+// Batching and per-rank sharding (see batcher.h).
+#include "data/batcher.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+#include "data/split.h"
+#include "engine/error.h"
+
+namespace bertrain {
+
+namespace {
+
+// SplitMix64 finalizer: turns (seed, epoch) into an unrelated seed per epoch, so consecutive epochs
+// (or seeds) do not give correlated Philox keys.
+uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Rows [start, start + size) of global batch `index` that rank `rank` of `world` takes: contiguous
+// slices whose sizes differ by at most one, the larger ones first.
+struct Slice {
+  int start = 0;
+  int size = 0;
+};
+
+Slice rank_slice(int global_start, int global_size, int rank, int world) {
+  const int base = global_size / world, extra = global_size % world;
+  return Slice{global_start + rank * base + std::min(rank, extra), base + (rank < extra ? 1 : 0)};
+}
+
+}  // namespace
+
+Batcher::Batcher(const std::vector<Example>* examples, const BatcherOptions& options)
+    : examples_(examples), options_(options) {
+  BERTRAIN_CHECK(examples_ != nullptr, "Batcher: no examples (null pointer)");
+  BERTRAIN_CHECK(examples_->size() <= static_cast<std::size_t>(std::numeric_limits<int>::max()),
+                 "Batcher: " << examples_->size() << " examples do not fit an int index");
+  BERTRAIN_CHECK(options_.batch_size >= 1, "Batcher: batch size must be at least 1, got " << options_.batch_size);
+  BERTRAIN_CHECK(options_.world_size >= 1, "Batcher: world size must be at least 1, got " << options_.world_size);
+  BERTRAIN_CHECK(options_.rank >= 0 && options_.rank < options_.world_size,
+                 "Batcher: rank " << options_.rank << " outside [0, " << options_.world_size << ")");
+  BERTRAIN_CHECK(options_.classes >= 1, "Batcher: classes must be at least 1, got " << options_.classes);
+}
+
+int Batcher::batches_per_epoch() const {
+  const auto n = static_cast<int64_t>(examples_->size());
+  return static_cast<int>((n + options_.batch_size - 1) / options_.batch_size);
+}
+
+int Batcher::max_sequence_length() const {
+  std::size_t longest = 0;
+  for (const Example& e : *examples_) longest = std::max(longest, e.ids.size());
+  return static_cast<int>(longest);
+}
+
+std::vector<int> Batcher::order(int epoch) const {
+  const int n = static_cast<int>(examples_->size());
+  if (!options_.shuffle) {
+    std::vector<int> identity(static_cast<std::size_t>(n));
+    std::iota(identity.begin(), identity.end(), 0);
+    return identity;
+  }
+  return seeded_permutation(n, mix(options_.seed ^ mix(static_cast<uint64_t>(epoch))));
+}
+
+const std::vector<int>& Batcher::cached_order(int epoch) const {
+  // The unshuffled order is the same every epoch, so it is computed once; the size check catches an
+  // examples vector that grew or shrank since the cache was filled.
+  const bool fresh = order_.size() == examples_->size() && (order_epoch_ == epoch || (!options_.shuffle && order_epoch_ >= 0));
+  if (!fresh) {
+    order_ = order(epoch);
+    order_epoch_ = epoch;
+  }
+  return order_;
+}
+
+void Batcher::batch(int epoch, int index, Batch* out) const {
+  BERTRAIN_CHECK(out != nullptr, "Batcher::batch: null output batch");
+  BERTRAIN_CHECK(epoch >= 0, "Batcher::batch: negative epoch " << epoch);
+  const int batches = batches_per_epoch();
+  BERTRAIN_CHECK(index >= 0 && index < batches, "Batcher::batch: batch index " << index << " outside [0, " << batches
+                                                << ") (" << examples_->size() << " examples, batch size "
+                                                << options_.batch_size << ")");
+  const std::vector<int>& epoch_order = cached_order(epoch);
+  const int n = static_cast<int>(epoch_order.size());
+  const int global_start = index * options_.batch_size;
+  const int global_size = std::min(options_.batch_size, n - global_start);
+  const Slice slice = rank_slice(global_start, global_size, options_.rank, options_.world_size);
+
+  out->batch = slice.size;
+  out->global_batch = global_size;
+  out->loss_scale = static_cast<double>(slice.size) / global_size;
+  // assign() keeps the capacity, so the storage settles at the largest batch seen.
+  out->rows.assign(epoch_order.begin() + slice.start, epoch_order.begin() + slice.start + slice.size);
+  std::size_t seq = 0;
+  for (int row : out->rows) seq = std::max(seq, (*examples_)[static_cast<std::size_t>(row)].ids.size());
+  out->seq = static_cast<int>(seq);
+
+  const std::size_t classes = static_cast<std::size_t>(options_.classes);
+  out->input_ids.assign(out->rows.size() * seq, options_.pad_id);
+  out->attention_mask.assign(out->rows.size() * seq, 0);
+  out->targets.assign(out->rows.size() * classes, 0.0f);
+  for (std::size_t b = 0; b < out->rows.size(); ++b) {
+    const Example& example = (*examples_)[static_cast<std::size_t>(out->rows[b])];
+    BERTRAIN_CHECK(example.label >= -1 && example.label < options_.classes,
+                   "Batcher::batch: example " << out->rows[b] << " has label " << example.label << ", outside [-1, "
+                                              << options_.classes << ")");
+    // A row without tokens would be fully masked, and attention over nothing is undefined.
+    BERTRAIN_CHECK(!example.ids.empty(), "Batcher::batch: example " << out->rows[b] << " has no token ids");
+    std::copy(example.ids.begin(), example.ids.end(), out->input_ids.begin() + static_cast<std::ptrdiff_t>(b * seq));
+    std::fill_n(out->attention_mask.begin() + static_cast<std::ptrdiff_t>(b * seq), example.ids.size(), 1);
+    if (example.label >= 0) out->targets[b * classes + static_cast<std::size_t>(example.label)] = 1.0f;
+  }
+}
+
+}  // namespace bertrain

@@ -1,0 +1,65 @@
+// Batches of tokenized examples, padded to the longest sequence in the batch, in a fixed order (the
+// original behaviour) or a seeded shuffle per epoch, and sharded across data-parallel ranks.
+//
+// Sharding: the global batch b (size B, the last one possibly smaller: B_b) is cut into world_size
+// contiguous slices whose sizes differ by at most one; rank r takes slice r (possibly empty). Every
+// sample is used exactly once per epoch across ranks. Each rank's loss and gradient are its local sums
+// divided by the *global* batch size B_b (loss_scale = local / global on top of the local mean), so the
+// allreduce-sum of rank gradients equals the gradient of one process over the whole global batch, also
+// for the last, uneven batch and for ranks with an empty slice.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace bertrain {
+
+struct Example {
+  std::vector<int32_t> ids;  // [CLS] ... [SEP]
+  int label = -1;            // class index, -1 when unknown (prediction)
+};
+
+struct Batch {
+  int batch = 0;  // rows in this rank's slice (may be 0)
+  int seq = 0;    // padded length: the longest sequence in this slice (0 when empty)
+  std::vector<int32_t> input_ids;       // [batch, seq], right-padded with pad_id
+  std::vector<int32_t> attention_mask;  // [batch, seq], 1 for tokens, 0 for padding
+  std::vector<float> targets;           // [batch, classes], one-hot (zeros when a label is unknown)
+  std::vector<int> rows;                // dataset indices of the rows
+  int global_batch = 0;                 // rows of the global batch across all ranks
+  double loss_scale = 0;                // batch / global_batch: weight of this rank's mean loss
+};
+
+struct BatcherOptions {
+  int batch_size = 256;  // global batch size
+  bool shuffle = false;  // false: the same order every epoch, as the original
+  uint64_t seed = 0;     // shuffle seed (combined with the epoch)
+  int rank = 0;
+  int world_size = 1;
+  int classes = 0;
+  int32_t pad_id = 0;
+};
+
+class Batcher {
+ public:
+  Batcher(const std::vector<Example>* examples, const BatcherOptions& options);
+
+  int batches_per_epoch() const;
+  // Fills `out` with this rank's slice of global batch `index` of `epoch` (0-based), padded as described
+  // above. Reuses out's storage, so a loop over batches stops allocating once the largest has been seen.
+  void batch(int epoch, int index, Batch* out) const;
+  // The longest sequence over all examples (to size activation buffers once).
+  int max_sequence_length() const;
+
+ private:
+  std::vector<int> order(int epoch) const;
+  // order(epoch), computed once per epoch: batch() runs many times per epoch and must not allocate.
+  const std::vector<int>& cached_order(int epoch) const;
+  const std::vector<Example>* examples_;
+  BatcherOptions options_;
+  // The cache makes batch() not thread-safe: give each thread its own Batcher.
+  mutable std::vector<int> order_;
+  mutable int order_epoch_ = -1;  // epoch order_ holds; -1: none yet
+};
+
+}  // namespace bertrain
