@@ -1,0 +1,183 @@
+// Classification metrics as scikit-learn computes them, and Made-With-ML's slices (see the header).
+#include "engine/metrics.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+
+#include "engine/error.h"
+
+namespace bertrain {
+
+namespace {
+
+void check_labels(const std::vector<int>& y_true, const std::vector<int>& y_pred, int num_classes) {
+  BERTRAIN_CHECK(num_classes > 0, "metrics: num_classes must be > 0, got " << num_classes);
+  BERTRAIN_CHECK(y_true.size() == y_pred.size(), "metrics: y_true has " << y_true.size() << " samples but y_pred has "
+                                                                        << y_pred.size());
+  BERTRAIN_CHECK(!y_true.empty(), "metrics: no samples");
+  for (std::size_t i = 0; i < y_true.size(); ++i) {
+    BERTRAIN_CHECK(y_true[i] >= 0 && y_true[i] < num_classes,
+                   "metrics: y_true[" << i << "] = " << y_true[i] << " is not a class in [0, " << num_classes << ")");
+    BERTRAIN_CHECK(y_pred[i] >= 0 && y_pred[i] < num_classes,
+                   "metrics: y_pred[" << i << "] = " << y_pred[i] << " is not a class in [0, " << num_classes << ")");
+  }
+}
+
+// sklearn's _prf_divide with zero_division="warn": 0/0 (any x/0) is 0.
+double divide(double numerator, double denominator) { return denominator == 0.0 ? 0.0 : numerator / denominator; }
+
+// Counts are small integers, exact in double; the operations below are sklearn's, in its order.
+ClassMetrics class_metrics(long tp, long true_count, long pred_count) {
+  ClassMetrics m;
+  m.precision = divide(static_cast<double>(tp), static_cast<double>(pred_count));
+  m.recall = divide(static_cast<double>(tp), static_cast<double>(true_count));
+  // f = (1 + beta²)·tp / (beta²·true + pred) with beta = 1.
+  m.f1 = divide(2.0 * static_cast<double>(tp), 1.0 * static_cast<double>(true_count) + static_cast<double>(pred_count));
+  m.support = true_count;
+  return m;
+}
+
+// Python str.isspace() for one code point (see count_words in the header).
+bool is_python_space(uint32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+// Decodes the UTF-8 character at s[i]: sets *cp and returns its length in bytes. An invalid sequence
+// (bad lead byte, missing continuation, overlong form, surrogate, above U+10FFFF) yields one byte with
+// *cp = 0xFFFFFFFF, which is not whitespace.
+std::size_t decode_utf8(const std::string& s, std::size_t i, uint32_t* cp) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char b0 = byte(i);
+  *cp = 0xFFFFFFFFu;
+  if (b0 < 0x80) {
+    *cp = b0;
+    return 1;
+  }
+  std::size_t len = 0;
+  if ((b0 & 0xE0) == 0xC0) {
+    len = 2;
+  } else if ((b0 & 0xF0) == 0xE0) {
+    len = 3;
+  } else if ((b0 & 0xF8) == 0xF0) {
+    len = 4;
+  } else {
+    return 1;  // a continuation byte or 0xF8-0xFF as a lead
+  }
+  static constexpr uint32_t kLeadMask[5] = {0, 0, 0x1F, 0x0F, 0x07};
+  static constexpr uint32_t kMinValue[5] = {0, 0, 0x80, 0x800, 0x10000};  // shorter forms are overlong
+  uint32_t value = b0 & kLeadMask[len];
+  if (i + len > s.size()) return 1;
+  for (std::size_t k = 1; k < len; ++k) {
+    const unsigned char b = byte(i + k);
+    if ((b & 0xC0) != 0x80) return 1;
+    value = (value << 6) | (b & 0x3Fu);
+  }
+  if (value < kMinValue[len] || value > 0x10FFFF || (value >= 0xD800 && value <= 0xDFFF)) return 1;
+  *cp = value;
+  return len;
+}
+
+}  // namespace
+
+std::vector<std::vector<long>> confusion_matrix(const std::vector<int>& y_true, const std::vector<int>& y_pred,
+                                                int num_classes) {
+  check_labels(y_true, y_pred, num_classes);
+  std::vector<std::vector<long>> counts(num_classes, std::vector<long>(num_classes, 0));
+  for (std::size_t i = 0; i < y_true.size(); ++i) counts[y_true[i]][y_pred[i]] += 1;
+  return counts;
+}
+
+std::vector<ClassMetrics> per_class_metrics(const std::vector<int>& y_true, const std::vector<int>& y_pred,
+                                            int num_classes) {
+  const std::vector<std::vector<long>> counts = confusion_matrix(y_true, y_pred, num_classes);
+  std::vector<ClassMetrics> result(num_classes);
+  for (int c = 0; c < num_classes; ++c) {
+    long true_count = 0;
+    long pred_count = 0;
+    for (int k = 0; k < num_classes; ++k) {
+      true_count += counts[c][k];
+      pred_count += counts[k][c];
+    }
+    result[c] = class_metrics(counts[c][c], true_count, pred_count);
+  }
+  return result;
+}
+
+ClassMetrics weighted_metrics(const std::vector<int>& y_true, const std::vector<int>& y_pred, int num_classes) {
+  const std::vector<ClassMetrics> per_class = per_class_metrics(y_true, y_pred, num_classes);
+  // np.average(values, weights=support) = Σ value·support / Σ support; the support sum is the sample
+  // count (> 0, checked), so sklearn's all-zero-weights fallback cannot happen.
+  ClassMetrics m;
+  double weight_sum = 0.0;
+  for (const ClassMetrics& c : per_class) {
+    const double w = static_cast<double>(c.support);
+    m.precision += c.precision * w;
+    m.recall += c.recall * w;
+    m.f1 += c.f1 * w;
+    weight_sum += w;
+  }
+  m.precision /= weight_sum;
+  m.recall /= weight_sum;
+  m.f1 /= weight_sum;
+  m.support = static_cast<long>(y_true.size());
+  return m;
+}
+
+std::vector<int> classes_by_f1(const std::vector<ClassMetrics>& per_class) {
+  std::vector<int> order(per_class.size());
+  std::iota(order.begin(), order.end(), 0);
+  // F1 is never NaN (0/0 is 0), so ">" is a strict weak order.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return per_class[a].f1 > per_class[b].f1; });
+  return order;
+}
+
+ClassMetrics micro_metrics(const std::vector<int>& y_true, const std::vector<int>& y_pred,
+                           const std::vector<bool>& mask, int num_classes) {
+  check_labels(y_true, y_pred, num_classes);
+  BERTRAIN_CHECK(mask.size() == y_true.size(),
+                 "metrics: the slice mask has " << mask.size() << " entries for " << y_true.size() << " samples");
+  // Micro sums tp, pred and true over the labels present in the slice: Σ pred = Σ true = slice size.
+  long n = 0;
+  long tp = 0;
+  for (std::size_t i = 0; i < mask.size(); ++i) {
+    if (!mask[i]) continue;
+    n += 1;
+    tp += y_true[i] == y_pred[i] ? 1 : 0;
+  }
+  BERTRAIN_CHECK(n > 0, "metrics: the slice is empty (Made-With-ML reports no metrics for an empty slice)");
+  ClassMetrics m = class_metrics(tp, n, n);
+  m.support = n;
+  return m;
+}
+
+bool is_nlp_llm(const std::string& tag, const std::string& raw_text) {
+  if (tag.find("natural-language-processing") == std::string::npos) return false;
+  std::string lower = raw_text;
+  for (char& ch : lower) {
+    if (ch >= 'A' && ch <= 'Z') ch = static_cast<char>(ch - 'A' + 'a');
+  }
+  for (const char* term : {"transformer", "llm", "bert"}) {
+    if (lower.find(term) != std::string::npos) return true;
+  }
+  return false;
+}
+
+std::size_t count_words(const std::string& text) {
+  std::size_t words = 0;
+  bool in_word = false;
+  for (std::size_t i = 0; i < text.size();) {
+    uint32_t cp;
+    i += decode_utf8(text, i, &cp);
+    const bool space = is_python_space(cp);
+    if (!space && !in_word) words += 1;
+    in_word = !space;
+  }
+  return words;
+}
+
+bool is_short_text(const std::string& raw_text) { return count_words(raw_text) < 8; }
+
+}  // namespace bertrain
