@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-readonly PACKAGES=(cmake make g++ libeigen3-dev nlohmann-json3-dev libgtest-dev libopenmpi-dev openmpi-bin)
+readonly PACKAGES=(cmake make g++ libeigen3-dev nlohmann-json3-dev libgtest-dev libutf8proc-dev libopenmpi-dev openmpi-bin)
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-$(nproc)}
 

@@ -125,11 +125,16 @@ int bench_step(const std::vector<std::string>& args) {
 
 int run_bench(const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::printf("usage: bertrain bench step [options]\n\n  step    time CPU training steps (see bench step --help)\n");
+    std::fprintf(args.empty() ? stderr : stdout,
+                 "usage: bertrain bench BENCHMARK [options]\n\n"
+                 "  step        time CPU training steps (see bench step --help)\n"
+                 "  tokenize    time text cleaning and tokenization (see bench tokenize --help)\n");
     return args.empty() ? 2 : 0;
   }
-  if (args[0] == "step") return bench_step(std::vector<std::string>(args.begin() + 1, args.end()));
-  throw UsageError("bench: unknown benchmark '" + args[0] + "' (available: step)");
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (args[0] == "step") return bench_step(rest);
+  if (args[0] == "tokenize") return run_bench_tokenize(rest);
+  throw UsageError("bench: unknown benchmark '" + args[0] + "' (available: step, tokenize)");
 }
 
 }  // namespace bertrain

@@ -6,6 +6,11 @@
 
 namespace bertrain {
 
-int run_bench(const std::vector<std::string>& args);  // tools/bench_step.cpp
+int run_bench(const std::vector<std::string>& args);     // tools/bench_step.cpp
+int run_bench_tokenize(const std::vector<std::string>& args);  // tools/bench_tokenize.cpp
+int run_train(const std::vector<std::string>& args);     // tools/train_command.cpp
+int run_evaluate(const std::vector<std::string>& args);  // tools/evaluate_command.cpp
+int run_predict(const std::vector<std::string>& args);   // tools/predict_command.cpp
+int run_tokenize(const std::vector<std::string>& args);  // tools/tokenize_command.cpp
 
 }  // namespace bertrain

@@ -18,7 +18,12 @@ const char kUsage[] =
     "Fine-tunes BERT encoders for text classification (C++/CUDA, no framework).\n"
     "\n"
     "commands:\n"
+    "  train          fine-tune a BERT model directory on a tagged CSV (best and last checkpoints)\n"
+    "  evaluate       precision / recall / F1 (weighted, per class, slices) and confusion matrix on a CSV\n"
+    "  predict        tag probabilities for a title and description, or for every row of a CSV\n"
+    "  tokenize       token ids of a text or of every CSV row, as the model sees them\n"
     "  bench step     time CPU training steps (forward + backward + Adam) of a random BERT\n"
+    "  bench tokenize time text cleaning and tokenization\n"
     "\n"
     "Run 'bertrain COMMAND --help' for the options of a command.\n";
 
@@ -37,6 +42,10 @@ int dispatch(const std::vector<std::string>& args) {
     return 0;
   }
   const std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (command == "train") return bertrain::run_train(rest);
+  if (command == "evaluate") return bertrain::run_evaluate(rest);
+  if (command == "predict") return bertrain::run_predict(rest);
+  if (command == "tokenize") return bertrain::run_tokenize(rest);
   if (command == "bench") return bertrain::run_bench(rest);
   throw bertrain::UsageError("unknown command '" + command + "' (see bertrain --help)");
 }

@@ -1,0 +1,320 @@
+#include "engine/trainer.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "data/batcher.h"
+#include "data/dataset.h"
+#include "data/labels.h"
+#include "data/split.h"
+#include "data/tokenizer.h"
+#include "engine/atomic_file.h"
+#include "engine/checkpoint.h"
+#include "engine/classifier_trainer.h"
+#include "engine/cpu_threads.h"
+#include "engine/error.h"
+#include "engine/lr_scheduler.h"
+#include "engine/progress.h"
+#include "engine/predictor.h"
+#include "model/model_dir.h"
+
+namespace bertrain {
+
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+void validate(const TrainArgs& a) {
+  BERTRAIN_CHECK(!a.model_dir.empty(), "--model is required");
+  BERTRAIN_CHECK(!a.train_data.empty(), "--train-data is required");
+  BERTRAIN_CHECK(!a.out_dir.empty(), "--out is required");
+  BERTRAIN_CHECK(a.epochs >= 1, "--epochs must be at least 1, got " << a.epochs);
+  BERTRAIN_CHECK(a.batch_size >= 1, "--batch-size must be at least 1, got " << a.batch_size);
+  BERTRAIN_CHECK(a.lr > 0 && std::isfinite(a.lr), "--lr must be positive, got " << a.lr);
+  BERTRAIN_CHECK(a.dropout >= 0 && a.dropout < 1, "--dropout must be in [0, 1), got " << a.dropout);
+  BERTRAIN_CHECK(a.lr_factor > 0 && a.lr_factor < 1, "--lr-factor must be in (0, 1), got " << a.lr_factor);
+  BERTRAIN_CHECK(a.lr_patience >= 0, "--lr-patience must be >= 0, got " << a.lr_patience);
+  BERTRAIN_CHECK(a.adam_beta1 >= 0 && a.adam_beta1 < 1, "--adam-beta1 must be in [0, 1), got " << a.adam_beta1);
+  BERTRAIN_CHECK(a.adam_beta2 >= 0 && a.adam_beta2 < 1, "--adam-beta2 must be in [0, 1), got " << a.adam_beta2);
+  BERTRAIN_CHECK(a.adam_eps > 0, "--adam-eps must be positive, got " << a.adam_eps);
+  BERTRAIN_CHECK(a.weight_decay >= 0, "--weight-decay must be >= 0, got " << a.weight_decay);
+  BERTRAIN_CHECK(a.num_samples >= 0, "--num-samples must be >= 0, got " << a.num_samples);
+  if (a.val_data.empty()) {
+    BERTRAIN_CHECK(a.val_fraction > 0 && a.val_fraction < 1, "--val-fraction must be in (0, 1), got " << a.val_fraction);
+  }
+  BERTRAIN_CHECK(a.device == "auto" || a.device == "cpu" || a.device == "cuda",
+                 "--device must be auto, cpu or cuda, got '" << a.device << "'");
+  BERTRAIN_CHECK(a.precision == "fp32" || a.precision == "bf16",
+                 "--precision must be fp32 or bf16, got '" << a.precision << "'");
+  BERTRAIN_CHECK(a.device != "cuda", "--device cuda: this build trains on the CPU only (the CUDA backend is not "
+                                     "implemented yet); use --device cpu");
+  BERTRAIN_CHECK(a.precision == "fp32", "--precision bf16 needs the CUDA backend; the CPU engine is fp32 only");
+}
+
+json args_json(const TrainArgs& a) {
+  return json{{"model", a.model_dir},          {"train_data", a.train_data},   {"val_data", a.val_data},
+              {"val_fraction", a.val_fraction}, {"out", a.out_dir},             {"epochs", a.epochs},
+              {"batch_size", a.batch_size},     {"lr", a.lr},                   {"dropout", a.dropout},
+              {"lr_factor", a.lr_factor},       {"lr_patience", a.lr_patience}, {"adam_beta1", a.adam_beta1},
+              {"adam_beta2", a.adam_beta2},     {"adam_eps", a.adam_eps},       {"weight_decay", a.weight_decay},
+              {"class_weights", a.class_weights}, {"num_samples", a.num_samples}, {"seed", a.seed},
+              {"split_seed", a.split_seed},     {"shuffle", a.shuffle},         {"clean", a.clean},
+              {"device", "cpu"},                {"precision", a.precision}};
+}
+
+// The examples of `rows` of `data`, labelled by `labels`.
+std::vector<Example> labelled_examples(const TextDataset& data, const std::vector<int>& rows, const LabelSet& labels) {
+  std::vector<Example> out;
+  out.reserve(rows.size());
+  for (int r : rows) {
+    Example e = data.examples[static_cast<std::size_t>(r)];
+    e.label = labels.require(data.tags[static_cast<std::size_t>(r)], data.source);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+std::vector<int> all_rows(std::size_t n) {
+  std::vector<int> rows(n);
+  for (std::size_t i = 0; i < n; ++i) rows[i] = static_cast<int>(i);
+  return rows;
+}
+
+int longest(const std::vector<Example>& examples) {
+  std::size_t n = 1;
+  for (const Example& e : examples) n = std::max(n, e.ids.size());
+  return static_cast<int>(n);
+}
+
+// Mean loss over the batches of one pass, as the original: the running mean of the batch losses.
+template <typename StepFn>
+double run_epoch_pass(const Batcher& batcher, int epoch, Batch* batch, StepFn&& step) {
+  double mean = 0;
+  for (int i = 0; i < batcher.batches_per_epoch(); ++i) {
+    batcher.batch(epoch, i, batch);
+    const double loss = step(*batch, i);
+    mean += (loss - mean) / (i + 1);
+  }
+  return mean;
+}
+
+void write_run_files(const std::string& out, const json& history, const json* results) {
+  std::string lines;
+  for (const json& m : history) lines += m.dump() + "\n";
+  write_file_atomically(out + "/metrics.jsonl", lines);
+  if (results != nullptr) write_json_file(out + "/results.json", *results);
+}
+
+}  // namespace
+
+json run_training(const TrainArgs& args) {
+  validate(args);
+  const auto start = Clock::now();
+  configure_cpu_threads(args.threads);
+  const std::string last_dir = args.out_dir + "/last", best_dir = args.out_dir + "/best";
+  recover_directory(last_dir);
+  recover_directory(best_dir);
+  if (args.resume) {
+    BERTRAIN_CHECK(file_exists(last_dir + "/trainer_state.json"),
+                   "--resume: " << last_dir << "/trainer_state.json not found (no run to continue in " << args.out_dir
+                                << ")");
+  } else {
+    BERTRAIN_CHECK(!directory_exists(last_dir), args.out_dir << " already holds a run (last/); pass --resume to "
+                                                                "continue it or choose another --out");
+  }
+
+  // Model directory: the checkpoint to continue from, or the pretrained model.
+  const std::string source_dir = args.resume ? last_dir : args.model_dir;
+  const BertConfig source_config = BertConfig::load(source_dir + "/config.json");
+  const std::string vocab_path = source_dir + "/vocab.txt";
+  BERTRAIN_CHECK(file_exists(vocab_path), vocab_path << ": not found (the model directory needs its vocab.txt)");
+  const BertTokenizer tokenizer(Vocab::load(vocab_path));
+
+  DatasetOptions data_options;
+  data_options.clean = args.clean;
+  data_options.require_tags = true;
+  data_options.max_length = source_config.max_position_embeddings;
+  const TextDataset train_file = load_text_dataset(args.train_data, tokenizer, nullptr, data_options);
+  std::vector<int> rows = all_rows(train_file.examples.size());
+  if (args.num_samples > 0) rows = sample_rows(static_cast<int>(rows.size()), args.num_samples, args.split_seed);
+
+  // Labels: the sorted tags of the training rows, or the resumed model's.
+  std::vector<std::string> tags;
+  for (int r : rows) tags.push_back(train_file.tags[static_cast<std::size_t>(r)]);
+  const LabelSet labels = args.resume ? LabelSet(source_config.labels) : LabelSet::from_tags(tags);
+  BERTRAIN_CHECK(labels.size() >= 2, args.train_data << ": training needs at least two distinct tags, found "
+                                                      << labels.size());
+
+  std::vector<Example> train_examples, val_examples;
+  std::size_t truncated = train_file.truncated;
+  if (!args.val_data.empty()) {
+    const TextDataset val_file = load_text_dataset(args.val_data, tokenizer, nullptr, data_options);
+    truncated += val_file.truncated;
+    train_examples = labelled_examples(train_file, rows, labels);
+    val_examples = labelled_examples(val_file, all_rows(val_file.examples.size()), labels);
+  } else {
+    std::vector<int> row_labels;
+    for (int r : rows) row_labels.push_back(labels.require(train_file.tags[static_cast<std::size_t>(r)], args.train_data));
+    const Split split = stratified_split(row_labels, args.val_fraction, args.split_seed);
+    std::vector<int> train_rows, val_rows;
+    for (int i : split.train) train_rows.push_back(rows[static_cast<std::size_t>(i)]);
+    for (int i : split.val) val_rows.push_back(rows[static_cast<std::size_t>(i)]);
+    train_examples = labelled_examples(train_file, train_rows, labels);
+    val_examples = labelled_examples(train_file, val_rows, labels);
+  }
+  BERTRAIN_CHECK(!train_examples.empty() && !val_examples.empty(),
+                 "need at least one training and one validation row, got " << train_examples.size() << " and "
+                                                                           << val_examples.size());
+  if (truncated > 0 && !args.quiet) {
+    std::printf("note: %zu rows were longer than %d tokens and were truncated\n", truncated,
+                data_options.max_length);
+  }
+
+  // Model, optimizer, loss.
+  LoadedModel model = load_model_dir(source_dir, labels.names(), args.seed);
+  model.config.classifier_dropout = args.dropout;
+  // Evaluation and prediction must see text prepared as in training.
+  model.config.extra[kCleanTextKey] = args.clean;
+  TrainerOptions options;
+  options.adam.lr = args.lr;
+  options.adam.beta1 = args.adam_beta1;
+  options.adam.beta2 = args.adam_beta2;
+  options.adam.eps = args.adam_eps;
+  options.adam.weight_decay = args.weight_decay;
+  options.seed = args.seed;
+  if (args.class_weights) {
+    std::vector<int> counts(static_cast<std::size_t>(labels.size()), 0);
+    for (const Example& e : train_examples) ++counts[static_cast<std::size_t>(e.label)];
+    for (int c : counts) options.class_weights.push_back(c > 0 ? 1.0f / static_cast<float>(c) : 0.0f);
+  }
+  const int max_seq = std::max(longest(train_examples), longest(val_examples));
+  ClassifierTrainer<float> trainer(model.config, labels.size(), args.batch_size, max_seq, model.params, options);
+
+  ReduceLROnPlateau scheduler(args.lr, args.lr_factor, args.lr_patience);
+  json history = json::array();
+  int first_epoch = 0, best_epoch = -1;
+  double best_val_loss = std::numeric_limits<double>::infinity();
+  double elapsed_before = 0;
+  if (args.resume) {
+    const json state = read_json_file(last_dir + "/trainer_state.json");
+    try {
+      first_epoch = state.at("epochs_done").get<int>();
+      best_epoch = state.at("best_epoch").get<int>();
+      best_val_loss = state.at("best_val_loss").get<double>();
+      history = state.at("history");
+      elapsed_before = state.at("elapsed_s").get<double>();
+      scheduler = ReduceLROnPlateau::from_json(state.at("scheduler"));
+      BERTRAIN_CHECK(state.at("seed").get<uint64_t>() == args.seed,
+                     "--resume: the run used --seed " << state.at("seed") << ", got " << args.seed);
+    } catch (const json::exception& e) {
+      BERTRAIN_FAIL(last_dir << "/trainer_state.json: " << e.what());
+    }
+    load_optimizer_state(last_dir + "/optimizer.safetensors", &trainer.optimizer());
+    trainer.optimizer().hyper().lr = scheduler.learning_rate();
+    BERTRAIN_CHECK(first_epoch < args.epochs, "--resume: the run already finished " << first_epoch
+                                                                                    << " epochs; raise --epochs");
+  }
+
+  BatcherOptions train_batching;
+  train_batching.batch_size = args.batch_size;
+  train_batching.shuffle = args.shuffle;
+  train_batching.seed = args.seed;
+  train_batching.classes = labels.size();
+  train_batching.pad_id = tokenizer.pad_id();
+  BatcherOptions val_batching = train_batching;
+  val_batching.shuffle = false;
+  const Batcher train_batcher(&train_examples, train_batching), val_batcher(&val_examples, val_batching);
+
+  const json params = args_json(args);
+  if (!args.quiet) {
+    std::printf("training %s on %zu rows, validating on %zu; %d labels; %zu parameters; batch %d, %d epochs\n",
+                args.model_dir.c_str(), train_examples.size(), val_examples.size(), labels.size(),
+                model.layout.parameter_count(), args.batch_size, args.epochs);
+    std::fflush(stdout);
+  }
+  ::mkdir(args.out_dir.c_str(), 0755);
+  BERTRAIN_CHECK(directory_exists(args.out_dir), args.out_dir << ": cannot create the run directory");
+
+  Progress progress(!args.quiet);
+  Batch batch;
+  const int steps = train_batcher.batches_per_epoch();
+  for (int epoch = first_epoch; epoch < args.epochs; ++epoch) {
+    const auto epoch_start = Clock::now();
+    const double train_loss = run_epoch_pass(train_batcher, epoch, &batch, [&](const Batch& b, int i) {
+      const BertBatch bb{b.input_ids.data(), b.attention_mask.data(), b.batch, b.seq};
+      const double loss = trainer.step(bb, b.targets.data());
+      const double seconds = seconds_since(epoch_start);
+      const double rate = (i + 1) * static_cast<double>(args.batch_size) / seconds;
+      const double eta = seconds / (i + 1) * ((args.epochs - epoch) * steps - (i + 1));
+      progress.update(epoch + 1, args.epochs, i + 1, steps, loss, rate, eta);
+      return loss;
+    });
+    const double train_seconds = seconds_since(epoch_start);
+    const double val_loss = run_epoch_pass(val_batcher, epoch, &batch, [&](const Batch& b, int) {
+      const BertBatch bb{b.input_ids.data(), b.attention_mask.data(), b.batch, b.seq};
+      return static_cast<double>(trainer.evaluate(bb, b.targets.data()));
+    });
+    const double lr = scheduler.step(val_loss);
+    trainer.optimizer().hyper().lr = lr;
+    const bool improved = val_loss < best_val_loss;
+    if (improved) {
+      best_val_loss = val_loss;
+      best_epoch = epoch;
+    }
+    const double elapsed = elapsed_before + seconds_since(start);
+    // As the original reports it: epochs from 0, lr after the scheduler has seen this epoch's val_loss.
+    history.push_back(json{{"epoch", epoch},
+                           {"lr", lr},
+                           {"train_loss", train_loss},
+                           {"val_loss", val_loss},
+                           {"samples_per_s", train_examples.size() / train_seconds},
+                           {"elapsed_s", elapsed}});
+
+    const std::vector<float>& weights = trainer.parameters();
+    if (improved) {
+      replace_directory_atomically(best_dir, [&](const std::string& dir) {
+        save_model_dir(dir, model.config, model.layout, weights.data(), vocab_path);
+      });
+    }
+    const json state{{"epochs_done", epoch + 1},   {"best_epoch", best_epoch},       {"best_val_loss", best_val_loss},
+                     {"history", history},         {"elapsed_s", elapsed},           {"seed", args.seed},
+                     {"scheduler", scheduler.to_json()}, {"optimizer_steps", trainer.optimizer().steps_taken()},
+                     {"params", params}};
+    replace_directory_atomically(last_dir, [&](const std::string& dir) {
+      save_model_dir(dir, model.config, model.layout, weights.data(), vocab_path);
+      save_optimizer_state(dir + "/optimizer.safetensors", trainer.optimizer());
+      write_json_file(dir + "/trainer_state.json", state);
+    });
+    write_run_files(args.out_dir, history, nullptr);
+
+    progress.clear();
+    if (!args.quiet) {
+      std::printf("epoch %d/%d  train_loss %.5f  val_loss %.5f  lr %.3g  %.1f samples/s  %s%s\n", epoch + 1,
+                  args.epochs, train_loss, val_loss, lr, train_examples.size() / train_seconds,
+                  format_duration(elapsed).c_str(), improved ? "  (best)" : "");
+      std::fflush(stdout);
+    }
+  }
+
+  json results{{"params", params},
+               {"num_train", train_examples.size()},
+               {"num_val", val_examples.size()},
+               {"labels", labels.names()},
+               {"metrics", history},
+               {"best_epoch", best_epoch},
+               {"best_val_loss", best_val_loss},
+               {"time_total_s", elapsed_before + seconds_since(start)}};
+  write_run_files(args.out_dir, history, &results);
+  return results;
+}
+
+}  // namespace bertrain

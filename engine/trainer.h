@@ -1,0 +1,47 @@
+// The training workflow of `bertrain train`: Made-With-ML's fine-tuning loop (train, validate,
+// ReduceLROnPlateau on val_loss, keep the best epoch), with checkpoints that resume bit for bit.
+//
+// RUN_DIR layout:
+//   metrics.jsonl   one JSON object per finished epoch (epoch, lr, train_loss, val_loss, samples_per_s, elapsed_s)
+//   results.json    parameters, dataset sizes, per-epoch metrics, best epoch, total time (written at the end)
+//   best/           model directory of the epoch with the lowest val_loss so far
+//   last/           model directory of the latest epoch + optimizer.safetensors + trainer_state.json
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace bertrain {
+
+struct TrainArgs {
+  std::string model_dir;    // Hugging Face BERT directory (config.json, model.safetensors, vocab.txt)
+  std::string train_data;   // CSV with title, description, tag
+  std::string val_data;     // optional CSV; empty: a stratified split of train_data
+  double val_fraction = 0.2;
+  std::string out_dir;
+  int epochs = 10;
+  int batch_size = 256;     // global batch
+  double lr = 1e-4;
+  double dropout = 0.5;     // classifier dropout
+  double lr_factor = 0.8;
+  int lr_patience = 3;
+  double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_eps = 1e-8, weight_decay = 0.0;
+  bool class_weights = false;  // BCE weights 1 / (training rows of the class)
+  int num_samples = 0;         // 0: all rows
+  uint64_t seed = 42;          // classifier init, dropout masks, shuffling
+  uint64_t split_seed = 1234;  // the train/validation split (the original's)
+  bool shuffle = false;        // reshuffle the training batches every epoch (the original keeps one order)
+  bool clean = true;           // Made-With-ML's clean_text
+  std::string device = "auto";
+  std::string precision = "fp32";
+  bool resume = false;
+  int threads = 0;             // OpenMP threads, 0: default
+  bool quiet = false;          // no per-epoch log lines
+};
+
+// Runs the training and returns results.json's content. Throws Error on bad input, before writing anything
+// when the inputs can be checked up front.
+nlohmann::json run_training(const TrainArgs& args);
+
+}  // namespace bertrain

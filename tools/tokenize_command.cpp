@@ -1,0 +1,62 @@
+// `bertrain tokenize`: shows what the model sees: the token ids of a text or of every CSV row.
+#include <cstdio>
+#include <string>
+
+#include "data/dataset.h"
+#include "data/text_clean.h"
+#include "data/tokenizer.h"
+#include "tools/args.h"
+#include "tools/commands.h"
+
+namespace bertrain {
+
+namespace {
+void print_ids(const std::vector<int32_t>& ids, std::string* line) {
+  line->assign("[");
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (i) line->append(", ");
+    line->append(std::to_string(ids[i]));
+  }
+  line->append("]\n");
+  std::fputs(line->c_str(), stdout);
+}
+}  // namespace
+
+int run_tokenize(const std::vector<std::string>& args) {
+  ArgParser p("tokenize",
+              "Prints one JSON array of token ids per input on its own line: [CLS] ... [SEP] with BERT's\n"
+              "WordPiece. For a CSV, the text of a row is title + \" \" + description, rows in file order.\n"
+              "The text is cleaned as Made-With-ML's clean_text first unless --no-clean.");
+  p.option("vocab", "", "vocab.txt of the model", true);
+  p.option("text", "", "one text");
+  p.option("data", "", "CSV with title and description columns");
+  p.flag("no-clean", "tokenize the text as given");
+  p.option("max-length", "512", "longest sequence, [CLS] and [SEP] included (longer rows are truncated)");
+  if (!p.parse(args)) return 0;
+  const bool has_text = !p.get("text").empty(), has_data = !p.get("data").empty();
+  if (has_text == has_data) throw UsageError("tokenize: give either --text or --data");
+  DatasetOptions options;
+  options.clean = !p.get_flag("no-clean");
+  options.max_length = p.get_int("max-length");
+  if (options.max_length < 2) throw UsageError("tokenize: --max-length must be >= 2");
+
+  const BertTokenizer tokenizer(Vocab::load(p.get("vocab")));
+  std::string line;
+  int truncated = 0;
+  if (has_text) {
+    const std::string text = p.get("text");
+    const Encoding encoding = tokenizer.encode(options.clean ? clean_text(text) : text, options.max_length);
+    truncated += encoding.truncated ? 1 : 0;
+    print_ids(encoding.ids, &line);
+  } else {
+    const TextDataset data = load_text_dataset(p.get("data"), tokenizer, nullptr, options);
+    for (const Example& e : data.examples) print_ids(e.ids, &line);
+    truncated = data.truncated;
+  }
+  if (truncated > 0) {
+    std::fprintf(stderr, "tokenize: %d input(s) longer than %d tokens were truncated\n", truncated, options.max_length);
+  }
+  return 0;
+}
+
+}  // namespace bertrain

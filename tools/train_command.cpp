@@ -1,0 +1,80 @@
+// `bertrain train`: fine-tunes a BERT checkpoint on a tagged CSV (engine/trainer.h does the work).
+#include <cstdio>
+
+#include "engine/trainer.h"
+#include "tools/args.h"
+#include "tools/commands.h"
+
+namespace bertrain {
+
+int run_train(const std::vector<std::string>& args) {
+  ArgParser p("train",
+              "Fine-tunes a Hugging Face BERT model directory on a CSV with title, description and tag columns,\n"
+              "keeps the epoch with the lowest val_loss (RUN_DIR/best) and the latest (RUN_DIR/last, resumable),\n"
+              "and writes RUN_DIR/metrics.jsonl and RUN_DIR/results.json.");
+  p.option("model", "", "Hugging Face BERT directory: config.json, model.safetensors, vocab.txt", true);
+  p.option("train-data", "", "training CSV (title, description, tag)", true);
+  p.option("val-data", "", "validation CSV; without it a stratified split of --train-data is used");
+  p.option("val-fraction", "0.2", "fraction of each tag held out for validation when no --val-data");
+  p.option("out", "", "run directory RUN_DIR", true);
+  p.option("epochs", "10", "epochs");
+  p.option("batch-size", "256", "global batch size");
+  p.option("lr", "1e-4", "Adam learning rate");
+  p.option("dropout", "0.5", "dropout before the classifier (BERT's own dropouts come from config.json)");
+  p.option("lr-factor", "0.8", "ReduceLROnPlateau factor");
+  p.option("lr-patience", "3", "ReduceLROnPlateau patience (epochs)");
+  p.option("adam-beta1", "0.9", "Adam beta1");
+  p.option("adam-beta2", "0.999", "Adam beta2");
+  p.option("adam-eps", "1e-8", "Adam epsilon");
+  p.option("weight-decay", "0", "decoupled weight decay (AdamW) when > 0");
+  p.flag("class-weights", "weight the BCE loss of each tag by 1 / its training rows");
+  p.option("num-samples", "0", "use only N rows of --train-data (seeded shuffle), 0: all");
+  p.option("seed", "42", "seed of the classifier initialisation, dropout and shuffling");
+  p.option("split-seed", "1234", "seed of the train/validation split and of --num-samples");
+  p.flag("shuffle", "reshuffle training batches every epoch (the original uses one fixed order)");
+  p.flag("no-clean", "tokenize the raw text instead of Made-With-ML's cleaned text");
+  p.option("device", "auto", "auto | cpu | cuda");
+  p.option("precision", "fp32", "fp32 | bf16 (bf16 needs CUDA)");
+  p.flag("resume", "continue the run in --out from RUN_DIR/last");
+  p.option("threads", "0", "CPU threads (0: all cores, or OMP_NUM_THREADS)");
+  p.flag("quiet", "no progress or epoch lines");
+  if (!p.parse(args)) return 0;
+
+  TrainArgs a;
+  a.model_dir = p.get("model");
+  a.train_data = p.get("train-data");
+  a.val_data = p.get("val-data");
+  a.val_fraction = p.get_double("val-fraction");
+  a.out_dir = p.get("out");
+  a.epochs = p.get_int("epochs");
+  a.batch_size = p.get_int("batch-size");
+  a.lr = p.get_double("lr");
+  a.dropout = p.get_double("dropout");
+  a.lr_factor = p.get_double("lr-factor");
+  a.lr_patience = p.get_int("lr-patience");
+  a.adam_beta1 = p.get_double("adam-beta1");
+  a.adam_beta2 = p.get_double("adam-beta2");
+  a.adam_eps = p.get_double("adam-eps");
+  a.weight_decay = p.get_double("weight-decay");
+  a.class_weights = p.get_flag("class-weights");
+  a.num_samples = p.get_int("num-samples");
+  a.seed = static_cast<uint64_t>(p.get_int("seed"));
+  a.split_seed = static_cast<uint64_t>(p.get_int("split-seed"));
+  a.shuffle = p.get_flag("shuffle");
+  a.clean = !p.get_flag("no-clean");
+  a.device = p.get("device");
+  a.precision = p.get("precision");
+  a.resume = p.get_flag("resume");
+  a.threads = p.get_int("threads");
+  a.quiet = p.get_flag("quiet");
+  if (a.threads < 0) throw UsageError("train: --threads must be >= 0");
+  const nlohmann::json results = run_training(a);
+  if (!a.quiet) {
+    std::printf("best epoch %d (val_loss %.5f); model in %s/best, results in %s/results.json\n",
+                results.at("best_epoch").get<int>(), results.at("best_val_loss").get<double>(), a.out_dir.c_str(),
+                a.out_dir.c_str());
+  }
+  return 0;
+}
+
+}  // namespace bertrain
