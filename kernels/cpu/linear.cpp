@@ -1,5 +1,8 @@
 #include "kernels/linear.h"
 
+#include <algorithm>
+#include <cstddef>
+
 #include "kernels/cpu/eigen_maps.h"
 
 namespace bertrain {
@@ -24,7 +27,16 @@ void linear_backward_cpu(T* dx, T* dw, T* db, const T* dy, const T* x, const T* 
     }
   }
   MatrixMap<T>(dw, out, in).noalias() = dym.transpose() * ConstMatrixMap<T>(x, rows, in);
-  if (db != nullptr) RowVectorMap<T>(db, out) = dym.colwise().sum();
+  if (db != nullptr) {
+    // A fixed row order, not Eigen's colwise().sum(): Eigen peels unaligned leading columns onto a path
+    // that adds in another order, so the result depended on db's heap address and a resumed run
+    // (different allocations) drifted from an uninterrupted one.
+    std::fill(db, db + out, T(0));
+    for (int r = 0; r < rows; ++r) {
+      const T* row = dy + static_cast<std::size_t>(r) * out;
+      for (int c = 0; c < out; ++c) db[c] += row[c];
+    }
+  }
 }
 
 template void linear_forward_cpu<float>(float*, const float*, const float*, const float*, int, int, int);

@@ -1,0 +1,929 @@
+// End-to-end tests of the bertrain CLI: runs the real binary (BERTRAIN_BINARY) with stdout and stderr
+// captured separately, on the tiny fixture model with a vocabulary of real words and a small synthetic
+// Made-With-ML-like CSV. Covers usage errors (exit 2), train / resume / evaluate / predict / tokenize, and
+// bad inputs (exit 1, one line on stderr naming the problem, no signal, nothing half-written).
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#ifndef BERTRAIN_BINARY
+#error "BERTRAIN_BINARY must name the bertrain executable"
+#endif
+
+namespace bertrain {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+// ---- running the binary ---------------------------------------------------------------------------------
+
+struct RunResult {
+  int exit_code = -1;  // -1 when the process did not exit normally
+  int signal = 0;      // the terminating signal, 0 when it exited
+  bool timed_out = false;
+  std::string out, err;
+
+  std::string describe() const {
+    std::ostringstream os;
+    os << "exit_code=" << exit_code << " signal=" << signal << (timed_out ? " (timed out)" : "") << "\n--- stdout ---\n"
+       << out.substr(0, 4000) << "\n--- stderr ---\n" << err.substr(0, 4000);
+    return os.str();
+  }
+};
+
+// The binary under test: BERTRAIN_BINARY, or the environment variable of that name (to test another build).
+std::string binary() {
+  const char* from_env = std::getenv("BERTRAIN_BINARY");
+  return from_env != nullptr && *from_env != '\0' ? from_env : BERTRAIN_BINARY;
+}
+
+// Runs bertrain with `args` (and `extra_env`, "NAME=value" entries); stdin is /dev/null; both pipes are
+// drained concurrently (no deadlock on big outputs); the child is killed after `timeout_s` so a hang fails
+// the test instead of stalling the suite.
+RunResult run(const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {},
+              double timeout_s = 120) {
+  std::vector<std::string> argv_storage{binary()};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  // One OpenMP thread: the tiny model gains nothing from more and the machine may be shared.
+  std::vector<std::string> env_storage{"OMP_NUM_THREADS=1"};
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "OMP_NUM_THREADS=", 16) != 0) env_storage.emplace_back(*e);
+  }
+  env_storage.insert(env_storage.end(), extra_env.begin(), extra_env.end());
+  std::vector<char*> envp;
+  for (std::string& e : env_storage) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  int out_pipe[2], err_pipe[2];
+  RunResult r;
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    ADD_FAILURE() << "pipe: " << std::strerror(errno);
+    return r;
+  }
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ADD_FAILURE() << "fork: " << std::strerror(errno);
+    return r;
+  }
+  if (pid == 0) {
+    const int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) ::dup2(devnull, 0);
+    ::dup2(out_pipe[1], 1);
+    ::dup2(err_pipe[1], 2);
+    ::execve(argv[0], argv.data(), envp.data());
+    const char msg[] = "test_cli: execve failed\n";
+    (void)!::write(2, msg, sizeof msg - 1);
+    ::_exit(127);
+  }
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  std::string* sinks[2] = {&r.out, &r.err};
+  int open_fds = 2;
+  char buffer[65536];
+  while (open_fds > 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      r.timed_out = true;
+      ::kill(pid, SIGKILL);
+      break;
+    }
+    const int ready = ::poll(fds, 2, static_cast<int>(std::min<long long>(left.count(), 1000)));
+    if (ready < 0 && errno != EINTR) break;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      const ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
+      if (n > 0) {
+        sinks[i]->append(buffer, static_cast<std::size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+      }
+    }
+  }
+  for (const pollfd& p : fds) {
+    if (p.fd >= 0) ::close(p.fd);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  return r;
+}
+
+// ---- files ----------------------------------------------------------------------------------------------
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void spit(const fs::path& p, const std::string& contents) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << contents;
+  ASSERT_TRUE(out.good()) << p;
+}
+
+// Every regular file under `root` (relative path -> bytes).
+std::map<std::string, std::string> snapshot(const fs::path& root) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(root)) {
+    if (e.is_regular_file()) files[fs::relative(e.path(), root).string()] = slurp(e.path());
+  }
+  return files;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// A one-line diagnostic: non-empty, ends in one newline, no other newline.
+::testing::AssertionResult is_one_line(const std::string& err) {
+  if (err.empty()) return ::testing::AssertionFailure() << "stderr is empty";
+  if (err.back() != '\n' || err.find('\n') != err.size() - 1) {
+    return ::testing::AssertionFailure() << "stderr is not exactly one line:\n" << err;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// ---- the synthetic model and data -----------------------------------------------------------------------
+
+const std::vector<std::string> kTags = {"computer-vision", "mlops", "natural-language-processing", "other"};
+const std::vector<int> kRowsPerTag = {12, 11, 9, 8};  // 40 rows; ceil(0.2·n) = 3, 3, 2, 2 → 10 validation rows
+constexpr int kRows = 40;
+
+// 15 words per tag (+ 2 shared), none an NLTK stopword: 62 words + 5 special tokens = the fixture's 67 rows.
+const std::vector<std::vector<std::string>> kWords = {
+    {"image", "images", "segmentation", "detection", "object", "pixel", "camera", "video", "convolutional", "resnet",
+     "yolo", "vision", "face", "recognition", "pose"},
+    {"deployment", "monitoring", "pipeline", "serving", "kubernetes", "docker", "mlflow", "tracking", "production",
+     "feature", "store", "workflow", "orchestration", "versioning", "ci"},
+    {"language", "text", "transformer", "bert", "translation", "sentiment", "tokenizer", "summarization", "chatbot",
+     "llm", "gpt", "embeddings", "question", "answering", "named"},
+    {"graph", "reinforcement", "learning", "tabular", "time", "series", "recommendation", "audio", "speech", "music",
+     "survey", "tutorial", "dataset", "benchmark", "math"}};
+const std::vector<std::string> kShared = {"model", "neural"};
+
+struct Row {
+  std::string title, description, tag;
+};
+
+std::vector<Row> synthetic_rows() {
+  std::vector<Row> rows;
+  std::vector<int> used(kTags.size(), 0);
+  // Round-robin over the tags so that every tag is spread over the file.
+  while (static_cast<int>(rows.size()) < kRows) {
+    for (std::size_t t = 0; t < kTags.size(); ++t) {
+      if (used[t] == kRowsPerTag[t]) continue;
+      const int i = used[t]++;
+      const std::vector<std::string>& w = kWords[t];
+      Row row;
+      row.tag = kTags[t];
+      row.title = "The " + w[i % 15] + " " + w[(i + 4) % 15];
+      if (i % 3 == 0) {
+        row.description = w[(i + 2) % 15] + " " + kShared[i % 2];  // short_text slice (< 8 words in all)
+      } else {
+        row.description = "A " + w[(i + 1) % 15] + " with " + w[(i + 6) % 15] + " and the " + w[(i + 9) % 15] + " " +
+                          kShared[i % 2] + " for " + w[(i + 11) % 15];
+      }
+      rows.push_back(row);
+    }
+  }
+  // One quoted field with a comma, a doubled quote and a newline.
+  rows[0].description = "pixel segmentation, \"with\" a camera\nand the video model";
+  return rows;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) {
+    if (c == '"') q += '"';
+    q += c;
+  }
+  return q + "\"";
+}
+
+std::string to_csv(const std::vector<Row>& rows, bool with_tag = true) {
+  std::string text = with_tag ? "id,title,description,tag\n" : "id,title,description\n";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    text += std::to_string(i) + "," + csv_field(rows[i].title) + "," + csv_field(rows[i].description);
+    if (with_tag) text += "," + csv_field(rows[i].tag);
+    text += "\n";
+  }
+  return text;
+}
+
+const char* const kRequiredMetricKeys[] = {"epoch", "lr", "train_loss", "val_loss", "samples_per_s", "elapsed_s"};
+
+class CliTest : public ::testing::Test {
+ protected:
+  // One trained run shared by the tests that only read it (evaluate, predict, the run layout).
+  static void SetUpTestSuite() {
+    std::string tmpl = (fs::temp_directory_path() / "bertrain_cli_suite_XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    suite_dir_ = new fs::path(tmpl);
+    make_model_dir(*suite_dir_ / "model");
+    spit(*suite_dir_ / "data.csv", to_csv(synthetic_rows()));
+    suite_train_ = new RunResult(run({"train", "--model", (*suite_dir_ / "model").string(), "--train-data",
+                                      (*suite_dir_ / "data.csv").string(), "--out", (*suite_dir_ / "run").string(),
+                                      "--epochs", "3", "--batch-size", "8", "--lr", "1e-3", "--quiet"}));
+  }
+  static void TearDownTestSuite() {
+    std::error_code ec;
+    fs::remove_all(*suite_dir_, ec);
+    delete suite_dir_;
+    delete suite_train_;
+    suite_dir_ = nullptr;
+    suite_train_ = nullptr;
+  }
+
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "bertrain_cli_XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    make_model_dir(dir_ / "model");
+    spit(dir_ / "data.csv", to_csv(synthetic_rows()));
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  // The fixture's weights and config with a vocabulary of real words (67 rows, as the embedding).
+  static void make_model_dir(const fs::path& dir) {
+    fs::create_directories(dir);
+    const fs::path fixture = fs::path(BERTRAIN_FIXTURES_DIR) / "tiny_gelu_bce_adam";
+    fs::copy_file(fixture / "config.json", dir / "config.json");
+    fs::copy_file(fixture / "model.safetensors", dir / "model.safetensors");
+    std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
+    for (const auto& words : kWords) {
+      for (const std::string& w : words) vocab += w + "\n";
+    }
+    for (const std::string& w : kShared) vocab += w + "\n";
+    spit(dir / "vocab.txt", vocab);
+  }
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string model() const { return path("model"); }
+  std::string data() const { return path("data.csv"); }
+  static std::string suite_run() { return (*suite_dir_ / "run").string(); }
+
+  std::vector<std::string> train_args(const std::string& out, std::vector<std::string> extra = {}) const {
+    std::vector<std::string> a{"train", "--model", model(), "--train-data", data(), "--out", out,
+                               "--epochs", "2", "--batch-size", "8", "--quiet"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+
+  // The run directory holds nothing of a run: no checkpoint, no metrics.
+  static void expect_no_run(const fs::path& run_dir) {
+    for (const char* name : {"best", "last", "metrics.jsonl", "results.json"}) {
+      EXPECT_FALSE(fs::exists(run_dir / name)) << (run_dir / name) << " was written by a failed run";
+    }
+  }
+
+  static std::vector<json> read_jsonl(const fs::path& p) {
+    std::vector<json> objects;
+    for (const std::string& line : lines_of(slurp(p))) {
+      objects.push_back(json::parse(line));  // throws (fails the test) on invalid JSON
+    }
+    return objects;
+  }
+
+  fs::path dir_;
+  static fs::path* suite_dir_;
+  static RunResult* suite_train_;
+};
+
+fs::path* CliTest::suite_dir_ = nullptr;
+RunResult* CliTest::suite_train_ = nullptr;
+
+// A failure that must be exit 1 (not a signal, not a usage error) with one stderr line containing `needle`.
+void expect_error(const RunResult& r, const std::string& needle, int code = 1) {
+  EXPECT_FALSE(r.timed_out) << r.describe();
+  EXPECT_EQ(r.signal, 0) << "killed by a signal\n" << r.describe();
+  EXPECT_EQ(r.exit_code, code) << r.describe();
+  EXPECT_TRUE(is_one_line(r.err)) << r.describe();
+  EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr does not mention '" << needle << "'\n" << r.describe();
+}
+
+// Exit 0, no signal, no timeout (use as ASSERT_TRUE(succeeded(run(...)))).
+::testing::AssertionResult succeeded(const RunResult& r) {
+  if (r.timed_out || r.signal != 0 || r.exit_code != 0) return ::testing::AssertionFailure() << r.describe();
+  return ::testing::AssertionSuccess();
+}
+
+// ---- help, version, usage errors ------------------------------------------------------------------------
+
+TEST_F(CliTest, TopLevelHelpAndVersion) {
+  const RunResult help = run({"--help"});
+  ASSERT_TRUE(succeeded(help));
+  for (const char* command : {"train", "evaluate", "predict", "tokenize"}) {
+    EXPECT_NE(help.out.find(command), std::string::npos) << command << "\n" << help.out;
+  }
+  const RunResult version = run({"--version"});
+  ASSERT_TRUE(succeeded(version));
+  EXPECT_EQ(version.out.rfind("bertrain ", 0), 0u) << version.out;
+}
+
+TEST_F(CliTest, CommandHelpListsTheFlags) {
+  const std::map<std::string, std::vector<std::string>> flags = {
+      {"train",
+       {"--model", "--train-data", "--val-data", "--val-fraction", "--out", "--epochs", "--batch-size", "--lr",
+        "--dropout", "--lr-factor", "--lr-patience", "--adam-beta1", "--adam-beta2", "--adam-eps", "--weight-decay",
+        "--class-weights", "--num-samples", "--seed", "--device", "--precision", "--resume"}},
+      {"evaluate", {"--model", "--data", "--out"}},
+      {"predict", {"--model", "--title", "--description", "--data", "--threshold"}},
+      {"tokenize", {"--vocab", "--text", "--data", "--no-clean"}}};
+  for (const auto& [command, names] : flags) {
+    const RunResult r = run({command, "--help"});
+    ASSERT_TRUE(succeeded(r));
+    EXPECT_TRUE(r.err.empty()) << r.err;
+    for (const std::string& name : names) {
+      EXPECT_NE(r.out.find(name + " "), std::string::npos) << command << " --help lacks " << name << "\n" << r.out;
+    }
+  }
+}
+
+TEST_F(CliTest, UsageErrorsExitTwoWithOneLineNamingTheProblem) {
+  const RunResult none = run({});
+  EXPECT_EQ(none.exit_code, 2) << none.describe();
+  EXPECT_NE(none.err.find("usage"), std::string::npos) << none.describe();
+
+  expect_error(run({"frobnicate"}), "frobnicate", 2);
+  expect_error(run({"train", "--model", model(), "--train-data", data(), "--out", path("run"), "--bogus-flag", "1"}),
+               "--bogus-flag", 2);
+  expect_error(run({"train", "--model", model(), "--out", path("run")}), "--train-data", 2);
+  expect_error(run({"evaluate", "--data", data()}), "--model", 2);
+  expect_error(run({"train", "--model", model(), "--train-data", data(), "--out", path("run"), "--epochs", "ten"}),
+               "--epochs", 2);
+  expect_error(run({"train", "--model", model(), "--train-data", data(), "--out", path("run"), "--lr", "fast"}),
+               "--lr", 2);
+  expect_error(run({"tokenize", "--vocab"}), "--vocab", 2);  // a flag without its value
+  EXPECT_FALSE(fs::exists(path("run")));
+}
+
+// ---- train ----------------------------------------------------------------------------------------------
+
+TEST_F(CliTest, TrainWritesTheRunDirectory) {
+  ASSERT_TRUE(succeeded(*suite_train_));
+  const fs::path run_dir = suite_run();
+
+  const std::vector<json> metrics = read_jsonl(run_dir / "metrics.jsonl");
+  ASSERT_EQ(metrics.size(), 3u);
+  for (std::size_t e = 0; e < metrics.size(); ++e) {
+    for (const char* key : kRequiredMetricKeys) {
+      ASSERT_TRUE(metrics[e].contains(key)) << "epoch " << e << " lacks " << key << ": " << metrics[e].dump();
+      EXPECT_TRUE(metrics[e][key].is_number()) << key << ": " << metrics[e].dump();
+    }
+    EXPECT_EQ(metrics[e]["epoch"].get<int>(), static_cast<int>(e));
+    EXPECT_TRUE(std::isfinite(metrics[e]["train_loss"].get<double>()));
+    EXPECT_GT(metrics[e]["val_loss"].get<double>(), 0.0);
+    EXPECT_GT(metrics[e]["samples_per_s"].get<double>(), 0.0);
+    if (e > 0) {
+      EXPECT_GE(metrics[e]["elapsed_s"].get<double>(), metrics[e - 1]["elapsed_s"].get<double>());
+    }
+  }
+
+  const json results = json::parse(slurp(run_dir / "results.json"));
+  for (const char* key : {"params", "num_train", "num_val", "metrics", "best_epoch"}) {
+    EXPECT_TRUE(results.contains(key)) << key << " missing from results.json: " << results.dump();
+  }
+  EXPECT_GT(results.value("time_total_s", -1.0), 0.0) << "total time missing from results.json";
+  // Stratified split of 12/11/9/8 rows at 0.2: ceil gives 3 + 3 + 2 + 2 = 10 validation rows.
+  EXPECT_EQ(results["num_val"].get<int>(), 10);
+  EXPECT_EQ(results["num_train"].get<int>() + results["num_val"].get<int>(), kRows);
+  EXPECT_EQ(results["metrics"], json(metrics)) << "results.json metrics differ from metrics.jsonl";
+  EXPECT_EQ(results["params"]["epochs"].get<int>(), 3);
+  EXPECT_EQ(results["params"]["batch_size"].get<int>(), 8);
+
+  // The best epoch is the (first) epoch with the lowest val_loss.
+  std::size_t argmin = 0;
+  for (std::size_t e = 1; e < metrics.size(); ++e) {
+    if (metrics[e]["val_loss"].get<double>() < metrics[argmin]["val_loss"].get<double>()) argmin = e;
+  }
+  const int best = results["best_epoch"].get<int>();
+  EXPECT_EQ(best, static_cast<int>(argmin));
+
+  for (const char* sub : {"best", "last"}) {
+    for (const char* file : {"config.json", "model.safetensors", "vocab.txt"}) {
+      EXPECT_TRUE(fs::is_regular_file(run_dir / sub / file)) << sub << "/" << file;
+    }
+  }
+  EXPECT_TRUE(fs::is_regular_file(run_dir / "last" / "optimizer.safetensors"));
+  EXPECT_TRUE(fs::is_regular_file(run_dir / "last" / "trainer_state.json"));
+  EXPECT_EQ(slurp(run_dir / "best" / "vocab.txt"), slurp(*suite_dir_ / "model" / "vocab.txt"));
+  // best/ holds the best epoch's weights: the last epoch's exactly when the last epoch was the best.
+  const bool same_weights = slurp(run_dir / "best" / "model.safetensors") == slurp(run_dir / "last" / "model.safetensors");
+  EXPECT_EQ(same_weights, best == static_cast<int>(metrics.size()) - 1) << "best_epoch " << best;
+  EXPECT_NE(slurp(run_dir / "last" / "model.safetensors"), slurp(*suite_dir_ / "model" / "model.safetensors"));
+
+  const json config = json::parse(slurp(run_dir / "best" / "config.json"));
+  ASSERT_TRUE(config.contains("id2label") && config.contains("label2id")) << config.dump();
+  EXPECT_TRUE(config.contains("problem_type")) << config.dump();
+  for (std::size_t c = 0; c < kTags.size(); ++c) {
+    EXPECT_EQ(config["id2label"][std::to_string(c)], kTags[c]);
+    EXPECT_EQ(config["label2id"][kTags[c]], static_cast<int>(c));
+  }
+  // No temporary or backup directories left next to the checkpoints.
+  for (const auto& e : fs::directory_iterator(run_dir)) {
+    const std::string name = e.path().filename().string();
+    EXPECT_TRUE(name == "best" || name == "last" || name == "metrics.jsonl" || name == "results.json") << name;
+  }
+}
+
+TEST_F(CliTest, TrainWithValidationFile) {
+  std::vector<Row> rows = synthetic_rows();
+  // Validation: the first 2 rows of each tag; training: the rest.
+  std::vector<Row> train, val;
+  std::map<std::string, int> seen;
+  for (const Row& r : rows) (seen[r.tag]++ < 2 ? val : train).push_back(r);
+  spit(path("train.csv"), to_csv(train));
+  spit(path("val.csv"), to_csv(val));
+  const RunResult r = run({"train", "--model", model(), "--train-data", path("train.csv"), "--val-data",
+                           path("val.csv"), "--out", path("run"), "--epochs", "1", "--batch-size", "8", "--quiet"});
+  ASSERT_TRUE(succeeded(r));
+  const json results = json::parse(slurp(path("run/results.json")));
+  EXPECT_EQ(results["num_train"].get<int>(), kRows - 8);
+  EXPECT_EQ(results["num_val"].get<int>(), 8);
+  EXPECT_EQ(read_jsonl(path("run/metrics.jsonl")).size(), 1u);
+}
+
+TEST_F(CliTest, ValFractionSplitsEachTagWithCeil) {
+  // 0.3: ceil(3.6) + ceil(3.3) + ceil(2.7) + ceil(2.4) = 4 + 4 + 3 + 3 = 14 (round would give 13).
+  const RunResult r = run(train_args(path("run"), {"--val-fraction", "0.3", "--epochs", "1"}));
+  ASSERT_TRUE(succeeded(r));
+  const json results = json::parse(slurp(path("run/results.json")));
+  EXPECT_EQ(results["num_val"].get<int>(), 14);
+  EXPECT_EQ(results["num_train"].get<int>(), kRows - 14);
+}
+
+TEST_F(CliTest, ResumeContinuesBitForBit) {
+  // Dropout, per-epoch reshuffling and an aggressive plateau schedule all carry state across the resume.
+  const std::vector<std::string> knobs{"--dropout", "0.3", "--shuffle", "--lr", "5e-3", "--lr-patience", "0",
+                                       "--lr-factor", "0.5"};
+  std::vector<std::string> full = train_args(path("full"), knobs);
+  full.insert(full.end(), {"--epochs", "4"});
+  ASSERT_TRUE(succeeded(run(full)));
+
+  std::vector<std::string> half = train_args(path("split"), knobs);
+  ASSERT_TRUE(succeeded(run(half)));  // --epochs 2 (train_args)
+  ASSERT_EQ(read_jsonl(path("split/metrics.jsonl")).size(), 2u);
+  std::vector<std::string> resume = train_args(path("split"), knobs);
+  resume.insert(resume.end(), {"--epochs", "4", "--resume"});
+  ASSERT_TRUE(succeeded(run(resume)));
+
+  for (const char* file : {"last/model.safetensors", "last/optimizer.safetensors", "best/model.safetensors",
+                           "best/config.json", "last/config.json"}) {
+    const std::string a = slurp(path("full") + "/" + file), b = slurp(path("split") + "/" + file);
+    EXPECT_FALSE(a.empty()) << file;
+    EXPECT_TRUE(a == b) << file << " differs between 4 epochs and 2 + resumed 2";
+  }
+  const std::vector<json> ma = read_jsonl(path("full/metrics.jsonl")), mb = read_jsonl(path("split/metrics.jsonl"));
+  ASSERT_EQ(ma.size(), 4u);
+  ASSERT_EQ(mb.size(), 4u);
+  for (std::size_t e = 0; e < ma.size(); ++e) {
+    for (const char* key : {"epoch", "lr", "train_loss", "val_loss"}) {
+      EXPECT_EQ(ma[e][key], mb[e][key]) << "epoch " << e << " " << key;  // exact, as printed by the JSON writer
+    }
+  }
+  const json ra = json::parse(slurp(path("full/results.json"))), rb = json::parse(slurp(path("split/results.json")));
+  EXPECT_EQ(ra["best_epoch"], rb["best_epoch"]);
+  EXPECT_EQ(ra["num_train"], rb["num_train"]);
+  EXPECT_EQ(ra["num_val"], rb["num_val"]);
+  EXPECT_EQ(rb["metrics"].size(), 4u);
+  const json sa = json::parse(slurp(path("full/last/trainer_state.json")));
+  const json sb = json::parse(slurp(path("split/last/trainer_state.json")));
+  EXPECT_EQ(sa["optimizer_steps"], sb["optimizer_steps"]);
+  EXPECT_EQ(sa["scheduler"], sb["scheduler"]);
+}
+
+// Numerics must not depend on where buffers land in memory. The heap layout moves with anything the process
+// allocates before training, e.g. the length of the --out path (in 16-byte malloc steps), or large blocks
+// coming from mmap; a resumed run allocates differently from an uninterrupted one, so bit-exact resume rests
+// on this. MALLOC_PERTURB_ fills fresh allocations with garbage: reading uninitialised memory shows too.
+TEST_F(CliTest, TrainingDoesNotDependOnTheHeapLayout) {
+  const std::vector<std::string> knobs{"--dropout", "0.5", "--shuffle", "--lr", "5e-3"};
+  ASSERT_TRUE(succeeded(run(train_args(path("r"), knobs))));
+  struct Variant {
+    std::string out;
+    std::vector<std::string> env;
+  };
+  std::vector<Variant> variants;
+  for (int extra = 16; extra <= 64; extra += 16) variants.push_back({path("r" + std::string(extra, 'x')), {}});
+  variants.push_back({path("mmap"), {"GLIBC_TUNABLES=glibc.malloc.mmap_threshold=4096"}});
+  variants.push_back({path("perturb"), {"MALLOC_PERTURB_=165"}});
+  for (const Variant& v : variants) {
+    ASSERT_TRUE(succeeded(run(train_args(v.out, knobs), v.env)));
+    for (const char* file : {"last/model.safetensors", "last/optimizer.safetensors", "best/model.safetensors"}) {
+      const std::string a = slurp(path("r") + "/" + file), b = slurp(v.out + "/" + file);
+      EXPECT_FALSE(a.empty()) << file;
+      EXPECT_TRUE(a == b) << file << " changes with the heap layout: --out " << v.out
+                          << (v.env.empty() ? "" : " with " + v.env[0]);
+    }
+  }
+}
+
+TEST_F(CliTest, NumSamplesLimitsTheRows) {
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--num-samples", "20", "--epochs", "1"}))));
+  const json results = json::parse(slurp(path("run/results.json")));
+  EXPECT_EQ(results["num_train"].get<int>() + results["num_val"].get<int>(), 20);
+  EXPECT_EQ(results["params"]["num_samples"].get<int>(), 20);
+}
+
+TEST_F(CliTest, OutOfRangeValuesAreRejectedBeforeAnythingIsWritten) {
+  for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
+           {"--epochs", "0"}, {"--batch-size", "-1"}, {"--val-fraction", "1.5"}, {"--dropout", "1"},
+           {"--lr", "-0.1"}, {"--lr-factor", "2"}}) {
+    const RunResult r = run(train_args(path("run"), bad));
+    // An error (1) or a usage error (2); either way one line naming the flag, and no run directory.
+    EXPECT_TRUE(r.exit_code == 1 || r.exit_code == 2) << bad[0] << "\n" << r.describe();
+    EXPECT_TRUE(is_one_line(r.err)) << r.describe();
+    EXPECT_NE(r.err.find(bad[0]), std::string::npos) << r.describe();
+    EXPECT_FALSE(fs::exists(path("run"))) << bad[0];
+  }
+}
+
+TEST_F(CliTest, ValidationTagUnknownToTheTrainingData) {
+  std::vector<Row> rows = synthetic_rows();
+  rows[3].tag = "robotics";
+  spit(path("val.csv"), to_csv(rows));
+  const RunResult r = run(train_args(path("run"), {"--val-data", path("val.csv")}));
+  expect_error(r, "robotics");
+  EXPECT_NE(r.err.find(path("val.csv")), std::string::npos) << r.describe();
+  expect_no_run(path("run"));
+}
+
+TEST_F(CliTest, OutIsAFile) {
+  spit(path("taken"), "not a directory");
+  const RunResult r = run(train_args(path("taken")));
+  expect_error(r, path("taken"));
+  EXPECT_EQ(slurp(path("taken")), "not a directory");
+}
+
+TEST_F(CliTest, ResumeWithoutARunFails) {
+  const RunResult r = run(train_args(path("run"), {"--resume"}));
+  expect_error(r, "--resume");
+  expect_no_run(path("run"));
+}
+
+TEST_F(CliTest, TrainingIntoAnExistingRunFailsAndLeavesItUntouched) {
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--epochs", "1"}))));
+  const auto before = snapshot(path("run"));
+  ASSERT_FALSE(before.empty());
+  const RunResult again = run(train_args(path("run")));
+  expect_error(again, path("run"));
+  EXPECT_NE(again.err.find("--resume"), std::string::npos) << again.describe();
+  EXPECT_EQ(snapshot(path("run")), before) << "the existing run was modified";
+}
+
+TEST_F(CliTest, ResumeAfterTheRunFinishedAsksForMoreEpochs) {
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--epochs", "1"}))));
+  const auto before = snapshot(path("run"));
+  expect_error(run(train_args(path("run"), {"--epochs", "1", "--resume"})), "--epochs");
+  EXPECT_EQ(snapshot(path("run")), before);
+}
+
+TEST_F(CliTest, CudaAndBf16AreRejectedOnTheCpuEngine) {
+  const RunResult cuda = run(train_args(path("run"), {"--device", "cuda"}));
+  expect_error(cuda, "cuda");
+  expect_no_run(path("run"));
+  const RunResult bf16 = run(train_args(path("run"), {"--precision", "bf16"}));
+  expect_error(bf16, "bf16");
+  expect_no_run(path("run"));
+  const RunResult tpu = run(train_args(path("run"), {"--device", "tpu"}));
+  EXPECT_NE(tpu.exit_code, 0) << tpu.describe();
+  EXPECT_EQ(tpu.signal, 0);
+  EXPECT_NE(tpu.err.find("tpu"), std::string::npos) << tpu.describe();
+}
+
+// ---- bad files: exit 1, one line naming the file, nothing written ------------------------------------------
+
+TEST_F(CliTest, ModelDirWithoutConfig) {
+  fs::remove(path("model/config.json"));
+  const RunResult r = run(train_args(path("run")));
+  expect_error(r, "config.json");
+  expect_no_run(path("run"));
+  expect_error(run({"predict", "--model", model(), "--title", "image"}), model());
+}
+
+TEST_F(CliTest, TruncatedSafetensors) {
+  const std::string weights = slurp(path("model/model.safetensors"));
+  spit(path("model/model.safetensors"), weights.substr(0, weights.size() / 2));
+  const RunResult r = run(train_args(path("run")));
+  expect_error(r, "model.safetensors");
+  expect_no_run(path("run"));
+  expect_error(run({"predict", "--model", model(), "--title", "image"}), "model.safetensors");
+}
+
+TEST_F(CliTest, ConfigWithInvalidJson) {
+  spit(path("model/config.json"), "{\"hidden_size\": 32, \"num_hidden_layers\": ");
+  const RunResult r = run(train_args(path("run")));
+  expect_error(r, "config.json");
+  expect_no_run(path("run"));
+}
+
+TEST_F(CliTest, CsvWithUnterminatedQuote) {
+  spit(path("bad.csv"), "title,description,tag\nimage,\"camera video,computer-vision\nmlops,docker,mlops\n");
+  const RunResult r = run({"train", "--model", model(), "--train-data", path("bad.csv"), "--out", path("run"),
+                           "--epochs", "1", "--quiet"});
+  expect_error(r, path("bad.csv"));
+  expect_no_run(path("run"));
+}
+
+TEST_F(CliTest, CsvMissingDescriptionColumn) {
+  spit(path("bad.csv"), "title,tag\nimage camera,computer-vision\ndocker,mlops\n");
+  const RunResult r = run({"train", "--model", model(), "--train-data", path("bad.csv"), "--out", path("run"),
+                           "--epochs", "1", "--quiet"});
+  expect_error(r, path("bad.csv"));
+  EXPECT_NE(r.err.find("description"), std::string::npos) << r.describe();
+  expect_no_run(path("run"));
+}
+
+TEST_F(CliTest, EmptyCsv) {
+  spit(path("empty.csv"), "");
+  const RunResult r = run({"train", "--model", model(), "--train-data", path("empty.csv"), "--out", path("run"),
+                           "--epochs", "1", "--quiet"});
+  expect_error(r, path("empty.csv"));
+  expect_no_run(path("run"));
+  spit(path("header.csv"), "title,description,tag\n");
+  expect_error(run({"train", "--model", model(), "--train-data", path("header.csv"), "--out", path("run"),
+                    "--epochs", "1", "--quiet"}),
+               path("header.csv"));
+  expect_no_run(path("run"));
+}
+
+TEST_F(CliTest, NonexistentTrainData) {
+  const RunResult r = run({"train", "--model", model(), "--train-data", path("nope.csv"), "--out", path("run"),
+                           "--epochs", "1", "--quiet"});
+  expect_error(r, path("nope.csv"));
+  expect_no_run(path("run"));
+  EXPECT_FALSE(fs::exists(path("run")));
+}
+
+TEST_F(CliTest, NonexistentValData) {
+  const RunResult r = run(train_args(path("run"), {"--val-data", path("nope.csv")}));
+  expect_error(r, path("nope.csv"));
+  expect_no_run(path("run"));
+}
+
+// ---- evaluate -------------------------------------------------------------------------------------------
+
+TEST_F(CliTest, EvaluateReportsMetricsOverEveryRow) {
+  ASSERT_TRUE(succeeded(*suite_train_));
+  const RunResult r = run({"evaluate", "--model", suite_run(), "--data", data(), "--out", path("eval.json")});
+  ASSERT_TRUE(succeeded(r));
+  const ordered_json out = ordered_json::parse(r.out);
+  for (const char* key : {"overall", "per_class", "slices", "confusion_matrix"}) {
+    ASSERT_TRUE(out.contains(key)) << key << "\n" << r.out;
+  }
+  for (const char* key : {"precision", "recall", "f1", "num_samples"}) {
+    ASSERT_TRUE(out["overall"].contains(key)) << key;
+    EXPECT_TRUE(out["overall"][key].is_number()) << key;
+  }
+  EXPECT_EQ(out["overall"]["num_samples"].get<double>(), kRows);
+  for (const char* key : {"precision", "recall", "f1"}) {
+    const double v = out["overall"][key].get<double>();
+    EXPECT_TRUE(v >= 0 && v <= 1) << key << " = " << v;
+  }
+
+  // per_class: every tag, sorted by f1 descending, supports equal to the rows of each tag.
+  ASSERT_EQ(out["per_class"].size(), kTags.size());
+  double previous_f1 = 2;
+  for (const auto& [tag, m] : out["per_class"].items()) {
+    const auto t = std::find(kTags.begin(), kTags.end(), tag);
+    ASSERT_NE(t, kTags.end()) << tag;
+    EXPECT_EQ(m["num_samples"].get<double>(), kRowsPerTag[static_cast<std::size_t>(t - kTags.begin())]) << tag;
+    EXPECT_LE(m["f1"].get<double>(), previous_f1) << "per_class not sorted by f1: " << out["per_class"].dump();
+    previous_f1 = m["f1"].get<double>();
+  }
+
+  // Slices: both are populated by the synthetic data (nlp rows mention bert/transformer/llm; short rows).
+  for (const char* slice : {"nlp_llm", "short_text"}) {
+    ASSERT_TRUE(out["slices"].contains(slice)) << slice << "\n" << out["slices"].dump();
+    EXPECT_GT(out["slices"][slice]["num_samples"].get<double>(), 0) << slice;
+    EXPECT_LT(out["slices"][slice]["num_samples"].get<double>(), kRows) << slice;
+  }
+
+  // Confusion matrix: 4 × 4, sums to the row count, row sums are the per-tag counts.
+  const ordered_json& cm = out["confusion_matrix"];
+  ASSERT_TRUE(cm.contains("matrix")) << cm.dump();
+  EXPECT_EQ(cm["labels"], ordered_json(kTags));
+  ASSERT_EQ(cm["matrix"].size(), kTags.size());
+  long total = 0;
+  for (std::size_t i = 0; i < kTags.size(); ++i) {
+    ASSERT_EQ(cm["matrix"][i].size(), kTags.size());
+    long row_sum = 0;
+    for (const auto& v : cm["matrix"][i]) row_sum += v.get<long>();
+    EXPECT_EQ(row_sum, kRowsPerTag[i]) << "row of " << kTags[i];
+    total += row_sum;
+  }
+  EXPECT_EQ(total, kRows);
+
+  // --out: the same JSON as printed.
+  EXPECT_EQ(slurp(path("eval.json")), r.out);
+
+  // A model directory works as well as a run directory (RUN_DIR means RUN_DIR/best).
+  const RunResult direct = run({"evaluate", "--model", suite_run() + "/best", "--data", data()});
+  ASSERT_TRUE(succeeded(direct));
+  const ordered_json direct_out = ordered_json::parse(direct.out);
+  EXPECT_EQ(direct_out["overall"], out["overall"]);
+  EXPECT_EQ(direct_out["confusion_matrix"], out["confusion_matrix"]);
+}
+
+TEST_F(CliTest, EvaluateRejectsAnUnknownTag) {
+  ASSERT_TRUE(succeeded(*suite_train_));
+  std::vector<Row> rows = synthetic_rows();
+  rows[5].tag = "robotics";
+  spit(path("unknown.csv"), to_csv(rows));
+  const RunResult r = run({"evaluate", "--model", suite_run(), "--data", path("unknown.csv"), "--out",
+                           path("eval.json")});
+  expect_error(r, "robotics");
+  EXPECT_NE(r.err.find(path("unknown.csv")), std::string::npos) << r.describe();
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_FALSE(fs::exists(path("eval.json")));
+}
+
+TEST_F(CliTest, EvaluateNeedsTheTagColumn) {
+  ASSERT_TRUE(succeeded(*suite_train_));
+  spit(path("untagged.csv"), to_csv(synthetic_rows(), /*with_tag=*/false));
+  const RunResult r = run({"evaluate", "--model", suite_run(), "--data", path("untagged.csv")});
+  expect_error(r, "'tag'");
+  EXPECT_NE(r.err.find(path("untagged.csv")), std::string::npos) << r.describe();
+}
+
+TEST_F(CliTest, EvaluateOnANonModelDirectory) {
+  expect_error(run({"evaluate", "--model", path("nowhere"), "--data", data()}), path("nowhere"));
+}
+
+// ---- predict --------------------------------------------------------------------------------------------
+
+// Checks one prediction object; returns its probabilities by tag.
+std::map<std::string, double> check_prediction(const json& p) {
+  std::map<std::string, double> probs;
+  EXPECT_TRUE(p.contains("prediction") && p.contains("probabilities")) << p.dump();
+  if (!p.contains("probabilities")) return probs;
+  double sum = 0;
+  for (const auto& [tag, v] : p["probabilities"].items()) {
+    probs[tag] = v.get<double>();
+    EXPECT_TRUE(v.get<double>() >= 0 && v.get<double>() <= 1) << tag << " " << v;
+    sum += v.get<double>();
+  }
+  EXPECT_NEAR(sum, 1.0, 1e-5) << p.dump();
+  std::vector<std::string> tags;
+  for (const auto& kv : probs) tags.push_back(kv.first);
+  EXPECT_EQ(tags, kTags) << p.dump();
+  return probs;
+}
+
+std::string argmax(const std::map<std::string, double>& probs) {
+  return std::max_element(probs.begin(), probs.end(), [](const auto& a, const auto& b) { return a.second < b.second; })
+      ->first;
+}
+
+TEST_F(CliTest, PredictOneText) {
+  ASSERT_TRUE(succeeded(*suite_train_));
+  const RunResult r = run({"predict", "--model", suite_run(), "--title", "Image segmentation", "--description",
+                           "a camera and video model"});
+  ASSERT_TRUE(succeeded(r));
+  const json out = json::parse(r.out);
+  ASSERT_TRUE(out.is_array());
+  ASSERT_EQ(out.size(), 1u);
+  const auto probs = check_prediction(out[0]);
+  EXPECT_EQ(out[0]["prediction"], argmax(probs));
+
+  // Without --description as well.
+  const RunResult title_only = run({"predict", "--model", suite_run(), "--title", "docker kubernetes serving"});
+  ASSERT_TRUE(succeeded(title_only));
+  const json t = json::parse(title_only.out);
+  ASSERT_EQ(t.size(), 1u);
+  check_prediction(t[0]);
+}
+
+TEST_F(CliTest, PredictEveryRowInOrder) {
+  ASSERT_TRUE(succeeded(*suite_train_));
+  const std::vector<Row> rows = synthetic_rows();
+  spit(path("untagged.csv"), to_csv(rows, /*with_tag=*/false));  // predict needs no tag column
+  const RunResult r = run({"predict", "--model", suite_run(), "--data", path("untagged.csv")});
+  ASSERT_TRUE(succeeded(r));
+  const json out = json::parse(r.out);
+  ASSERT_TRUE(out.is_array());
+  ASSERT_EQ(out.size(), static_cast<std::size_t>(kRows));
+  for (const json& p : out) check_prediction(p);
+  // Row i of the batch output is the prediction of row i alone (the quoted multi-line row included).
+  for (std::size_t i : {std::size_t{0}, std::size_t{1}, std::size_t{17}, std::size_t{kRows - 1}}) {
+    const RunResult one = run({"predict", "--model", suite_run(), "--title", rows[i].title, "--description",
+                               rows[i].description});
+    ASSERT_TRUE(succeeded(one));
+    const json single = json::parse(one.out);
+    ASSERT_EQ(single.size(), 1u);
+    EXPECT_EQ(single[0]["prediction"], out[i]["prediction"]) << "row " << i;
+    for (const std::string& tag : kTags) {
+      EXPECT_NEAR(single[0]["probabilities"][tag].get<double>(), out[i]["probabilities"][tag].get<double>(), 1e-5)
+          << "row " << i << " " << tag;
+    }
+  }
+}
+
+TEST_F(CliTest, PredictThreshold) {
+  ASSERT_TRUE(succeeded(*suite_train_));
+  const RunResult all = run({"predict", "--model", suite_run(), "--data", data(), "--threshold", "1.0"});
+  ASSERT_TRUE(succeeded(all));
+  const json out = json::parse(all.out);
+  ASSERT_EQ(out.size(), static_cast<std::size_t>(kRows));
+  for (const json& p : out) EXPECT_EQ(p["prediction"], "other") << p.dump();
+
+  const RunResult none = run({"predict", "--model", suite_run(), "--data", data(), "--threshold", "0"});
+  ASSERT_TRUE(succeeded(none));
+  for (const json& p : json::parse(none.out)) EXPECT_EQ(p["prediction"], argmax(check_prediction(p))) << p.dump();
+
+  expect_error(run({"predict", "--model", suite_run(), "--title", "image", "--threshold", "1.5"}), "--threshold", 2);
+  expect_error(run({"predict", "--model", suite_run(), "--title", "image", "--threshold", "high"}), "--threshold", 2);
+}
+
+TEST_F(CliTest, PredictInputUsageErrors) {
+  expect_error(run({"predict", "--model", suite_run(), "--title", "image", "--data", data()}), "--data", 2);
+  expect_error(run({"predict", "--model", suite_run()}), "--title", 2);
+}
+
+// ---- tokenize -------------------------------------------------------------------------------------------
+
+TEST_F(CliTest, TokenizeText) {
+  const RunResult r = run({"tokenize", "--vocab", path("model/vocab.txt"), "--text", "Image segmentation, camera!"});
+  ASSERT_TRUE(succeeded(r));
+  const std::vector<std::string> lines = lines_of(r.out);
+  ASSERT_EQ(lines.size(), 1u) << r.out;
+  const json ids = json::parse(lines[0]);
+  // [CLS]=2 image=5 segmentation=7 camera=11 [SEP]=3 (punctuation is removed by the cleaning).
+  EXPECT_EQ(ids, json::parse("[2, 5, 7, 11, 3]"));
+}
+
+TEST_F(CliTest, TokenizeCsvGivesOneLinePerRow) {
+  const RunResult r = run({"tokenize", "--vocab", path("model/vocab.txt"), "--data", data()});
+  ASSERT_TRUE(succeeded(r));
+  const std::vector<std::string> lines = lines_of(r.out);
+  ASSERT_EQ(lines.size(), static_cast<std::size_t>(kRows)) << r.out;
+  for (const std::string& line : lines) {
+    const json ids = json::parse(line);
+    ASSERT_TRUE(ids.is_array() && ids.size() >= 3) << line;
+    EXPECT_EQ(ids.front(), 2) << line;
+    EXPECT_EQ(ids.back(), 3) << line;
+    for (const auto& id : ids) EXPECT_TRUE(id.get<int>() >= 0 && id.get<int>() < 67) << line;
+  }
+  // Row 0 is the quoted multi-line field: the CSV row tokenizes as its title + " " + description.
+  const RunResult first = run({"tokenize", "--vocab", path("model/vocab.txt"), "--text",
+                               synthetic_rows()[0].title + " " + synthetic_rows()[0].description});
+  ASSERT_TRUE(succeeded(first));
+  EXPECT_EQ(lines_of(first.out).at(0), lines[0]);
+}
+
+TEST_F(CliTest, TokenizeNoCleanKeepsStopwords) {
+  const std::string text = "The image with a camera";
+  const RunResult clean = run({"tokenize", "--vocab", path("model/vocab.txt"), "--text", text});
+  const RunResult raw = run({"tokenize", "--vocab", path("model/vocab.txt"), "--text", text, "--no-clean"});
+  ASSERT_TRUE(succeeded(clean));
+  ASSERT_TRUE(succeeded(raw));
+  EXPECT_EQ(json::parse(clean.out), json::parse("[2, 5, 11, 3]"));
+  // The stopwords stay (unknown to this vocabulary: [UNK] = 1).
+  EXPECT_EQ(json::parse(raw.out), json::parse("[2, 1, 5, 1, 1, 11, 3]"));
+}
+
+TEST_F(CliTest, TokenizeBadVocab) {
+  expect_error(run({"tokenize", "--vocab", path("missing_vocab.txt"), "--text", "image"}), "missing_vocab.txt");
+  expect_error(run({"tokenize", "--vocab", path("model/vocab.txt"), "--text", "image", "--data", data()}), "--text", 2);
+}
+
+}  // namespace
+}  // namespace bertrain
