@@ -43,6 +43,17 @@ void remove_tree(const std::string& path) {
   }
 }
 
+void make_directories(const std::string& dir) {
+  for (std::size_t pos = 1; pos <= dir.size(); ++pos) {
+    if (pos != dir.size() && dir[pos] != '/') continue;
+    const std::string prefix = dir.substr(0, pos);
+    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
+      BERTRAIN_FAIL(prefix << ": cannot create directory: " << std::strerror(errno));
+    }
+  }
+  BERTRAIN_CHECK(directory_exists(dir), dir << ": not a directory");
+}
+
 namespace {
 
 void sync_parent(const std::string& path) {

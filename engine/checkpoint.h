@@ -24,6 +24,7 @@ void recover_directory(const std::string& dir);
 bool directory_exists(const std::string& path);
 bool file_exists(const std::string& path);
 void remove_tree(const std::string& path);  // rm -rf; missing paths are fine
+void make_directories(const std::string& dir);  // mkdir -p; throws Error naming the path
 
 // Optimizer state next to a model: exp_avg and exp_avg_sq as flat F32 tensors, the step count in metadata.
 void save_optimizer_state(const std::string& path, const AdamOptimizer<float>& optimizer);

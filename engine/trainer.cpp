@@ -1,6 +1,5 @@
 #include "engine/trainer.h"
 
-#include <sys/stat.h>
 
 #include <chrono>
 #include <cmath>
@@ -241,8 +240,7 @@ json run_training(const TrainArgs& args) {
                 model.layout.parameter_count(), args.batch_size, args.epochs);
     std::fflush(stdout);
   }
-  ::mkdir(args.out_dir.c_str(), 0755);
-  BERTRAIN_CHECK(directory_exists(args.out_dir), args.out_dir << ": cannot create the run directory");
+  make_directories(args.out_dir);
 
   Progress progress(!args.quiet);
   Batch batch;

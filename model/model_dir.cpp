@@ -1,6 +1,5 @@
 #include "model/model_dir.h"
 
-#include <sys/stat.h>
 
 #include <cerrno>
 #include <cmath>
@@ -10,6 +9,7 @@
 #include <sstream>
 
 #include "engine/atomic_file.h"
+#include "engine/checkpoint.h"
 #include "engine/error.h"
 #include "kernels/philox.h"
 #include "model/bert_params.h"
@@ -19,23 +19,6 @@
 namespace bertrain {
 
 namespace {
-
-bool file_exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-void make_directories(const std::string& dir) {
-  for (std::size_t pos = 1; pos <= dir.size(); ++pos) {
-    if (pos != dir.size() && dir[pos] != '/') continue;
-    const std::string prefix = dir.substr(0, pos);
-    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
-      BERTRAIN_FAIL(prefix << ": cannot create directory: " << std::strerror(errno));
-    }
-  }
-  struct stat st;
-  BERTRAIN_CHECK(::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode), dir << ": not a directory");
-}
 
 std::string read_whole_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
