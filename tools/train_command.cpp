@@ -70,9 +70,10 @@ int run_train(const std::vector<std::string>& args) {
   if (a.threads < 0) throw UsageError("train: --threads must be >= 0");
   const nlohmann::json results = run_training(a);
   if (!a.quiet) {
-    std::printf("best epoch %d (val_loss %.5f); model in %s/best, results in %s/results.json\n",
-                results.at("best_epoch").get<int>(), results.at("best_val_loss").get<double>(), a.out_dir.c_str(),
-                a.out_dir.c_str());
+    const int best = results.at("best_epoch").get<int>();
+    std::printf("best: epoch %d/%d (\"epoch\": %d in metrics.jsonl), val_loss %.5f; model in %s/best, results in "
+                "%s/results.json\n",
+                best + 1, a.epochs, best, results.at("best_val_loss").get<double>(), a.out_dir.c_str(), a.out_dir.c_str());
   }
   return 0;
 }
