@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/temp_dir.h"
 #include "data/csv.h"
 #include "data/text_clean.h"
 #include "data/tokenizer.h"
@@ -38,8 +39,10 @@ std::vector<nlohmann::json> read_jsonl(const std::string& path) {
   return lines;
 }
 
+// Files land in one directory that is removed when the test binary exits.
 std::string write_temp(const std::string& name, const std::string& content) {
-  const std::string path = ::testing::TempDir() + "bertrain_tok_" + name;
+  static const testing::TempDir dir("bertrain_tok");
+  const std::string path = dir.path(name);
   std::ofstream(path, std::ios::binary) << content;
   return path;
 }
@@ -187,7 +190,7 @@ TEST(Vocab, FileRules) {
 }
 
 TEST(Vocab, ErrorsNameTheFile) {
-  const std::string missing = ::testing::TempDir() + "bertrain_tok_no_such_vocab.txt";
+  const std::string missing = write_temp("exists.txt", "") + ".no_such_vocab.txt";
   expect_error([&] { Vocab::load(missing); }, {missing});
   const std::string empty = write_temp("empty.txt", "");
   expect_error([&] { Vocab::load(empty); }, {empty, "empty"});

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "tests/temp_dir.h"
 
 namespace bertrain {
 namespace {
@@ -21,16 +22,6 @@ namespace fs = std::filesystem;
 
 class AtomicFileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "bertrain_atomic_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
   static std::string slurp(const std::string& p) {
@@ -44,7 +35,8 @@ class AtomicFileTest : public ::testing::Test {
     return names;
   }
 
-  fs::path dir_;
+  testing::TempDir temp_{"bertrain_atomic"};
+  const fs::path dir_ = temp_.path();
 };
 
 TEST_F(AtomicFileTest, CommitReplacesContents) {

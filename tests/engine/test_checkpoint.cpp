@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "tests/temp_dir.h"
 #include "model/safetensors.h"
 
 namespace bertrain {
@@ -26,16 +27,6 @@ namespace fs = std::filesystem;
 
 class CheckpointTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "bertrain_checkpoint_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    root_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(root_, ec);
-  }
-
   std::string path(const std::string& name) const { return (root_ / name).string(); }
 
   static void spit(const fs::path& p, const std::string& contents) {
@@ -66,7 +57,8 @@ class CheckpointTest : public ::testing::Test {
     };
   }
 
-  fs::path root_;
+  testing::TempDir temp_{"bertrain_checkpoint"};
+  const fs::path root_ = temp_.path();
 };
 
 using Files = std::map<std::string, std::string>;

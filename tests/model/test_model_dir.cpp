@@ -1,6 +1,5 @@
 // Reading and writing Hugging Face model directories: name variants, validation errors, fresh heads.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -10,6 +9,7 @@
 #include "engine/error.h"
 #include "model/model_dir.h"
 #include "model/safetensors.h"
+#include "tests/temp_dir.h"
 
 namespace bertrain {
 namespace {
@@ -18,13 +18,7 @@ const std::string kFixture = std::string(BERTRAIN_FIXTURES_DIR) + "/tiny_gelu_bc
 
 class ModelDirTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/bertrain_model_dir_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    tmp_ = tmpl;
-    reference_ = load_model_dir(kFixture, {}, 0);
-  }
-  void TearDown() override { std::system(("rm -rf '" + tmp_ + "'").c_str()); }
+  void SetUp() override { reference_ = load_model_dir(kFixture, {}, 0); }
 
   // Writes a directory with the fixture's config and the fixture's tensors renamed (nullopt: dropped),
   // plus `extra` tensors.
@@ -53,7 +47,8 @@ class ModelDirTest : public ::testing::Test {
     }
   }
 
-  std::string tmp_;
+  testing::TempDir temp_{"bertrain_model_dir"};
+  const std::string tmp_ = temp_.path().string();
   LoadedModel reference_;
 };
 

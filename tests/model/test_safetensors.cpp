@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "tests/temp_dir.h"
 
 namespace bertrain {
 namespace {
@@ -50,16 +51,6 @@ std::string entry(const std::string& name, const std::string& dtype, const std::
 
 class SafetensorsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "bertrain_safetensors_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
   std::string write_raw(const std::string& name, const std::string& bytes) const {
@@ -93,7 +84,8 @@ class SafetensorsTest : public ::testing::Test {
     }
   }
 
-  fs::path dir_;
+  testing::TempDir temp_{"bertrain_safetensors"};
+  const fs::path dir_ = temp_.path();
 };
 
 // Expects `fn` to throw bertrain::Error whose message has every fragment.

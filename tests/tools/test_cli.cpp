@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/temp_dir.h"
+
 #ifndef BERTRAIN_BINARY
 #error "BERTRAIN_BINARY must name the bertrain executable"
 #endif
@@ -251,9 +253,8 @@ class CliTest : public ::testing::Test {
  protected:
   // One trained run shared by the tests that only read it (evaluate, predict, the run layout).
   static void SetUpTestSuite() {
-    std::string tmpl = (fs::temp_directory_path() / "bertrain_cli_suite_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    suite_dir_ = new fs::path(tmpl);
+    suite_temp_ = new testing::TempDir("bertrain_cli_suite");
+    suite_dir_ = new fs::path(suite_temp_->path());
     make_model_dir(*suite_dir_ / "model");
     spit(*suite_dir_ / "data.csv", to_csv(synthetic_rows()));
     suite_train_ = new RunResult(run({"train", "--model", (*suite_dir_ / "model").string(), "--train-data",
@@ -261,8 +262,8 @@ class CliTest : public ::testing::Test {
                                       "--epochs", "3", "--batch-size", "8", "--lr", "1e-3", "--quiet"}));
   }
   static void TearDownTestSuite() {
-    std::error_code ec;
-    fs::remove_all(*suite_dir_, ec);
+    delete suite_temp_;
+    suite_temp_ = nullptr;
     delete suite_dir_;
     delete suite_train_;
     suite_dir_ = nullptr;
@@ -270,17 +271,9 @@ class CliTest : public ::testing::Test {
   }
 
   void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "bertrain_cli_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
     make_model_dir(dir_ / "model");
     spit(dir_ / "data.csv", to_csv(synthetic_rows()));
   }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
   // The fixture's weights and config with a vocabulary of real words (67 rows, as the embedding).
   static void make_model_dir(const fs::path& dir) {
     fs::create_directories(dir);
@@ -322,11 +315,14 @@ class CliTest : public ::testing::Test {
     return objects;
   }
 
-  fs::path dir_;
+  testing::TempDir temp_{"bertrain_cli"};
+  const fs::path dir_ = temp_.path();
+  static testing::TempDir* suite_temp_;
   static fs::path* suite_dir_;
   static RunResult* suite_train_;
 };
 
+testing::TempDir* CliTest::suite_temp_ = nullptr;
 fs::path* CliTest::suite_dir_ = nullptr;
 RunResult* CliTest::suite_train_ = nullptr;
 
