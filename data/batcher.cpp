@@ -93,6 +93,7 @@ void Batcher::batch(int epoch, int index, Batch* out) const {
   const Slice slice = rank_slice(global_start, global_size, options_.rank, options_.world_size);
 
   out->batch = slice.size;
+  out->first_row = slice.start - global_start;
   out->global_batch = global_size;
   out->loss_scale = static_cast<double>(slice.size) / global_size;
   // assign() keeps the capacity, so the storage settles at the largest batch seen.

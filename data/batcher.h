@@ -26,6 +26,7 @@ struct Batch {
   std::vector<int32_t> attention_mask;  // [batch, seq], 1 for tokens, 0 for padding
   std::vector<float> targets;           // [batch, classes], one-hot (zeros when a label is unknown)
   std::vector<int> rows;                // dataset indices of the rows
+  int first_row = 0;                    // position of this slice's first row in the global batch
   int global_batch = 0;                 // rows of the global batch across all ranks
   double loss_scale = 0;                // batch / global_batch: weight of this rank's mean loss
 };

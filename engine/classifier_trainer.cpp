@@ -1,5 +1,7 @@
 #include "engine/classifier_trainer.h"
 
+#include <algorithm>
+
 #include "engine/error.h"
 
 namespace bertrain {
@@ -30,16 +32,36 @@ T ClassifierTrainer<T>::loss_and_gradient(const BertBatch& batch, const T* targe
 
 template <typename T>
 T ClassifierTrainer<T>::step(const BertBatch& batch, const T* targets) {
-  const auto step_index = static_cast<uint32_t>(optimizer_.steps_taken());
-  model_.forward(params_.data(), batch, DropoutSetting::training(model_.config(), options_.seed, step_index));
-  const T loss = loss_and_gradient(batch, targets, dlogits_.data());
-  model_.backward(grads_.data(), params_.data(), dlogits_.data());
-  optimizer_.step(params_.data(), grads_.data());
+  const T loss = compute_gradients(batch, targets, 1.0);
+  apply_update();
   return loss;
 }
 
 template <typename T>
+T ClassifierTrainer<T>::compute_gradients(const BertBatch& batch, const T* targets, double loss_scale) {
+  if (batch.batch == 0) {  // this rank's share of a short last batch is empty
+    std::fill(grads_.begin(), grads_.end(), T(0));
+    return T(0);
+  }
+  const auto step_index = static_cast<uint32_t>(optimizer_.steps_taken());
+  model_.forward(params_.data(), batch, DropoutSetting::training(model_.config(), options_.seed, step_index));
+  const T loss = loss_and_gradient(batch, targets, dlogits_.data());
+  if (loss_scale != 1.0) {
+    const std::size_t n = static_cast<std::size_t>(batch.batch) * model_.num_labels();
+    for (std::size_t i = 0; i < n; ++i) dlogits_[i] *= T(loss_scale);
+  }
+  model_.backward(grads_.data(), params_.data(), dlogits_.data());
+  return loss * T(loss_scale);
+}
+
+template <typename T>
+void ClassifierTrainer<T>::apply_update() {
+  optimizer_.step(params_.data(), grads_.data());
+}
+
+template <typename T>
 T ClassifierTrainer<T>::evaluate(const BertBatch& batch, const T* targets) {
+  if (batch.batch == 0) return T(0);
   model_.forward(params_.data(), batch, DropoutSetting{});
   return loss_and_gradient(batch, targets, nullptr);
 }

@@ -28,12 +28,19 @@ class ClassifierTrainer {
   // Forward with training dropout, loss against targets [B, C], backward, one optimizer update. Returns the
   // loss; gradients() then holds the gradient at the parameters before the update.
   T step(const BertBatch& batch, const T* targets);
-  // Forward without dropout and the loss; no update. model().logits() holds the logits.
+  // The two halves of step(), for data parallelism: gradients() = loss_scale · ∂(mean loss of the batch),
+  // returning loss_scale · loss (a batch of 0 rows gives zero gradients and 0); the caller may then sum
+  // gradients over ranks before apply_update(). loss_scale = local rows / global rows makes the sum over
+  // ranks the gradient of the global batch's mean loss.
+  T compute_gradients(const BertBatch& batch, const T* targets, double loss_scale);
+  void apply_update();
+  // Forward without dropout and the loss; no update. model().logits() holds the logits. 0 for 0 rows.
   T evaluate(const BertBatch& batch, const T* targets);
 
   BertClassifier<T>& model() { return model_; }
   std::vector<T>& parameters() { return params_; }
   const std::vector<T>& gradients() const { return grads_; }
+  std::vector<T>& gradients() { return grads_; }  // summed across ranks in place
   AdamOptimizer<T>& optimizer() { return optimizer_; }
 
  private:

@@ -11,6 +11,7 @@
 #include "data/labels.h"
 #include "data/split.h"
 #include "data/tokenizer.h"
+#include "dist/communicator.h"
 #include "engine/atomic_file.h"
 #include "engine/checkpoint.h"
 #include "engine/classifier_trainer.h"
@@ -115,13 +116,19 @@ void write_run_files(const std::string& out, const json& history, const json* re
 
 }  // namespace
 
-json run_training(const TrainArgs& args) {
+json run_training(const TrainArgs& args, Communicator& comm) {
   validate(args);
+  const bool leader = comm.rank() == 0;  // prints and writes RUN_DIR
+  const bool verbose = leader && !args.quiet;
   const auto start = Clock::now();
-  configure_cpu_threads(args.threads);
+  configure_cpu_threads(args.threads, comm.info().local_rank);
   const std::string last_dir = args.out_dir + "/last", best_dir = args.out_dir + "/best";
-  recover_directory(last_dir);
-  recover_directory(best_dir);
+  if (leader) {
+    recover_directory(last_dir);
+    recover_directory(best_dir);
+  }
+  // Every rank reads RUN_DIR below: wait until rank 0 has repaired it.
+  comm.all_true(true);
   if (args.resume) {
     BERTRAIN_CHECK(file_exists(last_dir + "/trainer_state.json"),
                    "--resume: " << last_dir << "/trainer_state.json not found (no run to continue in " << args.out_dir
@@ -173,7 +180,7 @@ json run_training(const TrainArgs& args) {
   BERTRAIN_CHECK(!train_examples.empty() && !val_examples.empty(),
                  "need at least one training and one validation row, got " << train_examples.size() << " and "
                                                                            << val_examples.size());
-  if (truncated > 0 && !args.quiet) {
+  if (truncated > 0 && verbose) {
     std::printf("note: %zu rows were longer than %d tokens and were truncated\n", truncated,
                 data_options.max_length);
   }
@@ -229,27 +236,36 @@ json run_training(const TrainArgs& args) {
   train_batching.seed = args.seed;
   train_batching.classes = labels.size();
   train_batching.pad_id = tokenizer.pad_id();
+  train_batching.rank = comm.rank();
+  train_batching.world_size = comm.size();
   BatcherOptions val_batching = train_batching;
   val_batching.shuffle = false;
   const Batcher train_batcher(&train_examples, train_batching), val_batcher(&val_examples, val_batching);
 
-  const json params = args_json(args);
-  if (!args.quiet) {
+  // Every rank starts from rank 0's parameters (they agree already when loaded from the same files; the
+  // broadcast makes that a guarantee rather than an assumption about shared filesystems).
+  comm.broadcast(trainer.parameters().data(), trainer.parameters().size(), 0);
+  json params = args_json(args);
+  params["world_size"] = comm.size();
+  if (verbose) {
     std::printf("training %s on %zu rows, validating on %zu; %d labels; %zu parameters; batch %d, %d epochs\n",
                 args.model_dir.c_str(), train_examples.size(), val_examples.size(), labels.size(),
                 model.layout.parameter_count(), args.batch_size, args.epochs);
     std::fflush(stdout);
   }
-  make_directories(args.out_dir);
+  if (leader) make_directories(args.out_dir);
 
-  Progress progress(!args.quiet);
+  Progress progress(verbose);
   Batch batch;
   const int steps = train_batcher.batches_per_epoch();
   for (int epoch = first_epoch; epoch < args.epochs; ++epoch) {
     const auto epoch_start = Clock::now();
     const double train_loss = run_epoch_pass(train_batcher, epoch, &batch, [&](const Batch& b, int i) {
-      const BertBatch bb{b.input_ids.data(), b.attention_mask.data(), b.batch, b.seq};
-      const double loss = trainer.step(bb, b.targets.data());
+      const BertBatch bb{b.input_ids.data(), b.attention_mask.data(), b.batch, b.seq, b.first_row};
+      double loss = trainer.compute_gradients(bb, b.targets.data(), b.loss_scale);
+      comm.allreduce_sum(trainer.gradients().data(), trainer.gradients().size());
+      comm.allreduce_sum(&loss, 1);
+      trainer.apply_update();
       const double seconds = seconds_since(epoch_start);
       const double rate = (i + 1) * static_cast<double>(args.batch_size) / seconds;
       const double eta = seconds / (i + 1) * ((args.epochs - epoch) * steps - (i + 1));
@@ -259,7 +275,9 @@ json run_training(const TrainArgs& args) {
     const double train_seconds = seconds_since(epoch_start);
     const double val_loss = run_epoch_pass(val_batcher, epoch, &batch, [&](const Batch& b, int) {
       const BertBatch bb{b.input_ids.data(), b.attention_mask.data(), b.batch, b.seq};
-      return static_cast<double>(trainer.evaluate(bb, b.targets.data()));
+      double loss = trainer.evaluate(bb, b.targets.data()) * b.loss_scale;
+      comm.allreduce_sum(&loss, 1);
+      return loss;
     });
     const double lr = scheduler.step(val_loss);
     trainer.optimizer().hyper().lr = lr;
@@ -278,6 +296,7 @@ json run_training(const TrainArgs& args) {
                            {"elapsed_s", elapsed}});
 
     const std::vector<float>& weights = trainer.parameters();
+    if (!leader) continue;
     if (improved) {
       replace_directory_atomically(best_dir, [&](const std::string& dir) {
         save_model_dir(dir, model.config, model.layout, weights.data(), vocab_path);
@@ -295,7 +314,7 @@ json run_training(const TrainArgs& args) {
     write_run_files(args.out_dir, history, nullptr);
 
     progress.clear();
-    if (!args.quiet) {
+    if (verbose) {
       std::printf("epoch %d/%d  train_loss %.5f  val_loss %.5f  lr %.3g  %.1f samples/s  %s%s\n", epoch + 1,
                   args.epochs, train_loss, val_loss, lr, train_examples.size() / train_seconds,
                   format_duration(elapsed).c_str(), improved ? "  (best)" : "");
@@ -311,7 +330,7 @@ json run_training(const TrainArgs& args) {
                {"best_epoch", best_epoch},
                {"best_val_loss", best_val_loss},
                {"time_total_s", elapsed_before + seconds_since(start)}};
-  write_run_files(args.out_dir, history, &results);
+  if (leader) write_run_files(args.out_dir, history, &results);
   return results;
 }
 

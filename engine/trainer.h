@@ -40,8 +40,16 @@ struct TrainArgs {
   bool quiet = false;          // no per-epoch log lines
 };
 
+class Communicator;
+
 // Runs the training and returns results.json's content. Throws Error on bad input, before writing anything
 // when the inputs can be checked up front.
-nlohmann::json run_training(const TrainArgs& args);
+//
+// Data parallelism: every rank of `comm` runs this with the same arguments. Rank 0's initial parameters
+// are broadcast; each rank takes its slice of every global batch (data/batcher.h); gradients and losses
+// are summed over ranks, so all ranks take the same optimizer steps and learning-rate decisions, and N
+// ranks compute what one process computes with the same global batch (up to float32 summation order).
+// Only rank 0 prints and writes RUN_DIR.
+nlohmann::json run_training(const TrainArgs& args, Communicator& comm);
 
 }  // namespace bertrain

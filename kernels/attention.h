@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/dropout.h"
 #include "kernels/philox.h"
 
 namespace bertrain {
@@ -14,15 +15,17 @@ std::size_t attention_scratch_elements(int seq, int threads);
 
 // probs[B, NH, S, S] (=): softmax(Q Kᵀ / sqrt(HD) + m) before dropout, where m_j is 0 for keys with
 // mask[b, j] = 1 and the lowest finite value (as Hugging Face) for padded keys. ctx[B, S, H] (=): dropout(probs) V.
-// Dropout element index: ((b·NH + h)·S + i)·S + j in the stream `key`. One task per (batch, head).
+// Dropout logical index (kernels/dropout.h): (((first_sample + b)·NH + h)·P + i)·P + j in the stream `key`,
+// with first_sample and P = max_positions from `layout` (P below S counts as S). One task per (batch, head).
 template <typename T>
 void attention_forward_cpu(T* ctx, T* probs, const T* q, const T* k, const T* v, const int32_t* mask, int batch,
-                           int seq, int heads, int head_dim, float dropout_p, const RandomKey& key, T* scratch);
+                           int seq, int heads, int head_dim, float dropout_p, const RandomKey& key, T* scratch,
+                           const DropoutLayout& layout = DropoutLayout{});
 
 // dq, dk, dv [B, S, H] (=) from dctx and the saved probs (the dropout mask is regenerated from `key`).
 template <typename T>
 void attention_backward_cpu(T* dq, T* dk, T* dv, const T* dctx, const T* probs, const T* q, const T* k, const T* v,
                             int batch, int seq, int heads, int head_dim, float dropout_p, const RandomKey& key,
-                            T* scratch);
+                            T* scratch, const DropoutLayout& layout = DropoutLayout{});
 
 }  // namespace bertrain

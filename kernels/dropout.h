@@ -1,6 +1,11 @@
-// Inverted dropout with masks drawn from Philox (kernels/philox.h): element i of the stream `key` is kept
-// when its uniform draw u satisfies u >= p, and kept values are scaled by 1 / (1 - p).
-// The mask is never stored: backward regenerates it from the same key.
+// Inverted dropout with masks drawn from Philox (kernels/philox.h): an element whose logical index in the
+// stream `key` is i is kept when its uniform draw u satisfies u >= p, and kept values are scaled by
+// 1 / (1 - p). The mask is never stored: backward regenerates it from the same key.
+//
+// Logical indices make masks independent of padding and of data-parallel slicing: element (b, s, c) of a
+// [B, S, C] tensor has index ((first_sample + b) · max_positions + s) · C + c, where first_sample is the
+// batch's first row within the global batch and max_positions a fixed bound on S. So a sample draws the
+// same mask whether it is padded to 40 or 64 tokens and whichever rank holds it.
 #pragma once
 
 #include <cstddef>
@@ -9,12 +14,31 @@
 
 namespace bertrain {
 
+// How the n elements of a tensor map to logical indices (see above). The default, {0, 1, 1, 0}, is a flat
+// tensor: element i has index i.
+struct DropoutLayout {
+  int64_t first_sample = 0;
+  int seq = 1;            // S: rows per sample in this tensor
+  int max_positions = 1;  // the bound on S used for indexing (max_position_embeddings)
+  int cols = 0;           // C: elements per row; 0 means n (one flat row)
+};
+
+// Logical stream index of flat element `i` of a tensor laid out as `layout` with `cols` columns.
+inline uint64_t dropout_index(const DropoutLayout& layout, std::size_t cols, std::size_t i) {
+  const std::size_t row = i / cols, col = i % cols;
+  const std::size_t sample = row / static_cast<std::size_t>(layout.seq), pos = row % static_cast<std::size_t>(layout.seq);
+  return ((static_cast<uint64_t>(layout.first_sample) + sample) * static_cast<uint64_t>(layout.max_positions) + pos) *
+             cols + col;
+}
+
 // y = dropout(x); y may alias x. p in [0, 1]; p == 0 copies.
 template <typename T>
-void dropout_forward_cpu(T* y, const T* x, std::size_t n, float p, const RandomKey& key);
+void dropout_forward_cpu(T* y, const T* x, std::size_t n, float p, const RandomKey& key,
+                         const DropoutLayout& layout = DropoutLayout{});
 
 // dx = dropout'(dy) with the mask of `key`; dx may alias dy.
 template <typename T>
-void dropout_backward_cpu(T* dx, const T* dy, std::size_t n, float p, const RandomKey& key);
+void dropout_backward_cpu(T* dx, const T* dy, std::size_t n, float p, const RandomKey& key,
+                          const DropoutLayout& layout = DropoutLayout{});
 
 }  // namespace bertrain

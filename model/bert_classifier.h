@@ -20,6 +20,9 @@ struct BertBatch {
   const int32_t* attention_mask = nullptr;
   int batch = 0;
   int seq = 0;
+  // Row of the global batch that row 0 is (data-parallel slices): dropout masks are drawn by global
+  // row, so N ranks draw what one process draws (kernels/dropout.h).
+  int64_t first_sample = 0;
 };
 
 // Dropout probabilities of one forward pass and the key of its masks. All zero: evaluation.

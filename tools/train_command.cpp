@@ -1,6 +1,9 @@
 // `bertrain train`: fine-tunes a BERT checkpoint on a tagged CSV (engine/trainer.h does the work).
 #include <cstdio>
 
+#include <memory>
+
+#include "dist/communicator.h"
 #include "engine/trainer.h"
 #include "tools/args.h"
 #include "tools/commands.h"
@@ -68,8 +71,17 @@ int run_train(const std::vector<std::string>& args) {
   a.threads = p.get_int("threads");
   a.quiet = p.get_flag("quiet");
   if (a.threads < 0) throw UsageError("train: --threads must be >= 0");
-  const nlohmann::json results = run_training(a);
-  if (!a.quiet) {
+
+  const std::unique_ptr<Communicator> comm = make_communicator(detect_launch());
+  nlohmann::json results;
+  try {
+    results = run_training(a, *comm);
+  } catch (const std::exception& e) {
+    if (comm->size() == 1) throw;
+    // The other ranks may be waiting in a collective: end the whole job, naming who failed.
+    comm->abort(1, "bertrain: error: " + comm->where() + ": " + e.what());
+  }
+  if (!a.quiet && comm->rank() == 0) {
     const int best = results.at("best_epoch").get<int>();
     std::printf("best: epoch %d/%d (\"epoch\": %d in metrics.jsonl), val_loss %.5f; model in %s/best, results in "
                 "%s/results.json\n",

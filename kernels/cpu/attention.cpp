@@ -17,33 +17,41 @@ std::size_t attention_scratch_elements(int seq, int threads) {
 
 namespace {
 
-std::size_t block_offset(int b, int h, int heads, int seq) {
-  return (static_cast<std::size_t>(b) * heads + h) * static_cast<std::size_t>(seq) * seq;
+// Dropout of one (b, h) block of S × S probabilities: row i draws the logical indices
+// (((first_sample + b)·NH + h)·P + i)·P + [0, S) (kernels/attention.h).
+template <typename T>
+void block_dropout(T* out, const T* in, int b, int h, int heads, int seq, float p, const RandomKey& key,
+                   const DropoutLayout& layout) {
+  const uint64_t positions = static_cast<uint64_t>(std::max(layout.max_positions, seq));
+  const uint64_t block = static_cast<uint64_t>(layout.first_sample + b) * heads + h;
+  const T scale = T(1) / (T(1) - T(p));
+  for (int i = 0; i < seq; ++i) {
+    const uint64_t first = (block * positions + i) * positions;
+    uint64_t group = ~uint64_t(0);
+    Philox4 bits{};
+    for (int j = 0; j < seq; ++j) {
+      const uint64_t element = first + j;
+      if ((element >> 2) != group) {
+        group = element >> 2;
+        bits = philox_group(key, group);
+      }
+      const std::size_t at = static_cast<std::size_t>(i) * seq + j;
+      const bool keep = uniform_from_bits(bits.v[element & 3]) >= p;
+      out[at] = keep ? in[at] * scale : T(0);
+    }
+  }
 }
 
-// Dropout of one (b, h) block: elements [offset, offset + S·S) of the stream. Draws through the global
-// element index, so the mask is the same as a single dropout call over the whole [B, NH, S, S] tensor.
-template <typename T>
-void block_dropout(T* out, const T* in, std::size_t offset, std::size_t n, float p, const RandomKey& key) {
-  const T scale = T(1) / (T(1) - T(p));
-  uint64_t group = ~uint64_t(0);
-  Philox4 bits{};
-  for (std::size_t i = 0; i < n; ++i) {
-    const uint64_t element = offset + i;
-    if ((element >> 2) != group) {
-      group = element >> 2;
-      bits = philox_group(key, group);
-    }
-    const bool keep = uniform_from_bits(bits.v[element & 3]) >= p;
-    out[i] = keep ? in[i] * scale : T(0);
-  }
+std::size_t block_offset(int b, int h, int heads, int seq) {
+  return (static_cast<std::size_t>(b) * heads + h) * static_cast<std::size_t>(seq) * seq;
 }
 
 }  // namespace
 
 template <typename T>
 void attention_forward_cpu(T* ctx, T* probs, const T* q, const T* k, const T* v, const int32_t* mask, int batch,
-                           int seq, int heads, int head_dim, float dropout_p, const RandomKey& key, T* scratch) {
+                           int seq, int heads, int head_dim, float dropout_p, const RandomKey& key, T* scratch,
+                           const DropoutLayout& layout) {
   BERTRAIN_CHECK(dropout_p >= 0.0f && dropout_p < 1.0f, "attention dropout must be in [0, 1), got " << dropout_p);
   const int hidden = heads * head_dim;
   const T inv_sqrt_d = T(1) / std::sqrt(T(head_dim));
@@ -80,7 +88,7 @@ void attention_forward_cpu(T* ctx, T* probs, const T* q, const T* k, const T* v,
     StridedMap<T> cm(ctx + row0, seq, head_dim, Eigen::OuterStride<>(hidden));
     if (dropout_p > 0.0f) {
       T* dropped = scratch + static_cast<std::size_t>(omp_get_thread_num()) * 2 * block;
-      block_dropout(dropped, probs + offset, offset, block, dropout_p, key);
+      block_dropout(dropped, probs + offset, b, h, heads, seq, dropout_p, key, layout);
       cm.noalias() = ConstMatrixMap<T>(dropped, seq, seq) * vm;
     } else {
       cm.noalias() = pm * vm;
@@ -91,7 +99,7 @@ void attention_forward_cpu(T* ctx, T* probs, const T* q, const T* k, const T* v,
 template <typename T>
 void attention_backward_cpu(T* dq, T* dk, T* dv, const T* dctx, const T* probs, const T* q, const T* k, const T* v,
                             int batch, int seq, int heads, int head_dim, float dropout_p, const RandomKey& key,
-                            T* scratch) {
+                            T* scratch, const DropoutLayout& layout) {
   const int hidden = heads * head_dim;
   const T inv_sqrt_d = T(1) / std::sqrt(T(head_dim));
   const std::size_t block = static_cast<std::size_t>(seq) * seq;
@@ -113,14 +121,14 @@ void attention_backward_cpu(T* dq, T* dk, T* dv, const T* dctx, const T* probs, 
     // dV = dropout(P)ᵀ · dctx
     const T* used = p;
     if (dropout_p > 0.0f) {
-      block_dropout(dropped, p, offset, block, dropout_p, key);
+      block_dropout(dropped, p, b, h, heads, seq, dropout_p, key, layout);
       used = dropped;
     }
     StridedMap<T>(dv + row0, seq, head_dim, stride).noalias() = ConstMatrixMap<T>(used, seq, seq).transpose() * dcm;
 
     // dP = dropout'(dctx · Vᵀ)
     dpm.noalias() = dcm * vm.transpose();
-    if (dropout_p > 0.0f) block_dropout(dp, dp, offset, block, dropout_p, key);
+    if (dropout_p > 0.0f) block_dropout(dp, dp, b, h, heads, seq, dropout_p, key, layout);
 
     // Softmax backward: dS_ij = P_ij (dP_ij - Σ_k dP_ik P_ik), then the 1/sqrt(HD) scale.
     for (int i = 0; i < seq; ++i) {
@@ -136,14 +144,15 @@ void attention_backward_cpu(T* dq, T* dk, T* dv, const T* dctx, const T* probs, 
 }
 
 template void attention_forward_cpu<float>(float*, float*, const float*, const float*, const float*, const int32_t*,
-                                           int, int, int, int, float, const RandomKey&, float*);
+                                           int, int, int, int, float, const RandomKey&, float*, const DropoutLayout&);
 template void attention_forward_cpu<double>(double*, double*, const double*, const double*, const double*,
-                                            const int32_t*, int, int, int, int, float, const RandomKey&, double*);
+                                            const int32_t*, int, int, int, int, float, const RandomKey&, double*,
+                                            const DropoutLayout&);
 template void attention_backward_cpu<float>(float*, float*, float*, const float*, const float*, const float*,
                                             const float*, const float*, int, int, int, int, float, const RandomKey&,
-                                            float*);
+                                            float*, const DropoutLayout&);
 template void attention_backward_cpu<double>(double*, double*, double*, const double*, const double*, const double*,
                                              const double*, const double*, int, int, int, int, float,
-                                             const RandomKey&, double*);
+                                             const RandomKey&, double*, const DropoutLayout&);
 
 }  // namespace bertrain

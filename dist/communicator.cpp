@@ -1,0 +1,118 @@
+#include "dist/communicator.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "engine/build_config.h"
+#include "engine/error.h"
+
+#if BERTRAIN_HAS_MPI
+#include <mpi.h>
+#endif
+
+namespace bertrain {
+
+namespace {
+
+class SingleProcess final : public Communicator {
+ public:
+  explicit SingleProcess(LaunchInfo info) : Communicator(std::move(info)) {}
+  void allreduce_sum(float*, std::size_t) override {}
+  void allreduce_sum(double*, std::size_t) override {}
+  void broadcast(float*, std::size_t, int) override {}
+  bool all_true(bool value) override { return value; }
+  [[noreturn]] void abort(int code, const std::string& message) override {
+    std::fprintf(stderr, "%s\n", message.c_str());
+    std::exit(code);
+  }
+};
+
+#if BERTRAIN_HAS_MPI
+
+#define BERTRAIN_MPI_CHECK(call, who)                                                      \
+  do {                                                                                     \
+    const int mpi_status_ = (call);                                                        \
+    if (mpi_status_ != MPI_SUCCESS) {                                                      \
+      char mpi_text_[MPI_MAX_ERROR_STRING];                                                \
+      int mpi_length_ = 0;                                                                 \
+      MPI_Error_string(mpi_status_, mpi_text_, &mpi_length_);                             \
+      BERTRAIN_FAIL(who << ": " #call " failed: " << std::string(mpi_text_, mpi_length_)); \
+    }                                                                                      \
+  } while (0)
+
+// Buffers larger than INT_MAX elements go in chunks: MPI counts are int.
+constexpr std::size_t kMaxChunk = std::size_t(1) << 30;
+
+class Mpi final : public Communicator {
+ public:
+  explicit Mpi(LaunchInfo info) : Communicator(std::move(info)) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) BERTRAIN_MPI_CHECK(MPI_Init(nullptr, nullptr), where());
+    int rank = 0, size = 1;
+    BERTRAIN_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank), where());
+    BERTRAIN_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size), where());
+    BERTRAIN_CHECK(rank == info_.rank && size == info_.world_size,
+                   where() << ": MPI reports rank " << rank << " of " << size << " but the launcher said "
+                           << info_.rank << " of " << info_.world_size);
+    // Errors come back as codes (checked above) instead of MPI's default of aborting silently.
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  }
+  ~Mpi() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+  }
+
+  void allreduce_sum(float* data, std::size_t n) override { reduce(data, n, MPI_FLOAT); }
+  void allreduce_sum(double* data, std::size_t n) override { reduce(data, n, MPI_DOUBLE); }
+
+  void broadcast(float* data, std::size_t n, int root) override {
+    for (std::size_t done = 0; done < n; done += kMaxChunk) {
+      const int count = static_cast<int>(std::min(kMaxChunk, n - done));
+      BERTRAIN_MPI_CHECK(MPI_Bcast(data + done, count, MPI_FLOAT, root, MPI_COMM_WORLD), where());
+    }
+  }
+
+  bool all_true(bool value) override {
+    int local = value ? 1 : 0, global = 0;
+    BERTRAIN_MPI_CHECK(MPI_Allreduce(&local, &global, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD), where());
+    return global != 0;
+  }
+
+  [[noreturn]] void abort(int code, const std::string& message) override {
+    std::fprintf(stderr, "%s\n", message.c_str());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::exit(code);  // MPI_Abort does not return; this keeps the compiler and a broken MPI honest
+  }
+
+ private:
+  template <typename T>
+  void reduce(T* data, std::size_t n, MPI_Datatype type) {
+    for (std::size_t done = 0; done < n; done += kMaxChunk) {
+      const int count = static_cast<int>(std::min(kMaxChunk, n - done));
+      BERTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + done, count, type, MPI_SUM, MPI_COMM_WORLD), where());
+    }
+  }
+};
+
+#endif  // BERTRAIN_HAS_MPI
+
+}  // namespace
+
+bool mpi_available() { return BERTRAIN_HAS_MPI != 0; }
+
+std::unique_ptr<Communicator> make_communicator(const LaunchInfo& info) {
+  if (info.world_size <= 1) return std::make_unique<SingleProcess>(info);
+#if BERTRAIN_HAS_MPI
+  return std::make_unique<Mpi>(info);
+#else
+  BERTRAIN_FAIL(info.host << " rank " << info.rank << ": launched as one of " << info.world_size
+                          << " processes (" << info.launcher << ") but this build has no MPI support "
+                          << "(configure with BERTRAIN_MPI=ON; Debian: libopenmpi-dev)");
+#endif
+}
+
+}  // namespace bertrain
