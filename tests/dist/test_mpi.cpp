@@ -1,0 +1,178 @@
+// Data-parallel training under mpirun on one machine (label mpi): N ranks end with the parameters one
+// process reaches with the same global batch, also with dropout, uneven last batches, empty rank slices
+// and a resume at another world size; a failing or dying rank ends the whole job promptly and non-zero.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/build_config.h"
+#include "model/safetensors.h"
+#include "tests/run_process.h"
+#include "tests/temp_dir.h"
+#include "tests/tolerance.h"
+
+namespace bertrain {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::RunResult;
+
+const std::string kFixture = std::string(BERTRAIN_FIXTURES_DIR) + "/tiny_gelu_bce_adam";
+
+std::string find_mpirun() {
+  for (const char* dir : {"/usr/bin", "/usr/local/bin"}) {
+    const std::string path = std::string(dir) + "/mpirun";
+    if (::access(path.c_str(), X_OK) == 0) return path;
+  }
+  return "";
+}
+
+class MpiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!BERTRAIN_HAS_MPI) GTEST_SKIP() << "built without MPI (BERTRAIN_MPI=OFF or libopenmpi-dev missing)";
+    mpirun_ = find_mpirun();
+    if (mpirun_.empty()) GTEST_SKIP() << "mpirun not found (Debian: openmpi-bin)";
+    // The fixture's tiny model with BERT's usual dropouts switched on, so that the masks are tested too.
+    const fs::path model = temp_.path() / "model";
+    fs::create_directories(model);
+    for (const char* file : {"model.safetensors", "vocab.txt"}) fs::copy_file(kFixture + "/" + file, model / file);
+    nlohmann::json config = nlohmann::json::parse(std::ifstream(kFixture + "/config.json"));
+    config["hidden_dropout_prob"] = 0.1;
+    config["attention_probs_dropout_prob"] = 0.1;
+    std::ofstream(model / "config.json") << config.dump(2);
+    // 29 rows of letters (the fixture's vocabulary holds single letters): 23 train / 6 validation rows.
+    std::ofstream csv(temp_.path("data.csv"));
+    csv << "title,description,tag\n";
+    const char* tags[] = {"computer-vision", "mlops", "natural-language-processing", "other"};
+    for (int r = 0; r < 29; ++r) {
+      csv << "b c d e" << char('f' + r % 13) << "," << char('g' + r % 7) << " h " << char('j' + r % 11) << ","
+          << tags[r % 4] << "\n";
+    }
+  }
+
+  // bertrain train on the tiny model into RUN_DIR `out`, with `ranks` processes (0: no mpirun at all).
+  RunResult train(int ranks, const std::string& out, int epochs, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv;
+    if (ranks > 0) argv = mpi_prefix(ranks);
+    const std::vector<std::string> command = train_command(out, epochs, extra);
+    argv.insert(argv.end(), command.begin(), command.end());
+    return testing::run_process(argv, {}, 300);
+  }
+
+  std::vector<std::string> mpi_prefix(int ranks) const {
+    std::vector<std::string> argv{mpirun_, "-np", std::to_string(ranks), "--oversubscribe", "-x", "OMP_NUM_THREADS=1"};
+    if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
+    return argv;
+  }
+
+  std::vector<std::string> train_command(const std::string& out, int epochs,
+                                         const std::vector<std::string>& extra = {}) const {
+    std::vector<std::string> argv{BERTRAIN_BINARY, "train", "--model", temp_.path("model"), "--train-data",
+                                  temp_.path("data.csv"), "--out", temp_.path(out), "--epochs",
+                                  std::to_string(epochs), "--batch-size", "5", "--lr", "3e-3", "--no-clean",
+                                  // Adam's update is lr·g/(|g| + eps): with the default eps 1e-8, gradients that
+                                  // are rounding noise (the key biases' are exactly zero in exact arithmetic)
+                                  // become steps of ~lr that differ between summation orders. eps 1e-4 keeps
+                                  // the comparison about the data-parallel arithmetic.
+                                  "--adam-eps", "1e-4", "--quiet"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return argv;
+  }
+
+  // Every parameter of `a`/last equals `b`/last within float32 summation-order noise.
+  void expect_same_parameters(const std::string& a, const std::string& b) {
+    const SafetensorsFile fa(temp_.path(a) + "/last/model.safetensors"), fb(temp_.path(b) + "/last/model.safetensors");
+    ASSERT_EQ(fa.tensors().size(), fb.tensors().size());
+    for (const TensorInfo& t : fa.tensors()) {
+      const std::vector<float> x = fa.read_float(t.name), y = fb.read_float(t.name);
+      // float32 summation-order noise through 15 Adam steps (see --adam-eps above).
+      EXPECT_TRUE(testing::all_close(a + " vs " + b + " " + t.name, x.data(), y.data(), x.size(), 2e-5, 1e-4));
+    }
+    const auto losses = [&](const std::string& run) {
+      std::vector<double> out;
+      std::ifstream in(temp_.path(run) + "/metrics.jsonl");
+      for (std::string line; std::getline(in, line);) {
+        const nlohmann::json m = nlohmann::json::parse(line);
+        out.push_back(m.at("train_loss").get<double>());
+        out.push_back(m.at("val_loss").get<double>());
+      }
+      return out;
+    };
+    const std::vector<double> la = losses(a), lb = losses(b);
+    ASSERT_EQ(la.size(), lb.size());
+    EXPECT_TRUE(testing::all_close(a + " vs " + b + " losses", la.data(), lb.data(), la.size(), 1e-6, 1e-5));
+  }
+
+  testing::TempDir temp_{"bertrain_mpi"};
+  std::string mpirun_;
+};
+
+TEST_F(MpiTest, RanksMatchOneProcess) {
+  // 23 training rows in batches of 5: the last batch has 3 rows, so with 2 ranks it splits 2 / 1 and with
+  // 3 ranks 1 / 1 / 1; with 4 ranks one slice of it is empty.
+  const RunResult single = train(0, "single", 3);
+  ASSERT_EQ(single.exit_code, 0) << single.describe();
+  for (int ranks : {2, 3, 4}) {
+    const std::string run = "np" + std::to_string(ranks);
+    const RunResult r = train(ranks, run, 3);
+    ASSERT_EQ(r.exit_code, 0) << r.describe();
+    expect_same_parameters("single", run);
+    EXPECT_FALSE(fs::exists(temp_.path(run) + "/last.old"));
+  }
+}
+
+TEST_F(MpiTest, ResumeAtAnotherWorldSize) {
+  const RunResult single = train(0, "single", 3);
+  ASSERT_EQ(single.exit_code, 0) << single.describe();
+  const RunResult first = train(2, "resumed", 2);
+  ASSERT_EQ(first.exit_code, 0) << first.describe();
+  const RunResult second = train(3, "resumed", 3, {"--resume"});
+  ASSERT_EQ(second.exit_code, 0) << second.describe();
+  expect_same_parameters("single", "resumed");
+}
+
+// Rank 1 is started with a training file that does not exist: the whole job must end, non-zero, with
+// a message naming the host and the rank, while rank 0 would otherwise wait in a collective forever.
+TEST_F(MpiTest, AFailingRankEndsTheJob) {
+  std::vector<std::string> argv = mpi_prefix(2);
+  std::string good, bad;
+  for (const std::string& a : train_command("failing", 2)) good += "'" + a + "' ";
+  bad = good;
+  bad.replace(bad.find(temp_.path("data.csv")), temp_.path("data.csv").size(), temp_.path("missing.csv"));
+  argv.insert(argv.end(), {"/bin/sh", "-c",
+                           "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then exec " + bad + "; else exec " + good + "; fi"});
+  const auto start = std::chrono::steady_clock::now();
+  const RunResult r = testing::run_process(argv, {}, 120);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_FALSE(r.timed_out) << r.describe();
+  EXPECT_NE(r.exit_code, 0) << r.describe();
+  EXPECT_LT(seconds, 60) << r.describe();
+  EXPECT_NE(r.err.find("rank 1"), std::string::npos) << r.describe();
+  EXPECT_NE(r.err.find("missing.csv"), std::string::npos) << r.describe();
+  EXPECT_FALSE(fs::exists(temp_.path("failing") + "/last"));
+}
+
+// Rank 1 dies from a signal before taking part in any collective: mpirun must end rank 0 too.
+TEST_F(MpiTest, ADyingRankEndsTheJob) {
+  std::vector<std::string> argv = mpi_prefix(2);
+  std::string good;
+  for (const std::string& a : train_command("dying", 50)) good += "'" + a + "' ";
+  argv.insert(argv.end(), {"/bin/sh", "-c",
+                           "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then kill -9 $$; else exec " + good + "; fi"});
+  const auto start = std::chrono::steady_clock::now();
+  const RunResult r = testing::run_process(argv, {}, 120);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_FALSE(r.timed_out) << r.describe();
+  EXPECT_NE(r.exit_code, 0) << r.describe();
+  EXPECT_LT(seconds, 60) << r.describe();
+}
+
+}  // namespace
+}  // namespace bertrain
