@@ -128,13 +128,15 @@ int run_bench(const std::vector<std::string>& args) {
     std::fprintf(args.empty() ? stderr : stdout,
                  "usage: bertrain bench BENCHMARK [options]\n\n"
                  "  step        time CPU training steps (see bench step --help)\n"
-                 "  tokenize    time text cleaning and tokenization (see bench tokenize --help)\n");
+                 "  tokenize    time text cleaning and tokenization (see bench tokenize --help)\n"
+                 "  allreduce   gradient allreduce bandwidth across ranks (see bench allreduce --help)\n");
     return args.empty() ? 2 : 0;
   }
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args[0] == "step") return bench_step(rest);
   if (args[0] == "tokenize") return run_bench_tokenize(rest);
-  throw UsageError("bench: unknown benchmark '" + args[0] + "' (available: step, tokenize)");
+  if (args[0] == "allreduce") return run_bench_allreduce(rest);
+  throw UsageError("bench: unknown benchmark '" + args[0] + "' (available: step, tokenize, allreduce)");
 }
 
 }  // namespace bertrain

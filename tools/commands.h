@@ -7,7 +7,8 @@
 namespace bertrain {
 
 int run_bench(const std::vector<std::string>& args);     // tools/bench_step.cpp
-int run_bench_tokenize(const std::vector<std::string>& args);  // tools/bench_tokenize.cpp
+int run_bench_tokenize(const std::vector<std::string>& args);   // tools/bench_tokenize.cpp
+int run_bench_allreduce(const std::vector<std::string>& args);  // tools/bench_allreduce.cpp
 int run_train(const std::vector<std::string>& args);     // tools/train_command.cpp
 int run_evaluate(const std::vector<std::string>& args);  // tools/evaluate_command.cpp
 int run_predict(const std::vector<std::string>& args);   // tools/predict_command.cpp

@@ -24,6 +24,7 @@ const char kUsage[] =
     "  tokenize       token ids of a text or of every CSV row, as the model sees them\n"
     "  bench step     time CPU training steps (forward + backward + Adam) of a random BERT\n"
     "  bench tokenize time text cleaning and tokenization\n"
+    "  bench allreduce  gradient allreduce bandwidth across the ranks of an mpirun job\n"
     "\n"
     "Run 'bertrain COMMAND --help' for the options of a command.\n";
 

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -172,6 +173,23 @@ TEST_F(MpiTest, ADyingRankEndsTheJob) {
   EXPECT_FALSE(r.timed_out) << r.describe();
   EXPECT_NE(r.exit_code, 0) << r.describe();
   EXPECT_LT(seconds, 60) << r.describe();
+}
+
+TEST_F(MpiTest, AllreduceBenchmarkVerifiesItsSums) {
+  std::vector<std::string> argv = mpi_prefix(3);
+  argv.insert(argv.end(), {BERTRAIN_BINARY, "bench", "allreduce", "--max-bytes", "65536", "--iters", "2", "--json"});
+  const RunResult r = testing::run_process(argv, {}, 120);
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  int sizes = 0;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    const nlohmann::json m = nlohmann::json::parse(line);
+    EXPECT_EQ(m.at("ranks"), 3);
+    EXPECT_TRUE(m.at("correct").get<bool>()) << line;
+    EXPECT_NEAR(m.at("busbw_gbps").get<double>(), m.at("algbw_gbps").get<double>() * 4.0 / 3.0, 1e-3) << line;
+    ++sizes;
+  }
+  EXPECT_EQ(sizes, 7);  // 1 KiB .. 64 KiB
 }
 
 }  // namespace

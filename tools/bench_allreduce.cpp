@@ -1,0 +1,85 @@
+// `bertrain bench allreduce`: bandwidth of the gradient allreduce across the ranks of an mpirun / srun
+// job, as nccl-tests reports it: algbw = bytes / time, busbw = algbw · 2(n-1)/n (the traffic each link
+// carries in a ring allreduce, comparable across rank counts). Every result is verified.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include "dist/communicator.h"
+#include "engine/error.h"
+#include "tools/args.h"
+#include "tools/commands.h"
+
+namespace bertrain {
+
+int run_bench_allreduce(const std::vector<std::string>& args) {
+  ArgParser p("bench allreduce",
+              "Times an in-place float32 sum-allreduce over all ranks for sizes doubling from --min-bytes to\n"
+              "--max-bytes (default: BERT-base's gradient, 110 M parameters), verifies every result, and prints\n"
+              "one line per size with algbw and busbw (GB/s) from rank 0. Run it under mpirun or srun.");
+  p.option("min-bytes", "1024", "smallest message");
+  p.option("max-bytes", "440000000", "largest message (BERT-base gradient: 110 M float32)");
+  p.option("iters", "10", "timed repetitions per size (the median is reported)");
+  p.option("warmup", "2", "untimed repetitions per size");
+  p.flag("json", "one JSON object per size instead of the table");
+  if (!p.parse(args)) return 0;
+  const double min_bytes = p.get_double("min-bytes"), max_bytes = p.get_double("max-bytes");
+  const int iters = p.get_int("iters"), warmup = p.get_int("warmup");
+  if (!(min_bytes >= 4 && max_bytes >= min_bytes) || iters < 1 || warmup < 0) {
+    throw UsageError("bench allreduce: need 4 <= --min-bytes <= --max-bytes, --iters >= 1, --warmup >= 0");
+  }
+  const std::unique_ptr<Communicator> comm = make_communicator(detect_launch());
+  const int n = comm->size(), rank = comm->rank();
+  const bool json = p.get_flag("json");
+  if (rank == 0 && !json) {
+    std::printf("bench allreduce: %d rank(s), float32 sum, in place; busbw = algbw * 2(n-1)/n\n", n);
+    std::printf("%14s %12s %12s %12s %8s\n", "bytes", "time_us", "algbw_GB/s", "busbw_GB/s", "check");
+  }
+  const std::size_t max_count = static_cast<std::size_t>(max_bytes / 4);
+  std::vector<float> buffer(max_count);
+  std::vector<double> times;
+  for (double bytes = min_bytes; bytes <= max_bytes * 1.0000001; bytes *= 2) {
+    const std::size_t count = static_cast<std::size_t>(bytes / 4);
+    times.clear();
+    bool correct = true;
+    for (int it = 0; it < warmup + iters; ++it) {
+      // Small integers sum exactly in float32, so the check is exact: element i ends as Σ_r (r + 1 + i % 7).
+      for (std::size_t i = 0; i < count; ++i) buffer[i] = static_cast<float>(rank + 1 + static_cast<int>(i % 7));
+      comm->all_true(true);  // start together
+      const auto start = std::chrono::steady_clock::now();
+      comm->allreduce_sum(buffer.data(), count);
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (it >= warmup) times.push_back(seconds);
+      for (std::size_t i = 0; i < count; ++i) {
+        const float expected = static_cast<float>(n * (n + 1) / 2 + n * static_cast<int>(i % 7));
+        if (buffer[i] != expected) correct = false;
+      }
+    }
+    correct = comm->all_true(correct);
+    // The slowest rank's time decides: take the maximum median over ranks.
+    std::sort(times.begin(), times.end());
+    double median = times[times.size() / 2];
+    std::vector<double> all(static_cast<std::size_t>(n), 0.0);
+    all[static_cast<std::size_t>(rank)] = median;
+    comm->allreduce_sum(all.data(), all.size());
+    median = *std::max_element(all.begin(), all.end());
+    const double real_bytes = static_cast<double>(count) * 4;
+    const double algbw = real_bytes / median / 1e9, busbw = algbw * (n > 1 ? 2.0 * (n - 1) / n : 0.0);
+    if (rank == 0) {
+      if (json) {
+        std::printf("{\"bench\": \"allreduce\", \"ranks\": %d, \"bytes\": %.0f, \"time_us\": %.2f, \"algbw_gbps\": %.4f, "
+                    "\"busbw_gbps\": %.4f, \"correct\": %s}\n",
+                    n, real_bytes, median * 1e6, algbw, busbw, correct ? "true" : "false");
+      } else {
+        std::printf("%14.0f %12.2f %12.4f %12.4f %8s\n", real_bytes, median * 1e6, algbw, busbw, correct ? "ok" : "WRONG");
+      }
+      std::fflush(stdout);
+    }
+    BERTRAIN_CHECK(correct, "bench allreduce: wrong sum at " << real_bytes << " bytes");
+  }
+  return 0;
+}
+
+}  // namespace bertrain
