@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/jsonl.h"
 #include "data/csv.h"
 #include "data/text_clean.h"
 
@@ -21,16 +22,7 @@ namespace {
 const std::string kFixtures = std::string(BERTRAIN_FIXTURES_DIR) + "/tokens";
 const std::string kShared = std::string(BERTRAIN_SHARED_DIR) + "/data";
 
-std::vector<nlohmann::json> read_jsonl(const std::string& path) {
-  std::ifstream in(path);
-  EXPECT_TRUE(in) << "cannot open " << path;
-  std::vector<nlohmann::json> lines;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty()) lines.push_back(nlohmann::json::parse(line));
-  }
-  return lines;
-}
+using testing::read_jsonl;
 
 TEST(TextClean, StopwordListIsNltkEnglish) {
   const std::vector<std::string>& words = nltk_english_stopwords();

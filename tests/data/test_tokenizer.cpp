@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/jsonl.h"
 #include "tests/temp_dir.h"
 #include "data/csv.h"
 #include "data/text_clean.h"
@@ -28,16 +29,7 @@ const std::string kSciVocab = kShared + "/scibert_scivocab_uncased/vocab.txt";
 
 using Ids = std::vector<int32_t>;
 
-std::vector<nlohmann::json> read_jsonl(const std::string& path) {
-  std::ifstream in(path);
-  EXPECT_TRUE(in) << "cannot open " << path;
-  std::vector<nlohmann::json> lines;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty()) lines.push_back(nlohmann::json::parse(line));
-  }
-  return lines;
-}
+using testing::read_jsonl;
 
 // Files land in one directory that is removed when the test binary exits.
 std::string write_temp(const std::string& name, const std::string& content) {
