@@ -111,6 +111,19 @@ class MpiTest : public ::testing::Test {
     EXPECT_TRUE(testing::all_close(a + " vs " + b + " losses", la.data(), lb.data(), la.size(), 1e-6, 1e-5));
   }
 
+  // Runs `argv` + sh -c `script` (each rank runs the script) and expects the job to end non-zero well
+  // before the 120 s timeout.
+  RunResult expect_prompt_failure(std::vector<std::string> argv, const std::string& script) {
+    argv.insert(argv.end(), {"/bin/sh", "-c", script});
+    const auto start = std::chrono::steady_clock::now();
+    const RunResult r = testing::run_process(argv, {}, 120);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_FALSE(r.timed_out) << r.describe();
+    EXPECT_NE(r.exit_code, 0) << r.describe();
+    EXPECT_LT(seconds, 60) << r.describe();
+    return r;
+  }
+
   testing::TempDir temp_{"bertrain_mpi"};
   std::string mpirun_;
 };
@@ -147,14 +160,8 @@ TEST_F(MpiTest, AFailingRankEndsTheJob) {
   for (const std::string& a : train_command("failing", 2)) good += "'" + a + "' ";
   bad = good;
   bad.replace(bad.find(temp_.path("data.csv")), temp_.path("data.csv").size(), temp_.path("missing.csv"));
-  argv.insert(argv.end(), {"/bin/sh", "-c",
-                           "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then exec " + bad + "; else exec " + good + "; fi"});
-  const auto start = std::chrono::steady_clock::now();
-  const RunResult r = testing::run_process(argv, {}, 120);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_FALSE(r.timed_out) << r.describe();
-  EXPECT_NE(r.exit_code, 0) << r.describe();
-  EXPECT_LT(seconds, 60) << r.describe();
+  const RunResult r = expect_prompt_failure(
+      argv, "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then exec " + bad + "; else exec " + good + "; fi");
   EXPECT_NE(r.err.find("rank 1"), std::string::npos) << r.describe();
   EXPECT_NE(r.err.find("missing.csv"), std::string::npos) << r.describe();
   EXPECT_FALSE(fs::exists(temp_.path("failing") + "/last"));
@@ -165,14 +172,7 @@ TEST_F(MpiTest, ADyingRankEndsTheJob) {
   std::vector<std::string> argv = mpi_prefix(2);
   std::string good;
   for (const std::string& a : train_command("dying", 50)) good += "'" + a + "' ";
-  argv.insert(argv.end(), {"/bin/sh", "-c",
-                           "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then kill -9 $$; else exec " + good + "; fi"});
-  const auto start = std::chrono::steady_clock::now();
-  const RunResult r = testing::run_process(argv, {}, 120);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_FALSE(r.timed_out) << r.describe();
-  EXPECT_NE(r.exit_code, 0) << r.describe();
-  EXPECT_LT(seconds, 60) << r.describe();
+  expect_prompt_failure(argv, "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then kill -9 $$; else exec " + good + "; fi");
 }
 
 TEST_F(MpiTest, AllreduceBenchmarkVerifiesItsSums) {
