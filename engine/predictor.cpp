@@ -15,19 +15,21 @@ std::string resolve_model_dir(const std::string& path) {
   BERTRAIN_FAIL(path << ": neither a model directory (config.json) nor a run directory (best/config.json)");
 }
 
-namespace {
-BertTokenizer load_tokenizer(const std::string& dir) {
+BertTokenizer load_model_tokenizer(const std::string& dir) {
   const std::string vocab = dir + "/vocab.txt";
   BERTRAIN_CHECK(file_exists(vocab), vocab << ": not found (the model directory needs its vocab.txt)");
   return BertTokenizer(Vocab::load(vocab));
 }
-}  // namespace
+
+int top_class(const float* row, int n) {
+  return static_cast<int>(std::max_element(row, row + n) - row);
+}
 
 Predictor::Predictor(const std::string& path)
     : dir_(resolve_model_dir(path)),
       model_(load_model_dir(dir_, {}, 0)),
       labels_(model_.config.labels),
-      tokenizer_(load_tokenizer(dir_)) {
+      tokenizer_(load_model_tokenizer(dir_)) {
   const auto it = model_.config.extra.find(kCleanTextKey);
   if (it != model_.config.extra.end() && it->is_boolean()) clean_ = it->get<bool>();
 }

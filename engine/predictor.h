@@ -19,6 +19,12 @@ inline constexpr const char* kCleanTextKey = "bertrain_clean_text";
 // A RUN_DIR (holding best/) means its best/; anything else is taken as a model directory.
 std::string resolve_model_dir(const std::string& path);
 
+// The tokenizer of a model directory (its vocab.txt); throws Error naming the file when it is missing.
+BertTokenizer load_model_tokenizer(const std::string& dir);
+
+// Index of the largest of row[0, n) (the first on ties).
+int top_class(const float* row, int n);
+
 class Predictor {
  public:
   // Loads config.json, model.safetensors (with its classifier) and vocab.txt of `path` (see resolve_model_dir).

@@ -141,9 +141,8 @@ json run_training(const TrainArgs& args, Communicator& comm) {
   // Model directory: the checkpoint to continue from, or the pretrained model.
   const std::string source_dir = args.resume ? last_dir : args.model_dir;
   const BertConfig source_config = BertConfig::load(source_dir + "/config.json");
-  const std::string vocab_path = source_dir + "/vocab.txt";
-  BERTRAIN_CHECK(file_exists(vocab_path), vocab_path << ": not found (the model directory needs its vocab.txt)");
-  const BertTokenizer tokenizer(Vocab::load(vocab_path));
+  const BertTokenizer tokenizer = load_model_tokenizer(source_dir);
+  const std::string vocab_path = source_dir + "/vocab.txt";  // copied into every checkpoint
 
   DatasetOptions data_options;
   data_options.clean = args.clean;

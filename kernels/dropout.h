@@ -31,6 +31,12 @@ inline uint64_t dropout_index(const DropoutLayout& layout, std::size_t cols, std
              cols + col;
 }
 
+// out[0, n) = dropout(in[0, n)) for elements whose logical indices are first_index + [0, n): the masking
+// loop every dropout site shares (one Philox call serves four consecutive indices). out may alias in;
+// 0 < p < 1.
+template <typename T>
+void dropout_span(T* out, const T* in, std::size_t n, uint64_t first_index, float p, const RandomKey& key);
+
 // y = dropout(x); y may alias x. p in [0, 1]; p == 0 copies.
 template <typename T>
 void dropout_forward_cpu(T* y, const T* x, std::size_t n, float p, const RandomKey& key,

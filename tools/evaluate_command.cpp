@@ -54,13 +54,8 @@ int run_evaluate(const std::vector<std::string>& args) {
   const int classes = predictor.labels().size();
   std::vector<int> y_true, y_pred;
   for (std::size_t i = 0; i < data.examples.size(); ++i) {
-    const float* row = probs.data() + i * classes;
-    int top = 0;
-    for (int c = 1; c < classes; ++c) {
-      if (row[c] > row[top]) top = c;
-    }
     y_true.push_back(data.examples[i].label);
-    y_pred.push_back(top);
+    y_pred.push_back(top_class(probs.data() + i * classes, classes));
   }
 
   ordered_json out;

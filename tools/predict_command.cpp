@@ -49,12 +49,9 @@ int run_predict(const std::vector<std::string>& args) {
   const int classes = labels.size();
   for (std::size_t i = 0; i < examples.size(); ++i) {
     const float* row = probs.data() + i * classes;
-    int top = 0;
+    const int top = top_class(row, classes);
     nlohmann::json probabilities = nlohmann::json::object();
-    for (int c = 0; c < classes; ++c) {
-      if (row[c] > row[top]) top = c;
-      probabilities[labels.name(c)] = row[c];
-    }
+    for (int c = 0; c < classes; ++c) probabilities[labels.name(c)] = row[c];
     const int prediction = (threshold >= 0 && row[top] < threshold) ? other : top;
     out.push_back({{"prediction", labels.name(prediction)}, {"probabilities", probabilities}});
   }

@@ -24,21 +24,9 @@ void block_dropout(T* out, const T* in, int b, int h, int heads, int seq, float 
                    const DropoutLayout& layout) {
   const uint64_t positions = static_cast<uint64_t>(std::max(layout.max_positions, seq));
   const uint64_t block = static_cast<uint64_t>(layout.first_sample + b) * heads + h;
-  const T scale = T(1) / (T(1) - T(p));
   for (int i = 0; i < seq; ++i) {
-    const uint64_t first = (block * positions + i) * positions;
-    uint64_t group = ~uint64_t(0);
-    Philox4 bits{};
-    for (int j = 0; j < seq; ++j) {
-      const uint64_t element = first + j;
-      if ((element >> 2) != group) {
-        group = element >> 2;
-        bits = philox_group(key, group);
-      }
-      const std::size_t at = static_cast<std::size_t>(i) * seq + j;
-      const bool keep = uniform_from_bits(bits.v[element & 3]) >= p;
-      out[at] = keep ? in[at] * scale : T(0);
-    }
+    const std::size_t row = static_cast<std::size_t>(i) * seq;
+    dropout_span(out + row, in + row, static_cast<std::size_t>(seq), (block * positions + i) * positions, p, key);
   }
 }
 

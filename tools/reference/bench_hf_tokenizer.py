@@ -25,24 +25,13 @@ os.environ["TOKENIZERS_PARALLELISM"] = "false"
 import argparse  # noqa: E402
 import csv  # noqa: E402
 import json  # noqa: E402
-import re  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 
+from make_token_fixtures import clean_text  # noqa: E402  (Made-With-ML's, one copy)
+
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DEFAULT_DATA = os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "data"))
-
-
-def clean_text(text, stopwords):  # Made-With-ML madewithml/data.py
-    text = text.lower()
-    pattern = re.compile(r"\b(" + r"|".join(stopwords) + r")\b\s*")
-    text = pattern.sub(" ", text)
-    text = re.sub(r"([!\"'#$%&()*\+,-./:;<=>?@\\\[\]^_`{|}~])", r" \1 ", text)
-    text = re.sub("[^A-Za-z0-9]+", " ", text)
-    text = re.sub(" +", " ", text)
-    text = text.strip()
-    text = re.sub(r"http\S+", "", text)
-    return text
 
 
 def best_of(repeats, fn):
