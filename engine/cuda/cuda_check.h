@@ -1,0 +1,40 @@
+// Checked calls for the CUDA runtime and cuBLAS: a failure throws bertrain::Error naming the call, the
+// library's message and file:line. Included by kernels/cuda and engine/cuda only (CUDA headers).
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "engine/error.h"
+
+namespace bertrain {
+
+const char* cublas_status_name(cublasStatus_t status);
+
+}  // namespace bertrain
+
+#define BERTRAIN_CUDA_CHECK(call)                                                                   \
+  do {                                                                                              \
+    const cudaError_t bertrain_cuda_status_ = (call);                                               \
+    if (bertrain_cuda_status_ != cudaSuccess) {                                                     \
+      BERTRAIN_FAIL("CUDA: " #call " failed: " << cudaGetErrorString(bertrain_cuda_status_));       \
+    }                                                                                               \
+  } while (0)
+
+#define BERTRAIN_CUBLAS_CHECK(call)                                                                 \
+  do {                                                                                              \
+    const cublasStatus_t bertrain_cublas_status_ = (call);                                          \
+    if (bertrain_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                         \
+      BERTRAIN_FAIL("cuBLAS: " #call " failed: " << ::bertrain::cublas_status_name(bertrain_cublas_status_)); \
+    }                                                                                               \
+  } while (0)
+
+// After a <<<...>>> launch: reports bad launch configurations at the launcher that made them
+// (cudaGetLastError does not synchronise).
+#define BERTRAIN_CUDA_CHECK_LAUNCH(kernel_name)                                                     \
+  do {                                                                                              \
+    const cudaError_t bertrain_launch_status_ = cudaGetLastError();                                 \
+    if (bertrain_launch_status_ != cudaSuccess) {                                                   \
+      BERTRAIN_FAIL("CUDA: launching " << kernel_name << " failed: " << cudaGetErrorString(bertrain_launch_status_)); \
+    }                                                                                               \
+  } while (0)

@@ -1,0 +1,56 @@
+#include "engine/cuda/gpu_context.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+namespace bertrain {
+
+const char* cublas_status_name(cublasStatus_t status) {
+  switch (status) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
+    default: return "unknown cuBLAS status";
+  }
+}
+
+GpuContext::GpuContext(int device, std::size_t workspace_elements) : device_(device) {
+  int count = 0;
+  BERTRAIN_CUDA_CHECK(cudaGetDeviceCount(&count));
+  BERTRAIN_CHECK(device >= 0 && device < count, "CUDA device " << device << " does not exist (" << count
+                                                                << " visible; check CUDA_VISIBLE_DEVICES)");
+  BERTRAIN_CUDA_CHECK(cudaSetDevice(device));
+  cudaDeviceProp prop{};
+  BERTRAIN_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  name_ = prop.name;
+  BERTRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&handles_.stream, cudaStreamNonBlocking));
+  BERTRAIN_CUBLAS_CHECK(cublasCreate(&handles_.blas));
+  BERTRAIN_CUBLAS_CHECK(cublasSetStream(handles_.blas, handles_.stream));
+  // Full-precision fp32 products (no TF32), so that --precision fp32 reproduces the CPU engine.
+  BERTRAIN_CUBLAS_CHECK(cublasSetMathMode(handles_.blas, CUBLAS_DEFAULT_MATH));
+  workspace_ = DeviceBuffer<float>(workspace_elements);
+  handles_.workspace = workspace_.data();
+  handles_.workspace_elements = workspace_.size();
+}
+
+GpuContext::~GpuContext() {
+  if (handles_.blas != nullptr) cublasDestroy(handles_.blas);
+  if (handles_.stream != nullptr) cudaStreamDestroy(handles_.stream);
+}
+
+void GpuContext::synchronize() const { BERTRAIN_CUDA_CHECK(cudaStreamSynchronize(handles_.stream)); }
+
+std::size_t gpu_memory_in_use_bytes() {
+  std::size_t free_bytes = 0, total_bytes = 0;
+  BERTRAIN_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return total_bytes - free_bytes;
+}
+
+}  // namespace bertrain

@@ -1,0 +1,66 @@
+// Device helpers shared by the CUDA kernels: float <-> storage conversion (float or bf16, always computed
+// in float), warp and block reductions, grid sizing. Included by kernels/cuda/*.cu only.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/cuda/cuda_check.h"
+#include "kernels/bf16.h"
+
+namespace bertrain {
+namespace cuda {
+
+// Loads and stores in float whatever the storage type. bf16 stores round to nearest even, as
+// float_to_bf16 on the host.
+__device__ __forceinline__ float load(const float* p) { return *p; }
+__device__ __forceinline__ float load(const bf16* p) { return __uint_as_float(static_cast<uint32_t>(p->bits) << 16); }
+__device__ __forceinline__ void store(float* p, float x) { *p = x; }
+__device__ __forceinline__ void store(bf16* p, float x) {
+  const __nv_bfloat16 r = __float2bfloat16_rn(x);
+  p->bits = *reinterpret_cast<const uint16_t*>(&r);
+}
+
+__device__ __forceinline__ float warp_sum(float x) {
+  for (int offset = 16; offset > 0; offset >>= 1) x += __shfl_xor_sync(0xffffffffu, x, offset);
+  return x;
+}
+
+__device__ __forceinline__ float warp_max(float x) {
+  for (int offset = 16; offset > 0; offset >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
+  return x;
+}
+
+// Sum over the whole block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
+// `shared` holds at least 32 floats. The order of additions is fixed, so results are deterministic.
+__device__ __forceinline__ float block_sum(float x, float* shared) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  x = warp_sum(x);
+  __syncthreads();  // `shared` may still be read by a previous call
+  if (lane == 0) shared[warp] = x;
+  __syncthreads();
+  x = lane < warps ? shared[lane] : 0.0f;
+  return warp_sum(x);
+}
+
+__device__ __forceinline__ float block_max(float x, float* shared) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  x = warp_max(x);
+  __syncthreads();
+  if (lane == 0) shared[warp] = x;
+  __syncthreads();
+  x = lane < warps ? shared[lane] : -INFINITY;
+  return warp_max(x);
+}
+
+// Blocks for an element-wise grid-stride kernel over n elements (capped: the loop covers the rest).
+inline unsigned elementwise_blocks(std::size_t n, int threads) {
+  const std::size_t blocks = (n + threads - 1) / threads;
+  return static_cast<unsigned>(blocks < 65536 ? (blocks > 0 ? blocks : 1) : 65536);
+}
+
+}  // namespace cuda
+}  // namespace bertrain
