@@ -4,6 +4,9 @@
 #include <cstddef>
 #include <string>
 
+#include "kernels/bf16.h"
+#include "kernels/cuda_handles.h"
+
 namespace bertrain {
 
 enum class Activation {
@@ -23,5 +26,16 @@ void activation_forward_cpu(T* y, const T* x, std::size_t n, Activation act);
 // dx = dy * act'(x), from the saved pre-activation x; dx may alias dy.
 template <typename T>
 void activation_backward_cpu(T* dx, const T* dy, const T* x, std::size_t n, Activation act);
+
+// ---- CUDA (kernels/cuda/activation.cu). T is float or bf16; arithmetic in float. Grid-stride, one thread
+// per element.
+template <typename T>
+void activation_forward_cuda(T* y, const T* x, std::size_t n, Activation act, CudaStream stream);
+template <typename T>
+void activation_backward_cuda(T* dx, const T* dy, const T* x, std::size_t n, Activation act, CudaStream stream);
+// The bias + activation after a GEMM: x[rows, cols] += b[cols] (x keeps the pre-activation that backward
+// needs), then y = act(x). y must not alias x.
+template <typename T>
+void bias_activation_forward_cuda(T* y, T* x, const T* bias, int rows, int cols, Activation act, CudaStream stream);
 
 }  // namespace bertrain

@@ -12,6 +12,9 @@
 
 #include "kernels/philox.h"
 
+#include "kernels/bf16.h"
+#include "kernels/cuda_handles.h"
+
 namespace bertrain {
 
 // How the n elements of a tensor map to logical indices (see above). The default, {0, 1, 1, 0}, is a flat
@@ -23,8 +26,9 @@ struct DropoutLayout {
   int cols = 0;           // C: elements per row; 0 means n (one flat row)
 };
 
-// Logical stream index of flat element `i` of a tensor laid out as `layout` with `cols` columns.
-inline uint64_t dropout_index(const DropoutLayout& layout, std::size_t cols, std::size_t i) {
+// Logical stream index of flat element `i` of a tensor laid out as `layout` with `cols` columns. Host and
+// device (CUDA kernels call it), so CPU and GPU draw from the same index.
+BERTRAIN_HOST_DEVICE uint64_t dropout_index(const DropoutLayout& layout, std::size_t cols, std::size_t i) {
   const std::size_t row = i / cols, col = i % cols;
   const std::size_t sample = row / static_cast<std::size_t>(layout.seq), pos = row % static_cast<std::size_t>(layout.seq);
   return ((static_cast<uint64_t>(layout.first_sample) + sample) * static_cast<uint64_t>(layout.max_positions) + pos) *
@@ -46,5 +50,14 @@ void dropout_forward_cpu(T* y, const T* x, std::size_t n, float p, const RandomK
 template <typename T>
 void dropout_backward_cpu(T* dx, const T* dy, std::size_t n, float p, const RandomKey& key,
                           const DropoutLayout& layout = DropoutLayout{});
+
+// ---- CUDA (kernels/cuda/dropout.cu): the same masks as the CPU (same key, same logical indices).
+// y = dropout(x), y may alias x; p in [0, 1].
+template <typename T>
+void dropout_forward_cuda(T* y, const T* x, std::size_t n, float p, const RandomKey& key, const DropoutLayout& layout,
+                          CudaStream stream);
+template <typename T>
+void dropout_backward_cuda(T* dx, const T* dy, std::size_t n, float p, const RandomKey& key,
+                           const DropoutLayout& layout, CudaStream stream);
 
 }  // namespace bertrain

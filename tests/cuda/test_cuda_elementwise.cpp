@@ -1,0 +1,659 @@
+// GPU element-wise and row kernels against their CPU twins: activations (+ the fused bias), dropout (the
+// CPU's mask bit for bit), LayerNorm forward/backward (deterministic parameter gradients) and the tensor ops
+// (casts, y += x, [CLS] gather/scatter, sum of squares). Each kernel runs for T = float and T = bf16.
+//
+// Tolerances (atol + rtol·|ref|):
+// - float outputs of element-wise math: 1e-5 + 1e-5·|ref|. The CUDA math functions (erff, tanhf, expf) are
+//   within 2 ulp of glibc's, and reductions over a row differ from the CPU's sequential order by a few ulp
+//   of the partial sums; 1e-5 relative is about 80 ulp.
+// - bf16 outputs: 1e-4 + 1e-2·|ref|. The kernel computes the CPU twin's float value from the same
+//   (bf16-representable) inputs and rounds it once to bf16: 8 significant bits, at most 2^-9 ≈ 0.2% relative,
+//   or 2^-8 when float-order noise moves the value across a rounding boundary; 1e-2 leaves a 2.5× margin.
+// - Copies, masks, casts and single additions are exact, so they are compared bit for bit.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "engine/cuda/device_buffer.h"
+#include "engine/cuda/gpu_context.h"
+#include "engine/error.h"
+#include "kernels/activation.h"
+#include "kernels/bf16.h"
+#include "kernels/cuda_handles.h"
+#include "kernels/dropout.h"
+#include "kernels/layernorm.h"
+#include "kernels/tensor_ops.h"
+#include "tests/cuda/gpu_test.h"
+#include "tests/tolerance.h"
+
+namespace bertrain {
+namespace {
+
+using testing::all_close;
+using testing::bf16_rounded;
+using testing::random_floats;
+using testing::to_bf16;
+using testing::to_float;
+
+constexpr int kMaxCols = 1024;  // the widest row these tests reduce over
+
+// One context for the whole binary (created by the first GPU test, after BERTRAIN_REQUIRE_GPU).
+GpuContext& context() {
+  static GpuContext ctx(0, gpu_reduction_workspace_elements(kMaxCols));
+  return ctx;
+}
+
+// The context's stream does not synchronise with the legacy stream that DeviceBuffer's cudaMemcpy uses (and
+// a pageable upload may still be in flight when cudaMemcpy returns), so the tests wait for the whole device
+// between uploads, launches and downloads.
+void sync_all() { BERTRAIN_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+struct Tolerance {
+  double atol, rtol;
+};
+template <typename T>
+constexpr Tolerance kElementwise = std::is_same_v<T, float> ? Tolerance{1e-5, 1e-5} : Tolerance{1e-4, 1e-2};
+
+template <typename T>
+const char* type_name() {
+  return std::is_same_v<T, float> ? "float" : "bf16";
+}
+
+// Random inputs in [lo, hi), rounded to bf16 when T is bf16 so that the float CPU twin sees the same values.
+template <typename T>
+std::vector<float> inputs(std::size_t n, uint32_t seed, float lo, float hi) {
+  std::vector<float> x = random_floats(n, seed, lo, hi);
+  return std::is_same_v<T, bf16> ? bf16_rounded(x) : x;
+}
+
+template <typename T>
+std::vector<T> from_float(const std::vector<float>& x) {
+  if constexpr (std::is_same_v<T, float>) {
+    return x;
+  } else {
+    return to_bf16(x);
+  }
+}
+
+template <typename T>
+DeviceBuffer<T> upload(const std::vector<float>& x) {
+  return DeviceBuffer<T>(from_float<T>(x));
+}
+
+template <typename T>
+std::vector<float> download(const DeviceBuffer<T>& d) {
+  if constexpr (std::is_same_v<T, float>) {
+    return d.download();
+  } else {
+    return to_float(d.download());
+  }
+}
+
+// Element-wise bit equality of got (downloaded as T) against ref rounded to T; reports the first mismatch.
+template <typename T>
+::testing::AssertionResult same_bits(const std::string& what, const DeviceBuffer<T>& got_dev,
+                                     const std::vector<float>& ref_float) {
+  const std::vector<T> got = got_dev.download(ref_float.size());
+  const std::vector<T> ref = from_float<T>(ref_float);
+  std::size_t mismatches = 0, first = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    if (std::memcmp(&got[i], &ref[i], sizeof(T)) != 0) {
+      if (mismatches++ == 0) first = i;
+    }
+  }
+  if (mismatches == 0) return ::testing::AssertionSuccess();
+  const std::vector<float> got_float = download(got_dev);
+  return ::testing::AssertionFailure() << what << " (" << type_name<T>() << "): " << mismatches << " of "
+                                       << ref.size() << " elements differ; first at " << first << ": got "
+                                       << got_float[first] << ", expected " << ref_float[first];
+}
+
+template <typename T>
+::testing::AssertionResult close(const std::string& what, const DeviceBuffer<T>& got_dev,
+                                 const std::vector<float>& ref, Tolerance tol) {
+  const std::vector<float> got = download(got_dev);
+  return all_close(what + " (" + type_name<T>() + ")", got.data(), ref.data(), ref.size(), tol.atol, tol.rtol);
+}
+
+::testing::AssertionResult bit_identical(const std::string& what, const std::vector<float>& a,
+                                         const std::vector<float>& b) {
+  if (a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << what << " differs between two identical runs";
+}
+
+// Fills a device buffer with 0xff bytes (NaN in float and bf16), so that an output the kernel forgets to
+// write cannot pass as zero or as a stale correct value.
+template <typename T>
+void poison(DeviceBuffer<T>& d) {
+  if (d.size() > 0) BERTRAIN_CUDA_CHECK(cudaMemset(d.data(), 0xff, d.bytes()));
+}
+
+const Activation kActivations[] = {Activation::kGelu, Activation::kGeluTanh, Activation::kRelu, Activation::kTanh};
+
+std::string activation_name(Activation act) {
+  switch (act) {
+    case Activation::kGelu: return "gelu";
+    case Activation::kGeluTanh: return "gelu_tanh";
+    case Activation::kRelu: return "relu";
+    case Activation::kTanh: return "tanh";
+  }
+  return "?";
+}
+
+// ---- Activations --------------------------------------------------------------------------------------
+
+template <typename T>
+void check_activation(Activation act, std::size_t n, uint32_t seed) {
+  SCOPED_TRACE(activation_name(act) + " n=" + std::to_string(n) + " " + type_name<T>());
+  const CudaStream stream = context().stream();
+  // [-5, 5]: GELU's curved region and both saturated tails.
+  const std::vector<float> x = inputs<T>(n, seed, -5.0f, 5.0f);
+  const std::vector<float> dy = inputs<T>(n, seed + 1, -1.0f, 1.0f);
+  std::vector<float> y_ref(n), dx_ref(n);
+  activation_forward_cpu(y_ref.data(), x.data(), n, act);
+  activation_backward_cpu(dx_ref.data(), dy.data(), x.data(), n, act);
+
+  DeviceBuffer<T> d_x = upload<T>(x), d_dy = upload<T>(dy), d_y(n), d_dx(n);
+  poison(d_y);
+  poison(d_dx);
+  sync_all();
+  activation_forward_cuda(d_y.data(), d_x.data(), n, act, stream);
+  activation_backward_cuda(d_dx.data(), d_dy.data(), d_x.data(), n, act, stream);
+  sync_all();
+  EXPECT_TRUE(close("y", d_y, y_ref, kElementwise<T>));
+  EXPECT_TRUE(close("dx", d_dx, dx_ref, kElementwise<T>));
+
+  // In place: backward with dx == dy (while x is intact), then forward with y == x.
+  activation_backward_cuda(d_dy.data(), d_dy.data(), d_x.data(), n, act, stream);
+  activation_forward_cuda(d_x.data(), d_x.data(), n, act, stream);
+  sync_all();
+  EXPECT_TRUE(close("dx in place", d_dy, dx_ref, kElementwise<T>));
+  EXPECT_TRUE(close("y in place", d_x, y_ref, kElementwise<T>));
+}
+
+TEST(CudaActivation, ForwardAndBackwardMatchCpu) {
+  BERTRAIN_REQUIRE_GPU();
+  uint32_t seed = 100;
+  for (Activation act : kActivations) {
+    for (std::size_t n : {std::size_t{1}, std::size_t{31}, std::size_t{33}, std::size_t{1000}, std::size_t{1024},
+                          std::size_t{257 * 768 + 5}}) {
+      check_activation<float>(act, n, ++seed);
+      check_activation<bf16>(act, n, ++seed);
+    }
+  }
+}
+
+template <typename T>
+void check_bias_activation(Activation act, int rows, int cols, uint32_t seed) {
+  SCOPED_TRACE(activation_name(act) + " rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) + " " +
+               type_name<T>());
+  const CudaStream stream = context().stream();
+  const std::size_t n = static_cast<std::size_t>(rows) * cols;
+  const std::vector<float> x = inputs<T>(n, seed, -4.0f, 4.0f);
+  const std::vector<float> bias = inputs<T>(static_cast<std::size_t>(cols), seed + 1, -1.0f, 1.0f);
+  // CPU: the bias add (one float addition, stored as T), then the activation of the stored value.
+  std::vector<float> z_ref(n), y_ref(n);
+  for (std::size_t i = 0; i < n; ++i) z_ref[i] = x[i] + bias[i % cols];
+  if (std::is_same_v<T, bf16>) z_ref = bf16_rounded(z_ref);
+  activation_forward_cpu(y_ref.data(), z_ref.data(), n, act);
+
+  DeviceBuffer<T> d_x = upload<T>(x), d_bias = upload<T>(bias), d_y(n);
+  poison(d_y);
+  sync_all();
+  bias_activation_forward_cuda(d_y.data(), d_x.data(), d_bias.data(), rows, cols, act, stream);
+  sync_all();
+  EXPECT_TRUE(same_bits("x + bias", d_x, z_ref));
+  EXPECT_TRUE(close("act(x + bias)", d_y, y_ref, kElementwise<T>));
+}
+
+TEST(CudaActivation, BiasActivationMatchesCpu) {
+  BERTRAIN_REQUIRE_GPU();
+  const int shapes[][2] = {{1, 1}, {3, 31}, {3, 33}, {257, 768}, {5, 1000}, {2, 1024}};
+  uint32_t seed = 200;
+  for (Activation act : kActivations) {
+    for (const auto& s : shapes) {
+      check_bias_activation<float>(act, s[0], s[1], ++seed);
+      check_bias_activation<bf16>(act, s[0], s[1], ++seed);
+    }
+  }
+}
+
+// ---- Dropout ------------------------------------------------------------------------------------------
+
+struct DropoutCase {
+  std::size_t n;
+  DropoutLayout layout;
+  float p;
+};
+
+std::string describe(const DropoutCase& c) {
+  std::ostringstream os;
+  os << "n=" << c.n << " first_sample=" << c.layout.first_sample << " seq=" << c.layout.seq
+     << " max_positions=" << c.layout.max_positions << " cols=" << c.layout.cols << " p=" << c.p;
+  return os.str();
+}
+
+// Forward, backward and in-place forward against the CPU, bit for bit (a kept element is x · the same float
+// scale, one multiplication on both sides; a dropped one is +0).
+template <typename T>
+void check_dropout(const DropoutCase& c, uint32_t seed) {
+  SCOPED_TRACE(describe(c) + " " + type_name<T>());
+  const CudaStream stream = context().stream();
+  const RandomKey key{0x0123456789abcdefULL, 17, 5};
+  // Never zero, so a zero output always means "dropped".
+  const std::vector<float> x = inputs<T>(c.n, seed, 0.5f, 1.5f);
+  std::vector<float> y_ref(c.n), dx_ref(c.n);
+  dropout_forward_cpu(y_ref.data(), x.data(), c.n, c.p, key, c.layout);
+  dropout_backward_cpu(dx_ref.data(), x.data(), c.n, c.p, key, c.layout);
+
+  std::size_t dropped = 0;
+  for (float v : y_ref) dropped += v == 0.0f;
+  if (c.n >= 500) {  // the reference itself must drop some and keep some, or the comparison proves little
+    EXPECT_GT(dropped, 0u);
+    EXPECT_LT(dropped, c.n);
+  }
+
+  DeviceBuffer<T> d_x = upload<T>(x), d_y(c.n), d_dx(c.n);
+  poison(d_y);
+  poison(d_dx);
+  sync_all();
+  dropout_forward_cuda(d_y.data(), d_x.data(), c.n, c.p, key, c.layout, stream);
+  dropout_backward_cuda(d_dx.data(), d_x.data(), c.n, c.p, key, c.layout, stream);
+  sync_all();
+  EXPECT_TRUE(same_bits("dropout forward", d_y, y_ref));
+  EXPECT_TRUE(same_bits("dropout backward", d_dx, dx_ref));
+
+  dropout_forward_cuda(d_x.data(), d_x.data(), c.n, c.p, key, c.layout, stream);
+  sync_all();
+  EXPECT_TRUE(same_bits("dropout forward in place", d_x, y_ref));
+}
+
+TEST(CudaDropout, MasksEqualTheCpuBitForBit) {
+  BERTRAIN_REQUIRE_GPU();
+  const std::vector<DropoutCase> cases = {
+      {1000, DropoutLayout{}, 0.1f},                        // flat: element i has index i
+      {1, DropoutLayout{}, 0.5f},                           // a single element
+      {3 * 7 * 33, DropoutLayout{5, 7, 16, 33}, 0.5f},      // first_sample > 0, S < max_positions, C % 4 != 0
+      {2 * 128 * 768, DropoutLayout{0, 128, 512, 768}, 0.1f},  // BERT hidden states
+      {7, DropoutLayout{2, 1, 1, 1}, 0.5f},                 // one column
+      {3 * 31, DropoutLayout{1, 1, 1, 31}, 0.9f},           // one row per sample, odd width
+      {4 * 3 * 1000, DropoutLayout{9, 3, 512, 1000}, 0.3f},
+      // Indices beyond 2^34: the Philox counter's high word (group >> 32) is non-zero.
+      {2 * 7 * 768, DropoutLayout{100000, 7, 512, 768}, 0.1f},
+      // More than 65536 · 256 elements: the grid-stride loop wraps.
+      {(std::size_t{1} << 24) + 3, DropoutLayout{}, 0.25f},
+  };
+  uint32_t seed = 300;
+  for (const DropoutCase& c : cases) {
+    check_dropout<float>(c, ++seed);
+    if (c.n < (std::size_t{1} << 20)) check_dropout<bf16>(c, ++seed);  // the same loop; keeps the test fast
+  }
+}
+
+template <typename T>
+void check_dropout_edge_probabilities() {
+  SCOPED_TRACE(type_name<T>());
+  const CudaStream stream = context().stream();
+  const std::size_t n = 1001;
+  const RandomKey key{7, 1, 2};
+  const DropoutLayout layout{0, 7, 8, 11};  // 1001 = 13 · 7 · 11
+  const std::vector<float> x = inputs<T>(n, 31, -1.0f, 1.0f);
+  DeviceBuffer<T> d_x = upload<T>(x), d_y(n);
+
+  poison(d_y);
+  sync_all();
+  dropout_forward_cuda(d_y.data(), d_x.data(), n, 0.0f, key, layout, stream);  // p = 0 copies
+  sync_all();
+  EXPECT_TRUE(same_bits("p = 0", d_y, x));
+
+  dropout_forward_cuda(d_x.data(), d_x.data(), n, 0.0f, key, layout, stream);  // in place: nothing to do
+  sync_all();
+  EXPECT_TRUE(same_bits("p = 0 in place", d_x, x));
+
+  poison(d_y);
+  sync_all();
+  dropout_backward_cuda(d_y.data(), d_x.data(), n, 1.0f, key, layout, stream);  // p = 1 zeroes
+  sync_all();
+  EXPECT_TRUE(same_bits("p = 1", d_y, std::vector<float>(n, 0.0f)));
+}
+
+TEST(CudaDropout, ZeroAndOneProbabilities) {
+  BERTRAIN_REQUIRE_GPU();
+  check_dropout_edge_probabilities<float>();
+  check_dropout_edge_probabilities<bf16>();
+}
+
+// ---- LayerNorm ----------------------------------------------------------------------------------------
+
+// LayerNorm outputs: the float tolerance with atol 3e-5, since mean and variance are sums over up to 1024
+// columns whose order differs from the CPU's (about 1e-6 on the mean for these inputs), amplified by
+// rstd · gamma ≈ 1 in y.
+template <typename T>
+constexpr Tolerance kLayerNorm = std::is_same_v<T, float> ? Tolerance{3e-5, 1e-5} : Tolerance{1e-4, 1e-2};
+
+// Parameter gradients sum `rows` products of O(1) values; the CPU adds them in row order, the GPU in 64 chunks.
+// Their difference grows with rows (about √rows · eps · |partial sums|); 2e-6 · rows is ≥ 10× that for the
+// shapes here and still far below one row's contribution (~0.1–1), so a lost or doubled row fails.
+Tolerance parameter_gradient_tolerance(int rows) { return Tolerance{2e-6 * rows, 1e-5}; }
+
+template <typename T>
+void check_layernorm(int rows, int cols, bool with_residual, bool in_place, uint32_t seed) {
+  SCOPED_TRACE("rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) +
+               (with_residual ? " residual" : " no residual") + (in_place ? " in place" : "") + " " +
+               type_name<T>());
+  const GpuHandles& handles = context().handles();
+  const std::size_t n = static_cast<std::size_t>(rows) * cols;
+  const float eps = 1e-12f;  // BERT's layer_norm_eps
+  // x not centred, so the mean matters; gamma away from zero.
+  const std::vector<float> x = inputs<T>(n, seed, -2.0f, 3.0f);
+  const std::vector<float> residual = inputs<T>(n, seed + 1, -1.0f, 1.0f);
+  const std::vector<float> gamma = inputs<T>(static_cast<std::size_t>(cols), seed + 2, 0.5f, 1.5f);
+  const std::vector<float> beta = inputs<T>(static_cast<std::size_t>(cols), seed + 3, -0.5f, 0.5f);
+  const std::vector<float> dy = inputs<T>(n, seed + 4, -1.0f, 1.0f);
+  const float* res = with_residual ? residual.data() : nullptr;
+
+  std::vector<float> y_ref(n), mean_ref(rows), rstd_ref(rows);
+  layernorm_forward_cpu(y_ref.data(), mean_ref.data(), rstd_ref.data(), x.data(), res, gamma.data(), beta.data(),
+                        rows, cols, eps);
+  std::vector<float> dz_ref(n), dgamma_ref(cols), dbeta_ref(cols);
+  layernorm_backward_cpu(dz_ref.data(), dgamma_ref.data(), dbeta_ref.data(), dy.data(), x.data(), res,
+                         mean_ref.data(), rstd_ref.data(), gamma.data(), rows, cols);
+
+  // Forward.
+  DeviceBuffer<T> d_x = upload<T>(x), d_residual = upload<T>(residual), d_gamma = upload<T>(gamma),
+                  d_beta = upload<T>(beta), d_y(n);
+  DeviceBuffer<float> d_mean(rows), d_rstd(rows);
+  DeviceBuffer<T> d_y_inplace = upload<T>(x);  // y == x: the forward overwrites this copy of x
+  poison(d_y);
+  poison(d_mean);
+  poison(d_rstd);
+  sync_all();
+  const T* d_res = with_residual ? d_residual.data() : nullptr;
+  T* y_ptr = in_place ? d_y_inplace.data() : d_y.data();
+  const T* x_ptr = in_place ? d_y_inplace.data() : d_x.data();
+  layernorm_forward_cuda(y_ptr, d_mean.data(), d_rstd.data(), x_ptr, d_res, d_gamma.data(), d_beta.data(), rows,
+                         cols, eps, handles.stream);
+  sync_all();
+  EXPECT_TRUE(close("y", in_place ? d_y_inplace : d_y, y_ref, kLayerNorm<T>));
+  // Statistics are float for both T and come from the same inputs.
+  EXPECT_TRUE(all_close("mean", d_mean.download().data(), mean_ref.data(), mean_ref.size(), 1e-6, 1e-5));
+  EXPECT_TRUE(all_close("rstd", d_rstd.download().data(), rstd_ref.data(), rstd_ref.size(), 1e-6, 1e-5));
+
+  // Backward from the CPU's statistics (the same inputs for both), twice: the second run must reproduce the
+  // first bit for bit. With in_place, dz overwrites dy, so dy is uploaded again before each run.
+  d_mean.upload(mean_ref.data(), mean_ref.size());
+  d_rstd.upload(rstd_ref.data(), rstd_ref.size());
+  // dz = rstd · (dxhat - mean(dxhat) - ...) multiplies the rounding noise of its terms by rstd: O(1) for real
+  // rows, but 1 / sqrt(eps) = 1e6 for a single column (where the exact dz is 0), so atol scales with rstd.
+  float max_rstd = 1.0f;
+  for (float r : rstd_ref) max_rstd = std::max(max_rstd, r);
+  const Tolerance dz_tol{kLayerNorm<T>.atol * max_rstd, kLayerNorm<T>.rtol};
+  std::vector<float> first_dz, first_dgamma, first_dbeta;
+  for (int run = 0; run < 2; ++run) {
+    DeviceBuffer<T> d_dy = upload<T>(dy), d_dz(n);
+    DeviceBuffer<float> d_dgamma(cols), d_dbeta(cols);
+    poison(d_dz);
+    poison(d_dgamma);
+    poison(d_dbeta);
+    sync_all();
+    T* dz_ptr = in_place ? d_dy.data() : d_dz.data();
+    layernorm_backward_cuda(handles, dz_ptr, d_dgamma.data(), d_dbeta.data(), d_dy.data(), d_x.data(), d_res,
+                            d_mean.data(), d_rstd.data(), d_gamma.data(), rows, cols);
+    sync_all();
+    const DeviceBuffer<T>& dz = in_place ? d_dy : d_dz;
+    const Tolerance param_tol = parameter_gradient_tolerance(rows);
+    EXPECT_TRUE(close("dz", dz, dz_ref, dz_tol));
+    // Parameter gradients are float for both T: the float tolerance of a sum over rows.
+    const std::vector<float> dgamma = d_dgamma.download(), dbeta = d_dbeta.download();
+    EXPECT_TRUE(all_close("dgamma", dgamma.data(), dgamma_ref.data(), dgamma.size(), param_tol.atol, param_tol.rtol));
+    EXPECT_TRUE(all_close("dbeta", dbeta.data(), dbeta_ref.data(), dbeta.size(), param_tol.atol, param_tol.rtol));
+    if (run == 0) {
+      first_dz = download(dz);
+      first_dgamma = dgamma;
+      first_dbeta = dbeta;
+    } else {
+      EXPECT_TRUE(bit_identical("dz", download(dz), first_dz));
+      EXPECT_TRUE(bit_identical("dgamma", dgamma, first_dgamma));
+      EXPECT_TRUE(bit_identical("dbeta", dbeta, first_dbeta));
+    }
+  }
+}
+
+// (rows, cols): cols below, at and above a warp, BERT's 768 and 1024, a ragged 1000; rows fewer than
+// kReductionChunks (empty chunks) and 257 (several rows per chunk, a short last chunk).
+const int kLayerNormShapes[][2] = {{1, 1}, {3, 31}, {3, 33}, {4, 32}, {257, 768}, {5, 1000}, {2, 1024}, {70, 97}};
+
+TEST(CudaLayerNorm, WithResidualMatchesCpu) {
+  BERTRAIN_REQUIRE_GPU();
+  uint32_t seed = 400;
+  for (const auto& s : kLayerNormShapes) {
+    check_layernorm<float>(s[0], s[1], true, false, seed += 10);
+    check_layernorm<bf16>(s[0], s[1], true, false, seed += 10);
+  }
+}
+
+TEST(CudaLayerNorm, WithoutResidualMatchesCpu) {
+  BERTRAIN_REQUIRE_GPU();
+  uint32_t seed = 500;
+  for (const auto& s : kLayerNormShapes) {
+    check_layernorm<float>(s[0], s[1], false, false, seed += 10);
+    check_layernorm<bf16>(s[0], s[1], false, false, seed += 10);
+  }
+}
+
+TEST(CudaLayerNorm, InPlaceYEqualsXAndDzEqualsDy) {
+  BERTRAIN_REQUIRE_GPU();
+  uint32_t seed = 600;
+  for (const auto& s : kLayerNormShapes) {
+    check_layernorm<float>(s[0], s[1], true, true, seed += 10);
+    check_layernorm<bf16>(s[0], s[1], true, true, seed += 10);
+    check_layernorm<float>(s[0], s[1], false, true, seed += 10);
+  }
+}
+
+// ---- Tensor ops ---------------------------------------------------------------------------------------
+
+float float_from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+TEST(CudaTensorOps, CastsMatchTheHostRounding) {
+  BERTRAIN_REQUIRE_GPU();
+  const CudaStream stream = context().stream();
+  // Ties both ways, near-ties, specials, the overflow to infinity, subnormals, then random values over a wide
+  // range of exponents.
+  std::vector<float> x = {0.0f,
+                          -0.0f,
+                          1.0f + std::ldexp(1.0f, -8),
+                          1.0f + 3.0f * std::ldexp(1.0f, -8),
+                          -(1.0f + 3.0f * std::ldexp(1.0f, -8)),
+                          1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20),
+                          std::numeric_limits<float>::max(),
+                          std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::denorm_min(),
+                          float_from_bits(0x00418000u),  // a subnormal tie
+                          float_from_bits(0x00408000u)};
+  const std::size_t specials = x.size();
+  const std::vector<float> mantissas = random_floats(5000, 41, -2.0f, 2.0f);
+  for (std::size_t i = 0; i < mantissas.size(); ++i) {
+    x.push_back(std::ldexp(mantissas[i], static_cast<int>(i % 200) - 100));
+  }
+  // float → bf16: the same bits as float_to_bf16 (the CPU's cast).
+  std::vector<bf16> ref(x.size());
+  cast_cpu(ref.data(), x.data(), x.size());
+  DeviceBuffer<float> d_x(x);
+  DeviceBuffer<bf16> d_h(x.size());
+  poison(d_h);
+  sync_all();
+  cast_cuda(d_h.data(), d_x.data(), x.size(), stream);
+  sync_all();
+  const std::vector<bf16> got = d_h.download();
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(got[i].bits, ref[i].bits) << "element " << i << (i < specials ? " (special)" : "") << ": " << x[i];
+  }
+
+  // NaN stays NaN (the payload may differ between host and device).
+  const std::vector<float> nans = {std::numeric_limits<float>::quiet_NaN(), float_from_bits(0x7f800001u),
+                                   float_from_bits(0xffc00000u)};
+  DeviceBuffer<float> d_nan(nans);
+  DeviceBuffer<bf16> d_nan_h(nans.size());
+  DeviceBuffer<float> d_nan_back(nans.size());
+  sync_all();
+  cast_cuda(d_nan_h.data(), d_nan.data(), nans.size(), stream);
+  cast_cuda(d_nan_back.data(), d_nan_h.data(), nans.size(), stream);
+  sync_all();
+  for (float v : d_nan_back.download()) EXPECT_TRUE(std::isnan(v)) << v;
+
+  // bf16 → float is exact: every bit pattern but NaNs comes back as the host's conversion.
+  std::vector<bf16> all(65536);
+  for (uint32_t b = 0; b < 65536; ++b) all[b] = bf16{static_cast<uint16_t>(b)};
+  DeviceBuffer<bf16> d_all(all);
+  DeviceBuffer<float> d_all_float(all.size());
+  poison(d_all_float);
+  sync_all();
+  cast_cuda(d_all_float.data(), d_all.data(), all.size(), stream);
+  sync_all();
+  const std::vector<float> back = d_all_float.download();
+  std::vector<float> back_ref(all.size());
+  cast_cpu(back_ref.data(), all.data(), all.size());
+  EXPECT_EQ(std::memcmp(back.data(), back_ref.data(), back.size() * sizeof(float)), 0);
+}
+
+template <typename T>
+void check_add_inplace(std::size_t n, uint32_t seed) {
+  SCOPED_TRACE("n=" + std::to_string(n) + " " + type_name<T>());
+  const std::vector<float> y = inputs<T>(n, seed, -1.0f, 1.0f), x = inputs<T>(n, seed + 1, -1.0f, 1.0f);
+  std::vector<float> ref = y;
+  add_inplace_cpu(ref.data(), x.data(), n);  // one float addition: the device's, rounded once to T
+  DeviceBuffer<T> d_y = upload<T>(y), d_x = upload<T>(x);
+  sync_all();
+  add_inplace_cuda(d_y.data(), d_x.data(), n, context().stream());
+  sync_all();
+  EXPECT_TRUE(same_bits("y += x", d_y, ref));
+}
+
+TEST(CudaTensorOps, AddInplaceMatchesCpu) {
+  BERTRAIN_REQUIRE_GPU();
+  uint32_t seed = 700;
+  for (std::size_t n : {std::size_t{1}, std::size_t{33}, std::size_t{1000}, std::size_t{257 * 768 + 3}}) {
+    check_add_inplace<float>(n, ++seed);
+    check_add_inplace<bf16>(n, ++seed);
+  }
+  // (1 << 24) + 7 > 65536 blocks · 256 threads: the grid-stride loop wraps.
+  check_add_inplace<float>((std::size_t{1} << 24) + 7, ++seed);
+}
+
+template <typename T>
+void check_first_token(int batch, int seq, int hidden, uint32_t seed) {
+  SCOPED_TRACE("B=" + std::to_string(batch) + " S=" + std::to_string(seq) + " H=" + std::to_string(hidden) + " " +
+               type_name<T>());
+  const CudaStream stream = context().stream();
+  const std::size_t tokens = static_cast<std::size_t>(batch) * seq * hidden, rows = static_cast<std::size_t>(batch) * hidden;
+  const std::vector<float> seq_values = inputs<T>(tokens, seed, -1.0f, 1.0f);
+  const std::vector<float> dcls = inputs<T>(rows, seed + 1, -1.0f, 1.0f);
+  std::vector<float> cls_ref(rows), dseq_ref(tokens);
+  gather_first_token_cpu(cls_ref.data(), seq_values.data(), batch, seq, hidden);
+  scatter_first_token_cpu(dseq_ref.data(), dcls.data(), batch, seq, hidden);
+
+  DeviceBuffer<T> d_seq = upload<T>(seq_values), d_dcls = upload<T>(dcls), d_cls(rows), d_dseq(tokens);
+  poison(d_cls);
+  poison(d_dseq);  // every element of dseq must be written, the zeros included
+  sync_all();
+  gather_first_token_cuda(d_cls.data(), d_seq.data(), batch, seq, hidden, stream);
+  scatter_first_token_cuda(d_dseq.data(), d_dcls.data(), batch, seq, hidden, stream);
+  sync_all();
+  EXPECT_TRUE(same_bits("gather_first_token", d_cls, cls_ref));
+  EXPECT_TRUE(same_bits("scatter_first_token", d_dseq, dseq_ref));
+}
+
+TEST(CudaTensorOps, FirstTokenGatherAndScatterMatchCpu) {
+  BERTRAIN_REQUIRE_GPU();
+  const int shapes[][3] = {{1, 1, 1}, {3, 7, 33}, {2, 128, 768}, {5, 1, 31}, {4, 512, 32}};
+  uint32_t seed = 800;
+  for (const auto& s : shapes) {
+    check_first_token<float>(s[0], s[1], s[2], ++seed);
+    check_first_token<bf16>(s[0], s[1], s[2], ++seed);
+  }
+}
+
+TEST(CudaTensorOps, SumOfSquaresMatchesCpuAndIsDeterministic) {
+  BERTRAIN_REQUIRE_GPU();
+  const GpuHandles& handles = context().handles();
+  DeviceBuffer<float> d_out(1);
+  // n = 0 gives 0.
+  poison(d_out);
+  sync_all();
+  sum_of_squares_cuda(handles, d_out.data(), nullptr, 0);
+  sync_all();
+  EXPECT_EQ(d_out.download()[0], 0.0f);
+
+  uint32_t seed = 900;
+  // One element, one partial block, exactly 256 · 256, and a grid-stride wrap with a ragged tail.
+  for (std::size_t n : {std::size_t{1}, std::size_t{1000}, std::size_t{65536}, std::size_t{3 * 65536 + 17}}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    const std::vector<float> x = random_floats(n, ++seed, -1.0f, 1.0f);
+    const double ref = sum_of_squares_cpu(x.data(), n);
+    DeviceBuffer<float> d_x(x);
+    float first = 0;
+    for (int run = 0; run < 2; ++run) {
+      poison(d_out);
+      sync_all();
+      sum_of_squares_cuda(handles, d_out.data(), d_x.data(), n);
+      sync_all();
+      const float got = d_out.download()[0];
+      // Float partial sums of ≤ n / 65536 + 8 squares per thread, then ordered float additions: well inside 1e-5.
+      EXPECT_NEAR(got, ref, 1e-5 * ref);
+      if (run == 0) first = got;
+      else EXPECT_EQ(std::memcmp(&got, &first, sizeof(float)), 0) << "two runs differ: " << got << " vs " << first;
+    }
+  }
+}
+
+// ---- Host-side argument checks (no device needed: the launchers throw before any CUDA call) -------------
+
+TEST(CudaLaunchers, RejectBadArgumentsBeforeLaunching) {
+  // Never dereferenced: every call below must throw on its arguments first.
+  float fake[4] = {};
+  float* f = fake;
+  const RandomKey key{};
+  EXPECT_THROW(dropout_forward_cuda(f, f, 4, 1.5f, key, DropoutLayout{}, nullptr), Error);
+  EXPECT_THROW(dropout_forward_cuda(f, f, 4, -0.1f, key, DropoutLayout{}, nullptr), Error);
+  EXPECT_THROW(dropout_forward_cuda(f, f, 10, 0.5f, key, DropoutLayout{0, 1, 1, 3}, nullptr), Error);  // 10 % 3
+  EXPECT_THROW(dropout_backward_cuda(f, f, 8, 0.5f, key, DropoutLayout{0, 8, 4, 1}, nullptr), Error);  // S > max
+  EXPECT_THROW(dropout_forward_cuda(f, f, 8, 0.5f, key, DropoutLayout{-1, 1, 1, 1}, nullptr), Error);
+  EXPECT_THROW(bias_activation_forward_cuda(f, f, f, 1, 4, Activation::kGelu, nullptr), Error);  // y == x
+  EXPECT_THROW(bias_activation_forward_cuda(f + 1, f, f, 0, 4, Activation::kGelu, nullptr), Error);
+  EXPECT_THROW(layernorm_forward_cuda(f, f, f, f, f, f, f, 0, 4, 1e-5f, nullptr), Error);
+  EXPECT_THROW(gather_first_token_cuda(f, f, 1, 0, 4, nullptr), Error);
+  EXPECT_THROW(scatter_first_token_cuda(f, f, 1, 1, 0, nullptr), Error);
+
+  // LayerNorm backward needs 2 · kReductionChunks · cols floats of workspace; gpu_reduction_workspace_elements
+  // provides them.
+  const int cols = 768;
+  GpuHandles small;
+  small.workspace = f;
+  small.workspace_elements = static_cast<std::size_t>(kReductionChunks) * cols;  // one array's worth: too small
+  EXPECT_THROW(layernorm_backward_cuda(small, f, f, f, f, f, f, f, f, f, 4, cols), Error);
+  EXPECT_GE(gpu_reduction_workspace_elements(cols), 2 * static_cast<std::size_t>(kReductionChunks) * cols);
+  GpuHandles tiny;
+  tiny.workspace = f;
+  tiny.workspace_elements = 4;
+  EXPECT_THROW(sum_of_squares_cuda(tiny, f, f, std::size_t{1} << 20), Error);
+}
+
+}  // namespace
+}  // namespace bertrain
