@@ -8,6 +8,9 @@
 #include "kernels/dropout.h"
 #include "kernels/philox.h"
 
+#include "kernels/bf16.h"
+#include "kernels/cuda_handles.h"
+
 namespace bertrain {
 
 // Floats of scratch memory the attention kernels need for `threads` threads at sequence length `seq`.
@@ -27,5 +30,22 @@ template <typename T>
 void attention_backward_cpu(T* dq, T* dk, T* dv, const T* dctx, const T* probs, const T* q, const T* k, const T* v,
                             int batch, int seq, int heads, int head_dim, float dropout_p, const RandomKey& key,
                             T* scratch, const DropoutLayout& layout = DropoutLayout{});
+
+// ---- CUDA (kernels/cuda/attention.cu): Q, K, V are permuted to head-major [B, NH, S, HD] so that the score and
+// context products are strided-batched GEMMs over B·NH; masked softmax (+ dropout) is one block per row.
+// Same probabilities, same dropout indices as the CPU.
+// Elements of T scratch attention_forward/backward_cuda need.
+std::size_t attention_workspace_elements_cuda(int batch, int seq, int heads, int head_dim);
+// ctx[B, S, H] (=); probs[B, NH, S, S] (=, before dropout, kept for backward); qh, kh, vh [B, NH, S, HD] (=,
+// kept for backward).
+template <typename T>
+void attention_forward_cuda(const GpuHandles& handles, T* ctx, T* probs, T* qh, T* kh, T* vh, const T* q, const T* k,
+                            const T* v, const int32_t* mask, int batch, int seq, int heads, int head_dim,
+                            float dropout_p, const RandomKey& key, const DropoutLayout& layout, T* workspace);
+// dq, dk, dv [B, S, H] (=) from dctx [B, S, H] and what forward kept.
+template <typename T>
+void attention_backward_cuda(const GpuHandles& handles, T* dq, T* dk, T* dv, const T* dctx, const T* probs,
+                             const T* qh, const T* kh, const T* vh, int batch, int seq, int heads, int head_dim,
+                             float dropout_p, const RandomKey& key, const DropoutLayout& layout, T* workspace);
 
 }  // namespace bertrain

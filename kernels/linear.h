@@ -1,6 +1,9 @@
 // Fully connected layer in Hugging Face layout: W is [out, in], y = x · Wᵀ + b.
 #pragma once
 
+#include "kernels/bf16.h"
+#include "kernels/cuda_handles.h"
+
 namespace bertrain {
 
 // y[rows, out] = x[rows, in] · Wᵀ + b (b may be null). Written (=).
@@ -12,5 +15,24 @@ void linear_forward_cpu(T* y, const T* x, const T* w, const T* b, int rows, int 
 template <typename T>
 void linear_backward_cpu(T* dx, T* dw, T* db, const T* dy, const T* x, const T* w, int rows, int in, int out,
                          bool accumulate_dx);
+
+// ---- CUDA (kernels/cuda/linear.cu): cuBLAS GEMMs with fp32 accumulation (T float: full fp32, no TF32;
+// T bf16: bf16 inputs, fp32 compute). Weight gradients are float (the fp32 gradient buffer).
+// y[rows, out] (=) x · Wᵀ + b (b may be null).
+template <typename T>
+void linear_forward_cuda(const GpuHandles& handles, T* y, const T* x, const T* w, const T* b, int rows, int in,
+                         int out);
+// dx[rows, in] (= or += when accumulate_dx; may be null) = dy · W; dw[out, in] (=) dyᵀ · x; db[out] (=) Σ_rows dy
+// (may be null), deterministic two-pass reduction through handles.workspace.
+template <typename T>
+void linear_backward_cuda(const GpuHandles& handles, T* dx, float* dw, float* db, const T* dy, const T* x, const T* w,
+                          int rows, int in, int out, bool accumulate_dx);
+// y[rows, cols] += b[cols].
+template <typename T>
+void bias_add_cuda(T* y, const T* b, int rows, int cols, CudaStream stream);
+// out[cols] (=) Σ_rows x[rows, cols] in a fixed order: kReductionChunks partial sums in handles.workspace,
+// then one pass adding them in chunk order.
+template <typename T>
+void column_sum_cuda(const GpuHandles& handles, float* out, const T* x, int rows, int cols);
 
 }  // namespace bertrain

@@ -1,0 +1,477 @@
+// The GEMM-based CUDA kernels (kernels/cuda/linear.cu, kernels/cuda/attention.cu) against their CPU twins, for
+// T = float and T = bf16. bf16 inputs are rounded to bf16 first (bf16_rounded), so the fp32 CPU twin sees exactly
+// the values the bf16 kernel reads; differences then come only from the kernel's bf16 outputs and intermediates.
+//
+// Tolerances (atol + rtol·|ref|):
+//  - float: GPU and CPU both compute in fp32 and differ only in summation order. A sum of k ≤ 1024 products of
+//    values in [-1, 1] (|sum| up to ~50) carries ~3e-5 absolute rounding error per side, hence atol 1e-4,
+//    rtol 1e-5 for the linear layer; attention outputs are O(1) convex combinations, hence atol 1e-5, rtol 1e-4.
+//  - bf16: bf16 has 8 mantissa bits, so one rounding of an output is up to 2^-9 ≈ 2e-3 relative. The linear
+//    outputs are rounded once (rtol 1e-2, atol 1e-3). Attention rounds the scores, the probabilities, the
+//    dropped probabilities, dP and dS before the last products (an emulation of these roundings measured
+//    errors up to 6e-3 of the largest |ref| over these shapes), hence atol 2e-2·max|ref| and rtol 2e-2.
+//    Weight and bias gradients are fp32 outputs of exact bf16 inputs: near-fp32 tolerances.
+//  Wrong indexing, a wrong transpose or a different dropout mask gives errors of the order of the values
+//  themselves; a single mismatched dropout element moves ctx by ~P·v ≥ 1e-3, far above the float tolerance.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "engine/error.h"
+#include "kernels/attention.h"
+#include "kernels/linear.h"
+#include "tests/cuda/gpu_test.h"
+#include "tests/tolerance.h"
+
+namespace bertrain {
+namespace {
+
+using testing::all_close;
+using testing::bf16_rounded;
+using testing::random_floats;
+using testing::to_bf16;
+using testing::to_float;
+
+// The context's streams are non-blocking: uploads (legacy stream) and launches (context stream) are not ordered
+// with each other, so tests synchronise the whole device between setting up, launching and downloading.
+void sync_device() { BERTRAIN_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+// Random inputs in [lo, hi), exactly representable in T.
+template <typename T>
+std::vector<float> make_input(std::size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::vector<float> x = random_floats(n, seed, lo, hi);
+  if constexpr (std::is_same_v<T, bf16>) x = bf16_rounded(x);
+  return x;
+}
+
+template <typename T>
+DeviceBuffer<T> to_device(const std::vector<float>& x) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    return DeviceBuffer<bf16>(to_bf16(x));
+  } else {
+    return DeviceBuffer<float>(x);
+  }
+}
+
+template <typename T>
+std::vector<float> to_host(const DeviceBuffer<T>& d) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    return to_float(d.download());
+  } else {
+    return d.download();
+  }
+}
+
+// Fills a buffer with NaNs (all-ones bytes are NaN in float and bf16), so reading what a kernel should have
+// written first shows up in the results.
+template <typename T>
+void poison(DeviceBuffer<T>& d) {
+  if (d.size() > 0) BERTRAIN_CUDA_CHECK(cudaMemset(d.data(), 0xff, d.bytes()));
+}
+
+template <typename T>
+bool bitwise_equal(const DeviceBuffer<T>& a, const DeviceBuffer<T>& b) {
+  const std::vector<T> x = a.download(), y = b.download();
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(T)) == 0;
+}
+
+double max_abs(const std::vector<float>& x) {
+  double m = 0;
+  for (float v : x) m = std::max(m, static_cast<double>(std::abs(v)));
+  return m;
+}
+
+struct Tolerance {
+  double atol, rtol;
+};
+
+// Column sums up to 4096 wide (the tests reach 1024).
+const std::size_t kReductionWorkspace = gpu_reduction_workspace_elements(4096);
+
+// ---- Linear ---------------------------------------------------------------------------------------------
+
+template <typename T>
+struct LinearTolerances;
+template <>
+struct LinearTolerances<float> {
+  static constexpr Tolerance out{1e-4, 1e-5};      // y, dx
+  static constexpr Tolerance weight{1e-4, 1e-5};   // dw
+  static constexpr Tolerance bias{1e-4, 1e-5};     // db, column sums
+};
+template <>
+struct LinearTolerances<bf16> {
+  static constexpr Tolerance out{1e-3, 1e-2};     // rounded once to bf16
+  static constexpr Tolerance weight{1e-3, 1e-4};  // fp32 output; tensor-core accumulation order
+  static constexpr Tolerance bias{1e-4, 1e-5};    // fp32 sums of exact inputs
+};
+
+struct LinearShape {
+  int rows, in, out;
+};
+// Sizes that are not multiples of a warp or a tile, single rows/columns, and BERT-sized layers.
+const LinearShape kLinearShapes[] = {{1, 1, 1},     {3, 31, 33},      {5, 33, 1},
+                                     {7, 1000, 31}, {257, 768, 1000}, {64, 1024, 768}};
+
+std::string describe(const LinearShape& s) {
+  return "rows " + std::to_string(s.rows) + ", in " + std::to_string(s.in) + ", out " + std::to_string(s.out);
+}
+
+template <typename T>
+class CudaLinear : public ::testing::Test {};
+using Dtypes = ::testing::Types<float, bf16>;
+TYPED_TEST_SUITE(CudaLinear, Dtypes);
+
+TYPED_TEST(CudaLinear, ForwardMatchesCpu) {
+  BERTRAIN_REQUIRE_GPU();
+  using T = TypeParam;
+  GpuContext gpu(0, kReductionWorkspace);
+  const Tolerance tol = LinearTolerances<T>::out;
+  for (const LinearShape& s : kLinearShapes) {
+    for (bool with_bias : {true, false}) {
+      SCOPED_TRACE(describe(s) + (with_bias ? ", bias" : ", no bias"));
+      const std::size_t nx = static_cast<std::size_t>(s.rows) * s.in, ny = static_cast<std::size_t>(s.rows) * s.out;
+      const std::vector<float> x = make_input<T>(nx, 1), w = make_input<T>(static_cast<std::size_t>(s.out) * s.in, 2);
+      const std::vector<float> b = make_input<T>(s.out, 3);
+      std::vector<float> ref(ny);
+      linear_forward_cpu<float>(ref.data(), x.data(), w.data(), with_bias ? b.data() : nullptr, s.rows, s.in, s.out);
+
+      DeviceBuffer<T> dx_ = to_device<T>(x), dw_ = to_device<T>(w), db_ = to_device<T>(b), dy_(ny);
+      poison(dy_);
+      sync_device();
+      linear_forward_cuda<T>(gpu.handles(), dy_.data(), dx_.data(), dw_.data(), with_bias ? db_.data() : nullptr,
+                             s.rows, s.in, s.out);
+      sync_device();
+      const std::vector<float> got = to_host(dy_);
+      EXPECT_TRUE(all_close("y", got.data(), ref.data(), ny, tol.atol, tol.rtol));
+    }
+  }
+}
+
+TYPED_TEST(CudaLinear, BackwardMatchesCpu) {
+  BERTRAIN_REQUIRE_GPU();
+  using T = TypeParam;
+  GpuContext gpu(0, kReductionWorkspace);
+  using Tol = LinearTolerances<T>;
+  for (const LinearShape& s : kLinearShapes) {
+    // {accumulate_dx, dx wanted, db wanted}: plain, accumulating, and the optional outputs left out.
+    const bool variants[][3] = {{false, true, true}, {true, true, true}, {false, false, true}, {true, true, false},
+                                {false, false, false}};
+    for (const auto& variant : variants) {
+      const bool accumulate = variant[0], want_dx = variant[1], want_db = variant[2];
+      SCOPED_TRACE(describe(s) + ", accumulate_dx " + std::to_string(accumulate) + ", dx " + std::to_string(want_dx) +
+                   ", db " + std::to_string(want_db));
+      const std::size_t nx = static_cast<std::size_t>(s.rows) * s.in, ny = static_cast<std::size_t>(s.rows) * s.out;
+      const std::size_t nw = static_cast<std::size_t>(s.out) * s.in;
+      const std::vector<float> x = make_input<T>(nx, 11), w = make_input<T>(nw, 12), dy = make_input<T>(ny, 13);
+      const std::vector<float> dx0 = make_input<T>(nx, 14);  // what dx holds before an accumulating call
+      std::vector<float> ref_dx = dx0, ref_dw(nw), ref_db(s.out);
+      linear_backward_cpu<float>(ref_dx.data(), ref_dw.data(), ref_db.data(), dy.data(), x.data(), w.data(), s.rows,
+                                 s.in, s.out, accumulate);
+
+      DeviceBuffer<T> x_ = to_device<T>(x), w_ = to_device<T>(w), dy_ = to_device<T>(dy), dx_ = to_device<T>(dx0);
+      DeviceBuffer<float> dw_(nw), db_(s.out);
+      if (want_dx && !accumulate) poison(dx_);
+      poison(dw_);
+      poison(db_);
+      sync_device();
+      linear_backward_cuda<T>(gpu.handles(), want_dx ? dx_.data() : nullptr, dw_.data(), want_db ? db_.data() : nullptr,
+                              dy_.data(), x_.data(), w_.data(), s.rows, s.in, s.out, accumulate);
+      sync_device();
+      const std::vector<float> got_dw = dw_.download();
+      EXPECT_TRUE(all_close("dw", got_dw.data(), ref_dw.data(), nw, Tol::weight.atol, Tol::weight.rtol));
+      if (want_dx) {
+        const std::vector<float> got_dx = to_host(dx_);
+        EXPECT_TRUE(all_close("dx", got_dx.data(), ref_dx.data(), nx, Tol::out.atol, Tol::out.rtol));
+      } else {
+        const std::vector<float> got_dx = to_host(dx_);  // left alone
+        EXPECT_EQ(0, std::memcmp(got_dx.data(), dx0.data(), nx * sizeof(float))) << "dx was written although null";
+      }
+      if (want_db) {
+        const std::vector<float> got_db = db_.download();
+        EXPECT_TRUE(all_close("db", got_db.data(), ref_db.data(), s.out, Tol::bias.atol, Tol::bias.rtol));
+      } else {
+        const std::vector<float> got_db = db_.download();  // still the poison: nothing written
+        for (float v : got_db) ASSERT_TRUE(std::isnan(v)) << "db was written although null";
+      }
+    }
+  }
+}
+
+TYPED_TEST(CudaLinear, BiasAddIsExact) {
+  BERTRAIN_REQUIRE_GPU();
+  using T = TypeParam;
+  // One addition in float and one rounding to T, on both sides: bit-identical.
+  const int shapes[][2] = {{1, 1}, {3, 33}, {257, 1000}};  // rows, cols
+  for (const auto& shape : shapes) {
+    const int rows = shape[0], cols = shape[1];
+    SCOPED_TRACE("rows " + std::to_string(rows) + ", cols " + std::to_string(cols));
+    const std::size_t n = static_cast<std::size_t>(rows) * cols;
+    const std::vector<float> y = make_input<T>(n, 21), b = make_input<T>(cols, 22);
+    std::vector<float> ref(n);
+    for (std::size_t i = 0; i < n; ++i) ref[i] = y[i] + b[i % cols];
+    if constexpr (std::is_same_v<T, bf16>) ref = bf16_rounded(ref);
+    DeviceBuffer<T> y_ = to_device<T>(y), b_ = to_device<T>(b);
+    sync_device();
+    bias_add_cuda<T>(y_.data(), b_.data(), rows, cols, nullptr);  // the legacy default stream
+    sync_device();
+    const std::vector<float> got = to_host(y_);
+    EXPECT_TRUE(all_close("y + b", got.data(), ref.data(), n, 0.0, 0.0));
+  }
+}
+
+TYPED_TEST(CudaLinear, ColumnSumIsDeterministic) {
+  BERTRAIN_REQUIRE_GPU();
+  using T = TypeParam;
+  GpuContext gpu(0, kReductionWorkspace);
+  const Tolerance tol = LinearTolerances<T>::bias;
+  // Rows below, at and above kReductionChunks, and not multiples of it.
+  const int row_counts[] = {1, 3, 63, 64, 65, 257, 4099};
+  const int col_counts[] = {1, 31, 33, 768, 1000, 1024};
+  for (int rows : row_counts) {
+    for (int cols : col_counts) {
+      SCOPED_TRACE("rows " + std::to_string(rows) + ", cols " + std::to_string(cols));
+      const std::size_t n = static_cast<std::size_t>(rows) * cols;
+      const std::vector<float> x = make_input<T>(n, 31);
+      std::vector<double> exact(cols, 0.0);
+      for (std::size_t i = 0; i < n; ++i) exact[i % cols] += x[i];
+      DeviceBuffer<T> x_ = to_device<T>(x);
+      DeviceBuffer<float> first(cols), second(cols);
+      poison(first);
+      poison(second);
+      BERTRAIN_CUDA_CHECK(cudaMemset(gpu.handles().workspace, 0xff, gpu.handles().workspace_elements * sizeof(float)));
+      sync_device();
+      column_sum_cuda<T>(gpu.handles(), first.data(), x_.data(), rows, cols);
+      column_sum_cuda<T>(gpu.handles(), second.data(), x_.data(), rows, cols);
+      sync_device();
+      const std::vector<float> got = first.download();
+      EXPECT_TRUE(all_close("column sum", got.data(), exact.data(), cols, tol.atol, tol.rtol));
+      EXPECT_TRUE(bitwise_equal(first, second)) << "two column sums of the same input differ";
+    }
+  }
+}
+
+// ---- Attention ------------------------------------------------------------------------------------------
+
+template <typename T>
+struct AttentionTolerances;
+template <>
+struct AttentionTolerances<float> {
+  static Tolerance probs(double) { return {1e-6, 1e-4}; }
+  static Tolerance values(double) { return {1e-5, 1e-4}; }
+};
+template <>
+struct AttentionTolerances<bf16> {
+  // + 1e-6: at S = 1 dq and dk are exactly zero (a one-key softmax has no gradient).
+  static Tolerance probs(double scale) { return {2e-2 * scale + 1e-6, 2e-2}; }
+  static Tolerance values(double scale) { return {2e-2 * scale + 1e-6, 2e-2}; }
+};
+
+struct AttentionCase {
+  int batch, seq, heads, head_dim;
+  float dropout_p;
+  int64_t first_sample;
+  int max_positions;
+  int empty_sample;  // a sample whose mask is all zeros (-1: none)
+};
+
+// Sequence lengths 1, 7, 64, 128, 512; hidden 32..1024 (33 for a head dim that is no multiple of 8); dropout
+// with first_sample > 0, max_positions > S and max_positions < S (which counts as S).
+const AttentionCase kAttentionCases[] = {
+    {2, 1, 2, 16, 0.0f, 0, 1, -1},      {3, 7, 2, 16, 0.1f, 4, 512, -1},     {2, 7, 3, 11, 0.5f, 0, 3, -1},
+    {4, 7, 2, 16, 0.1f, 2, 9, 3},       {2, 64, 12, 64, 0.1f, 2, 512, -1},   {3, 128, 16, 64, 0.0f, 0, 512, -1},
+    {2, 128, 16, 64, 0.1f, 1, 512, -1}, {1, 512, 4, 32, 0.1f, 7, 512, -1},
+};
+
+std::string describe(const AttentionCase& c) {
+  return "B " + std::to_string(c.batch) + ", S " + std::to_string(c.seq) + ", NH " + std::to_string(c.heads) +
+         ", HD " + std::to_string(c.head_dim) + ", p " + std::to_string(c.dropout_p) + ", first_sample " +
+         std::to_string(c.first_sample) + ", max_positions " + std::to_string(c.max_positions);
+}
+
+// Sample b keeps all S keys, 2S/3 or S/2 of them in turn (trailing padding), or none for the empty sample.
+std::vector<int32_t> padding_mask(const AttentionCase& c) {
+  std::vector<int32_t> mask(static_cast<std::size_t>(c.batch) * c.seq, 0);
+  for (int b = 0; b < c.batch; ++b) {
+    int valid = b % 3 == 0 ? c.seq : (b % 3 == 1 ? std::max(1, c.seq * 2 / 3) : std::max(1, c.seq / 2));
+    if (b == c.empty_sample) valid = 0;
+    for (int j = 0; j < valid; ++j) mask[static_cast<std::size_t>(b) * c.seq + j] = 1;
+  }
+  return mask;
+}
+
+// Head-major copy [B, NH, S, HD] of a token-major [B, S, H] tensor.
+std::vector<float> split_heads(const std::vector<float>& x, const AttentionCase& c) {
+  std::vector<float> out(x.size());
+  std::size_t e = 0;
+  for (int b = 0; b < c.batch; ++b) {
+    for (int h = 0; h < c.heads; ++h) {
+      for (int s = 0; s < c.seq; ++s) {
+        for (int d = 0; d < c.head_dim; ++d) {
+          out[e++] = x[((static_cast<std::size_t>(b) * c.seq + s) * c.heads + h) * c.head_dim + d];
+        }
+      }
+    }
+  }
+  return out;
+}
+
+template <typename T>
+class CudaAttention : public ::testing::Test {};
+TYPED_TEST_SUITE(CudaAttention, Dtypes);
+
+TYPED_TEST(CudaAttention, ForwardAndBackwardMatchCpu) {
+  BERTRAIN_REQUIRE_GPU();
+  using T = TypeParam;
+  using Tol = AttentionTolerances<T>;
+  GpuContext gpu(0, kReductionWorkspace);
+  const RandomKey key{0x5eed1234abcdULL, 17, 9};
+  bool checked_determinism = false;
+  for (const AttentionCase& c : kAttentionCases) {
+    SCOPED_TRACE(describe(c));
+    const int B = c.batch, S = c.seq, NH = c.heads, HD = c.head_dim;
+    const std::size_t n = static_cast<std::size_t>(B) * S * NH * HD;
+    const std::size_t np = static_cast<std::size_t>(B) * NH * S * S;
+    const DropoutLayout layout{c.first_sample, S, c.max_positions, 0};
+    const std::vector<float> q = make_input<T>(n, 41), k = make_input<T>(n, 42), v = make_input<T>(n, 43);
+    const std::vector<float> dctx = make_input<T>(n, 44);
+    const std::vector<int32_t> mask = padding_mask(c);
+
+    std::vector<float> ref_ctx(n), ref_probs(np), ref_dq(n), ref_dk(n), ref_dv(n);
+    std::vector<float> scratch(attention_scratch_elements(S, omp_get_max_threads()));
+    attention_forward_cpu<float>(ref_ctx.data(), ref_probs.data(), q.data(), k.data(), v.data(), mask.data(), B, S, NH,
+                                 HD, c.dropout_p, key, scratch.data(), layout);
+    attention_backward_cpu<float>(ref_dq.data(), ref_dk.data(), ref_dv.data(), dctx.data(), ref_probs.data(), q.data(),
+                                  k.data(), v.data(), B, S, NH, HD, c.dropout_p, key, scratch.data(), layout);
+
+    DeviceBuffer<T> q_ = to_device<T>(q), k_ = to_device<T>(k), v_ = to_device<T>(v), dctx_ = to_device<T>(dctx);
+    DeviceBuffer<int32_t> mask_(mask);
+    DeviceBuffer<T> ctx_(n), probs_(np), qh_(n), kh_(n), vh_(n), dq_(n), dk_(n), dv_(n);
+    DeviceBuffer<T> workspace(attention_workspace_elements_cuda(B, S, NH, HD));
+    for (DeviceBuffer<T>* d : {&ctx_, &probs_, &qh_, &kh_, &vh_, &dq_, &dk_, &dv_, &workspace}) poison(*d);
+    sync_device();
+    auto run = [&](DeviceBuffer<T>& ctx, DeviceBuffer<T>& probs, DeviceBuffer<T>& dq, DeviceBuffer<T>& dk,
+                   DeviceBuffer<T>& dv) {
+      attention_forward_cuda<T>(gpu.handles(), ctx.data(), probs.data(), qh_.data(), kh_.data(), vh_.data(), q_.data(),
+                                k_.data(), v_.data(), mask_.data(), B, S, NH, HD, c.dropout_p, key, layout,
+                                workspace.data());
+      attention_backward_cuda<T>(gpu.handles(), dq.data(), dk.data(), dv.data(), dctx_.data(), probs.data(),
+                                 qh_.data(), kh_.data(), vh_.data(), B, S, NH, HD, c.dropout_p, key, layout,
+                                 workspace.data());
+    };
+    run(ctx_, probs_, dq_, dk_, dv_);
+    sync_device();
+
+    // The head-major copies are plain permutations: exact.
+    const std::vector<float> got_qh = to_host(qh_), got_kh = to_host(kh_), got_vh = to_host(vh_);
+    EXPECT_TRUE(all_close("qh", got_qh.data(), split_heads(q, c).data(), n, 0.0, 0.0));
+    EXPECT_TRUE(all_close("kh", got_kh.data(), split_heads(k, c).data(), n, 0.0, 0.0));
+    EXPECT_TRUE(all_close("vh", got_vh.data(), split_heads(v, c).data(), n, 0.0, 0.0));
+
+    const std::vector<float> got_probs = to_host(probs_);
+    const Tolerance tp = Tol::probs(max_abs(ref_probs));
+    EXPECT_TRUE(all_close("probs", got_probs.data(), ref_probs.data(), np, tp.atol, tp.rtol));
+    // Padded keys get exactly zero probability (unless the whole row is padded: then uniform, as the CPU).
+    for (int b = 0; b < B; ++b) {
+      if (b == c.empty_sample) continue;
+      for (std::size_t r = 0; r < static_cast<std::size_t>(NH) * S; ++r) {
+        for (int j = 0; j < S; ++j) {
+          if (mask[static_cast<std::size_t>(b) * S + j] != 0) continue;
+          ASSERT_EQ(0.0f, got_probs[(static_cast<std::size_t>(b) * NH * S + r) * S + j])
+              << "padded key " << j << " of sample " << b;
+        }
+      }
+    }
+    struct Output {
+      const char* name;
+      const DeviceBuffer<T>* got;
+      const std::vector<float>* ref;
+    };
+    for (const Output& o : {Output{"ctx", &ctx_, &ref_ctx}, Output{"dq", &dq_, &ref_dq}, Output{"dk", &dk_, &ref_dk},
+                            Output{"dv", &dv_, &ref_dv}}) {
+      const std::vector<float> got = to_host(*o.got);
+      const Tolerance t = Tol::values(max_abs(*o.ref));
+      EXPECT_TRUE(all_close(o.name, got.data(), o.ref->data(), n, t.atol, t.rtol));
+    }
+
+    // Run to run bit-identical (no atomics; cuBLAS is deterministic on one stream), once with dropout.
+    if (c.dropout_p > 0.0f && !checked_determinism) {
+      checked_determinism = true;
+      DeviceBuffer<T> ctx2(n), probs2(np), dq2(n), dk2(n), dv2(n);
+      run(ctx2, probs2, dq2, dk2, dv2);
+      sync_device();
+      EXPECT_TRUE(bitwise_equal(ctx_, ctx2) && bitwise_equal(probs_, probs2) && bitwise_equal(dq_, dq2) &&
+                  bitwise_equal(dk_, dk2) && bitwise_equal(dv_, dv2))
+          << "a second identical attention forward/backward gave different bits";
+    }
+  }
+}
+
+// ---- Host-side validation: these throw before anything touches the device, so they run without a GPU. ------
+
+// Expects an Error whose message contains `needle` (so a CUDA error from a missing device cannot pass for it).
+template <typename F>
+void expect_error(F&& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "no error thrown; expected one mentioning \"" << needle << "\"";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(CudaGemmAttentionChecks, ColumnSumNeedsEnoughWorkspace) {
+  std::vector<float> host(64);
+  GpuHandles handles;
+  handles.workspace = host.data();
+  handles.workspace_elements = static_cast<std::size_t>(kReductionChunks) * 10 - 1;
+  // Pointers are never dereferenced: the workspace check comes first.
+  expect_error([&] { column_sum_cuda<float>(handles, host.data(), host.data(), 5, 10); }, "workspace");
+  expect_error([&] { column_sum_cuda<float>(handles, host.data(), host.data(), 0, 10); }, "rows 0");
+}
+
+TEST(CudaGemmAttentionChecks, AttentionRejectsOverlapAndBadArguments) {
+  const int B = 2, S = 7, NH = 2, HD = 4;
+  const std::size_t n = static_cast<std::size_t>(B) * S * NH * HD, np = static_cast<std::size_t>(B) * NH * S * S;
+  const std::size_t nw = attention_workspace_elements_cuda(B, S, NH, HD);
+  EXPECT_GE(nw, 2 * np + 4 * n);
+  // Host memory standing in for device buffers: every call below fails its checks before any launch.
+  std::vector<float> arena(8 * n + 2 * np + nw);
+  float* ctx = arena.data();
+  float* qh = ctx + n;
+  float* kh = qh + n;
+  float* vh = kh + n;
+  float* q = vh + n;
+  float* k = q + n;
+  float* v = k + n;
+  float* dctx = v + n;
+  float* probs = dctx + n;
+  float* workspace = probs + np;
+  std::vector<int32_t> mask(static_cast<std::size_t>(B) * S, 1);
+  const GpuHandles no_blas;  // a valid call gets as far as the handle check
+  const RandomKey key;
+  const DropoutLayout layout;
+  auto forward = [&](float* c, float* w, float p) {
+    attention_forward_cuda<float>(no_blas, c, probs, qh, kh, vh, q, k, v, mask.data(), B, S, NH, HD, p, key, layout, w);
+  };
+  auto backward = [&](float* dq, float* w) {
+    attention_backward_cuda<float>(no_blas, dq, q, k, dctx, probs, qh, kh, vh, B, S, NH, HD, 0.1f, key, layout, w);
+  };
+  expect_error([&] { forward(ctx, workspace, 0.1f); }, "no cuBLAS handle");
+  expect_error([&] { forward(ctx, workspace, 1.0f); }, "dropout");
+  expect_error([&] { forward(ctx, probs + 1, 0.1f); }, "overlap");  // workspace over probs
+  expect_error([&] { forward(q, workspace, 0.1f); }, "overlap");     // ctx over q
+  // Backward: dq, dk, dv are the (otherwise unused here) q and k buffers and dctx's neighbour.
+  expect_error([&] { backward(ctx, workspace); }, "no cuBLAS handle");
+  expect_error([&] { backward(ctx, workspace - 1); }, "overlap");  // workspace over probs
+  expect_error([&] { backward(qh, workspace); }, "overlap");       // dq over qh
+  expect_error([&] { attention_workspace_elements_cuda(B, 0, NH, HD); }, "seq 0");
+}
+
+}  // namespace
+}  // namespace bertrain
