@@ -4,6 +4,9 @@
 
 #include <cstddef>
 
+#include "kernels/bf16.h"
+#include "kernels/cuda_handles.h"
+
 namespace bertrain {
 
 struct AdamHyper {
@@ -19,5 +22,11 @@ struct AdamHyper {
 // param, m, v (+= in place, n elements) updated with grad for optimizer step `step` (1-based).
 template <typename T>
 void adam_update_cpu(T* param, T* m, T* v, const T* grad, std::size_t n, const AdamHyper& hyper, long step);
+
+// ---- CUDA (kernels/cuda/adam.cu): one launch over the flat buffer, the CPU's arithmetic in float.
+// param, m, v (fp32) updated in place; param_copy (may be null) (=) the new parameters rounded to bf16 (the
+// compute copy of --precision bf16).
+void adam_update_cuda(float* param, float* m, float* v, const float* grad, bf16* param_copy, std::size_t n,
+                      const AdamHyper& hyper, long step, CudaStream stream);
 
 }  // namespace bertrain

@@ -3,6 +3,9 @@
 
 #include <cstdint>
 
+#include "kernels/bf16.h"
+#include "kernels/cuda_handles.h"
+
 namespace bertrain {
 
 // out[B*S, H] (=): word[ids[b,s]] + pos[s] + type[token_types[b,s]]; token_types null means all type 0.
@@ -17,5 +20,20 @@ template <typename T>
 void embedding_backward_cpu(T* dword, T* dpos, T* dtype, const T* dout, const int32_t* ids,
                             const int32_t* token_types, int batch, int seq, int hidden, int vocab, int max_pos,
                             int type_vocab);
+
+// ---- CUDA (kernels/cuda/embedding.cu). ids and token types must be in range (checked on the host before
+// upload: a kernel cannot throw). One block per token, threads over H.
+template <typename T>
+void embedding_forward_cuda(T* out, const int32_t* ids, const int32_t* token_types, const T* word, const T* pos,
+                            const T* type, int batch, int seq, int hidden, CudaStream stream);
+// Bytes of scratch embedding_backward_cuda needs for batch·seq tokens.
+std::size_t embedding_backward_scratch_bytes(int tokens);
+// dword, dpos, dtype (=), float. Deterministic without atomics: token indices are radix-sorted by id
+// (stable), and each run of equal ids is summed in token order by one block; positions and types likewise
+// in a fixed order.
+template <typename T>
+void embedding_backward_cuda(float* dword, float* dpos, float* dtype, const T* dout, const int32_t* ids,
+                             const int32_t* token_types, int batch, int seq, int hidden, int vocab, int max_pos,
+                             int type_vocab, void* scratch, std::size_t scratch_bytes, CudaStream stream);
 
 }  // namespace bertrain

@@ -1,6 +1,9 @@
 // Classification losses on logits [B, C] with target distributions [B, C] (one-hot for hard labels).
 #pragma once
 
+#include "kernels/bf16.h"
+#include "kernels/cuda_handles.h"
+
 namespace bertrain {
 
 enum class LossKind {
@@ -27,5 +30,12 @@ T classification_loss_cpu(LossKind kind, T* dlogits, const T* logits, const T* t
 // probs [B, C] (=): row-wise softmax (prediction).
 template <typename T>
 void softmax_cpu(T* probs, const T* logits, int batch, int classes);
+
+// ---- CUDA (kernels/cuda/loss.cu): one block, so the mean is summed in a fixed order.
+// loss[0] (=) loss_scale · mean loss; dlogits (=, may be null) loss_scale · its gradient. targets and
+// class_weights (may be null) are float.
+template <typename T>
+void classification_loss_cuda(LossKind kind, float* loss, T* dlogits, const T* logits, const float* targets,
+                              const float* class_weights, int batch, int classes, float loss_scale, CudaStream stream);
 
 }  // namespace bertrain
