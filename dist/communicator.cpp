@@ -21,6 +21,7 @@ class SingleProcess final : public Communicator {
   void allreduce_sum(float*, std::size_t) override {}
   void allreduce_sum(double*, std::size_t) override {}
   void broadcast(float*, std::size_t, int) override {}
+  void broadcast_bytes(void*, std::size_t, int) override {}
   bool all_true(bool value) override { return value; }
   [[noreturn]] void abort(int code, const std::string& message) override {
     std::fprintf(stderr, "%s\n", message.c_str());
@@ -73,6 +74,10 @@ class Mpi final : public Communicator {
       const int count = static_cast<int>(std::min(kMaxChunk, n - done));
       BERTRAIN_MPI_CHECK(MPI_Bcast(data + done, count, MPI_FLOAT, root, MPI_COMM_WORLD), where());
     }
+  }
+  void broadcast_bytes(void* bytes, std::size_t n, int root) override {
+    BERTRAIN_CHECK(n <= kMaxChunk, "broadcast of " << n << " bytes");
+    BERTRAIN_MPI_CHECK(MPI_Bcast(bytes, static_cast<int>(n), MPI_BYTE, root, MPI_COMM_WORLD), where());
   }
 
   bool all_true(bool value) override {

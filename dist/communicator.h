@@ -26,6 +26,8 @@ class Communicator {
   virtual void allreduce_sum(double* data, std::size_t n) = 0;
   // data[0, n) = root's data[0, n).
   virtual void broadcast(float* data, std::size_t n, int root) = 0;
+  // bytes[0, n) = root's (e.g. the NCCL unique id).
+  virtual void broadcast_bytes(void* bytes, std::size_t n, int root) = 0;
   // Logical AND of `value` over ranks: lets every rank agree that all succeeded before going on.
   virtual bool all_true(bool value) = 0;
   // Ends every process of the job with `code` after printing `message` (MPI_Abort); never returns.

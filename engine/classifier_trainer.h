@@ -16,6 +16,7 @@ struct TrainerOptions {
   LossKind loss = LossKind::kBce;
   std::vector<float> class_weights;  // empty: unweighted
   uint64_t seed = 42;                // dropout masks: stream (seed, optimizer step, site)
+  double collective_timeout_s = 300;  // GPU data parallelism: a collective slower than this aborts the job
 };
 
 template <typename T>
@@ -42,6 +43,7 @@ class ClassifierTrainer {
   const std::vector<T>& gradients() const { return grads_; }
   std::vector<T>& gradients() { return grads_; }  // summed across ranks in place
   AdamOptimizer<T>& optimizer() { return optimizer_; }
+  const AdamOptimizer<T>& optimizer() const { return optimizer_; }
 
  private:
   T loss_and_gradient(const BertBatch& batch, const T* targets, T* dlogits);

@@ -15,6 +15,7 @@
 #include "engine/atomic_file.h"
 #include "engine/checkpoint.h"
 #include "engine/classifier_trainer.h"
+#include "engine/training_backend.h"
 #include "engine/cpu_threads.h"
 #include "engine/error.h"
 #include "engine/lr_scheduler.h"
@@ -51,13 +52,7 @@ void validate(const TrainArgs& a) {
   if (a.val_data.empty()) {
     BERTRAIN_CHECK(a.val_fraction > 0 && a.val_fraction < 1, "--val-fraction must be in (0, 1), got " << a.val_fraction);
   }
-  BERTRAIN_CHECK(a.device == "auto" || a.device == "cpu" || a.device == "cuda",
-                 "--device must be auto, cpu or cuda, got '" << a.device << "'");
-  BERTRAIN_CHECK(a.precision == "fp32" || a.precision == "bf16",
-                 "--precision must be fp32 or bf16, got '" << a.precision << "'");
-  BERTRAIN_CHECK(a.device != "cuda", "--device cuda: this build trains on the CPU only (the CUDA backend is not "
-                                     "implemented yet); use --device cpu");
-  BERTRAIN_CHECK(a.precision == "fp32", "--precision bf16 needs the CUDA backend; the CPU engine is fp32 only");
+  BERTRAIN_CHECK(a.collective_timeout_s > 0, "--collective-timeout must be positive, got " << a.collective_timeout_s);
 }
 
 json args_json(const TrainArgs& a) {
@@ -68,7 +63,7 @@ json args_json(const TrainArgs& a) {
               {"adam_beta2", a.adam_beta2},     {"adam_eps", a.adam_eps},       {"weight_decay", a.weight_decay},
               {"class_weights", a.class_weights}, {"num_samples", a.num_samples}, {"seed", a.seed},
               {"split_seed", a.split_seed},     {"shuffle", a.shuffle},         {"clean", a.clean},
-              {"device", "cpu"},                {"precision", a.precision}};
+              {"device", a.device},             {"precision", a.precision}};
 }
 
 // The examples of `rows` of `data`, labelled by `labels`.
@@ -95,17 +90,12 @@ int longest(const std::vector<Example>& examples) {
   return static_cast<int>(n);
 }
 
-// Mean loss over the batches of one pass, as the original: the running mean of the batch losses.
-template <typename StepFn>
-double run_epoch_pass(const Batcher& batcher, int epoch, Batch* batch, StepFn&& step) {
+// Running mean of batch losses, as the original reports its epoch losses.
+struct RunningMean {
   double mean = 0;
-  for (int i = 0; i < batcher.batches_per_epoch(); ++i) {
-    batcher.batch(epoch, i, batch);
-    const double loss = step(*batch, i);
-    mean += (loss - mean) / (i + 1);
-  }
-  return mean;
-}
+  int count = 0;
+  void add(double x) { mean += (x - mean) / ++count; }
+};
 
 void write_run_files(const std::string& out, const json& history, const json* results) {
   std::string lines;
@@ -201,8 +191,16 @@ json run_training(const TrainArgs& args, Communicator& comm) {
     for (const Example& e : train_examples) ++counts[static_cast<std::size_t>(e.label)];
     for (int c : counts) options.class_weights.push_back(c > 0 ? 1.0f / static_cast<float>(c) : 0.0f);
   }
+  options.collective_timeout_s = args.collective_timeout_s;
   const int max_seq = std::max(longest(train_examples), longest(val_examples));
-  ClassifierTrainer<float> trainer(model.config, labels.size(), args.batch_size, max_seq, model.params, options);
+  // Every rank starts from rank 0's parameters (they agree already when loaded from the same files; the
+  // broadcast makes that a guarantee rather than an assumption about shared filesystems).
+  comm.broadcast(model.params.data(), model.params.size(), 0);
+  const BackendChoice choice = choose_backend(args.device, args.precision, comm.info().local_rank);
+  // A batch is split over ranks: each engine holds at most its share (rounded up).
+  const int local_batch = (args.batch_size + comm.size() - 1) / comm.size();
+  std::unique_ptr<TrainingBackend> engine =
+      make_training_backend(choice, model.config, labels.size(), local_batch, max_seq, model.params, options, comm);
 
   ReduceLROnPlateau scheduler(args.lr, args.lr_factor, args.lr_patience);
   json history = json::array();
@@ -223,8 +221,8 @@ json run_training(const TrainArgs& args, Communicator& comm) {
     } catch (const json::exception& e) {
       BERTRAIN_FAIL(last_dir << "/trainer_state.json: " << e.what());
     }
-    load_optimizer_state(last_dir + "/optimizer.safetensors", &trainer.optimizer());
-    trainer.optimizer().hyper().lr = scheduler.learning_rate();
+    engine->load_optimizer(last_dir + "/optimizer.safetensors");
+    engine->set_learning_rate(scheduler.learning_rate());
     BERTRAIN_CHECK(first_epoch < args.epochs, "--resume: the run already finished " << first_epoch
                                                                                     << " epochs; raise --epochs");
   }
@@ -241,15 +239,19 @@ json run_training(const TrainArgs& args, Communicator& comm) {
   val_batching.shuffle = false;
   const Batcher train_batcher(&train_examples, train_batching), val_batcher(&val_examples, val_batching);
 
-  // Every rank starts from rank 0's parameters (they agree already when loaded from the same files; the
-  // broadcast makes that a guarantee rather than an assumption about shared filesystems).
-  comm.broadcast(trainer.parameters().data(), trainer.parameters().size(), 0);
   json params = args_json(args);
   params["world_size"] = comm.size();
+  params["engine"] = engine->description();
   if (verbose) {
     std::printf("training %s on %zu rows, validating on %zu; %d labels; %zu parameters; batch %d, %d epochs\n",
                 args.model_dir.c_str(), train_examples.size(), val_examples.size(), labels.size(),
                 model.layout.parameter_count(), args.batch_size, args.epochs);
+    std::printf("engine: %s%s", engine->description().c_str(), comm.size() > 1 ? " (rank 0)" : "");
+    if (engine->device_memory_bytes() > 0) {
+      std::printf("; %.2f GiB of device memory for parameters, gradients, optimizer state and activations",
+                  static_cast<double>(engine->device_memory_bytes()) / (1u << 30));
+    }
+    std::printf("\n");
     std::fflush(stdout);
   }
   if (leader) make_directories(args.out_dir);
@@ -259,27 +261,38 @@ json run_training(const TrainArgs& args, Communicator& comm) {
   const int steps = train_batcher.batches_per_epoch();
   for (int epoch = first_epoch; epoch < args.epochs; ++epoch) {
     const auto epoch_start = Clock::now();
-    const double train_loss = run_epoch_pass(train_batcher, epoch, &batch, [&](const Batch& b, int i) {
-      const BertBatch bb{b.input_ids.data(), b.attention_mask.data(), b.batch, b.seq, b.first_row};
-      double loss = trainer.compute_gradients(bb, b.targets.data(), b.loss_scale);
-      comm.allreduce_sum(trainer.gradients().data(), trainer.gradients().size());
+    // A GPU engine runs a step behind the host: step i's loss is taken after step i + 1 is enqueued, so the
+    // next batch is prepared while the device computes.
+    RunningMean train_loss_mean;
+    auto record_loss = [&](int step_index) {
+      double loss = engine->take_loss();
       comm.allreduce_sum(&loss, 1);
-      trainer.apply_update();
+      train_loss_mean.add(loss);
       const double seconds = seconds_since(epoch_start);
-      const double rate = (i + 1) * static_cast<double>(args.batch_size) / seconds;
-      const double eta = seconds / (i + 1) * ((args.epochs - epoch) * steps - (i + 1));
-      progress.update(epoch + 1, args.epochs, i + 1, steps, loss, rate, eta);
-      return loss;
-    });
+      const double rate = (step_index + 1) * static_cast<double>(args.batch_size) / seconds;
+      const double eta = seconds / (step_index + 1) * ((args.epochs - epoch) * steps - (step_index + 1));
+      progress.update(epoch + 1, args.epochs, step_index + 1, steps, loss, rate, eta);
+    };
+    for (int i = 0; i < steps; ++i) {
+      train_batcher.batch(epoch, i, &batch);
+      const BertBatch bb{batch.input_ids.data(), batch.attention_mask.data(), batch.batch, batch.seq, batch.first_row};
+      engine->train_step(bb, batch.targets.data(), batch.loss_scale, comm);
+      if (i > 0) record_loss(i - 1);
+    }
+    record_loss(steps - 1);
+    const double train_loss = train_loss_mean.mean;
     const double train_seconds = seconds_since(epoch_start);
-    const double val_loss = run_epoch_pass(val_batcher, epoch, &batch, [&](const Batch& b, int) {
-      const BertBatch bb{b.input_ids.data(), b.attention_mask.data(), b.batch, b.seq};
-      double loss = trainer.evaluate(bb, b.targets.data()) * b.loss_scale;
+    RunningMean val_loss_mean;
+    for (int i = 0; i < val_batcher.batches_per_epoch(); ++i) {
+      val_batcher.batch(epoch, i, &batch);
+      const BertBatch bb{batch.input_ids.data(), batch.attention_mask.data(), batch.batch, batch.seq};
+      double loss = engine->evaluate(bb, batch.targets.data()) * batch.loss_scale;
       comm.allreduce_sum(&loss, 1);
-      return loss;
-    });
+      val_loss_mean.add(loss);
+    }
+    const double val_loss = val_loss_mean.mean;
     const double lr = scheduler.step(val_loss);
-    trainer.optimizer().hyper().lr = lr;
+    engine->set_learning_rate(lr);
     const bool improved = val_loss < best_val_loss;
     if (improved) {
       best_val_loss = val_loss;
@@ -294,8 +307,8 @@ json run_training(const TrainArgs& args, Communicator& comm) {
                            {"samples_per_s", train_examples.size() / train_seconds},
                            {"elapsed_s", elapsed}});
 
-    const std::vector<float>& weights = trainer.parameters();
     if (!leader) continue;
+    const std::vector<float>& weights = engine->parameters();
     if (improved) {
       replace_directory_atomically(best_dir, [&](const std::string& dir) {
         save_model_dir(dir, model.config, model.layout, weights.data(), vocab_path);
@@ -303,11 +316,11 @@ json run_training(const TrainArgs& args, Communicator& comm) {
     }
     const json state{{"epochs_done", epoch + 1},   {"best_epoch", best_epoch},       {"best_val_loss", best_val_loss},
                      {"history", history},         {"elapsed_s", elapsed},           {"seed", args.seed},
-                     {"scheduler", scheduler.to_json()}, {"optimizer_steps", trainer.optimizer().steps_taken()},
+                     {"scheduler", scheduler.to_json()}, {"optimizer_steps", engine->optimizer_steps()},
                      {"params", params}};
     replace_directory_atomically(last_dir, [&](const std::string& dir) {
       save_model_dir(dir, model.config, model.layout, weights.data(), vocab_path);
-      save_optimizer_state(dir + "/optimizer.safetensors", trainer.optimizer());
+      engine->save_optimizer(dir + "/optimizer.safetensors");
       write_json_file(dir + "/trainer_state.json", state);
     });
     write_run_files(args.out_dir, history, nullptr);

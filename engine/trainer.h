@@ -35,6 +35,7 @@ struct TrainArgs {
   bool clean = true;           // Made-With-ML's clean_text
   std::string device = "auto";
   std::string precision = "fp32";
+  double collective_timeout_s = 300;  // multi-GPU: a collective slower than this ends the job
   bool resume = false;
   int threads = 0;             // OpenMP threads, 0: default
   bool quiet = false;          // no per-epoch log lines

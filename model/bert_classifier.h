@@ -33,6 +33,9 @@ struct DropoutSetting {
   uint64_t seed = 0;
   uint32_t step = 0;        // the optimizer step: a new mask every step
 
+  // The stream of dropout site `site` (model/dropout_sites.h).
+  RandomKey key(uint32_t site) const { return RandomKey{seed, step, site}; }
+
   // Training dropouts from the config; the classifier's falls back to hidden_dropout_prob as in HF.
   static DropoutSetting training(const BertConfig& config, uint64_t seed, uint32_t step);
 };

@@ -1,5 +1,7 @@
 #include "model/bert_params.h"
 
+#include "kernels/bf16.h"
+
 namespace bertrain {
 
 namespace {
@@ -79,5 +81,6 @@ template BertWeights<float> bind_bert_weights<float>(const ParamLayout&, int, fl
 template BertWeights<double> bind_bert_weights<double>(const ParamLayout&, int, double*);
 template BertWeights<const float> bind_bert_weights<const float>(const ParamLayout&, int, const float*);
 template BertWeights<const double> bind_bert_weights<const double>(const ParamLayout&, int, const double*);
+template BertWeights<const bf16> bind_bert_weights<const bf16>(const ParamLayout&, int, const bf16*);
 
 }  // namespace bertrain

@@ -36,8 +36,9 @@ int run_train(const std::vector<std::string>& args) {
   p.option("split-seed", "1234", "seed of the train/validation split and of --num-samples");
   p.flag("shuffle", "reshuffle training batches every epoch (the original uses one fixed order)");
   p.flag("no-clean", "tokenize the raw text instead of Made-With-ML's cleaned text");
-  p.option("device", "auto", "auto | cpu | cuda");
-  p.option("precision", "fp32", "fp32 | bf16 (bf16 needs CUDA)");
+  p.option("device", "auto", "auto (CUDA when a device is visible) | cpu | cuda; rank r uses GPU r mod count");
+  p.option("precision", "fp32", "fp32 | bf16 (CUDA: bf16 weights and activations, fp32 master weights)");
+  p.option("collective-timeout", "300", "seconds a multi-GPU collective may take before the job is aborted");
   p.flag("resume", "continue the run in --out from RUN_DIR/last");
   p.option("threads", "0", "CPU threads (0: all cores, or OMP_NUM_THREADS)");
   p.flag("quiet", "no progress or epoch lines");
@@ -67,6 +68,7 @@ int run_train(const std::vector<std::string>& args) {
   a.clean = !p.get_flag("no-clean");
   a.device = p.get("device");
   a.precision = p.get("precision");
+  a.collective_timeout_s = p.get_double("collective-timeout");
   a.resume = p.get_flag("resume");
   a.threads = p.get_int("threads");
   a.quiet = p.get_flag("quiet");

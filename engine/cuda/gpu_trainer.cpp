@@ -1,0 +1,329 @@
+// The CUDA engine behind TrainingBackend: BertClassifierGpu<T> plus one allocation each for the fp32 master
+// parameters, the bf16 compute copy (--precision bf16), the fp32 gradients and the Adam moments, one
+// activation arena, and double-buffered pinned staging for batches and losses. A step is enqueued without
+// host synchronisation or allocation; its loss is read back one step later (take_loss).
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <thread>
+
+#include "dist/device_communicator.h"
+#include "engine/adam.h"
+#include "engine/checkpoint.h"
+#include "engine/cuda/device_buffer.h"
+#include "engine/cuda/gpu_context.h"
+#include "engine/training_backend.h"
+#include "kernels/adam.h"
+#include "kernels/loss.h"
+#include "kernels/tensor_ops.h"
+#include "model/bert_classifier_gpu.h"
+
+namespace bertrain {
+
+namespace {
+
+// Gradients are reduced across ranks in buckets of at least this many bytes (PyTorch DDP's default),
+// each as soon as the backward has produced it, on a second stream.
+constexpr std::size_t kBucketBytes = 25u << 20;
+// cuBLAS workspace set once, so that no GEMM allocates inside a step.
+constexpr std::size_t kCublasWorkspaceBytes = 32u << 20;
+
+class CudaEvent {
+ public:
+  CudaEvent() { BERTRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
+  ~CudaEvent() { cudaEventDestroy(event_); }
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+// Host staging of one batch: page-locked, so the uploads are asynchronous.
+struct Staging {
+  PinnedBuffer<int32_t> ids, mask;
+  PinnedBuffer<float> targets, loss;
+  CudaEvent done;  // recorded after the step that used this staging has finished with it
+};
+
+template <typename T>
+class GpuBackend final : public TrainingBackend {
+ public:
+  GpuBackend(int device, const BertConfig& config, int num_labels, int max_batch, int max_seq,
+             const std::vector<float>& params, const TrainerOptions& options, Communicator& comm)
+      : context_(device, gpu_reduction_workspace_elements(BertClassifierGpu<T>::widest_reduction(config))),
+        arena_(BertClassifierGpu<T>::arena_bytes(config, num_labels, max_batch, max_seq)),
+        model_(config, num_labels, max_batch, max_seq, context_.handles(), arena_.data(), arena_.size()),
+        options_(options),
+        hyper_(options.adam),
+        size_(params.size()),
+        master_(params),
+        grads_(size_),
+        moments_(2 * size_),
+        ids_(static_cast<std::size_t>(max_batch) * max_seq),
+        mask_(static_cast<std::size_t>(max_batch) * max_seq),
+        targets_(static_cast<std::size_t>(max_batch) * num_labels),
+        losses_(2),
+        host_optimizer_(0, options.adam) {
+    BERTRAIN_CHECK(params.size() == model_.layout().total(), "parameter buffer has " << params.size()
+                                                                  << " elements, the layout needs "
+                                                                  << model_.layout().total());
+    BERTRAIN_CHECK(options.class_weights.empty() || static_cast<int>(options.class_weights.size()) == num_labels,
+                   "got " << options.class_weights.size() << " class weights for " << num_labels << " labels");
+    BERTRAIN_CUBLAS_CHECK(cublasSetWorkspace(context_.handles().blas, cublas_workspace_.data(), cublas_workspace_.bytes()));
+    BERTRAIN_CUDA_CHECK(cudaMemsetAsync(moments_.data(), 0, moments_.bytes(), context_.stream()));
+    if constexpr (!std::is_same_v<T, float>) {
+      compute_ = DeviceBuffer<T>(size_);
+      cast_cuda(compute_.data(), master_.data(), size_, context_.stream());
+    }
+    if (!options.class_weights.empty()) class_weights_ = DeviceBuffer<float>(options.class_weights);
+    for (Staging& s : staging_) {
+      s.ids = PinnedBuffer<int32_t>(ids_.size());
+      s.mask = PinnedBuffer<int32_t>(mask_.size());
+      s.targets = PinnedBuffer<float>(targets_.size());
+      s.loss = PinnedBuffer<float>(1);
+    }
+    if (comm.size() > 1) {
+      BERTRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
+      device_comm_ = make_device_communicator(comm, device, options.collective_timeout_s);
+    }
+    context_.synchronize();
+    host_.description = "cuda:" + std::to_string(device) + " " + context_.device_name() +
+                        (std::is_same_v<T, float> ? ", fp32" : ", bf16 (fp32 master weights)");
+  }
+
+  ~GpuBackend() override {
+    if (comm_stream_ != nullptr) cudaStreamDestroy(comm_stream_);
+  }
+
+  std::string description() const override { return host_.description; }
+  std::size_t device_memory_bytes() const override {
+    return arena_.bytes() + master_.bytes() + compute_.bytes() + grads_.bytes() + moments_.bytes() +
+           cublas_workspace_.bytes() + context_.handles().workspace_elements * sizeof(float);
+  }
+
+  void train_step(const BertBatch& batch, const float* targets, double loss_scale, Communicator& comm) override {
+    BERTRAIN_CHECK(pending_.size() < staging_.size(), "train_step: take_loss() the earlier steps first");
+    BERTRAIN_CHECK((comm.size() > 1) == (device_comm_ != nullptr),
+                   "train_step with " << comm.size() << " ranks on an engine built for another world size");
+    const cudaStream_t stream = context_.stream();
+    const int slot = next_slot_;
+    next_slot_ = (next_slot_ + 1) % static_cast<int>(staging_.size());
+    Staging& staging = staging_[static_cast<std::size_t>(slot)];
+    float* loss = losses_.data() + slot;
+    if (batch.batch == 0) {  // this rank's share of a short last batch is empty
+      BERTRAIN_CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, grads_.bytes(), stream));
+      BERTRAIN_CUDA_CHECK(cudaMemsetAsync(loss, 0, sizeof(float), stream));
+      reduce_all_gradients();
+    } else {
+      const BertBatch device_batch = upload(batch, targets, staging);
+      const auto step = static_cast<uint32_t>(steps_);
+      model_.forward(compute_params(), device_batch, DropoutSetting::training(model_.config(), options_.seed, step));
+      classification_loss_cuda(options_.loss, loss, model_.dlogits(), model_.logits(), targets_.data(),
+                                class_weights_.size() > 0 ? class_weights_.data() : nullptr, batch.batch,
+                                model_.num_labels(), static_cast<float>(loss_scale), stream);
+      if (device_comm_ == nullptr) {
+        model_.backward(grads_.data(), compute_params(), model_.dlogits());
+      } else {
+        reduced_from_ = size_;
+        model_.backward(grads_.data(), compute_params(), model_.dlogits(),
+                        [this](std::size_t offset) { gradients_ready(offset); });
+        join_reductions();
+      }
+    }
+    adam_update_cuda(master_.data(), moments_.data(), moments_.data() + size_, grads_.data(), compute_copy(), size_,
+                     hyper_, ++steps_, stream);
+    BERTRAIN_CUDA_CHECK(cudaMemcpyAsync(staging.loss.data(), loss, sizeof(float), cudaMemcpyDeviceToHost, stream));
+    BERTRAIN_CUDA_CHECK(cudaEventRecord(staging.done.get(), stream));
+    pending_.push_back(slot);
+  }
+
+  double take_loss() override {
+    BERTRAIN_CHECK(!pending_.empty(), "take_loss without a pending training step");
+    const int slot = pending_.front();
+    pending_.pop_front();
+    Staging& staging = staging_[static_cast<std::size_t>(slot)];
+    wait(staging.done.get());
+    return staging.loss.data()[0];
+  }
+
+  double evaluate(const BertBatch& batch, const float* targets) override {
+    if (batch.batch == 0) return 0.0;
+    while (!pending_.empty()) take_loss();
+    Staging& staging = staging_[0];
+    const BertBatch device_batch = upload(batch, targets, staging);
+    model_.forward(compute_params(), device_batch, DropoutSetting{});
+    classification_loss_cuda(options_.loss, losses_.data(), static_cast<T*>(nullptr), model_.logits(),
+                             targets_.data(), class_weights_.size() > 0 ? class_weights_.data() : nullptr,
+                             batch.batch, model_.num_labels(), 1.0f, context_.stream());
+    BERTRAIN_CUDA_CHECK(cudaMemcpyAsync(staging.loss.data(), losses_.data(), sizeof(float), cudaMemcpyDeviceToHost,
+                                        context_.stream()));
+    BERTRAIN_CUDA_CHECK(cudaEventRecord(staging.done.get(), context_.stream()));
+    wait(staging.done.get());
+    return staging.loss.data()[0];
+  }
+
+  void set_learning_rate(double lr) override { hyper_.lr = lr; }
+  long optimizer_steps() const override { return steps_; }
+
+  const std::vector<float>& parameters() override {
+    while (!pending_.empty()) take_loss();
+    context_.synchronize();
+    host_.params = master_.download();
+    return host_.params;
+  }
+
+  void save_optimizer(const std::string& path) override {
+    while (!pending_.empty()) take_loss();
+    context_.synchronize();
+    std::vector<float> moments = moments_.download();
+    host_optimizer_ = AdamOptimizer<float>(size_, hyper_);
+    std::copy(moments.begin(), moments.begin() + static_cast<std::ptrdiff_t>(size_),
+              host_optimizer_.first_moment().begin());
+    std::copy(moments.begin() + static_cast<std::ptrdiff_t>(size_), moments.end(),
+              host_optimizer_.second_moment().begin());
+    host_optimizer_.set_steps_taken(steps_);
+    save_optimizer_state(path, host_optimizer_);
+  }
+
+  void load_optimizer(const std::string& path) override {
+    while (!pending_.empty()) take_loss();
+    host_optimizer_ = AdamOptimizer<float>(size_, hyper_);
+    load_optimizer_state(path, &host_optimizer_);
+    context_.synchronize();
+    std::vector<float> moments(host_optimizer_.first_moment());
+    moments.insert(moments.end(), host_optimizer_.second_moment().begin(), host_optimizer_.second_moment().end());
+    moments_.upload(moments.data(), moments.size());
+    steps_ = host_optimizer_.steps_taken();
+  }
+
+ private:
+  const T* compute_params() const {
+    if constexpr (std::is_same_v<T, float>) {
+      return master_.data();
+    } else {
+      return compute_.data();
+    }
+  }
+  bf16* compute_copy() {
+    if constexpr (std::is_same_v<T, float>) {
+      return nullptr;
+    } else {
+      return compute_.data();
+    }
+  }
+
+  // Copies the host batch into `staging` (free: its previous step has been taken) and enqueues the uploads.
+  // Ids are checked here: a kernel cannot report an out-of-range id.
+  BertBatch upload(const BertBatch& batch, const float* targets, Staging& staging) {
+    const std::size_t tokens = static_cast<std::size_t>(batch.batch) * batch.seq;
+    const std::size_t target_count = static_cast<std::size_t>(batch.batch) * model_.num_labels();
+    BERTRAIN_CHECK(batch.batch <= model_.max_batch() && batch.seq <= model_.max_seq() && batch.seq > 0,
+                   "batch " << batch.batch << " x " << batch.seq << " exceeds the engine's " << model_.max_batch()
+                            << " x " << model_.max_seq());
+    const int vocab = model_.config().vocab_size;
+    for (std::size_t i = 0; i < tokens; ++i) {
+      BERTRAIN_CHECK(batch.input_ids[i] >= 0 && batch.input_ids[i] < vocab,
+                     "token id " << batch.input_ids[i] << " is outside the vocabulary [0, " << vocab << ")");
+    }
+    std::memcpy(staging.ids.data(), batch.input_ids, tokens * sizeof(int32_t));
+    std::memcpy(staging.mask.data(), batch.attention_mask, tokens * sizeof(int32_t));
+    std::memcpy(staging.targets.data(), targets, target_count * sizeof(float));
+    const cudaStream_t stream = context_.stream();
+    BERTRAIN_CUDA_CHECK(cudaMemcpyAsync(ids_.data(), staging.ids.data(), tokens * sizeof(int32_t),
+                                        cudaMemcpyHostToDevice, stream));
+    BERTRAIN_CUDA_CHECK(cudaMemcpyAsync(mask_.data(), staging.mask.data(), tokens * sizeof(int32_t),
+                                        cudaMemcpyHostToDevice, stream));
+    BERTRAIN_CUDA_CHECK(cudaMemcpyAsync(targets_.data(), staging.targets.data(), target_count * sizeof(float),
+                                        cudaMemcpyHostToDevice, stream));
+    BertBatch device_batch = batch;
+    device_batch.input_ids = ids_.data();
+    device_batch.attention_mask = mask_.data();
+    return device_batch;
+  }
+
+  // Gradients at offsets >= `offset` are final on the compute stream: once at least a bucket's worth is
+  // waiting (or the backward is complete), reduce [offset, reduced_from_) on the communication stream.
+  void gradients_ready(std::size_t offset) {
+    const std::size_t waiting = reduced_from_ - offset;
+    if (waiting * sizeof(float) < kBucketBytes && offset > 0) return;
+    BERTRAIN_CUDA_CHECK(cudaEventRecord(bucket_ready_.get(), context_.stream()));
+    BERTRAIN_CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, bucket_ready_.get(), 0));
+    device_comm_->allreduce_sum(grads_.data() + offset, waiting, comm_stream_);
+    reduced_from_ = offset;
+  }
+  // The optimizer must see every reduced bucket: the compute stream waits for the communication stream.
+  void join_reductions() {
+    BERTRAIN_CHECK(reduced_from_ == 0, "gradient reduction stopped at offset " << reduced_from_);
+    BERTRAIN_CUDA_CHECK(cudaEventRecord(reductions_done_.get(), comm_stream_));
+    BERTRAIN_CUDA_CHECK(cudaStreamWaitEvent(context_.stream(), reductions_done_.get(), 0));
+  }
+  // An empty slice still takes part in every collective.
+  void reduce_all_gradients() {
+    if (device_comm_ == nullptr) return;
+    reduced_from_ = size_;
+    gradients_ready(0);
+    join_reductions();
+  }
+
+  // Waits for `event`; with NCCL it polls, so that a failed or hung collective becomes an error.
+  void wait(cudaEvent_t event) {
+    if (device_comm_ == nullptr) {
+      BERTRAIN_CUDA_CHECK(cudaEventSynchronize(event));
+      return;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    for (;;) {
+      const cudaError_t status = cudaEventQuery(event);
+      if (status == cudaSuccess) return;
+      if (status != cudaErrorNotReady) BERTRAIN_CUDA_CHECK(status);
+      device_comm_->check(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  GpuContext context_;
+  DeviceBuffer<char> arena_;
+  BertClassifierGpu<T> model_;
+  TrainerOptions options_;
+  AdamHyper hyper_;
+  std::size_t size_;
+  DeviceBuffer<float> master_, grads_, moments_;  // moments_: m then v
+  DeviceBuffer<T> compute_;                        // bf16 copy of master_ (empty in fp32)
+  DeviceBuffer<int32_t> ids_, mask_;
+  DeviceBuffer<float> targets_, class_weights_, losses_;
+  DeviceBuffer<char> cublas_workspace_{kCublasWorkspaceBytes};
+  std::array<Staging, 2> staging_;
+  std::deque<int> pending_;
+  int next_slot_ = 0;
+  long steps_ = 0;
+  AdamOptimizer<float> host_optimizer_;
+  struct {
+    std::string description;
+    std::vector<float> params;
+  } host_;
+  // Data parallelism (more than one rank).
+  std::unique_ptr<DeviceCommunicator> device_comm_;
+  cudaStream_t comm_stream_ = nullptr;
+  CudaEvent bucket_ready_, reductions_done_;
+  std::size_t reduced_from_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<TrainingBackend> make_cuda_backend(int device, bool bf16_mode, const BertConfig& config,
+                                                   int num_labels, int max_batch, int max_seq,
+                                                   const std::vector<float>& params, const TrainerOptions& options,
+                                                   Communicator& comm) {
+  if (bf16_mode) {
+    return std::make_unique<GpuBackend<bf16>>(device, config, num_labels, max_batch, max_seq, params, options, comm);
+  }
+  return std::make_unique<GpuBackend<float>>(device, config, num_labels, max_batch, max_seq, params, options, comm);
+}
+
+}  // namespace bertrain

@@ -1,0 +1,97 @@
+#include "engine/training_backend.h"
+
+#include <omp.h>
+
+#include <deque>
+
+#include "engine/build_config.h"
+#include "engine/build_info.h"
+#include "engine/checkpoint.h"
+#include "engine/error.h"
+
+namespace bertrain {
+
+namespace {
+
+// The CPU engine: ClassifierTrainer<float>, synchronous, gradients summed over ranks with MPI.
+class CpuBackend final : public TrainingBackend {
+ public:
+  CpuBackend(const BertConfig& config, int num_labels, int max_batch, int max_seq, const std::vector<float>& params,
+             const TrainerOptions& options)
+      : trainer_(config, num_labels, max_batch, max_seq, params, options) {}
+
+  std::string description() const override {
+    return "cpu (" + std::to_string(omp_get_max_threads()) + " threads, fp32)";
+  }
+  std::size_t device_memory_bytes() const override { return 0; }
+
+  void train_step(const BertBatch& batch, const float* targets, double loss_scale, Communicator& comm) override {
+    const double loss = trainer_.compute_gradients(batch, targets, loss_scale);
+    comm.allreduce_sum(trainer_.gradients().data(), trainer_.gradients().size());
+    trainer_.apply_update();
+    losses_.push_back(loss);
+  }
+  double take_loss() override {
+    BERTRAIN_CHECK(!losses_.empty(), "take_loss without a pending training step");
+    const double loss = losses_.front();
+    losses_.pop_front();
+    return loss;
+  }
+  double evaluate(const BertBatch& batch, const float* targets) override { return trainer_.evaluate(batch, targets); }
+
+  void set_learning_rate(double lr) override { trainer_.optimizer().hyper().lr = lr; }
+  long optimizer_steps() const override { return trainer_.optimizer().steps_taken(); }
+  const std::vector<float>& parameters() override { return trainer_.parameters(); }
+  void save_optimizer(const std::string& path) override { save_optimizer_state(path, trainer_.optimizer()); }
+  void load_optimizer(const std::string& path) override { load_optimizer_state(path, &trainer_.optimizer()); }
+
+ private:
+  ClassifierTrainer<float> trainer_;
+  std::deque<double> losses_;
+};
+
+}  // namespace
+
+BackendChoice choose_backend(const std::string& device, const std::string& precision, int local_rank) {
+  BERTRAIN_CHECK(device == "auto" || device == "cpu" || device == "cuda",
+                 "--device must be auto, cpu or cuda, got '" << device << "'");
+  BERTRAIN_CHECK(precision == "fp32" || precision == "bf16",
+                 "--precision must be fp32 or bf16, got '" << precision << "'");
+  BackendChoice choice;
+  if (device == "cpu") {
+    BERTRAIN_CHECK(precision == "fp32", "--precision bf16 needs --device cuda; the CPU engine is fp32 only");
+    return choice;
+  }
+  std::string why;
+  const int devices = cuda_device_count(&why);
+  if (devices == 0) {
+    BERTRAIN_CHECK(device == "auto", "--device cuda: " << (BERTRAIN_HAS_CUDA ? "no usable CUDA device (" + why + ")" : "this build has no CUDA support "
+                                                                                      "(configure with -DBERTRAIN_CUDA=ON)"));
+    BERTRAIN_CHECK(precision == "fp32", "--precision bf16 needs a CUDA device (" << why << ")");
+    return choice;
+  }
+  choice.cuda = true;
+  choice.device = local_rank % devices;
+  choice.bf16 = precision == "bf16";
+  return choice;
+}
+
+std::unique_ptr<TrainingBackend> make_training_backend(const BackendChoice& choice, const BertConfig& config,
+                                                       int num_labels, int max_batch, int max_seq,
+                                                       const std::vector<float>& params,
+                                                       const TrainerOptions& options, Communicator& comm) {
+  if (choice.cuda) {
+    return make_cuda_backend(choice.device, choice.bf16, config, num_labels, max_batch, max_seq, params, options,
+                             comm);
+  }
+  return std::make_unique<CpuBackend>(config, num_labels, max_batch, max_seq, params, options);
+}
+
+#if !BERTRAIN_HAS_CUDA
+std::unique_ptr<TrainingBackend> make_cuda_backend(int, bool, const BertConfig&, int, int, int,
+                                                   const std::vector<float>&, const TrainerOptions&, Communicator&) {
+  BERTRAIN_FAIL("this build has no CUDA support (configure with -DBERTRAIN_CUDA=ON on a machine with nvcc)");
+}
+#endif
+
+}  // namespace bertrain

@@ -1,0 +1,68 @@
+// What run_training needs from an engine, so one training loop drives the CPU engine and the CUDA engine:
+// a step on this rank's slice of a global batch (gradients summed over ranks before the update), evaluation,
+// the learning rate, and the state a checkpoint holds.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/communicator.h"
+#include "engine/classifier_trainer.h"
+
+namespace bertrain {
+
+class TrainingBackend {
+ public:
+  virtual ~TrainingBackend() = default;
+
+  // "cpu (2 threads)", "cuda:0 NVIDIA H200, bf16", ... for logs.
+  virtual std::string description() const = 0;
+  // Device memory this engine holds (parameters, gradients, optimizer state, activations, workspaces) in
+  // bytes; 0 on the CPU.
+  virtual std::size_t device_memory_bytes() const = 0;
+
+  // Forward with training dropout, loss × loss_scale, backward, gradients summed over `comm`, one Adam
+  // update. On a GPU this only enqueues the work: the loss arrives through take_loss(), so the host can
+  // prepare the next batch while the device computes. batch and targets are host memory, reusable as soon
+  // as this returns. At most two steps may be waiting for take_loss().
+  virtual void train_step(const BertBatch& batch, const float* targets, double loss_scale, Communicator& comm) = 0;
+  // This rank's loss × loss_scale of the oldest step not taken yet; waits for that step to finish.
+  virtual double take_loss() = 0;
+  // Forward without dropout and the mean loss over the batch's rows (0 for 0 rows). Waits for the result.
+  virtual double evaluate(const BertBatch& batch, const float* targets) = 0;
+
+  virtual void set_learning_rate(double lr) = 0;
+  virtual long optimizer_steps() const = 0;
+  // The fp32 (master) parameters in the model's layout, current as of all steps taken.
+  virtual const std::vector<float>& parameters() = 0;
+  virtual void save_optimizer(const std::string& path) = 0;  // engine/checkpoint.h format
+  virtual void load_optimizer(const std::string& path) = 0;
+};
+
+struct BackendChoice {
+  bool cuda = false;
+  int device = 0;       // CUDA device index
+  bool bf16 = false;    // --precision bf16 (CUDA only)
+};
+
+// Resolves --device (auto | cpu | cuda) and --precision (fp32 | bf16) for a process with this local rank:
+// auto picks CUDA when a device is visible; each local rank takes device local_rank mod device count.
+// Throws Error naming the flag when the choice cannot run here.
+BackendChoice choose_backend(const std::string& device, const std::string& precision, int local_rank);
+
+// The engine for `choice`, owning parameters (initialised from `params`), gradients, optimizer state and
+// activations for batches up to max_batch × max_seq. With more than one rank in `comm`, the CUDA engine
+// sets up NCCL over it (a collective call: every rank must make it).
+std::unique_ptr<TrainingBackend> make_training_backend(const BackendChoice& choice, const BertConfig& config,
+                                                       int num_labels, int max_batch, int max_seq,
+                                                       const std::vector<float>& params,
+                                                       const TrainerOptions& options, Communicator& comm);
+
+// The CUDA engine (engine/cuda/gpu_trainer.cpp; builds with CUDA only).
+std::unique_ptr<TrainingBackend> make_cuda_backend(int device, bool bf16, const BertConfig& config, int num_labels,
+                                                   int max_batch, int max_seq, const std::vector<float>& params,
+                                                   const TrainerOptions& options, Communicator& comm);
+
+}  // namespace bertrain

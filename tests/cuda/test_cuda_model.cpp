@@ -1,0 +1,192 @@
+// The whole CUDA model and training step against the CPU engine on the golden fixtures (tests/fixtures, the
+// ones the CPU engine matches Hugging Face on): forward outputs and every gradient with dropout on (the same
+// masks), parameters after Adam steps in fp32, the bf16 loss curve within 1% of fp32, and no device
+// allocation inside steady-state steps.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "dist/communicator.h"
+#include "engine/classifier_trainer.h"
+#include "engine/cuda/device_buffer.h"
+#include "engine/cuda/gpu_context.h"
+#include "engine/training_backend.h"
+#include "kernels/tensor_ops.h"
+#include "model/bert_classifier.h"
+#include "model/bert_classifier_gpu.h"
+#include "model/model_dir.h"
+#include "model/safetensors.h"
+#include "tests/cuda/gpu_test.h"
+#include "tests/tolerance.h"
+
+namespace bertrain {
+namespace {
+
+using testing::all_close;
+
+// GPU fp32 against CPU fp32: both round every op in float, in different summation orders (cuBLAS tiles,
+// warp reductions), so elements differ by a few float ulps of the terms summed: 1e-5 of the tensor's
+// largest magnitude plus 1e-4 relative.
+constexpr double kRtol = 1e-4;
+constexpr double kScaledAtol = 1e-5;
+
+double max_abs(const float* v, std::size_t n) {
+  double m = 0;
+  for (std::size_t i = 0; i < n; ++i) m = std::max(m, static_cast<double>(std::abs(v[i])));
+  return m;
+}
+
+struct Fixture {
+  LoadedModel model;
+  std::vector<int32_t> ids, mask;
+  std::vector<float> targets;
+  int batch = 0, seq = 0;
+  TrainerOptions options;
+
+  explicit Fixture(const std::string& name)
+      : model(load_model_dir(std::string(BERTRAIN_FIXTURES_DIR) + "/" + name, {}, 0)) {
+    const SafetensorsFile golden(std::string(BERTRAIN_FIXTURES_DIR) + "/" + name + "/golden.safetensors");
+    batch = static_cast<int>(golden.info("input_ids").shape.at(0));
+    seq = static_cast<int>(golden.info("input_ids").shape.at(1));
+    for (int64_t v : golden.read_int("input_ids")) ids.push_back(static_cast<int32_t>(v));
+    for (int64_t v : golden.read_int("attention_mask")) mask.push_back(static_cast<int32_t>(v));
+    targets = golden.read_float("targets");
+    const auto& meta = golden.metadata();
+    options.loss = meta.at("loss") == "bce" ? LossKind::kBce : LossKind::kSoftmaxCrossEntropy;
+    options.adam.lr = std::stod(meta.at("lr"));
+    options.adam.eps = std::stod(meta.at("eps"));
+    options.adam.weight_decay = std::stod(meta.at("weight_decay"));
+    if (golden.contains("class_weights")) options.class_weights = golden.read_float("class_weights");
+    options.seed = 11;
+  }
+  int labels() const { return model.config.num_labels(); }
+};
+
+class CudaModelTest : public ::testing::TestWithParam<std::string> {};
+
+// Forward and backward of BertClassifierGpu<float> equal BertClassifier<float>'s, dropout included.
+TEST_P(CudaModelTest, ForwardAndGradientsMatchTheCpuModel) {
+  BERTRAIN_REQUIRE_GPU();
+  Fixture f(GetParam());
+  const BertConfig& config = f.model.config;
+  const int labels = f.labels();
+  DropoutSetting dropout = DropoutSetting::training(config, 5, 3);
+  dropout.hidden = dropout.attention = dropout.classifier = 0.1f;  // the fixtures' configs may say 0
+  const BertBatch host_batch{f.ids.data(), f.mask.data(), f.batch, f.seq, /*first_sample=*/2};
+
+  BertClassifier<float> cpu(config, labels, f.batch, f.seq);
+  cpu.forward(f.model.params.data(), host_batch, dropout);
+  std::vector<float> dlogits(static_cast<std::size_t>(f.batch) * labels);
+  classification_loss_cpu(f.options.loss, dlogits.data(), cpu.logits(), f.targets.data(),
+                          f.options.class_weights.empty() ? nullptr : f.options.class_weights.data(), f.batch, labels);
+  std::vector<float> cpu_grads(f.model.params.size(), 0.0f);
+  cpu.backward(cpu_grads.data(), f.model.params.data(), dlogits.data());
+
+  GpuContext context(0, gpu_reduction_workspace_elements(BertClassifierGpu<float>::widest_reduction(config)));
+  DeviceBuffer<char> arena(BertClassifierGpu<float>::arena_bytes(config, labels, f.batch, f.seq));
+  BertClassifierGpu<float> gpu(config, labels, f.batch, f.seq, context.handles(), arena.data(), arena.size());
+  DeviceBuffer<float> params(f.model.params), grads(f.model.params.size());
+  DeviceBuffer<int32_t> ids(f.ids), mask(f.mask);
+  DeviceBuffer<float> dlogits_device(dlogits);
+  BertBatch device_batch = host_batch;
+  device_batch.input_ids = ids.data();
+  device_batch.attention_mask = mask.data();
+  gpu.forward(params.data(), device_batch, dropout);
+  std::vector<std::size_t> ready;
+  gpu.backward(grads.data(), params.data(), dlogits_device.data(), [&](std::size_t offset) { ready.push_back(offset); });
+  context.synchronize();
+
+  const std::size_t n_logits = static_cast<std::size_t>(f.batch) * labels;
+  std::vector<float> logits(n_logits);
+  BERTRAIN_CUDA_CHECK(cudaMemcpy(logits.data(), gpu.logits(), n_logits * sizeof(float), cudaMemcpyDeviceToHost));
+  EXPECT_TRUE(all_close("logits", logits.data(), cpu.logits(), n_logits, kScaledAtol * max_abs(cpu.logits(), n_logits),
+                        kRtol));
+  const std::vector<float> got = grads.download();
+  for (const ParamEntry& e : f.model.layout.entries()) {
+    const float* ref = cpu_grads.data() + e.offset;
+    // As in test_golden: the key bias gradient is rounding noise around zero; scale it by the key weight's.
+    const std::string key_bias = ".attention.self.key.bias";
+    const bool is_key_bias = e.name.size() > key_bias.size() &&
+                             e.name.compare(e.name.size() - key_bias.size(), key_bias.size(), key_bias) == 0;
+    const ParamEntry& scale = is_key_bias ? f.model.layout.at(e.name.substr(0, e.name.size() - 4) + "weight") : e;
+    const double atol = kScaledAtol * max_abs(cpu_grads.data() + scale.offset, scale.numel) + 1e-9;
+    EXPECT_TRUE(all_close("grad." + e.name, got.data() + e.offset, ref, e.numel, atol, kRtol));
+  }
+  // Gradient-ready offsets: head, every layer from the last, then 0 (what gradient buckets rely on).
+  ASSERT_EQ(ready.size(), static_cast<std::size_t>(config.num_hidden_layers) + 2);
+  for (std::size_t i = 1; i < ready.size(); ++i) EXPECT_LT(ready[i], ready[i - 1]);
+  EXPECT_EQ(ready.back(), 0u);
+}
+
+std::unique_ptr<TrainingBackend> engine_for(const Fixture& f, bool cuda, bool bf16, Communicator& comm) {
+  BackendChoice choice;
+  choice.cuda = cuda;
+  choice.bf16 = bf16;
+  return make_training_backend(choice, f.model.config, f.labels(), f.batch, f.seq, f.model.params, f.options, comm);
+}
+
+// Three Adam steps on the CUDA fp32 engine land where the CPU engine does.
+TEST_P(CudaModelTest, Fp32TrainingStepsMatchTheCpuEngine) {
+  BERTRAIN_REQUIRE_GPU();
+  Fixture f(GetParam());
+  const std::unique_ptr<Communicator> comm = make_communicator(LaunchInfo{});
+  auto cpu = engine_for(f, false, false, *comm);
+  auto gpu = engine_for(f, true, false, *comm);
+  const BertBatch batch{f.ids.data(), f.mask.data(), f.batch, f.seq};
+  for (int step = 0; step < 3; ++step) {
+    cpu->train_step(batch, f.targets.data(), 1.0, *comm);
+    gpu->train_step(batch, f.targets.data(), 1.0, *comm);
+    const double cpu_loss = cpu->take_loss(), gpu_loss = gpu->take_loss();
+    EXPECT_NEAR(gpu_loss, cpu_loss, 1e-5 * std::abs(cpu_loss) + 1e-7) << "step " << step;
+  }
+  EXPECT_EQ(gpu->optimizer_steps(), 3);
+  // Adam moves each parameter by about lr per step whatever the gradient's size, so GPU/CPU gradient
+  // rounding differences reach the parameters only through lr · δg / (|g| + eps): 1e-5 absolute covers it.
+  const std::vector<float> cpu_params = cpu->parameters(), gpu_params = gpu->parameters();
+  EXPECT_TRUE(all_close("parameters after 3 steps", gpu_params.data(), cpu_params.data(), cpu_params.size(), 1e-5,
+                        1e-5));
+  EXPECT_NEAR(gpu->evaluate(batch, f.targets.data()), cpu->evaluate(batch, f.targets.data()),
+              1e-5 * std::abs(cpu->evaluate(batch, f.targets.data())));
+}
+
+// --precision bf16: the loss curve stays within 1% of fp32's over ten steps (the bound).
+TEST_P(CudaModelTest, Bf16LossCurveStaysWithinOnePercentOfFp32) {
+  BERTRAIN_REQUIRE_GPU();
+  Fixture f(GetParam());
+  const std::unique_ptr<Communicator> comm = make_communicator(LaunchInfo{});
+  auto fp32 = engine_for(f, true, false, *comm);
+  auto bf16 = engine_for(f, true, true, *comm);
+  const BertBatch batch{f.ids.data(), f.mask.data(), f.batch, f.seq};
+  for (int step = 0; step < 10; ++step) {
+    fp32->train_step(batch, f.targets.data(), 1.0, *comm);
+    bf16->train_step(batch, f.targets.data(), 1.0, *comm);
+    const double a = fp32->take_loss(), b = bf16->take_loss();
+    EXPECT_LT(std::abs(b - a), 0.01 * std::abs(a)) << "step " << step << ": fp32 " << a << ", bf16 " << b;
+  }
+}
+
+// A step allocates no device memory once the engine is built (no cudaMalloc in the hot loop).
+TEST_P(CudaModelTest, StepsAllocateNoDeviceMemory) {
+  BERTRAIN_REQUIRE_GPU();
+  Fixture f(GetParam());
+  const std::unique_ptr<Communicator> comm = make_communicator(LaunchInfo{});
+  auto gpu = engine_for(f, true, true, *comm);
+  const BertBatch batch{f.ids.data(), f.mask.data(), f.batch, f.seq};
+  gpu->train_step(batch, f.targets.data(), 1.0, *comm);
+  gpu->take_loss();
+  const std::size_t before = gpu_memory_in_use_bytes();
+  for (int step = 0; step < 5; ++step) {
+    gpu->train_step(batch, f.targets.data(), 1.0, *comm);
+    gpu->take_loss();
+  }
+  EXPECT_EQ(gpu_memory_in_use_bytes(), before);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaModelTest,
+                         ::testing::Values("tiny_gelu_bce_adam", "odd_gelunew_bce_weighted_adam", "tiny_relu_ce_adamw",
+                                           "tiny_tanhgelu_bce_adam"));
+
+}  // namespace
+}  // namespace bertrain
