@@ -27,6 +27,7 @@ int cuda_device_count(std::string* why) {
   return 0;
 }
 std::string cuda_device_summary() { return ""; }
+double gpu_peak_tflops(int, bool) { return 0.0; }
 #endif
 
 std::string build_info() {

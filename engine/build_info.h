@@ -15,4 +15,8 @@ int cuda_device_count(std::string* why = nullptr);
 // One line per visible CUDA device: "<index>: <name>, <memory> GiB, compute capability X.Y".
 std::string cuda_device_summary();
 
+// Dense peak TFLOP/s of CUDA device `device` for bf16 tensor-core (bf16) or fp32 non-tensor (!bf16) math,
+// from a table of datacenter GPUs by name (not queryable from the driver); 0 when unknown or without CUDA.
+double gpu_peak_tflops(int device, bool bf16);
+
 }  // namespace bertrain

@@ -1,6 +1,7 @@
 // `bertrain bench allreduce`: bandwidth of the gradient allreduce across the ranks of an mpirun / srun
 // job, as nccl-tests reports it: algbw = bytes / time, busbw = algbw · 2(n-1)/n (the traffic each link
-// carries in a ring allreduce, comparable across rank counts). Every result is verified.
+// carries in a ring allreduce, comparable across rank counts). Every result is verified. --device cuda
+// reduces GPU buffers with NCCL (one GPU per local rank), the path data-parallel GPU training takes.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -8,11 +9,75 @@
 #include <vector>
 
 #include "dist/communicator.h"
+#include "dist/device_communicator.h"
+#include "engine/build_config.h"
+#include "engine/build_info.h"
 #include "engine/error.h"
+#if BERTRAIN_HAS_CUDA
+#include "engine/cuda/gpu_context.h"
+#endif
 #include "tools/args.h"
 #include "tools/commands.h"
 
 namespace bertrain {
+
+namespace {
+
+// One buffer to reduce: the host vector itself (MPI), or a device copy of it reduced with NCCL.
+class AllreduceTarget {
+ public:
+  virtual ~AllreduceTarget() = default;
+  // Reduces host[0, count) across ranks; the time measured covers only the collective.
+  virtual double reduce(std::vector<float>& host, std::size_t count) = 0;
+};
+
+double seconds_of(const std::chrono::steady_clock::time_point& start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+class HostTarget final : public AllreduceTarget {
+ public:
+  explicit HostTarget(Communicator& comm) : comm_(comm) {}
+  double reduce(std::vector<float>& host, std::size_t count) override {
+    comm_.all_true(true);  // start together
+    const auto start = std::chrono::steady_clock::now();
+    comm_.allreduce_sum(host.data(), count);
+    return seconds_of(start);
+  }
+
+ private:
+  Communicator& comm_;
+};
+
+#if BERTRAIN_HAS_CUDA
+class DeviceTarget final : public AllreduceTarget {
+ public:
+  DeviceTarget(Communicator& comm, std::size_t max_count, double timeout_s)
+      : comm_(comm),
+        context_(comm.info().local_rank % cuda_device_count(), 0),
+        buffer_(max_count),
+        device_comm_(make_device_communicator(comm, context_.device(), timeout_s)) {}
+  double reduce(std::vector<float>& host, std::size_t count) override {
+    buffer_.upload(host.data(), count);
+    comm_.all_true(true);
+    const auto start = std::chrono::steady_clock::now();
+    device_comm_->allreduce_sum(buffer_.data(), count, context_.stream());
+    context_.synchronize();
+    const double seconds = seconds_of(start);
+    const std::vector<float> result = buffer_.download(count);
+    std::copy(result.begin(), result.end(), host.begin());
+    return seconds;
+  }
+
+ private:
+  Communicator& comm_;
+  GpuContext context_;
+  DeviceBuffer<float> buffer_;
+  std::unique_ptr<DeviceCommunicator> device_comm_;
+};
+#endif
+
+}  // namespace
 
 int run_bench_allreduce(const std::vector<std::string>& args) {
   ArgParser p("bench allreduce",
@@ -23,6 +88,7 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
   p.option("max-bytes", "440000000", "largest message (BERT-base gradient: 110 M float32)");
   p.option("iters", "10", "timed repetitions per size (the median is reported)");
   p.option("warmup", "2", "untimed repetitions per size");
+  p.option("device", "cpu", "cpu (MPI on host memory) | cuda (NCCL on GPU memory, one GPU per local rank)");
   p.flag("json", "one JSON object per size instead of the table");
   if (!p.parse(args)) return 0;
   const double min_bytes = p.get_double("min-bytes"), max_bytes = p.get_double("max-bytes");
@@ -30,14 +96,29 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
   if (!(min_bytes >= 4 && max_bytes >= min_bytes) || iters < 1 || warmup < 0) {
     throw UsageError("bench allreduce: need 4 <= --min-bytes <= --max-bytes, --iters >= 1, --warmup >= 0");
   }
+  const std::string device = p.get("device");
+  if (device != "cpu" && device != "cuda") throw UsageError("bench allreduce: --device must be cpu or cuda");
   const std::unique_ptr<Communicator> comm = make_communicator(detect_launch());
   const int n = comm->size(), rank = comm->rank();
   const bool json = p.get_flag("json");
+  const std::size_t max_count = static_cast<std::size_t>(max_bytes / 4);
+  std::unique_ptr<AllreduceTarget> target;
+  if (device == "cpu") {
+    target = std::make_unique<HostTarget>(*comm);
+  } else {
+#if BERTRAIN_HAS_CUDA
+    std::string why;
+    BERTRAIN_CHECK(cuda_device_count(&why) > 0, "bench allreduce --device cuda: " << why);
+    target = std::make_unique<DeviceTarget>(*comm, max_count, 300.0);
+#else
+    BERTRAIN_FAIL("bench allreduce --device cuda: this build has no CUDA support");
+#endif
+  }
   if (rank == 0 && !json) {
-    std::printf("bench allreduce: %d rank(s), float32 sum, in place; busbw = algbw * 2(n-1)/n\n", n);
+    std::printf("bench allreduce: %d rank(s), %s, float32 sum, in place; busbw = algbw * 2(n-1)/n\n", n,
+                device == "cpu" ? "MPI, host memory" : "NCCL, GPU memory");
     std::printf("%14s %12s %12s %12s %8s\n", "bytes", "time_us", "algbw_GB/s", "busbw_GB/s", "check");
   }
-  const std::size_t max_count = static_cast<std::size_t>(max_bytes / 4);
   std::vector<float> buffer(max_count);
   std::vector<double> times;
   for (double bytes = min_bytes; bytes <= max_bytes * 1.0000001; bytes *= 2) {
@@ -47,10 +128,7 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
     for (int it = 0; it < warmup + iters; ++it) {
       // Small integers sum exactly in float32, so the check is exact: element i ends as Σ_r (r + 1 + i % 7).
       for (std::size_t i = 0; i < count; ++i) buffer[i] = static_cast<float>(rank + 1 + static_cast<int>(i % 7));
-      comm->all_true(true);  // start together
-      const auto start = std::chrono::steady_clock::now();
-      comm->allreduce_sum(buffer.data(), count);
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double seconds = target->reduce(buffer, count);
       if (it >= warmup) times.push_back(seconds);
       for (std::size_t i = 0; i < count; ++i) {
         const float expected = static_cast<float>(n * (n + 1) / 2 + n * static_cast<int>(i % 7));

@@ -1,6 +1,7 @@
-// `bertrain bench step`: times whole CPU training steps (forward, BCE loss, backward, Adam) of a randomly
-// initialised BERT classifier on a fixed synthetic batch, and prints the loss of each step so that one can
-// see it learn. Compare with tools/reference/bench_torch_step.py (same shapes, PyTorch CPU).
+// `bertrain bench step`: times whole training steps (forward, BCE loss, backward, Adam) of a randomly
+// initialised BERT classifier on a fixed synthetic batch, on the CPU or a CUDA device (fp32 or bf16), and
+// prints the loss of each step so that one can see it learn. Compare with tools/reference/bench_torch_step.py
+// (same shapes, PyTorch on the CPU or the GPU with bf16 autocast).
 #include <omp.h>
 
 #include <algorithm>
@@ -8,7 +9,11 @@
 #include <cstdio>
 #include <vector>
 
+#include "dist/communicator.h"
+#include "engine/build_config.h"
 #include "engine/classifier_trainer.h"
+#include "engine/training_backend.h"
+#include "engine/build_info.h"
 #include "engine/cpu_threads.h"
 #include "engine/error.h"
 #include "kernels/philox.h"
@@ -40,8 +45,10 @@ std::vector<float> random_parameters(const ParamLayout& layout, const BertConfig
 
 int bench_step(const std::vector<std::string>& args) {
   ArgParser parser("bench step",
-                   "Times CPU training steps (forward + BCE loss + backward + Adam) of a random BERT classifier\n"
-                   "on one fixed synthetic batch and prints the loss of every step. Defaults: BERT-mini.");
+                   "Times training steps (forward + BCE loss + backward + Adam) of a random BERT classifier on\n"
+                   "one fixed synthetic batch and prints the loss of every step. Defaults: BERT-mini on the\n"
+                   "CPU; BERT-base on a GPU: --layers 12 --hidden 768 --heads 12 --intermediate 3072 --batch 256\n"
+                   "--seq 128 --device cuda --precision bf16.");
   parser.option("layers", "4", "encoder layers");
   parser.option("hidden", "256", "hidden size H");
   parser.option("heads", "4", "attention heads");
@@ -55,6 +62,9 @@ int bench_step(const std::vector<std::string>& args) {
   parser.option("warmup", "3", "untimed steps before timing");
   parser.option("threads", "0", "OpenMP threads (0: OpenMP's default)");
   parser.option("seed", "42", "seed of the weights, the batch and the dropout masks");
+  parser.option("device", "cpu", "cpu | cuda | auto");
+  parser.option("precision", "fp32", "fp32 | bf16 (CUDA)");
+  parser.option("peak-tflops", "0", "device peak TFLOP/s for the utilisation column (0: from the GPU's name)");
   if (!parser.parse(args)) return 0;
 
   const int threads = parser.get_int("threads");
@@ -94,17 +104,33 @@ int bench_step(const std::vector<std::string>& args) {
   TrainerOptions options;
   options.adam.lr = 1e-4;
   options.seed = seed;
-  ClassifierTrainer<float> trainer(config, labels, batch, seq, random_parameters(layout, config, seed), options);
+  const BackendChoice choice = choose_backend(parser.get("device"), parser.get("precision"), 0);
+  const std::unique_ptr<Communicator> single = make_communicator(LaunchInfo{});
+  const std::unique_ptr<TrainingBackend> engine = make_training_backend(
+      choice, config, labels, batch, seq, random_parameters(layout, config, seed), options, *single);
   std::printf("bench step: layers %d, hidden %d, heads %d, intermediate %d, vocab %d, batch %d, seq %d, "
-              "%zu parameters, activations %.1f MiB, %d threads\n",
+              "%zu parameters; %s",
               config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.intermediate_size,
-              config.vocab_size, batch, seq, layout.parameter_count(),
-              static_cast<double>(trainer.model().activation_bytes()) / (1 << 20), omp_get_max_threads());
+              config.vocab_size, batch, seq, layout.parameter_count(), engine->description().c_str());
+  if (engine->device_memory_bytes() > 0) {
+    std::printf(", %.2f GiB device memory", static_cast<double>(engine->device_memory_bytes()) / (1u << 30));
+  }
+  std::printf("\n");
+
+  // Model FLOPs of one step (forward + backward = 3 × forward): the dense layers (2 FLOPs per weight and
+  // token: Q, K, V, attention output 4H², feed-forward 2HI) and the two attention products (2·S·H per token
+  // each), as in the MFU accounting of the PaLM paper. Padding tokens count: the engine computes them.
+  const double tokens = static_cast<double>(batch) * seq, h = config.hidden_size, inter = config.intermediate_size;
+  const double flops_per_step =
+      3.0 * config.num_hidden_layers * (2.0 * tokens * (4.0 * h * h + 2.0 * h * inter) + 4.0 * tokens * seq * h);
+  double peak_tflops = parser.get_double("peak-tflops");
+  if (peak_tflops <= 0 && choice.cuda) peak_tflops = gpu_peak_tflops(choice.device, choice.bf16);
 
   std::vector<double> times;
   for (int i = 0; i < warmup + steps; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    const float loss = trainer.step(bert_batch, targets.data());
+    engine->train_step(bert_batch, targets.data(), 1.0, *single);
+    const double loss = engine->take_loss();  // waits for the step: each step is timed whole
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (i >= warmup) times.push_back(ms);
     std::printf("step %3d  loss %.6f  %8.2f ms%s\n", i + 1, loss, ms, i < warmup ? "  (warm-up)" : "");
@@ -115,28 +141,42 @@ int bench_step(const std::vector<std::string>& args) {
   const double median = sorted[sorted.size() / 2];
   double mean = 0;
   for (double t : times) mean += t / times.size();
-  std::printf("{\"bench\": \"step\", \"device\": \"cpu\", \"threads\": %d, \"batch\": %d, \"seq\": %d, "
-              "\"median_ms\": %.3f, \"mean_ms\": %.3f, \"samples_per_s\": %.1f}\n",
-              omp_get_max_threads(), batch, seq, median, mean, batch * 1000.0 / median);
+  const double tflops = flops_per_step / (median * 1e-3) / 1e12;
+  std::printf("{\"bench\": \"step\", \"engine\": \"%s\", \"threads\": %d, \"batch\": %d, \"seq\": %d, "
+              "\"median_ms\": %.3f, \"mean_ms\": %.3f, \"samples_per_s\": %.1f, \"model_tflops\": %.2f",
+              engine->description().c_str(), omp_get_max_threads(), batch, seq, median, mean, batch * 1000.0 / median,
+              tflops);
+  if (peak_tflops > 0) std::printf(", \"mfu_percent\": %.1f", 100.0 * tflops / peak_tflops);
+  std::printf("}\n");
   return 0;
 }
 
 }  // namespace
 
+#if !BERTRAIN_HAS_CUDA
+// `bench kernels` times CUDA kernels (tools/bench_kernels.cpp, compiled only with CUDA).
+int run_bench_kernels(const std::vector<std::string>&) {
+  std::fprintf(stderr, "bertrain: bench kernels: this build has no CUDA support\n");
+  return 1;
+}
+#endif
+
 int run_bench(const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::fprintf(args.empty() ? stderr : stdout,
                  "usage: bertrain bench BENCHMARK [options]\n\n"
-                 "  step        time CPU training steps (see bench step --help)\n"
+                 "  step        time training steps on the CPU or a GPU (see bench step --help)\n"
                  "  tokenize    time text cleaning and tokenization (see bench tokenize --help)\n"
-                 "  allreduce   gradient allreduce bandwidth across ranks (see bench allreduce --help)\n");
+                 "  allreduce   gradient allreduce bandwidth across ranks (see bench allreduce --help)\n"
+                 "  kernels     check every CUDA kernel against its CPU twin, then time it (see bench kernels --help)\n");
     return args.empty() ? 2 : 0;
   }
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args[0] == "step") return bench_step(rest);
   if (args[0] == "tokenize") return run_bench_tokenize(rest);
   if (args[0] == "allreduce") return run_bench_allreduce(rest);
-  throw UsageError("bench: unknown benchmark '" + args[0] + "' (available: step, tokenize, allreduce)");
+  if (args[0] == "kernels") return run_bench_kernels(rest);
+  throw UsageError("bench: unknown benchmark '" + args[0] + "' (available: step, tokenize, allreduce, kernels)");
 }
 
 }  // namespace bertrain

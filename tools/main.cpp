@@ -22,9 +22,10 @@ const char kUsage[] =
     "  evaluate       precision / recall / F1 (weighted, per class, slices) and confusion matrix on a CSV\n"
     "  predict        tag probabilities for a title and description, or for every row of a CSV\n"
     "  tokenize       token ids of a text or of every CSV row, as the model sees them\n"
-    "  bench step     time CPU training steps (forward + backward + Adam) of a random BERT\n"
+    "  bench step     time training steps (forward + backward + Adam) of a random BERT, CPU or GPU\n"
     "  bench tokenize time text cleaning and tokenization\n"
     "  bench allreduce  gradient allreduce bandwidth across the ranks of an mpirun job\n"
+    "  bench kernels  check each CUDA kernel against its CPU twin, then time it (GB/s, TFLOP/s, % of peak)\n"
     "\n"
     "Run 'bertrain COMMAND --help' for the options of a command.\n";
 

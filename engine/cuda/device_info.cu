@@ -5,6 +5,7 @@
 #include <string>
 
 #include "engine/build_info.h"
+#include "engine/gpu_peaks.h"
 
 namespace bertrain {
 
@@ -38,6 +39,13 @@ std::string cuda_runtime_version() {
   int runtime = 0;
   cudaRuntimeGetVersion(&runtime);
   return std::to_string(runtime / 1000) + "." + std::to_string((runtime % 1000) / 10);
+}
+
+double gpu_peak_tflops(int device, bool bf16) {
+  cudaDeviceProp prop{};
+  DatasheetPeak peak;
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess || !datasheet_peak(prop.name, &peak)) return 0.0;
+  return bf16 ? peak.bf16_tensor_tflops : peak.fp32_tflops;
 }
 
 }  // namespace bertrain

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""PyTorch CPU baseline for one BERT fine-tuning step, for comparison with bertrain.
+"""PyTorch baseline for one BERT fine-tuning step (CPU, or CUDA with bf16 autocast), for comparison with bertrain.
 
 One step = forward (BertForSequenceClassification) + BCEWithLogits loss + backward +
 optimizer step + zero_grad, on a random batch. Default shape is BERT-mini
 (4 layers, hidden 256, 4 heads, intermediate 1024) with a 31090-token vocab,
 batch 32, seq 64, 4 labels. Prints one JSON line.
 
-Example:
+Examples:
   python tools/reference/bench_torch_step.py --threads 1 --steps 20 --warmup 3
+  # BERT-base on a GPU with bf16 autocast, as `bertrain bench step --device cuda --precision bf16`:
+  python tools/reference/bench_torch_step.py --device cuda --autocast-bf16 --layers 12 --hidden 768 \
+      --heads 12 --intermediate 3072 --batch 256 --seq 128 --padding --attn sdpa
 """
 
 import argparse
@@ -42,7 +45,12 @@ def main():
     ap.add_argument("--padding", action="store_true",
                     help="random right padding (lengths in [seq/2, seq]) instead of full-length rows")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--autocast-bf16", action="store_true",
+                    help="torch.autocast(dtype=bfloat16) around forward and loss (fp32 master weights)")
+    ap.add_argument("--fused-adam", action="store_true", help="torch.optim.Adam(fused=True) (CUDA)")
     args = ap.parse_args()
+    device = torch.device(args.device)
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -55,11 +63,11 @@ def main():
         max_position_embeddings=512, type_vocab_size=2, num_labels=args.labels,
         problem_type="multi_label_classification", attn_implementation=args.attn,
     )
-    model = BertForSequenceClassification(config).to(torch.float32)
+    model = BertForSequenceClassification(config).to(device=device, dtype=torch.float32)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
     opt_cls = torch.optim.Adam if args.optimizer == "adam" else torch.optim.AdamW
-    opt = opt_cls(params, lr=5e-5)
+    opt = opt_cls(params, lr=5e-5, **({"fused": True} if args.fused_adam else {}))
     loss_fn = torch.nn.BCEWithLogitsLoss()
 
     B, S = args.batch, args.seq
@@ -72,21 +80,30 @@ def main():
             input_ids[b, lengths[b]:] = 0
     token_type_ids = torch.zeros_like(input_ids)
     targets = torch.nn.functional.one_hot(torch.randint(0, args.labels, (B,)), args.labels).float()
+    input_ids, attention_mask, token_type_ids, targets = (
+        t.to(device) for t in (input_ids, attention_mask, token_type_ids, targets))
 
     def step():
-        logits = model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).logits
-        loss = loss_fn(logits, targets)
+        with torch.autocast(device_type=args.device, dtype=torch.bfloat16, enabled=args.autocast_bf16):
+            logits = model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).logits
+            loss = loss_fn(logits.float(), targets)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         return loss
 
+    def sync():
+        if args.device == "cuda":
+            torch.cuda.synchronize()
+
     for _ in range(args.warmup):
         step()
+    sync()
     times = []
     for _ in range(args.steps):
         t0 = time.perf_counter()
         step()
+        sync()  # each step timed whole, as bertrain bench step does
         times.append((time.perf_counter() - t0) * 1000.0)
 
     med = statistics.median(times)
@@ -108,6 +125,9 @@ def main():
         "torch_version": torch.__version__,
         "transformers_version": transformers.__version__,
         "cpu": platform.processor() or platform.machine(),
+        "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+        "autocast_bf16": args.autocast_bf16,
+        "peak_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 3) if args.device == "cuda" else None,
     }))
 
 
