@@ -17,6 +17,7 @@ struct TrainerOptions {
   std::vector<float> class_weights;  // empty: unweighted
   uint64_t seed = 42;                // dropout masks: stream (seed, optimizer step, site)
   double collective_timeout_s = 300;  // GPU data parallelism: a collective slower than this aborts the job
+  bool reduce_bf16 = false;           // GPU data parallelism: send gradients as bf16 (half the traffic)
 };
 
 template <typename T>

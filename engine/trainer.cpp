@@ -53,6 +53,8 @@ void validate(const TrainArgs& a) {
     BERTRAIN_CHECK(a.val_fraction > 0 && a.val_fraction < 1, "--val-fraction must be in (0, 1), got " << a.val_fraction);
   }
   BERTRAIN_CHECK(a.collective_timeout_s > 0, "--collective-timeout must be positive, got " << a.collective_timeout_s);
+  BERTRAIN_CHECK(a.grad_reduce == "fp32" || a.grad_reduce == "bf16",
+                 "--grad-reduce must be fp32 or bf16, got '" << a.grad_reduce << "'");
 }
 
 json args_json(const TrainArgs& a) {
@@ -63,7 +65,8 @@ json args_json(const TrainArgs& a) {
               {"adam_beta2", a.adam_beta2},     {"adam_eps", a.adam_eps},       {"weight_decay", a.weight_decay},
               {"class_weights", a.class_weights}, {"num_samples", a.num_samples}, {"seed", a.seed},
               {"split_seed", a.split_seed},     {"shuffle", a.shuffle},         {"clean", a.clean},
-              {"device", a.device},             {"precision", a.precision}};
+              {"device", a.device},             {"precision", a.precision},     {"grad_reduce", a.grad_reduce},
+              {"collective_timeout_s", a.collective_timeout_s}};
 }
 
 // The examples of `rows` of `data`, labelled by `labels`.
@@ -192,6 +195,7 @@ json run_training(const TrainArgs& args, Communicator& comm) {
     for (int c : counts) options.class_weights.push_back(c > 0 ? 1.0f / static_cast<float>(c) : 0.0f);
   }
   options.collective_timeout_s = args.collective_timeout_s;
+  options.reduce_bf16 = args.grad_reduce == "bf16";
   const int max_seq = std::max(longest(train_examples), longest(val_examples));
   // Every rank starts from rank 0's parameters (they agree already when loaded from the same files; the
   // broadcast makes that a guarantee rather than an assumption about shared filesystems).
@@ -242,6 +246,7 @@ json run_training(const TrainArgs& args, Communicator& comm) {
   json params = args_json(args);
   params["world_size"] = comm.size();
   params["engine"] = engine->description();
+  params["device_memory_bytes"] = engine->device_memory_bytes();
   if (verbose) {
     std::printf("training %s on %zu rows, validating on %zu; %d labels; %zu parameters; batch %d, %d epochs\n",
                 args.model_dir.c_str(), train_examples.size(), val_examples.size(), labels.size(),

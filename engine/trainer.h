@@ -36,6 +36,7 @@ struct TrainArgs {
   std::string device = "auto";
   std::string precision = "fp32";
   double collective_timeout_s = 300;  // multi-GPU: a collective slower than this ends the job
+  std::string grad_reduce = "fp32";   // multi-GPU: fp32 | bf16 gradients on the wire
   bool resume = false;
   int threads = 0;             // OpenMP threads, 0: default
   bool quiet = false;          // no per-epoch log lines

@@ -39,6 +39,7 @@ int run_train(const std::vector<std::string>& args) {
   p.option("device", "auto", "auto (CUDA when a device is visible) | cpu | cuda; rank r uses GPU r mod count");
   p.option("precision", "fp32", "fp32 | bf16 (CUDA: bf16 weights and activations, fp32 master weights)");
   p.option("collective-timeout", "300", "seconds a multi-GPU collective may take before the job is aborted");
+  p.option("grad-reduce", "fp32", "fp32 | bf16: precision of gradients in the multi-GPU allreduce");
   p.flag("resume", "continue the run in --out from RUN_DIR/last");
   p.option("threads", "0", "CPU threads (0: all cores, or OMP_NUM_THREADS)");
   p.flag("quiet", "no progress or epoch lines");
@@ -69,6 +70,7 @@ int run_train(const std::vector<std::string>& args) {
   a.device = p.get("device");
   a.precision = p.get("precision");
   a.collective_timeout_s = p.get_double("collective-timeout");
+  a.grad_reduce = p.get("grad-reduce");
   a.resume = p.get_flag("resume");
   a.threads = p.get_int("threads");
   a.quiet = p.get_flag("quiet");

@@ -91,6 +91,7 @@ class GpuBackend final : public TrainingBackend {
     if (comm.size() > 1) {
       BERTRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
       device_comm_ = make_device_communicator(comm, device, options.collective_timeout_s);
+      if (options.reduce_bf16) reduce_buffer_ = DeviceBuffer<bf16>(size_);
     }
     context_.synchronize();
     host_.description = "cuda:" + std::to_string(device) + " " + context_.device_name() +
@@ -254,7 +255,14 @@ class GpuBackend final : public TrainingBackend {
     if (waiting * sizeof(float) < kBucketBytes && offset > 0) return;
     BERTRAIN_CUDA_CHECK(cudaEventRecord(bucket_ready_.get(), context_.stream()));
     BERTRAIN_CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, bucket_ready_.get(), 0));
-    device_comm_->allreduce_sum(grads_.data() + offset, waiting, comm_stream_);
+    if (reduce_buffer_.size() > 0) {
+      // bf16 on the wire, fp32 again for the optimizer: each rank's gradient is rounded once before the sum.
+      cast_cuda(reduce_buffer_.data() + offset, grads_.data() + offset, waiting, comm_stream_);
+      device_comm_->allreduce_sum(reduce_buffer_.data() + offset, waiting, comm_stream_);
+      cast_cuda(grads_.data() + offset, reduce_buffer_.data() + offset, waiting, comm_stream_);
+    } else {
+      device_comm_->allreduce_sum(grads_.data() + offset, waiting, comm_stream_);
+    }
     reduced_from_ = offset;
   }
   // The optimizer must see every reduced bucket: the compute stream waits for the communication stream.
@@ -310,6 +318,7 @@ class GpuBackend final : public TrainingBackend {
   // Data parallelism (more than one rank).
   std::unique_ptr<DeviceCommunicator> device_comm_;
   cudaStream_t comm_stream_ = nullptr;
+  DeviceBuffer<bf16> reduce_buffer_;  // --grad-reduce bf16
   CudaEvent bucket_ready_, reductions_done_;
   std::size_t reduced_from_ = 0;
 };

@@ -530,6 +530,13 @@ TEST_F(CliTest, ResumeAfterTheRunFinishedAsksForMoreEpochs) {
   EXPECT_EQ(snapshot(path("run")), before);
 }
 
+TEST_F(CliTest, BadMultiGpuOptionsAreRejectedBeforeAnythingIsWritten) {
+  expect_error(run(train_args(path("run"), {"--grad-reduce", "fp16"})), "--grad-reduce");
+  expect_no_run(path("run"));
+  expect_error(run(train_args(path("run"), {"--collective-timeout", "0"})), "--collective-timeout");
+  expect_no_run(path("run"));
+}
+
 TEST_F(CliTest, CudaAndBf16AreRejectedWithoutADevice) {
   if (cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is visible: --device cuda and bf16 are valid here";
   const RunResult cuda = run(train_args(path("run"), {"--device", "cuda"}));
