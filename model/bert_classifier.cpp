@@ -85,24 +85,6 @@ BertClassifier<T>::BertClassifier(const BertConfig& config, int num_labels, int 
 }
 
 template <typename T>
-const BertWeights<const T>& BertClassifier<T>::weights(const T* params) {
-  if (params != bound_params_) {
-    weights_ = bind_bert_weights(layout_, config_.num_hidden_layers, params);
-    bound_params_ = params;
-  }
-  return weights_;
-}
-
-template <typename T>
-const BertWeights<T>& BertClassifier<T>::gradient_views(T* grads) {
-  if (grads != bound_grads_) {
-    gradients_ = bind_bert_weights(layout_, config_.num_hidden_layers, grads);
-    bound_grads_ = grads;
-  }
-  return gradients_;
-}
-
-template <typename T>
 void BertClassifier<T>::forward(const T* params, const BertBatch& batch, const DropoutSetting& dropout) {
   BERTRAIN_CHECK(batch.batch > 0 && batch.batch <= max_batch_,
                  "batch size " << batch.batch << " is outside [1, " << max_batch_ << "]");
@@ -114,7 +96,7 @@ void BertClassifier<T>::forward(const T* params, const BertBatch& batch, const D
                                                                                        << " after the model was built");
   batch_ = batch;
   dropout_ = dropout;
-  const BertWeights<const T>& w = weights(params);
+  const BertWeights<const T>& w = weights_.bind(layout_, config_.num_hidden_layers, params);
   const BertConfig& c = config_;
   const int B = batch.batch, S = batch.seq, H = c.hidden_size, I = c.intermediate_size, C = num_labels_;
   const int tokens = B * S;
@@ -168,8 +150,8 @@ void BertClassifier<T>::forward(const T* params, const BertBatch& batch, const D
 template <typename T>
 void BertClassifier<T>::backward(T* grads, const T* params, const T* dlogits) {
   BERTRAIN_CHECK(batch_.batch > 0, "backward called before forward");
-  const BertWeights<const T>& w = weights(params);
-  const BertWeights<T>& g = gradient_views(grads);
+  const BertWeights<const T>& w = weights_.bind(layout_, config_.num_hidden_layers, params);
+  const BertWeights<T>& g = gradients_.bind(layout_, config_.num_hidden_layers, grads);
   const BertConfig& c = config_;
   const DropoutSetting& dropout = dropout_;
   const int B = batch_.batch, S = batch_.seq, H = c.hidden_size, I = c.intermediate_size, C = num_labels_;

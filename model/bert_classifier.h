@@ -83,14 +83,9 @@ class BertClassifier {
   T *d_small_a_, *d_small_b_;               // [B, H]
   T* attention_scratch_;
 
-  // Typed views of the parameter and gradient buffers, rebuilt only when a buffer moves, so that steady
-  // state steps allocate nothing.
-  const BertWeights<const T>& weights(const T* params);
-  const BertWeights<T>& gradient_views(T* grads);
-  const T* bound_params_ = nullptr;
-  T* bound_grads_ = nullptr;
-  BertWeights<const T> weights_{};
-  BertWeights<T> gradients_{};
+  // Typed views of the parameter and gradient buffers.
+  BoundWeights<const T> weights_;
+  BoundWeights<T> gradients_;
 
   // The batch and dropout of the last forward, reused by backward.
   BertBatch batch_;

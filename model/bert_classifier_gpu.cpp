@@ -91,24 +91,6 @@ BertClassifierGpu<T>::BertClassifierGpu(const BertConfig& config, int num_labels
 }
 
 template <typename T>
-const BertWeights<const T>& BertClassifierGpu<T>::weights(const T* params) {
-  if (params != bound_params_) {
-    weights_ = bind_bert_weights(layout_, config_.num_hidden_layers, params);
-    bound_params_ = params;
-  }
-  return weights_;
-}
-
-template <typename T>
-const BertWeights<float>& BertClassifierGpu<T>::gradient_views(float* grads) {
-  if (grads != bound_grads_) {
-    gradients_ = bind_bert_weights(layout_, config_.num_hidden_layers, grads);
-    bound_grads_ = grads;
-  }
-  return gradients_;
-}
-
-template <typename T>
 void BertClassifierGpu<T>::forward(const T* params, const BertBatch& batch, const DropoutSetting& dropout) {
   BERTRAIN_CHECK(batch.batch > 0 && batch.batch <= max_batch_,
                  "batch size " << batch.batch << " is outside [1, " << max_batch_ << "]");
@@ -118,7 +100,7 @@ void BertClassifierGpu<T>::forward(const T* params, const BertBatch& batch, cons
   dropout_ = dropout;
   const GpuHandles& hd = handles_;
   const CudaStream stream = hd.stream;
-  const BertWeights<const T>& w = weights(params);
+  const BertWeights<const T>& w = weights_.bind(layout_, config_.num_hidden_layers, params);
   const BertConfig& c = config_;
   const int B = batch.batch, S = batch.seq, H = c.hidden_size, I = c.intermediate_size, C = num_labels_;
   const int tokens = B * S;
@@ -175,8 +157,8 @@ void BertClassifierGpu<T>::backward(float* grads, const T* params, const T* dlog
   BERTRAIN_CHECK(batch_.batch > 0, "backward called before forward");
   const GpuHandles& hd = handles_;
   const CudaStream stream = hd.stream;
-  const BertWeights<const T>& w = weights(params);
-  const BertWeights<float>& g = gradient_views(grads);
+  const BertWeights<const T>& w = weights_.bind(layout_, config_.num_hidden_layers, params);
+  const BertWeights<float>& g = gradients_.bind(layout_, config_.num_hidden_layers, grads);
   const BertConfig& c = config_;
   const DropoutSetting& dropout = dropout_;
   const int B = batch_.batch, S = batch_.seq, H = c.hidden_size, I = c.intermediate_size, C = num_labels_;

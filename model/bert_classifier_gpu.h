@@ -78,12 +78,8 @@ class BertClassifierGpu {
   void* embedding_scratch_;
   std::size_t embedding_scratch_bytes_;
 
-  const BertWeights<const T>& weights(const T* params);
-  const BertWeights<float>& gradient_views(float* grads);
-  const T* bound_params_ = nullptr;
-  float* bound_grads_ = nullptr;
-  BertWeights<const T> weights_{};
-  BertWeights<float> gradients_{};
+  BoundWeights<const T> weights_;
+  BoundWeights<float> gradients_;
 
   BertBatch batch_;
   DropoutSetting dropout_;

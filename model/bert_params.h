@@ -35,4 +35,22 @@ struct BertWeights {
 template <typename T>
 BertWeights<T> bind_bert_weights(const ParamLayout& layout, int num_layers, T* base);
 
+// bind_bert_weights for the buffer a model was last given, rebuilt only when the buffer moves, so that
+// steady-state training steps allocate nothing.
+template <typename T>
+class BoundWeights {
+ public:
+  const BertWeights<T>& bind(const ParamLayout& layout, int num_layers, T* base) {
+    if (base != base_) {
+      views_ = bind_bert_weights(layout, num_layers, base);
+      base_ = base;
+    }
+    return views_;
+  }
+
+ private:
+  T* base_ = nullptr;
+  BertWeights<T> views_{};
+};
+
 }  // namespace bertrain
