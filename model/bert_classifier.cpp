@@ -103,16 +103,14 @@ void BertClassifier<T>::forward(const T* params, const BertBatch& batch, const D
   const std::size_t th = static_cast<std::size_t>(tokens) * H;
   const T eps = T(c.layer_norm_eps);
   const Activation act = c.activation();
-  const DropoutLayout tokens_layout{batch.first_sample, S, c.max_position_embeddings, H};
-  const DropoutLayout attention_layout{batch.first_sample, S, c.max_position_embeddings, 0};
-  const DropoutLayout pooled_layout{batch.first_sample, 1, 1, H};
+  const SiteLayouts layouts(batch.first_sample, S, c.max_position_embeddings, H);
 
   embedding_forward_cpu(emb_sum_, batch.input_ids, nullptr, w.word_emb, w.pos_emb, w.type_emb, B, S, H,
                         c.vocab_size, c.type_vocab_size);
   layernorm_forward_cpu(layer_in_[0], emb_mean_, emb_rstd_, emb_sum_, static_cast<const T*>(nullptr), w.emb_ln_g,
                         w.emb_ln_b, tokens, H, eps);
   dropout_forward_cpu(layer_in_[0], layer_in_[0], th, dropout.hidden, dropout.key(kEmbeddings),
-                      tokens_layout);
+                      layouts.tokens);
 
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const BertLayerWeights<const T>& lw = w.layers[l];
@@ -123,16 +121,16 @@ void BertClassifier<T>::forward(const T* params, const BertBatch& batch, const D
     linear_forward_cpu(a.v, x, lw.value_w, lw.value_b, tokens, H, H);
     attention_forward_cpu(a.ctx, a.probs, a.q, a.k, a.v, batch.attention_mask, B, S, c.num_attention_heads,
                           c.head_dim(), dropout.attention, dropout.key(layer_site(l, kAttentionProbs)),
-                          attention_scratch_, attention_layout);
+                          attention_scratch_, layouts.attention);
     linear_forward_cpu(a.attn_out, a.ctx, lw.attn_out_w, lw.attn_out_b, tokens, H, H);
     dropout_forward_cpu(a.attn_out, a.attn_out, th, dropout.hidden, dropout.key(layer_site(l, kAttentionOutput)),
-                        tokens_layout);
+                        layouts.tokens);
     layernorm_forward_cpu(a.ln1_out, a.ln1_mean, a.ln1_rstd, a.attn_out, x, lw.attn_ln_g, lw.attn_ln_b, tokens, H, eps);
     linear_forward_cpu(a.inter_pre, a.ln1_out, lw.inter_w, lw.inter_b, tokens, H, I);
     activation_forward_cpu(act_scratch_, a.inter_pre, static_cast<std::size_t>(tokens) * I, act);
     linear_forward_cpu(a.out_dense, act_scratch_, lw.out_w, lw.out_b, tokens, I, H);
     dropout_forward_cpu(a.out_dense, a.out_dense, th, dropout.hidden,
-                        dropout.key(layer_site(l, kFeedForwardOutput)), tokens_layout);
+                        dropout.key(layer_site(l, kFeedForwardOutput)), layouts.tokens);
     layernorm_forward_cpu(layer_in_[l + 1], a.ln2_mean, a.ln2_rstd, a.out_dense, a.ln1_out, lw.out_ln_g,
                           lw.out_ln_b, tokens, H, eps);
   }
@@ -143,7 +141,7 @@ void BertClassifier<T>::forward(const T* params, const BertBatch& batch, const D
   linear_forward_cpu(pool_pre_, cls_, w.pooler_w, w.pooler_b, B, H, H);
   activation_forward_cpu(pooled_, pool_pre_, static_cast<std::size_t>(B) * H, Activation::kTanh);
   dropout_forward_cpu(pooled_drop_, pooled_, static_cast<std::size_t>(B) * H, dropout.classifier,
-                      dropout.key(classifier_site(c.num_hidden_layers)), pooled_layout);
+                      dropout.key(classifier_site(c.num_hidden_layers)), layouts.pooled);
   linear_forward_cpu(logits_, pooled_drop_, w.classifier_w, w.classifier_b, B, H, C);
 }
 
@@ -158,15 +156,13 @@ void BertClassifier<T>::backward(T* grads, const T* params, const T* dlogits) {
   const int tokens = B * S;
   const std::size_t th = static_cast<std::size_t>(tokens) * H, ti = static_cast<std::size_t>(tokens) * I;
   const Activation act = c.activation();
-  const DropoutLayout tokens_layout{batch_.first_sample, S, c.max_position_embeddings, H};
-  const DropoutLayout attention_layout{batch_.first_sample, S, c.max_position_embeddings, 0};
-  const DropoutLayout pooled_layout{batch_.first_sample, 1, 1, H};
+  const SiteLayouts layouts(batch_.first_sample, S, c.max_position_embeddings, H);
 
   // Head: classifier, dropout, tanh, pooler dense; the pooler's input gradient lands on the [CLS] rows.
   linear_backward_cpu(d_small_a_, g.classifier_w, g.classifier_b, dlogits, pooled_drop_, w.classifier_w, B, H, C,
                       false);
   dropout_backward_cpu(d_small_a_, d_small_a_, static_cast<std::size_t>(B) * H, dropout.classifier,
-                       dropout.key(classifier_site(c.num_hidden_layers)), pooled_layout);
+                       dropout.key(classifier_site(c.num_hidden_layers)), layouts.pooled);
   activation_backward_cpu(d_small_a_, d_small_a_, pool_pre_, static_cast<std::size_t>(B) * H, Activation::kTanh);
   linear_backward_cpu(d_small_b_, g.pooler_w, g.pooler_b, d_small_a_, cls_, w.pooler_w, B, H, H, false);
   std::fill(dy_, dy_ + th, T(0));
@@ -183,7 +179,7 @@ void BertClassifier<T>::backward(T* grads, const T* params, const T* dlogits) {
                            lw.out_ln_g, tokens, H);
     // Feed-forward: dropout, output dense (input act(inter_pre), recomputed), activation, intermediate dense.
     dropout_backward_cpu(d_b_, dz2, th, dropout.hidden, dropout.key(layer_site(l, kFeedForwardOutput)),
-                         tokens_layout);
+                         layouts.tokens);
     activation_forward_cpu(act_scratch_, a.inter_pre, ti, act);
     linear_backward_cpu(d_inter_, lg.out_w, lg.out_b, d_b_, act_scratch_, lw.out_w, tokens, I, H, false);
     activation_backward_cpu(d_inter_, d_inter_, a.inter_pre, ti, act);
@@ -195,14 +191,14 @@ void BertClassifier<T>::backward(T* grads, const T* params, const T* dlogits) {
     layernorm_backward_cpu(dz1, lg.attn_ln_g, lg.attn_ln_b, d_ln1, a.attn_out, x, a.ln1_mean, a.ln1_rstd,
                            lw.attn_ln_g, tokens, H);
     dropout_backward_cpu(d_b_, dz1, th, dropout.hidden, dropout.key(layer_site(l, kAttentionOutput)),
-                         tokens_layout);
+                         layouts.tokens);
     T* dctx = d_c_;
     linear_backward_cpu(dctx, lg.attn_out_w, lg.attn_out_b, d_b_, a.ctx, lw.attn_out_w, tokens, H, H, false);
     // Self-attention, then the three projections, whose input gradients add up with the residual.
     T *dq = d_b_, *dk = d_d_, *dv = d_e_;
     attention_backward_cpu(dq, dk, dv, dctx, a.probs, a.q, a.k, a.v, B, S, c.num_attention_heads, c.head_dim(),
                            dropout.attention, dropout.key(layer_site(l, kAttentionProbs)), attention_scratch_,
-                           attention_layout);
+                           layouts.attention);
     linear_backward_cpu(dy_, lg.query_w, lg.query_b, dq, x, lw.query_w, tokens, H, H, false);
     linear_backward_cpu(dy_, lg.key_w, lg.key_b, dk, x, lw.key_w, tokens, H, H, true);
     linear_backward_cpu(dy_, lg.value_w, lg.value_b, dv, x, lw.value_w, tokens, H, H, true);
@@ -210,7 +206,7 @@ void BertClassifier<T>::backward(T* grads, const T* params, const T* dlogits) {
   }
 
   // Embeddings: dropout, LayerNorm (no residual), then the three tables.
-  dropout_backward_cpu(dy_, dy_, th, dropout.hidden, dropout.key(kEmbeddings), tokens_layout);
+  dropout_backward_cpu(dy_, dy_, th, dropout.hidden, dropout.key(kEmbeddings), layouts.tokens);
   layernorm_backward_cpu(d_a_, g.emb_ln_g, g.emb_ln_b, dy_, emb_sum_, static_cast<const T*>(nullptr), emb_mean_,
                          emb_rstd_, w.emb_ln_g, tokens, H);
   embedding_backward_cpu(g.word_emb, g.pos_emb, g.type_emb, d_a_, batch_.input_ids, static_cast<const int32_t*>(nullptr),

@@ -107,15 +107,14 @@ void BertClassifierGpu<T>::forward(const T* params, const BertBatch& batch, cons
   const std::size_t th = static_cast<std::size_t>(tokens) * H;
   const float eps = static_cast<float>(c.layer_norm_eps);
   const Activation act = c.activation();
-  const DropoutLayout tokens_layout{batch.first_sample, S, c.max_position_embeddings, H};
-  const DropoutLayout attention_layout{batch.first_sample, S, c.max_position_embeddings, 0};
-  const DropoutLayout pooled_layout{batch.first_sample, 1, 1, H};
+  const SiteLayouts layouts(batch.first_sample, S, c.max_position_embeddings, H);
 
   embedding_forward_cuda(emb_sum_, batch.input_ids, static_cast<const int32_t*>(nullptr), w.word_emb, w.pos_emb,
                          w.type_emb, B, S, H, stream);
   layernorm_forward_cuda(layer_in_[0], emb_mean_, emb_rstd_, emb_sum_, static_cast<const T*>(nullptr), w.emb_ln_g,
                          w.emb_ln_b, tokens, H, eps, stream);
-  dropout_forward_cuda(layer_in_[0], layer_in_[0], th, dropout.hidden, dropout.key(kEmbeddings), tokens_layout, stream);
+  dropout_forward_cuda(layer_in_[0], layer_in_[0], th, dropout.hidden, dropout.key(kEmbeddings), layouts.tokens,
+                       stream);
 
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const BertLayerWeights<const T>& lw = w.layers[l];
@@ -126,10 +125,10 @@ void BertClassifierGpu<T>::forward(const T* params, const BertBatch& batch, cons
     linear_forward_cuda(hd, v_, x, lw.value_w, lw.value_b, tokens, H, H);
     attention_forward_cuda(hd, a.ctx, a.probs, a.qh, a.kh, a.vh, q_, k_, v_, batch.attention_mask, B, S,
                            c.num_attention_heads, c.head_dim(), dropout.attention,
-                           dropout.key(layer_site(l, kAttentionProbs)), attention_layout, attention_workspace_);
+                           dropout.key(layer_site(l, kAttentionProbs)), layouts.attention, attention_workspace_);
     linear_forward_cuda(hd, a.attn_out, a.ctx, lw.attn_out_w, lw.attn_out_b, tokens, H, H);
     dropout_forward_cuda(a.attn_out, a.attn_out, th, dropout.hidden, dropout.key(layer_site(l, kAttentionOutput)),
-                         tokens_layout, stream);
+                         layouts.tokens, stream);
     layernorm_forward_cuda(a.ln1_out, a.ln1_mean, a.ln1_rstd, a.attn_out, x, lw.attn_ln_g, lw.attn_ln_b, tokens, H,
                            eps, stream);
     // Intermediate dense without its bias, then bias + activation in one pass (inter_pre keeps x·Wᵀ + b).
@@ -137,7 +136,7 @@ void BertClassifierGpu<T>::forward(const T* params, const BertBatch& batch, cons
     bias_activation_forward_cuda(act_, a.inter_pre, lw.inter_b, tokens, I, act, stream);
     linear_forward_cuda(hd, a.out_dense, act_, lw.out_w, lw.out_b, tokens, I, H);
     dropout_forward_cuda(a.out_dense, a.out_dense, th, dropout.hidden, dropout.key(layer_site(l, kFeedForwardOutput)),
-                         tokens_layout, stream);
+                         layouts.tokens, stream);
     layernorm_forward_cuda(layer_in_[l + 1], a.ln2_mean, a.ln2_rstd, a.out_dense, a.ln1_out, lw.out_ln_g, lw.out_ln_b,
                            tokens, H, eps, stream);
   }
@@ -147,7 +146,7 @@ void BertClassifierGpu<T>::forward(const T* params, const BertBatch& batch, cons
   linear_forward_cuda(hd, pool_pre_, cls_, w.pooler_w, w.pooler_b, B, H, H);
   activation_forward_cuda(pooled_, pool_pre_, static_cast<std::size_t>(B) * H, Activation::kTanh, stream);
   dropout_forward_cuda(pooled_drop_, pooled_, static_cast<std::size_t>(B) * H, dropout.classifier,
-                       dropout.key(classifier_site(c.num_hidden_layers)), pooled_layout, stream);
+                       dropout.key(classifier_site(c.num_hidden_layers)), layouts.pooled, stream);
   linear_forward_cuda(hd, logits_, pooled_drop_, w.classifier_w, w.classifier_b, B, H, C);
 }
 
@@ -165,9 +164,7 @@ void BertClassifierGpu<T>::backward(float* grads, const T* params, const T* dlog
   const int tokens = B * S;
   const std::size_t th = static_cast<std::size_t>(tokens) * H, ti = static_cast<std::size_t>(tokens) * I;
   const Activation act = c.activation();
-  const DropoutLayout tokens_layout{batch_.first_sample, S, c.max_position_embeddings, H};
-  const DropoutLayout attention_layout{batch_.first_sample, S, c.max_position_embeddings, 0};
-  const DropoutLayout pooled_layout{batch_.first_sample, 1, 1, H};
+  const SiteLayouts layouts(batch_.first_sample, S, c.max_position_embeddings, H);
   auto ready = [&](const float* first) {
     if (on_gradients_ready) on_gradients_ready(static_cast<std::size_t>(first - grads));
   };
@@ -176,7 +173,7 @@ void BertClassifierGpu<T>::backward(float* grads, const T* params, const T* dlog
   linear_backward_cuda(hd, d_small_a_, g.classifier_w, g.classifier_b, dlogits, pooled_drop_, w.classifier_w, B, H,
                        C, false);
   dropout_backward_cuda(d_small_a_, d_small_a_, static_cast<std::size_t>(B) * H, dropout.classifier,
-                        dropout.key(classifier_site(c.num_hidden_layers)), pooled_layout, stream);
+                        dropout.key(classifier_site(c.num_hidden_layers)), layouts.pooled, stream);
   activation_backward_cuda(d_small_a_, d_small_a_, pool_pre_, static_cast<std::size_t>(B) * H, Activation::kTanh,
                            stream);
   linear_backward_cuda(hd, d_small_b_, g.pooler_w, g.pooler_b, d_small_a_, cls_, w.pooler_w, B, H, H, false);
@@ -191,7 +188,7 @@ void BertClassifierGpu<T>::backward(float* grads, const T* params, const T* dlog
     T* dz2 = d_a_;
     layernorm_backward_cuda(hd, dz2, lg.out_ln_g, lg.out_ln_b, dy_, a.out_dense, a.ln1_out, a.ln2_mean, a.ln2_rstd,
                             lw.out_ln_g, tokens, H);
-    dropout_backward_cuda(d_b_, dz2, th, dropout.hidden, dropout.key(layer_site(l, kFeedForwardOutput)), tokens_layout,
+    dropout_backward_cuda(d_b_, dz2, th, dropout.hidden, dropout.key(layer_site(l, kFeedForwardOutput)), layouts.tokens,
                           stream);
     // The output dense's input act(inter_pre) is recomputed rather than kept per layer.
     activation_forward_cuda(act_, a.inter_pre, ti, act, stream);
@@ -203,13 +200,13 @@ void BertClassifierGpu<T>::backward(float* grads, const T* params, const T* dlog
     T* dz1 = d_a_;
     layernorm_backward_cuda(hd, dz1, lg.attn_ln_g, lg.attn_ln_b, d_ln1, a.attn_out, x, a.ln1_mean, a.ln1_rstd,
                             lw.attn_ln_g, tokens, H);
-    dropout_backward_cuda(d_b_, dz1, th, dropout.hidden, dropout.key(layer_site(l, kAttentionOutput)), tokens_layout,
+    dropout_backward_cuda(d_b_, dz1, th, dropout.hidden, dropout.key(layer_site(l, kAttentionOutput)), layouts.tokens,
                           stream);
     T* dctx = d_c_;
     linear_backward_cuda(hd, dctx, lg.attn_out_w, lg.attn_out_b, d_b_, a.ctx, lw.attn_out_w, tokens, H, H, false);
     T *dq = d_b_, *dk = d_d_, *dv = d_e_;
     attention_backward_cuda(hd, dq, dk, dv, dctx, a.probs, a.qh, a.kh, a.vh, B, S, c.num_attention_heads, c.head_dim(),
-                            dropout.attention, dropout.key(layer_site(l, kAttentionProbs)), attention_layout,
+                            dropout.attention, dropout.key(layer_site(l, kAttentionProbs)), layouts.attention,
                             attention_workspace_);
     linear_backward_cuda(hd, dy_, lg.query_w, lg.query_b, dq, x, lw.query_w, tokens, H, H, false);
     linear_backward_cuda(hd, dy_, lg.key_w, lg.key_b, dk, x, lw.key_w, tokens, H, H, true);
@@ -219,7 +216,7 @@ void BertClassifierGpu<T>::backward(float* grads, const T* params, const T* dlog
   }
 
   // Embeddings: dropout, LayerNorm (no residual), then the three tables.
-  dropout_backward_cuda(dy_, dy_, th, dropout.hidden, dropout.key(kEmbeddings), tokens_layout, stream);
+  dropout_backward_cuda(dy_, dy_, th, dropout.hidden, dropout.key(kEmbeddings), layouts.tokens, stream);
   layernorm_backward_cuda(hd, d_a_, g.emb_ln_g, g.emb_ln_b, dy_, emb_sum_, static_cast<const T*>(nullptr), emb_mean_,
                           emb_rstd_, w.emb_ln_g, tokens, H);
   embedding_backward_cuda(g.word_emb, g.pos_emb, g.type_emb, static_cast<const T*>(d_a_), batch_.input_ids,

@@ -39,17 +39,6 @@ constexpr int kMaxRowThreads = 256;
 // operands.
 constexpr std::size_t kRegionAlign = 64;
 
-template <typename T>
-struct CudaDataType;
-template <>
-struct CudaDataType<float> {
-  static constexpr cudaDataType_t value = CUDA_R_32F;
-};
-template <>
-struct CudaDataType<bf16> {
-  static constexpr cudaDataType_t value = CUDA_R_16BF;
-};
-
 std::size_t align_region(std::size_t n) { return (n + kRegionAlign - 1) / kRegionAlign * kRegionAlign; }
 
 // The shapes of one call and where its scratch lies in the caller's T workspace. Six disjoint regions, laid
@@ -105,7 +94,7 @@ template <typename T>
 void batched_gemm(const GpuHandles& handles, cublasOperation_t op_a, cublasOperation_t op_b, int m, int n, int k,
                   float alpha, const T* a, int lda, long long stride_a, const T* b, int ldb, long long stride_b, T* c,
                   int ldc, long long stride_c, int count) {
-  constexpr cudaDataType_t type = CudaDataType<T>::value;
+  constexpr cudaDataType_t type = cuda::CudaDataType<T>::value;
   const float beta = 0.0f;
   BERTRAIN_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handles.blas, op_a, op_b, m, n, k, &alpha, a, type, lda, stride_a,
                                                    b, type, ldb, stride_b, &beta, c, type, ldc, stride_c, count,

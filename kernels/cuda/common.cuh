@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <library_types.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -23,6 +24,18 @@ __device__ __forceinline__ void store(bf16* p, float x) {
   const __nv_bfloat16 r = __float2bfloat16_rn(x);
   p->bits = *reinterpret_cast<const uint16_t*>(&r);
 }
+
+// cuBLAS's name for a storage type (cublasGemmEx and friends).
+template <typename T>
+struct CudaDataType;
+template <>
+struct CudaDataType<float> {
+  static constexpr cudaDataType_t value = CUDA_R_32F;
+};
+template <>
+struct CudaDataType<bf16> {
+  static constexpr cudaDataType_t value = CUDA_R_16BF;
+};
 
 __device__ __forceinline__ float warp_sum(float x) {
   for (int offset = 16; offset > 0; offset >>= 1) x += __shfl_xor_sync(0xffffffffu, x, offset);

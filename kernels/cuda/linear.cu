@@ -38,17 +38,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-template <typename T>
-struct CudaDataType;
-template <>
-struct CudaDataType<float> {
-  static constexpr cudaDataType_t value = CUDA_R_32F;
-};
-template <>
-struct CudaDataType<bf16> {
-  static constexpr cudaDataType_t value = CUDA_R_16BF;
-};
-
 // C (m × n, column-major) = op(A) · op(B) + beta · C with fp32 compute (alpha = 1).
 void gemm(const GpuHandles& handles, cublasOperation_t op_a, cublasOperation_t op_b, int m, int n, int k,
           const void* a, cudaDataType_t a_type, int lda, const void* b, cudaDataType_t b_type, int ldb, float beta,
@@ -153,7 +142,7 @@ void linear_forward_cuda(const GpuHandles& handles, T* y, const T* x, const T* w
     BERTRAIN_CUDA_CHECK_LAUNCH("bias_broadcast_kernel");
     beta = 1.0f;
   }
-  constexpr cudaDataType_t type = CudaDataType<T>::value;
+  constexpr cudaDataType_t type = cuda::CudaDataType<T>::value;
   // yᵀ (out × rows) = W · xᵀ (+ yᵀ holding the bias).
   gemm(handles, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, w, type, in, x, type, in, beta, y, type, out);
 }
@@ -166,7 +155,7 @@ void linear_backward_cuda(const GpuHandles& handles, T* dx, float* dw, float* db
   BERTRAIN_CHECK(dw != nullptr && dy != nullptr && x != nullptr && w != nullptr,
                  "linear_backward_cuda: null dw, dy, x or w");
   BERTRAIN_CHECK(handles.blas != nullptr, "linear_backward_cuda: no cuBLAS handle");
-  constexpr cudaDataType_t type = CudaDataType<T>::value;
+  constexpr cudaDataType_t type = cuda::CudaDataType<T>::value;
   if (dx != nullptr) {
     // dxᵀ (in × rows) = Wᵀ · dyᵀ (+ dxᵀ).
     gemm(handles, CUBLAS_OP_N, CUBLAS_OP_N, in, rows, out, w, type, in, dy, type, out, accumulate_dx ? 1.0f : 0.0f, dx,
