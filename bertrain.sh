@@ -5,6 +5,10 @@
 #   ./bertrain.sh test                 set up, build, run the whole test suite (what CI runs)
 #   ./bertrain.sh asan                 the test suite under AddressSanitizer + UBSan (build-asan/)
 #   ./bertrain.sh build                set up and build only
+#   ./bertrain.sh deps-bundle DIR      copy Eigen, nlohmann/json, utf8proc and GoogleTest sources into DIR
+#                                      (default .deps), for a GPU machine with no apt (BERTRAIN_DEPS_DIR)
+#   ./bertrain.sh gpu-check [OUT [MODEL]]  on a GPU machine: build, GPU tests, sanitizers, kernel and step
+#                                      benchmarks beside PyTorch, a short fine-tune (tools/gpu_check.sh)
 # Environment: BUILD_DIR (default build), JOBS (parallel compile jobs, default: number of cores),
 # CMAKE_ARGS (extra configure arguments, e.g. "-DBERTRAIN_CUDA=OFF"),
 # BERTRAIN_DATA_DIR (folder with madewithml/dataset.csv and holdout.csv; default ../shared/data),
@@ -87,6 +91,23 @@ main_job() {
     --description "Using transformers for transfer learning on text classification tasks." --threshold 0.9
 }
 
+# deps_bundle DIR: what a machine without apt needs to build (CMake's BERTRAIN_DEPS_DIR): the headers of
+# Eigen, nlohmann/json and utf8proc, utf8proc's static library and GoogleTest's sources, all from the
+# Debian packages installed here (so the versions are the ones the tests run with).
+deps_bundle() {
+  local dir=$1 lib
+  lib=$(dpkg -L libutf8proc-dev | grep '/libutf8proc\.a$')
+  rm -rf "$dir.partial"
+  mkdir -p "$dir.partial/include" "$dir.partial/lib"
+  cp -r /usr/include/eigen3 /usr/include/nlohmann /usr/include/utf8proc.h "$dir.partial/include/"
+  cp "$lib" "$dir.partial/lib/"
+  cp -r /usr/src/googletest "$dir.partial/googletest"
+  rm -rf "$dir"
+  mv "$dir.partial" "$dir"
+  echo "bertrain.sh: dependency bundle in $dir ($(du -sh "$dir" | cut -f1)); on the GPU machine:" \
+    "BERTRAIN_DEPS_DIR=$dir ./bertrain.sh gpu-check"
+}
+
 run_tests() {  # run_tests DIR
   # One test process per core; ctest prints the summary line CI reads.
   (cd "$1" && ctest --output-on-failure -j "$JOBS")
@@ -118,8 +139,17 @@ case "${1:-}" in
     ensure_packages "${PACKAGES[@]}"
     build "$BUILD_DIR"
     ;;
+  deps-bundle)
+    ensure_packages "${PACKAGES[@]}"
+    deps_bundle "${2:-.deps}"
+    ;;
+  gpu-check)
+    # No apt here on purpose: GPU machines have none; dependencies come from BERTRAIN_DEPS_DIR.
+    shift
+    exec tools/gpu_check.sh "$@"
+    ;;
   *)
-    echo "usage: ./bertrain.sh run|test|asan|build   (see the comment at the top of this script)" >&2
+    echo "usage: ./bertrain.sh run|test|asan|build|deps-bundle|gpu-check   (see the comment at the top of this script)" >&2
     exit 2
     ;;
 esac

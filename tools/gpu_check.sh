@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# `./bertrain.sh gpu-check [OUT_DIR] [MODEL_DIR]`: everything a GPU machine can tell us, in one command.
+# For a machine with an NVIDIA GPU, the CUDA toolkit, CMake and python3 (+ PyTorch), but no apt and no
+# network: header-only dependencies, utf8proc and GoogleTest come from $BERTRAIN_DEPS_DIR (default .deps),
+# filled by `./bertrain.sh deps-bundle DIR` on a Debian machine. Steps (each logged to OUT_DIR/<step>.log;
+# a failing step is recorded and the next one still runs):
+#   env          nvidia-smi, nvcc, cmake, g++, python3/torch versions
+#   build        Release build for the GPU's own architecture in $BUILD_DIR (default build-gpu), MPI if found
+#   gpu-tests    ctest -L gpu with BERTRAIN_EXPECT_GPU=1 (every skip is a failure)
+#   sanitizer    compute-sanitizer memcheck, racecheck, initcheck on the element-wise GPU suite, if present
+#   kernels      bench kernels --json, bf16 and fp32 (every kernel verified against its CPU twin, then timed)
+#   step-*       bench step: BERT-base 256 x 128 bf16 and fp32, and a Made-With-ML-like 256 x 64
+#   torch-*      tools/reference/bench_torch_step.py on the same GPU and shapes, when torch imports
+#   finetune-*   with MODEL_DIR: a short fine-tune on Made-With-ML's data, GPU bf16, GPU fp32 and CPU
+# OUT_DIR/summary.md gets one line per step and the headline numbers. Exit status: 0 when every step passed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+OUT=${1:-gpu-check-$(date +%Y%m%d-%H%M%S)}
+MODEL=${2:-}
+BUILD_DIR=${BUILD_DIR:-build-gpu}
+DEPS=${BERTRAIN_DEPS_DIR:-.deps}
+DATA=${BERTRAIN_DATA_DIR:-../shared/data}
+JOBS=${JOBS:-$(nproc)}
+mkdir -p "$OUT"
+SUMMARY=$OUT/summary.md
+failed=0
+
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "gpu-check: no NVIDIA GPU visible (nvidia-smi missing or it lists no device); run it on a GPU machine" >&2
+  exit 1
+fi
+if [ ! -f "$DEPS/include/eigen3/Eigen/Core" ]; then
+  echo "gpu-check: no dependency bundle in $DEPS: run ./bertrain.sh deps-bundle $DEPS on a Debian machine" \
+    "and bring the folder (or set BERTRAIN_DEPS_DIR)" >&2
+  exit 1
+fi
+
+{
+  echo "# gpu-check $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo
+  echo "$(nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader)"
+  echo
+  echo "| step | status | seconds |"
+  echo "|---|---|---|"
+} >"$SUMMARY"
+
+# step NAME COMMAND...: runs COMMAND with its output in OUT/NAME.log, adds a row to the summary.
+step() {
+  local name=$1 start rc
+  shift
+  echo "== gpu-check: $name"
+  start=$(date +%s)
+  "$@" >"$OUT/$name.log" 2>&1 &
+  local pid=$!
+  # One hung step must not eat the machine's lease: STEP_TIMEOUT seconds (default 600) each.
+  ( sleep "${STEP_TIMEOUT:-600}" && echo "gpu-check: $name timed out" >>"$OUT/$name.log" && pkill -TERM -P $pid ) &
+  local watchdog=$!
+  wait $pid
+  rc=$?
+  kill $watchdog 2>/dev/null
+  wait $watchdog 2>/dev/null
+  local status=passed
+  if [ $rc -ne 0 ]; then
+    status="FAILED (exit $rc)"
+    failed=1
+    tail -20 "$OUT/$name.log"
+  fi
+  echo "| $name | $status | $(($(date +%s) - start)) |" >>"$SUMMARY"
+  return $rc
+}
+
+environment() {
+  nvidia-smi
+  nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap,clocks.max.sm,clocks.max.mem --format=csv
+  nvcc --version || /usr/local/cuda/bin/nvcc --version
+  cmake --version | head -1
+  g++ --version | head -1
+  nproc
+  python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda,
+    "transformers", transformers.__version__)'
+  command -v compute-sanitizer mpirun || true
+}
+
+configure_and_build() {
+  local cap
+  cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '. ')
+  local generator=()
+  if ! command -v make >/dev/null 2>&1 && command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
+  # shellcheck disable=SC2086  # CMAKE_ARGS is a word list on purpose
+  cmake -S . -B "$BUILD_DIR" "${generator[@]}" -DBERTRAIN_DEPS_DIR="$DEPS" -DCMAKE_CUDA_ARCHITECTURES="$cap" \
+    -DBERTRAIN_CUDA=ON ${CMAKE_ARGS:-} &&
+    cmake --build "$BUILD_DIR" -j "$JOBS"
+}
+
+gpu_tests() {
+  (cd "$BUILD_DIR" && BERTRAIN_EXPECT_GPU=1 ctest --output-on-failure -L gpu -j 1 --timeout 300)
+}
+
+sanitizer() {
+  local tool rc=0
+  for tool in memcheck racecheck initcheck; do
+    echo "-- compute-sanitizer --tool $tool"
+    compute-sanitizer --tool "$tool" --error-exitcode 3 "$BUILD_DIR/tests/test_cuda_elementwise" || rc=1
+  done
+  return $rc
+}
+
+BERT_BASE=(--layers 12 --hidden 768 --heads 12 --intermediate 3072)
+bench_step() {  # bench_step BATCH SEQ PRECISION
+  "$BUILD_DIR/bertrain" bench step "${BERT_BASE[@]}" --batch "$1" --seq "$2" --device cuda --precision "$3" \
+    --steps 20 --warmup 5
+}
+torch_step() {  # torch_step BATCH SEQ [extra...]
+  local batch=$1 seq=$2
+  shift 2
+  python3 tools/reference/bench_torch_step.py --device cuda --layers 12 --hidden 768 --heads 12 \
+    --intermediate 3072 --batch "$batch" --seq "$seq" --padding --attn sdpa --steps 20 --warmup 5 "$@"
+}
+
+finetune() {  # finetune NAME DEVICE PRECISION
+  local run=$OUT/runs/$1
+  rm -rf "$run"
+  "$BUILD_DIR/bertrain" train --model "$MODEL" --train-data "$DATA/madewithml/dataset.csv" --out "$run" \
+    --device "$2" --precision "$3" --epochs "${FINETUNE_EPOCHS:-3}" --batch-size 32 --quiet &&
+    "$BUILD_DIR/bertrain" evaluate --model "$run" --data "$DATA/madewithml/holdout.csv" --out "$run/evaluation.json"
+}
+
+step env environment
+if step build configure_and_build; then
+  step gpu-tests gpu_tests
+  if command -v compute-sanitizer >/dev/null 2>&1; then step sanitizer sanitizer; fi
+  step kernels-bf16 "$BUILD_DIR/bertrain" bench kernels --json
+  step kernels-fp32 "$BUILD_DIR/bertrain" bench kernels --json --precision fp32
+  step step-bf16-256x128 bench_step 256 128 bf16
+  step step-fp32-256x128 bench_step 256 128 fp32
+  step step-bf16-256x64 bench_step 256 64 bf16
+  if python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
+    step torch-bf16-256x128 torch_step 256 128 --autocast-bf16 --fused-adam
+    step torch-fp32-256x128 torch_step 256 128 --fused-adam
+    step torch-bf16-256x64 torch_step 256 64 --autocast-bf16 --fused-adam
+  fi
+  if [ -n "$MODEL" ]; then
+    step finetune-gpu-bf16 finetune gpu-bf16 cuda bf16
+    step finetune-gpu-fp32 finetune gpu-fp32 cuda fp32
+    step finetune-cpu finetune cpu cpu fp32
+  fi
+fi
+
+{
+  echo
+  echo "## Training steps (median ms, samples/s)"
+  for f in "$OUT"/step-*.log "$OUT"/torch-*.log; do
+    [ -f "$f" ] && echo "- $(basename "$f" .log): $(grep -h '^{' "$f" | tail -1)"
+  done
+  if [ -d "$OUT/runs" ]; then
+    echo
+    echo "## Fine-tune (val_loss per epoch; holdout weighted F1)"
+    for run in "$OUT"/runs/*; do
+      echo "- $(basename "$run"): val_loss $(grep -o '"val_loss": *[0-9.e+-]*' "$run/metrics.jsonl" 2>/dev/null |
+        sed 's/.*: *//' | tr '\n' ' ')f1 $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["overall"]["f1"])' \
+        "$run/evaluation.json" 2>/dev/null)"
+    done
+  fi
+} >>"$SUMMARY"
+cat "$SUMMARY"
+exit $failed
