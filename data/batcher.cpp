@@ -5,8 +5,8 @@
 #include <limits>
 #include <numeric>
 
+#include "core/error.h"
 #include "data/split.h"
-#include "engine/error.h"
 
 namespace bertrain {
 

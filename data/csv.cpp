@@ -9,7 +9,7 @@
 #include <sstream>
 #include <unordered_set>
 
-#include "engine/error.h"
+#include "core/error.h"
 
 namespace bertrain {
 

@@ -1,8 +1,8 @@
 #include "data/dataset.h"
 
+#include "core/error.h"
 #include "data/csv.h"
 #include "data/text_clean.h"
-#include "engine/error.h"
 
 namespace bertrain {
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "engine/error.h"
+#include "core/error.h"
 
 namespace bertrain {
 

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <numeric>
 
-#include "engine/error.h"
-#include "kernels/philox.h"
+#include "core/error.h"
+#include "core/philox.h"
 
 namespace bertrain {
 

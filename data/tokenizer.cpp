@@ -45,7 +45,7 @@
 #include <map>
 #include <sstream>
 
-#include "engine/error.h"
+#include "core/error.h"
 
 namespace bertrain {
 

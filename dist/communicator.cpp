@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "engine/build_config.h"
-#include "engine/error.h"
+#include "core/build_config.h"
+#include "core/error.h"
 
 #if BERTRAIN_HAS_MPI
 #include <mpi.h>

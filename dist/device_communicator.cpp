@@ -1,7 +1,7 @@
 #include "dist/device_communicator.h"
 
-#include "engine/build_config.h"
-#include "engine/error.h"
+#include "core/build_config.h"
+#include "core/error.h"
 
 #if BERTRAIN_HAS_NCCL
 #include <nccl.h>

@@ -7,9 +7,9 @@
 #include <cstddef>
 #include <memory>
 
+#include "core/bf16.h"
+#include "core/cuda/gpu_handles.h"
 #include "dist/communicator.h"
-#include "kernels/bf16.h"
-#include "kernels/cuda_handles.h"
 
 namespace bertrain {
 

@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-#include "engine/error.h"
+#include "core/error.h"
 
 namespace bertrain {
 

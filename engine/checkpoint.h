@@ -1,37 +1,18 @@
 // Training checkpoints: a Hugging Face model directory plus, for resuming, the optimizer moments
-// (optimizer.safetensors) and the trainer state (trainer_state.json). Directories are replaced atomically:
-// an interrupted write never leaves a half-written checkpoint under the final name.
+// (optimizer.safetensors) and the trainer state (trainer_state.json). Directories are replaced atomically
+// (core/files.h): an interrupted write never leaves a half-written checkpoint under the final name.
 #pragma once
 
-#include <functional>
-#include <nlohmann/json.hpp>
 #include <string>
-#include <vector>
 
+#include "core/files.h"
 #include "engine/adam.h"
 
 namespace bertrain {
-
-// Replaces directory `dir` with the one that `write` fills (called with a fresh temporary directory
-// "<dir>.tmp-<pid>"). The swap is one renameat2(RENAME_EXCHANGE) where the filesystem supports it; elsewhere
-// two renames, after which a crash in between leaves the previous directory at "<dir>.old", which
-// recover_directory() restores. The temporary directory is removed if `write` throws.
-void replace_directory_atomically(const std::string& dir, const std::function<void(const std::string&)>& write);
-
-// Finishes an interrupted replace: when `dir` is missing and "<dir>.old" exists, renames it back.
-void recover_directory(const std::string& dir);
-
-bool directory_exists(const std::string& path);
-bool file_exists(const std::string& path);
-void remove_tree(const std::string& path);  // rm -rf; missing paths are fine
-void make_directories(const std::string& dir);  // mkdir -p; throws Error naming the path
 
 // Optimizer state next to a model: exp_avg and exp_avg_sq as flat F32 tensors, the step count in metadata.
 void save_optimizer_state(const std::string& path, const AdamOptimizer<float>& optimizer);
 // Restores into `optimizer` (sizes must match); throws Error naming the file otherwise.
 void load_optimizer_state(const std::string& path, AdamOptimizer<float>* optimizer);
-
-nlohmann::json read_json_file(const std::string& path);  // throws Error naming the file
-void write_json_file(const std::string& path, const nlohmann::json& json);  // atomic
 
 }  // namespace bertrain

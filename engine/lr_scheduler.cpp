@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "engine/error.h"
+#include "core/error.h"
 
 namespace bertrain {
 

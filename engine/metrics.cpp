@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <numeric>
 
-#include "engine/error.h"
+#include "core/error.h"
 
 namespace bertrain {
 

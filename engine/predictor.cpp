@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "core/error.h"
 #include "engine/checkpoint.h"
-#include "engine/error.h"
 #include "kernels/loss.h"
 #include "model/bert_classifier.h"
 

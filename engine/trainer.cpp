@@ -1,26 +1,27 @@
 #include "engine/trainer.h"
 
-
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <memory>
 
+#include "core/atomic_file.h"
+#include "core/cpu_threads.h"
+#include "core/error.h"
+#include "core/files.h"
+#include "core/progress.h"
 #include "data/batcher.h"
 #include "data/dataset.h"
 #include "data/labels.h"
 #include "data/split.h"
 #include "data/tokenizer.h"
 #include "dist/communicator.h"
-#include "engine/atomic_file.h"
 #include "engine/checkpoint.h"
 #include "engine/classifier_trainer.h"
-#include "engine/training_backend.h"
-#include "engine/cpu_threads.h"
-#include "engine/error.h"
 #include "engine/lr_scheduler.h"
-#include "engine/progress.h"
 #include "engine/predictor.h"
+#include "engine/training_backend.h"
 #include "model/model_dir.h"
 
 namespace bertrain {
@@ -107,36 +108,48 @@ void write_run_files(const std::string& out, const json& history, const json* re
   if (results != nullptr) write_json_file(out + "/results.json", *results);
 }
 
-}  // namespace
+// ---- The parts of a run, in the order run_training calls them ---------------------------------------
 
-json run_training(const TrainArgs& args, Communicator& comm) {
-  validate(args);
-  const bool leader = comm.rank() == 0;  // prints and writes RUN_DIR
-  const bool verbose = leader && !args.quiet;
-  const auto start = Clock::now();
-  configure_cpu_threads(args.threads, comm.info().local_rank);
-  const std::string last_dir = args.out_dir + "/last", best_dir = args.out_dir + "/best";
-  if (leader) {
-    recover_directory(last_dir);
-    recover_directory(best_dir);
+// Where a run reads and writes: RUN_DIR/last and best, and the model directory it starts from.
+struct RunDirs {
+  std::string last, best;
+  std::string source;  // last/ when resuming, else --model
+  std::string vocab;   // copied into every checkpoint
+};
+
+// Repairs an interrupted checkpoint swap (rank 0), then checks that --resume finds a run to continue, or
+// that a fresh run does not overwrite one.
+RunDirs prepare_run_dir(const TrainArgs& args, Communicator& comm) {
+  RunDirs dirs{args.out_dir + "/last", args.out_dir + "/best", "", ""};
+  if (comm.rank() == 0) {
+    recover_directory(dirs.last);
+    recover_directory(dirs.best);
   }
   // Every rank reads RUN_DIR below: wait until rank 0 has repaired it.
   comm.all_true(true);
   if (args.resume) {
-    BERTRAIN_CHECK(file_exists(last_dir + "/trainer_state.json"),
-                   "--resume: " << last_dir << "/trainer_state.json not found (no run to continue in " << args.out_dir
+    BERTRAIN_CHECK(file_exists(dirs.last + "/trainer_state.json"),
+                   "--resume: " << dirs.last << "/trainer_state.json not found (no run to continue in " << args.out_dir
                                 << ")");
   } else {
-    BERTRAIN_CHECK(!directory_exists(last_dir), args.out_dir << " already holds a run (last/); pass --resume to "
-                                                                "continue it or choose another --out");
+    BERTRAIN_CHECK(!directory_exists(dirs.last), args.out_dir << " already holds a run (last/); pass --resume to "
+                                                                 "continue it or choose another --out");
   }
+  dirs.source = args.resume ? dirs.last : args.model_dir;
+  dirs.vocab = dirs.source + "/vocab.txt";
+  return dirs;
+}
 
-  // Model directory: the checkpoint to continue from, or the pretrained model.
-  const std::string source_dir = args.resume ? last_dir : args.model_dir;
-  const BertConfig source_config = BertConfig::load(source_dir + "/config.json");
-  const BertTokenizer tokenizer = load_model_tokenizer(source_dir);
-  const std::string vocab_path = source_dir + "/vocab.txt";  // copied into every checkpoint
+// The labelled training and validation rows.
+struct TrainingData {
+  LabelSet labels;
+  std::vector<Example> train, val;
+  std::size_t truncated = 0;  // rows cut to max_length tokens
+};
 
+// Reads --train-data (and --val-data, else a stratified split of it), tokenized as the model in `source_dir`
+// expects. Labels: the sorted tags of the training rows, or the resumed model's.
+TrainingData load_training_data(const TrainArgs& args, const BertConfig& source_config, const BertTokenizer& tokenizer) {
   DatasetOptions data_options;
   data_options.clean = args.clean;
   data_options.require_tags = true;
@@ -145,43 +158,37 @@ json run_training(const TrainArgs& args, Communicator& comm) {
   std::vector<int> rows = all_rows(train_file.examples.size());
   if (args.num_samples > 0) rows = sample_rows(static_cast<int>(rows.size()), args.num_samples, args.split_seed);
 
-  // Labels: the sorted tags of the training rows, or the resumed model's.
   std::vector<std::string> tags;
   for (int r : rows) tags.push_back(train_file.tags[static_cast<std::size_t>(r)]);
-  const LabelSet labels = args.resume ? LabelSet(source_config.labels) : LabelSet::from_tags(tags);
-  BERTRAIN_CHECK(labels.size() >= 2, args.train_data << ": training needs at least two distinct tags, found "
-                                                      << labels.size());
-
-  std::vector<Example> train_examples, val_examples;
-  std::size_t truncated = train_file.truncated;
+  TrainingData data{args.resume ? LabelSet(source_config.labels) : LabelSet::from_tags(tags), {}, {}, 0};
+  BERTRAIN_CHECK(data.labels.size() >= 2, args.train_data << ": training needs at least two distinct tags, found "
+                                                           << data.labels.size());
+  data.truncated = train_file.truncated;
   if (!args.val_data.empty()) {
     const TextDataset val_file = load_text_dataset(args.val_data, tokenizer, nullptr, data_options);
-    truncated += val_file.truncated;
-    train_examples = labelled_examples(train_file, rows, labels);
-    val_examples = labelled_examples(val_file, all_rows(val_file.examples.size()), labels);
+    data.truncated += val_file.truncated;
+    data.train = labelled_examples(train_file, rows, data.labels);
+    data.val = labelled_examples(val_file, all_rows(val_file.examples.size()), data.labels);
   } else {
     std::vector<int> row_labels;
-    for (int r : rows) row_labels.push_back(labels.require(train_file.tags[static_cast<std::size_t>(r)], args.train_data));
+    for (int r : rows) {
+      row_labels.push_back(data.labels.require(train_file.tags[static_cast<std::size_t>(r)], args.train_data));
+    }
     const Split split = stratified_split(row_labels, args.val_fraction, args.split_seed);
     std::vector<int> train_rows, val_rows;
     for (int i : split.train) train_rows.push_back(rows[static_cast<std::size_t>(i)]);
     for (int i : split.val) val_rows.push_back(rows[static_cast<std::size_t>(i)]);
-    train_examples = labelled_examples(train_file, train_rows, labels);
-    val_examples = labelled_examples(train_file, val_rows, labels);
+    data.train = labelled_examples(train_file, train_rows, data.labels);
+    data.val = labelled_examples(train_file, val_rows, data.labels);
   }
-  BERTRAIN_CHECK(!train_examples.empty() && !val_examples.empty(),
-                 "need at least one training and one validation row, got " << train_examples.size() << " and "
-                                                                           << val_examples.size());
-  if (truncated > 0 && verbose) {
-    std::printf("note: %zu rows were longer than %d tokens and were truncated\n", truncated,
-                data_options.max_length);
-  }
+  BERTRAIN_CHECK(!data.train.empty() && !data.val.empty(),
+                 "need at least one training and one validation row, got " << data.train.size() << " and "
+                                                                           << data.val.size());
+  return data;
+}
 
-  // Model, optimizer, loss.
-  LoadedModel model = load_model_dir(source_dir, labels.names(), args.seed);
-  model.config.classifier_dropout = args.dropout;
-  // Evaluation and prediction must see text prepared as in training.
-  model.config.extra[kCleanTextKey] = args.clean;
+// Adam, class weights and the multi-GPU settings from the command line.
+TrainerOptions trainer_options(const TrainArgs& args, const TrainingData& data) {
   TrainerOptions options;
   options.adam.lr = args.lr;
   options.adam.beta1 = args.adam_beta1;
@@ -190,164 +197,221 @@ json run_training(const TrainArgs& args, Communicator& comm) {
   options.adam.weight_decay = args.weight_decay;
   options.seed = args.seed;
   if (args.class_weights) {
-    std::vector<int> counts(static_cast<std::size_t>(labels.size()), 0);
-    for (const Example& e : train_examples) ++counts[static_cast<std::size_t>(e.label)];
+    std::vector<int> counts(static_cast<std::size_t>(data.labels.size()), 0);
+    for (const Example& e : data.train) ++counts[static_cast<std::size_t>(e.label)];
     for (int c : counts) options.class_weights.push_back(c > 0 ? 1.0f / static_cast<float>(c) : 0.0f);
   }
   options.collective_timeout_s = args.collective_timeout_s;
   options.reduce_bf16 = args.grad_reduce == "bf16";
-  const int max_seq = std::max(longest(train_examples), longest(val_examples));
+  return options;
+}
+
+// What the epoch loop carries from epoch to epoch, and what a checkpoint saves of it.
+struct RunState {
+  int first_epoch = 0, best_epoch = -1;
+  double best_val_loss = std::numeric_limits<double>::infinity();
+  double elapsed_before = 0;  // seconds spent by the runs this one resumes
+  json history = json::array();
+  ReduceLROnPlateau scheduler;
+};
+
+// A fresh run's state, or the one saved in last/trainer_state.json (and the optimizer moments into `engine`).
+RunState initial_state(const TrainArgs& args, const RunDirs& dirs, TrainingBackend& engine) {
+  RunState run{0, -1, std::numeric_limits<double>::infinity(), 0, json::array(),
+               ReduceLROnPlateau(args.lr, args.lr_factor, args.lr_patience)};
+  if (!args.resume) return run;
+  const json state = read_json_file(dirs.last + "/trainer_state.json");
+  try {
+    run.first_epoch = state.at("epochs_done").get<int>();
+    run.best_epoch = state.at("best_epoch").get<int>();
+    run.best_val_loss = state.at("best_val_loss").get<double>();
+    run.history = state.at("history");
+    run.elapsed_before = state.at("elapsed_s").get<double>();
+    run.scheduler = ReduceLROnPlateau::from_json(state.at("scheduler"));
+    BERTRAIN_CHECK(state.at("seed").get<uint64_t>() == args.seed,
+                   "--resume: the run used --seed " << state.at("seed") << ", got " << args.seed);
+  } catch (const json::exception& e) {
+    BERTRAIN_FAIL(dirs.last << "/trainer_state.json: " << e.what());
+  }
+  engine.load_optimizer(dirs.last + "/optimizer.safetensors");
+  engine.set_learning_rate(run.scheduler.learning_rate());
+  BERTRAIN_CHECK(run.first_epoch < args.epochs, "--resume: the run already finished " << run.first_epoch
+                                                                                       << " epochs; raise --epochs");
+  return run;
+}
+
+void print_start(const TrainArgs& args, const TrainingData& data, const LoadedModel& model,
+                 const TrainingBackend& engine, const Communicator& comm, int max_length) {
+  if (data.truncated > 0) {
+    std::printf("note: %zu rows were longer than %d tokens and were truncated\n", data.truncated, max_length);
+  }
+  std::printf("training %s on %zu rows, validating on %zu; %d labels; %zu parameters; batch %d, %d epochs\n",
+              args.model_dir.c_str(), data.train.size(), data.val.size(), data.labels.size(),
+              model.layout.parameter_count(), args.batch_size, args.epochs);
+  std::printf("engine: %s%s", engine.description().c_str(), comm.size() > 1 ? " (rank 0)" : "");
+  if (engine.device_memory_bytes() > 0) {
+    std::printf("; %.2f GiB of device memory for parameters, gradients, optimizer state and activations",
+                static_cast<double>(engine.device_memory_bytes()) / (1u << 30));
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+// One pass over this rank's slices of the training batches; returns the running mean of the (rank-summed)
+// batch losses. A GPU engine runs a step behind the host: step i's loss is taken after step i + 1 is
+// enqueued, so the next batch is prepared while the device computes.
+double train_epoch(const TrainArgs& args, int epoch, const Batcher& batcher, TrainingBackend& engine,
+                   Communicator& comm, Progress& progress, Batch& batch) {
+  const auto epoch_start = Clock::now();
+  const int steps = batcher.batches_per_epoch();
+  RunningMean loss_mean;
+  auto record_loss = [&](int step_index) {
+    double loss = engine.take_loss();
+    comm.allreduce_sum(&loss, 1);
+    loss_mean.add(loss);
+    const double seconds = seconds_since(epoch_start);
+    const double rate = (step_index + 1) * static_cast<double>(args.batch_size) / seconds;
+    const double eta = seconds / (step_index + 1) * ((args.epochs - epoch) * steps - (step_index + 1));
+    progress.update(epoch + 1, args.epochs, step_index + 1, steps, loss, rate, eta);
+  };
+  for (int i = 0; i < steps; ++i) {
+    batcher.batch(epoch, i, &batch);
+    const BertBatch bb{batch.input_ids.data(), batch.attention_mask.data(), batch.batch, batch.seq, batch.first_row};
+    engine.train_step(bb, batch.targets.data(), batch.loss_scale, comm);
+    if (i > 0) record_loss(i - 1);
+  }
+  record_loss(steps - 1);
+  return loss_mean.mean;
+}
+
+// The mean validation loss over the validation batches (dropout off), summed over ranks.
+double validation_loss(int epoch, const Batcher& batcher, TrainingBackend& engine, Communicator& comm, Batch& batch) {
+  RunningMean loss_mean;
+  for (int i = 0; i < batcher.batches_per_epoch(); ++i) {
+    batcher.batch(epoch, i, &batch);
+    const BertBatch bb{batch.input_ids.data(), batch.attention_mask.data(), batch.batch, batch.seq};
+    double loss = engine.evaluate(bb, batch.targets.data()) * batch.loss_scale;
+    comm.allreduce_sum(&loss, 1);
+    loss_mean.add(loss);
+  }
+  return loss_mean.mean;
+}
+
+// Rank 0, after each epoch: best/ when it improved, last/ always (model, optimizer, trainer state), then
+// metrics.jsonl; each directory swapped in atomically.
+void save_epoch(const TrainArgs& args, const RunDirs& dirs, const LoadedModel& model, TrainingBackend& engine,
+                const RunState& run, int epoch, bool improved, double elapsed, const json& params) {
+  const std::vector<float>& weights = engine.parameters();
+  if (improved) {
+    replace_directory_atomically(dirs.best, [&](const std::string& dir) {
+      save_model_dir(dir, model.config, model.layout, weights.data(), dirs.vocab);
+    });
+  }
+  const json state{{"epochs_done", epoch + 1},        {"best_epoch", run.best_epoch},
+                   {"best_val_loss", run.best_val_loss}, {"history", run.history},
+                   {"elapsed_s", elapsed},            {"seed", args.seed},
+                   {"scheduler", run.scheduler.to_json()}, {"optimizer_steps", engine.optimizer_steps()},
+                   {"params", params}};
+  replace_directory_atomically(dirs.last, [&](const std::string& dir) {
+    save_model_dir(dir, model.config, model.layout, weights.data(), dirs.vocab);
+    engine.save_optimizer(dir + "/optimizer.safetensors");
+    write_json_file(dir + "/trainer_state.json", state);
+  });
+  write_run_files(args.out_dir, run.history, nullptr);
+}
+
+}  // namespace
+
+json run_training(const TrainArgs& args, Communicator& comm) {
+  validate(args);
+  const bool leader = comm.rank() == 0;  // prints and writes RUN_DIR
+  const bool verbose = leader && !args.quiet;
+  const auto start = Clock::now();
+  configure_cpu_threads(args.threads, comm.info().local_rank);
+  const RunDirs dirs = prepare_run_dir(args, comm);
+
+  // Data and model.
+  const BertConfig source_config = BertConfig::load(dirs.source + "/config.json");
+  const BertTokenizer tokenizer = load_model_tokenizer(dirs.source);
+  const TrainingData data = load_training_data(args, source_config, tokenizer);
+  LoadedModel model = load_model_dir(dirs.source, data.labels.names(), args.seed);
+  model.config.classifier_dropout = args.dropout;
+  model.config.extra[kCleanTextKey] = args.clean;  // evaluate and predict must prepare text as training did
   // Every rank starts from rank 0's parameters (they agree already when loaded from the same files; the
   // broadcast makes that a guarantee rather than an assumption about shared filesystems).
   comm.broadcast(model.params.data(), model.params.size(), 0);
-  const BackendChoice choice = choose_backend(args.device, args.precision, comm.info().local_rank);
-  // A batch is split over ranks: each engine holds at most its share (rounded up).
-  const int local_batch = (args.batch_size + comm.size() - 1) / comm.size();
-  std::unique_ptr<TrainingBackend> engine =
-      make_training_backend(choice, model.config, labels.size(), local_batch, max_seq, model.params, options, comm);
 
-  ReduceLROnPlateau scheduler(args.lr, args.lr_factor, args.lr_patience);
-  json history = json::array();
-  int first_epoch = 0, best_epoch = -1;
-  double best_val_loss = std::numeric_limits<double>::infinity();
-  double elapsed_before = 0;
-  if (args.resume) {
-    const json state = read_json_file(last_dir + "/trainer_state.json");
-    try {
-      first_epoch = state.at("epochs_done").get<int>();
-      best_epoch = state.at("best_epoch").get<int>();
-      best_val_loss = state.at("best_val_loss").get<double>();
-      history = state.at("history");
-      elapsed_before = state.at("elapsed_s").get<double>();
-      scheduler = ReduceLROnPlateau::from_json(state.at("scheduler"));
-      BERTRAIN_CHECK(state.at("seed").get<uint64_t>() == args.seed,
-                     "--resume: the run used --seed " << state.at("seed") << ", got " << args.seed);
-    } catch (const json::exception& e) {
-      BERTRAIN_FAIL(last_dir << "/trainer_state.json: " << e.what());
-    }
-    engine->load_optimizer(last_dir + "/optimizer.safetensors");
-    engine->set_learning_rate(scheduler.learning_rate());
-    BERTRAIN_CHECK(first_epoch < args.epochs, "--resume: the run already finished " << first_epoch
-                                                                                    << " epochs; raise --epochs");
-  }
+  // Engine: a batch is split over ranks, so each engine holds at most its share (rounded up).
+  const BackendChoice choice = choose_backend(args.device, args.precision, comm.info().local_rank);
+  const int local_batch = (args.batch_size + comm.size() - 1) / comm.size();
+  const int max_seq = std::max(longest(data.train), longest(data.val));
+  const std::unique_ptr<TrainingBackend> engine = make_training_backend(
+      choice, model.config, data.labels.size(), local_batch, max_seq, model.params, trainer_options(args, data), comm);
+  RunState run = initial_state(args, dirs, *engine);
 
   BatcherOptions train_batching;
   train_batching.batch_size = args.batch_size;
   train_batching.shuffle = args.shuffle;
   train_batching.seed = args.seed;
-  train_batching.classes = labels.size();
+  train_batching.classes = data.labels.size();
   train_batching.pad_id = tokenizer.pad_id();
   train_batching.rank = comm.rank();
   train_batching.world_size = comm.size();
   BatcherOptions val_batching = train_batching;
   val_batching.shuffle = false;
-  const Batcher train_batcher(&train_examples, train_batching), val_batcher(&val_examples, val_batching);
+  const Batcher train_batcher(&data.train, train_batching), val_batcher(&data.val, val_batching);
 
   json params = args_json(args);
   params["world_size"] = comm.size();
   params["engine"] = engine->description();
   params["device_memory_bytes"] = engine->device_memory_bytes();
-  if (verbose) {
-    std::printf("training %s on %zu rows, validating on %zu; %d labels; %zu parameters; batch %d, %d epochs\n",
-                args.model_dir.c_str(), train_examples.size(), val_examples.size(), labels.size(),
-                model.layout.parameter_count(), args.batch_size, args.epochs);
-    std::printf("engine: %s%s", engine->description().c_str(), comm.size() > 1 ? " (rank 0)" : "");
-    if (engine->device_memory_bytes() > 0) {
-      std::printf("; %.2f GiB of device memory for parameters, gradients, optimizer state and activations",
-                  static_cast<double>(engine->device_memory_bytes()) / (1u << 30));
-    }
-    std::printf("\n");
-    std::fflush(stdout);
-  }
+  if (verbose) print_start(args, data, model, *engine, comm, source_config.max_position_embeddings);
   if (leader) make_directories(args.out_dir);
 
+  // Epochs.
   Progress progress(verbose);
   Batch batch;
-  const int steps = train_batcher.batches_per_epoch();
-  for (int epoch = first_epoch; epoch < args.epochs; ++epoch) {
+  for (int epoch = run.first_epoch; epoch < args.epochs; ++epoch) {
     const auto epoch_start = Clock::now();
-    // A GPU engine runs a step behind the host: step i's loss is taken after step i + 1 is enqueued, so the
-    // next batch is prepared while the device computes.
-    RunningMean train_loss_mean;
-    auto record_loss = [&](int step_index) {
-      double loss = engine->take_loss();
-      comm.allreduce_sum(&loss, 1);
-      train_loss_mean.add(loss);
-      const double seconds = seconds_since(epoch_start);
-      const double rate = (step_index + 1) * static_cast<double>(args.batch_size) / seconds;
-      const double eta = seconds / (step_index + 1) * ((args.epochs - epoch) * steps - (step_index + 1));
-      progress.update(epoch + 1, args.epochs, step_index + 1, steps, loss, rate, eta);
-    };
-    for (int i = 0; i < steps; ++i) {
-      train_batcher.batch(epoch, i, &batch);
-      const BertBatch bb{batch.input_ids.data(), batch.attention_mask.data(), batch.batch, batch.seq, batch.first_row};
-      engine->train_step(bb, batch.targets.data(), batch.loss_scale, comm);
-      if (i > 0) record_loss(i - 1);
-    }
-    record_loss(steps - 1);
-    const double train_loss = train_loss_mean.mean;
+    const double train_loss = train_epoch(args, epoch, train_batcher, *engine, comm, progress, batch);
     const double train_seconds = seconds_since(epoch_start);
-    RunningMean val_loss_mean;
-    for (int i = 0; i < val_batcher.batches_per_epoch(); ++i) {
-      val_batcher.batch(epoch, i, &batch);
-      const BertBatch bb{batch.input_ids.data(), batch.attention_mask.data(), batch.batch, batch.seq};
-      double loss = engine->evaluate(bb, batch.targets.data()) * batch.loss_scale;
-      comm.allreduce_sum(&loss, 1);
-      val_loss_mean.add(loss);
-    }
-    const double val_loss = val_loss_mean.mean;
-    const double lr = scheduler.step(val_loss);
+    const double val_loss = validation_loss(epoch, val_batcher, *engine, comm, batch);
+    const double lr = run.scheduler.step(val_loss);
     engine->set_learning_rate(lr);
-    const bool improved = val_loss < best_val_loss;
+    const bool improved = val_loss < run.best_val_loss;
     if (improved) {
-      best_val_loss = val_loss;
-      best_epoch = epoch;
+      run.best_val_loss = val_loss;
+      run.best_epoch = epoch;
     }
-    const double elapsed = elapsed_before + seconds_since(start);
+    const double elapsed = run.elapsed_before + seconds_since(start);
     // As the original reports it: epochs from 0, lr after the scheduler has seen this epoch's val_loss.
-    history.push_back(json{{"epoch", epoch},
-                           {"lr", lr},
-                           {"train_loss", train_loss},
-                           {"val_loss", val_loss},
-                           {"samples_per_s", train_examples.size() / train_seconds},
-                           {"elapsed_s", elapsed}});
-
+    run.history.push_back(json{{"epoch", epoch},
+                               {"lr", lr},
+                               {"train_loss", train_loss},
+                               {"val_loss", val_loss},
+                               {"samples_per_s", data.train.size() / train_seconds},
+                               {"elapsed_s", elapsed}});
     if (!leader) continue;
-    const std::vector<float>& weights = engine->parameters();
-    if (improved) {
-      replace_directory_atomically(best_dir, [&](const std::string& dir) {
-        save_model_dir(dir, model.config, model.layout, weights.data(), vocab_path);
-      });
-    }
-    const json state{{"epochs_done", epoch + 1},   {"best_epoch", best_epoch},       {"best_val_loss", best_val_loss},
-                     {"history", history},         {"elapsed_s", elapsed},           {"seed", args.seed},
-                     {"scheduler", scheduler.to_json()}, {"optimizer_steps", engine->optimizer_steps()},
-                     {"params", params}};
-    replace_directory_atomically(last_dir, [&](const std::string& dir) {
-      save_model_dir(dir, model.config, model.layout, weights.data(), vocab_path);
-      engine->save_optimizer(dir + "/optimizer.safetensors");
-      write_json_file(dir + "/trainer_state.json", state);
-    });
-    write_run_files(args.out_dir, history, nullptr);
-
+    save_epoch(args, dirs, model, *engine, run, epoch, improved, elapsed, params);
     progress.clear();
     if (verbose) {
       std::printf("epoch %d/%d  train_loss %.5f  val_loss %.5f  lr %.3g  %.1f samples/s  %s%s\n", epoch + 1,
-                  args.epochs, train_loss, val_loss, lr, train_examples.size() / train_seconds,
+                  args.epochs, train_loss, val_loss, lr, data.train.size() / train_seconds,
                   format_duration(elapsed).c_str(), improved ? "  (best)" : "");
       std::fflush(stdout);
     }
   }
 
+  // End of run: results.json.
   json results{{"params", params},
-               {"num_train", train_examples.size()},
-               {"num_val", val_examples.size()},
-               {"labels", labels.names()},
-               {"metrics", history},
-               {"best_epoch", best_epoch},
-               {"best_val_loss", best_val_loss},
-               {"time_total_s", elapsed_before + seconds_since(start)}};
-  if (leader) write_run_files(args.out_dir, history, &results);
+               {"num_train", data.train.size()},
+               {"num_val", data.val.size()},
+               {"labels", data.labels.names()},
+               {"metrics", run.history},
+               {"best_epoch", run.best_epoch},
+               {"best_val_loss", run.best_val_loss},
+               {"time_total_s", run.elapsed_before + seconds_since(start)}};
+  if (leader) write_run_files(args.out_dir, run.history, &results);
   return results;
 }
 

@@ -4,10 +4,10 @@
 
 #include <deque>
 
-#include "engine/build_config.h"
-#include "engine/build_info.h"
+#include "core/build_config.h"
+#include "core/build_info.h"
+#include "core/error.h"
 #include "engine/checkpoint.h"
-#include "engine/error.h"
 
 namespace bertrain {
 

@@ -5,11 +5,11 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/philox.h"
 #include "kernels/dropout.h"
-#include "kernels/philox.h"
 
-#include "kernels/bf16.h"
-#include "kernels/cuda_handles.h"
+#include "core/bf16.h"
+#include "core/cuda/gpu_handles.h"
 
 namespace bertrain {
 

@@ -1,4 +1,4 @@
-// Inverted dropout with masks drawn from Philox (kernels/philox.h): an element whose logical index in the
+// Inverted dropout with masks drawn from Philox (core/philox.h): an element whose logical index in the
 // stream `key` is i is kept when its uniform draw u satisfies u >= p, and kept values are scaled by
 // 1 / (1 - p). The mask is never stored: backward regenerates it from the same key.
 //
@@ -10,10 +10,10 @@
 
 #include <cstddef>
 
-#include "kernels/philox.h"
+#include "core/philox.h"
 
-#include "kernels/bf16.h"
-#include "kernels/cuda_handles.h"
+#include "core/bf16.h"
+#include "core/cuda/gpu_handles.h"
 
 namespace bertrain {
 

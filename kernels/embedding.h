@@ -3,8 +3,8 @@
 
 #include <cstdint>
 
-#include "kernels/bf16.h"
-#include "kernels/cuda_handles.h"
+#include "core/bf16.h"
+#include "core/cuda/gpu_handles.h"
 
 namespace bertrain {
 

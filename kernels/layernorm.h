@@ -2,8 +2,8 @@
 // z = x + residual, y = (z - mean) · rstd · gamma + beta, rstd = 1 / sqrt(var + eps) (biased variance).
 #pragma once
 
-#include "kernels/bf16.h"
-#include "kernels/cuda_handles.h"
+#include "core/bf16.h"
+#include "core/cuda/gpu_handles.h"
 
 namespace bertrain {
 

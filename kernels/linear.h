@@ -1,8 +1,8 @@
 // Fully connected layer in Hugging Face layout: W is [out, in], y = x · Wᵀ + b.
 #pragma once
 
-#include "kernels/bf16.h"
-#include "kernels/cuda_handles.h"
+#include "core/bf16.h"
+#include "core/cuda/gpu_handles.h"
 
 namespace bertrain {
 

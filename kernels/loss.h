@@ -1,8 +1,8 @@
 // Classification losses on logits [B, C] with target distributions [B, C] (one-hot for hard labels).
 #pragma once
 
-#include "kernels/bf16.h"
-#include "kernels/cuda_handles.h"
+#include "core/bf16.h"
+#include "core/cuda/gpu_handles.h"
 
 namespace bertrain {
 

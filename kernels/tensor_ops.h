@@ -4,8 +4,8 @@
 
 #include <cstddef>
 
-#include "kernels/bf16.h"
-#include "kernels/cuda_handles.h"
+#include "core/bf16.h"
+#include "core/cuda/gpu_handles.h"
 
 namespace bertrain {
 

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/param_store.h"
-#include "kernels/philox.h"
+#include "core/param_store.h"
+#include "core/philox.h"
 #include "model/bert_config.h"
 #include "model/bert_params.h"
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "engine/error.h"
+#include "core/error.h"
 #include "kernels/activation.h"
 #include "kernels/attention.h"
 #include "kernels/dropout.h"

@@ -11,8 +11,8 @@
 #include <functional>
 #include <vector>
 
-#include "kernels/bf16.h"
-#include "kernels/cuda_handles.h"
+#include "core/bf16.h"
+#include "core/cuda/gpu_handles.h"
 #include "model/bert_classifier.h"
 
 namespace bertrain {

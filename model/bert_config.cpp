@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-#include "engine/error.h"
+#include "core/error.h"
 
 namespace bertrain {
 

@@ -1,6 +1,6 @@
 #include "model/bert_params.h"
 
-#include "kernels/bf16.h"
+#include "core/bf16.h"
 
 namespace bertrain {
 

@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
+#include "core/philox.h"
 #include "kernels/dropout.h"
-#include "kernels/philox.h"
 
 namespace bertrain {
 

@@ -8,10 +8,10 @@
 #include <map>
 #include <sstream>
 
-#include "engine/atomic_file.h"
-#include "engine/checkpoint.h"
-#include "engine/error.h"
-#include "kernels/philox.h"
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/files.h"
+#include "core/philox.h"
 #include "model/bert_params.h"
 #include "model/hf_names.h"
 #include "model/safetensors.h"

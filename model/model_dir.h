@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/param_store.h"
+#include "core/param_store.h"
 #include "model/bert_config.h"
 
 namespace bertrain {

@@ -18,9 +18,9 @@
 #include <tuple>
 #include <utility>
 
-#include "engine/atomic_file.h"
-#include "engine/error.h"
-#include "engine/param_store.h"
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/param_store.h"
 
 // The format is little-endian and we read elements with memcpy into native types.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes a little-endian host");

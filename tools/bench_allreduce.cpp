@@ -8,13 +8,13 @@
 #include <memory>
 #include <vector>
 
+#include "core/build_config.h"
+#include "core/build_info.h"
+#include "core/error.h"
 #include "dist/communicator.h"
 #include "dist/device_communicator.h"
-#include "engine/build_config.h"
-#include "engine/build_info.h"
-#include "engine/error.h"
 #if BERTRAIN_HAS_CUDA
-#include "engine/cuda/gpu_context.h"
+#include "core/cuda/gpu_context.h"
 #endif
 #include "tools/args.h"
 #include "tools/commands.h"

@@ -9,14 +9,14 @@
 #include <cstdio>
 #include <vector>
 
+#include "core/build_config.h"
+#include "core/build_info.h"
+#include "core/cpu_threads.h"
+#include "core/error.h"
+#include "core/philox.h"
 #include "dist/communicator.h"
-#include "engine/build_config.h"
 #include "engine/classifier_trainer.h"
 #include "engine/training_backend.h"
-#include "engine/build_info.h"
-#include "engine/cpu_threads.h"
-#include "engine/error.h"
-#include "kernels/philox.h"
 #include "model/bert_params.h"
 #include "model/model_dir.h"
 #include "tools/args.h"
@@ -154,7 +154,7 @@ int bench_step(const std::vector<std::string>& args) {
 }  // namespace
 
 #if !BERTRAIN_HAS_CUDA
-// `bench kernels` times CUDA kernels (tools/bench_kernels.cpp, compiled only with CUDA).
+// `bench kernels` times CUDA kernels (tools/bench_kernels/, compiled only with CUDA).
 int run_bench_kernels(const std::vector<std::string>&) {
   std::fprintf(stderr, "bertrain: bench kernels: this build has no CUDA support\n");
   return 1;

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "data/csv.h"
 #include "data/text_clean.h"
 #include "data/tokenizer.h"
-#include "engine/error.h"
 #include "tools/args.h"
 
 namespace bertrain {

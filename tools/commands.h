@@ -9,7 +9,7 @@ namespace bertrain {
 int run_bench(const std::vector<std::string>& args);     // tools/bench_step.cpp
 int run_bench_tokenize(const std::vector<std::string>& args);   // tools/bench_tokenize.cpp
 int run_bench_allreduce(const std::vector<std::string>& args);  // tools/bench_allreduce.cpp
-// tools/bench_kernels.cpp with CUDA; without, tools/bench_step.cpp's stub (exit 1, "no CUDA support").
+// tools/bench_kernels/ with CUDA; without, tools/bench_step.cpp's stub (exit 1, "no CUDA support").
 int run_bench_kernels(const std::vector<std::string>& args);
 int run_train(const std::vector<std::string>& args);     // tools/train_command.cpp
 int run_evaluate(const std::vector<std::string>& args);  // tools/evaluate_command.cpp

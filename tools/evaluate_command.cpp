@@ -5,7 +5,7 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
-#include "engine/atomic_file.h"
+#include "core/atomic_file.h"
 #include "engine/metrics.h"
 #include "engine/predictor.h"
 #include "tools/args.h"

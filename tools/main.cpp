@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/build_info.h"
-#include "engine/error.h"
+#include "core/build_info.h"
+#include "core/error.h"
 #include "tools/args.h"
 #include "tools/commands.h"
 

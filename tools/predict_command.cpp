@@ -2,7 +2,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "engine/error.h"
+#include "core/error.h"
 #include "engine/predictor.h"
 #include "tools/args.h"
 #include "tools/commands.h"

@@ -11,11 +11,11 @@
 #include <deque>
 #include <thread>
 
+#include "core/cuda/device_buffer.h"
+#include "core/cuda/gpu_context.h"
 #include "dist/device_communicator.h"
 #include "engine/adam.h"
 #include "engine/checkpoint.h"
-#include "engine/cuda/device_buffer.h"
-#include "engine/cuda/gpu_context.h"
 #include "engine/training_backend.h"
 #include "kernels/adam.h"
 #include "kernels/loss.h"

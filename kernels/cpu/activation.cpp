@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "engine/error.h"
+#include "core/error.h"
 
 namespace bertrain {
 

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "engine/error.h"
+#include "core/error.h"
 #include "kernels/cpu/eigen_maps.h"
 
 namespace bertrain {

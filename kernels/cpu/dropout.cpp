@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "engine/error.h"
+#include "core/error.h"
 
 namespace bertrain {
 

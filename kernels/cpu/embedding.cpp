@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 
-#include "engine/error.h"
+#include "core/error.h"
 
 namespace bertrain {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstddef>
 
-#include "engine/error.h"
+#include "core/error.h"
 
 namespace bertrain {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/error.h"
+#include "core/error.h"
 
 namespace bertrain {
 

@@ -2,7 +2,7 @@
 // element over a grid-stride loop. T is float or bf16 storage.
 #include "kernels/activation.h"
 
-#include "engine/error.h"
+#include "core/error.h"
 #include "kernels/cuda/common.cuh"
 
 namespace bertrain {

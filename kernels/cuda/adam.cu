@@ -20,7 +20,7 @@
 #include <cmath>
 #include <cstddef>
 
-#include "engine/error.h"
+#include "core/error.h"
 #include "kernels/cuda/common.cuh"
 
 namespace bertrain {

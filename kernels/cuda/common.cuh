@@ -9,8 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "engine/cuda/cuda_check.h"
-#include "kernels/bf16.h"
+#include "core/bf16.h"
+#include "core/cuda/cuda_check.h"
 
 namespace bertrain {
 namespace cuda {

@@ -4,7 +4,7 @@
 // bit.
 #include "kernels/dropout.h"
 
-#include "engine/error.h"
+#include "core/error.h"
 #include "kernels/cuda/common.cuh"
 
 namespace bertrain {

@@ -14,7 +14,7 @@
 #include <climits>
 #include <cstdint>
 
-#include "engine/error.h"
+#include "core/error.h"
 #include "kernels/cuda/common.cuh"
 
 namespace bertrain {

@@ -7,7 +7,7 @@
 // and beta partial sums side by side); gpu_reduction_workspace_elements(cols) provides it.
 #include "kernels/layernorm.h"
 
-#include "engine/error.h"
+#include "core/error.h"
 #include "kernels/cuda/common.cuh"
 
 namespace bertrain {

@@ -6,7 +6,7 @@
 
 #include <cstddef>
 
-#include "engine/error.h"
+#include "core/error.h"
 #include "kernels/cuda/common.cuh"
 
 namespace bertrain {

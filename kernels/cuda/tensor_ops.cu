@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "engine/error.h"
+#include "core/error.h"
 #include "kernels/cuda/common.cuh"
 
 namespace bertrain {

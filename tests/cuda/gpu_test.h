@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/build_info.h"
-#include "engine/cuda/device_buffer.h"
-#include "engine/cuda/gpu_context.h"
-#include "kernels/bf16.h"
+#include "core/bf16.h"
+#include "core/build_info.h"
+#include "core/cuda/device_buffer.h"
+#include "core/cuda/gpu_context.h"
 
 namespace bertrain::testing {
 

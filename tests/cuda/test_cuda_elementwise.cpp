@@ -23,12 +23,12 @@
 #include <type_traits>
 #include <vector>
 
-#include "engine/cuda/device_buffer.h"
-#include "engine/cuda/gpu_context.h"
-#include "engine/error.h"
+#include "core/bf16.h"
+#include "core/cuda/device_buffer.h"
+#include "core/cuda/gpu_context.h"
+#include "core/cuda/gpu_handles.h"
+#include "core/error.h"
 #include "kernels/activation.h"
-#include "kernels/bf16.h"
-#include "kernels/cuda_handles.h"
 #include "kernels/dropout.h"
 #include "kernels/layernorm.h"
 #include "kernels/tensor_ops.h"

@@ -23,10 +23,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "engine/cuda/device_buffer.h"
-#include "engine/cuda/gpu_context.h"
+#include "core/bf16.h"
+#include "core/cuda/device_buffer.h"
+#include "core/cuda/gpu_context.h"
 #include "kernels/adam.h"
-#include "kernels/bf16.h"
 #include "kernels/embedding.h"
 #include "kernels/loss.h"
 #include "tests/cuda/gpu_test.h"

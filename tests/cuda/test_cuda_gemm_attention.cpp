@@ -23,7 +23,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "engine/error.h"
+#include "core/error.h"
 #include "kernels/attention.h"
 #include "kernels/linear.h"
 #include "tests/cuda/gpu_test.h"

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "core/cuda/device_buffer.h"
+#include "core/cuda/gpu_context.h"
 #include "dist/communicator.h"
 #include "engine/classifier_trainer.h"
-#include "engine/cuda/device_buffer.h"
-#include "engine/cuda/gpu_context.h"
 #include "engine/training_backend.h"
 #include "kernels/tensor_ops.h"
 #include "model/bert_classifier.h"

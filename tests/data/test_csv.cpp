@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "data/csv.h"
-#include "engine/error.h"
 
 namespace bertrain {
 namespace {

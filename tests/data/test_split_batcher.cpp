@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "data/batcher.h"
 #include "data/csv.h"
 #include "data/labels.h"
 #include "data/split.h"
-#include "engine/error.h"
 
 namespace bertrain {
 namespace {

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "tests/jsonl.h"
 #include "data/csv.h"
 #include "data/text_clean.h"
+#include "tests/jsonl.h"
 
 namespace bertrain {
 namespace {

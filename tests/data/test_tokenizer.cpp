@@ -13,12 +13,12 @@
 #include <thread>
 #include <vector>
 
-#include "tests/jsonl.h"
-#include "tests/temp_dir.h"
+#include "core/error.h"
 #include "data/csv.h"
 #include "data/text_clean.h"
 #include "data/tokenizer.h"
-#include "engine/error.h"
+#include "tests/jsonl.h"
+#include "tests/temp_dir.h"
 
 namespace bertrain {
 namespace {

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "dist/communicator.h"
 #include "dist/launcher.h"
-#include "engine/error.h"
 
 namespace bertrain {
 namespace {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/build_config.h"
+#include "core/build_config.h"
 #include "model/safetensors.h"
 #include "tests/run_process.h"
 #include "tests/temp_dir.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/error.h"
+#include "core/error.h"
 
 namespace bertrain {
 namespace {

@@ -11,7 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/error.h"
+#include "core/error.h"
+#include "core/philox.h"
 #include "kernels/activation.h"
 #include "kernels/adam.h"
 #include "kernels/attention.h"
@@ -20,7 +21,6 @@
 #include "kernels/layernorm.h"
 #include "kernels/linear.h"
 #include "kernels/loss.h"
-#include "kernels/philox.h"
 #include "tests/kernels/gradient_check.h"
 
 namespace bertrain {

@@ -8,8 +8,8 @@
 #include <limits>
 #include <vector>
 
-#include "engine/error.h"
-#include "kernels/bf16.h"
+#include "core/bf16.h"
+#include "core/error.h"
 #include "kernels/tensor_ops.h"
 
 namespace bertrain {

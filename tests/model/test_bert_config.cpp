@@ -1,7 +1,7 @@
 // BertConfig parsing and validation, and the Hugging Face tensor-name mapping.
 #include <gtest/gtest.h>
 
-#include "engine/error.h"
+#include "core/error.h"
 #include "model/bert_config.h"
 #include "model/hf_names.h"
 

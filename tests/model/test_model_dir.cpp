@@ -6,7 +6,7 @@
 #include <fstream>
 #include <functional>
 
-#include "engine/error.h"
+#include "core/error.h"
 #include "model/model_dir.h"
 #include "model/safetensors.h"
 #include "tests/temp_dir.h"

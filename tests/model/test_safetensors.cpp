@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/error.h"
+#include "core/error.h"
 #include "tests/temp_dir.h"
 
 namespace bertrain {

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/build_info.h"
+#include "core/build_info.h"
 #include "tests/run_process.h"
 #include "tests/temp_dir.h"
 

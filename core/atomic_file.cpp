@@ -1,5 +1,5 @@
 // Crash-safe file replacement (see atomic_file.h): temporary file, fsync, rename, fsync of the folder.
-#include "engine/atomic_file.h"
+#include "core/atomic_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <utility>
 
-#include "engine/error.h"
+#include "core/error.h"
 
 namespace bertrain {
 

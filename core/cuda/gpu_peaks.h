@@ -1,5 +1,5 @@
 // Peak numbers achieved throughput is compared with in `bertrain bench kernels` and `bench step`
-// (tools/bench_kernels.cpp, gpu_peak_tflops in engine/build_info.h): memory bandwidth from the device's memory clock and bus width, and peak
+// (tools/bench_kernels/, gpu_peak_tflops in core/build_info.h): memory bandwidth from the device's memory clock and bus width, and peak
 // TFLOP/s from a small datasheet table, since the CUDA runtime cannot be asked for tensor-core throughput.
 // Header-only and free of CUDA headers, so that it can be checked on machines without a GPU.
 #pragma once

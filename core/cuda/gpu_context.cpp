@@ -1,4 +1,4 @@
-#include "engine/cuda/gpu_context.h"
+#include "core/cuda/gpu_context.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>

@@ -1,11 +1,11 @@
 // Checked calls for the CUDA runtime and cuBLAS: a failure throws bertrain::Error naming the call, the
-// library's message and file:line. Included by kernels/cuda and engine/cuda only (CUDA headers).
+// library's message and file:line. Included by core/cuda, kernels/cuda and engine/cuda only (CUDA headers).
 #pragma once
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include "engine/error.h"
+#include "core/error.h"
 
 namespace bertrain {
 

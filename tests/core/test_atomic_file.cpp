@@ -1,6 +1,6 @@
 // Tests for AtomicFile: a commit replaces the target, an abandoned write leaves the old file and no
 // temporary file behind, and failures name the path.
-#include "engine/atomic_file.h"
+#include "core/atomic_file.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/error.h"
+#include "core/error.h"
 #include "tests/temp_dir.h"
 
 namespace bertrain {

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/cuda/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 
 namespace bertrain {
 

@@ -1,5 +1,5 @@
 // What a CUDA launcher needs to know about where it runs, declared without CUDA headers (model/ and the
-// kernel headers include this; only kernels/cuda and engine/cuda include the CUDA toolkit's headers).
+// kernel headers include this; only core/cuda, kernels/cuda and engine/cuda include the CUDA toolkit's headers).
 #pragma once
 
 #include <cstddef>

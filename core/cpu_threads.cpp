@@ -1,4 +1,4 @@
-#include "engine/cpu_threads.h"
+#include "core/cpu_threads.h"
 
 #include <omp.h>
 #include <pthread.h>

@@ -1,11 +1,11 @@
-// CUDA runtime queries behind engine/build_info.h (compiled only when BERTRAIN_CUDA is enabled).
+// CUDA runtime queries behind core/build_info.h (compiled only when BERTRAIN_CUDA is enabled).
 #include <cuda_runtime.h>
 
 #include <cstdio>
 #include <string>
 
-#include "engine/build_info.h"
-#include "engine/gpu_peaks.h"
+#include "core/build_info.h"
+#include "core/cuda/gpu_peaks.h"
 
 namespace bertrain {
 

@@ -1,11 +1,11 @@
-#include "engine/build_info.h"
+#include "core/build_info.h"
 
 #include <omp.h>
 
 #include <Eigen/Core>
 #include <sstream>
 
-#include "engine/build_config.h"
+#include "core/build_config.h"
 
 #if BERTRAIN_HAS_CUDNN
 #include <cudnn_version.h>
@@ -20,7 +20,7 @@
 namespace bertrain {
 
 #if BERTRAIN_HAS_CUDA
-std::string cuda_runtime_version();  // engine/cuda/device_info.cu
+std::string cuda_runtime_version();  // core/cuda/device_info.cu
 #else
 int cuda_device_count(std::string* why) {
   if (why != nullptr) *why = "built without CUDA";

@@ -1,4 +1,4 @@
-#include "engine/error.h"
+#include "core/error.h"
 
 namespace bertrain {
 

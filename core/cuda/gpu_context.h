@@ -1,12 +1,12 @@
 // The device context of one process: its CUDA device, the compute stream, the cuBLAS handle bound to that
 // stream (fp32 GEMMs in full fp32: TF32 off, so --precision fp32 matches the CPU engine) and the reduction
-// workspace of kernels/cuda_handles.h.
+// workspace of core/cuda/gpu_handles.h.
 #pragma once
 
 #include <string>
 
-#include "engine/cuda/device_buffer.h"
-#include "kernels/cuda_handles.h"
+#include "core/cuda/device_buffer.h"
+#include "core/cuda/gpu_handles.h"
 
 namespace bertrain {
 

@@ -1,8 +1,8 @@
-#include "engine/param_store.h"
+#include "core/param_store.h"
 
 #include <sstream>
 
-#include "engine/error.h"
+#include "core/error.h"
 
 namespace bertrain {
 

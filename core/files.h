@@ -1,0 +1,28 @@
+// Files and directories as the training workflow needs them: existence checks, mkdir -p, rm -rf, crash-safe
+// replacement of a whole directory (checkpoints), and JSON files read with errors that name them.
+#pragma once
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace bertrain {
+
+// Replaces directory `dir` with the one that `write` fills (called with a fresh temporary directory
+// "<dir>.tmp-<pid>"). The swap is one renameat2(RENAME_EXCHANGE) where the filesystem supports it; elsewhere
+// two renames, after which a crash in between leaves the previous directory at "<dir>.old", which
+// recover_directory() restores. The temporary directory is removed if `write` throws.
+void replace_directory_atomically(const std::string& dir, const std::function<void(const std::string&)>& write);
+
+// Finishes an interrupted replace: when `dir` is missing and "<dir>.old" exists, renames it back.
+void recover_directory(const std::string& dir);
+
+bool directory_exists(const std::string& path);
+bool file_exists(const std::string& path);
+void remove_tree(const std::string& path);  // rm -rf; missing paths are fine
+void make_directories(const std::string& dir);  // mkdir -p; throws Error naming the path
+
+nlohmann::json read_json_file(const std::string& path);  // throws Error naming the file
+void write_json_file(const std::string& path, const nlohmann::json& json);  // atomic
+
+}  // namespace bertrain

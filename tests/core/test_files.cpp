@@ -1,0 +1,182 @@
+// Tests for core/files: atomic directory replacement (create, replace, a failing writer leaves the previous
+// directory and no temporary behind, recovery after a crash between the two fallback renames), the file and
+// directory predicates, and JSON files whose errors name them.
+#include "core/files.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "tests/temp_dir.h"
+
+namespace bertrain {
+namespace {
+
+namespace fs = std::filesystem;
+
+class FilesTest : public ::testing::Test {
+ protected:
+  std::string path(const std::string& name) const { return (root_ / name).string(); }
+
+  static void spit(const fs::path& p, const std::string& contents) {
+    std::ofstream out(p, std::ios::binary | std::ios::trunc);
+    out << contents;
+  }
+  static std::string slurp(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  // name -> contents of the regular files directly in `dir`.
+  static std::map<std::string, std::string> files_in(const fs::path& dir) {
+    std::map<std::string, std::string> files;
+    for (const auto& e : fs::directory_iterator(dir)) files[e.path().filename().string()] = slurp(e.path());
+    return files;
+  }
+  std::vector<std::string> root_entries() const {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(root_)) names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+  // Fills a directory with `files`.
+  static std::function<void(const std::string&)> writer(std::map<std::string, std::string> files) {
+    return [files](const std::string& dir) {
+      for (const auto& [name, contents] : files) spit(fs::path(dir) / name, contents);
+    };
+  }
+
+  testing::TempDir temp_{"bertrain_files"};
+  const fs::path root_ = temp_.path();
+};
+
+using Files = std::map<std::string, std::string>;
+
+TEST_F(FilesTest, ReplaceCreatesAMissingDirectory) {
+  std::string written_into;
+  replace_directory_atomically(path("ckpt"), [&](const std::string& dir) {
+    written_into = dir;
+    EXPECT_TRUE(directory_exists(dir));
+    EXPECT_FALSE(directory_exists(path("ckpt"))) << "the target must not appear before the writer finished";
+    spit(fs::path(dir) / "model.safetensors", "weights");
+    spit(fs::path(dir) / "config.json", "{}");
+  });
+  // The writer got a sibling temporary directory, not the target itself.
+  EXPECT_NE(written_into, path("ckpt"));
+  EXPECT_EQ(written_into.rfind(path("ckpt") + ".tmp-", 0), 0u) << written_into;
+  EXPECT_EQ(files_in(path("ckpt")), (Files{{"config.json", "{}"}, {"model.safetensors", "weights"}}));
+  EXPECT_EQ(root_entries(), std::vector<std::string>{"ckpt"});
+}
+
+TEST_F(FilesTest, ReplaceSwapsInTheNewContentsCompletely) {
+  replace_directory_atomically(path("ckpt"), writer({{"a.txt", "old a"}, {"b.txt", "old b"}}));
+  replace_directory_atomically(path("ckpt"), writer({{"b.txt", "new b"}, {"c.txt", "new c"}}));
+  // a.txt was only in the old directory: gone; nothing merged.
+  EXPECT_EQ(files_in(path("ckpt")), (Files{{"b.txt", "new b"}, {"c.txt", "new c"}}));
+  EXPECT_EQ(root_entries(), std::vector<std::string>{"ckpt"}) << "temporary or .old directory left behind";
+  replace_directory_atomically(path("ckpt"), writer({{"d.txt", "third"}}));
+  EXPECT_EQ(files_in(path("ckpt")), (Files{{"d.txt", "third"}}));
+  EXPECT_EQ(root_entries(), std::vector<std::string>{"ckpt"});
+}
+
+TEST_F(FilesTest, AWriterThatThrowsLeavesThePreviousDirectory) {
+  const Files previous{{"model.safetensors", "good weights"}, {"trainer_state.json", "{\"epochs_done\": 3}"}};
+  replace_directory_atomically(path("ckpt"), writer(previous));
+  EXPECT_THROW(replace_directory_atomically(path("ckpt"),
+                                            [&](const std::string& dir) {
+                                              spit(fs::path(dir) / "model.safetensors", "half");
+                                              BERTRAIN_FAIL("disk full while writing " << dir);
+                                            }),
+               Error);
+  EXPECT_EQ(files_in(path("ckpt")), previous);
+  EXPECT_EQ(root_entries(), std::vector<std::string>{"ckpt"}) << "the temporary directory was not removed";
+
+  // Any exception type, and a target that did not exist yet: nothing appears.
+  EXPECT_THROW(replace_directory_atomically(path("fresh"),
+                                            [](const std::string& dir) {
+                                              spit(fs::path(dir) / "x", "partial");
+                                              throw std::runtime_error("interrupted");
+                                            }),
+               std::runtime_error);
+  EXPECT_FALSE(fs::exists(path("fresh")));
+  EXPECT_EQ(root_entries(), std::vector<std::string>{"ckpt"});
+}
+
+TEST_F(FilesTest, AStaleTemporaryDirectoryIsReplaced) {
+  // A crashed earlier writer with this pid left a temporary directory with junk in it.
+  replace_directory_atomically(path("ckpt"), [&](const std::string& dir) {
+    spit(fs::path(dir) / "new.txt", "new");
+  });
+  const std::string tmp = path("ckpt") + ".tmp-" + std::to_string(::getpid());
+  fs::create_directories(tmp);
+  spit(fs::path(tmp) / "junk.txt", "junk");
+  replace_directory_atomically(path("ckpt"), writer({{"newer.txt", "newer"}}));
+  EXPECT_EQ(files_in(path("ckpt")), (Files{{"newer.txt", "newer"}}));
+  EXPECT_EQ(root_entries(), std::vector<std::string>{"ckpt"});
+}
+
+TEST_F(FilesTest, RecoverRestoresTheOldDirectoryAfterACrashBetweenRenames) {
+  // The fallback swap renames dir -> dir.old, then tmp -> dir; a crash in between leaves only dir.old.
+  const Files previous{{"model.safetensors", "epoch 3"}};
+  replace_directory_atomically(path("ckpt"), writer(previous));
+  fs::rename(path("ckpt"), path("ckpt.old"));
+  recover_directory(path("ckpt"));
+  EXPECT_EQ(files_in(path("ckpt")), previous);
+  EXPECT_FALSE(fs::exists(path("ckpt.old")));
+
+  // Nothing to do: neither exists, or dir exists (dir.old is then a leftover and dir wins).
+  EXPECT_NO_THROW(recover_directory(path("absent")));
+  EXPECT_FALSE(fs::exists(path("absent")));
+  fs::create_directories(path("ckpt.old"));
+  spit(path("ckpt.old") + "/model.safetensors", "epoch 2");
+  recover_directory(path("ckpt"));
+  EXPECT_EQ(files_in(path("ckpt")), previous);
+}
+
+TEST_F(FilesTest, ReplaceAfterACrashRecoversFirst) {
+  replace_directory_atomically(path("ckpt"), writer({{"a", "old"}}));
+  fs::rename(path("ckpt"), path("ckpt.old"));  // the crash
+  replace_directory_atomically(path("ckpt"), writer({{"b", "new"}}));
+  EXPECT_EQ(files_in(path("ckpt")), (Files{{"b", "new"}}));
+  EXPECT_EQ(root_entries(), std::vector<std::string>{"ckpt"});
+}
+
+TEST_F(FilesTest, FileAndDirectoryPredicates) {
+  spit(path("f"), "x");
+  fs::create_directories(path("d/e"));
+  EXPECT_TRUE(file_exists(path("f")));
+  EXPECT_FALSE(file_exists(path("d")));
+  EXPECT_TRUE(directory_exists(path("d")));
+  EXPECT_FALSE(directory_exists(path("f")));
+  EXPECT_FALSE(file_exists(path("missing")));
+  remove_tree(path("d"));
+  EXPECT_FALSE(fs::exists(path("d")));
+  EXPECT_NO_THROW(remove_tree(path("missing")));
+}
+
+TEST_F(FilesTest, JsonFilesNameThemselvesInErrors) {
+  write_json_file(path("state.json"), nlohmann::json{{"epochs_done", 2}, {"lr", 1e-4}});
+  EXPECT_EQ(read_json_file(path("state.json")), (nlohmann::json{{"epochs_done", 2}, {"lr", 1e-4}}));
+  spit(path("broken.json"), "{\"epochs_done\": ");
+  for (const char* name : {"broken.json", "absent.json"}) {
+    try {
+      read_json_file(path(name));
+      ADD_FAILURE() << name << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(path(name)), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace bertrain

@@ -1,0 +1,98 @@
+// `bench kernels` benchmarks of LayerNorm: the residual add + normalisation (forward) and its input and
+// parameter gradients (backward).
+#include <vector>
+
+#include "kernels/layernorm.h"
+#include "tools/bench_kernels/benchmarks.h"
+#include "tools/bench_kernels/harness.h"
+
+namespace bertrain::bench {
+
+namespace {
+
+constexpr float kLayerNormEps = 1e-12f;
+
+}  // namespace
+
+template <typename T>
+void bench_layernorm_forward(Runner& r) {
+  const Shape& s = r.options().shape;
+  if (!r.select("layernorm_forward")) return;
+  const int rows = s.tokens(), cols = s.hidden;
+  const std::size_t n = sz(rows) * sz(cols);
+  T* x = r.take<T>(n);
+  T* residual = r.take<T>(n);
+  T* gamma = r.take<T>(sz(cols));
+  T* beta = r.take<T>(sz(cols));
+  T* y = r.take<T>(n);
+  float* mean = r.take<float>(sz(rows));
+  float* rstd = r.take<float>(sz(rows));
+  if (r.sizing()) return;
+  const std::vector<float> hx = r.random<T>(n, 10), hres = r.random<T>(n, 11), hg = r.random<T>(sz(cols), 12, 0.5f, 1.5f),
+                           hb = r.random<T>(sz(cols), 13);
+  r.upload(x, hx);
+  r.upload(residual, hres);
+  r.upload(gamma, hg);
+  r.upload(beta, hb);
+  // bytes = x, residual 2·T·H·e + gamma, beta 2·H·e (read) + y T·H·e + mean, rstd 2·4·T (written).
+  Measure m{"layernorm_forward", label("T=%lld H=%lld, +residual", rows, cols),
+            (3.0 * n + 2.0 * cols) * elem<T>() + 8.0 * rows};
+  r.measure(m, [&] { layernorm_forward_cuda<T>(y, mean, rstd, x, residual, gamma, beta, rows, cols, kLayerNormEps, r.stream()); },
+            [&](Checker& c) {
+              std::vector<float> ry(n), rmean(sz(rows)), rrstd(sz(rows));
+              layernorm_forward_cpu<float>(ry.data(), rmean.data(), rrstd.data(), hx.data(), hres.data(), hg.data(),
+                                           hb.data(), rows, cols, kLayerNormEps);
+              make_representable<T>(ry);
+              c.compare("y", r.download(y, n), ry);
+              c.compare("mean", r.download(mean, sz(rows)), rmean);
+              c.compare("rstd", r.download(rstd, sz(rows)), rrstd);
+            });
+}
+
+template <typename T>
+void bench_layernorm_backward(Runner& r) {
+  const Shape& s = r.options().shape;
+  if (!r.select("layernorm_backward")) return;
+  const int rows = s.tokens(), cols = s.hidden;
+  const std::size_t n = sz(rows) * sz(cols);
+  T *dy = r.take<T>(n), *x = r.take<T>(n), *residual = r.take<T>(n), *gamma = r.take<T>(sz(cols)), *dz = r.take<T>(n);
+  float *mean = r.take<float>(sz(rows)), *rstd = r.take<float>(sz(rows));
+  float *dgamma = r.take<float>(sz(cols)), *dbeta = r.take<float>(sz(cols));
+  if (r.sizing()) return;
+  const std::vector<float> hdy = r.random<T>(n, 100), hx = r.random<T>(n, 101), hres = r.random<T>(n, 102),
+                           hg = r.random<T>(sz(cols), 103, 0.5f, 1.5f), hbeta(sz(cols), 0.0f);
+  // The saved statistics come from the CPU forward of the same x + residual.
+  std::vector<float> hy(n), hmean(sz(rows)), hrstd(sz(rows));
+  layernorm_forward_cpu<float>(hy.data(), hmean.data(), hrstd.data(), hx.data(), hres.data(), hg.data(), hbeta.data(),
+                               rows, cols, kLayerNormEps);
+  r.upload(dy, hdy);
+  r.upload(x, hx);
+  r.upload(residual, hres);
+  r.upload(gamma, hg);
+  r.copy_in(mean, hmean);
+  r.copy_in(rstd, hrstd);
+  // bytes = dy, x, residual 3·T·H·e + gamma H·e + mean, rstd 2·4·T (read) + dz T·H·e + dgamma, dbeta 2·4·H
+  // (written).
+  Measure m{"layernorm_backward", label("T=%lld H=%lld, +residual", rows, cols),
+            (4.0 * n + cols) * elem<T>() + 8.0 * rows + 8.0 * cols};
+  r.measure(m,
+            [&] {
+              layernorm_backward_cuda<T>(r.handles(), dz, dgamma, dbeta, dy, x, residual, mean, rstd, gamma, rows, cols);
+            },
+            [&](Checker& c) {
+              std::vector<float> rdz(n), rdg(sz(cols)), rdb(sz(cols));
+              layernorm_backward_cpu<float>(rdz.data(), rdg.data(), rdb.data(), hdy.data(), hx.data(), hres.data(),
+                                            hmean.data(), hrstd.data(), hg.data(), rows, cols);
+              make_representable<T>(rdz);
+              c.compare("dz", r.download(dz, n), rdz);
+              c.compare("dgamma", r.download(dgamma, sz(cols)), rdg);
+              c.compare("dbeta", r.download(dbeta, sz(cols)), rdb);
+            });
+}
+
+template void bench_layernorm_forward<float>(Runner&);
+template void bench_layernorm_forward<bf16>(Runner&);
+template void bench_layernorm_backward<float>(Runner&);
+template void bench_layernorm_backward<bf16>(Runner&);
+
+}  // namespace bertrain::bench
