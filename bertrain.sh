@@ -102,6 +102,8 @@ deps_bundle() {
   cp -r /usr/include/eigen3 /usr/include/nlohmann /usr/include/utf8proc.h "$dir.partial/include/"
   cp "$lib" "$dir.partial/lib/"
   cp -r /usr/src/googletest "$dir.partial/googletest"
+  # Neither Eigen's unsupported modules nor GoogleMock is used: a smaller bundle to carry.
+  rm -rf "$dir.partial/include/eigen3/unsupported" "$dir.partial/googletest/googlemock"
   rm -rf "$dir"
   mv "$dir.partial" "$dir"
   echo "bertrain.sh: dependency bundle in $dir ($(du -sh "$dir" | cut -f1)); on the GPU machine:" \

@@ -268,6 +268,14 @@ double train_epoch(const TrainArgs& args, int epoch, const Batcher& batcher, Tra
   auto record_loss = [&](int step_index) {
     double loss = engine.take_loss();
     comm.allreduce_sum(&loss, 1);
+    // Every rank sees the same summed loss and gradient, so every rank stops here together. The step's
+    // update is already applied, so nothing of this epoch is saved: last/ keeps the previous epoch.
+    const double grad_norm = engine.last_gradient_norm();
+    BERTRAIN_CHECK(std::isfinite(loss) && std::isfinite(grad_norm),
+                   "epoch " << epoch + 1 << ", step " << step_index + 1 << " of " << steps << ": the training loss is "
+                            << loss << " and the gradient norm " << grad_norm
+                            << "; training stopped (last/ holds the previous epoch; try a lower --lr, or --precision "
+                               "fp32)");
     loss_mean.add(loss);
     const double seconds = seconds_since(epoch_start);
     const double rate = (step_index + 1) * static_cast<double>(args.batch_size) / seconds;

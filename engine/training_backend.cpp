@@ -2,12 +2,14 @@
 
 #include <omp.h>
 
+#include <cmath>
 #include <deque>
 
 #include "core/build_config.h"
 #include "core/build_info.h"
 #include "core/error.h"
 #include "engine/checkpoint.h"
+#include "kernels/tensor_ops.h"
 
 namespace bertrain {
 
@@ -28,15 +30,18 @@ class CpuBackend final : public TrainingBackend {
   void train_step(const BertBatch& batch, const float* targets, double loss_scale, Communicator& comm) override {
     const double loss = trainer_.compute_gradients(batch, targets, loss_scale);
     comm.allreduce_sum(trainer_.gradients().data(), trainer_.gradients().size());
+    const double grad_norm = std::sqrt(sum_of_squares_cpu(trainer_.gradients().data(), trainer_.gradients().size()));
     trainer_.apply_update();
-    losses_.push_back(loss);
+    steps_.push_back({loss, grad_norm});
   }
   double take_loss() override {
-    BERTRAIN_CHECK(!losses_.empty(), "take_loss without a pending training step");
-    const double loss = losses_.front();
-    losses_.pop_front();
-    return loss;
+    BERTRAIN_CHECK(!steps_.empty(), "take_loss without a pending training step");
+    const StepResult step = steps_.front();
+    steps_.pop_front();
+    last_grad_norm_ = step.grad_norm;
+    return step.loss;
   }
+  double last_gradient_norm() const override { return last_grad_norm_; }
   double evaluate(const BertBatch& batch, const float* targets) override { return trainer_.evaluate(batch, targets); }
 
   void set_learning_rate(double lr) override { trainer_.optimizer().hyper().lr = lr; }
@@ -46,8 +51,12 @@ class CpuBackend final : public TrainingBackend {
   void load_optimizer(const std::string& path) override { load_optimizer_state(path, &trainer_.optimizer()); }
 
  private:
+  struct StepResult {
+    double loss, grad_norm;
+  };
   ClassifierTrainer<float> trainer_;
-  std::deque<double> losses_;
+  std::deque<StepResult> steps_;
+  double last_grad_norm_ = 0;
 };
 
 }  // namespace

@@ -30,6 +30,9 @@ class TrainingBackend {
   virtual void train_step(const BertBatch& batch, const float* targets, double loss_scale, Communicator& comm) = 0;
   // This rank's loss × loss_scale of the oldest step not taken yet; waits for that step to finish.
   virtual double take_loss() = 0;
+  // The L2 norm of the gradient (summed over ranks, as the optimizer saw it) of the step the last
+  // take_loss() returned. Not finite when that step overflowed: run_training stops then.
+  virtual double last_gradient_norm() const = 0;
   // Forward without dropout and the mean loss over the batch's rows (0 for 0 rows). Waits for the result.
   virtual double evaluate(const BertBatch& batch, const float* targets) = 0;
 

@@ -33,7 +33,9 @@ void attention_backward_cpu(T* dq, T* dk, T* dv, const T* dctx, const T* probs, 
 
 // ---- CUDA (kernels/cuda/attention.cu): Q, K, V are permuted to head-major [B, NH, S, HD] so that the score and
 // context products are strided-batched GEMMs over B·NH; masked softmax (+ dropout) is one block per row.
-// Same probabilities, same dropout indices as the CPU.
+// Same probabilities, same dropout indices as the CPU. For T = bf16 the scores are computed into fp32 (workspace)
+// and the softmax reads them unrounded (softmax is on torch.autocast's fp32 list); the probabilities are stored
+// in bf16 (the P·V GEMM reads them in bf16, as under autocast), so probs is the CPU's fp32 softmax rounded once.
 // Elements of T scratch attention_forward/backward_cuda need.
 std::size_t attention_workspace_elements_cuda(int batch, int seq, int heads, int head_dim);
 // ctx[B, S, H] (=); probs[B, NH, S, S] (=, before dropout, kept for backward); qh, kh, vh [B, NH, S, HD] (=,

@@ -60,4 +60,18 @@ template <typename T>
 void dropout_backward_cuda(T* dx, const T* dy, std::size_t n, float p, const RandomKey& key,
                            const DropoutLayout& layout, CudaStream stream);
 
+// ---- CUDA, mixed precision: the residual stream and its gradient in float (as torch.autocast keeps them), the
+// GEMM operands in T. The CPU twins are the float functions above with T outputs rounded once.
+// y[n] (=) float dropout(x) (the embeddings' residual stream) and y_copy[n] (=) the same values rounded to T
+// (the next GEMMs' input; may be null; for T = float it may be y itself: stored once). y may alias x. p in
+// [0, 1]; p == 0 copies (and rounds into y_copy).
+template <typename T>
+void dropout_forward_cuda(float* y, T* y_copy, const float* x, std::size_t n, float p, const RandomKey& key,
+                          const DropoutLayout& layout, CudaStream stream);
+// dx[n] (=) dropout'(dy) rounded to bf16: the float residual-stream gradient masked into the bf16 input of the
+// sublayer's backward GEMMs. Not a template: for T = float the all-float instantiation of the template above is
+// this function, so generic code calls dropout_backward_cuda(T* dx, const float* dy, ...) for either T.
+void dropout_backward_cuda(bf16* dx, const float* dy, std::size_t n, float p, const RandomKey& key,
+                           const DropoutLayout& layout, CudaStream stream);
+
 }  // namespace bertrain

@@ -27,6 +27,14 @@ void linear_forward_cuda(const GpuHandles& handles, T* y, const T* x, const T* w
 template <typename T>
 void linear_backward_cuda(const GpuHandles& handles, T* dx, float* dw, float* db, const T* dy, const T* x, const T* w,
                           int rows, int in, int out, bool accumulate_dx);
+// Mixed precision (the residual-stream gradient in float, as torch.autocast keeps it): the same, with dx[rows, in]
+// (= or +=) float: bf16 dy and W, fp32 accumulation and an fp32 C, so that the gradients of the branches that read
+// the residual stream (Q, K, V; the intermediate dense) add up in fp32 instead of being rounded to bf16 at every
+// accumulation. CPU twin: linear_backward_cpu<float> on the bf16 values. Not a template: for T = float the
+// all-float instantiation above is this function, so generic code calls linear_backward_cuda(handles, float* dx,
+// ..., const T* dy, const T* x, const T* w, ...) for either T.
+void linear_backward_cuda(const GpuHandles& handles, float* dx, float* dw, float* db, const bf16* dy, const bf16* x,
+                          const bf16* w, int rows, int in, int out, bool accumulate_dx);
 // y[rows, cols] += b[cols].
 template <typename T>
 void bias_add_cuda(T* y, const T* b, int rows, int cols, CudaStream stream);

@@ -1,9 +1,24 @@
 // BertForSequenceClassification on a CUDA device: the same sequence of ops as the CPU model
 // (model/bert_classifier.h), each a kernels/cuda launcher, all on one stream. T is the storage type of
-// weights and activations: float (--precision fp32, matches the CPU engine) or bf16 (--precision bf16);
-// gradients are always float and LayerNorm statistics float. Every activation is a slice of one device
-// arena that the owner allocates once (arena_bytes), so forward and backward never allocate or
-// synchronise with the host. No CUDA headers here: model/ only calls the launchers of kernels/*.h.
+// weights and GEMM operands: float (--precision fp32, matches the CPU engine) or bf16 (--precision bf16).
+//
+// What is float whatever T is, as torch.autocast(bfloat16) keeps it for Hugging Face BERT:
+// - the residual stream: every LayerNorm output (the layer inputs and outputs, the attention block's output),
+//   which is the next LayerNorm's residual input; each LayerNorm also writes a T copy that the next GEMMs read
+//   (autocast's cast of a linear layer's input), so the residual add z = sublayer(x) + x runs in fp32;
+// - the residual stream's gradient (dy_, d_ln1_): the Q/K/V and intermediate dx GEMMs write and accumulate it
+//   with bf16 operands and an fp32 C, the residual adds run in fp32, LayerNorm backward reads and writes it in
+//   float, and dropout backward rounds it to T once for the sublayer's GEMMs;
+// - the attention scores before the softmax (inside attention_forward_cuda), LayerNorm statistics, and all
+//   parameter gradients.
+// What is T: weights, the GEMM outputs inside a sublayer (q, k, v, probs, ctx, attention and feed-forward
+// dense outputs, the intermediate activation), the embedding sum, the pooler and classifier head, and the
+// gradients inside a sublayer. For T = float the residual stream and its T copy are one buffer, and the
+// sequence of float operations is the one of the all-float engine.
+//
+// Every activation is a slice of one device arena that the owner allocates once (arena_bytes), so forward and
+// backward never allocate or synchronise with the host. No CUDA headers here: model/ only calls the launchers of
+// kernels/*.h.
 #pragma once
 
 #include <cstddef>
@@ -50,12 +65,14 @@ class BertClassifierGpu {
 
   T* logits() const { return logits_; }    // [B, C] device
   T* dlogits() const { return dlogits_; }  // [max_batch, C] device scratch for the caller's loss gradient
-  const T* pooled_output() const { return pooled_; }              // [B, H]
-  const T* sequence_output() const { return layer_in_.back(); }  // [B, S, H]
+  const T* pooled_output() const { return pooled_; }                // [B, H]
+  const float* sequence_output() const { return stream_.back(); }  // [B, S, H], the float residual stream
 
  private:
   struct LayerActivations {
-    T *qh, *kh, *vh, *probs, *ctx, *attn_out, *ln1_out, *inter_pre, *out_dense;
+    T *qh, *kh, *vh, *probs, *ctx, *attn_out, *inter_pre, *out_dense;
+    float* ln1_out;  // [T, H] the attention block's output: residual stream (float)
+    T* ln1_out_t;    // [T, H] its T copy, the intermediate dense's input (ln1_out itself when T is float)
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
   };
 
@@ -66,14 +83,19 @@ class BertClassifierGpu {
 
   T *emb_sum_;
   float *emb_mean_, *emb_rstd_;
-  std::vector<T*> layer_in_;  // L + 1 tensors [T, H]: the input of layer l; the last is the output
+  // L + 1 tensors [T, H]: the input of layer l (the last is the encoder's output) as the float residual stream,
+  // and its T copy that the Q/K/V GEMMs read (the same pointers when T is float).
+  std::vector<float*> stream_;
+  std::vector<T*> stream_t_;
   std::vector<LayerActivations> layers_;
   T *cls_, *pool_pre_, *pooled_, *pooled_drop_, *logits_, *dlogits_;
   // Scratch shared by all layers.
-  T *q_, *k_, *v_;                             // [T, H] projections before the head-major permute
-  T *act_, *d_inter_;                          // [T, I]
-  T *dy_, *d_a_, *d_b_, *d_c_, *d_d_, *d_e_;  // [T, H]
-  T *d_small_a_, *d_small_b_;                  // [B, H]
+  T *q_, *k_, *v_;                  // [T, H] projections before the head-major permute
+  T *act_, *d_inter_;               // [T, I]
+  float *dy_, *d_ln1_;              // [T, H] gradients of the residual stream (float; LayerNorm dz in place)
+  T *d_b_, *d_c_, *d_d_, *d_e_;     // [T, H] gradients inside a sublayer
+  T* d_small_a_;                    // [B, H] head gradients
+  float* d_small_b_;                // [B, H] the pooler's input gradient, scattered into dy_
   T* attention_workspace_;
   void* embedding_scratch_;
   std::size_t embedding_scratch_bytes_;

@@ -83,4 +83,13 @@ template BertWeights<const float> bind_bert_weights<const float>(const ParamLayo
 template BertWeights<const double> bind_bert_weights<const double>(const ParamLayout&, int, const double*);
 template BertWeights<const bf16> bind_bert_weights<const bf16>(const ParamLayout&, int, const bf16*);
 
+std::vector<std::size_t> backward_ready_offsets(const ParamLayout& layout, int num_layers) {
+  std::vector<std::size_t> offsets{layout.at("bert.pooler.dense.weight").offset};
+  for (int l = num_layers - 1; l >= 0; --l) {
+    offsets.push_back(layout.at("bert.encoder.layer." + std::to_string(l) + ".attention.self.query.weight").offset);
+  }
+  offsets.push_back(0);
+  return offsets;
+}
+
 }  // namespace bertrain

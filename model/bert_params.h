@@ -14,6 +14,11 @@ namespace bertrain {
 // ("bert." prefix, LayerNorm.weight / .bias, classifier.weight / .bias).
 ParamLayout bert_classifier_layout(const BertConfig& config, int num_labels);
 
+// The offsets at which the backward passes (BertClassifierGpu::backward) report finished gradients, in their
+// order: the head from bert.pooler.dense.weight up, then each layer from its query weight up, last layer
+// first, then 0 (the embeddings). Data-parallel gradient buckets are planned from this list alone.
+std::vector<std::size_t> backward_ready_offsets(const ParamLayout& layout, int num_layers);
+
 template <typename T>
 struct BertLayerWeights {
   T *query_w, *query_b, *key_w, *key_b, *value_w, *value_b;  // [H, H], [H]

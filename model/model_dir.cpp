@@ -1,6 +1,7 @@
 #include "model/model_dir.h"
 
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -29,6 +30,21 @@ std::string read_whole_file(const std::string& path) {
 }
 
 }  // namespace
+
+std::vector<float> random_bert_parameters(const ParamLayout& layout, const BertConfig& config, uint64_t seed) {
+  std::vector<float> params(layout.total(), 0.0f);
+  uint32_t tensor = 0;
+  for (const ParamEntry& e : layout.entries()) {
+    float* p = params.data() + e.offset;
+    const bool is_bias = e.name.size() > 5 && e.name.compare(e.name.size() - 5, 5, ".bias") == 0;
+    if (e.name.find("LayerNorm.weight") != std::string::npos) {
+      std::fill(p, p + e.numel, 1.0f);
+    } else if (!is_bias) {
+      fill_normal(p, e.numel, static_cast<float>(config.initializer_range), seed, ++tensor);
+    }
+  }
+  return params;
+}
 
 void fill_normal(float* out, std::size_t n, float std, uint64_t seed, uint32_t tensor) {
   const RandomKey key{seed, 0, tensor};

@@ -36,4 +36,9 @@ void save_model_dir(const std::string& dir, const BertConfig& config, const Para
 // the same numbers on every machine, unlike std::normal_distribution.
 void fill_normal(float* out, std::size_t n, float std, uint64_t seed, uint32_t tensor);
 
+// A randomly initialised model in `layout` as transformers initialises one: linear and embedding weights
+// normal(0, initializer_range) (fill_normal, one stream per tensor), LayerNorm weights one, biases zero.
+// For benchmarks and tests that need real-size weights without a checkpoint.
+std::vector<float> random_bert_parameters(const ParamLayout& layout, const BertConfig& config, uint64_t seed);
+
 }  // namespace bertrain

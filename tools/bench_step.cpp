@@ -26,23 +26,6 @@ namespace bertrain {
 
 namespace {
 
-// transformers' initialisation: linear and embedding weights normal(0, initializer_range), LayerNorm
-// weights one, biases zero.
-std::vector<float> random_parameters(const ParamLayout& layout, const BertConfig& config, uint64_t seed) {
-  std::vector<float> params(layout.total(), 0.0f);
-  uint32_t tensor = 0;
-  for (const ParamEntry& e : layout.entries()) {
-    float* p = params.data() + e.offset;
-    const bool is_bias = e.name.size() > 5 && e.name.compare(e.name.size() - 5, 5, ".bias") == 0;
-    if (e.name.find("LayerNorm.weight") != std::string::npos) {
-      std::fill(p, p + e.numel, 1.0f);
-    } else if (!is_bias) {
-      fill_normal(p, e.numel, static_cast<float>(config.initializer_range), seed, ++tensor);
-    }
-  }
-  return params;
-}
-
 int bench_step(const std::vector<std::string>& args) {
   ArgParser parser("bench step",
                    "Times training steps (forward + BCE loss + backward + Adam) of a random BERT classifier on\n"
@@ -107,7 +90,7 @@ int bench_step(const std::vector<std::string>& args) {
   const BackendChoice choice = choose_backend(parser.get("device"), parser.get("precision"), 0);
   const std::unique_ptr<Communicator> single = make_communicator(LaunchInfo{});
   const std::unique_ptr<TrainingBackend> engine = make_training_backend(
-      choice, config, labels, batch, seq, random_parameters(layout, config, seed), options, *single);
+      choice, config, labels, batch, seq, random_bert_parameters(layout, config, seed), options, *single);
   std::printf("bench step: layers %d, hidden %d, heads %d, intermediate %d, vocab %d, batch %d, seq %d, "
               "%zu parameters; %s",
               config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.intermediate_size,

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include <memory>
+#include <string>
 
 #include "dist/communicator.h"
 #include "engine/trainer.h"
@@ -83,7 +84,9 @@ int run_train(const std::vector<std::string>& args) {
   } catch (const std::exception& e) {
     if (comm->size() == 1) throw;
     // The other ranks may be waiting in a collective: end the whole job, naming who failed.
-    comm->abort(1, "bertrain: error: " + comm->where() + ": " + e.what());
+    // Errors from dist/ already start with "<host> rank <r>": name the rank once.
+    const std::string what = e.what(), who = comm->where();
+    comm->abort(1, "bertrain: error: " + (what.rfind(who, 0) == 0 ? what : who + ": " + what));
   }
   if (!a.quiet && comm->rank() == 0) {
     const int best = results.at("best_epoch").get<int>();

@@ -3,6 +3,9 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
+#include <string>
+
 namespace bertrain {
 
 const char* cublas_status_name(cublasStatus_t status) {
@@ -22,13 +25,23 @@ const char* cublas_status_name(cublasStatus_t status) {
 }
 
 GpuContext::GpuContext(int device, std::size_t workspace_elements) : device_(device) {
+  // A constructor that throws runs no destructor: release what was created so far before rethrowing.
+  try {
+    create(workspace_elements);
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+void GpuContext::create(std::size_t workspace_elements) {
   int count = 0;
   BERTRAIN_CUDA_CHECK(cudaGetDeviceCount(&count));
-  BERTRAIN_CHECK(device >= 0 && device < count, "CUDA device " << device << " does not exist (" << count
+  BERTRAIN_CHECK(device_ >= 0 && device_ < count, "CUDA device " << device_ << " does not exist (" << count
                                                                 << " visible; check CUDA_VISIBLE_DEVICES)");
-  BERTRAIN_CUDA_CHECK(cudaSetDevice(device));
+  BERTRAIN_CUDA_CHECK(cudaSetDevice(device_));
   cudaDeviceProp prop{};
-  BERTRAIN_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  BERTRAIN_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
   name_ = prop.name;
   BERTRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&handles_.stream, cudaStreamNonBlocking));
   BERTRAIN_CUBLAS_CHECK(cublasCreate(&handles_.blas));
@@ -44,12 +57,31 @@ GpuContext::GpuContext(int device, std::size_t workspace_elements) : device_(dev
   handles_.workspace_elements = workspace_.size();
 }
 
-GpuContext::~GpuContext() {
+GpuContext::~GpuContext() { release(); }
+
+void GpuContext::release() noexcept {
+  workspace_ = DeviceBuffer<float>();
   if (handles_.blas != nullptr) cublasDestroy(handles_.blas);
   if (handles_.stream != nullptr) cudaStreamDestroy(handles_.stream);
+  handles_ = GpuHandles{};
+}
+void GpuContext::synchronize() const { BERTRAIN_CUDA_CHECK(cudaStreamSynchronize(handles_.stream)); }
+
+bool cuda_sync_debugging() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("BERTRAIN_CUDA_SYNC");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return enabled;
 }
 
-void GpuContext::synchronize() const { BERTRAIN_CUDA_CHECK(cudaStreamSynchronize(handles_.stream)); }
+void cuda_debug_sync(const char* what, const char* file, int line) {
+  const cudaError_t status = cudaDeviceSynchronize();
+  if (status != cudaSuccess) {
+    throw_error(file, line, std::string("CUDA: ") + what + " failed while running (BERTRAIN_CUDA_SYNC=1): " +
+                                cudaGetErrorString(status));
+  }
+}
 
 std::size_t gpu_memory_in_use_bytes() {
   std::size_t free_bytes = 0, total_bytes = 0;

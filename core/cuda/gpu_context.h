@@ -27,6 +27,9 @@ class GpuContext {
   void synchronize() const;
 
  private:
+  void create(std::size_t workspace_elements);
+  void release() noexcept;
+
   int device_;
   std::string name_;
   GpuHandles handles_;

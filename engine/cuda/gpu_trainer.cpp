@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <deque>
 #include <thread>
@@ -14,6 +15,7 @@
 #include "core/cuda/device_buffer.h"
 #include "core/cuda/gpu_context.h"
 #include "dist/device_communicator.h"
+#include "dist/gradient_buckets.h"
 #include "engine/adam.h"
 #include "engine/checkpoint.h"
 #include "engine/training_backend.h"
@@ -29,8 +31,10 @@ namespace {
 // Gradients are reduced across ranks in buckets of at least this many bytes (PyTorch DDP's default),
 // each as soon as the backward has produced it, on a second stream.
 constexpr std::size_t kBucketBytes = 25u << 20;
+
 // cuBLAS workspace set once, so that no GEMM allocates inside a step.
 constexpr std::size_t kCublasWorkspaceBytes = 32u << 20;
+
 
 class CudaEvent {
  public:
@@ -68,8 +72,10 @@ class GpuBackend final : public TrainingBackend {
         ids_(static_cast<std::size_t>(max_batch) * max_seq),
         mask_(static_cast<std::size_t>(max_batch) * max_seq),
         targets_(static_cast<std::size_t>(max_batch) * num_labels),
-        losses_(2),
-        host_optimizer_(0, options.adam) {
+        losses_(4),  // per staging slot: the loss and the gradient's sum of squares
+        host_optimizer_(0, options.adam),
+        buckets_(backward_ready_offsets(model_.layout(), config.num_hidden_layers), model_.layout().total(),
+                 kBucketBytes / sizeof(float)) {
     BERTRAIN_CHECK(params.size() == model_.layout().total(), "parameter buffer has " << params.size()
                                                                   << " elements, the layout needs "
                                                                   << model_.layout().total());
@@ -86,7 +92,7 @@ class GpuBackend final : public TrainingBackend {
       s.ids = PinnedBuffer<int32_t>(ids_.size());
       s.mask = PinnedBuffer<int32_t>(mask_.size());
       s.targets = PinnedBuffer<float>(targets_.size());
-      s.loss = PinnedBuffer<float>(1);
+      s.loss = PinnedBuffer<float>(2);
     }
     if (comm.size() > 1) {
       BERTRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
@@ -99,6 +105,9 @@ class GpuBackend final : public TrainingBackend {
   }
 
   ~GpuBackend() override {
+    // The NCCL communicator goes first: on an error path it is aborted, which ends any collective still
+    // running, before freeing device memory (which waits for the device) could wait on one forever.
+    device_comm_.reset();
     if (comm_stream_ != nullptr) cudaStreamDestroy(comm_stream_);
   }
 
@@ -116,11 +125,14 @@ class GpuBackend final : public TrainingBackend {
     const int slot = next_slot_;
     next_slot_ = (next_slot_ + 1) % static_cast<int>(staging_.size());
     Staging& staging = staging_[static_cast<std::size_t>(slot)];
-    float* loss = losses_.data() + slot;
+    float* loss = losses_.data() + 2 * slot;
     if (batch.batch == 0) {  // this rank's share of a short last batch is empty
       BERTRAIN_CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, grads_.bytes(), stream));
       BERTRAIN_CUDA_CHECK(cudaMemsetAsync(loss, 0, sizeof(float), stream));
-      reduce_all_gradients();
+      // Zero gradients still take part in every collective: the same buckets, in the same order, as the
+      // ranks that run the backward.
+      buckets_.all_gradients_ready([this](const GradientBucket& bucket) { reduce_bucket(bucket); });
+      finish_reductions();
     } else {
       const BertBatch device_batch = upload(batch, targets, staging);
       const auto step = static_cast<uint32_t>(steps_);
@@ -128,18 +140,17 @@ class GpuBackend final : public TrainingBackend {
       classification_loss_cuda(options_.loss, loss, model_.dlogits(), model_.logits(), targets_.data(),
                                 class_weights_.size() > 0 ? class_weights_.data() : nullptr, batch.batch,
                                 model_.num_labels(), static_cast<float>(loss_scale), stream);
-      if (device_comm_ == nullptr) {
-        model_.backward(grads_.data(), compute_params(), model_.dlogits());
-      } else {
-        reduced_from_ = size_;
-        model_.backward(grads_.data(), compute_params(), model_.dlogits(),
-                        [this](std::size_t offset) { gradients_ready(offset); });
-        join_reductions();
-      }
+      // With one GPU the reports are still checked against the plan (reduce_bucket does nothing).
+      model_.backward(grads_.data(), compute_params(), model_.dlogits(), [this](std::size_t offset) {
+        buckets_.gradients_ready(offset, [this](const GradientBucket& bucket) { reduce_bucket(bucket); });
+      });
+      finish_reductions();
     }
+    // loss[1] = Σ g² of the (reduced) gradient, read back with the loss: a non-finite step stops training.
+    sum_of_squares_cuda(context_.handles(), loss + 1, grads_.data(), size_);
     adam_update_cuda(master_.data(), moments_.data(), moments_.data() + size_, grads_.data(), compute_copy(), size_,
                      hyper_, ++steps_, stream);
-    BERTRAIN_CUDA_CHECK(cudaMemcpyAsync(staging.loss.data(), loss, sizeof(float), cudaMemcpyDeviceToHost, stream));
+    BERTRAIN_CUDA_CHECK(cudaMemcpyAsync(staging.loss.data(), loss, 2 * sizeof(float), cudaMemcpyDeviceToHost, stream));
     BERTRAIN_CUDA_CHECK(cudaEventRecord(staging.done.get(), stream));
     pending_.push_back(slot);
   }
@@ -150,8 +161,10 @@ class GpuBackend final : public TrainingBackend {
     pending_.pop_front();
     Staging& staging = staging_[static_cast<std::size_t>(slot)];
     wait(staging.done.get());
+    last_grad_norm_ = std::sqrt(static_cast<double>(staging.loss.data()[1]));
     return staging.loss.data()[0];
   }
+  double last_gradient_norm() const override { return last_grad_norm_; }
 
   double evaluate(const BertBatch& batch, const float* targets) override {
     if (batch.batch == 0) return 0.0;
@@ -248,35 +261,29 @@ class GpuBackend final : public TrainingBackend {
     return device_batch;
   }
 
-  // Gradients at offsets >= `offset` are final on the compute stream: once at least a bucket's worth is
-  // waiting (or the backward is complete), reduce [offset, reduced_from_) on the communication stream.
-  void gradients_ready(std::size_t offset) {
-    const std::size_t waiting = reduced_from_ - offset;
-    if (waiting * sizeof(float) < kBucketBytes && offset > 0) return;
+  // The gradients of `bucket` are final on the compute stream: sum them across ranks on the communication
+  // stream. Called by buckets_ only, so every rank reduces the plan's buckets in the plan's order.
+  void reduce_bucket(const GradientBucket& bucket) {
+    if (device_comm_ == nullptr) return;
+    const std::size_t begin = bucket.begin, n = bucket.size();
     BERTRAIN_CUDA_CHECK(cudaEventRecord(bucket_ready_.get(), context_.stream()));
     BERTRAIN_CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, bucket_ready_.get(), 0));
     if (reduce_buffer_.size() > 0) {
       // bf16 on the wire, fp32 again for the optimizer: each rank's gradient is rounded once before the sum.
-      cast_cuda(reduce_buffer_.data() + offset, grads_.data() + offset, waiting, comm_stream_);
-      device_comm_->allreduce_sum(reduce_buffer_.data() + offset, waiting, comm_stream_);
-      cast_cuda(grads_.data() + offset, reduce_buffer_.data() + offset, waiting, comm_stream_);
+      cast_cuda(reduce_buffer_.data() + begin, grads_.data() + begin, n, comm_stream_);
+      device_comm_->allreduce_sum(reduce_buffer_.data() + begin, n, comm_stream_);
+      cast_cuda(grads_.data() + begin, reduce_buffer_.data() + begin, n, comm_stream_);
     } else {
-      device_comm_->allreduce_sum(grads_.data() + offset, waiting, comm_stream_);
+      device_comm_->allreduce_sum(grads_.data() + begin, n, comm_stream_);
     }
-    reduced_from_ = offset;
   }
-  // The optimizer must see every reduced bucket: the compute stream waits for the communication stream.
-  void join_reductions() {
-    BERTRAIN_CHECK(reduced_from_ == 0, "gradient reduction stopped at offset " << reduced_from_);
+  // Checks that every bucket of the step was reduced; the optimizer must see them all, so the compute stream
+  // waits for the communication stream.
+  void finish_reductions() {
+    buckets_.finish_step();
+    if (device_comm_ == nullptr) return;
     BERTRAIN_CUDA_CHECK(cudaEventRecord(reductions_done_.get(), comm_stream_));
     BERTRAIN_CUDA_CHECK(cudaStreamWaitEvent(context_.stream(), reductions_done_.get(), 0));
-  }
-  // An empty slice still takes part in every collective.
-  void reduce_all_gradients() {
-    if (device_comm_ == nullptr) return;
-    reduced_from_ = size_;
-    gradients_ready(0);
-    join_reductions();
   }
 
   // Waits for `event`; with NCCL it polls, so that a failed or hung collective becomes an error.
@@ -310,7 +317,9 @@ class GpuBackend final : public TrainingBackend {
   std::deque<int> pending_;
   int next_slot_ = 0;
   long steps_ = 0;
+  double last_grad_norm_ = 0;
   AdamOptimizer<float> host_optimizer_;
+  GradientBucketSchedule buckets_;  // the same on every rank: a function of the layout and kBucketBytes
   struct {
     std::string description;
     std::vector<float> params;
@@ -320,7 +329,6 @@ class GpuBackend final : public TrainingBackend {
   cudaStream_t comm_stream_ = nullptr;
   DeviceBuffer<bf16> reduce_buffer_;  // --grad-reduce bf16
   CudaEvent bucket_ready_, reductions_done_;
-  std::size_t reduced_from_ = 0;
 };
 
 }  // namespace

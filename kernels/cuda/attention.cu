@@ -15,8 +15,13 @@
 // (leading dimensions in parentheses), α = 1/sqrt(HD). Strides: S·HD for the [S, HD] blocks, S·S for the
 // S × S ones. The CPU scales the scores (and dS) before its products; α in the GEMM differs only in rounding.
 //
-// For T = bf16 every buffer (probs, qh, ..., the GEMM outputs) is bf16 with fp32 GEMM compute; the softmax and
-// its backward compute in float.
+// For T = bf16 every buffer (probs, qh, ..., the GEMM outputs) is bf16 with fp32 GEMM compute, except the scores:
+// the softmax's input stays fp32 (softmax is on torch.autocast's fp32 list), so the scores GEMM writes fp32 into
+// workspace regions [4] + [5] (2·B·NH·S·S bf16 elements are B·NH·S·S floats), the softmax reads them there and
+// writes the bf16 probabilities, and the dropped probabilities are drawn in a second pass into region [4] once the
+// scores are dead. The probabilities themselves stay bf16 (they feed the bf16 P·V GEMM, as under autocast). For
+// T = float the scores are written into probs and the softmax runs in place with the dropout fused, as before.
+// The softmax and its backward compute in float.
 #include "kernels/attention.h"
 
 #include <cublas_v2.h>
@@ -26,6 +31,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/common.cuh"
 
@@ -49,6 +55,7 @@ std::size_t align_region(std::size_t n) { return (n + kRegionAlign - 1) / kRegio
 //   [3] dvh                                 B·S·H      (backward)
 //   [4] dropped probabilities P_used        B·NH·S·S   (when dropout_p > 0)
 //   [5] dP, then dS in place                B·NH·S·S   (backward)
+//   [4] + [5] as one float array: the fp32 scores    B·NH·S·S floats (forward, T = bf16, before [4] is used)
 struct AttentionShape {
   int batch, seq, heads, head_dim;
   std::size_t tokens_x_hidden;  // B·S·H = B·NH·S·HD
@@ -89,16 +96,17 @@ bool overlap(const T* a, std::size_t a_elements, const T* b, std::size_t b_eleme
   return a0 < b0 + b_elements * sizeof(T) && b0 < a0 + a_elements * sizeof(T);
 }
 
-// C = alpha · op(A) · op(B) for each of `count` blocks (column-major, beta = 0), fp32 compute.
-template <typename T>
+// C = alpha · op(A) · op(B) for each of `count` blocks (column-major, beta = 0), fp32 compute. C is T, or float
+// (bf16 A and B with an fp32 C: a supported cublasGemmStridedBatchedEx combination).
+template <typename T, typename C = T>
 void batched_gemm(const GpuHandles& handles, cublasOperation_t op_a, cublasOperation_t op_b, int m, int n, int k,
-                  float alpha, const T* a, int lda, long long stride_a, const T* b, int ldb, long long stride_b, T* c,
+                  float alpha, const T* a, int lda, long long stride_a, const T* b, int ldb, long long stride_b, C* c,
                   int ldc, long long stride_c, int count) {
   constexpr cudaDataType_t type = cuda::CudaDataType<T>::value;
   const float beta = 0.0f;
   BERTRAIN_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handles.blas, op_a, op_b, m, n, k, &alpha, a, type, lda, stride_a,
-                                                   b, type, ldb, stride_b, &beta, c, type, ldc, stride_c, count,
-                                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                                   b, type, ldb, stride_b, &beta, c, cuda::CudaDataType<C>::value, ldc,
+                                                   stride_c, count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 // Dropout parameters as the kernels need them: element (b, h, i, j) of the B·NH·S·S probabilities has logical
@@ -167,19 +175,19 @@ __global__ void attention_merge_heads_kernel(T* dst, const T* src, int batch, in
 }
 
 // Score j of a row after the padding mask: the CPU adds the lowest float to scores of padded keys.
-template <typename T>
-__device__ __forceinline__ float masked_score(const T* row, const int32_t* mask_row, int j) {
+template <typename S>
+__device__ __forceinline__ float masked_score(const S* row, const int32_t* mask_row, int j) {
   float s = cuda::load(row + j);
   if (mask_row[j] == 0) s += -FLT_MAX;
   return s;
 }
 
-// probs (=) softmax over each row of the masked scores, in place: on entry probs[B, NH, S, S] holds the scaled
-// scores. When dropped is not null, dropped[B, NH, S, S] (=) dropout(probs) of the stored (rounded) probabilities.
-// One block per row of S: blockIdx.x = (b·NH + h)·S + i.
-template <typename T>
-__global__ void attention_softmax_forward_kernel(T* probs, T* dropped, const int32_t* mask, int seq, int heads,
-                                                 DropoutParams dropout) {
+// probs[B, NH, S, S] (=) softmax over each row of the masked scores[B, NH, S, S] (the scaled scores, in S: float,
+// or T when scores == probs: in place). When dropped is not null, dropped[B, NH, S, S] (=) dropout(probs) of the
+// stored (rounded) probabilities. One block per row of S: blockIdx.x = (b·NH + h)·S + i.
+template <typename T, typename S>
+__global__ void attention_softmax_forward_kernel(T* probs, T* dropped, const S* scores, const int32_t* mask, int seq,
+                                                 int heads, DropoutParams dropout) {
   __shared__ float shared[32];
   const std::size_t row = blockIdx.x;
   const int i = static_cast<int>(row % seq);
@@ -187,18 +195,20 @@ __global__ void attention_softmax_forward_kernel(T* probs, T* dropped, const int
   const int h = static_cast<int>(bh % heads);
   const std::size_t b = bh / heads;
   T* prow = probs + row * seq;
+  const S* srow = scores + row * seq;
   const int32_t* mrow = mask + b * seq;
 
   float mx = -FLT_MAX;  // the CPU starts from the lowest float too
-  for (int j = threadIdx.x; j < seq; j += blockDim.x) mx = fmaxf(mx, masked_score(prow, mrow, j));
+  for (int j = threadIdx.x; j < seq; j += blockDim.x) mx = fmaxf(mx, masked_score(srow, mrow, j));
   mx = cuda::block_max(mx, shared);
   float sum = 0.0f;
-  for (int j = threadIdx.x; j < seq; j += blockDim.x) sum += expf(masked_score(prow, mrow, j) - mx);
+  for (int j = threadIdx.x; j < seq; j += blockDim.x) sum += expf(masked_score(srow, mrow, j) - mx);
   sum = cuda::block_sum(sum, shared);
   const float inv = 1.0f / sum;
-  // Each thread rewrites only the elements it read above, and no thread reads them afterwards.
+  // In place (scores == probs), each thread rewrites only the elements it read above, and no thread reads them
+  // afterwards.
   for (int j = threadIdx.x; j < seq; j += blockDim.x) {
-    cuda::store(prow + j, expf(masked_score(prow, mrow, j) - mx) * inv);
+    cuda::store(prow + j, expf(masked_score(srow, mrow, j) - mx) * inv);
   }
   if (dropped != nullptr) {
     T* drow = dropped + row * seq;
@@ -314,12 +324,32 @@ void attention_forward_cuda(const GpuHandles& handles, T* ctx, T* probs, T* qh, 
   split_heads(handles, qh, q, shape);
   split_heads(handles, kh, k, shape);
   split_heads(handles, vh, v, shape);
-  // probs[bh] (S × S) = qh[bh] · kh[bh]ᵀ · α, as scoresᵀ = kh · qhᵀ.
-  batched_gemm<T>(handles, CUBLAS_OP_T, CUBLAS_OP_N, seq, seq, head_dim, alpha, kh, head_dim, block_hd, qh, head_dim,
-                  block_hd, probs, seq, block_ss, bh);
-  attention_softmax_forward_kernel<T><<<static_cast<unsigned>(np / seq), row_threads(seq), 0, handles.stream>>>(
-      probs, dropped, mask, seq, heads, dropout_params(dropout_p, key, layout, seq));
-  BERTRAIN_CUDA_CHECK_LAUNCH("attention_softmax_forward_kernel");
+  const DropoutParams dropout = dropout_params(dropout_p, key, layout, seq);
+  const unsigned rows = static_cast<unsigned>(np / seq);
+  if constexpr (std::is_same_v<T, float>) {
+    // scores[bh] (S × S) = qh[bh] · kh[bh]ᵀ · α, as scoresᵀ = kh · qhᵀ, into probs; softmax and dropout in place.
+    batched_gemm<T>(handles, CUBLAS_OP_T, CUBLAS_OP_N, seq, seq, head_dim, alpha, kh, head_dim, block_hd, qh,
+                    head_dim, block_hd, probs, seq, block_ss, bh);
+    attention_softmax_forward_kernel<T, T>
+        <<<rows, row_threads(seq), 0, handles.stream>>>(probs, dropped, probs, mask, seq, heads, dropout);
+    BERTRAIN_CUDA_CHECK_LAUNCH("attention_softmax_forward_kernel");
+  } else {
+    // The same scores in fp32 (regions [4] + [5] of the workspace), so that the softmax reads unrounded scores.
+    static_assert(sizeof(T) * 2 >= sizeof(float), "regions [4] + [5] hold the float scores");
+    float* scores = reinterpret_cast<float*>(shape.region(workspace, 4));
+    batched_gemm<T, float>(handles, CUBLAS_OP_T, CUBLAS_OP_N, seq, seq, head_dim, alpha, kh, head_dim, block_hd, qh,
+                           head_dim, block_hd, scores, seq, block_ss, bh);
+    attention_softmax_forward_kernel<T, float>
+        <<<rows, row_threads(seq), 0, handles.stream>>>(probs, nullptr, scores, mask, seq, heads, dropout);
+    BERTRAIN_CUDA_CHECK_LAUNCH("attention_softmax_forward_kernel");
+    if (dropped != nullptr) {
+      // Region [4] overlaps the scores, dead now (stream order); the backward's pass draws the same mask from the
+      // same stored probabilities, so forward and backward drop the same values.
+      attention_dropout_kernel<T><<<cuda::elementwise_blocks(np, kThreads), kThreads, 0, handles.stream>>>(
+          dropped, probs, batch, seq, heads, dropout);
+      BERTRAIN_CUDA_CHECK_LAUNCH("attention_dropout_kernel");
+    }
+  }
   // ctx_h[bh] (S × HD) = P_used[bh] · vh[bh], as ctx_hᵀ = vhᵀ · P_usedᵀ.
   const T* used = dropped != nullptr ? dropped : probs;
   batched_gemm<T>(handles, CUBLAS_OP_N, CUBLAS_OP_N, head_dim, seq, seq, 1.0f, vh, head_dim, block_hd, used, seq,

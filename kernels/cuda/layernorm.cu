@@ -3,9 +3,15 @@
 // Rows are handled one warp each; lane l owns columns l, l + 32, ..., so every element of a row is read and
 // written by one thread only (which is what makes y == x and dz == dy safe).
 //
+// The kernels are templated on each operand's storage type separately: the all-T launchers and the mixed
+// ones (x in T, the residual stream, its gradient and dz in float) share them, so for T = float both compute
+// the same float expressions.
+//
 // Workspace: layernorm_backward_cuda needs handles.workspace_elements >= 2 · kReductionChunks · cols (gamma
 // and beta partial sums side by side); gpu_reduction_workspace_elements(cols) provides it.
 #include "kernels/layernorm.h"
+
+#include <type_traits>
 
 #include "core/error.h"
 #include "kernels/cuda/common.cuh"
@@ -17,15 +23,16 @@ constexpr int kRowThreads = 256;  // 8 warps, 8 rows per block
 constexpr int kRowsPerBlock = kRowThreads / 32;
 constexpr int kColumnThreads = 128;  // column-reduction blocks: 128 consecutive columns
 
-template <typename T>
-__device__ __forceinline__ float input_at(const T* x, const T* residual, std::size_t index) {
+template <typename X, typename R>
+__device__ __forceinline__ float input_at(const X* x, const R* residual, std::size_t index) {
   return residual != nullptr ? cuda::load(x + index) + cuda::load(residual + index) : cuda::load(x + index);
 }
 
-// y[rows, cols] (=), mean[rows] (=), rstd[rows] (=). One warp per row, kRowsPerBlock rows per block; three
-// passes over the row (sum, squared deviations, output). y may alias x.
-template <typename T>
-__global__ void layernorm_forward_kernel(T* y, float* mean, float* rstd, const T* x, const T* residual,
+// y[rows, cols] (=), y_copy[rows, cols] (=, the same value in y_copy's type; skipped when null), mean[rows] (=),
+// rstd[rows] (=). One warp per row, kRowsPerBlock rows per block; three passes over the row (sum, squared
+// deviations, output). y and y_copy may alias x or residual element for element (same type).
+template <typename Y, typename C, typename T, typename R>
+__global__ void layernorm_forward_kernel(Y* y, C* y_copy, float* mean, float* rstd, const T* x, const R* residual,
                                          const T* gamma, const T* beta, int rows, int cols, float eps) {
   const int row = blockIdx.x * kRowsPerBlock + static_cast<int>(threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
@@ -45,7 +52,9 @@ __global__ void layernorm_forward_kernel(T* y, float* mean, float* rstd, const T
 
   for (int c = lane; c < cols; c += 32) {
     const float z = input_at(x, residual, base + c);
-    cuda::store(y + base + c, (z - mu) * inv * cuda::load(gamma + c) + cuda::load(beta + c));
+    const float out = (z - mu) * inv * cuda::load(gamma + c) + cuda::load(beta + c);
+    cuda::store(y + base + c, out);
+    if (y_copy != nullptr) cuda::store(y_copy + base + c, out);  // rounded once, from the float value
   }
   if (lane == 0) {
     mean[row] = mu;
@@ -57,8 +66,8 @@ __global__ void layernorm_forward_kernel(T* y, float* mean, float* rstd, const T
 //   partial[k · cols + col] (=) Σ_rows-of-chunk dy · xhat      (dgamma)
 //   partial[(kReductionChunks + k) · cols + col] (=) Σ dy      (dbeta)
 // Grid (ceil(cols / kColumnThreads), kReductionChunks), one thread per column; rows in ascending order.
-template <typename T>
-__global__ void layernorm_param_partials_kernel(float* partial, const T* dy, const T* x, const T* residual,
+template <typename DY, typename X, typename R>
+__global__ void layernorm_param_partials_kernel(float* partial, const DY* dy, const X* x, const R* residual,
                                                 const float* mean, const float* rstd, int rows, int cols) {
   const int col = blockIdx.x * kColumnThreads + threadIdx.x;
   if (col >= cols) return;
@@ -96,9 +105,9 @@ __global__ void layernorm_param_finish_kernel(float* dgamma, float* dbeta, const
 // dz[rows, cols] (=) rstd · (dxhat - mean(dxhat) - xhat · mean(dxhat · xhat)), dxhat = dy · gamma. One warp
 // per row, kRowsPerBlock rows per block; dz may alias dy (lane l reads dy[c] before writing dz[c], and no
 // other lane touches column c).
-template <typename T>
-__global__ void layernorm_backward_kernel(T* dz, const T* dy, const T* x, const T* residual, const float* mean,
-                                          const float* rstd, const T* gamma, int rows, int cols) {
+template <typename DZ, typename DY, typename X, typename R>
+__global__ void layernorm_backward_kernel(DZ* dz, const DY* dy, const X* x, const R* residual, const float* mean,
+                                          const float* rstd, const X* gamma, int rows, int cols) {
   const int row = blockIdx.x * kRowsPerBlock + static_cast<int>(threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (row >= rows) return;
@@ -122,26 +131,26 @@ __global__ void layernorm_backward_kernel(T* dz, const T* dy, const T* x, const 
   }
 }
 
-}  // namespace
-
-template <typename T>
-void layernorm_forward_cuda(T* y, float* mean, float* rstd, const T* x, const T* residual, const T* gamma,
-                            const T* beta, int rows, int cols, float eps, CudaStream stream) {
+// The forward launch behind both forward launchers (y_copy already null when not wanted).
+template <typename Y, typename C, typename T, typename R>
+void launch_layernorm_forward(Y* y, C* y_copy, float* mean, float* rstd, const T* x, const R* residual,
+                              const T* gamma, const T* beta, int rows, int cols, float eps, CudaStream stream) {
   BERTRAIN_CHECK(rows > 0 && cols > 0, "layernorm_forward_cuda: rows " << rows << ", cols " << cols);
   BERTRAIN_CHECK(eps >= 0.0f, "layernorm_forward_cuda: eps " << eps);
   BERTRAIN_CHECK(y != nullptr && mean != nullptr && rstd != nullptr && x != nullptr && gamma != nullptr &&
                      beta != nullptr,
-                 "layernorm_forward_cuda: null pointer (only residual may be null)");
+                 "layernorm_forward_cuda: null pointer (only residual and y_copy may be null)");
   const unsigned blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
-  layernorm_forward_kernel<T>
-      <<<blocks, kRowThreads, 0, stream>>>(y, mean, rstd, x, residual, gamma, beta, rows, cols, eps);
+  layernorm_forward_kernel<Y, C, T, R>
+      <<<blocks, kRowThreads, 0, stream>>>(y, y_copy, mean, rstd, x, residual, gamma, beta, rows, cols, eps);
   BERTRAIN_CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
 }
 
-template <typename T>
-void layernorm_backward_cuda(const GpuHandles& handles, T* dz, float* dgamma, float* dbeta, const T* dy, const T* x,
-                             const T* residual, const float* mean, const float* rstd, const T* gamma, int rows,
-                             int cols) {
+// The backward launches behind both backward launchers: parameter gradients, then dz.
+template <typename DZ, typename DY, typename X, typename R>
+void launch_layernorm_backward(const GpuHandles& handles, DZ* dz, float* dgamma, float* dbeta, const DY* dy,
+                               const X* x, const R* residual, const float* mean, const float* rstd, const X* gamma,
+                               int rows, int cols) {
   BERTRAIN_CHECK(rows > 0 && cols > 0, "layernorm_backward_cuda: rows " << rows << ", cols " << cols);
   BERTRAIN_CHECK(dz != nullptr && dgamma != nullptr && dbeta != nullptr && dy != nullptr && x != nullptr &&
                      mean != nullptr && rstd != nullptr && gamma != nullptr,
@@ -155,7 +164,7 @@ void layernorm_backward_cuda(const GpuHandles& handles, T* dz, float* dgamma, fl
 
   // Parameter gradients first: dz may alias dy, and all three launches run in order on one stream.
   const dim3 partial_grid(static_cast<unsigned>((cols + kColumnThreads - 1) / kColumnThreads), kReductionChunks);
-  layernorm_param_partials_kernel<T>
+  layernorm_param_partials_kernel<DY, X, R>
       <<<partial_grid, kColumnThreads, 0, stream>>>(handles.workspace, dy, x, residual, mean, rstd, rows, cols);
   BERTRAIN_CUDA_CHECK_LAUNCH("layernorm_param_partials_kernel");
   layernorm_param_finish_kernel<<<cuda::elementwise_blocks(static_cast<std::size_t>(cols), kColumnThreads),
@@ -163,15 +172,52 @@ void layernorm_backward_cuda(const GpuHandles& handles, T* dz, float* dgamma, fl
   BERTRAIN_CUDA_CHECK_LAUNCH("layernorm_param_finish_kernel");
 
   const unsigned blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
-  layernorm_backward_kernel<T>
+  layernorm_backward_kernel<DZ, DY, X, R>
       <<<blocks, kRowThreads, 0, stream>>>(dz, dy, x, residual, mean, rstd, gamma, rows, cols);
   BERTRAIN_CUDA_CHECK_LAUNCH("layernorm_backward_kernel");
+}
+
+}  // namespace
+
+template <typename T>
+void layernorm_forward_cuda(T* y, float* mean, float* rstd, const T* x, const T* residual, const T* gamma,
+                            const T* beta, int rows, int cols, float eps, CudaStream stream) {
+  launch_layernorm_forward(y, static_cast<T*>(nullptr), mean, rstd, x, residual, gamma, beta, rows, cols, eps,
+                           stream);
+}
+
+template <typename T>
+void layernorm_forward_cuda(float* y, T* y_copy, float* mean, float* rstd, const T* x, const float* residual,
+                            const T* gamma, const T* beta, int rows, int cols, float eps, CudaStream stream) {
+  // For T = float the stream is its own copy: one store. For bf16 the two must be distinct buffers.
+  if (static_cast<const void*>(y_copy) == static_cast<const void*>(y)) {
+    BERTRAIN_CHECK((std::is_same_v<T, float>), "layernorm_forward_cuda: the bf16 copy is the float output");
+    y_copy = nullptr;
+  }
+  launch_layernorm_forward(y, y_copy, mean, rstd, x, residual, gamma, beta, rows, cols, eps, stream);
+}
+
+template <typename T>
+void layernorm_backward_cuda(const GpuHandles& handles, T* dz, float* dgamma, float* dbeta, const T* dy, const T* x,
+                             const T* residual, const float* mean, const float* rstd, const T* gamma, int rows,
+                             int cols) {
+  launch_layernorm_backward(handles, dz, dgamma, dbeta, dy, x, residual, mean, rstd, gamma, rows, cols);
+}
+
+void layernorm_backward_cuda(const GpuHandles& handles, float* dz, float* dgamma, float* dbeta, const float* dy,
+                             const bf16* x, const float* residual, const float* mean, const float* rstd,
+                             const bf16* gamma, int rows, int cols) {
+  launch_layernorm_backward(handles, dz, dgamma, dbeta, dy, x, residual, mean, rstd, gamma, rows, cols);
 }
 
 template void layernorm_forward_cuda<float>(float*, float*, float*, const float*, const float*, const float*,
                                             const float*, int, int, float, CudaStream);
 template void layernorm_forward_cuda<bf16>(bf16*, float*, float*, const bf16*, const bf16*, const bf16*, const bf16*,
                                            int, int, float, CudaStream);
+template void layernorm_forward_cuda<float>(float*, float*, float*, float*, const float*, const float*, const float*,
+                                            const float*, int, int, float, CudaStream);
+template void layernorm_forward_cuda<bf16>(float*, bf16*, float*, float*, const bf16*, const float*, const bf16*,
+                                           const bf16*, int, int, float, CudaStream);
 template void layernorm_backward_cuda<float>(const GpuHandles&, float*, float*, float*, const float*, const float*,
                                              const float*, const float*, const float*, const float*, int, int);
 template void layernorm_backward_cuda<bf16>(const GpuHandles&, bf16*, float*, float*, const bf16*, const bf16*,

@@ -20,7 +20,8 @@
 //
 // Types: T = float → CUDA_R_32F everywhere (CUBLAS_COMPUTE_32F with the handle's default math mode: no
 // TF32, so fp32 matches the CPU); T = bf16 → CUDA_R_16BF A/B/C with fp32 compute, except dw whose C is
-// CUDA_R_32F (bf16 inputs, fp32 output: a supported cublasGemmEx combination).
+// CUDA_R_32F (bf16 inputs, fp32 output: a supported cublasGemmEx combination), and dx in the mixed overload,
+// whose C is CUDA_R_32F too (accumulating with β = 1 reads and writes fp32).
 // The forward bias is broadcast into y first and the GEMM runs with β = 1, so y = x·Wᵀ + b is rounded to T
 // once (for bf16 this avoids rounding x·Wᵀ and then x·Wᵀ + b).
 #include "kernels/linear.h"
@@ -147,9 +148,12 @@ void linear_forward_cuda(const GpuHandles& handles, T* y, const T* x, const T* w
   gemm(handles, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, w, type, in, x, type, in, beta, y, type, out);
 }
 
-template <typename T>
-void linear_backward_cuda(const GpuHandles& handles, T* dx, float* dw, float* db, const T* dy, const T* x, const T* w,
-                          int rows, int in, int out, bool accumulate_dx) {
+namespace {
+
+// The backward behind both launchers: dx in DX (T, or float in the mixed overload), dw and db float.
+template <typename T, typename DX>
+void launch_linear_backward(const GpuHandles& handles, DX* dx, float* dw, float* db, const T* dy, const T* x,
+                            const T* w, int rows, int in, int out, bool accumulate_dx) {
   BERTRAIN_CHECK(rows > 0 && in > 0 && out > 0,
                  "linear_backward_cuda: rows " << rows << ", in " << in << ", out " << out);
   BERTRAIN_CHECK(dw != nullptr && dy != nullptr && x != nullptr && w != nullptr,
@@ -159,11 +163,24 @@ void linear_backward_cuda(const GpuHandles& handles, T* dx, float* dw, float* db
   if (dx != nullptr) {
     // dxᵀ (in × rows) = Wᵀ · dyᵀ (+ dxᵀ).
     gemm(handles, CUBLAS_OP_N, CUBLAS_OP_N, in, rows, out, w, type, in, dy, type, out, accumulate_dx ? 1.0f : 0.0f, dx,
-         type, in);
+         cuda::CudaDataType<DX>::value, in);
   }
   // dwᵀ (in × out) = xᵀ · dy, written in fp32.
   gemm(handles, CUBLAS_OP_N, CUBLAS_OP_T, in, out, rows, x, type, in, dy, type, out, 0.0f, dw, CUDA_R_32F, in);
   if (db != nullptr) column_sum_cuda<T>(handles, db, dy, rows, out);
+}
+
+}  // namespace
+
+template <typename T>
+void linear_backward_cuda(const GpuHandles& handles, T* dx, float* dw, float* db, const T* dy, const T* x, const T* w,
+                          int rows, int in, int out, bool accumulate_dx) {
+  launch_linear_backward(handles, dx, dw, db, dy, x, w, rows, in, out, accumulate_dx);
+}
+
+void linear_backward_cuda(const GpuHandles& handles, float* dx, float* dw, float* db, const bf16* dy, const bf16* x,
+                          const bf16* w, int rows, int in, int out, bool accumulate_dx) {
+  launch_linear_backward(handles, dx, dw, db, dy, x, w, rows, in, out, accumulate_dx);
 }
 
 template void linear_forward_cuda<float>(const GpuHandles&, float*, const float*, const float*, const float*, int, int,

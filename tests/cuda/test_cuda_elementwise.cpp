@@ -1,6 +1,8 @@
 // GPU element-wise and row kernels against their CPU twins: activations (+ the fused bias), dropout (the
 // CPU's mask bit for bit), LayerNorm forward/backward (deterministic parameter gradients) and the tensor ops
-// (casts, y += x, [CLS] gather/scatter, sum of squares). Each kernel runs for T = float and T = bf16.
+// (casts, y += x, [CLS] gather/scatter, sum of squares). Each kernel runs for T = float and T = bf16. Dropout
+// and LayerNorm also in their mixed-precision overloads (the float residual stream and its gradient, with a T
+// copy for the GEMMs), against the float CPU twins: float outputs to the float tolerances, T copies bit for bit.
 //
 // Tolerances (atol + rtol·|ref|):
 // - float outputs of element-wise math: 1e-5 + 1e-5·|ref|. The CUDA math functions (erff, tanhf, expf) are
@@ -279,9 +281,8 @@ void check_dropout(const DropoutCase& c, uint32_t seed) {
   EXPECT_TRUE(same_bits("dropout forward in place", d_x, y_ref));
 }
 
-TEST(CudaDropout, MasksEqualTheCpuBitForBit) {
-  BERTRAIN_REQUIRE_GPU();
-  const std::vector<DropoutCase> cases = {
+std::vector<DropoutCase> dropout_cases() {
+  return {
       {1000, DropoutLayout{}, 0.1f},                        // flat: element i has index i
       {1, DropoutLayout{}, 0.5f},                           // a single element
       {3 * 7 * 33, DropoutLayout{5, 7, 16, 33}, 0.5f},      // first_sample > 0, S < max_positions, C % 4 != 0
@@ -294,8 +295,12 @@ TEST(CudaDropout, MasksEqualTheCpuBitForBit) {
       // More than 65536 · 256 elements: the grid-stride loop wraps.
       {(std::size_t{1} << 24) + 3, DropoutLayout{}, 0.25f},
   };
+}
+
+TEST(CudaDropout, MasksEqualTheCpuBitForBit) {
+  BERTRAIN_REQUIRE_GPU();
   uint32_t seed = 300;
-  for (const DropoutCase& c : cases) {
+  for (const DropoutCase& c : dropout_cases()) {
     check_dropout<float>(c, ++seed);
     if (c.n < (std::size_t{1} << 20)) check_dropout<bf16>(c, ++seed);  // the same loop; keeps the test fast
   }
@@ -332,6 +337,138 @@ TEST(CudaDropout, ZeroAndOneProbabilities) {
   BERTRAIN_REQUIRE_GPU();
   check_dropout_edge_probabilities<float>();
   check_dropout_edge_probabilities<bf16>();
+}
+
+// ---- Dropout, mixed precision (the float residual stream and its gradient) ------------------------------
+// CPU twin: dropout_forward_cpu<float> / dropout_backward_cpu<float> on the float values; T outputs are that float
+// result rounded once (float_to_bf16), so every comparison is bit for bit. The inputs are NOT rounded to bf16: a
+// kernel that read the float input as T would fail.
+
+// What the mixed forward writes its T copy to: a buffer of its own, nothing, or (T = float only) the float output.
+enum class CopyMode { kSeparate, kNone, kSameAsOutput };
+
+const char* copy_mode_name(CopyMode m) {
+  switch (m) {
+    case CopyMode::kSeparate: return "separate copy";
+    case CopyMode::kNone: return "no copy";
+    case CopyMode::kSameAsOutput: return "copy is the output";
+  }
+  return "?";
+}
+
+template <typename T>
+std::vector<CopyMode> copy_modes() {
+  if (std::is_same_v<T, float>) return {CopyMode::kSeparate, CopyMode::kNone, CopyMode::kSameAsOutput};
+  return {CopyMode::kSeparate, CopyMode::kNone};
+}
+
+// The T copy's pointer for `mode`: `copy`, null, or the float output itself (T = float).
+template <typename T>
+T* copy_pointer(CopyMode mode, DeviceBuffer<T>& copy, float* output) {
+  if (mode == CopyMode::kNone) return nullptr;
+  if (mode == CopyMode::kSameAsOutput) {
+    if constexpr (std::is_same_v<T, float>) return output;
+  }
+  return copy.data();
+}
+
+template <typename T>
+void check_mixed_dropout(const DropoutCase& c, CopyMode mode, bool in_place, uint32_t seed) {
+  SCOPED_TRACE(describe(c) + " " + type_name<T>() + ", " + copy_mode_name(mode) + (in_place ? ", in place" : ""));
+  const CudaStream stream = context().stream();
+  const RandomKey key{0x0123456789abcdefULL, 17, 5};
+  // Never zero, so a zero output always means "dropped"; full float precision (not representable in bf16).
+  const std::vector<float> x = random_floats(c.n, seed, 0.5f, 1.5f);
+  std::vector<float> y_ref(c.n), dx_ref(c.n);
+  dropout_forward_cpu(y_ref.data(), x.data(), c.n, c.p, key, c.layout);
+  dropout_backward_cpu(dx_ref.data(), x.data(), c.n, c.p, key, c.layout);
+
+  DeviceBuffer<float> d_x(x), d_y(c.n);
+  DeviceBuffer<T> d_copy(c.n), d_dx(c.n);
+  poison(d_y);
+  poison(d_copy);
+  poison(d_dx);
+  sync_all();
+  float* y = in_place ? d_x.data() : d_y.data();
+  dropout_forward_cuda(y, copy_pointer(mode, d_copy, y), d_x.data(), c.n, c.p, key, c.layout, stream);
+  sync_all();
+  EXPECT_TRUE(same_bits("mixed dropout forward, float output", in_place ? d_x : d_y, y_ref));
+  if (mode == CopyMode::kSeparate) {
+    EXPECT_TRUE(same_bits("mixed dropout forward, T copy", d_copy, y_ref));
+  }
+
+  if (!in_place) {
+    // Backward from the float gradient (here x) into the T input of the next GEMM; the call generic code makes.
+    dropout_backward_cuda(d_dx.data(), static_cast<const float*>(d_x.data()), c.n, c.p, key, c.layout, stream);
+    sync_all();
+    EXPECT_TRUE(same_bits("mixed dropout backward", d_dx, dx_ref));
+  }
+}
+
+TEST(CudaDropout, MixedPrecisionMasksEqualTheCpuBitForBit) {
+  BERTRAIN_REQUIRE_GPU();
+  uint32_t seed = 1300;
+  for (const DropoutCase& c : dropout_cases()) {
+    if (c.n >= (std::size_t{1} << 20)) {  // the grid-stride wrap: one run of the bf16 kernel
+      check_mixed_dropout<bf16>(c, CopyMode::kSeparate, false, ++seed);
+      continue;
+    }
+    for (bool in_place : {false, true}) {
+      for (CopyMode mode : copy_modes<float>()) check_mixed_dropout<float>(c, mode, in_place, ++seed);
+      for (CopyMode mode : copy_modes<bf16>()) check_mixed_dropout<bf16>(c, mode, in_place, ++seed);
+    }
+  }
+}
+
+template <typename T>
+void check_mixed_dropout_edge_probabilities() {
+  SCOPED_TRACE(type_name<T>());
+  const CudaStream stream = context().stream();
+  const std::size_t n = 1001;
+  const RandomKey key{7, 1, 2};
+  const DropoutLayout layout{0, 7, 8, 11};  // 1001 = 13 · 7 · 11
+  const std::vector<float> x = random_floats(n, 31, -1.0f, 1.0f);
+  DeviceBuffer<float> d_x(x), d_y(n);
+  DeviceBuffer<T> d_copy(n), d_dx(n);
+
+  // p = 0: the float output is x, the copy x rounded (a cast), in and out of place.
+  poison(d_y);
+  poison(d_copy);
+  sync_all();
+  dropout_forward_cuda(d_y.data(), d_copy.data(), d_x.data(), n, 0.0f, key, layout, stream);
+  sync_all();
+  EXPECT_TRUE(same_bits("p = 0", d_y, x));
+  EXPECT_TRUE(same_bits("p = 0, T copy", d_copy, x));
+  poison(d_copy);
+  sync_all();
+  dropout_forward_cuda(d_x.data(), d_copy.data(), d_x.data(), n, 0.0f, key, layout, stream);
+  sync_all();
+  EXPECT_TRUE(same_bits("p = 0 in place", d_x, x));
+  EXPECT_TRUE(same_bits("p = 0 in place, T copy", d_copy, x));
+  poison(d_dx);
+  sync_all();
+  dropout_backward_cuda(d_dx.data(), static_cast<const float*>(d_x.data()), n, 0.0f, key, layout, stream);
+  sync_all();
+  EXPECT_TRUE(same_bits("p = 0 backward", d_dx, x));
+
+  // p = 1 zeroes both outputs.
+  poison(d_y);
+  poison(d_copy);
+  poison(d_dx);
+  sync_all();
+  dropout_forward_cuda(d_y.data(), d_copy.data(), d_x.data(), n, 1.0f, key, layout, stream);
+  dropout_backward_cuda(d_dx.data(), static_cast<const float*>(d_x.data()), n, 1.0f, key, layout, stream);
+  sync_all();
+  const std::vector<float> zeros(n, 0.0f);
+  EXPECT_TRUE(same_bits("p = 1", d_y, zeros));
+  EXPECT_TRUE(same_bits("p = 1, T copy", d_copy, zeros));
+  EXPECT_TRUE(same_bits("p = 1 backward", d_dx, zeros));
+}
+
+TEST(CudaDropout, MixedPrecisionZeroAndOneProbabilities) {
+  BERTRAIN_REQUIRE_GPU();
+  check_mixed_dropout_edge_probabilities<float>();
+  check_mixed_dropout_edge_probabilities<bf16>();
 }
 
 // ---- LayerNorm ----------------------------------------------------------------------------------------
@@ -459,6 +596,132 @@ TEST(CudaLayerNorm, InPlaceYEqualsXAndDzEqualsDy) {
     check_layernorm<float>(s[0], s[1], true, true, seed += 10);
     check_layernorm<bf16>(s[0], s[1], true, true, seed += 10);
     check_layernorm<float>(s[0], s[1], false, true, seed += 10);
+  }
+}
+
+// ---- LayerNorm, mixed precision (the float residual stream) ---------------------------------------------
+// x (the sublayer output), gamma and beta in T; the residual, the output stream, dy and dz in float; a T copy of the
+// output. CPU twin: layernorm_forward_cpu<float> / layernorm_backward_cpu<float> on the same values, the T copy
+// being the float output rounded once. The residual and dy are NOT rounded to bf16, so a kernel that read them as
+// T (or rounded the float outputs) would be off by ~2^-9 relative, far outside the float tolerances used here.
+
+template <typename T>
+void check_mixed_layernorm(int rows, int cols, bool with_residual, CopyMode mode, bool in_place, uint32_t seed) {
+  SCOPED_TRACE("rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) +
+               (with_residual ? " residual" : " no residual") + ", " + copy_mode_name(mode) +
+               (in_place ? ", in place" : "") + " " + type_name<T>());
+  const GpuHandles& handles = context().handles();
+  const std::size_t n = static_cast<std::size_t>(rows) * cols;
+  const float eps = 1e-12f;
+  const std::vector<float> x = inputs<T>(n, seed, -2.0f, 3.0f);
+  const std::vector<float> residual = random_floats(n, seed + 1, -1.0f, 1.0f);
+  const std::vector<float> gamma = inputs<T>(static_cast<std::size_t>(cols), seed + 2, 0.5f, 1.5f);
+  const std::vector<float> beta = inputs<T>(static_cast<std::size_t>(cols), seed + 3, -0.5f, 0.5f);
+  const std::vector<float> dy = random_floats(n, seed + 4, -1.0f, 1.0f);
+  const float* res = with_residual ? residual.data() : nullptr;
+
+  std::vector<float> y_ref(n), mean_ref(rows), rstd_ref(rows);
+  layernorm_forward_cpu(y_ref.data(), mean_ref.data(), rstd_ref.data(), x.data(), res, gamma.data(), beta.data(),
+                        rows, cols, eps);
+  std::vector<float> dz_ref(n), dgamma_ref(cols), dbeta_ref(cols);
+  layernorm_backward_cpu(dz_ref.data(), dgamma_ref.data(), dbeta_ref.data(), dy.data(), x.data(), res,
+                         mean_ref.data(), rstd_ref.data(), gamma.data(), rows, cols);
+
+  // Forward. In place, y overwrites (its own copy of) the residual and the T copy overwrites (its own copy of) x.
+  DeviceBuffer<T> d_x = upload<T>(x), d_gamma = upload<T>(gamma), d_beta = upload<T>(beta), d_copy(n);
+  DeviceBuffer<float> d_residual(residual), d_y(n), d_mean(rows), d_rstd(rows);
+  poison(d_y);
+  poison(d_copy);
+  poison(d_mean);
+  poison(d_rstd);
+  sync_all();
+  const bool y_over_residual = in_place && with_residual;
+  float* y = y_over_residual ? d_residual.data() : d_y.data();
+  DeviceBuffer<T>& copy_buffer = in_place && mode == CopyMode::kSeparate ? d_x : d_copy;
+  layernorm_forward_cuda(y, copy_pointer(mode, copy_buffer, y), d_mean.data(), d_rstd.data(),
+                         static_cast<const T*>(d_x.data()), with_residual ? d_residual.data() : nullptr,
+                         static_cast<const T*>(d_gamma.data()), static_cast<const T*>(d_beta.data()), rows, cols, eps,
+                         handles.stream);
+  sync_all();
+  const DeviceBuffer<float>& y_out = y_over_residual ? d_residual : d_y;
+  EXPECT_TRUE(close("y (float stream)", y_out, y_ref, kLayerNorm<float>));
+  if (mode == CopyMode::kSeparate) {
+    // The copy is the float output rounded once: bit for bit what the host's rounding of y gives.
+    EXPECT_TRUE(same_bits("y (T copy)", copy_buffer, y_out.download()));
+  }
+  EXPECT_TRUE(all_close("mean", d_mean.download().data(), mean_ref.data(), mean_ref.size(), 1e-6, 1e-5));
+  EXPECT_TRUE(all_close("rstd", d_rstd.download().data(), rstd_ref.data(), rstd_ref.size(), 1e-6, 1e-5));
+
+  // Backward from the CPU's statistics, twice (bit-identical), dz (=) float, optionally in place over dy. x and the
+  // residual are uploaded again: the in-place forward overwrote them.
+  DeviceBuffer<T> d_x2 = upload<T>(x);
+  DeviceBuffer<float> d_residual2(residual);
+  d_mean.upload(mean_ref.data(), mean_ref.size());
+  d_rstd.upload(rstd_ref.data(), rstd_ref.size());
+  float max_rstd = 1.0f;
+  for (float r : rstd_ref) max_rstd = std::max(max_rstd, r);
+  const Tolerance dz_tol{kLayerNorm<float>.atol * max_rstd, kLayerNorm<float>.rtol};
+  std::vector<float> first_dz, first_dgamma, first_dbeta;
+  for (int run = 0; run < 2; ++run) {
+    DeviceBuffer<float> d_dy(dy), d_dz(n), d_dgamma(cols), d_dbeta(cols);
+    poison(d_dz);
+    poison(d_dgamma);
+    poison(d_dbeta);
+    sync_all();
+    float* dz = in_place ? d_dy.data() : d_dz.data();
+    // The call generic code makes for either T (the all-float template for float, the bf16 overload for bf16).
+    layernorm_backward_cuda(handles, dz, d_dgamma.data(), d_dbeta.data(), static_cast<const float*>(d_dy.data()),
+                            static_cast<const T*>(d_x2.data()),
+                            with_residual ? static_cast<const float*>(d_residual2.data()) : nullptr,
+                            static_cast<const float*>(d_mean.data()), static_cast<const float*>(d_rstd.data()),
+                            static_cast<const T*>(d_gamma.data()), rows, cols);
+    sync_all();
+    const DeviceBuffer<float>& dz_out = in_place ? d_dy : d_dz;
+    const Tolerance param_tol = parameter_gradient_tolerance(rows);
+    EXPECT_TRUE(close("dz (float)", dz_out, dz_ref, dz_tol));
+    const std::vector<float> dgamma = d_dgamma.download(), dbeta = d_dbeta.download();
+    EXPECT_TRUE(all_close("dgamma", dgamma.data(), dgamma_ref.data(), dgamma.size(), param_tol.atol, param_tol.rtol));
+    EXPECT_TRUE(all_close("dbeta", dbeta.data(), dbeta_ref.data(), dbeta.size(), param_tol.atol, param_tol.rtol));
+    if (run == 0) {
+      first_dz = dz_out.download();
+      first_dgamma = dgamma;
+      first_dbeta = dbeta;
+    } else {
+      EXPECT_TRUE(bit_identical("dz", dz_out.download(), first_dz));
+      EXPECT_TRUE(bit_identical("dgamma", dgamma, first_dgamma));
+      EXPECT_TRUE(bit_identical("dbeta", dbeta, first_dbeta));
+    }
+  }
+}
+
+TEST(CudaLayerNorm, MixedPrecisionWithResidualMatchesCpu) {
+  BERTRAIN_REQUIRE_GPU();
+  uint32_t seed = 1400;
+  for (const auto& s : kLayerNormShapes) {
+    for (CopyMode mode : copy_modes<float>()) check_mixed_layernorm<float>(s[0], s[1], true, mode, false, seed += 10);
+    for (CopyMode mode : copy_modes<bf16>()) check_mixed_layernorm<bf16>(s[0], s[1], true, mode, false, seed += 10);
+  }
+}
+
+TEST(CudaLayerNorm, MixedPrecisionWithoutResidualMatchesCpu) {
+  BERTRAIN_REQUIRE_GPU();
+  uint32_t seed = 1500;
+  for (const auto& s : kLayerNormShapes) {
+    check_mixed_layernorm<float>(s[0], s[1], false, CopyMode::kSameAsOutput, false, seed += 10);
+    check_mixed_layernorm<bf16>(s[0], s[1], false, CopyMode::kSeparate, false, seed += 10);
+    check_mixed_layernorm<bf16>(s[0], s[1], false, CopyMode::kNone, false, seed += 10);
+  }
+}
+
+TEST(CudaLayerNorm, MixedPrecisionInPlace) {
+  BERTRAIN_REQUIRE_GPU();
+  uint32_t seed = 1600;
+  for (const auto& s : kLayerNormShapes) {
+    // y over the residual, the T copy over x, dz over dy.
+    check_mixed_layernorm<float>(s[0], s[1], true, CopyMode::kSeparate, true, seed += 10);
+    check_mixed_layernorm<float>(s[0], s[1], true, CopyMode::kSameAsOutput, true, seed += 10);
+    check_mixed_layernorm<bf16>(s[0], s[1], true, CopyMode::kSeparate, true, seed += 10);
+    check_mixed_layernorm<bf16>(s[0], s[1], false, CopyMode::kSeparate, true, seed += 10);
   }
 }
 
@@ -639,6 +902,18 @@ TEST(CudaLaunchers, RejectBadArgumentsBeforeLaunching) {
   EXPECT_THROW(bias_activation_forward_cuda(f + 1, f, f, 0, 4, Activation::kGelu, nullptr), Error);
   EXPECT_THROW(layernorm_forward_cuda(f, f, f, f, f, f, f, 0, 4, 1e-5f, nullptr), Error);
   EXPECT_THROW(gather_first_token_cuda(f, f, 1, 0, 4, nullptr), Error);
+  // The mixed-precision overloads check the same things (and that a bf16 copy is not the float output itself).
+  bf16* h = reinterpret_cast<bf16*>(fake);
+  EXPECT_THROW(dropout_forward_cuda(f, h, f, 4, 1.5f, key, DropoutLayout{}, nullptr), Error);
+  EXPECT_THROW(dropout_forward_cuda(f, h, f, 10, 0.5f, key, DropoutLayout{0, 1, 1, 3}, nullptr), Error);  // 10 % 3
+  EXPECT_THROW(dropout_forward_cuda(f, reinterpret_cast<bf16*>(f), f, 4, 0.5f, key, DropoutLayout{}, nullptr), Error);
+  EXPECT_THROW(dropout_backward_cuda(h, static_cast<const float*>(f), 8, 0.5f, key, DropoutLayout{0, 8, 4, 1}, nullptr),
+               Error);  // S > max
+  EXPECT_THROW(dropout_backward_cuda(h, static_cast<const float*>(f), 4, -0.1f, key, DropoutLayout{}, nullptr), Error);
+  EXPECT_THROW(layernorm_forward_cuda(f, static_cast<float*>(nullptr), f, f, f, f, f, f, 0, 4, 1e-5f, nullptr), Error);
+  EXPECT_THROW(layernorm_forward_cuda(f, h, f, f, static_cast<const bf16*>(nullptr), f, h, h, 1, 4, 1e-5f, nullptr),
+               Error);  // null x
+  EXPECT_THROW(layernorm_forward_cuda(f, reinterpret_cast<bf16*>(f), f, f, h, f, h, h, 1, 4, 1e-5f, nullptr), Error);
   EXPECT_THROW(scatter_first_token_cuda(f, f, 1, 1, 0, nullptr), Error);
 
   // LayerNorm backward needs 2 · kReductionChunks · cols floats of workspace; gpu_reduction_workspace_elements
@@ -648,6 +923,9 @@ TEST(CudaLaunchers, RejectBadArgumentsBeforeLaunching) {
   small.workspace = f;
   small.workspace_elements = static_cast<std::size_t>(kReductionChunks) * cols;  // one array's worth: too small
   EXPECT_THROW(layernorm_backward_cuda(small, f, f, f, f, f, f, f, f, f, 4, cols), Error);
+  EXPECT_THROW(layernorm_backward_cuda(small, f, f, f, f, static_cast<const bf16*>(h), f, f, f,
+                                       static_cast<const bf16*>(h), 4, cols),
+               Error);
   EXPECT_GE(gpu_reduction_workspace_elements(cols), 2 * static_cast<std::size_t>(kReductionChunks) * cols);
   GpuHandles tiny;
   tiny.workspace = f;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "core/build_config.h"
+#include "core/build_info.h"
 #include "model/safetensors.h"
 #include "tests/run_process.h"
 #include "tests/temp_dir.h"
@@ -84,6 +86,9 @@ class MpiTest : public ::testing::Test {
                                   // the comparison about the data-parallel arithmetic.
                                   "--adam-eps", "1e-4", "--quiet"};
     argv.insert(argv.end(), extra.begin(), extra.end());
+    // The device is always explicit: with the default (auto) every rank of a one-GPU machine would take
+    // GPU 0, which NCCL refuses. GPU variants pass --device cuda themselves.
+    if (std::find(extra.begin(), extra.end(), "--device") == extra.end()) argv.insert(argv.end(), {"--device", "cpu"});
     return argv;
   }
 
@@ -140,6 +145,19 @@ TEST_F(MpiTest, RanksMatchOneProcess) {
     expect_same_parameters("single", run);
     EXPECT_FALSE(fs::exists(temp_.path(run) + "/last.old"));
   }
+}
+
+// The same on GPUs (NCCL), one GPU per rank, fp32: runs only where every rank has a GPU of its own.
+TEST_F(MpiTest, GpuRanksMatchOneGpuProcess) {
+  const int gpus = cuda_device_count();
+  if (gpus < 2) GTEST_SKIP() << "GPU test skipped: needs a GPU per rank (2), this machine has " << gpus;
+  const std::vector<std::string> cuda{"--device", "cuda"};
+  const RunResult single = train(0, "gpu_single", 3, cuda);
+  ASSERT_EQ(single.exit_code, 0) << single.describe();
+  const int ranks = std::min(gpus, 4);
+  const RunResult r = train(ranks, "gpu_ranks", 3, cuda);
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  expect_same_parameters("gpu_single", "gpu_ranks");
 }
 
 TEST_F(MpiTest, ResumeAtAnotherWorldSize) {

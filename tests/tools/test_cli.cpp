@@ -52,10 +52,15 @@ std::string binary() {
 }
 
 // Runs bertrain with `args`.
+// Runs bertrain. `train` runs on the CPU unless the test names a --device: the default (auto) would take a
+// GPU where one is visible, and these tests are about the command-line contract, the same on every engine.
 RunResult run(const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {},
               double timeout_s = 120) {
   std::vector<std::string> argv{binary()};
   argv.insert(argv.end(), args.begin(), args.end());
+  if (!args.empty() && args[0] == "train" && std::find(args.begin(), args.end(), "--device") == args.end()) {
+    argv.insert(argv.end(), {"--device", "cpu"});
+  }
   return testing::run_process(argv, extra_env, timeout_s);
 }
 
@@ -575,6 +580,16 @@ TEST_F(CliTest, ConfigWithInvalidJson) {
   const RunResult r = run(train_args(path("run")));
   expect_error(r, "config.json");
   expect_no_run(path("run"));
+}
+
+// A learning rate that blows the weights up: the first non-finite loss or gradient stops the run with a
+// one-line error naming the epoch and step, and nothing of that epoch is saved.
+TEST_F(CliTest, NonFiniteLossStopsTrainingNamingTheStep) {
+  const RunResult r = run(train_args(path("run"), {"--lr", "1e30"}));
+  expect_error(r, "training stopped");
+  EXPECT_NE(r.err.find("epoch 1, step "), std::string::npos) << r.describe();
+  EXPECT_FALSE(fs::exists(path("run/last"))) << "a checkpoint of the diverged epoch was written";
+  EXPECT_FALSE(fs::exists(path("run/best")));
 }
 
 TEST_F(CliTest, CsvWithUnterminatedQuote) {
