@@ -47,8 +47,10 @@ void GpuContext::create(std::size_t workspace_elements) {
   BERTRAIN_CUBLAS_CHECK(cublasCreate(&handles_.blas));
   BERTRAIN_CUBLAS_CHECK(cublasSetStream(handles_.blas, handles_.stream));
   // Full-precision fp32 products (no TF32), so that --precision fp32 reproduces the CPU engine. And split-K
-  // partial sums reduced in fp32, never in a bf16 output: allowed by default, it put errors of 0.2 (on
-  // outputs of size ~10, K = 768) into bf16 GEMMs with beta = 1 on an H100 (first GPU run, 2026-11-22).
+  // partial sums reduced in fp32, never in a bf16 output (cuBLAS allows that by default). Note: even so, a
+  // bf16 GEMM with beta = 1 rounds the product to bf16 before adding C on an H100 with cuBLAS 13.0
+  // (2026-11-22; tests/cuda/test_cuda_gemm_attention.cpp bounds it), which is why the bf16 engine
+  // accumulates residual gradients into fp32 outputs instead.
   BERTRAIN_CUBLAS_CHECK(cublasSetMathMode(
       handles_.blas,
       static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
