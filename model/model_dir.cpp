@@ -16,6 +16,7 @@
 #include "model/bert_params.h"
 #include "model/hf_names.h"
 #include "model/safetensors.h"
+#include "model/torch_checkpoint.h"
 
 namespace bertrain {
 
@@ -29,7 +30,64 @@ std::string read_whole_file(const std::string& path) {
   return os.str();
 }
 
+class SafetensorsTensors final : public CheckpointTensors {
+ public:
+  explicit SafetensorsTensors(const std::string& path) : file_(path) {
+    for (const TensorInfo& t : file_.tensors()) entries_.push_back({t.name, t.shape});
+  }
+  const std::string& path() const override { return file_.path(); }
+  const std::vector<Entry>& entries() const override { return entries_; }
+  void read_float_into(const std::string& name, float* out, std::size_t count) const override {
+    file_.read_float_into(name, out, count);
+  }
+
+ private:
+  SafetensorsFile file_;
+  std::vector<Entry> entries_;
+};
+
+class TorchTensors final : public CheckpointTensors {
+ public:
+  explicit TorchTensors(const std::string& path) : file_(path) {
+    for (const TorchTensorInfo& t : file_.tensors()) entries_.push_back({t.name, t.shape});
+  }
+  const std::string& path() const override { return file_.path(); }
+  const std::vector<Entry>& entries() const override { return entries_; }
+  void read_float_into(const std::string& name, float* out, std::size_t count) const override {
+    file_.read_float_into(name, out, count);
+  }
+
+ private:
+  TorchCheckpoint file_;
+  std::vector<Entry> entries_;
+};
+
 }  // namespace
+
+std::unique_ptr<CheckpointTensors> open_checkpoint(const std::string& dir) {
+  const std::string safetensors = dir + "/model.safetensors";
+  if (file_exists(safetensors)) return std::make_unique<SafetensorsTensors>(safetensors);
+  const std::string torch_bin = dir + "/pytorch_model.bin";
+  if (file_exists(torch_bin)) return std::make_unique<TorchTensors>(torch_bin);
+  BERTRAIN_FAIL(safetensors << ": not found, and no pytorch_model.bin beside it (weights in another format must be "
+                              "converted to one of these first)");
+}
+
+std::map<std::string, std::string> map_checkpoint_names(const CheckpointTensors& checkpoint, const ParamLayout& layout,
+                                                        int num_hidden_layers) {
+  std::map<std::string, std::string> source_of;  // layout name -> checkpoint name
+  for (const CheckpointTensors::Entry& entry : checkpoint.entries()) {
+    const std::optional<std::string> name = canonical_param_name(entry.name);
+    if (!name) continue;
+    BERTRAIN_CHECK(layout.contains(*name), checkpoint.path() << ": unexpected tensor '" << entry.name
+                                                             << "' (not part of a BERT classifier with "
+                                                             << num_hidden_layers << " layers)");
+    const auto [it, inserted] = source_of.emplace(*name, entry.name);
+    BERTRAIN_CHECK(inserted, checkpoint.path() << ": tensors '" << it->second << "' and '" << entry.name
+                                               << "' both map to '" << *name << "'");
+  }
+  return source_of;
+}
 
 std::vector<float> random_bert_parameters(const ParamLayout& layout, const BertConfig& config, uint64_t seed) {
   std::vector<float> params(layout.total(), 0.0f);
@@ -73,22 +131,12 @@ LoadedModel load_model_dir(const std::string& dir, const std::vector<std::string
   model.layout = bert_classifier_layout(model.config, num_labels);
   model.params.assign(model.layout.total(), 0.0f);
 
-  const std::string weights_path = dir + "/model.safetensors";
-  BERTRAIN_CHECK(file_exists(weights_path),
-                 weights_path << ": not found (a checkpoint in pytorch_model.bin format must be converted first: "
-                                 "tools/convert_to_safetensors.py)");
-  const SafetensorsFile file(weights_path);
-  std::map<std::string, std::string> source_of;  // layout name -> checkpoint name
-  for (const TensorInfo& info : file.tensors()) {
-    const std::optional<std::string> name = canonical_param_name(info.name);
-    if (!name) continue;
-    BERTRAIN_CHECK(model.layout.contains(*name),
-                   weights_path << ": unexpected tensor '" << info.name << "' (not part of a BERT classifier with "
-                                << model.config.num_hidden_layers << " layers)");
-    const auto [it, inserted] = source_of.emplace(*name, info.name);
-    BERTRAIN_CHECK(inserted, weights_path << ": tensors '" << it->second << "' and '" << info.name
-                                          << "' both map to '" << *name << "'");
-  }
+  const std::unique_ptr<CheckpointTensors> file = open_checkpoint(dir);
+  const std::string& weights_path = file->path();
+  std::map<std::string, std::vector<int64_t>> shape_of;
+  for (const CheckpointTensors::Entry& e : file->entries()) shape_of[e.name] = e.shape;
+  const std::map<std::string, std::string> source_of =
+      map_checkpoint_names(*file, model.layout, model.config.num_hidden_layers);
 
   const bool classifier_in_file = source_of.count("classifier.weight") && source_of.count("classifier.bias");
   model.classifier_loaded = classifier_in_file && (labels.empty() || labels == checkpoint_labels);
@@ -108,11 +156,11 @@ LoadedModel load_model_dir(const std::string& dir, const std::vector<std::string
     const auto it = source_of.find(entry.name);
     BERTRAIN_CHECK(it != source_of.end(), weights_path << ": missing tensor '" << entry.name << "' with shape "
                                                         << shape_string(entry.shape));
-    const TensorInfo& info = file.info(it->second);
-    BERTRAIN_CHECK(info.shape == entry.shape, weights_path << ": tensor '" << info.name << "' has shape "
-                                                           << shape_string(info.shape) << " but config.json implies "
-                                                           << shape_string(entry.shape));
-    file.read_float_into(info.name, dst, entry.numel);
+    const std::vector<int64_t>& shape = shape_of.at(it->second);
+    BERTRAIN_CHECK(shape == entry.shape, weights_path << ": tensor '" << it->second << "' has shape "
+                                                      << shape_string(shape) << " but config.json implies "
+                                                      << shape_string(entry.shape));
+    file->read_float_into(it->second, dst, entry.numel);
   }
   model.vocab_path = file_exists(dir + "/vocab.txt") ? dir + "/vocab.txt" : "";
   return model;

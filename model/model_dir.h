@@ -1,8 +1,11 @@
-// A Hugging Face model directory (config.json, model.safetensors, vocab.txt) read into, and written from,
-// our flat float32 parameter buffer.
+// A Hugging Face model directory (config.json, model.safetensors or pytorch_model.bin, vocab.txt) read into,
+// and written from, our flat float32 parameter buffer.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -10,6 +13,31 @@
 #include "model/bert_config.h"
 
 namespace bertrain {
+
+// The tensors of one checkpoint file, whatever its format (safetensors, or torch.save's zip or legacy
+// pickle), so that one code path maps checkpoint names to our layout.
+class CheckpointTensors {
+ public:
+  struct Entry {
+    std::string name;  // as stored in the file
+    std::vector<int64_t> shape;
+  };
+  virtual ~CheckpointTensors() = default;
+  virtual const std::string& path() const = 0;
+  virtual const std::vector<Entry>& entries() const = 0;
+  // Floating tensors converted to float32; `count` must equal the element count. Throws for integer tensors.
+  virtual void read_float_into(const std::string& name, float* out, std::size_t count) const = 0;
+};
+
+// `dir`/model.safetensors, or `dir`/pytorch_model.bin (torch.save, zip or legacy, told apart by its first
+// bytes) when there is no model.safetensors. Throws when neither exists.
+std::unique_ptr<CheckpointTensors> open_checkpoint(const std::string& dir);
+
+// Layout name -> checkpoint name for every tensor of `checkpoint` that maps into `layout` (hf_names.h: "bert."
+// optional, gamma / beta; cls.* heads and position_ids ignored). A tensor outside the layout, or two mapping
+// to one name, is an Error naming the file. Shapes are not checked here.
+std::map<std::string, std::string> map_checkpoint_names(const CheckpointTensors& checkpoint, const ParamLayout& layout,
+                                                        int num_hidden_layers);
 
 struct LoadedModel {
   BertConfig config;          // config.labels is the classifier's label set
@@ -19,7 +47,7 @@ struct LoadedModel {
   std::string vocab_path;     // the directory's vocab.txt ("" when it has none)
 };
 
-// Loads `dir`. With `labels` empty, the classifier comes from the checkpoint (config.json id2label and
+// Loads `dir` (weights from open_checkpoint). With `labels` empty, the classifier comes from the checkpoint (config.json id2label and
 // classifier.* must be present). With `labels` given, classifier.* is loaded when the checkpoint has it for
 // exactly these labels in this order, and is otherwise initialised as transformers does (weights normal
 // with std initializer_range, drawn from `seed`; biases zero). Every tensor the config implies must be present

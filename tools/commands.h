@@ -15,5 +15,6 @@ int run_train(const std::vector<std::string>& args);     // tools/train_command.
 int run_evaluate(const std::vector<std::string>& args);  // tools/evaluate_command.cpp
 int run_predict(const std::vector<std::string>& args);   // tools/predict_command.cpp
 int run_tokenize(const std::vector<std::string>& args);  // tools/tokenize_command.cpp
+int run_convert(const std::vector<std::string>& args);   // tools/convert_command.cpp
 
 }  // namespace bertrain

@@ -22,6 +22,7 @@ const char kUsage[] =
     "  evaluate       precision / recall / F1 (weighted, per class, slices) and confusion matrix on a CSV\n"
     "  predict        tag probabilities for a title and description, or for every row of a CSV\n"
     "  tokenize       token ids of a text or of every CSV row, as the model sees them\n"
+    "  convert        write a model directory's pytorch_model.bin as model.safetensors (transformers loads it)\n"
     "  bench step     time training steps (forward + backward + Adam) of a random BERT, CPU or GPU\n"
     "  bench tokenize time text cleaning and tokenization\n"
     "  bench allreduce  gradient allreduce bandwidth across the ranks of an mpirun job\n"
@@ -48,6 +49,7 @@ int dispatch(const std::vector<std::string>& args) {
   if (command == "evaluate") return bertrain::run_evaluate(rest);
   if (command == "predict") return bertrain::run_predict(rest);
   if (command == "tokenize") return bertrain::run_tokenize(rest);
+  if (command == "convert") return bertrain::run_convert(rest);
   if (command == "bench") return bertrain::run_bench(rest);
   throw bertrain::UsageError("unknown command '" + command + "' (see bertrain --help)");
 }

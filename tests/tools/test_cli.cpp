@@ -27,6 +27,8 @@
 #include <vector>
 
 #include "core/build_info.h"
+#include "model/model_dir.h"
+#include "model/safetensors.h"
 #include "tests/run_process.h"
 #include "tests/temp_dir.h"
 
@@ -860,6 +862,68 @@ TEST_F(CliTest, TokenizeNoCleanKeepsStopwords) {
 TEST_F(CliTest, TokenizeBadVocab) {
   expect_error(run({"tokenize", "--vocab", path("missing_vocab.txt"), "--text", "image"}), "missing_vocab.txt");
   expect_error(run({"tokenize", "--vocab", path("model/vocab.txt"), "--text", "image", "--data", data()}), "--text", 2);
+}
+
+// ---- convert and pytorch_model.bin -----------------------------------------------------------------------
+
+// The model directory with its weights as torch.save wrote them (tests/fixtures/torch_bin) instead of
+// model.safetensors.
+void use_torch_weights(const fs::path& dir, const char* fixture) {
+  fs::remove(dir / "model.safetensors");
+  fs::copy_file(fs::path(BERTRAIN_FIXTURES_DIR) / "torch_bin" / fixture, dir / "pytorch_model.bin");
+}
+
+TEST_F(CliTest, TrainingFromPytorchModelBinMatchesSafetensorsBitForBit) {
+  ASSERT_TRUE(succeeded(run(train_args(path("from_safetensors")))));
+  use_torch_weights(model(), "legacy_f32.bin");
+  ASSERT_TRUE(succeeded(run(train_args(path("from_bin")))));
+  for (const char* file : {"last/model.safetensors", "last/optimizer.safetensors", "best/model.safetensors"}) {
+    const std::string a = slurp(path("from_safetensors") + "/" + file), b = slurp(path("from_bin") + "/" + file);
+    EXPECT_FALSE(a.empty()) << file;
+    EXPECT_TRUE(a == b) << file << " differs between model.safetensors and the same weights as pytorch_model.bin";
+  }
+}
+
+TEST_F(CliTest, ConvertWritesSafetensorsThatLoadAsTheOriginal) {
+  use_torch_weights(model(), "legacy_gamma_beta.bin");  // bert.* names, gamma/beta, cls.* heads, position_ids
+  const RunResult r = run({"convert", model(), "--out", path("converted")});
+  ASSERT_TRUE(succeeded(r));
+  EXPECT_NE(r.out.find("model.safetensors"), std::string::npos) << r.out;
+  const fs::path fixture = fs::path(BERTRAIN_FIXTURES_DIR) / "tiny_gelu_bce_adam";
+  // Same tensors, names and bytes as the reference written by transformers' save_pretrained (F32, bert.*).
+  const SafetensorsFile converted(path("converted/model.safetensors"));
+  const SafetensorsFile reference((fixture / "model.safetensors").string());
+  ASSERT_EQ(converted.tensors().size(), reference.tensors().size());
+  for (const TensorInfo& t : reference.tensors()) {
+    ASSERT_TRUE(converted.contains(t.name)) << t.name;
+    EXPECT_EQ(converted.info(t.name).dtype, DType::F32) << t.name;
+    EXPECT_EQ(converted.info(t.name).shape, t.shape) << t.name;
+    EXPECT_EQ(converted.read_float(t.name), reference.read_float(t.name)) << t.name;
+  }
+  EXPECT_EQ(converted.metadata().at("format"), "pt");
+  EXPECT_EQ(slurp(path("converted/config.json")), slurp(path("model/config.json")));
+  EXPECT_EQ(slurp(path("converted/vocab.txt")), slurp(path("model/vocab.txt")));
+  // The converted directory trains; in place (no --out) the source directory gains model.safetensors.
+  ASSERT_TRUE(succeeded(run({"convert", model()})));
+  EXPECT_EQ(slurp(path("model/model.safetensors")), slurp(path("converted/model.safetensors")));
+  const LoadedModel a = load_model_dir(path("converted"), {}, 0), b = load_model_dir((fixture).string(), {}, 0);
+  EXPECT_EQ(a.params, b.params);
+}
+
+TEST_F(CliTest, ConvertErrors) {
+  expect_error(run({"convert"}), "model directory", 2);
+  const RunResult help = run({"convert", "--help"});
+  ASSERT_TRUE(succeeded(help));
+  EXPECT_NE(help.out.find("--out "), std::string::npos) << help.out;
+  use_torch_weights(model(), "legacy_f32.bin");
+  const std::string weights = slurp(path("model/pytorch_model.bin"));
+  spit(path("model/pytorch_model.bin"), weights.substr(0, weights.size() / 2));
+  expect_error(run({"convert", model(), "--out", path("out")}), path("model/pytorch_model.bin"));
+  EXPECT_FALSE(fs::exists(path("out/model.safetensors")));
+  expect_error(run(train_args(path("run"))), "pytorch_model.bin");
+  expect_no_run(path("run"));
+  fs::remove(path("model/pytorch_model.bin"));
+  expect_error(run({"convert", model()}), "pytorch_model.bin");
 }
 
 }  // namespace
