@@ -450,6 +450,25 @@ const uint8_t* SafetensorsFile::raw(const std::string& name) const {
   return data_ + t.begin;
 }
 
+void decode_floats(DType dtype, const uint8_t* p, std::size_t n, float* out) {
+  switch (dtype) {
+    case DType::F16:
+      for (std::size_t i = 0; i < n; ++i) out[i] = f16_to_float(load<uint16_t>(p, i));
+      break;
+    case DType::BF16:
+      for (std::size_t i = 0; i < n; ++i) out[i] = bf16_to_float(load<uint16_t>(p, i));
+      break;
+    case DType::F32:
+      if (n > 0) std::memcpy(out, p, n * sizeof(float));
+      break;
+    case DType::F64:
+      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(load<double>(p, i));
+      break;
+    default:
+      BERTRAIN_FAIL("decode_floats: " << dtype_name(dtype) << " is not a float dtype");
+  }
+}
+
 std::vector<float> SafetensorsFile::read_float(const std::string& name) const {
   const TensorInfo& t = info(name);
   std::vector<float> out(static_cast<std::size_t>(t.numel()));
@@ -465,23 +484,7 @@ void SafetensorsFile::read_float_into(const std::string& name, float* out, std::
   BERTRAIN_CHECK(count == n, path_ << ": tensor '" << name << "' has " << n << " elements but the destination holds "
                                    << count);
   BERTRAIN_CHECK(out != nullptr || n == 0, path_ << ": tensor '" << name << "': null destination");
-  const uint8_t* p = raw(name);
-  switch (t.dtype) {
-    case DType::F16:
-      for (std::size_t i = 0; i < n; ++i) out[i] = f16_to_float(load<uint16_t>(p, i));
-      break;
-    case DType::BF16:
-      for (std::size_t i = 0; i < n; ++i) out[i] = bf16_to_float(load<uint16_t>(p, i));
-      break;
-    case DType::F32:
-      if (n > 0) std::memcpy(out, p, n * sizeof(float));
-      break;
-    case DType::F64:
-      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(load<double>(p, i));
-      break;
-    default:
-      BERTRAIN_FAIL(path_ << ": tensor '" << name << "': unhandled float dtype " << dtype_name(t.dtype));
-  }
+  decode_floats(t.dtype, raw(name), n, out);
 }
 
 std::vector<int64_t> SafetensorsFile::read_int(const std::string& name) const {

@@ -17,6 +17,9 @@ enum class DType { BOOL, U8, I8, I16, U16, I32, U32, I64, U64, F16, BF16, F32, F
 std::size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);
 bool dtype_is_float(DType dtype);
+// out[0, n) (=) the n little-endian elements at `data` (any alignment) of a float dtype (F16, BF16, F32,
+// F64) as float32. Shared by every checkpoint reader; dtype must satisfy dtype_is_float.
+void decode_floats(DType dtype, const uint8_t* data, std::size_t n, float* out);
 
 struct TensorInfo {
   std::string name;

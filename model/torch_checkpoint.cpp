@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <cstring>
 #include <limits>
 #include <set>
@@ -41,28 +40,6 @@ T load_le(const uint8_t* p) {
   T v;
   std::memcpy(&v, p, sizeof v);
   return v;
-}
-
-float f16_to_float(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exponent = (h >> 10) & 0x1Fu;
-  const uint32_t mantissa = h & 0x3FFu;
-  if (exponent == 0) {
-    const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);  // zero or subnormal, exact
-    return sign ? -magnitude : magnitude;
-  }
-  const uint32_t bits = exponent == 0x1F ? (sign | 0x7F800000u | (mantissa << 13))
-                                         : (sign | ((exponent + (127 - 15)) << 23) | (mantissa << 13));
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-float bf16_to_float(uint16_t b) {
-  const uint32_t bits = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
 }
 
 // ---- the value tree -------------------------------------------------------------------------------------
@@ -782,23 +759,7 @@ void TorchCheckpoint::read_float_into(const std::string& name, float* out, std::
   const std::size_t n = static_cast<std::size_t>(t.numel());
   BERTRAIN_CHECK(count == n, path_ << ": tensor '" << name << "' has " << n << " elements but the destination holds "
                                    << count);
-  const uint8_t* p = map_ + t.file_offset;
-  switch (t.dtype) {
-    case DType::F32:
-      if (n > 0) std::memcpy(out, p, n * sizeof(float));
-      break;
-    case DType::F16:
-      for (std::size_t i = 0; i < n; ++i) out[i] = f16_to_float(load_le<uint16_t>(p + 2 * i));
-      break;
-    case DType::BF16:
-      for (std::size_t i = 0; i < n; ++i) out[i] = bf16_to_float(load_le<uint16_t>(p + 2 * i));
-      break;
-    case DType::F64:
-      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(load_le<double>(p + 8 * i));
-      break;
-    default:
-      BERTRAIN_FAIL(path_ << ": tensor '" << name << "': unhandled dtype " << dtype_name(t.dtype));
-  }
+  decode_floats(t.dtype, map_ + t.file_offset, n, out);
 }
 
 }  // namespace bertrain
