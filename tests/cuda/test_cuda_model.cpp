@@ -20,24 +20,21 @@
 #include "model/model_dir.h"
 #include "model/safetensors.h"
 #include "tests/cuda/gpu_test.h"
+#include "tests/cuda/model_checks.h"
 #include "tests/tolerance.h"
 
 namespace bertrain {
 namespace {
 
 using testing::all_close;
+using testing::expect_gradients_match;
+using testing::max_abs;
 
 // GPU fp32 against CPU fp32: both round every op in float, in different summation orders (cuBLAS tiles,
 // warp reductions), so elements differ by a few float ulps of the terms summed: 1e-5 of the tensor's
 // largest magnitude plus 1e-4 relative.
 constexpr double kRtol = 1e-4;
 constexpr double kScaledAtol = 1e-5;
-
-double max_abs(const float* v, std::size_t n) {
-  double m = 0;
-  for (std::size_t i = 0; i < n; ++i) m = std::max(m, static_cast<double>(std::abs(v[i])));
-  return m;
-}
 
 struct Fixture {
   LoadedModel model;
@@ -105,16 +102,7 @@ TEST_P(CudaModelTest, ForwardAndGradientsMatchTheCpuModel) {
   EXPECT_TRUE(all_close("logits", logits.data(), cpu.logits(), n_logits, kScaledAtol * max_abs(cpu.logits(), n_logits),
                         kRtol));
   const std::vector<float> got = grads.download();
-  for (const ParamEntry& e : f.model.layout.entries()) {
-    const float* ref = cpu_grads.data() + e.offset;
-    // As in test_golden: the key bias gradient is rounding noise around zero; scale it by the key weight's.
-    const std::string key_bias = ".attention.self.key.bias";
-    const bool is_key_bias = e.name.size() > key_bias.size() &&
-                             e.name.compare(e.name.size() - key_bias.size(), key_bias.size(), key_bias) == 0;
-    const ParamEntry& scale = is_key_bias ? f.model.layout.at(e.name.substr(0, e.name.size() - 4) + "weight") : e;
-    const double atol = kScaledAtol * max_abs(cpu_grads.data() + scale.offset, scale.numel) + 1e-9;
-    EXPECT_TRUE(all_close("grad." + e.name, got.data() + e.offset, ref, e.numel, atol, kRtol));
-  }
+  expect_gradients_match(f.model.layout, got.data(), cpu_grads.data(), kScaledAtol, kRtol);
   // Gradient-ready offsets: head, every layer from the last, then 0, exactly the list the data-parallel
   // gradient buckets are planned from.
   EXPECT_EQ(ready, backward_ready_offsets(f.model.layout, config.num_hidden_layers));

@@ -27,6 +27,7 @@
 #include "model/bert_classifier_gpu.h"
 #include "model/model_dir.h"
 #include "tests/cuda/gpu_test.h"
+#include "tests/cuda/model_checks.h"
 #include "tests/temp_dir.h"
 #include "tests/tolerance.h"
 
@@ -34,6 +35,8 @@ namespace bertrain {
 namespace {
 
 using testing::all_close;
+using testing::expect_gradients_match;
+using testing::max_abs;
 
 // GPU fp32 against CPU fp32, as in test_cuda_model: summation orders differ (cuBLAS tiles, warp
 // reductions), so elements differ by float ulps of the terms summed; at K = 3072 that is about 1e-5 of the
@@ -46,12 +49,6 @@ constexpr double kScaledAtol = 2e-5;
 // elements move by a few percent of its norm: cosine ≥ 0.999 and ‖g_bf16 − g_fp32‖ ≤ 0.05 ‖g_fp32‖.
 constexpr double kBf16MinCosine = 0.999;
 constexpr double kBf16MaxRelativeError = 0.05;
-
-double max_abs(const float* v, std::size_t n) {
-  double m = 0;
-  for (std::size_t i = 0; i < n; ++i) m = std::max(m, static_cast<double>(std::abs(v[i])));
-  return m;
-}
 
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
@@ -165,24 +162,13 @@ Outputs gpu_outputs(const Problem& p) {
   return out;
 }
 
-// Every gradient tensor of `got` against `ref` within the fp32 tolerance. The key bias's gradient is zero in
-// exact arithmetic (softmax is shift-invariant), so only rounding noise: it is scaled by the key weight's.
-void expect_gradients_match(const Problem& p, const std::vector<float>& got, const std::vector<float>& ref) {
-  for (const ParamEntry& e : p.layout.entries()) {
-    const bool key_bias = ends_with(e.name, ".attention.self.key.bias");
-    const ParamEntry& scale = key_bias ? p.layout.at(e.name.substr(0, e.name.size() - 4) + "weight") : e;
-    const double atol = kScaledAtol * max_abs(ref.data() + scale.offset, scale.numel) + 1e-9;
-    EXPECT_TRUE(all_close("grad." + e.name, got.data() + e.offset, ref.data() + e.offset, e.numel, atol, kRtol));
-  }
-}
-
 TEST(CudaModelRealSize, Fp32ForwardAndEveryGradientMatchTheCpu) {
   BERTRAIN_REQUIRE_GPU();
   const Problem p(base_width_config(2), kMixedLengths, 3);
   const Outputs cpu = cpu_outputs(p), gpu = gpu_outputs<float>(p);
   EXPECT_TRUE(all_close("logits", gpu.logits.data(), cpu.logits.data(), cpu.logits.size(),
                         kScaledAtol * max_abs(cpu.logits.data(), cpu.logits.size()), kRtol));
-  expect_gradients_match(p, gpu.grads, cpu.grads);
+  expect_gradients_match(p.layout, gpu.grads.data(), cpu.grads.data(), kScaledAtol, kRtol);
 }
 
 std::unique_ptr<TrainingBackend> engine(const Problem& p, bool cuda, bool bf16, const std::vector<float>& params,
@@ -222,7 +208,7 @@ TEST(CudaModelRealSize, Bf16GradientsFollowFp32PerTensor) {
   double worst_cosine = 1, worst_error = 0;
   std::string worst_cosine_name, worst_error_name;
   for (const ParamEntry& e : p.layout.entries()) {
-    if (ends_with(e.name, ".attention.self.key.bias")) continue;  // rounding noise around zero (see above)
+    if (ends_with(e.name, ".attention.self.key.bias")) continue;  // rounding noise around zero (model_checks.h)
     double dot = 0, nf = 0, nb = 0, diff = 0;
     for (std::size_t i = e.offset; i < e.offset + e.numel; ++i) {
       const double f = fp32.grads[i], b = bf.grads[i];
@@ -305,7 +291,7 @@ TEST(CudaModelRealSize, Fp32LengthsOffTheBlockSizesMatchTheCpu) {
     const Outputs cpu = cpu_outputs(p), gpu = gpu_outputs<float>(p);
     EXPECT_TRUE(all_close("logits", gpu.logits.data(), cpu.logits.data(), cpu.logits.size(),
                           kScaledAtol * max_abs(cpu.logits.data(), cpu.logits.size()), kRtol));
-    expect_gradients_match(p, gpu.grads, cpu.grads);
+    expect_gradients_match(p.layout, gpu.grads.data(), cpu.grads.data(), kScaledAtol, kRtol);
   }
 }
 
