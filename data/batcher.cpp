@@ -2,6 +2,7 @@
 #include "data/batcher.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <numeric>
 
@@ -58,6 +59,40 @@ int Batcher::max_sequence_length() const {
   return static_cast<int>(longest);
 }
 
+int Batcher::max_rows() const {
+  const int n = static_cast<int>(examples_->size());
+  const int global = std::min(options_.batch_size, n);
+  return rank_slice(0, global, options_.rank, options_.world_size).size;
+}
+
+int Batcher::max_tokens() const {
+  int64_t most = 0;
+  if (!options_.shuffle) {
+    const int n = static_cast<int>(examples_->size());
+    for (int index = 0; index < batches_per_epoch(); ++index) {
+      const int global_start = index * options_.batch_size;
+      const Slice slice =
+          rank_slice(global_start, std::min(options_.batch_size, n - global_start), options_.rank, options_.world_size);
+      int64_t tokens = 0;
+      for (int row = slice.start; row < slice.start + slice.size; ++row) {
+        tokens += static_cast<int64_t>((*examples_)[static_cast<std::size_t>(row)].ids.size());
+      }
+      most = std::max(most, tokens);
+    }
+  } else {
+    // Any max_rows() examples can share a slice: the longest ones are the bound.
+    std::vector<int64_t> lengths;
+    lengths.reserve(examples_->size());
+    for (const Example& e : *examples_) lengths.push_back(static_cast<int64_t>(e.ids.size()));
+    const std::size_t rows = static_cast<std::size_t>(max_rows());
+    std::partial_sort(lengths.begin(), lengths.begin() + static_cast<std::ptrdiff_t>(rows), lengths.end(),
+                      std::greater<int64_t>());
+    for (std::size_t i = 0; i < rows; ++i) most += lengths[i];
+  }
+  BERTRAIN_CHECK(most <= std::numeric_limits<int>::max(), "Batcher: a batch of " << most << " tokens overflows int");
+  return static_cast<int>(most);
+}
+
 std::vector<int> Batcher::order(int epoch) const {
   const int n = static_cast<int>(examples_->size());
   if (!options_.shuffle) {
@@ -98,25 +133,26 @@ void Batcher::batch(int epoch, int index, Batch* out) const {
   out->loss_scale = static_cast<double>(slice.size) / global_size;
   // assign() keeps the capacity, so the storage settles at the largest batch seen.
   out->rows.assign(epoch_order.begin() + slice.start, epoch_order.begin() + slice.start + slice.size);
-  std::size_t seq = 0;
-  for (int row : out->rows) seq = std::max(seq, (*examples_)[static_cast<std::size_t>(row)].ids.size());
-  out->seq = static_cast<int>(seq);
-
   const std::size_t classes = static_cast<std::size_t>(options_.classes);
-  out->input_ids.assign(out->rows.size() * seq, options_.pad_id);
-  out->attention_mask.assign(out->rows.size() * seq, 0);
+  out->input_ids.clear();
+  out->cu_seqlens.assign(1, 0);
   out->targets.assign(out->rows.size() * classes, 0.0f);
+  out->longest = 0;
   for (std::size_t b = 0; b < out->rows.size(); ++b) {
     const Example& example = (*examples_)[static_cast<std::size_t>(out->rows[b])];
     BERTRAIN_CHECK(example.label >= -1 && example.label < options_.classes,
                    "Batcher::batch: example " << out->rows[b] << " has label " << example.label << ", outside [-1, "
                                               << options_.classes << ")");
-    // A row without tokens would be fully masked, and attention over nothing is undefined.
+    // Attention over a row without tokens is undefined.
     BERTRAIN_CHECK(!example.ids.empty(), "Batcher::batch: example " << out->rows[b] << " has no token ids");
-    std::copy(example.ids.begin(), example.ids.end(), out->input_ids.begin() + static_cast<std::ptrdiff_t>(b * seq));
-    std::fill_n(out->attention_mask.begin() + static_cast<std::ptrdiff_t>(b * seq), example.ids.size(), 1);
+    BERTRAIN_CHECK(out->input_ids.size() + example.ids.size() <= static_cast<std::size_t>(std::numeric_limits<int>::max()),
+                   "Batcher::batch: batch " << index << " has more tokens than an int counts");
+    out->input_ids.insert(out->input_ids.end(), example.ids.begin(), example.ids.end());
+    out->cu_seqlens.push_back(static_cast<int32_t>(out->input_ids.size()));
+    out->longest = std::max(out->longest, static_cast<int>(example.ids.size()));
     if (example.label >= 0) out->targets[b * classes + static_cast<std::size_t>(example.label)] = 1.0f;
   }
+  out->tokens = static_cast<int>(out->input_ids.size());
 }
 
 }  // namespace bertrain

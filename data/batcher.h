@@ -1,5 +1,6 @@
-// Batches of tokenized examples, padded to the longest sequence in the batch, in a fixed order (the
-// original behaviour) or a seeded shuffle per epoch, and sharded across data-parallel ranks.
+// Batches of tokenized examples as packed tokens (no padding: the rows' tokens back to back with row offsets),
+// in a fixed order (the original behaviour) or a seeded shuffle per epoch, and sharded across data-parallel
+// ranks.
 //
 // Sharding: the global batch b (size B, the last one possibly smaller: B_b) is cut into world_size
 // contiguous slices whose sizes differ by at most one; rank r takes slice r (possibly empty). Every
@@ -20,10 +21,11 @@ struct Example {
 };
 
 struct Batch {
-  int batch = 0;  // rows in this rank's slice (may be 0)
-  int seq = 0;    // padded length: the longest sequence in this slice (0 when empty)
-  std::vector<int32_t> input_ids;       // [batch, seq], right-padded with pad_id
-  std::vector<int32_t> attention_mask;  // [batch, seq], 1 for tokens, 0 for padding
+  int batch = 0;    // B: rows in this rank's slice (may be 0)
+  int tokens = 0;   // T: tokens of all rows (0 when empty)
+  int longest = 0;  // S: the longest row in this slice (0 when empty)
+  std::vector<int32_t> input_ids;   // [T] the rows' tokens back to back
+  std::vector<int32_t> cu_seqlens;  // [B + 1] row offsets: row b is input_ids[cu_seqlens[b], cu_seqlens[b + 1])
   std::vector<float> targets;           // [batch, classes], one-hot (zeros when a label is unknown)
   std::vector<int> rows;                // dataset indices of the rows
   int first_row = 0;                    // position of this slice's first row in the global batch
@@ -38,7 +40,6 @@ struct BatcherOptions {
   int rank = 0;
   int world_size = 1;
   int classes = 0;
-  int32_t pad_id = 0;
 };
 
 class Batcher {
@@ -46,11 +47,14 @@ class Batcher {
   Batcher(const std::vector<Example>* examples, const BatcherOptions& options);
 
   int batches_per_epoch() const;
-  // Fills `out` with this rank's slice of global batch `index` of `epoch` (0-based), padded as described
+  // Fills `out` with this rank's slice of global batch `index` of `epoch` (0-based), packed as described
   // above. Reuses out's storage, so a loop over batches stops allocating once the largest has been seen.
   void batch(int epoch, int index, Batch* out) const;
-  // The longest sequence over all examples (to size activation buffers once).
+  // Bounds on every slice this rank can get (to size activation buffers once): the longest example, the most
+  // rows, and the most tokens (exact without shuffling; with it, the largest slice of the longest examples).
   int max_sequence_length() const;
+  int max_rows() const;
+  int max_tokens() const;
 
  private:
   std::vector<int> order(int epoch) const;

@@ -7,15 +7,15 @@
 namespace bertrain {
 
 template <typename T>
-ClassifierTrainer<T>::ClassifierTrainer(const BertConfig& config, int num_labels, int max_batch, int max_seq,
+ClassifierTrainer<T>::ClassifierTrainer(const BertConfig& config, int num_labels, const BatchLimits& limits,
                                         std::vector<T> params, const TrainerOptions& options)
-    : model_(config, num_labels, max_batch, max_seq),
+    : model_(config, num_labels, limits),
       params_(std::move(params)),
       grads_(params_.size(), T(0)),
       optimizer_(params_.size(), options.adam),
       options_(options),
       class_weights_(options.class_weights.begin(), options.class_weights.end()),
-      dlogits_(static_cast<std::size_t>(max_batch) * num_labels, T(0)) {
+      dlogits_(static_cast<std::size_t>(limits.rows) * num_labels, T(0)) {
   BERTRAIN_CHECK(params_.size() == model_.layout().total(), "parameter buffer has " << params_.size()
                                                                  << " elements, the layout needs "
                                                                  << model_.layout().total());

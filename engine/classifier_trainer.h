@@ -24,7 +24,7 @@ template <typename T>
 class ClassifierTrainer {
  public:
   // `params` has model.layout().total() elements (see load_model_dir / bert_classifier_layout).
-  ClassifierTrainer(const BertConfig& config, int num_labels, int max_batch, int max_seq, std::vector<T> params,
+  ClassifierTrainer(const BertConfig& config, int num_labels, const BatchLimits& limits, std::vector<T> params,
                     const TrainerOptions& options);
 
   // Forward with training dropout, loss against targets [B, C], backward, one optimizer update. Returns the

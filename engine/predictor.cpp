@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "engine/batch_view.h"
 #include "engine/checkpoint.h"
 #include "kernels/loss.h"
 #include "model/bert_classifier.h"
@@ -45,23 +46,17 @@ std::vector<float> Predictor::predict_proba(const std::vector<Example>& examples
   const int classes = labels_.size();
   std::vector<float> probs(examples.size() * static_cast<std::size_t>(classes), 0.0f);
   if (examples.empty()) return probs;
-  int longest = 1;
-  for (const Example& e : examples) longest = std::max(longest, static_cast<int>(e.ids.size()));
-  const int rows = std::min<int>(batch_size, static_cast<int>(examples.size()));
-  BertClassifier<float> classifier(model_.config, classes, rows, longest);
-
   BatcherOptions options;
-  options.batch_size = rows;
+  options.batch_size = std::min<int>(batch_size, static_cast<int>(examples.size()));
   options.classes = classes;
-  options.pad_id = tokenizer_.pad_id();
   const Batcher batcher(&examples, options);
+  BertClassifier<float> classifier(model_.config, classes, batch_limits({&batcher}));
   Batch batch;
   std::size_t done = 0;
   for (int i = 0; i < batcher.batches_per_epoch(); ++i) {
     batcher.batch(0, i, &batch);
     BERTRAIN_CHECK(!batch.rows.empty() && batch.rows.front() == static_cast<int>(done), "batches out of order");
-    classifier.forward(model_.params.data(), BertBatch{batch.input_ids.data(), batch.attention_mask.data(), batch.batch, batch.seq},
-                       DropoutSetting{});
+    classifier.forward(model_.params.data(), bert_batch_view(batch), DropoutSetting{});
     softmax_cpu(probs.data() + done * classes, classifier.logits(), batch.batch, classes);
     done += static_cast<std::size_t>(batch.batch);
   }

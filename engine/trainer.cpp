@@ -17,6 +17,7 @@
 #include "data/split.h"
 #include "data/tokenizer.h"
 #include "dist/communicator.h"
+#include "engine/batch_view.h"
 #include "engine/checkpoint.h"
 #include "engine/classifier_trainer.h"
 #include "engine/lr_scheduler.h"
@@ -86,12 +87,6 @@ std::vector<int> all_rows(std::size_t n) {
   std::vector<int> rows(n);
   for (std::size_t i = 0; i < n; ++i) rows[i] = static_cast<int>(i);
   return rows;
-}
-
-int longest(const std::vector<Example>& examples) {
-  std::size_t n = 1;
-  for (const Example& e : examples) n = std::max(n, e.ids.size());
-  return static_cast<int>(n);
 }
 
 // Running mean of batch losses, as the original reports its epoch losses.
@@ -284,8 +279,7 @@ double train_epoch(const TrainArgs& args, int epoch, const Batcher& batcher, Tra
   };
   for (int i = 0; i < steps; ++i) {
     batcher.batch(epoch, i, &batch);
-    const BertBatch bb{batch.input_ids.data(), batch.attention_mask.data(), batch.batch, batch.seq, batch.first_row};
-    engine.train_step(bb, batch.targets.data(), batch.loss_scale, comm);
+    engine.train_step(bert_batch_view(batch), batch.targets.data(), batch.loss_scale, comm);
     if (i > 0) record_loss(i - 1);
   }
   record_loss(steps - 1);
@@ -297,8 +291,7 @@ double validation_loss(int epoch, const Batcher& batcher, TrainingBackend& engin
   RunningMean loss_mean;
   for (int i = 0; i < batcher.batches_per_epoch(); ++i) {
     batcher.batch(epoch, i, &batch);
-    const BertBatch bb{batch.input_ids.data(), batch.attention_mask.data(), batch.batch, batch.seq};
-    double loss = engine.evaluate(bb, batch.targets.data()) * batch.loss_scale;
+    double loss = engine.evaluate(bert_batch_view(batch), batch.targets.data()) * batch.loss_scale;
     comm.allreduce_sum(&loss, 1);
     loss_mean.add(loss);
   }
@@ -349,25 +342,23 @@ json run_training(const TrainArgs& args, Communicator& comm) {
   // broadcast makes that a guarantee rather than an assumption about shared filesystems).
   comm.broadcast(model.params.data(), model.params.size(), 0);
 
-  // Engine: a batch is split over ranks, so each engine holds at most its share (rounded up).
-  const BackendChoice choice = choose_backend(args.device, args.precision, comm.info().local_rank);
-  const int local_batch = (args.batch_size + comm.size() - 1) / comm.size();
-  const int max_seq = std::max(longest(data.train), longest(data.val));
-  const std::unique_ptr<TrainingBackend> engine = make_training_backend(
-      choice, model.config, data.labels.size(), local_batch, max_seq, model.params, trainer_options(args, data), comm);
-  RunState run = initial_state(args, dirs, *engine);
-
   BatcherOptions train_batching;
   train_batching.batch_size = args.batch_size;
   train_batching.shuffle = args.shuffle;
   train_batching.seed = args.seed;
   train_batching.classes = data.labels.size();
-  train_batching.pad_id = tokenizer.pad_id();
   train_batching.rank = comm.rank();
   train_batching.world_size = comm.size();
   BatcherOptions val_batching = train_batching;
   val_batching.shuffle = false;
   const Batcher train_batcher(&data.train, train_batching), val_batcher(&data.val, val_batching);
+
+  // Engine: its activations are sized by the most tokens of this rank's slices, not by rows × longest row.
+  const BackendChoice choice = choose_backend(args.device, args.precision, comm.info().local_rank);
+  const std::unique_ptr<TrainingBackend> engine =
+      make_training_backend(choice, model.config, data.labels.size(), batch_limits({&train_batcher, &val_batcher}),
+                            model.params, trainer_options(args, data), comm);
+  RunState run = initial_state(args, dirs, *engine);
 
   json params = args_json(args);
   params["world_size"] = comm.size();

@@ -18,9 +18,9 @@ namespace {
 // The CPU engine: ClassifierTrainer<float>, synchronous, gradients summed over ranks with MPI.
 class CpuBackend final : public TrainingBackend {
  public:
-  CpuBackend(const BertConfig& config, int num_labels, int max_batch, int max_seq, const std::vector<float>& params,
+  CpuBackend(const BertConfig& config, int num_labels, const BatchLimits& limits, const std::vector<float>& params,
              const TrainerOptions& options)
-      : trainer_(config, num_labels, max_batch, max_seq, params, options) {}
+      : trainer_(config, num_labels, limits, params, options) {}
 
   std::string description() const override {
     return "cpu (" + std::to_string(omp_get_max_threads()) + " threads, fp32)";
@@ -86,18 +86,18 @@ BackendChoice choose_backend(const std::string& device, const std::string& preci
 }
 
 std::unique_ptr<TrainingBackend> make_training_backend(const BackendChoice& choice, const BertConfig& config,
-                                                       int num_labels, int max_batch, int max_seq,
+                                                       int num_labels, const BatchLimits& limits,
                                                        const std::vector<float>& params,
                                                        const TrainerOptions& options, Communicator& comm) {
   if (choice.cuda) {
-    return make_cuda_backend(choice.device, choice.bf16, config, num_labels, max_batch, max_seq, params, options,
+    return make_cuda_backend(choice.device, choice.bf16, config, num_labels, limits, params, options,
                              comm);
   }
-  return std::make_unique<CpuBackend>(config, num_labels, max_batch, max_seq, params, options);
+  return std::make_unique<CpuBackend>(config, num_labels, limits, params, options);
 }
 
 #if !BERTRAIN_HAS_CUDA
-std::unique_ptr<TrainingBackend> make_cuda_backend(int, bool, const BertConfig&, int, int, int,
+std::unique_ptr<TrainingBackend> make_cuda_backend(int, bool, const BertConfig&, int, const BatchLimits&,
                                                    const std::vector<float>&, const TrainerOptions&, Communicator&) {
   BERTRAIN_FAIL("this build has no CUDA support (configure with -DBERTRAIN_CUDA=ON on a machine with nvcc)");
 }

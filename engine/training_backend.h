@@ -56,16 +56,16 @@ struct BackendChoice {
 BackendChoice choose_backend(const std::string& device, const std::string& precision, int local_rank);
 
 // The engine for `choice`, owning parameters (initialised from `params`), gradients, optimizer state and
-// activations for batches up to max_batch × max_seq. With more than one rank in `comm`, the CUDA engine
+// activations for batches within `limits`. With more than one rank in `comm`, the CUDA engine
 // sets up NCCL over it (a collective call: every rank must make it).
 std::unique_ptr<TrainingBackend> make_training_backend(const BackendChoice& choice, const BertConfig& config,
-                                                       int num_labels, int max_batch, int max_seq,
+                                                       int num_labels, const BatchLimits& limits,
                                                        const std::vector<float>& params,
                                                        const TrainerOptions& options, Communicator& comm);
 
 // The CUDA engine (engine/cuda/gpu_trainer.cpp; builds with CUDA only).
 std::unique_ptr<TrainingBackend> make_cuda_backend(int device, bool bf16, const BertConfig& config, int num_labels,
-                                                   int max_batch, int max_seq, const std::vector<float>& params,
+                                                   const BatchLimits& limits, const std::vector<float>& params,
                                                    const TrainerOptions& options, Communicator& comm);
 
 }  // namespace bertrain

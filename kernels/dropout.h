@@ -2,13 +2,14 @@
 // stream `key` is i is kept when its uniform draw u satisfies u >= p, and kept values are scaled by
 // 1 / (1 - p). The mask is never stored: backward regenerates it from the same key.
 //
-// Logical indices make masks independent of padding and of data-parallel slicing: element (b, s, c) of a
-// [B, S, C] tensor has index ((first_sample + b) · max_positions + s) · C + c, where first_sample is the
-// batch's first row within the global batch and max_positions a fixed bound on S. So a sample draws the
-// same mask whether it is padded to 40 or 64 tokens and whichever rank holds it.
+// Logical indices make masks independent of padding, packing and data-parallel slicing: element (b, s, c) of
+// a hidden-state tensor (token s of row b, feature c) has index ((first_sample + b) · max_positions + s) · C + c,
+// where first_sample is the batch's first row within the global batch and max_positions a fixed bound on S. So a
+// sample draws the same mask whether its batch is packed or padded, whatever its neighbours, on whichever rank.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "core/philox.h"
 
@@ -17,22 +18,26 @@
 
 namespace bertrain {
 
-// How the n elements of a tensor map to logical indices (see above). The default, {0, 1, 1, 0}, is a flat
-// tensor: element i has index i.
+// How the n elements of a tensor of rows × `cols` map to logical indices (see above). Row r is logical row
+// token_slots[r] when token_slots is given (packed tokens: slot (first_sample + b) · max_positions + s of token r,
+// see packed_positions_cpu in kernels/embedding.h; a device pointer for the CUDA launchers), else first_sample + r
+// (one row per sample, e.g. the pooled [B, H]). The default, {0, 1, 0, null}, is a flat tensor: element i has
+// index i.
 struct DropoutLayout {
   int64_t first_sample = 0;
-  int seq = 1;            // S: rows per sample in this tensor
-  int max_positions = 1;  // the bound on S used for indexing (max_position_embeddings)
-  int cols = 0;           // C: elements per row; 0 means n (one flat row)
+  int max_positions = 1;                  // P, the bound on S (max_position_embeddings); attention indices use it
+  int cols = 0;                           // elements per row; 0 means n (one flat row)
+  const int64_t* token_slots = nullptr;   // [rows] logical row of each row, or null
 };
 
 // Logical stream index of flat element `i` of a tensor laid out as `layout` with `cols` columns. Host and
 // device (CUDA kernels call it), so CPU and GPU draw from the same index.
 BERTRAIN_HOST_DEVICE uint64_t dropout_index(const DropoutLayout& layout, std::size_t cols, std::size_t i) {
   const std::size_t row = i / cols, col = i % cols;
-  const std::size_t sample = row / static_cast<std::size_t>(layout.seq), pos = row % static_cast<std::size_t>(layout.seq);
-  return ((static_cast<uint64_t>(layout.first_sample) + sample) * static_cast<uint64_t>(layout.max_positions) + pos) *
-             cols + col;
+  const uint64_t logical_row = layout.token_slots != nullptr
+                                   ? static_cast<uint64_t>(layout.token_slots[row])
+                                   : static_cast<uint64_t>(layout.first_sample) + row;
+  return logical_row * cols + col;
 }
 
 // out[0, n) = dropout(in[0, n)) for elements whose logical indices are first_index + [0, n): the masking

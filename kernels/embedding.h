@@ -8,32 +8,39 @@
 
 namespace bertrain {
 
-// out[B*S, H] (=): word[ids[b,s]] + pos[s] + type[token_types[b,s]]; token_types null means all type 0.
-// Throws Error when an id is outside [0, vocab) or a token type outside [0, type_vocab).
+// Tokens are packed (DESIGN.md): T tokens of B rows back to back, row b being tokens [cu_seqlens[b],
+// cu_seqlens[b + 1]) and positions[t] the position of token t within its row (0 at each row's start).
+
+// out[T, H] (=): word[ids[t]] + pos[positions[t]] + type[token_types[t]]; token_types null means all type 0.
+// Throws Error when an id is outside [0, vocab), a position outside [0, max_pos) or a token type outside
+// [0, type_vocab).
 template <typename T>
-void embedding_forward_cpu(T* out, const int32_t* ids, const int32_t* token_types, const T* word, const T* pos,
-                           const T* type, int batch, int seq, int hidden, int vocab, int type_vocab);
+void embedding_forward_cpu(T* out, const int32_t* ids, const int32_t* positions, const int32_t* token_types,
+                           const T* word, const T* pos, const T* type, int tokens, int hidden, int vocab, int max_pos,
+                           int type_vocab);
 
 // dword[vocab, H], dpos[max_pos, H], dtype[type_vocab, H]: all written (=), rows no token used are zero.
-// Scatter-adds run in token order for every column, so results are deterministic.
+// Scatter-adds run in token order for every column, so results are deterministic. Rows longer than max_pos
+// throw Error.
 template <typename T>
-void embedding_backward_cpu(T* dword, T* dpos, T* dtype, const T* dout, const int32_t* ids,
-                            const int32_t* token_types, int batch, int seq, int hidden, int vocab, int max_pos,
+void embedding_backward_cpu(T* dword, T* dpos, T* dtype, const T* dout, const int32_t* ids, const int32_t* cu_seqlens,
+                            const int32_t* token_types, int batch, int tokens, int hidden, int vocab, int max_pos,
                             int type_vocab);
 
-// ---- CUDA (kernels/cuda/embedding.cu). ids and token types must be in range (checked on the host before
-// upload: a kernel cannot throw). One block per token, threads over H.
+// ---- CUDA (kernels/cuda/embedding.cu). ids, positions, cu_seqlens and token types must be in range (checked on
+// the host before upload: a kernel cannot throw). One block per token, threads over H.
 template <typename T>
-void embedding_forward_cuda(T* out, const int32_t* ids, const int32_t* token_types, const T* word, const T* pos,
-                            const T* type, int batch, int seq, int hidden, CudaStream stream);
-// Bytes of scratch embedding_backward_cuda needs for batch·seq tokens.
+void embedding_forward_cuda(T* out, const int32_t* ids, const int32_t* positions, const int32_t* token_types,
+                            const T* word, const T* pos, const T* type, int tokens, int hidden, CudaStream stream);
+// Bytes of scratch embedding_backward_cuda needs for `tokens` tokens.
 std::size_t embedding_backward_scratch_bytes(int tokens);
 // dword, dpos, dtype (=), float. Deterministic without atomics: token indices are radix-sorted by id
-// (stable), and each run of equal ids is summed in token order by one block; positions and types likewise
-// in a fixed order.
+// (stable), and each run of equal ids is summed in token order by one block; positions (row by row, through
+// cu_seqlens) and types likewise in token order.
 template <typename T>
 void embedding_backward_cuda(float* dword, float* dpos, float* dtype, const T* dout, const int32_t* ids,
-                             const int32_t* token_types, int batch, int seq, int hidden, int vocab, int max_pos,
-                             int type_vocab, void* scratch, std::size_t scratch_bytes, CudaStream stream);
+                             const int32_t* cu_seqlens, const int32_t* token_types, int batch, int tokens, int hidden,
+                             int vocab, int max_pos, int type_vocab, void* scratch, std::size_t scratch_bytes,
+                             CudaStream stream);
 
 }  // namespace bertrain

@@ -1,5 +1,4 @@
-// Small whole-tensor ops of the training step: dtype casts, y += x, the [CLS] row gather and its
-// backward, and the gradient norm. CPU twins first, then the CUDA launchers (kernels/cuda/tensor_ops.cu).
+// Small whole-tensor ops of the training step: dtype casts, y += x and the gradient norm. CPU twins first, then the CUDA launchers (kernels/cuda/tensor_ops.cu).
 #pragma once
 
 #include <cstddef>
@@ -17,13 +16,6 @@ void cast_cpu(float* y, const bf16* x, std::size_t n);
 template <typename T>
 void add_inplace_cpu(T* y, const T* x, std::size_t n);
 
-// cls[B, H] (=) row 0 of every sample of seq[B, S, H].
-template <typename T>
-void gather_first_token_cpu(T* cls, const T* seq, int batch, int seq_len, int hidden);
-// dseq[B, S, H] (=): dcls[b] in row 0 of sample b, zero elsewhere.
-template <typename T>
-void scatter_first_token_cpu(T* dseq, const T* dcls, int batch, int seq_len, int hidden);
-
 // Σ x[i]² in double (the gradient norm is its square root).
 double sum_of_squares_cpu(const float* x, std::size_t n);
 
@@ -32,10 +24,6 @@ void cast_cuda(bf16* y, const float* x, std::size_t n, CudaStream stream);
 void cast_cuda(float* y, const bf16* x, std::size_t n, CudaStream stream);
 template <typename T>
 void add_inplace_cuda(T* y, const T* x, std::size_t n, CudaStream stream);
-template <typename T>
-void gather_first_token_cuda(T* cls, const T* seq, int batch, int seq_len, int hidden, CudaStream stream);
-template <typename T>
-void scatter_first_token_cuda(T* dseq, const T* dcls, int batch, int seq_len, int hidden, CudaStream stream);
 // out[0] (=) Σ x[i]² (float accumulation per block, blocks added in a fixed order through
 // handles.workspace; deterministic).
 void sum_of_squares_cuda(const GpuHandles& handles, float* out, const float* x, std::size_t n);

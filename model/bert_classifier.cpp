@@ -11,6 +11,7 @@
 #include "kernels/embedding.h"
 #include "kernels/layernorm.h"
 #include "kernels/linear.h"
+#include "kernels/packed.h"
 #include "model/dropout_sites.h"
 
 namespace bertrain {
@@ -25,6 +26,17 @@ DropoutSetting DropoutSetting::training(const BertConfig& config, uint64_t seed,
   return d;
 }
 
+BertBatch packed_batch(const int32_t* ids, const int32_t* cu_seqlens, int batch, int64_t first_sample) {
+  BertBatch b;
+  b.input_ids = ids;
+  b.cu_seqlens = cu_seqlens;
+  b.batch = batch;
+  b.tokens = batch > 0 ? cu_seqlens[batch] : 0;
+  b.longest = longest_row(cu_seqlens, batch);
+  b.first_sample = first_sample;
+  return b;
+}
+
 namespace {
 
 template <typename T>
@@ -36,21 +48,43 @@ void add_inplace(T* y, const T* x, std::size_t n) {
 
 }  // namespace
 
+void check_limits(const BatchLimits& limits, const BertConfig& config) {
+  BERTRAIN_CHECK(limits.rows > 0 && limits.longest > 0 && limits.tokens > 0,
+                 "batch limits must be positive: " << limits.rows << " rows, longest " << limits.longest << ", "
+                                                   << limits.tokens << " tokens");
+  BERTRAIN_CHECK(limits.tokens <= static_cast<int64_t>(limits.rows) * limits.longest && limits.tokens >= limits.rows,
+                 "batch limits: " << limits.tokens << " tokens cannot fill " << limits.rows << " rows of at most "
+                                  << limits.longest);
+  BERTRAIN_CHECK(limits.longest <= config.max_position_embeddings,
+                 "sequence length " << limits.longest << " exceeds max_position_embeddings "
+                                    << config.max_position_embeddings);
+}
+
+void check_batch(const BertBatch& batch, const BatchLimits& limits, const char* what) {
+  BERTRAIN_CHECK(batch.batch > 0 && batch.batch <= limits.rows,
+                 what << ": batch of " << batch.batch << " rows is outside [1, " << limits.rows << "]");
+  BERTRAIN_CHECK(batch.tokens > 0 && batch.tokens <= limits.tokens,
+                 what << ": batch of " << batch.tokens << " tokens is outside [1, " << limits.tokens << "]");
+  BERTRAIN_CHECK(batch.longest > 0 && batch.longest <= limits.longest,
+                 what << ": longest row of " << batch.longest << " tokens is outside [1, " << limits.longest << "]");
+}
+
 template <typename T>
-BertClassifier<T>::BertClassifier(const BertConfig& config, int num_labels, int max_batch, int max_seq)
-    : config_(config), num_labels_(num_labels), max_batch_(max_batch), max_seq_(max_seq) {
+BertClassifier<T>::BertClassifier(const BertConfig& config, int num_labels, const BatchLimits& limits)
+    : config_(config), num_labels_(num_labels), limits_(limits) {
   config_.validate("model config");
   BERTRAIN_CHECK(num_labels > 0, "the classifier needs at least one label, got " << num_labels);
-  BERTRAIN_CHECK(max_batch > 0 && max_seq > 0, "batch and sequence sizes must be positive");
-  BERTRAIN_CHECK(max_seq <= config.max_position_embeddings,
-                 "sequence length " << max_seq << " exceeds max_position_embeddings " << config.max_position_embeddings);
+  check_limits(limits, config_);
   layout_ = bert_classifier_layout(config_, num_labels);
 
-  const std::size_t tokens = static_cast<std::size_t>(max_batch) * max_seq;
-  const std::size_t h = config.hidden_size, i = config.intermediate_size, b = max_batch;
-  const std::size_t probs = b * config.num_attention_heads * max_seq * max_seq;
+  const std::size_t tokens = static_cast<std::size_t>(limits.tokens), seq = static_cast<std::size_t>(limits.longest);
+  const std::size_t h = config.hidden_size, i = config.intermediate_size, b = limits.rows;
+  // NH·Σ L_b² ≤ NH·S·Σ L_b = NH·S·T.
+  const std::size_t probs = config.num_attention_heads * seq * tokens;
   const int layers = config.num_hidden_layers;
   threads_ = omp_get_max_threads();
+  positions_.assign(tokens, 0);
+  slots_.assign(tokens, 0);
 
   // Every buffer is a slice of one arena: first collect the requests, then allocate once and hand out.
   std::vector<std::pair<T**, std::size_t>> plan;
@@ -66,13 +100,13 @@ BertClassifier<T>::BertClassifier(const BertConfig& config, int num_labels, int 
     for (T** p : {&a.ln1_mean, &a.ln1_rstd, &a.ln2_mean, &a.ln2_rstd}) reserve(*p, tokens);
     reserve(a.probs, probs);
     reserve(a.inter_pre, tokens * i);
+    reserve(a.inter_act, tokens * i);
   }
   for (T** p : {&cls_, &pool_pre_, &pooled_, &pooled_drop_, &d_small_a_, &d_small_b_}) reserve(*p, b * h);
   reserve(logits_, b * num_labels);
-  reserve(act_scratch_, tokens * i);
   reserve(d_inter_, tokens * i);
   for (T** p : {&dy_, &d_a_, &d_b_, &d_c_, &d_d_, &d_e_}) reserve(*p, tokens * h);
-  reserve(attention_scratch_, attention_scratch_elements(max_seq, threads_));
+  reserve(attention_scratch_, attention_scratch_elements(limits.longest, threads_));
 
   std::size_t total = 0;
   for (const auto& request : plan) total += request.second;
@@ -86,10 +120,12 @@ BertClassifier<T>::BertClassifier(const BertConfig& config, int num_labels, int 
 
 template <typename T>
 void BertClassifier<T>::forward(const T* params, const BertBatch& batch, const DropoutSetting& dropout) {
-  BERTRAIN_CHECK(batch.batch > 0 && batch.batch <= max_batch_,
-                 "batch size " << batch.batch << " is outside [1, " << max_batch_ << "]");
-  BERTRAIN_CHECK(batch.seq > 0 && batch.seq <= max_seq_,
-                 "sequence length " << batch.seq << " is outside [1, " << max_seq_ << "]");
+  check_batch(batch, limits_, "BertClassifier::forward");
+  check_row_offsets(batch.cu_seqlens, batch.batch, batch.tokens, batch.longest, "BertClassifier::forward");
+  BERTRAIN_CHECK(longest_row(batch.cu_seqlens, batch.batch) == batch.longest,
+                 "BertClassifier::forward: the batch says its longest row has " << batch.longest << " tokens, it has "
+                                                                                << longest_row(batch.cu_seqlens,
+                                                                                               batch.batch));
   // The attention scratch holds one slice per thread, sized when the model was built.
   BERTRAIN_CHECK(omp_get_max_threads() <= threads_, "OpenMP thread count grew from " << threads_ << " to "
                                                                                        << omp_get_max_threads()
@@ -98,15 +134,17 @@ void BertClassifier<T>::forward(const T* params, const BertBatch& batch, const D
   dropout_ = dropout;
   const BertWeights<const T>& w = weights_.bind(layout_, config_.num_hidden_layers, params);
   const BertConfig& c = config_;
-  const int B = batch.batch, S = batch.seq, H = c.hidden_size, I = c.intermediate_size, C = num_labels_;
-  const int tokens = B * S;
+  const int B = batch.batch, H = c.hidden_size, I = c.intermediate_size, C = num_labels_;
+  const int tokens = batch.tokens;
   const std::size_t th = static_cast<std::size_t>(tokens) * H;
   const T eps = T(c.layer_norm_eps);
   const Activation act = c.activation();
-  const SiteLayouts layouts(batch.first_sample, S, c.max_position_embeddings, H);
+  packed_positions_cpu(positions_.data(), slots_.data(), batch.cu_seqlens, B, batch.first_sample,
+                       c.max_position_embeddings);
+  const SiteLayouts layouts(batch.first_sample, c.max_position_embeddings, H, slots_.data());
 
-  embedding_forward_cpu(emb_sum_, batch.input_ids, nullptr, w.word_emb, w.pos_emb, w.type_emb, B, S, H,
-                        c.vocab_size, c.type_vocab_size);
+  embedding_forward_cpu(emb_sum_, batch.input_ids, positions_.data(), nullptr, w.word_emb, w.pos_emb, w.type_emb,
+                        tokens, H, c.vocab_size, c.max_position_embeddings, c.type_vocab_size);
   layernorm_forward_cpu(layer_in_[0], emb_mean_, emb_rstd_, emb_sum_, static_cast<const T*>(nullptr), w.emb_ln_g,
                         w.emb_ln_b, tokens, H, eps);
   dropout_forward_cpu(layer_in_[0], layer_in_[0], th, dropout.hidden, dropout.key(kEmbeddings),
@@ -119,16 +157,16 @@ void BertClassifier<T>::forward(const T* params, const BertBatch& batch, const D
     linear_forward_cpu(a.q, x, lw.query_w, lw.query_b, tokens, H, H);
     linear_forward_cpu(a.k, x, lw.key_w, lw.key_b, tokens, H, H);
     linear_forward_cpu(a.v, x, lw.value_w, lw.value_b, tokens, H, H);
-    attention_forward_cpu(a.ctx, a.probs, a.q, a.k, a.v, batch.attention_mask, B, S, c.num_attention_heads,
-                          c.head_dim(), dropout.attention, dropout.key(layer_site(l, kAttentionProbs)),
-                          attention_scratch_, layouts.attention);
+    attention_forward_cpu(a.ctx, a.probs, a.q, a.k, a.v, batch.cu_seqlens, B, c.num_attention_heads, c.head_dim(),
+                          dropout.attention, dropout.key(layer_site(l, kAttentionProbs)), attention_scratch_,
+                          layouts.attention);
     linear_forward_cpu(a.attn_out, a.ctx, lw.attn_out_w, lw.attn_out_b, tokens, H, H);
     dropout_forward_cpu(a.attn_out, a.attn_out, th, dropout.hidden, dropout.key(layer_site(l, kAttentionOutput)),
                         layouts.tokens);
     layernorm_forward_cpu(a.ln1_out, a.ln1_mean, a.ln1_rstd, a.attn_out, x, lw.attn_ln_g, lw.attn_ln_b, tokens, H, eps);
     linear_forward_cpu(a.inter_pre, a.ln1_out, lw.inter_w, lw.inter_b, tokens, H, I);
-    activation_forward_cpu(act_scratch_, a.inter_pre, static_cast<std::size_t>(tokens) * I, act);
-    linear_forward_cpu(a.out_dense, act_scratch_, lw.out_w, lw.out_b, tokens, I, H);
+    activation_forward_cpu(a.inter_act, a.inter_pre, static_cast<std::size_t>(tokens) * I, act);
+    linear_forward_cpu(a.out_dense, a.inter_act, lw.out_w, lw.out_b, tokens, I, H);
     dropout_forward_cpu(a.out_dense, a.out_dense, th, dropout.hidden,
                         dropout.key(layer_site(l, kFeedForwardOutput)), layouts.tokens);
     layernorm_forward_cpu(layer_in_[l + 1], a.ln2_mean, a.ln2_rstd, a.out_dense, a.ln1_out, lw.out_ln_g,
@@ -136,8 +174,7 @@ void BertClassifier<T>::forward(const T* params, const BertBatch& batch, const D
   }
 
   // Pooler on the [CLS] token, then classifier dropout and the linear head.
-  const T* seq_out = layer_in_.back();
-  for (int b = 0; b < B; ++b) std::copy_n(seq_out + static_cast<std::size_t>(b) * S * H, H, cls_ + static_cast<std::size_t>(b) * H);
+  gather_first_tokens_cpu(cls_, static_cast<const T*>(layer_in_.back()), batch.cu_seqlens, B, H);
   linear_forward_cpu(pool_pre_, cls_, w.pooler_w, w.pooler_b, B, H, H);
   activation_forward_cpu(pooled_, pool_pre_, static_cast<std::size_t>(B) * H, Activation::kTanh);
   dropout_forward_cpu(pooled_drop_, pooled_, static_cast<std::size_t>(B) * H, dropout.classifier,
@@ -152,11 +189,11 @@ void BertClassifier<T>::backward(T* grads, const T* params, const T* dlogits) {
   const BertWeights<T>& g = gradients_.bind(layout_, config_.num_hidden_layers, grads);
   const BertConfig& c = config_;
   const DropoutSetting& dropout = dropout_;
-  const int B = batch_.batch, S = batch_.seq, H = c.hidden_size, I = c.intermediate_size, C = num_labels_;
-  const int tokens = B * S;
+  const int B = batch_.batch, H = c.hidden_size, I = c.intermediate_size, C = num_labels_;
+  const int tokens = batch_.tokens;
   const std::size_t th = static_cast<std::size_t>(tokens) * H, ti = static_cast<std::size_t>(tokens) * I;
   const Activation act = c.activation();
-  const SiteLayouts layouts(batch_.first_sample, S, c.max_position_embeddings, H);
+  const SiteLayouts layouts(batch_.first_sample, c.max_position_embeddings, H, slots_.data());
 
   // Head: classifier, dropout, tanh, pooler dense; the pooler's input gradient lands on the [CLS] rows.
   linear_backward_cpu(d_small_a_, g.classifier_w, g.classifier_b, dlogits, pooled_drop_, w.classifier_w, B, H, C,
@@ -165,8 +202,7 @@ void BertClassifier<T>::backward(T* grads, const T* params, const T* dlogits) {
                        dropout.key(classifier_site(c.num_hidden_layers)), layouts.pooled);
   activation_backward_cpu(d_small_a_, d_small_a_, pool_pre_, static_cast<std::size_t>(B) * H, Activation::kTanh);
   linear_backward_cpu(d_small_b_, g.pooler_w, g.pooler_b, d_small_a_, cls_, w.pooler_w, B, H, H, false);
-  std::fill(dy_, dy_ + th, T(0));
-  for (int b = 0; b < B; ++b) std::copy_n(d_small_b_ + static_cast<std::size_t>(b) * H, H, dy_ + static_cast<std::size_t>(b) * S * H);
+  scatter_first_tokens_cpu(dy_, static_cast<const T*>(d_small_b_), batch_.cu_seqlens, B, H);
 
   for (int l = c.num_hidden_layers - 1; l >= 0; --l) {
     const BertLayerWeights<const T>& lw = w.layers[l];
@@ -177,11 +213,10 @@ void BertClassifier<T>::backward(T* grads, const T* params, const T* dlogits) {
     // Output LayerNorm: dy is the gradient of this layer's output.
     layernorm_backward_cpu(dz2, lg.out_ln_g, lg.out_ln_b, dy_, a.out_dense, a.ln1_out, a.ln2_mean, a.ln2_rstd,
                            lw.out_ln_g, tokens, H);
-    // Feed-forward: dropout, output dense (input act(inter_pre), recomputed), activation, intermediate dense.
+    // Feed-forward: dropout, output dense (input act(inter_pre), kept by forward), activation, intermediate dense.
     dropout_backward_cpu(d_b_, dz2, th, dropout.hidden, dropout.key(layer_site(l, kFeedForwardOutput)),
                          layouts.tokens);
-    activation_forward_cpu(act_scratch_, a.inter_pre, ti, act);
-    linear_backward_cpu(d_inter_, lg.out_w, lg.out_b, d_b_, act_scratch_, lw.out_w, tokens, I, H, false);
+    linear_backward_cpu(d_inter_, lg.out_w, lg.out_b, d_b_, a.inter_act, lw.out_w, tokens, I, H, false);
     activation_backward_cpu(d_inter_, d_inter_, a.inter_pre, ti, act);
     T* d_ln1 = d_c_;
     linear_backward_cpu(d_ln1, lg.inter_w, lg.inter_b, d_inter_, a.ln1_out, lw.inter_w, tokens, H, I, false);
@@ -196,9 +231,9 @@ void BertClassifier<T>::backward(T* grads, const T* params, const T* dlogits) {
     linear_backward_cpu(dctx, lg.attn_out_w, lg.attn_out_b, d_b_, a.ctx, lw.attn_out_w, tokens, H, H, false);
     // Self-attention, then the three projections, whose input gradients add up with the residual.
     T *dq = d_b_, *dk = d_d_, *dv = d_e_;
-    attention_backward_cpu(dq, dk, dv, dctx, a.probs, a.q, a.k, a.v, B, S, c.num_attention_heads, c.head_dim(),
-                           dropout.attention, dropout.key(layer_site(l, kAttentionProbs)), attention_scratch_,
-                           layouts.attention);
+    attention_backward_cpu(dq, dk, dv, dctx, a.probs, a.q, a.k, a.v, batch_.cu_seqlens, B, c.num_attention_heads,
+                           c.head_dim(), dropout.attention, dropout.key(layer_site(l, kAttentionProbs)),
+                           attention_scratch_, layouts.attention);
     linear_backward_cpu(dy_, lg.query_w, lg.query_b, dq, x, lw.query_w, tokens, H, H, false);
     linear_backward_cpu(dy_, lg.key_w, lg.key_b, dk, x, lw.key_w, tokens, H, H, true);
     linear_backward_cpu(dy_, lg.value_w, lg.value_b, dv, x, lw.value_w, tokens, H, H, true);
@@ -209,8 +244,9 @@ void BertClassifier<T>::backward(T* grads, const T* params, const T* dlogits) {
   dropout_backward_cpu(dy_, dy_, th, dropout.hidden, dropout.key(kEmbeddings), layouts.tokens);
   layernorm_backward_cpu(d_a_, g.emb_ln_g, g.emb_ln_b, dy_, emb_sum_, static_cast<const T*>(nullptr), emb_mean_,
                          emb_rstd_, w.emb_ln_g, tokens, H);
-  embedding_backward_cpu(g.word_emb, g.pos_emb, g.type_emb, d_a_, batch_.input_ids, static_cast<const int32_t*>(nullptr),
-                         B, S, H, c.vocab_size, c.max_position_embeddings, c.type_vocab_size);
+  embedding_backward_cpu(g.word_emb, g.pos_emb, g.type_emb, d_a_, batch_.input_ids, batch_.cu_seqlens,
+                         static_cast<const int32_t*>(nullptr), B, tokens, H, c.vocab_size, c.max_position_embeddings,
+                         c.type_vocab_size);
 }
 
 template class BertClassifier<float>;

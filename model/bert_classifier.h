@@ -1,6 +1,7 @@
 // BertForSequenceClassification on the CPU: forward and hand-derived backward as a sequence of kernel
-// calls (kernels/*.h). All activations live in one arena sized at construction for the largest batch, so
-// a training step allocates nothing. Templated on the scalar type: float for training, double for
+// calls (kernels/*.h) over packed batches: every token-wise op runs on the T real tokens, attention runs per row
+// over that row's tokens, the pooler reads each row's first ([CLS]) token. All activations live in one arena
+// sized at construction for the largest batch (BatchLimits), so a training step allocates nothing. Templated on the scalar type: float for training, double for
 // finite-difference gradient checks.
 #pragma once
 
@@ -14,16 +15,33 @@
 
 namespace bertrain {
 
-// One padded batch on the host. ids and mask are [B, S] row-major; mask is 1 for real tokens, 0 for padding.
+// One packed batch (DESIGN.md): the T tokens of B rows back to back, no padding. Host memory for the CPU model;
+// the GPU model takes device ids and offsets with the same host-side counts.
 struct BertBatch {
-  const int32_t* input_ids = nullptr;
-  const int32_t* attention_mask = nullptr;
-  int batch = 0;
-  int seq = 0;
-  // Row of the global batch that row 0 is (data-parallel slices): dropout masks are drawn by global
-  // row, so N ranks draw what one process draws (kernels/dropout.h).
+  const int32_t* input_ids = nullptr;   // [T]
+  const int32_t* cu_seqlens = nullptr;  // [B + 1] row offsets: row b is tokens [cu_seqlens[b], cu_seqlens[b + 1])
+  int batch = 0;                        // B
+  int tokens = 0;                       // T = cu_seqlens[B]
+  int longest = 0;                      // S = max_b L_b
+  // Row of the global batch that row 0 is (data-parallel slices): dropout masks are drawn by global row and
+  // position, so N ranks draw what one process draws (kernels/dropout.h).
   int64_t first_sample = 0;
 };
+
+// The batch over host arrays ids [T] and cu_seqlens [B + 1] (T and S read from the offsets).
+BertBatch packed_batch(const int32_t* ids, const int32_t* cu_seqlens, int batch, int64_t first_sample = 0);
+
+// The largest batch a model is built for. Activations are sized by the tokens, not by rows × longest row.
+struct BatchLimits {
+  int rows = 0;     // B
+  int longest = 0;  // S
+  int tokens = 0;   // T, at most rows · longest
+};
+
+// Throws Error unless `limits` describe batches that can exist: positive, T ≤ B·S, S within the position table.
+void check_limits(const BatchLimits& limits, const BertConfig& config);
+// Throws Error starting with `what` when `batch`'s counts exceed `limits` or are not positive.
+void check_batch(const BertBatch& batch, const BatchLimits& limits, const char* what);
 
 // Dropout probabilities of one forward pass and the key of its masks. All zero: evaluation.
 struct DropoutSetting {
@@ -43,11 +61,12 @@ struct DropoutSetting {
 template <typename T>
 class BertClassifier {
  public:
-  BertClassifier(const BertConfig& config, int num_labels, int max_batch, int max_seq);
+  BertClassifier(const BertConfig& config, int num_labels, const BatchLimits& limits);
 
   const BertConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
   int num_labels() const { return num_labels_; }
+  const BatchLimits& limits() const { return limits_; }
 
   // Runs the model on `batch` with the parameters `params` (layout()); results: logits() and friends.
   void forward(const T* params, const BertBatch& batch, const DropoutSetting& dropout);
@@ -56,29 +75,33 @@ class BertClassifier {
 
   const T* logits() const { return logits_; }              // [B, C]
   const T* pooled_output() const { return pooled_; }       // [B, H], tanh(dense(CLS)) before dropout
-  const T* sequence_output() const { return layer_in_.back(); }  // [B, S, H]
+  const T* sequence_output() const { return layer_in_.back(); }  // [T, H]
   std::size_t activation_bytes() const { return arena_.size() * sizeof(T); }
 
  private:
   struct LayerActivations {
-    T *q, *k, *v, *probs, *ctx, *attn_out, *ln1_mean, *ln1_rstd, *ln1_out, *inter_pre, *out_dense, *ln2_mean,
-        *ln2_rstd;
+    // inter_act = act(inter_pre) is kept (not recomputed in backward): on the CPU memory is cheaper than the
+    // activation's second pass.
+    T *q, *k, *v, *probs, *ctx, *attn_out, *ln1_mean, *ln1_rstd, *ln1_out, *inter_pre, *inter_act, *out_dense,
+        *ln2_mean, *ln2_rstd;
   };
 
   BertConfig config_;
   int num_labels_;
-  int max_batch_, max_seq_;
+  BatchLimits limits_;
   int threads_ = 1;  // OpenMP threads the attention scratch was sized for
   ParamLayout layout_;
   std::vector<T> arena_;
+  std::vector<int32_t> positions_;  // [T] each token's position in its row
+  std::vector<int64_t> slots_;      // [T] each token's dropout row (kernels/packed.h)
 
-  // Saved by forward for backward ([T, H] unless noted; T = B·S tokens).
+  // Saved by forward for backward ([T, H] unless noted).
   T *emb_sum_, *emb_mean_, *emb_rstd_;      // [T, H], [T], [T]
   std::vector<T*> layer_in_;                // L + 1 tensors: the input of layer l; the last is the output
   std::vector<LayerActivations> layers_;
   T *cls_, *pool_pre_, *pooled_, *pooled_drop_, *logits_;  // [B, H] ×4, [B, C]
   // Scratch shared by all layers.
-  T *act_scratch_, *d_inter_;               // [T, I]
+  T* d_inter_;                              // [T, I]
   T *dy_, *d_a_, *d_b_, *d_c_, *d_d_, *d_e_;  // [T, H]
   T *d_small_a_, *d_small_b_;               // [B, H]
   T* attention_scratch_;

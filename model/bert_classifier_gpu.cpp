@@ -10,6 +10,7 @@
 #include "kernels/embedding.h"
 #include "kernels/layernorm.h"
 #include "kernels/linear.h"
+#include "kernels/packed.h"
 #include "kernels/tensor_ops.h"
 #include "model/dropout_sites.h"
 
@@ -53,26 +54,28 @@ class ArenaCarver {
 }  // namespace
 
 template <typename T>
-std::size_t BertClassifierGpu<T>::arena_bytes(const BertConfig& config, int num_labels, int max_batch, int max_seq) {
-  const BertClassifierGpu dry(config, num_labels, max_batch, max_seq, GpuHandles{}, nullptr, 0);
+std::size_t BertClassifierGpu<T>::arena_bytes(const BertConfig& config, int num_labels, const BatchLimits& limits) {
+  const BertClassifierGpu dry(config, num_labels, limits, GpuHandles{}, nullptr, 0);
   return dry.arena_used_;
 }
 
 template <typename T>
-BertClassifierGpu<T>::BertClassifierGpu(const BertConfig& config, int num_labels, int max_batch, int max_seq,
+BertClassifierGpu<T>::BertClassifierGpu(const BertConfig& config, int num_labels, const BatchLimits& limits,
                                         const GpuHandles& handles, void* arena, std::size_t arena_size)
-    : config_(config), num_labels_(num_labels), max_batch_(max_batch), max_seq_(max_seq), handles_(handles) {
+    : config_(config), num_labels_(num_labels), limits_(limits), handles_(handles) {
   config_.validate("model config");
   BERTRAIN_CHECK(num_labels > 0, "the classifier needs at least one label, got " << num_labels);
-  BERTRAIN_CHECK(max_batch > 0 && max_seq > 0, "batch and sequence sizes must be positive");
-  BERTRAIN_CHECK(max_seq <= config.max_position_embeddings,
-                 "sequence length " << max_seq << " exceeds max_position_embeddings " << config.max_position_embeddings);
+  check_limits(limits, config_);
   layout_ = bert_classifier_layout(config_, num_labels);
 
-  const std::size_t tokens = static_cast<std::size_t>(max_batch) * max_seq;
-  const std::size_t h = config.hidden_size, i = config.intermediate_size, b = max_batch;
-  const std::size_t probs = b * config.num_attention_heads * max_seq * max_seq;
+  const std::size_t tokens = static_cast<std::size_t>(limits.tokens), b = static_cast<std::size_t>(limits.rows);
+  const std::size_t h = config.hidden_size, i = config.intermediate_size;
+  // The attention's padded internals: B·S tokens.
+  const std::size_t padded = b * static_cast<std::size_t>(limits.longest);
+  const std::size_t probs = b * config.num_attention_heads * limits.longest * limits.longest;
   ArenaCarver carve(static_cast<char*>(arena));
+  carve.take(positions_, tokens);
+  carve.take(slots_, tokens);
   carve.take(emb_sum_, tokens * h);
   carve.take(emb_mean_, tokens);
   carve.take(emb_rstd_, tokens);
@@ -81,7 +84,8 @@ BertClassifierGpu<T>::BertClassifierGpu(const BertConfig& config, int num_labels
   for (std::size_t l = 0; l < stream_.size(); ++l) carve.take_stream(stream_[l], stream_t_[l], tokens * h);
   layers_.resize(config.num_hidden_layers);
   for (LayerActivations& a : layers_) {
-    for (T** p : {&a.qh, &a.kh, &a.vh, &a.ctx, &a.attn_out, &a.out_dense}) carve.take(*p, tokens * h);
+    for (T** p : {&a.qh, &a.kh, &a.vh}) carve.take(*p, padded * h);
+    for (T** p : {&a.ctx, &a.attn_out, &a.out_dense}) carve.take(*p, tokens * h);
     carve.take_stream(a.ln1_out, a.ln1_out_t, tokens * h);
     for (float** p : {&a.ln1_mean, &a.ln1_rstd, &a.ln2_mean, &a.ln2_rstd}) carve.take(*p, tokens);
     carve.take(a.probs, probs);
@@ -95,8 +99,8 @@ BertClassifierGpu<T>::BertClassifierGpu(const BertConfig& config, int num_labels
   for (float** p : {&dy_, &d_ln1_}) carve.take(*p, tokens * h);
   carve.take(act_, tokens * i);
   carve.take(d_inter_, tokens * i);
-  carve.take(attention_workspace_, attention_workspace_elements_cuda(max_batch, max_seq, config.num_attention_heads,
-                                                                     config.head_dim()));
+  carve.take(attention_workspace_, attention_workspace_elements_cuda(limits.rows, limits.longest,
+                                                                     config.num_attention_heads, config.head_dim()));
   // CUB's scratch size is a device query: models are only built (and sized) where there is a device.
   embedding_scratch_bytes_ = embedding_backward_scratch_bytes(static_cast<int>(tokens));
   carve.take_bytes(embedding_scratch_, embedding_scratch_bytes_);
@@ -107,25 +111,23 @@ BertClassifierGpu<T>::BertClassifierGpu(const BertConfig& config, int num_labels
 
 template <typename T>
 void BertClassifierGpu<T>::forward(const T* params, const BertBatch& batch, const DropoutSetting& dropout) {
-  BERTRAIN_CHECK(batch.batch > 0 && batch.batch <= max_batch_,
-                 "batch size " << batch.batch << " is outside [1, " << max_batch_ << "]");
-  BERTRAIN_CHECK(batch.seq > 0 && batch.seq <= max_seq_,
-                 "sequence length " << batch.seq << " is outside [1, " << max_seq_ << "]");
+  check_batch(batch, limits_, "BertClassifierGpu::forward");
   batch_ = batch;
   dropout_ = dropout;
   const GpuHandles& hd = handles_;
   const CudaStream stream = hd.stream;
   const BertWeights<const T>& w = weights_.bind(layout_, config_.num_hidden_layers, params);
   const BertConfig& c = config_;
-  const int B = batch.batch, S = batch.seq, H = c.hidden_size, I = c.intermediate_size, C = num_labels_;
-  const int tokens = B * S;
+  const int B = batch.batch, S = batch.longest, H = c.hidden_size, I = c.intermediate_size, C = num_labels_;
+  const int tokens = batch.tokens;
   const std::size_t th = static_cast<std::size_t>(tokens) * H;
   const float eps = static_cast<float>(c.layer_norm_eps);
   const Activation act = c.activation();
-  const SiteLayouts layouts(batch.first_sample, S, c.max_position_embeddings, H);
+  packed_positions_cuda(positions_, slots_, batch.cu_seqlens, B, batch.first_sample, c.max_position_embeddings, stream);
+  const SiteLayouts layouts(batch.first_sample, c.max_position_embeddings, H, slots_);
 
-  embedding_forward_cuda(emb_sum_, batch.input_ids, static_cast<const int32_t*>(nullptr), w.word_emb, w.pos_emb,
-                         w.type_emb, B, S, H, stream);
+  embedding_forward_cuda(emb_sum_, batch.input_ids, positions_, static_cast<const int32_t*>(nullptr), w.word_emb,
+                         w.pos_emb, w.type_emb, tokens, H, stream);
   // The embedding LayerNorm writes the float stream only; the dropout after it writes the stream and its T copy.
   layernorm_forward_cuda(stream_[0], static_cast<T*>(nullptr), emb_mean_, emb_rstd_, emb_sum_,
                          static_cast<const float*>(nullptr), w.emb_ln_g, w.emb_ln_b, tokens, H, eps, stream);
@@ -140,7 +142,7 @@ void BertClassifierGpu<T>::forward(const T* params, const BertBatch& batch, cons
     linear_forward_cuda(hd, q_, x_t, lw.query_w, lw.query_b, tokens, H, H);
     linear_forward_cuda(hd, k_, x_t, lw.key_w, lw.key_b, tokens, H, H);
     linear_forward_cuda(hd, v_, x_t, lw.value_w, lw.value_b, tokens, H, H);
-    attention_forward_cuda(hd, a.ctx, a.probs, a.qh, a.kh, a.vh, q_, k_, v_, batch.attention_mask, B, S,
+    attention_forward_cuda(hd, a.ctx, a.probs, a.qh, a.kh, a.vh, q_, k_, v_, batch.cu_seqlens, B, tokens, S,
                            c.num_attention_heads, c.head_dim(), dropout.attention,
                            dropout.key(layer_site(l, kAttentionProbs)), layouts.attention, attention_workspace_);
     linear_forward_cuda(hd, a.attn_out, a.ctx, lw.attn_out_w, lw.attn_out_b, tokens, H, H);
@@ -161,7 +163,7 @@ void BertClassifierGpu<T>::forward(const T* params, const BertBatch& batch, cons
 
   // Pooler on the [CLS] token (read from the T copy: the pooler dense's input), then classifier dropout and the
   // linear head.
-  gather_first_token_cuda(cls_, stream_t_.back(), B, S, H, stream);
+  gather_first_tokens_cuda(cls_, static_cast<const T*>(stream_t_.back()), batch.cu_seqlens, B, H, stream);
   linear_forward_cuda(hd, pool_pre_, cls_, w.pooler_w, w.pooler_b, B, H, H);
   activation_forward_cuda(pooled_, pool_pre_, static_cast<std::size_t>(B) * H, Activation::kTanh, stream);
   dropout_forward_cuda(pooled_drop_, pooled_, static_cast<std::size_t>(B) * H, dropout.classifier,
@@ -179,11 +181,11 @@ void BertClassifierGpu<T>::backward(float* grads, const T* params, const T* dlog
   const BertWeights<float>& g = gradients_.bind(layout_, config_.num_hidden_layers, grads);
   const BertConfig& c = config_;
   const DropoutSetting& dropout = dropout_;
-  const int B = batch_.batch, S = batch_.seq, H = c.hidden_size, I = c.intermediate_size, C = num_labels_;
-  const int tokens = B * S;
+  const int B = batch_.batch, S = batch_.longest, H = c.hidden_size, I = c.intermediate_size, C = num_labels_;
+  const int tokens = batch_.tokens;
   const std::size_t th = static_cast<std::size_t>(tokens) * H, ti = static_cast<std::size_t>(tokens) * I;
   const Activation act = c.activation();
-  const SiteLayouts layouts(batch_.first_sample, S, c.max_position_embeddings, H);
+  const SiteLayouts layouts(batch_.first_sample, c.max_position_embeddings, H, slots_);
   auto ready = [&](const float* first) {
     if (on_gradients_ready) on_gradients_ready(static_cast<std::size_t>(first - grads));
   };
@@ -198,7 +200,7 @@ void BertClassifierGpu<T>::backward(float* grads, const T* params, const T* dlog
   // The pooler's input gradient in float: it lands in the float residual-stream gradient.
   linear_backward_cuda(hd, d_small_b_, g.pooler_w, g.pooler_b, static_cast<const T*>(d_small_a_),
                        static_cast<const T*>(cls_), w.pooler_w, B, H, H, false);
-  scatter_first_token_cuda(dy_, static_cast<const float*>(d_small_b_), B, S, H, stream);
+  scatter_first_tokens_cuda(dy_, static_cast<const float*>(d_small_b_), batch_.cu_seqlens, B, tokens, H, stream);
   ready(g.pooler_w);
 
   // dy_ (float) holds the gradient of layer l's output stream on entry to iteration l and of its input on exit.
@@ -234,9 +236,9 @@ void BertClassifierGpu<T>::backward(float* grads, const T* params, const T* dlog
     T* dctx = d_c_;
     linear_backward_cuda(hd, dctx, lg.attn_out_w, lg.attn_out_b, d_b_, a.ctx, lw.attn_out_w, tokens, H, H, false);
     T *dq = d_b_, *dk = d_d_, *dv = d_e_;
-    attention_backward_cuda(hd, dq, dk, dv, dctx, a.probs, a.qh, a.kh, a.vh, B, S, c.num_attention_heads, c.head_dim(),
-                            dropout.attention, dropout.key(layer_site(l, kAttentionProbs)), layouts.attention,
-                            attention_workspace_);
+    attention_backward_cuda(hd, dq, dk, dv, dctx, a.probs, a.qh, a.kh, a.vh, batch_.cu_seqlens, B, tokens, S,
+                            c.num_attention_heads, c.head_dim(), dropout.attention,
+                            dropout.key(layer_site(l, kAttentionProbs)), layouts.attention, attention_workspace_);
     // The three branches that read x accumulate into the float dy_ (bf16 operands, fp32 C), then the residual
     // around the attention block, in fp32.
     linear_backward_cuda(hd, dy_, lg.query_w, lg.query_b, static_cast<const T*>(dq), x_t, lw.query_w, tokens, H, H,
@@ -255,8 +257,9 @@ void BertClassifierGpu<T>::backward(float* grads, const T* params, const T* dlog
                           static_cast<const T*>(emb_sum_), static_cast<const float*>(nullptr), emb_mean_, emb_rstd_,
                           w.emb_ln_g, tokens, H);
   embedding_backward_cuda(g.word_emb, g.pos_emb, g.type_emb, static_cast<const float*>(d_ln1_), batch_.input_ids,
-                          static_cast<const int32_t*>(nullptr), B, S, H, c.vocab_size, c.max_position_embeddings,
-                          c.type_vocab_size, embedding_scratch_, embedding_scratch_bytes_, stream);
+                          batch_.cu_seqlens, static_cast<const int32_t*>(nullptr), B, tokens, H, c.vocab_size,
+                          c.max_position_embeddings, c.type_vocab_size, embedding_scratch_, embedding_scratch_bytes_,
+                          stream);
   ready(grads);
 }
 

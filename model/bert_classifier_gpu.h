@@ -36,24 +36,24 @@ template <typename T>
 class BertClassifierGpu {
  public:
   // Bytes of device memory the activations and scratch of a model with these sizes need.
-  static std::size_t arena_bytes(const BertConfig& config, int num_labels, int max_batch, int max_seq);
+  static std::size_t arena_bytes(const BertConfig& config, int num_labels, const BatchLimits& limits);
   // Widest matrix a column reduction sees (for GpuContext's workspace: gpu_reduction_workspace_elements).
   static int widest_reduction(const BertConfig& config) { return config.intermediate_size > config.hidden_size
                                                                      ? config.intermediate_size
                                                                      : config.hidden_size; }
 
   // `arena` is device memory of arena_bytes(...) bytes, owned by the caller and kept alive with the model.
-  BertClassifierGpu(const BertConfig& config, int num_labels, int max_batch, int max_seq, const GpuHandles& handles,
+  BertClassifierGpu(const BertConfig& config, int num_labels, const BatchLimits& limits, const GpuHandles& handles,
                     void* arena, std::size_t arena_size);
 
   const BertConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
   int num_labels() const { return num_labels_; }
-  int max_batch() const { return max_batch_; }
-  int max_seq() const { return max_seq_; }
+  const BatchLimits& limits() const { return limits_; }
 
-  // Enqueues the forward pass. `params` (device, layout()) in T; batch.input_ids and batch.attention_mask are
-  // DEVICE pointers to [B, S] int32 whose ids the caller has checked against the vocabulary.
+  // Enqueues the forward pass. `params` (device, layout()) in T; batch.input_ids [T] and batch.cu_seqlens [B + 1]
+  // are DEVICE pointers whose ids and offsets the caller has checked on the host (against the vocabulary,
+  // check_row_offsets), and batch.tokens / batch.longest are the host's counts.
   void forward(const T* params, const BertBatch& batch, const DropoutSetting& dropout);
   // Enqueues the backward pass of the last forward: grads (device, layout(), float) written (=) from
   // dlogits [B, C] (device, T). After the gradients at layout offsets >= `offset` are final,
@@ -66,9 +66,11 @@ class BertClassifierGpu {
   T* logits() const { return logits_; }    // [B, C] device
   T* dlogits() const { return dlogits_; }  // [max_batch, C] device scratch for the caller's loss gradient
   const T* pooled_output() const { return pooled_; }                // [B, H]
-  const float* sequence_output() const { return stream_.back(); }  // [B, S, H], the float residual stream
+  const float* sequence_output() const { return stream_.back(); }  // [T, H], the float residual stream
 
  private:
+  // Token-wise tensors are [T, H] or [T, I] (packed); qh, kh, vh [B, NH, S, HD] and probs [B, NH, S, S] are the
+  // attention's padded internals (kernels/attention.h).
   struct LayerActivations {
     T *qh, *kh, *vh, *probs, *ctx, *attn_out, *inter_pre, *out_dense;
     float* ln1_out;  // [T, H] the attention block's output: residual stream (float)
@@ -77,10 +79,13 @@ class BertClassifierGpu {
   };
 
   BertConfig config_;
-  int num_labels_, max_batch_, max_seq_;
+  int num_labels_;
+  BatchLimits limits_;
   ParamLayout layout_;
   GpuHandles handles_;
 
+  int32_t* positions_;  // [T] each token's position in its row (kernels/packed.h)
+  int64_t* slots_;      // [T] each token's dropout row
   T *emb_sum_;
   float *emb_mean_, *emb_rstd_;
   // L + 1 tensors [T, H]: the input of layer l (the last is the encoder's output) as the float residual stream,

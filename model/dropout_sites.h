@@ -15,17 +15,18 @@ enum DropoutSite : uint32_t { kEmbeddings = 0, kAttentionProbs = 1, kAttentionOu
 inline uint32_t layer_site(int layer, DropoutSite site) { return 3u * static_cast<uint32_t>(layer) + site; }
 inline uint32_t classifier_site(int layers) { return 3u * static_cast<uint32_t>(layers) + 1; }
 
-// How each site's tensor maps to dropout indices (kernels/dropout.h) for a batch whose row 0 is row
-// `first_sample` of the global batch, padded to `seq` tokens.
+// How each site's tensor maps to dropout indices (kernels/dropout.h) for a packed batch whose row 0 is row
+// `first_sample` of the global batch and whose tokens have the dropout rows `token_slots` (kernels/packed.h; device
+// memory for the GPU model).
 struct SiteLayouts {
-  DropoutLayout tokens;     // [B, S, H] hidden states (embeddings, attention output, feed-forward output)
-  DropoutLayout attention;  // [B, NH, S, S] attention probabilities (kernels/attention.h)
+  DropoutLayout tokens;     // [T, H] hidden states (embeddings, attention output, feed-forward output)
+  DropoutLayout attention;  // the attention probabilities (kernels/attention.h)
   DropoutLayout pooled;     // [B, H] the classifier input
 
-  SiteLayouts(int64_t first_sample, int seq, int max_positions, int hidden)
-      : tokens{first_sample, seq, max_positions, hidden},
-        attention{first_sample, seq, max_positions, 0},
-        pooled{first_sample, 1, 1, hidden} {}
+  SiteLayouts(int64_t first_sample, int max_positions, int hidden, const int64_t* token_slots)
+      : tokens{first_sample, max_positions, hidden, token_slots},
+        attention{first_sample, max_positions, 0, nullptr},
+        pooled{first_sample, 1, hidden, nullptr} {}
 };
 
 }  // namespace bertrain

@@ -1,19 +1,27 @@
 // `bertrain bench step`: times whole training steps (forward, BCE loss, backward, Adam) of a randomly
-// initialised BERT classifier on a fixed synthetic batch, on the CPU or a CUDA device (fp32 or bf16), and
-// prints the loss of each step so that one can see it learn. Compare with tools/reference/bench_torch_step.py
-// (same shapes, PyTorch on the CPU or the GPU with bf16 autocast).
+// initialised BERT classifier on the CPU or a CUDA device (fp32 or bf16), and prints the loss of each step so
+// that one can see it learn. Batches are packed (the engine computes only real tokens): either one synthetic
+// batch (lengths from S/2 to S), or batches whose row lengths are drawn from a tokenized dataset
+// (--lengths-from), optionally extended to their longest row (--padded: the work a padded engine does).
+// Compare with tools/reference/bench_torch_step.py (--lengths takes the file --lengths-out writes).
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
+#include <numeric>
+#include <string>
 #include <cstdio>
 #include <vector>
 
 #include "core/build_config.h"
+#include "core/atomic_file.h"
 #include "core/build_info.h"
 #include "core/cpu_threads.h"
 #include "core/error.h"
 #include "core/philox.h"
+#include "data/dataset.h"
+#include "data/split.h"
+#include "data/tokenizer.h"
 #include "dist/communicator.h"
 #include "engine/classifier_trainer.h"
 #include "engine/training_backend.h"
@@ -26,25 +34,112 @@ namespace bertrain {
 
 namespace {
 
+// Row lengths of every step's batch (warm-up steps first).
+using BatchLengths = std::vector<std::vector<int>>;
+
+// `count` batches of `batch` rows whose lengths are the dataset's, in seeded shuffled epochs (as training with
+// --shuffle draws them); with `padded` every row gets its batch's longest length.
+BatchLengths lengths_from_dataset(const std::string& csv, const std::string& vocab, int max_length, int batch,
+                                  int count, uint64_t seed, bool padded) {
+  const BertTokenizer tokenizer(Vocab::load(vocab));
+  DatasetOptions options;
+  options.max_length = max_length;
+  const TextDataset data = load_text_dataset(csv, tokenizer, nullptr, options);
+  BERTRAIN_CHECK(!data.examples.empty(), csv << ": no rows to draw lengths from");
+  const int n = static_cast<int>(data.examples.size());
+  BatchLengths batches(static_cast<std::size_t>(count));
+  std::vector<int> order;
+  std::size_t next = 0;
+  uint64_t epoch = 0;
+  for (std::vector<int>& lengths : batches) {
+    for (int r = 0; r < batch; ++r) {
+      if (next == order.size()) {  // a new epoch, a new order
+        order = seeded_permutation(n, seed + 0x9E3779B97F4A7C15ull * ++epoch);
+        next = 0;
+      }
+      lengths.push_back(static_cast<int>(data.examples[static_cast<std::size_t>(order[next++])].ids.size()));
+    }
+    if (padded) std::fill(lengths.begin(), lengths.end(), *std::max_element(lengths.begin(), lengths.end()));
+  }
+  return batches;
+}
+
+// {"batches": [[L, ...], ...]}: what tools/reference/bench_torch_step.py --lengths reads.
+void write_lengths(const std::string& path, const BatchLengths& batches) {
+  std::string text = "{\"batches\": [";
+  for (std::size_t i = 0; i < batches.size(); ++i) {
+    text += i > 0 ? ",\n  [" : "\n  [";
+    for (std::size_t j = 0; j < batches[i].size(); ++j) text += (j > 0 ? ", " : "") + std::to_string(batches[i][j]);
+    text += "]";
+  }
+  text += "\n]}\n";
+  write_file_atomically(path, text);
+}
+
+// One packed batch of the given lengths: a [CLS]-like first token and random ids, one random label per row.
+struct SyntheticBatch {
+  std::vector<int32_t> ids, cu_seqlens;
+  std::vector<float> targets;
+  BertBatch view() const { return packed_batch(ids.data(), cu_seqlens.data(), static_cast<int>(cu_seqlens.size()) - 1); }
+};
+
+SyntheticBatch synthetic_batch(const std::vector<int>& lengths, int vocab, int labels, const RandomKey& key,
+                               uint64_t salt) {
+  SyntheticBatch b;
+  b.cu_seqlens.push_back(0);
+  b.targets.assign(lengths.size() * static_cast<std::size_t>(labels), 0.0f);
+  for (std::size_t r = 0; r < lengths.size(); ++r) {
+    for (int s = 0; s < lengths[r]; ++s) {
+      const uint64_t index = salt + 1000003ull * (r + 1) + static_cast<uint64_t>(s);
+      b.ids.push_back(s == 0 ? 1 : 1 + static_cast<int32_t>(philox_uniform(key, index) * (vocab - 1)));
+    }
+    b.cu_seqlens.push_back(static_cast<int32_t>(b.ids.size()));
+    const int label = static_cast<int>(philox_uniform(key, salt + 3 * r + 1) * labels) % labels;
+    b.targets[r * static_cast<std::size_t>(labels) + static_cast<std::size_t>(label)] = 1.0f;
+  }
+  return b;
+}
+
+// Model FLOPs of one step (forward + backward = 3 × forward) on real tokens: the dense layers (2 FLOPs per weight
+// and token: Q, K, V, attention output 4H², feed-forward 2HI) and the two attention products (2·L_b·H per token
+// each), as in the MFU accounting of the PaLM paper.
+double step_flops(const BertConfig& c, const std::vector<int>& lengths) {
+  double tokens = 0, squares = 0;
+  for (int l : lengths) {
+    tokens += l;
+    squares += static_cast<double>(l) * l;
+  }
+  const double h = c.hidden_size, inter = c.intermediate_size;
+  return 3.0 * c.num_hidden_layers * (2.0 * tokens * (4.0 * h * h + 2.0 * h * inter) + 4.0 * squares * h);
+}
+
 int bench_step(const std::vector<std::string>& args) {
   ArgParser parser("bench step",
-                   "Times training steps (forward + BCE loss + backward + Adam) of a random BERT classifier on\n"
-                   "one fixed synthetic batch and prints the loss of every step. Defaults: BERT-mini on the\n"
-                   "CPU; BERT-base on a GPU: --layers 12 --hidden 768 --heads 12 --intermediate 3072 --batch 256\n"
-                   "--seq 128 --device cuda --precision bf16.");
+                   "Times training steps (forward + BCE loss + backward + Adam) of a random BERT classifier and\n"
+                   "prints the loss of every step. Batches are packed: only real tokens are computed. Without\n"
+                   "--lengths-from every step uses one synthetic batch whose lengths run from S/2 to S; with it,\n"
+                   "step i uses the i-th batch of row lengths drawn (seeded, shuffled epochs) from the tokenized\n"
+                   "CSV, and --padded extends every row to its batch's longest (the padded engine's work).\n"
+                   "Defaults: BERT-mini on the CPU; BERT-base on a GPU: --layers 12 --hidden 768 --heads 12\n"
+                   "--intermediate 3072 --batch 256 --seq 128 --device cuda --precision bf16.");
   parser.option("layers", "4", "encoder layers");
   parser.option("hidden", "256", "hidden size H");
   parser.option("heads", "4", "attention heads");
   parser.option("intermediate", "1024", "feed-forward size I");
   parser.option("vocab", "31090", "vocabulary size V (SciBERT's)");
   parser.option("batch", "32", "batch size B");
-  parser.option("seq", "64", "sequence length S (rows are padded to it; lengths vary from S/2 to S)");
+  parser.option("seq", "64", "longest row S of the synthetic batch (rows have S/2 to S tokens)");
+  parser.option("lengths-from", "", "CSV (title, description) whose tokenized lengths the batches take");
+  parser.option("vocab-file", "", "vocab.txt to tokenize --lengths-from with (required with it)");
+  parser.option("max-length", "512", "with --lengths-from: rows are cut to this many tokens, as training does");
+  parser.flag("padded", "with --lengths-from: every row as long as its batch's longest row");
+  parser.option("lengths-out", "", "write the batches' row lengths as JSON (bench_torch_step.py --lengths)");
   parser.option("labels", "4", "classes C");
   parser.option("dropout", "0.1", "hidden and attention dropout");
   parser.option("steps", "20", "timed steps");
   parser.option("warmup", "3", "untimed steps before timing");
   parser.option("threads", "0", "OpenMP threads (0: OpenMP's default)");
-  parser.option("seed", "42", "seed of the weights, the batch and the dropout masks");
+  parser.option("seed", "42", "seed of the weights, the batches and the dropout masks");
   parser.option("device", "cpu", "cpu | cuda | auto");
   parser.option("precision", "fp32", "fp32 | bf16 (CUDA)");
   parser.option("peak-tflops", "0", "device peak TFLOP/s for the utilisation column (0: from the GPU's name)");
@@ -63,25 +158,42 @@ int bench_step(const std::vector<std::string>& args) {
   const int batch = parser.get_int("batch"), seq = parser.get_int("seq"), labels = parser.get_int("labels");
   const int steps = parser.get_int("steps"), warmup = parser.get_int("warmup");
   const uint64_t seed = static_cast<uint64_t>(parser.get_int("seed"));
+  const std::string lengths_csv = parser.get("lengths-from");
+  const bool padded = parser.get_flag("padded");
   if (batch < 1 || seq < 2 || labels < 1 || steps < 1 || warmup < 0) {
     throw UsageError("bench step: --batch, --labels and --steps must be >= 1, --seq >= 2, --warmup >= 0");
   }
-  if (seq > config.max_position_embeddings) config.max_position_embeddings = seq;
-  config.validate("bench step");
-
-  // A fixed batch: [CLS]-like first token, random ids, right padding, one random label per row.
-  std::vector<int32_t> ids(static_cast<std::size_t>(batch) * seq, 0), mask(ids.size(), 0);
-  std::vector<float> targets(static_cast<std::size_t>(batch) * labels, 0.0f);
-  const RandomKey key{seed, 0, 0xbe7c4u};
-  for (int b = 0; b < batch; ++b) {
-    const int length = seq / 2 + static_cast<int>(philox_uniform(key, 3 * b) * (seq - seq / 2 + 1));
-    for (int s = 0; s < std::min(length, seq); ++s) {
-      ids[b * seq + s] = 1 + static_cast<int32_t>(philox_uniform(key, 1000003ull * (b + 1) + s) * (config.vocab_size - 1));
-      mask[b * seq + s] = 1;
-    }
-    targets[b * labels + static_cast<int>(philox_uniform(key, 3 * b + 1) * labels) % labels] = 1.0f;
+  if (!lengths_csv.empty() && parser.get("vocab-file").empty()) {
+    throw UsageError("bench step: --lengths-from needs --vocab-file (the vocab.txt to tokenize it with)");
   }
-  const BertBatch bert_batch{ids.data(), mask.data(), batch, seq};
+  if (lengths_csv.empty() && padded) throw UsageError("bench step: --padded needs --lengths-from");
+
+  // Every step's row lengths, then one packed batch per distinct step (the loop only reads them).
+  BatchLengths lengths;
+  if (!lengths_csv.empty()) {
+    const int max_length = parser.get_int("max-length");
+    if (max_length < 2) throw UsageError("bench step: --max-length must be >= 2");
+    lengths = lengths_from_dataset(lengths_csv, parser.get("vocab-file"), max_length, batch, warmup + steps, seed, padded);
+  } else {
+    const RandomKey key{seed, 0, 0xbe7c4u};
+    std::vector<int> rows;
+    for (int b = 0; b < batch; ++b) rows.push_back(seq / 2 + static_cast<int>(philox_uniform(key, 3 * b) * (seq - seq / 2 + 1)));
+    for (int& l : rows) l = std::min(l, seq);
+    lengths.assign(1, rows);
+  }
+  if (!parser.get("lengths-out").empty()) write_lengths(parser.get("lengths-out"), lengths);
+  int longest = 1, most_tokens = 1;
+  for (const std::vector<int>& rows : lengths) {
+    longest = std::max(longest, *std::max_element(rows.begin(), rows.end()));
+    most_tokens = std::max(most_tokens, std::accumulate(rows.begin(), rows.end(), 0));
+  }
+  if (longest > config.max_position_embeddings) config.max_position_embeddings = longest;
+  config.validate("bench step");
+  std::vector<SyntheticBatch> batches;
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    batches.push_back(synthetic_batch(lengths[i], config.vocab_size, labels, RandomKey{seed, 0, 0xbe7c4u},
+                                      static_cast<uint64_t>(i) << 32));
+  }
 
   const ParamLayout layout = bert_classifier_layout(config, labels);
   TrainerOptions options;
@@ -89,46 +201,52 @@ int bench_step(const std::vector<std::string>& args) {
   options.seed = seed;
   const BackendChoice choice = choose_backend(parser.get("device"), parser.get("precision"), 0);
   const std::unique_ptr<Communicator> single = make_communicator(LaunchInfo{});
-  const std::unique_ptr<TrainingBackend> engine = make_training_backend(
-      choice, config, labels, batch, seq, random_bert_parameters(layout, config, seed), options, *single);
-  std::printf("bench step: layers %d, hidden %d, heads %d, intermediate %d, vocab %d, batch %d, seq %d, "
-              "%zu parameters; %s",
+  const std::unique_ptr<TrainingBackend> engine =
+      make_training_backend(choice, config, labels, BatchLimits{batch, longest, most_tokens},
+                            random_bert_parameters(layout, config, seed), options, *single);
+  std::printf("bench step: layers %d, hidden %d, heads %d, intermediate %d, vocab %d, batch %d, longest row %d, "
+              "%s, %zu parameters; %s",
               config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.intermediate_size,
-              config.vocab_size, batch, seq, layout.parameter_count(), engine->description().c_str());
+              config.vocab_size, batch, longest,
+              lengths_csv.empty() ? "synthetic lengths" : (padded ? "dataset lengths, padded" : "dataset lengths"),
+              layout.parameter_count(), engine->description().c_str());
   if (engine->device_memory_bytes() > 0) {
     std::printf(", %.2f GiB device memory", static_cast<double>(engine->device_memory_bytes()) / (1u << 30));
   }
   std::printf("\n");
-
-  // Model FLOPs of one step (forward + backward = 3 × forward): the dense layers (2 FLOPs per weight and
-  // token: Q, K, V, attention output 4H², feed-forward 2HI) and the two attention products (2·S·H per token
-  // each), as in the MFU accounting of the PaLM paper. Padding tokens count: the engine computes them.
-  const double tokens = static_cast<double>(batch) * seq, h = config.hidden_size, inter = config.intermediate_size;
-  const double flops_per_step =
-      3.0 * config.num_hidden_layers * (2.0 * tokens * (4.0 * h * h + 2.0 * h * inter) + 4.0 * tokens * seq * h);
   double peak_tflops = parser.get_double("peak-tflops");
   if (peak_tflops <= 0 && choice.cuda) peak_tflops = gpu_peak_tflops(choice.device, choice.bf16);
 
   std::vector<double> times;
+  double timed_flops = 0, timed_tokens = 0, timed_rows = 0;
   for (int i = 0; i < warmup + steps; ++i) {
+    const SyntheticBatch& b = batches[static_cast<std::size_t>(i) % batches.size()];
     const auto start = std::chrono::steady_clock::now();
-    engine->train_step(bert_batch, targets.data(), 1.0, *single);
+    engine->train_step(b.view(), b.targets.data(), 1.0, *single);
     const double loss = engine->take_loss();  // waits for the step: each step is timed whole
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (i >= warmup) times.push_back(ms);
-    std::printf("step %3d  loss %.6f  %8.2f ms%s\n", i + 1, loss, ms, i < warmup ? "  (warm-up)" : "");
+    if (i >= warmup) {
+      times.push_back(ms);
+      timed_flops += step_flops(config, lengths[static_cast<std::size_t>(i) % lengths.size()]);
+      timed_tokens += static_cast<double>(b.ids.size());
+      timed_rows += static_cast<double>(b.cu_seqlens.size() - 1);
+    }
+    std::printf("step %3d  loss %.6f  %8.2f ms  %6zu tokens%s\n", i + 1, loss, ms, b.ids.size(),
+                i < warmup ? "  (warm-up)" : "");
     std::fflush(stdout);
   }
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted[sorted.size() / 2];
-  double mean = 0;
-  for (double t : times) mean += t / times.size();
-  const double tflops = flops_per_step / (median * 1e-3) / 1e12;
-  std::printf("{\"bench\": \"step\", \"engine\": \"%s\", \"threads\": %d, \"batch\": %d, \"seq\": %d, "
-              "\"median_ms\": %.3f, \"mean_ms\": %.3f, \"samples_per_s\": %.1f, \"model_tflops\": %.2f",
-              engine->description().c_str(), omp_get_max_threads(), batch, seq, median, mean, batch * 1000.0 / median,
-              tflops);
+  const double total_ms = std::accumulate(times.begin(), times.end(), 0.0);
+  const double mean = total_ms / times.size();
+  const double tflops = timed_flops / (total_ms * 1e-3) / 1e12;
+  std::printf("{\"bench\": \"step\", \"engine\": \"%s\", \"threads\": %d, \"batch\": %d, \"longest\": %d, "
+              "\"lengths\": \"%s\", \"median_ms\": %.3f, \"mean_ms\": %.3f, \"samples_per_s\": %.1f, "
+              "\"tokens_per_s\": %.0f, \"model_tflops\": %.2f",
+              engine->description().c_str(), omp_get_max_threads(), batch, longest,
+              lengths_csv.empty() ? "synthetic" : (padded ? "dataset-padded" : "dataset"), median, mean,
+              timed_rows * 1000.0 / total_ms, timed_tokens * 1000.0 / total_ms, tflops);
   if (peak_tflops > 0) std::printf(", \"mfu_percent\": %.1f", 100.0 * tflops / peak_tflops);
   std::printf("}\n");
   return 0;

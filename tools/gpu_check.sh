@@ -9,9 +9,12 @@
 #   gpu-tests    ctest -L gpu with BERTRAIN_EXPECT_GPU=1 (every skip is a failure)
 #   sanitizer    compute-sanitizer memcheck, racecheck, initcheck on the element-wise GPU suite, if present
 #   kernels      bench kernels --json, bf16 and fp32 (every kernel verified against its CPU twin, then timed)
-#   step-*       bench step: BERT-base 256 x 128 bf16 and fp32, and a Made-With-ML-like 256 x 40 (rows of
-#                20-40 tokens padded to 40; Made-With-ML's texts are 7-40 tokens, mean 20)
-#   torch-*      tools/reference/bench_torch_step.py on the same GPU and shapes, when torch imports
+#   step-*       bench step: BERT-base 256 x 128 bf16 and fp32, a synthetic 256 x 40 (rows of 20-40 tokens),
+#                and SciBERT's shape in bf16 at batch 256 on Made-With-ML's own lengths (tokenized with
+#                $BERTRAIN_DATA_DIR/scibert_scivocab_uncased/vocab.txt, else MODEL_DIR/vocab.txt), packed and
+#                --padded (the padded engine's work)
+#   torch-*      tools/reference/bench_torch_step.py on the same GPU, shapes and lengths (dynamic padding),
+#                when torch imports
 #   finetune-*   with MODEL_DIR: a short fine-tune on Made-With-ML's data ($BERTRAIN_DATA_DIR/madewithml,
 #                default ../shared/data), GPU bf16, GPU fp32 and CPU, then evaluate on holdout.csv
 # OUT_DIR/summary.md gets one line per step and the headline numbers. Exit status: 0 when every step passed.
@@ -125,6 +128,24 @@ torch_step() {  # torch_step BATCH SEQ [extra...]
     --intermediate 3072 --batch "$batch" --seq "$seq" --padding --attn sdpa --steps 20 --warmup 5 "$@"
 }
 
+# The vocabulary that tokenizes Made-With-ML's texts for their lengths: SciBERT's, else the model's.
+mwml_vocab() {
+  if [ -f "$DATA/scibert_scivocab_uncased/vocab.txt" ]; then
+    echo "$DATA/scibert_scivocab_uncased/vocab.txt"
+  elif [ -n "$MODEL" ] && [ -f "$MODEL/vocab.txt" ]; then
+    echo "$MODEL/vocab.txt"
+  fi
+}
+mwml_step() {  # mwml_step [extra...]: SciBERT shape, bf16, batch 256, Made-With-ML's lengths
+  "$BUILD_DIR/bertrain" bench step "${BERT_BASE[@]}" --lengths-from "$DATA/madewithml/dataset.csv" \
+    --vocab-file "$(mwml_vocab)" --batch 256 --device cuda --precision bf16 --steps 20 --warmup 5 "$@"
+}
+torch_mwml_step() {  # the same lengths (the file the packed step wrote), dynamic padding
+  python3 tools/reference/bench_torch_step.py --device cuda --layers 12 --hidden 768 --heads 12 \
+    --intermediate 3072 --lengths "$OUT/mwml-lengths.json" --attn sdpa --autocast-bf16 --fused-adam \
+    --steps 20 --warmup 5
+}
+
 finetune() {  # finetune NAME DEVICE PRECISION
   local run=$OUT/runs/$1
   rm -rf "$run"
@@ -145,10 +166,15 @@ if step build configure_and_build; then
   step step-bf16-256x128 bench_step 256 128 bf16
   step step-fp32-256x128 bench_step 256 128 fp32
   step step-bf16-256x40 bench_step 256 40 bf16
+  if [ -n "$(mwml_vocab)" ] && [ -f "$DATA/madewithml/dataset.csv" ]; then
+    step step-bf16-mwml-padded mwml_step --padded
+    step step-bf16-mwml-packed mwml_step --lengths-out "$OUT/mwml-lengths.json"
+  fi
   if python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
     step torch-bf16-256x128 torch_step 256 128 --autocast-bf16 --fused-adam
     step torch-fp32-256x128 torch_step 256 128 --fused-adam
     step torch-bf16-256x40 torch_step 256 40 --autocast-bf16 --fused-adam
+    if [ -f "$OUT/mwml-lengths.json" ]; then step torch-bf16-mwml torch_mwml_step; fi
   fi
   if [ -n "$MODEL" ]; then
     step finetune-gpu-bf16 finetune gpu-bf16 cuda bf16

@@ -21,6 +21,7 @@
 #include "engine/training_backend.h"
 #include "kernels/adam.h"
 #include "kernels/loss.h"
+#include "kernels/packed.h"
 #include "kernels/tensor_ops.h"
 #include "model/bert_classifier_gpu.h"
 
@@ -50,7 +51,7 @@ class CudaEvent {
 
 // Host staging of one batch: page-locked, so the uploads are asynchronous.
 struct Staging {
-  PinnedBuffer<int32_t> ids, mask;
+  PinnedBuffer<int32_t> ids, cu_seqlens;
   PinnedBuffer<float> targets, loss;
   CudaEvent done;  // recorded after the step that used this staging has finished with it
 };
@@ -58,20 +59,20 @@ struct Staging {
 template <typename T>
 class GpuBackend final : public TrainingBackend {
  public:
-  GpuBackend(int device, const BertConfig& config, int num_labels, int max_batch, int max_seq,
+  GpuBackend(int device, const BertConfig& config, int num_labels, const BatchLimits& limits,
              const std::vector<float>& params, const TrainerOptions& options, Communicator& comm)
       : context_(device, gpu_reduction_workspace_elements(BertClassifierGpu<T>::widest_reduction(config))),
-        arena_(BertClassifierGpu<T>::arena_bytes(config, num_labels, max_batch, max_seq)),
-        model_(config, num_labels, max_batch, max_seq, context_.handles(), arena_.data(), arena_.size()),
+        arena_(BertClassifierGpu<T>::arena_bytes(config, num_labels, limits)),
+        model_(config, num_labels, limits, context_.handles(), arena_.data(), arena_.size()),
         options_(options),
         hyper_(options.adam),
         size_(params.size()),
         master_(params),
         grads_(size_),
         moments_(2 * size_),
-        ids_(static_cast<std::size_t>(max_batch) * max_seq),
-        mask_(static_cast<std::size_t>(max_batch) * max_seq),
-        targets_(static_cast<std::size_t>(max_batch) * num_labels),
+        ids_(static_cast<std::size_t>(limits.tokens)),
+        cu_seqlens_(static_cast<std::size_t>(limits.rows) + 1),
+        targets_(static_cast<std::size_t>(limits.rows) * num_labels),
         losses_(4),  // per staging slot: the loss and the gradient's sum of squares
         host_optimizer_(0, options.adam),
         buckets_(backward_ready_offsets(model_.layout(), config.num_hidden_layers), model_.layout().total(),
@@ -90,7 +91,7 @@ class GpuBackend final : public TrainingBackend {
     if (!options.class_weights.empty()) class_weights_ = DeviceBuffer<float>(options.class_weights);
     for (Staging& s : staging_) {
       s.ids = PinnedBuffer<int32_t>(ids_.size());
-      s.mask = PinnedBuffer<int32_t>(mask_.size());
+      s.cu_seqlens = PinnedBuffer<int32_t>(cu_seqlens_.size());
       s.targets = PinnedBuffer<float>(targets_.size());
       s.loss = PinnedBuffer<float>(2);
     }
@@ -233,31 +234,33 @@ class GpuBackend final : public TrainingBackend {
   }
 
   // Copies the host batch into `staging` (free: its previous step has been taken) and enqueues the uploads.
-  // Ids are checked here: a kernel cannot report an out-of-range id.
+  // Ids and row offsets are checked here: a kernel cannot report an out-of-range id or a broken offset.
   BertBatch upload(const BertBatch& batch, const float* targets, Staging& staging) {
-    const std::size_t tokens = static_cast<std::size_t>(batch.batch) * batch.seq;
+    const std::size_t tokens = static_cast<std::size_t>(batch.tokens), offsets = static_cast<std::size_t>(batch.batch) + 1;
     const std::size_t target_count = static_cast<std::size_t>(batch.batch) * model_.num_labels();
-    BERTRAIN_CHECK(batch.batch <= model_.max_batch() && batch.seq <= model_.max_seq() && batch.seq > 0,
-                   "batch " << batch.batch << " x " << batch.seq << " exceeds the engine's " << model_.max_batch()
-                            << " x " << model_.max_seq());
+    check_batch(batch, model_.limits(), "GPU engine");
+    check_row_offsets(batch.cu_seqlens, batch.batch, batch.tokens, batch.longest, "GPU engine");
+    BERTRAIN_CHECK(longest_row(batch.cu_seqlens, batch.batch) == batch.longest,
+                   "GPU engine: the batch says its longest row has " << batch.longest << " tokens, it has "
+                                                                     << longest_row(batch.cu_seqlens, batch.batch));
     const int vocab = model_.config().vocab_size;
     for (std::size_t i = 0; i < tokens; ++i) {
       BERTRAIN_CHECK(batch.input_ids[i] >= 0 && batch.input_ids[i] < vocab,
                      "token id " << batch.input_ids[i] << " is outside the vocabulary [0, " << vocab << ")");
     }
     std::memcpy(staging.ids.data(), batch.input_ids, tokens * sizeof(int32_t));
-    std::memcpy(staging.mask.data(), batch.attention_mask, tokens * sizeof(int32_t));
+    std::memcpy(staging.cu_seqlens.data(), batch.cu_seqlens, offsets * sizeof(int32_t));
     std::memcpy(staging.targets.data(), targets, target_count * sizeof(float));
     const cudaStream_t stream = context_.stream();
     BERTRAIN_CUDA_CHECK(cudaMemcpyAsync(ids_.data(), staging.ids.data(), tokens * sizeof(int32_t),
                                         cudaMemcpyHostToDevice, stream));
-    BERTRAIN_CUDA_CHECK(cudaMemcpyAsync(mask_.data(), staging.mask.data(), tokens * sizeof(int32_t),
+    BERTRAIN_CUDA_CHECK(cudaMemcpyAsync(cu_seqlens_.data(), staging.cu_seqlens.data(), offsets * sizeof(int32_t),
                                         cudaMemcpyHostToDevice, stream));
     BERTRAIN_CUDA_CHECK(cudaMemcpyAsync(targets_.data(), staging.targets.data(), target_count * sizeof(float),
                                         cudaMemcpyHostToDevice, stream));
     BertBatch device_batch = batch;
     device_batch.input_ids = ids_.data();
-    device_batch.attention_mask = mask_.data();
+    device_batch.cu_seqlens = cu_seqlens_.data();
     return device_batch;
   }
 
@@ -310,7 +313,7 @@ class GpuBackend final : public TrainingBackend {
   std::size_t size_;
   DeviceBuffer<float> master_, grads_, moments_;  // moments_: m then v
   DeviceBuffer<T> compute_;                        // bf16 copy of master_ (empty in fp32)
-  DeviceBuffer<int32_t> ids_, mask_;
+  DeviceBuffer<int32_t> ids_, cu_seqlens_;
   DeviceBuffer<float> targets_, class_weights_, losses_;
   DeviceBuffer<char> cublas_workspace_{kCublasWorkspaceBytes};
   std::array<Staging, 2> staging_;
@@ -334,13 +337,11 @@ class GpuBackend final : public TrainingBackend {
 }  // namespace
 
 std::unique_ptr<TrainingBackend> make_cuda_backend(int device, bool bf16_mode, const BertConfig& config,
-                                                   int num_labels, int max_batch, int max_seq,
+                                                   int num_labels, const BatchLimits& limits,
                                                    const std::vector<float>& params, const TrainerOptions& options,
                                                    Communicator& comm) {
-  if (bf16_mode) {
-    return std::make_unique<GpuBackend<bf16>>(device, config, num_labels, max_batch, max_seq, params, options, comm);
-  }
-  return std::make_unique<GpuBackend<float>>(device, config, num_labels, max_batch, max_seq, params, options, comm);
+  if (bf16_mode) return std::make_unique<GpuBackend<bf16>>(device, config, num_labels, limits, params, options, comm);
+  return std::make_unique<GpuBackend<float>>(device, config, num_labels, limits, params, options, comm);
 }
 
 }  // namespace bertrain

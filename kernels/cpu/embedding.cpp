@@ -4,6 +4,7 @@
 #include <cstddef>
 
 #include "core/error.h"
+#include "kernels/packed.h"
 
 namespace bertrain {
 
@@ -24,14 +25,19 @@ void check_ids(const int32_t* ids, const int32_t* token_types, int tokens, int v
 }  // namespace
 
 template <typename T>
-void embedding_forward_cpu(T* out, const int32_t* ids, const int32_t* token_types, const T* word, const T* pos,
-                           const T* type, int batch, int seq, int hidden, int vocab, int type_vocab) {
-  const int tokens = batch * seq;
+void embedding_forward_cpu(T* out, const int32_t* ids, const int32_t* positions, const int32_t* token_types,
+                           const T* word, const T* pos, const T* type, int tokens, int hidden, int vocab, int max_pos,
+                           int type_vocab) {
   check_ids(ids, token_types, tokens, vocab, type_vocab);
+  for (int t = 0; t < tokens; ++t) {
+    BERTRAIN_CHECK(positions[t] >= 0 && positions[t] < max_pos, "position " << positions[t] << " of token " << t
+                                                                            << " is outside the position table [0, "
+                                                                            << max_pos << ")");
+  }
 #pragma omp parallel for schedule(static) if (tokens > 64)
   for (int t = 0; t < tokens; ++t) {
     const T* w = word + static_cast<std::size_t>(ids[t]) * hidden;
-    const T* p = pos + static_cast<std::size_t>(t % seq) * hidden;
+    const T* p = pos + static_cast<std::size_t>(positions[t]) * hidden;
     const T* ty = type + static_cast<std::size_t>(token_types != nullptr ? token_types[t] : 0) * hidden;
     T* o = out + static_cast<std::size_t>(t) * hidden;
     for (int c = 0; c < hidden; ++c) o[c] = w[c] + p[c] + ty[c];
@@ -39,11 +45,11 @@ void embedding_forward_cpu(T* out, const int32_t* ids, const int32_t* token_type
 }
 
 template <typename T>
-void embedding_backward_cpu(T* dword, T* dpos, T* dtype, const T* dout, const int32_t* ids,
-                            const int32_t* token_types, int batch, int seq, int hidden, int vocab, int max_pos,
+void embedding_backward_cpu(T* dword, T* dpos, T* dtype, const T* dout, const int32_t* ids, const int32_t* cu_seqlens,
+                            const int32_t* token_types, int batch, int tokens, int hidden, int vocab, int max_pos,
                             int type_vocab) {
-  const int tokens = batch * seq;
   check_ids(ids, token_types, tokens, vocab, type_vocab);
+  check_row_offsets(cu_seqlens, batch, tokens, max_pos, "embedding_backward_cpu");
   std::fill(dword, dword + static_cast<std::size_t>(vocab) * hidden, T(0));
   std::fill(dpos, dpos + static_cast<std::size_t>(max_pos) * hidden, T(0));
   std::fill(dtype, dtype + static_cast<std::size_t>(type_vocab) * hidden, T(0));
@@ -52,27 +58,29 @@ void embedding_backward_cpu(T* dword, T* dpos, T* dtype, const T* dout, const in
 #pragma omp parallel for schedule(static) if (tokens * hidden > 65536)
   for (int blk = 0; blk < blocks; ++blk) {
     const int c0 = blk * kColumnBlock, c1 = std::min(hidden, c0 + kColumnBlock);
-    for (int t = 0; t < tokens; ++t) {
-      const T* g = dout + static_cast<std::size_t>(t) * hidden;
-      T* w = dword + static_cast<std::size_t>(ids[t]) * hidden;
-      T* p = dpos + static_cast<std::size_t>(t % seq) * hidden;
-      T* ty = dtype + static_cast<std::size_t>(token_types != nullptr ? token_types[t] : 0) * hidden;
-      for (int c = c0; c < c1; ++c) {
-        w[c] += g[c];
-        p[c] += g[c];
-        ty[c] += g[c];
+    for (int b = 0; b < batch; ++b) {
+      for (int t = cu_seqlens[b]; t < cu_seqlens[b + 1]; ++t) {
+        const T* g = dout + static_cast<std::size_t>(t) * hidden;
+        T* w = dword + static_cast<std::size_t>(ids[t]) * hidden;
+        T* p = dpos + static_cast<std::size_t>(t - cu_seqlens[b]) * hidden;
+        T* ty = dtype + static_cast<std::size_t>(token_types != nullptr ? token_types[t] : 0) * hidden;
+        for (int c = c0; c < c1; ++c) {
+          w[c] += g[c];
+          p[c] += g[c];
+          ty[c] += g[c];
+        }
       }
     }
   }
 }
 
-template void embedding_forward_cpu<float>(float*, const int32_t*, const int32_t*, const float*, const float*,
-                                           const float*, int, int, int, int, int);
-template void embedding_forward_cpu<double>(double*, const int32_t*, const int32_t*, const double*, const double*,
-                                            const double*, int, int, int, int, int);
+template void embedding_forward_cpu<float>(float*, const int32_t*, const int32_t*, const int32_t*, const float*,
+                                           const float*, const float*, int, int, int, int, int);
+template void embedding_forward_cpu<double>(double*, const int32_t*, const int32_t*, const int32_t*, const double*,
+                                            const double*, const double*, int, int, int, int, int);
 template void embedding_backward_cpu<float>(float*, float*, float*, const float*, const int32_t*, const int32_t*,
-                                            int, int, int, int, int, int);
+                                            const int32_t*, int, int, int, int, int, int);
 template void embedding_backward_cpu<double>(double*, double*, double*, const double*, const int32_t*,
-                                             const int32_t*, int, int, int, int, int, int);
+                                             const int32_t*, const int32_t*, int, int, int, int, int, int);
 
 }  // namespace bertrain

@@ -1,6 +1,9 @@
-// Self-attention on the GPU (llm.c style): Q, K, V are permuted to head-major [B, NH, S, HD] so that the score,
-// context and gradient products are cuBLAS strided-batched GEMMs over the B·NH (batch, head) blocks, with a
-// masked softmax (+ dropout) kernel and its backward in between. Same probabilities and the same dropout
+// Self-attention on the GPU (llm.c style): each row's tokens are gathered from the packed Q, K, V [T, H] into
+// head-major [B, NH, S, HD] blocks padded with zeros to the longest row S, so that the score, context and gradient
+// products are cuBLAS strided-batched GEMMs over the B·NH (row, head) blocks, with a softmax (+ dropout) kernel that
+// ignores the keys beyond the row's length, and its backward, in between. The contexts and gradients of the real
+// tokens are scattered back to [T, H]. A padded query row has zero dctx, so its dS row is zero and it adds nothing
+// to dK or dV; padded keys have probability exactly 0, as the CPU's absent keys. Same probabilities and the same dropout
 // masks (same Philox stream, same logical indices) as kernels/cpu/attention.cpp.
 //
 // Row-major to column-major (see kernels/cuda/linear.cu): a row-major [r, c] block read column-major is its
@@ -77,10 +80,12 @@ struct AttentionShape {
 };
 
 // Checks the arguments every call shares.
-void check_shape(const char* what, int batch, int seq, int heads, int head_dim, float dropout_p,
+void check_shape(const char* what, int batch, int tokens, int seq, int heads, int head_dim, float dropout_p,
                  const DropoutLayout& layout) {
   BERTRAIN_CHECK(batch > 0 && seq > 0 && heads > 0 && head_dim > 0,
                  what << ": batch " << batch << ", seq " << seq << ", heads " << heads << ", head_dim " << head_dim);
+  BERTRAIN_CHECK(tokens >= batch && static_cast<long long>(tokens) <= static_cast<long long>(batch) * seq,
+                 what << ": " << tokens << " tokens in " << batch << " rows of at most " << seq);
   BERTRAIN_CHECK(static_cast<long long>(batch) * heads * seq <= 0x7fffffffLL,
                  what << ": B·NH·S = " << static_cast<long long>(batch) * heads * seq << " rows exceed the grid");
   BERTRAIN_CHECK(dropout_p >= 0.0f && dropout_p < 1.0f,
@@ -144,10 +149,11 @@ __device__ __forceinline__ float dropout_value(const DropoutParams& d, uint64_t 
 // Threads of a one-block-per-row kernel: the row length rounded up to whole warps, at most kMaxRowThreads.
 int row_threads(int seq) { return std::min(kMaxRowThreads, (seq + 31) / 32 * 32); }
 
-// dst[B, NH, S, HD] (=) src[B, S, NH, HD] (token-major [B, S, H] split into heads). Grid-stride over the
-// B·S·H destination elements.
+// dst[b, h, s, :] (=) src[cu_seqlens[b] + s, h·HD : (h+1)·HD] for s < L_b, 0 for s in [L_b, S): the packed
+// [T, H] tokens split into heads and padded. Grid-stride over the B·NH·S·HD destination elements.
 template <typename T>
-__global__ void attention_split_heads_kernel(T* dst, const T* src, int batch, int seq, int heads, int head_dim) {
+__global__ void attention_split_heads_kernel(T* dst, const T* src, const int32_t* cu_seqlens, int batch, int seq,
+                                             int heads, int head_dim) {
   const std::size_t n = static_cast<std::size_t>(batch) * heads * seq * head_dim;
   const std::size_t stride = static_cast<std::size_t>(blockDim.x) * gridDim.x;
   for (std::size_t e = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += stride) {
@@ -155,14 +161,20 @@ __global__ void attention_split_heads_kernel(T* dst, const T* src, int batch, in
     const std::size_t s = (e / head_dim) % seq;
     const std::size_t h = (e / (static_cast<std::size_t>(head_dim) * seq)) % heads;
     const std::size_t b = e / (static_cast<std::size_t>(head_dim) * seq * heads);
-    dst[e] = src[((b * seq + s) * heads + h) * head_dim + d];
+    const std::size_t first = static_cast<std::size_t>(cu_seqlens[b]);
+    if (first + s < static_cast<std::size_t>(cu_seqlens[b + 1])) {
+      dst[e] = src[((first + s) * heads + h) * head_dim + d];
+    } else {
+      cuda::store(dst + e, 0.0f);
+    }
   }
 }
 
-// dst[B, S, NH, HD] (=) src[B, NH, S, HD] (heads merged back to token-major [B, S, H]). Grid-stride over the
-// B·S·H destination elements.
+// dst[cu_seqlens[b] + s, h·HD : (h+1)·HD] (=) src[b, h, s, :] for s < L_b (the heads merged back into the packed
+// [T, H]; padded positions are dropped). Grid-stride over the B·S·H padded positions, in destination order.
 template <typename T>
-__global__ void attention_merge_heads_kernel(T* dst, const T* src, int batch, int seq, int heads, int head_dim) {
+__global__ void attention_merge_heads_kernel(T* dst, const T* src, const int32_t* cu_seqlens, int batch, int seq,
+                                             int heads, int head_dim) {
   const std::size_t n = static_cast<std::size_t>(batch) * seq * heads * head_dim;
   const std::size_t stride = static_cast<std::size_t>(blockDim.x) * gridDim.x;
   for (std::size_t e = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += stride) {
@@ -170,24 +182,28 @@ __global__ void attention_merge_heads_kernel(T* dst, const T* src, int batch, in
     const std::size_t h = (e / head_dim) % heads;
     const std::size_t s = (e / (static_cast<std::size_t>(head_dim) * heads)) % seq;
     const std::size_t b = e / (static_cast<std::size_t>(head_dim) * heads * seq);
-    dst[e] = src[((b * heads + h) * seq + s) * head_dim + d];
+    const std::size_t first = static_cast<std::size_t>(cu_seqlens[b]);
+    if (first + s < static_cast<std::size_t>(cu_seqlens[b + 1])) {
+      dst[((first + s) * heads + h) * head_dim + d] = src[((b * heads + h) * seq + s) * head_dim + d];
+    }
   }
 }
 
-// Score j of a row after the padding mask: the CPU adds the lowest float to scores of padded keys.
+// Score j of a row whose sample has `length` tokens: keys beyond it get the lowest float added, so their
+// probability is exactly 0 (the CPU has no such keys).
 template <typename S>
-__device__ __forceinline__ float masked_score(const S* row, const int32_t* mask_row, int j) {
+__device__ __forceinline__ float masked_score(const S* row, int length, int j) {
   float s = cuda::load(row + j);
-  if (mask_row[j] == 0) s += -FLT_MAX;
+  if (j >= length) s += -FLT_MAX;
   return s;
 }
 
-// probs[B, NH, S, S] (=) softmax over each row of the masked scores[B, NH, S, S] (the scaled scores, in S: float,
+// probs[B, NH, S, S] (=) softmax over each row of the scores[B, NH, S, S] over the row's real keys (the scaled scores, in S: float,
 // or T when scores == probs: in place). When dropped is not null, dropped[B, NH, S, S] (=) dropout(probs) of the
 // stored (rounded) probabilities. One block per row of S: blockIdx.x = (b·NH + h)·S + i.
 template <typename T, typename S>
-__global__ void attention_softmax_forward_kernel(T* probs, T* dropped, const S* scores, const int32_t* mask, int seq,
-                                                 int heads, DropoutParams dropout) {
+__global__ void attention_softmax_forward_kernel(T* probs, T* dropped, const S* scores, const int32_t* cu_seqlens,
+                                                 int seq, int heads, DropoutParams dropout) {
   __shared__ float shared[32];
   const std::size_t row = blockIdx.x;
   const int i = static_cast<int>(row % seq);
@@ -196,19 +212,19 @@ __global__ void attention_softmax_forward_kernel(T* probs, T* dropped, const S* 
   const std::size_t b = bh / heads;
   T* prow = probs + row * seq;
   const S* srow = scores + row * seq;
-  const int32_t* mrow = mask + b * seq;
+  const int length = cu_seqlens[b + 1] - cu_seqlens[b];
 
   float mx = -FLT_MAX;  // the CPU starts from the lowest float too
-  for (int j = threadIdx.x; j < seq; j += blockDim.x) mx = fmaxf(mx, masked_score(srow, mrow, j));
+  for (int j = threadIdx.x; j < seq; j += blockDim.x) mx = fmaxf(mx, masked_score(srow, length, j));
   mx = cuda::block_max(mx, shared);
   float sum = 0.0f;
-  for (int j = threadIdx.x; j < seq; j += blockDim.x) sum += expf(masked_score(srow, mrow, j) - mx);
+  for (int j = threadIdx.x; j < seq; j += blockDim.x) sum += expf(masked_score(srow, length, j) - mx);
   sum = cuda::block_sum(sum, shared);
   const float inv = 1.0f / sum;
   // In place (scores == probs), each thread rewrites only the elements it read above, and no thread reads them
   // afterwards.
   for (int j = threadIdx.x; j < seq; j += blockDim.x) {
-    cuda::store(prow + j, expf(masked_score(srow, mrow, j) - mx) * inv);
+    cuda::store(prow + j, expf(masked_score(srow, length, j) - mx) * inv);
   }
   if (dropped != nullptr) {
     T* drow = dropped + row * seq;
@@ -268,16 +284,20 @@ __global__ void attention_softmax_backward_kernel(T* dp, const T* probs, int seq
 }
 
 template <typename T>
-void split_heads(const GpuHandles& handles, T* dst, const T* src, const AttentionShape& shape) {
+void split_heads(const GpuHandles& handles, T* dst, const T* src, const int32_t* cu_seqlens,
+                 const AttentionShape& shape) {
   attention_split_heads_kernel<T><<<cuda::elementwise_blocks(shape.tokens_x_hidden, kThreads), kThreads, 0,
-                                    handles.stream>>>(dst, src, shape.batch, shape.seq, shape.heads, shape.head_dim);
+                                    handles.stream>>>(dst, src, cu_seqlens, shape.batch, shape.seq, shape.heads,
+                                                      shape.head_dim);
   BERTRAIN_CUDA_CHECK_LAUNCH("attention_split_heads_kernel");
 }
 
 template <typename T>
-void merge_heads(const GpuHandles& handles, T* dst, const T* src, const AttentionShape& shape) {
+void merge_heads(const GpuHandles& handles, T* dst, const T* src, const int32_t* cu_seqlens,
+                 const AttentionShape& shape) {
   attention_merge_heads_kernel<T><<<cuda::elementwise_blocks(shape.tokens_x_hidden, kThreads), kThreads, 0,
-                                    handles.stream>>>(dst, src, shape.batch, shape.seq, shape.heads, shape.head_dim);
+                                    handles.stream>>>(dst, src, cu_seqlens, shape.batch, shape.seq, shape.heads,
+                                                      shape.head_dim);
   BERTRAIN_CUDA_CHECK_LAUNCH("attention_merge_heads_kernel");
 }
 
@@ -292,16 +312,18 @@ std::size_t attention_workspace_elements_cuda(int batch, int seq, int heads, int
 
 template <typename T>
 void attention_forward_cuda(const GpuHandles& handles, T* ctx, T* probs, T* qh, T* kh, T* vh, const T* q, const T* k,
-                            const T* v, const int32_t* mask, int batch, int seq, int heads, int head_dim,
-                            float dropout_p, const RandomKey& key, const DropoutLayout& layout, T* workspace) {
-  check_shape("attention_forward_cuda", batch, seq, heads, head_dim, dropout_p, layout);
-  BERTRAIN_CHECK(ctx && probs && qh && kh && vh && q && k && v && mask && workspace,
+                            const T* v, const int32_t* cu_seqlens, int batch, int tokens, int seq, int heads,
+                            int head_dim, float dropout_p, const RandomKey& key, const DropoutLayout& layout,
+                            T* workspace) {
+  check_shape("attention_forward_cuda", batch, tokens, seq, heads, head_dim, dropout_p, layout);
+  BERTRAIN_CHECK(ctx && probs && qh && kh && vh && q && k && v && cu_seqlens && workspace,
                  "attention_forward_cuda: null pointer argument");
   const AttentionShape shape(batch, seq, heads, head_dim);
   const std::size_t n = shape.tokens_x_hidden, np = shape.probs, nw = shape.workspace_elements();
+  const std::size_t packed = static_cast<std::size_t>(tokens) * heads * head_dim;  // T·H
   // Outputs must not overlap each other, the inputs or the workspace (the kernels do not support aliasing).
   const T* outputs[] = {ctx, probs, qh, kh, vh, workspace};
-  const std::size_t sizes[] = {n, np, n, n, n, nw};
+  const std::size_t sizes[] = {packed, np, n, n, n, nw};
   const T* inputs[] = {q, k, v};
   for (int a = 0; a < 6; ++a) {
     for (int b = a + 1; b < 6; ++b) {
@@ -309,7 +331,7 @@ void attention_forward_cuda(const GpuHandles& handles, T* ctx, T* probs, T* qh, 
                      "attention_forward_cuda: output/workspace buffers " << a << " and " << b << " overlap");
     }
     for (const T* in : inputs) {
-      BERTRAIN_CHECK(!overlap(outputs[a], sizes[a], in, n),
+      BERTRAIN_CHECK(!overlap(outputs[a], sizes[a], in, packed),
                      "attention_forward_cuda: output/workspace buffer " << a << " overlaps q, k or v");
     }
   }
@@ -320,10 +342,10 @@ void attention_forward_cuda(const GpuHandles& handles, T* ctx, T* probs, T* qh, 
   const long long block_hd = static_cast<long long>(seq) * head_dim, block_ss = static_cast<long long>(seq) * seq;
   const float alpha = 1.0f / std::sqrt(static_cast<float>(head_dim));  // the CPU's T(1) / std::sqrt(T(HD))
 
-  // qh, kh, vh [B, NH, S, HD] from q, k, v [B, S, H].
-  split_heads(handles, qh, q, shape);
-  split_heads(handles, kh, k, shape);
-  split_heads(handles, vh, v, shape);
+  // qh, kh, vh [B, NH, S, HD] from q, k, v [T, H].
+  split_heads(handles, qh, q, cu_seqlens, shape);
+  split_heads(handles, kh, k, cu_seqlens, shape);
+  split_heads(handles, vh, v, cu_seqlens, shape);
   const DropoutParams dropout = dropout_params(dropout_p, key, layout, seq);
   const unsigned rows = static_cast<unsigned>(np / seq);
   if constexpr (std::is_same_v<T, float>) {
@@ -331,7 +353,7 @@ void attention_forward_cuda(const GpuHandles& handles, T* ctx, T* probs, T* qh, 
     batched_gemm<T>(handles, CUBLAS_OP_T, CUBLAS_OP_N, seq, seq, head_dim, alpha, kh, head_dim, block_hd, qh,
                     head_dim, block_hd, probs, seq, block_ss, bh);
     attention_softmax_forward_kernel<T, T>
-        <<<rows, row_threads(seq), 0, handles.stream>>>(probs, dropped, probs, mask, seq, heads, dropout);
+        <<<rows, row_threads(seq), 0, handles.stream>>>(probs, dropped, probs, cu_seqlens, seq, heads, dropout);
     BERTRAIN_CUDA_CHECK_LAUNCH("attention_softmax_forward_kernel");
   } else {
     // The same scores in fp32 (regions [4] + [5] of the workspace), so that the softmax reads unrounded scores.
@@ -340,7 +362,7 @@ void attention_forward_cuda(const GpuHandles& handles, T* ctx, T* probs, T* qh, 
     batched_gemm<T, float>(handles, CUBLAS_OP_T, CUBLAS_OP_N, seq, seq, head_dim, alpha, kh, head_dim, block_hd, qh,
                            head_dim, block_hd, scores, seq, block_ss, bh);
     attention_softmax_forward_kernel<T, float>
-        <<<rows, row_threads(seq), 0, handles.stream>>>(probs, nullptr, scores, mask, seq, heads, dropout);
+        <<<rows, row_threads(seq), 0, handles.stream>>>(probs, nullptr, scores, cu_seqlens, seq, heads, dropout);
     BERTRAIN_CUDA_CHECK_LAUNCH("attention_softmax_forward_kernel");
     if (dropped != nullptr) {
       // Region [4] overlaps the scores, dead now (stream order); the backward's pass draws the same mask from the
@@ -354,22 +376,24 @@ void attention_forward_cuda(const GpuHandles& handles, T* ctx, T* probs, T* qh, 
   const T* used = dropped != nullptr ? dropped : probs;
   batched_gemm<T>(handles, CUBLAS_OP_N, CUBLAS_OP_N, head_dim, seq, seq, 1.0f, vh, head_dim, block_hd, used, seq,
                   block_ss, ctx_h, head_dim, block_hd, bh);
-  merge_heads(handles, ctx, ctx_h, shape);
+  merge_heads(handles, ctx, ctx_h, cu_seqlens, shape);
 }
 
 template <typename T>
 void attention_backward_cuda(const GpuHandles& handles, T* dq, T* dk, T* dv, const T* dctx, const T* probs,
-                             const T* qh, const T* kh, const T* vh, int batch, int seq, int heads, int head_dim,
-                             float dropout_p, const RandomKey& key, const DropoutLayout& layout, T* workspace) {
-  check_shape("attention_backward_cuda", batch, seq, heads, head_dim, dropout_p, layout);
-  BERTRAIN_CHECK(dq && dk && dv && dctx && probs && qh && kh && vh && workspace,
+                             const T* qh, const T* kh, const T* vh, const int32_t* cu_seqlens, int batch, int tokens,
+                             int seq, int heads, int head_dim, float dropout_p, const RandomKey& key,
+                             const DropoutLayout& layout, T* workspace) {
+  check_shape("attention_backward_cuda", batch, tokens, seq, heads, head_dim, dropout_p, layout);
+  BERTRAIN_CHECK(dq && dk && dv && dctx && probs && qh && kh && vh && cu_seqlens && workspace,
                  "attention_backward_cuda: null pointer argument");
   const AttentionShape shape(batch, seq, heads, head_dim);
   const std::size_t n = shape.tokens_x_hidden, np = shape.probs, nw = shape.workspace_elements();
+  const std::size_t packed = static_cast<std::size_t>(tokens) * heads * head_dim;  // T·H
   const T* outputs[] = {dq, dk, dv, workspace};
-  const std::size_t sizes[] = {n, n, n, nw};
+  const std::size_t sizes[] = {packed, packed, packed, nw};
   const T* inputs[] = {dctx, probs, qh, kh, vh};
-  const std::size_t input_sizes[] = {n, np, n, n, n};
+  const std::size_t input_sizes[] = {packed, np, n, n, n};
   for (int a = 0; a < 4; ++a) {
     for (int b = a + 1; b < 4; ++b) {
       BERTRAIN_CHECK(!overlap(outputs[a], sizes[a], outputs[b], sizes[b]),
@@ -393,7 +417,7 @@ void attention_backward_cuda(const GpuHandles& handles, T* dq, T* dk, T* dv, con
   const DropoutParams dropout = dropout_params(dropout_p, key, layout, seq);
   const bool use_dropout = dropout_p > 0.0f;
 
-  split_heads(handles, dctx_h, dctx, shape);
+  split_heads(handles, dctx_h, dctx, cu_seqlens, shape);
   const T* used = probs;
   if (use_dropout) {
     attention_dropout_kernel<T><<<cuda::elementwise_blocks(np, kThreads), kThreads, 0, handles.stream>>>(
@@ -416,22 +440,22 @@ void attention_backward_cuda(const GpuHandles& handles, T* dq, T* dk, T* dv, con
   // dkh[bh] (S × HD) = dS[bh]ᵀ · qh[bh] · α, as dkhᵀ = qhᵀ · dS.
   batched_gemm<T>(handles, CUBLAS_OP_N, CUBLAS_OP_T, head_dim, seq, seq, alpha, qh, head_dim, block_hd, dp, seq,
                   block_ss, dkh, head_dim, block_hd, bh);
-  merge_heads(handles, dq, dqh, shape);
-  merge_heads(handles, dk, dkh, shape);
-  merge_heads(handles, dv, dvh, shape);
+  merge_heads(handles, dq, dqh, cu_seqlens, shape);
+  merge_heads(handles, dk, dkh, cu_seqlens, shape);
+  merge_heads(handles, dv, dvh, cu_seqlens, shape);
 }
 
 template void attention_forward_cuda<float>(const GpuHandles&, float*, float*, float*, float*, float*, const float*,
-                                            const float*, const float*, const int32_t*, int, int, int, int, float,
+                                            const float*, const float*, const int32_t*, int, int, int, int, int, float,
                                             const RandomKey&, const DropoutLayout&, float*);
 template void attention_forward_cuda<bf16>(const GpuHandles&, bf16*, bf16*, bf16*, bf16*, bf16*, const bf16*,
-                                           const bf16*, const bf16*, const int32_t*, int, int, int, int, float,
+                                           const bf16*, const bf16*, const int32_t*, int, int, int, int, int, float,
                                            const RandomKey&, const DropoutLayout&, bf16*);
 template void attention_backward_cuda<float>(const GpuHandles&, float*, float*, float*, const float*, const float*,
-                                             const float*, const float*, const float*, int, int, int, int, float,
-                                             const RandomKey&, const DropoutLayout&, float*);
+                                             const float*, const float*, const float*, const int32_t*, int, int, int,
+                                             int, int, float, const RandomKey&, const DropoutLayout&, float*);
 template void attention_backward_cuda<bf16>(const GpuHandles&, bf16*, bf16*, bf16*, const bf16*, const bf16*,
-                                            const bf16*, const bf16*, const bf16*, int, int, int, int, float,
-                                            const RandomKey&, const DropoutLayout&, bf16*);
+                                            const bf16*, const bf16*, const bf16*, const int32_t*, int, int, int, int,
+                                            int, float, const RandomKey&, const DropoutLayout&, bf16*);
 
 }  // namespace bertrain

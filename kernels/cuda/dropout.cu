@@ -39,9 +39,7 @@ __global__ void dropout_forward_kernel(Out* out, Copy* copy, const In* in, std::
 // The CPU's layout preconditions (checked only when there is a mask to draw, as on the CPU); returns the
 // elements per row (the layout's cols).
 std::size_t check_dropout_layout(std::size_t n, const DropoutLayout& layout) {
-  BERTRAIN_CHECK(layout.seq >= 1 && layout.max_positions >= layout.seq && layout.first_sample >= 0,
-                 "dropout layout: seq " << layout.seq << ", max_positions " << layout.max_positions
-                                        << ", first_sample " << layout.first_sample);
+  BERTRAIN_CHECK(layout.first_sample >= 0, "dropout layout: first_sample " << layout.first_sample);
   const std::size_t cols = layout.cols > 0 ? static_cast<std::size_t>(layout.cols) : n;
   BERTRAIN_CHECK(n % cols == 0, "dropout: " << n << " elements are not rows of " << cols);
   return cols;

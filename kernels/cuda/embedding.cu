@@ -3,7 +3,7 @@
 // so fp32 gradients are bit-identical to embedding_backward_cpu<float>:
 //   - dword: token indices are radix-sorted by id (CUB, stable: equal ids keep ascending token order) and
 //     the block at the start of each run of equal ids adds that run's dout rows in token order, from 0;
-//   - dpos[s]: the B rows of position s added in batch order, from 0;
+//   - dpos[s]: the tokens at position s (one per row longer than s) added in row order, from 0;
 //   - dtype[k]: the rows of the tokens of type k added in token order, from 0.
 // Only additions are involved (no products to contract into FMAs), each starts from +0 like the CPU's
 // std::fill, so every element is the same sequence of IEEE float additions as on the CPU.
@@ -65,14 +65,15 @@ std::size_t fixed_scratch_bytes(int tokens) {
   return 3 * align_up(static_cast<std::size_t>(tokens) * sizeof(int32_t));
 }
 
-// out[t, :] (=) word[ids[t], :] + pos[t % S, :] + type[token_types[t] (0 when null), :], added in that
+// out[t, :] (=) word[ids[t], :] + pos[positions[t], :] + type[token_types[t] (0 when null), :], added in that
 // order in float and stored as T. One block per token t (grid T), threads over the H columns.
 template <typename T>
-__global__ void embedding_forward_kernel(T* out, const int32_t* ids, const int32_t* token_types, const T* word,
-                                         const T* pos, const T* type, int seq, int hidden) {
+__global__ void embedding_forward_kernel(T* out, const int32_t* ids, const int32_t* positions,
+                                         const int32_t* token_types, const T* word, const T* pos, const T* type,
+                                         int hidden) {
   const int t = blockIdx.x;
   const T* w = word + static_cast<std::size_t>(ids[t]) * hidden;
-  const T* p = pos + static_cast<std::size_t>(t % seq) * hidden;
+  const T* p = pos + static_cast<std::size_t>(positions[t]) * hidden;
   const T* ty = type + static_cast<std::size_t>(token_types != nullptr ? token_types[t] : 0) * hidden;
   T* o = out + static_cast<std::size_t>(t) * hidden;
   for (int c = threadIdx.x; c < hidden; c += blockDim.x) {
@@ -134,20 +135,19 @@ __global__ void embedding_backward_word_kernel(float* dword, const T* dout, cons
   }
 }
 
-// dpos[s, c] (=) Σ_b dout[b·S + s, c] in batch order for s < S, 0 for s in [S, max_pos). One thread per
-// element of dpos [max_pos, H] (grid-stride), looping over the B batch rows.
+// dpos[s, c] (=) Σ_b dout[cu_seqlens[b] + s, c] over the rows b longer than s, in row (= token) order; 0 for
+// positions no row reaches. One thread per element of dpos [max_pos, H] (grid-stride), looping over the B rows.
 template <typename T>
-__global__ void embedding_backward_pos_kernel(float* dpos, const T* dout, int batch, int seq, int hidden,
-                                              int max_pos) {
+__global__ void embedding_backward_pos_kernel(float* dpos, const T* dout, const int32_t* cu_seqlens, int batch,
+                                              int hidden, int max_pos) {
   const std::size_t n = static_cast<std::size_t>(max_pos) * hidden;
   for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
     const int s = static_cast<int>(i / hidden), c = static_cast<int>(i % hidden);
     float acc = 0.0f;
-    if (s < seq) {
-      for (int b = 0; b < batch; ++b) {
-        acc = __fadd_rn(acc, cuda::load(dout + (static_cast<std::size_t>(b) * seq + s) * hidden + c));
-      }
+    for (int b = 0; b < batch; ++b) {
+      const int t = cu_seqlens[b] + s;
+      if (t < cu_seqlens[b + 1]) acc = __fadd_rn(acc, cuda::load(dout + static_cast<std::size_t>(t) * hidden + c));
     }
     dpos[i] = acc;
   }
@@ -190,25 +190,22 @@ __global__ void embedding_backward_type_kernel(float* dtype, const T* dout, cons
   }
 }
 
-void check_tokens(int batch, int seq) {
-  BERTRAIN_CHECK(batch > 0 && seq > 0, "embedding: batch and sequence length must be positive, got batch "
-                                           << batch << ", seq " << seq);
-  BERTRAIN_CHECK(static_cast<long long>(batch) * seq <= INT_MAX,
-                 "embedding: batch " << batch << " × seq " << seq << " tokens overflow int");
+void check_tokens(int tokens) {
+  BERTRAIN_CHECK(tokens > 0, "embedding: the batch must have tokens, got " << tokens);
 }
 
 }  // namespace
 
 template <typename T>
-void embedding_forward_cuda(T* out, const int32_t* ids, const int32_t* token_types, const T* word, const T* pos,
-                            const T* type, int batch, int seq, int hidden, CudaStream stream) {
-  check_tokens(batch, seq);
+void embedding_forward_cuda(T* out, const int32_t* ids, const int32_t* positions, const int32_t* token_types,
+                            const T* word, const T* pos, const T* type, int tokens, int hidden, CudaStream stream) {
+  check_tokens(tokens);
   BERTRAIN_CHECK(hidden > 0, "embedding_forward_cuda: hidden must be positive, got " << hidden);
-  BERTRAIN_CHECK(out != nullptr && ids != nullptr && word != nullptr && pos != nullptr && type != nullptr,
+  BERTRAIN_CHECK(out != nullptr && ids != nullptr && positions != nullptr && word != nullptr && pos != nullptr &&
+                     type != nullptr,
                  "embedding_forward_cuda: null input or output");
-  const int tokens = batch * seq;
-  embedding_forward_kernel<T><<<tokens, threads_for(hidden), 0, stream>>>(out, ids, token_types, word, pos, type,
-                                                                          seq, hidden);
+  embedding_forward_kernel<T><<<tokens, threads_for(hidden), 0, stream>>>(out, ids, positions, token_types, word, pos,
+                                                                          type, hidden);
   BERTRAIN_CUDA_CHECK_LAUNCH("embedding_forward_kernel");
 }
 
@@ -219,18 +216,18 @@ std::size_t embedding_backward_scratch_bytes(int tokens) {
 
 template <typename T>
 void embedding_backward_cuda(float* dword, float* dpos, float* dtype, const T* dout, const int32_t* ids,
-                             const int32_t* token_types, int batch, int seq, int hidden, int vocab, int max_pos,
-                             int type_vocab, void* scratch, std::size_t scratch_bytes, CudaStream stream) {
-  check_tokens(batch, seq);
-  BERTRAIN_CHECK(hidden > 0 && vocab > 0 && type_vocab > 0,
-                 "embedding_backward_cuda: hidden, vocab and type_vocab must be positive, got hidden "
-                     << hidden << ", vocab " << vocab << ", type_vocab " << type_vocab);
-  BERTRAIN_CHECK(max_pos >= seq, "embedding_backward_cuda: sequence length " << seq
-                                                                             << " exceeds the position table ("
-                                                                             << max_pos << " rows)");
-  BERTRAIN_CHECK(dword != nullptr && dpos != nullptr && dtype != nullptr && dout != nullptr && ids != nullptr,
+                             const int32_t* cu_seqlens, const int32_t* token_types, int batch, int tokens, int hidden,
+                             int vocab, int max_pos, int type_vocab, void* scratch, std::size_t scratch_bytes,
+                             CudaStream stream) {
+  check_tokens(tokens);
+  BERTRAIN_CHECK(batch > 0 && batch <= tokens, "embedding_backward_cuda: " << batch << " rows for " << tokens
+                                                                            << " tokens");
+  BERTRAIN_CHECK(hidden > 0 && vocab > 0 && type_vocab > 0 && max_pos > 0,
+                 "embedding_backward_cuda: hidden, vocab, max_pos and type_vocab must be positive, got hidden "
+                     << hidden << ", vocab " << vocab << ", max_pos " << max_pos << ", type_vocab " << type_vocab);
+  BERTRAIN_CHECK(dword != nullptr && dpos != nullptr && dtype != nullptr && dout != nullptr && ids != nullptr &&
+                     cu_seqlens != nullptr,
                  "embedding_backward_cuda: null input or output");
-  const int tokens = batch * seq;
   const int end_bit = id_bits(vocab);
 
   // Carve the scratch (layout of BackwardScratch) and make sure CUB's part is large enough for this call.
@@ -276,7 +273,7 @@ void embedding_backward_cuda(float* dword, float* dpos, float* dtype, const T* d
 
   const std::size_t pos_elements = static_cast<std::size_t>(max_pos) * hidden;
   embedding_backward_pos_kernel<T><<<cuda::elementwise_blocks(pos_elements, kMaxThreads), kMaxThreads, 0, stream>>>(
-      dpos, dout, batch, seq, hidden, max_pos);
+      dpos, dout, cu_seqlens, batch, hidden, max_pos);
   BERTRAIN_CUDA_CHECK_LAUNCH("embedding_backward_pos_kernel");
 
   const std::size_t type_elements = static_cast<std::size_t>(type_vocab) * hidden;
@@ -286,13 +283,15 @@ void embedding_backward_cuda(float* dword, float* dpos, float* dtype, const T* d
   BERTRAIN_CUDA_CHECK_LAUNCH("embedding_backward_type_kernel");
 }
 
-template void embedding_forward_cuda<float>(float*, const int32_t*, const int32_t*, const float*, const float*,
-                                            const float*, int, int, int, CudaStream);
-template void embedding_forward_cuda<bf16>(bf16*, const int32_t*, const int32_t*, const bf16*, const bf16*,
-                                           const bf16*, int, int, int, CudaStream);
+template void embedding_forward_cuda<float>(float*, const int32_t*, const int32_t*, const int32_t*, const float*,
+                                            const float*, const float*, int, int, CudaStream);
+template void embedding_forward_cuda<bf16>(bf16*, const int32_t*, const int32_t*, const int32_t*, const bf16*,
+                                           const bf16*, const bf16*, int, int, CudaStream);
 template void embedding_backward_cuda<float>(float*, float*, float*, const float*, const int32_t*, const int32_t*,
-                                             int, int, int, int, int, int, void*, std::size_t, CudaStream);
-template void embedding_backward_cuda<bf16>(float*, float*, float*, const bf16*, const int32_t*, const int32_t*, int,
-                                            int, int, int, int, int, void*, std::size_t, CudaStream);
+                                             const int32_t*, int, int, int, int, int, int, void*, std::size_t,
+                                             CudaStream);
+template void embedding_backward_cuda<bf16>(float*, float*, float*, const bf16*, const int32_t*, const int32_t*,
+                                            const int32_t*, int, int, int, int, int, int, void*, std::size_t,
+                                            CudaStream);
 
 }  // namespace bertrain

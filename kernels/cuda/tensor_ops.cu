@@ -1,5 +1,5 @@
-// CUDA twins of kernels/cpu/tensor_ops.cpp: dtype casts, y += x, the [CLS] row gather / scatter and the
-// deterministic sum of squares behind the gradient norm.
+// CUDA twins of kernels/cpu/tensor_ops.cpp: dtype casts, y += x and the deterministic sum of squares behind
+// the gradient norm.
 #include "kernels/tensor_ops.h"
 
 #include <algorithm>
@@ -32,29 +32,6 @@ __global__ void add_inplace_forward_kernel(T* y, const T* x, std::size_t n) {
   }
 }
 
-// cls[B, H] (=) seq[b, 0, :]. Grid-stride over B·H, one thread per output element.
-template <typename T>
-__global__ void gather_first_token_forward_kernel(T* cls, const T* seq, std::size_t n, int seq_len, int hidden) {
-  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  const std::size_t h = static_cast<std::size_t>(hidden), sample = static_cast<std::size_t>(seq_len) * h;
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const std::size_t b = i / h, c = i % h;
-    cls[i] = seq[b * sample + c];
-  }
-}
-
-// dseq[B, S, H] (=): dcls[b, :] in row s = 0 of sample b, zero in the other rows. Grid-stride over B·S·H, one
-// thread per output element.
-template <typename T>
-__global__ void scatter_first_token_backward_kernel(T* dseq, const T* dcls, std::size_t n, int seq_len, int hidden) {
-  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  const std::size_t h = static_cast<std::size_t>(hidden), sample = static_cast<std::size_t>(seq_len) * h;
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const std::size_t b = i / sample, within = i % sample;  // within < h: row 0 of the sample
-    cuda::store(dseq + i, within < h ? cuda::load(dcls + b * h + within) : 0.0f);
-  }
-}
-
 // partial[blockIdx.x] (=) Σ x[i]² over the elements this block visits (grid-stride, float). Fixed grid of
 // `gridDim.x` blocks of kThreads; block_sum adds in a fixed order.
 __global__ void sum_of_squares_partial_kernel(float* partial, const float* x, std::size_t n) {
@@ -73,11 +50,6 @@ __global__ void sum_of_squares_finish_kernel(float* out, const float* partial, i
   float s = 0.0f;
   for (int k = 0; k < blocks; ++k) s += partial[k];
   out[0] = s;
-}
-
-void check_token_shape(const char* what, int batch, int seq_len, int hidden) {
-  BERTRAIN_CHECK(batch > 0 && seq_len > 0 && hidden > 0,
-                 what << ": batch " << batch << ", seq_len " << seq_len << ", hidden " << hidden);
 }
 
 }  // namespace
@@ -104,27 +76,6 @@ void add_inplace_cuda(T* y, const T* x, std::size_t n, CudaStream stream) {
   BERTRAIN_CUDA_CHECK_LAUNCH("add_inplace_forward_kernel");
 }
 
-template <typename T>
-void gather_first_token_cuda(T* cls, const T* seq, int batch, int seq_len, int hidden, CudaStream stream) {
-  check_token_shape("gather_first_token_cuda", batch, seq_len, hidden);
-  BERTRAIN_CHECK(cls != nullptr && seq != nullptr, "gather_first_token_cuda: null pointer");
-  const std::size_t n = static_cast<std::size_t>(batch) * static_cast<std::size_t>(hidden);
-  gather_first_token_forward_kernel<T>
-      <<<cuda::elementwise_blocks(n, kThreads), kThreads, 0, stream>>>(cls, seq, n, seq_len, hidden);
-  BERTRAIN_CUDA_CHECK_LAUNCH("gather_first_token_forward_kernel");
-}
-
-template <typename T>
-void scatter_first_token_cuda(T* dseq, const T* dcls, int batch, int seq_len, int hidden, CudaStream stream) {
-  check_token_shape("scatter_first_token_cuda", batch, seq_len, hidden);
-  BERTRAIN_CHECK(dseq != nullptr && dcls != nullptr, "scatter_first_token_cuda: null pointer");
-  const std::size_t n =
-      static_cast<std::size_t>(batch) * static_cast<std::size_t>(seq_len) * static_cast<std::size_t>(hidden);
-  scatter_first_token_backward_kernel<T>
-      <<<cuda::elementwise_blocks(n, kThreads), kThreads, 0, stream>>>(dseq, dcls, n, seq_len, hidden);
-  BERTRAIN_CUDA_CHECK_LAUNCH("scatter_first_token_backward_kernel");
-}
-
 void sum_of_squares_cuda(const GpuHandles& handles, float* out, const float* x, std::size_t n) {
   BERTRAIN_CHECK(out != nullptr && (x != nullptr || n == 0), "sum_of_squares_cuda: null pointer");
   // The grid depends on n only, so the order of additions (and the result) is fixed for a given n.
@@ -140,9 +91,5 @@ void sum_of_squares_cuda(const GpuHandles& handles, float* out, const float* x, 
 
 template void add_inplace_cuda<float>(float*, const float*, std::size_t, CudaStream);
 template void add_inplace_cuda<bf16>(bf16*, const bf16*, std::size_t, CudaStream);
-template void gather_first_token_cuda<float>(float*, const float*, int, int, int, CudaStream);
-template void gather_first_token_cuda<bf16>(bf16*, const bf16*, int, int, int, CudaStream);
-template void scatter_first_token_cuda<float>(float*, const float*, int, int, int, CudaStream);
-template void scatter_first_token_cuda<bf16>(bf16*, const bf16*, int, int, int, CudaStream);
 
 }  // namespace bertrain

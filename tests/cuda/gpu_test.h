@@ -1,9 +1,10 @@
 // Shared by the GPU suites: skip visibly without a device, move test data to and from the device, and
-// build random inputs.
+// build random inputs and ragged (packed) batches.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <random>
@@ -59,5 +60,60 @@ inline std::vector<float> to_float(const std::vector<bf16>& x) {
 
 // Values exactly representable in bf16, so the same inputs drive the fp32 CPU twin and a bf16 kernel.
 inline std::vector<float> bf16_rounded(const std::vector<float>& x) { return to_float(to_bf16(x)); }
+
+// ---- Packed batches (DESIGN.md: T = ΣL_b tokens back to back, row offsets cu_seqlens [B + 1]) ---------------
+
+// cu_seqlens [B + 1] of rows with these lengths.
+inline std::vector<int32_t> row_offsets(const std::vector<int>& lengths) {
+  std::vector<int32_t> cu(lengths.size() + 1, 0);
+  for (std::size_t b = 0; b < lengths.size(); ++b) cu[b + 1] = cu[b] + lengths[b];
+  return cu;
+}
+
+inline int total_tokens(const std::vector<int>& lengths) { return row_offsets(lengths).back(); }
+inline int longest_of(const std::vector<int>& lengths) {
+  return lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
+}
+
+// `rows` lengths in [1, longest] drawn from `seed`, with row 0 of length `longest` and (rows >= 2) row rows / 2 of
+// length 1, so that both extremes are always present wherever they land in the padded GPU internals.
+inline std::vector<int> mixed_lengths(int rows, int longest, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> length(1, longest);
+  std::vector<int> lengths(static_cast<std::size_t>(rows));
+  for (int& l : lengths) l = length(gen);
+  lengths[0] = longest;
+  if (rows >= 2) lengths[static_cast<std::size_t>(rows / 2)] = 1;
+  return lengths;
+}
+
+// A named set of row lengths for the ragged cases every packed kernel is checked on.
+struct RaggedRows {
+  std::string name;
+  std::vector<int> lengths;
+};
+
+// The ragged shapes of the brief with rows up to `longest` tokens: every row of length 1; mixed lengths from 1 to
+// `longest` in a few rows (the longest not first, so row 0 is not the padded S); a single row; and 64 rows of mixed
+// lengths (many blocks, many row offsets). first_sample is each test's own parameter.
+inline std::vector<RaggedRows> ragged_row_sets(int longest, uint32_t seed) {
+  std::vector<int> mixed = {std::max(1, longest / 3), longest, 1, std::max(1, longest / 7),
+                            std::min(2, longest), std::max(1, longest - 1)};
+  return {
+      {"all length 1", std::vector<int>(5, 1)},
+      {"mixed 1.." + std::to_string(longest), mixed},
+      {"one row of " + std::to_string(longest), {longest}},
+      {"64 mixed rows up to " + std::to_string(std::min(longest, 96)), mixed_lengths(64, std::min(longest, 96), seed)},
+  };
+}
+
+inline std::string describe_lengths(const std::vector<int>& lengths) {
+  std::string s = "B " + std::to_string(lengths.size()) + ", T " + std::to_string(total_tokens(lengths)) + ", S " +
+                  std::to_string(longest_of(lengths)) + ", lengths";
+  const std::size_t shown = std::min<std::size_t>(lengths.size(), 8);
+  for (std::size_t b = 0; b < shown; ++b) s += " " + std::to_string(lengths[b]);
+  if (shown < lengths.size()) s += " ...";
+  return s;
+}
 
 }  // namespace bertrain::testing

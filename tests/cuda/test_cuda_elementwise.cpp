@@ -1,8 +1,10 @@
 // GPU element-wise and row kernels against their CPU twins: activations (+ the fused bias), dropout (the
-// CPU's mask bit for bit), LayerNorm forward/backward (deterministic parameter gradients) and the tensor ops
-// (casts, y += x, [CLS] gather/scatter, sum of squares). Each kernel runs for T = float and T = bf16. Dropout
-// and LayerNorm also in their mixed-precision overloads (the float residual stream and its gradient, with a T
-// copy for the GEMMs), against the float CPU twins: float outputs to the float tolerances, T copies bit for bit.
+// CPU's mask bit for bit, flat, per sample and over the token slots of ragged packed batches), LayerNorm
+// forward/backward (deterministic parameter gradients), the tensor ops (casts, y += x, sum of squares) and the
+// packed-batch ops (token positions and dropout slots, [CLS] gather/scatter over ragged rows). Each kernel runs for
+// T = float and T = bf16. Dropout and LayerNorm also in their mixed-precision overloads (the float residual stream
+// and its gradient, with a T copy for the GEMMs), against the float CPU twins: float outputs to the float
+// tolerances, T copies bit for bit.
 //
 // Tolerances (atol + rtol·|ref|):
 // - float outputs of element-wise math: 1e-5 + 1e-5·|ref|. The CUDA math functions (erff, tanhf, expf) are
@@ -33,6 +35,7 @@
 #include "kernels/activation.h"
 #include "kernels/dropout.h"
 #include "kernels/layernorm.h"
+#include "kernels/packed.h"
 #include "kernels/tensor_ops.h"
 #include "tests/cuda/gpu_test.h"
 #include "tests/tolerance.h"
@@ -42,7 +45,11 @@ namespace {
 
 using testing::all_close;
 using testing::bf16_rounded;
+using testing::describe_lengths;
+using testing::ragged_row_sets;
+using testing::RaggedRows;
 using testing::random_floats;
+using testing::row_offsets;
 using testing::to_bf16;
 using testing::to_float;
 
@@ -233,18 +240,58 @@ TEST(CudaActivation, BiasActivationMatchesCpu) {
 
 // ---- Dropout ------------------------------------------------------------------------------------------
 
+// A dropout case: n elements in rows of `cols` (0: one flat row), laid out as DropoutLayout{first_sample,
+// max_positions, cols, slots}. With `lengths`, the rows are the T tokens of a packed batch with those row lengths and
+// the slots their token slots from packed_positions_cpu (the hidden states of the model); without, row r is logical
+// row first_sample + r (the pooled [B, H]), or the tensor is flat.
 struct DropoutCase {
   std::size_t n;
-  DropoutLayout layout;
+  int64_t first_sample;
+  int max_positions;
+  int cols;
+  std::vector<int> lengths;  // rows of a packed batch, or empty: no token slots
   float p;
 };
 
+DropoutCase flat_case(std::size_t n, float p) { return DropoutCase{n, 0, 1, 0, {}, p}; }
+DropoutCase sample_rows_case(int rows, int64_t first_sample, int cols, float p) {
+  return DropoutCase{static_cast<std::size_t>(rows) * cols, first_sample, 1, cols, {}, p};
+}
+DropoutCase packed_case(const std::vector<int>& lengths, int64_t first_sample, int max_positions, int cols, float p) {
+  const std::size_t tokens = static_cast<std::size_t>(row_offsets(lengths).back());
+  return DropoutCase{tokens * cols, first_sample, max_positions, cols, lengths, p};
+}
+
 std::string describe(const DropoutCase& c) {
   std::ostringstream os;
-  os << "n=" << c.n << " first_sample=" << c.layout.first_sample << " seq=" << c.layout.seq
-     << " max_positions=" << c.layout.max_positions << " cols=" << c.layout.cols << " p=" << c.p;
+  os << "n=" << c.n << " first_sample=" << c.first_sample << " max_positions=" << c.max_positions
+     << " cols=" << c.cols << " p=" << c.p;
+  if (!c.lengths.empty()) os << ", token slots of " << describe_lengths(c.lengths);
   return os.str();
 }
+
+// A case's token slots on the host (for the CPU twin) and their device copy (for the launchers, which read
+// token_slots on the device), and the case's layout over either.
+struct DropoutSlots {
+  std::vector<int64_t> host;
+  DeviceBuffer<int64_t> device;
+
+  explicit DropoutSlots(const DropoutCase& c) {
+    if (c.lengths.empty()) return;
+    const std::vector<int32_t> cu = row_offsets(c.lengths);
+    std::vector<int32_t> positions(static_cast<std::size_t>(cu.back()));
+    host.resize(positions.size());
+    packed_positions_cpu(positions.data(), host.data(), cu.data(), static_cast<int>(c.lengths.size()), c.first_sample,
+                         c.max_positions);
+    device = DeviceBuffer<int64_t>(host);
+  }
+  DropoutLayout host_layout(const DropoutCase& c) const {
+    return DropoutLayout{c.first_sample, c.max_positions, c.cols, host.empty() ? nullptr : host.data()};
+  }
+  DropoutLayout device_layout(const DropoutCase& c) const {
+    return DropoutLayout{c.first_sample, c.max_positions, c.cols, host.empty() ? nullptr : device.data()};
+  }
+};
 
 // Forward, backward and in-place forward against the CPU, bit for bit (a kept element is x · the same float
 // scale, one multiplication on both sides; a dropped one is +0).
@@ -253,11 +300,13 @@ void check_dropout(const DropoutCase& c, uint32_t seed) {
   SCOPED_TRACE(describe(c) + " " + type_name<T>());
   const CudaStream stream = context().stream();
   const RandomKey key{0x0123456789abcdefULL, 17, 5};
+  const DropoutSlots slots(c);
+  const DropoutLayout host_layout = slots.host_layout(c), device_layout = slots.device_layout(c);
   // Never zero, so a zero output always means "dropped".
   const std::vector<float> x = inputs<T>(c.n, seed, 0.5f, 1.5f);
   std::vector<float> y_ref(c.n), dx_ref(c.n);
-  dropout_forward_cpu(y_ref.data(), x.data(), c.n, c.p, key, c.layout);
-  dropout_backward_cpu(dx_ref.data(), x.data(), c.n, c.p, key, c.layout);
+  dropout_forward_cpu(y_ref.data(), x.data(), c.n, c.p, key, host_layout);
+  dropout_backward_cpu(dx_ref.data(), x.data(), c.n, c.p, key, host_layout);
 
   std::size_t dropped = 0;
   for (float v : y_ref) dropped += v == 0.0f;
@@ -270,31 +319,52 @@ void check_dropout(const DropoutCase& c, uint32_t seed) {
   poison(d_y);
   poison(d_dx);
   sync_all();
-  dropout_forward_cuda(d_y.data(), d_x.data(), c.n, c.p, key, c.layout, stream);
-  dropout_backward_cuda(d_dx.data(), d_x.data(), c.n, c.p, key, c.layout, stream);
+  dropout_forward_cuda(d_y.data(), d_x.data(), c.n, c.p, key, device_layout, stream);
+  dropout_backward_cuda(d_dx.data(), d_x.data(), c.n, c.p, key, device_layout, stream);
   sync_all();
   EXPECT_TRUE(same_bits("dropout forward", d_y, y_ref));
   EXPECT_TRUE(same_bits("dropout backward", d_dx, dx_ref));
 
-  dropout_forward_cuda(d_x.data(), d_x.data(), c.n, c.p, key, c.layout, stream);
+  dropout_forward_cuda(d_x.data(), d_x.data(), c.n, c.p, key, device_layout, stream);
   sync_all();
   EXPECT_TRUE(same_bits("dropout forward in place", d_x, y_ref));
 }
 
-std::vector<DropoutCase> dropout_cases() {
-  return {
-      {1000, DropoutLayout{}, 0.1f},                        // flat: element i has index i
-      {1, DropoutLayout{}, 0.5f},                           // a single element
-      {3 * 7 * 33, DropoutLayout{5, 7, 16, 33}, 0.5f},      // first_sample > 0, S < max_positions, C % 4 != 0
-      {2 * 128 * 768, DropoutLayout{0, 128, 512, 768}, 0.1f},  // BERT hidden states
-      {7, DropoutLayout{2, 1, 1, 1}, 0.5f},                 // one column
-      {3 * 31, DropoutLayout{1, 1, 1, 31}, 0.9f},           // one row per sample, odd width
-      {4 * 3 * 1000, DropoutLayout{9, 3, 512, 1000}, 0.3f},
-      // Indices beyond 2^34: the Philox counter's high word (group >> 32) is non-zero.
-      {2 * 7 * 768, DropoutLayout{100000, 7, 512, 768}, 0.1f},
-      // More than 65536 · 256 elements: the grid-stride loop wraps.
-      {(std::size_t{1} << 24) + 3, DropoutLayout{}, 0.25f},
+// Packed cases over the ragged row sets (gpu_test.h), each with its own first_sample, max_positions, width and p:
+// every row of one token with first_sample > 0 and C % 4 != 0; BERT hidden states of rows 1..512 long; one row;
+// 64 rows of mixed lengths at an odd width.
+std::vector<DropoutCase> packed_dropout_cases() {
+  struct Parameters {
+    int64_t first_sample;
+    int max_positions, cols;
+    float p;
   };
+  const Parameters parameters[] = {{5, 16, 33, 0.5f}, {0, 512, 768, 0.1f}, {3, 512, 768, 0.1f}, {9, 512, 257, 0.3f}};
+  const std::vector<RaggedRows> sets = ragged_row_sets(512, 301);
+  std::vector<DropoutCase> cases;
+  for (std::size_t i = 0; i < sets.size(); ++i) {
+    const Parameters& q = parameters[i % (sizeof parameters / sizeof parameters[0])];
+    cases.push_back(packed_case(sets[i].lengths, q.first_sample, q.max_positions, q.cols, q.p));
+  }
+  return cases;
+}
+
+std::vector<DropoutCase> dropout_cases() {
+  std::vector<DropoutCase> cases = {
+      flat_case(1000, 0.1f),               // flat: element i has index i
+      flat_case(1, 0.5f),                  // a single element
+      sample_rows_case(7, 2, 1, 0.5f),     // one column, one row per sample
+      sample_rows_case(3, 1, 31, 0.9f),    // one row per sample, odd width
+      sample_rows_case(4, 9, 1000, 0.3f),  // the pooled [B, H] of a slice with first_sample > 0
+      // Token slots beyond 2^34 / H: the Philox counter's high word (group >> 32) is non-zero.
+      packed_case({7, 3}, 100000, 512, 768, 0.1f),
+      // max_positions equal to the longest row: consecutive rows' slots are adjacent.
+      packed_case({3, 1, 3, 2}, 4, 3, 1000, 0.3f),
+      // More than 65536 · 256 elements: the grid-stride loop wraps.
+      flat_case((std::size_t{1} << 24) + 3, 0.25f),
+  };
+  for (DropoutCase& c : packed_dropout_cases()) cases.push_back(std::move(c));
+  return cases;
 }
 
 TEST(CudaDropout, MasksEqualTheCpuBitForBit) {
@@ -312,7 +382,7 @@ void check_dropout_edge_probabilities() {
   const CudaStream stream = context().stream();
   const std::size_t n = 1001;
   const RandomKey key{7, 1, 2};
-  const DropoutLayout layout{0, 7, 8, 11};  // 1001 = 13 · 7 · 11
+  const DropoutLayout layout{0, 8, 11};  // 1001 = 91 rows of 11
   const std::vector<float> x = inputs<T>(n, 31, -1.0f, 1.0f);
   DeviceBuffer<T> d_x = upload<T>(x), d_y(n);
 
@@ -377,11 +447,13 @@ void check_mixed_dropout(const DropoutCase& c, CopyMode mode, bool in_place, uin
   SCOPED_TRACE(describe(c) + " " + type_name<T>() + ", " + copy_mode_name(mode) + (in_place ? ", in place" : ""));
   const CudaStream stream = context().stream();
   const RandomKey key{0x0123456789abcdefULL, 17, 5};
+  const DropoutSlots slots(c);
+  const DropoutLayout host_layout = slots.host_layout(c), device_layout = slots.device_layout(c);
   // Never zero, so a zero output always means "dropped"; full float precision (not representable in bf16).
   const std::vector<float> x = random_floats(c.n, seed, 0.5f, 1.5f);
   std::vector<float> y_ref(c.n), dx_ref(c.n);
-  dropout_forward_cpu(y_ref.data(), x.data(), c.n, c.p, key, c.layout);
-  dropout_backward_cpu(dx_ref.data(), x.data(), c.n, c.p, key, c.layout);
+  dropout_forward_cpu(y_ref.data(), x.data(), c.n, c.p, key, host_layout);
+  dropout_backward_cpu(dx_ref.data(), x.data(), c.n, c.p, key, host_layout);
 
   DeviceBuffer<float> d_x(x), d_y(c.n);
   DeviceBuffer<T> d_copy(c.n), d_dx(c.n);
@@ -390,7 +462,7 @@ void check_mixed_dropout(const DropoutCase& c, CopyMode mode, bool in_place, uin
   poison(d_dx);
   sync_all();
   float* y = in_place ? d_x.data() : d_y.data();
-  dropout_forward_cuda(y, copy_pointer(mode, d_copy, y), d_x.data(), c.n, c.p, key, c.layout, stream);
+  dropout_forward_cuda(y, copy_pointer(mode, d_copy, y), d_x.data(), c.n, c.p, key, device_layout, stream);
   sync_all();
   EXPECT_TRUE(same_bits("mixed dropout forward, float output", in_place ? d_x : d_y, y_ref));
   if (mode == CopyMode::kSeparate) {
@@ -399,7 +471,7 @@ void check_mixed_dropout(const DropoutCase& c, CopyMode mode, bool in_place, uin
 
   if (!in_place) {
     // Backward from the float gradient (here x) into the T input of the next GEMM; the call generic code makes.
-    dropout_backward_cuda(d_dx.data(), static_cast<const float*>(d_x.data()), c.n, c.p, key, c.layout, stream);
+    dropout_backward_cuda(d_dx.data(), static_cast<const float*>(d_x.data()), c.n, c.p, key, device_layout, stream);
     sync_all();
     EXPECT_TRUE(same_bits("mixed dropout backward", d_dx, dx_ref));
   }
@@ -426,7 +498,7 @@ void check_mixed_dropout_edge_probabilities() {
   const CudaStream stream = context().stream();
   const std::size_t n = 1001;
   const RandomKey key{7, 1, 2};
-  const DropoutLayout layout{0, 7, 8, 11};  // 1001 = 13 · 7 · 11
+  const DropoutLayout layout{0, 8, 11};  // 1001 = 91 rows of 11
   const std::vector<float> x = random_floats(n, 31, -1.0f, 1.0f);
   DeviceBuffer<float> d_x(x), d_y(n);
   DeviceBuffer<T> d_copy(n), d_dx(n);
@@ -820,39 +892,6 @@ TEST(CudaTensorOps, AddInplaceMatchesCpu) {
   check_add_inplace<float>((std::size_t{1} << 24) + 7, ++seed);
 }
 
-template <typename T>
-void check_first_token(int batch, int seq, int hidden, uint32_t seed) {
-  SCOPED_TRACE("B=" + std::to_string(batch) + " S=" + std::to_string(seq) + " H=" + std::to_string(hidden) + " " +
-               type_name<T>());
-  const CudaStream stream = context().stream();
-  const std::size_t tokens = static_cast<std::size_t>(batch) * seq * hidden, rows = static_cast<std::size_t>(batch) * hidden;
-  const std::vector<float> seq_values = inputs<T>(tokens, seed, -1.0f, 1.0f);
-  const std::vector<float> dcls = inputs<T>(rows, seed + 1, -1.0f, 1.0f);
-  std::vector<float> cls_ref(rows), dseq_ref(tokens);
-  gather_first_token_cpu(cls_ref.data(), seq_values.data(), batch, seq, hidden);
-  scatter_first_token_cpu(dseq_ref.data(), dcls.data(), batch, seq, hidden);
-
-  DeviceBuffer<T> d_seq = upload<T>(seq_values), d_dcls = upload<T>(dcls), d_cls(rows), d_dseq(tokens);
-  poison(d_cls);
-  poison(d_dseq);  // every element of dseq must be written, the zeros included
-  sync_all();
-  gather_first_token_cuda(d_cls.data(), d_seq.data(), batch, seq, hidden, stream);
-  scatter_first_token_cuda(d_dseq.data(), d_dcls.data(), batch, seq, hidden, stream);
-  sync_all();
-  EXPECT_TRUE(same_bits("gather_first_token", d_cls, cls_ref));
-  EXPECT_TRUE(same_bits("scatter_first_token", d_dseq, dseq_ref));
-}
-
-TEST(CudaTensorOps, FirstTokenGatherAndScatterMatchCpu) {
-  BERTRAIN_REQUIRE_GPU();
-  const int shapes[][3] = {{1, 1, 1}, {3, 7, 33}, {2, 128, 768}, {5, 1, 31}, {4, 512, 32}};
-  uint32_t seed = 800;
-  for (const auto& s : shapes) {
-    check_first_token<float>(s[0], s[1], s[2], ++seed);
-    check_first_token<bf16>(s[0], s[1], s[2], ++seed);
-  }
-}
-
 TEST(CudaTensorOps, SumOfSquaresMatchesCpuAndIsDeterministic) {
   BERTRAIN_REQUIRE_GPU();
   const GpuHandles& handles = context().handles();
@@ -886,6 +925,108 @@ TEST(CudaTensorOps, SumOfSquaresMatchesCpuAndIsDeterministic) {
   }
 }
 
+// ---- Packed batches (kernels/packed.h) ------------------------------------------------------------------
+
+// Exact equality of two integer arrays; the failure names the first difference and counts them all.
+template <typename I>
+::testing::AssertionResult same_integers(const std::string& what, const std::vector<I>& got,
+                                         const std::vector<I>& ref) {
+  if (got.size() != ref.size()) {
+    return ::testing::AssertionFailure() << what << ": " << got.size() << " elements, expected " << ref.size();
+  }
+  std::size_t mismatches = 0, first = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    if (got[i] != ref[i] && mismatches++ == 0) first = i;
+  }
+  if (mismatches == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << what << ": " << mismatches << " of " << ref.size()
+                                       << " elements differ; first at " << first << ": got " << got[first]
+                                       << ", expected " << ref[first];
+}
+
+// Positions and dropout slots from device row offsets, with and without slots, exactly the CPU's.
+void check_packed_positions(const std::vector<int>& lengths, int64_t first_sample, int max_positions) {
+  SCOPED_TRACE(describe_lengths(lengths) + ", first_sample " + std::to_string(first_sample) + ", max_positions " +
+               std::to_string(max_positions));
+  const CudaStream stream = context().stream();
+  const std::vector<int32_t> cu = row_offsets(lengths);
+  const int batch = static_cast<int>(lengths.size());
+  const std::size_t tokens = static_cast<std::size_t>(cu.back());
+  std::vector<int32_t> positions_ref(tokens);
+  std::vector<int64_t> slots_ref(tokens);
+  packed_positions_cpu(positions_ref.data(), slots_ref.data(), cu.data(), batch, first_sample, max_positions);
+
+  DeviceBuffer<int32_t> d_cu(cu), d_positions(tokens);
+  DeviceBuffer<int64_t> d_slots(tokens);
+  poison(d_positions);  // -1 everywhere: a token the kernel skips cannot pass
+  poison(d_slots);
+  sync_all();
+  packed_positions_cuda(d_positions.data(), d_slots.data(), d_cu.data(), batch, first_sample, max_positions, stream);
+  sync_all();
+  EXPECT_TRUE(same_integers("positions", d_positions.download(), positions_ref));
+  EXPECT_TRUE(same_integers("slots", d_slots.download(), slots_ref));
+
+  // Without slots (what the embeddings need): positions only.
+  poison(d_positions);
+  sync_all();
+  packed_positions_cuda(d_positions.data(), nullptr, d_cu.data(), batch, first_sample, max_positions, stream);
+  sync_all();
+  EXPECT_TRUE(same_integers("positions (no slots)", d_positions.download(), positions_ref));
+}
+
+TEST(CudaPacked, PositionsAndSlotsMatchCpu) {
+  BERTRAIN_REQUIRE_GPU();
+  // Rows longer than the kernel's 128 threads (512), of one token, and many; first_sample 0, > 0, and large enough
+  // that a slot overflows 32 bits (100000 · 513 > 2^25 · 1.5; with 768 columns the element index passes 2^34).
+  for (const RaggedRows& rows : ragged_row_sets(512, 501)) {
+    for (int64_t first_sample : {int64_t{0}, int64_t{5}, int64_t{100000}}) {
+      check_packed_positions(rows.lengths, first_sample, 512);
+    }
+    check_packed_positions(rows.lengths, 7, 513);  // max_positions above the longest row and odd
+  }
+}
+
+template <typename T>
+void check_first_tokens(const std::vector<int>& lengths, int hidden, uint32_t seed) {
+  SCOPED_TRACE(describe_lengths(lengths) + ", H " + std::to_string(hidden) + " " + type_name<T>());
+  const CudaStream stream = context().stream();
+  const std::vector<int32_t> cu = row_offsets(lengths);
+  const int batch = static_cast<int>(lengths.size()), tokens = cu.back();
+  const std::size_t th = static_cast<std::size_t>(tokens) * hidden, bh = static_cast<std::size_t>(batch) * hidden;
+  const std::vector<float> token_values = inputs<T>(th, seed, -1.0f, 1.0f);
+  const std::vector<float> dcls = inputs<T>(bh, seed + 1, -1.0f, 1.0f);
+  std::vector<float> cls_ref(bh), dtokens_ref(th);
+  gather_first_tokens_cpu(cls_ref.data(), token_values.data(), cu.data(), batch, hidden);
+  scatter_first_tokens_cpu(dtokens_ref.data(), dcls.data(), cu.data(), batch, hidden);
+
+  DeviceBuffer<int32_t> d_cu(cu);
+  DeviceBuffer<T> d_tokens = upload<T>(token_values), d_dcls = upload<T>(dcls), d_cls(bh), d_dtokens(th);
+  poison(d_cls);
+  poison(d_dtokens);  // every element of dtokens must be written, the zeros included
+  sync_all();
+  gather_first_tokens_cuda(d_cls.data(), d_tokens.data(), d_cu.data(), batch, hidden, stream);
+  scatter_first_tokens_cuda(d_dtokens.data(), d_dcls.data(), d_cu.data(), batch, tokens, hidden, stream);
+  sync_all();
+  EXPECT_TRUE(same_bits("gather_first_tokens", d_cls, cls_ref));
+  EXPECT_TRUE(same_bits("scatter_first_tokens", d_dtokens, dtokens_ref));
+}
+
+TEST(CudaPacked, FirstTokensGatherAndScatterMatchCpu) {
+  BERTRAIN_REQUIRE_GPU();
+  uint32_t seed = 800;
+  for (const RaggedRows& rows : ragged_row_sets(512, 801)) {
+    for (int hidden : {1, 31, 768}) {
+      check_first_tokens<float>(rows.lengths, hidden, ++seed);
+      check_first_tokens<bf16>(rows.lengths, hidden, ++seed);
+    }
+  }
+  // More than 65536 · 256 elements of dtokens: the scatter's grid-stride loop wraps (19711 tokens · 1024).
+  std::vector<int> long_rows(48, 400);
+  long_rows.push_back(1);
+  long_rows.push_back(511);
+  check_first_tokens<float>(long_rows, 1024, ++seed);
+}
+
 // ---- Host-side argument checks (no device needed: the launchers throw before any CUDA call) -------------
 
 TEST(CudaLaunchers, RejectBadArgumentsBeforeLaunching) {
@@ -895,26 +1036,35 @@ TEST(CudaLaunchers, RejectBadArgumentsBeforeLaunching) {
   const RandomKey key{};
   EXPECT_THROW(dropout_forward_cuda(f, f, 4, 1.5f, key, DropoutLayout{}, nullptr), Error);
   EXPECT_THROW(dropout_forward_cuda(f, f, 4, -0.1f, key, DropoutLayout{}, nullptr), Error);
-  EXPECT_THROW(dropout_forward_cuda(f, f, 10, 0.5f, key, DropoutLayout{0, 1, 1, 3}, nullptr), Error);  // 10 % 3
-  EXPECT_THROW(dropout_backward_cuda(f, f, 8, 0.5f, key, DropoutLayout{0, 8, 4, 1}, nullptr), Error);  // S > max
-  EXPECT_THROW(dropout_forward_cuda(f, f, 8, 0.5f, key, DropoutLayout{-1, 1, 1, 1}, nullptr), Error);
+  EXPECT_THROW(dropout_forward_cuda(f, f, 10, 0.5f, key, DropoutLayout{0, 1, 3}, nullptr), Error);  // 10 % 3
+  EXPECT_THROW(dropout_backward_cuda(f, f, 9, 0.5f, key, DropoutLayout{0, 1, 4}, nullptr), Error);  // 9 % 4
+  EXPECT_THROW(dropout_forward_cuda(f, f, 8, 0.5f, key, DropoutLayout{-1, 1, 1}, nullptr), Error);
   EXPECT_THROW(bias_activation_forward_cuda(f, f, f, 1, 4, Activation::kGelu, nullptr), Error);  // y == x
   EXPECT_THROW(bias_activation_forward_cuda(f + 1, f, f, 0, 4, Activation::kGelu, nullptr), Error);
   EXPECT_THROW(layernorm_forward_cuda(f, f, f, f, f, f, f, 0, 4, 1e-5f, nullptr), Error);
-  EXPECT_THROW(gather_first_token_cuda(f, f, 1, 0, 4, nullptr), Error);
+  // The packed-batch launchers: no rows, no columns, fewer tokens than rows.
+  int32_t fake_offsets[3] = {0, 1, 2};
+  int64_t fake_slots[2] = {};
+  EXPECT_THROW(packed_positions_cuda(fake_offsets, fake_slots, fake_offsets, 0, 0, 512, nullptr), Error);
+  EXPECT_THROW(gather_first_tokens_cuda(f, f, fake_offsets, 0, 4, nullptr), Error);
+  EXPECT_THROW(gather_first_tokens_cuda(f, f, fake_offsets, 2, 0, nullptr), Error);
+  EXPECT_THROW(scatter_first_tokens_cuda(f, f, fake_offsets, 2, 1, 4, nullptr), Error);
   // The mixed-precision overloads check the same things (and that a bf16 copy is not the float output itself).
-  bf16* h = reinterpret_cast<bf16*>(fake);
+  // h lies apart from f, so that each call below fails on the argument its comment names, not on h aliasing f.
+  bf16 fake_bf16[8] = {};
+  bf16* h = fake_bf16;
   EXPECT_THROW(dropout_forward_cuda(f, h, f, 4, 1.5f, key, DropoutLayout{}, nullptr), Error);
-  EXPECT_THROW(dropout_forward_cuda(f, h, f, 10, 0.5f, key, DropoutLayout{0, 1, 1, 3}, nullptr), Error);  // 10 % 3
+  EXPECT_THROW(dropout_forward_cuda(f, h, f, 10, 0.5f, key, DropoutLayout{0, 1, 3}, nullptr), Error);  // 10 % 3
   EXPECT_THROW(dropout_forward_cuda(f, reinterpret_cast<bf16*>(f), f, 4, 0.5f, key, DropoutLayout{}, nullptr), Error);
-  EXPECT_THROW(dropout_backward_cuda(h, static_cast<const float*>(f), 8, 0.5f, key, DropoutLayout{0, 8, 4, 1}, nullptr),
-               Error);  // S > max
+  EXPECT_THROW(dropout_backward_cuda(h, static_cast<const float*>(f), 9, 0.5f, key, DropoutLayout{0, 1, 4}, nullptr),
+               Error);  // 9 % 4
+  EXPECT_THROW(dropout_forward_cuda(f, h, f, 8, 0.5f, key, DropoutLayout{-1, 1, 1}, nullptr), Error);
   EXPECT_THROW(dropout_backward_cuda(h, static_cast<const float*>(f), 4, -0.1f, key, DropoutLayout{}, nullptr), Error);
   EXPECT_THROW(layernorm_forward_cuda(f, static_cast<float*>(nullptr), f, f, f, f, f, f, 0, 4, 1e-5f, nullptr), Error);
   EXPECT_THROW(layernorm_forward_cuda(f, h, f, f, static_cast<const bf16*>(nullptr), f, h, h, 1, 4, 1e-5f, nullptr),
                Error);  // null x
   EXPECT_THROW(layernorm_forward_cuda(f, reinterpret_cast<bf16*>(f), f, f, h, f, h, h, 1, 4, 1e-5f, nullptr), Error);
-  EXPECT_THROW(scatter_first_token_cuda(f, f, 1, 1, 0, nullptr), Error);
+  EXPECT_THROW(scatter_first_tokens_cuda(f, f, fake_offsets, 1, 1, 0, nullptr), Error);
 
   // LayerNorm backward needs 2 · kReductionChunks · cols floats of workspace; gpu_reduction_workspace_elements
   // provides them.

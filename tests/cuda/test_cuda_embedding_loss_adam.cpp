@@ -1,5 +1,5 @@
-// GPU vs CPU twin: BERT input embeddings (forward and the sort-based deterministic backward), the
-// classification losses and the Adam / AdamW update.
+// GPU vs CPU twin: BERT input embeddings over ragged packed batches (forward and the sort-based deterministic
+// backward), the classification losses and the Adam / AdamW update.
 //
 // What is guaranteed, and so what is checked:
 //   - embedding forward and backward: bit-identical to the CPU twin, float and bf16 (the GPU performs the
@@ -29,6 +29,7 @@
 #include "kernels/adam.h"
 #include "kernels/embedding.h"
 #include "kernels/loss.h"
+#include "kernels/packed.h"
 #include "tests/cuda/gpu_test.h"
 #include "tests/tolerance.h"
 
@@ -37,7 +38,11 @@ namespace {
 
 using bertrain::testing::all_close;
 using bertrain::testing::bf16_rounded;
+using bertrain::testing::describe_lengths;
+using bertrain::testing::longest_of;
+using bertrain::testing::mixed_lengths;
 using bertrain::testing::random_floats;
+using bertrain::testing::row_offsets;
 using bertrain::testing::to_bf16;
 
 // Uploads with cudaMemcpy (legacy stream) may still be in flight when a kernel starts on the context's
@@ -90,44 +95,57 @@ template <typename T>
 
 // ---- embeddings ------------------------------------------------------------------------------------
 
+// A packed batch (rows of `lengths` tokens back to back) and the embedding tables it reads. Every row is at most
+// max_pos long (the CUDA backward trusts the host's check_row_offsets).
 struct EmbeddingCase {
-  int batch, seq, hidden, vocab, max_pos, type_vocab;
+  std::vector<int> lengths;
+  int hidden, vocab, max_pos, type_vocab;
   bool with_types;
-  double pad_fraction;  // share of tokens with id 0 (padding): one long run of equal ids
+  double zero_fraction;  // share of tokens with id 0: one long run of equal ids
+  int batch() const { return static_cast<int>(lengths.size()); }
+  int tokens() const { return row_offsets(lengths).back(); }
   std::string name() const {
     std::ostringstream os;
-    os << "B" << batch << " S" << seq << " H" << hidden << " V" << vocab << " P" << max_pos << " TV" << type_vocab
-       << (with_types ? " types" : " no-types") << " pad" << pad_fraction;
+    os << describe_lengths(lengths) << ", H" << hidden << " V" << vocab << " P" << max_pos << " TV" << type_vocab
+       << (with_types ? " types" : " no-types") << " zeros" << zero_fraction;
     return os.str();
   }
 };
 
 // Every launch branch: one token; hidden 32 / 33 / 300 / 768 / 1000 (one partial warp, several column
 // loops of the 256-thread blocks); runs of equal ids shorter than, equal to and much longer than the
-// 8-row batch and the 256-key scan chunk (a vocabulary of 1, 2 or 5, or 90% padding); a run reaching the
+// 8-row batch and the 256-key scan chunk (a vocabulary of 1, 2 or 5, or 90% zeros); a run reaching the
 // last sorted position; the largest id vocab - 1 (the top radix bit); the SciBERT vocabulary; positions
-// and types no token uses (zero rows).
+// and types no token uses (zero rows). Ragged rows: every row of length 1, mixed lengths 1..512 (the position
+// gradient sums a different number of rows at each position), one row, 64 rows of mixed lengths, and a row as
+// long as the position table.
 const std::vector<EmbeddingCase>& embedding_cases() {
   static const std::vector<EmbeddingCase> cases = {
-      {1, 1, 32, 5, 4, 2, false, 0.0},        {3, 7, 768, 5, 16, 2, true, 0.0},
-      {4, 33, 33, 7, 40, 3, true, 0.0},       {8, 128, 1000, 3000, 512, 2, true, 0.2},
-      {2, 128, 768, 31090, 512, 2, false, 0.5}, {8, 128, 32, 1, 128, 2, true, 0.0},
-      {8, 128, 300, 2, 130, 2, true, 0.9},    {5, 1, 32, 31090, 512, 2, true, 0.0},
+      {{1}, 32, 5, 4, 2, false, 0.0},
+      {std::vector<int>(8, 1), 768, 5, 16, 2, true, 0.0},
+      {{7, 3, 7}, 768, 5, 16, 2, true, 0.0},
+      {{33, 1, 20, 33}, 33, 7, 40, 3, true, 0.0},
+      {{170, 512, 1, 73, 2, 511}, 1000, 3000, 512, 2, true, 0.2},
+      {{128, 64}, 768, 31090, 512, 2, false, 0.5},
+      {mixed_lengths(64, 128, 17), 32, 1, 128, 2, true, 0.0},
+      {mixed_lengths(8, 130, 19), 300, 2, 130, 2, true, 0.9},
+      {std::vector<int>(5, 1), 32, 31090, 512, 2, true, 0.0},
+      {{512}, 64, 31090, 512, 2, true, 0.0},
   };
   return cases;
 }
 
 struct EmbeddingInputs {
-  std::vector<int32_t> ids, types;
+  std::vector<int32_t> ids, types, cu_seqlens, positions;
   std::vector<float> word, pos, type, dout;
 };
 
-// Ids: pad_fraction of them 0, of the rest half from the first 5 ids (many tokens share an id) and half
+// Ids: zero_fraction of them 0, of the rest half from the first 5 ids (many tokens share an id) and half
 // uniform over the vocabulary; the last token takes id vocab - 1. Token types use only 0 and 1, so with
-// type_vocab 3 the last row of dtype must stay zero. Values are bf16-representable so one set of inputs
-// drives both the float and the bf16 kernels.
+// type_vocab 3 the last row of dtype must stay zero. Positions from the row offsets (packed_positions_cpu).
+// Values are bf16-representable so one set of inputs drives both the float and the bf16 kernels.
 EmbeddingInputs make_embedding_inputs(const EmbeddingCase& c, uint32_t seed, bool forward) {
-  const int tokens = c.batch * c.seq;
+  const int tokens = c.tokens();
   EmbeddingInputs in;
   std::mt19937 gen(seed);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
@@ -135,7 +153,7 @@ EmbeddingInputs make_embedding_inputs(const EmbeddingCase& c, uint32_t seed, boo
   in.ids.resize(tokens);
   in.types.resize(tokens);
   for (int t = 0; t < tokens; ++t) {
-    if (unit(gen) < c.pad_fraction) {
+    if (unit(gen) < c.zero_fraction) {
       in.ids[t] = 0;
     } else {
       in.ids[t] = unit(gen) < 0.5 ? small_id(gen) : any_id(gen);
@@ -143,6 +161,9 @@ EmbeddingInputs make_embedding_inputs(const EmbeddingCase& c, uint32_t seed, boo
     in.types[t] = std::min(type(gen), c.type_vocab - 1);
   }
   in.ids[tokens - 1] = c.vocab - 1;
+  in.cu_seqlens = row_offsets(c.lengths);
+  in.positions.resize(tokens);
+  packed_positions_cpu(in.positions.data(), nullptr, in.cu_seqlens.data(), c.batch(), 0, c.max_pos);
   const std::size_t h = static_cast<std::size_t>(c.hidden);
   if (forward) {
     in.word = bf16_rounded(random_floats(c.vocab * h, seed + 1));
@@ -172,19 +193,20 @@ template <typename T>
 void check_embedding_forward(const EmbeddingCase& c, uint32_t seed, CudaStream stream) {
   SCOPED_TRACE(c.name());
   const EmbeddingInputs in = make_embedding_inputs(c, seed, true);
-  const int tokens = c.batch * c.seq;
+  const int tokens = c.tokens();
+  ASSERT_LE(longest_of(c.lengths), c.max_pos) << "a case's rows must fit the position table";
   const int32_t* cpu_types = c.with_types ? in.types.data() : nullptr;
   std::vector<float> ref(static_cast<std::size_t>(tokens) * c.hidden);
-  embedding_forward_cpu<float>(ref.data(), in.ids.data(), cpu_types, in.word.data(), in.pos.data(), in.type.data(),
-                               c.batch, c.seq, c.hidden, c.vocab, c.type_vocab);
+  embedding_forward_cpu<float>(ref.data(), in.ids.data(), in.positions.data(), cpu_types, in.word.data(),
+                               in.pos.data(), in.type.data(), tokens, c.hidden, c.vocab, c.max_pos, c.type_vocab);
 
-  DeviceBuffer<int32_t> ids(in.ids), types(in.types);
+  DeviceBuffer<int32_t> ids(in.ids), types(in.types), positions(in.positions);
   DeviceBuffer<T> word(as_storage<T>(in.word)), pos(as_storage<T>(in.pos)), type(as_storage<T>(in.type));
   DeviceBuffer<T> out(ref.size());
   poison(out);
   device_sync();
-  embedding_forward_cuda<T>(out.data(), ids.data(), c.with_types ? types.data() : nullptr, word.data(), pos.data(),
-                            type.data(), c.batch, c.seq, c.hidden, stream);
+  embedding_forward_cuda<T>(out.data(), ids.data(), positions.data(), c.with_types ? types.data() : nullptr,
+                            word.data(), pos.data(), type.data(), tokens, c.hidden, stream);
   device_sync();
   // float: the same two float additions. bf16: the same float sum, rounded once to bf16.
   EXPECT_TRUE(bitwise_equal("embedding forward", out.download(), as_storage<T>(ref)));
@@ -195,17 +217,18 @@ template <typename T>
 long check_embedding_backward(const EmbeddingCase& c, uint32_t seed, std::size_t scratch_offset, CudaStream stream) {
   SCOPED_TRACE(c.name());
   const EmbeddingInputs in = make_embedding_inputs(c, seed, false);
-  const int tokens = c.batch * c.seq;
+  const int tokens = c.tokens();
   const std::size_t h = static_cast<std::size_t>(c.hidden);
   const int32_t* cpu_types = c.with_types ? in.types.data() : nullptr;
   std::vector<float> dword_ref(c.vocab * h), dpos_ref(c.max_pos * h), dtype_ref(c.type_vocab * h);
   embedding_backward_cpu<float>(dword_ref.data(), dpos_ref.data(), dtype_ref.data(), in.dout.data(), in.ids.data(),
-                                cpu_types, c.batch, c.seq, c.hidden, c.vocab, c.max_pos, c.type_vocab);
+                                in.cu_seqlens.data(), cpu_types, c.batch(), tokens, c.hidden, c.vocab, c.max_pos,
+                                c.type_vocab);
   std::vector<long> uses(c.vocab, 0);
   for (int32_t id : in.ids) ++uses[id];
   const long longest_run = *std::max_element(uses.begin(), uses.end());
 
-  DeviceBuffer<int32_t> ids(in.ids), types(in.types);
+  DeviceBuffer<int32_t> ids(in.ids), types(in.types), cu_seqlens(in.cu_seqlens);
   DeviceBuffer<T> dout(as_storage<T>(in.dout));
   const std::size_t scratch_bytes = embedding_backward_scratch_bytes(tokens);
   // The scratch may start anywhere (scratch_offset bytes into an allocation): the launcher aligns it.
@@ -219,13 +242,14 @@ long check_embedding_backward(const EmbeddingCase& c, uint32_t seed, std::size_t
     poison(dpos);
     poison(dtype);
     device_sync();
-    embedding_backward_cuda<T>(dword.data(), dpos.data(), dtype.data(), dout.data(), ids.data(),
-                               c.with_types ? types.data() : nullptr, c.batch, c.seq, c.hidden, c.vocab, c.max_pos,
+    embedding_backward_cuda<T>(dword.data(), dpos.data(), dtype.data(), dout.data(), ids.data(), cu_seqlens.data(),
+                               c.with_types ? types.data() : nullptr, c.batch(), tokens, c.hidden, c.vocab, c.max_pos,
                                c.type_vocab, scratch.data() + scratch_offset, scratch_bytes, stream);
     device_sync();
     std::vector<float> got[3] = {dword.download(), dpos.download(), dtype.download()};
     if (run == 0) {
-      // The same float additions in the same (token) order as the CPU twin: bit-identical.
+      // The same float additions in the same (token) order as the CPU twin: bit-identical. dpos[s] sums the
+      // tokens at position s of the rows longer than s, in row order, which is token order.
       EXPECT_TRUE(bitwise_equal("dword", got[0], dword_ref));
       EXPECT_TRUE(bitwise_equal("dpos", got[1], dpos_ref));
       EXPECT_TRUE(bitwise_equal("dtype", got[2], dtype_ref));
@@ -286,14 +310,14 @@ TEST(CudaEmbedding, BackwardBf16BitIdenticalToCpuAndDeterministic) {
 TEST(CudaEmbedding, BackwardRejectsTooSmallScratch) {
   BERTRAIN_REQUIRE_GPU();
   GpuContext ctx(0, 0);
-  const int batch = 2, seq = 64, hidden = 32, vocab = 10, tokens = batch * seq;
-  DeviceBuffer<int32_t> ids(std::vector<int32_t>(tokens, 3));
+  const int batch = 2, seq = 64, hidden = 32, vocab = 10, tokens = 100;
+  DeviceBuffer<int32_t> ids(std::vector<int32_t>(tokens, 3)), cu_seqlens(std::vector<int32_t>{0, seq, tokens});
   DeviceBuffer<float> dout(static_cast<std::size_t>(tokens) * hidden), dword(vocab * hidden), dpos(seq * hidden),
       dtype(2 * hidden);
   DeviceBuffer<unsigned char> scratch(64);
   EXPECT_THROW(embedding_backward_cuda<float>(dword.data(), dpos.data(), dtype.data(), dout.data(), ids.data(),
-                                              nullptr, batch, seq, hidden, vocab, seq, 2, scratch.data(), 64,
-                                              ctx.stream()),
+                                              cu_seqlens.data(), nullptr, batch, tokens, hidden, vocab, seq, 2,
+                                              scratch.data(), 64, ctx.stream()),
                Error);
 }
 

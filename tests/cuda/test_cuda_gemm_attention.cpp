@@ -1,5 +1,6 @@
 // The GEMM-based CUDA kernels (kernels/cuda/linear.cu, kernels/cuda/attention.cu) against their CPU twins, for
-// T = float and T = bf16. bf16 inputs are rounded to bf16 first (bf16_rounded), so the fp32 CPU twin sees exactly
+// T = float and T = bf16; attention over ragged packed batches (the CPU's ragged probability blocks against the
+// real entries of the GPU's padded ones). bf16 inputs are rounded to bf16 first (bf16_rounded), so the fp32 CPU twin sees exactly
 // the values the bf16 kernel reads; differences then come only from the kernel's bf16 outputs and intermediates.
 //
 // Tolerances (atol + rtol·|ref|):
@@ -38,7 +39,11 @@ namespace {
 
 using testing::all_close;
 using testing::bf16_rounded;
+using testing::describe_lengths;
+using testing::longest_of;
+using testing::mixed_lengths;
 using testing::random_floats;
+using testing::row_offsets;
 using testing::to_bf16;
 using testing::to_float;
 
@@ -380,55 +385,79 @@ struct AttentionTolerances<float> {
 };
 template <>
 struct AttentionTolerances<bf16> {
-  // The fp32 softmax rounded once (see the top of the file); masked probabilities are exactly 0 on both sides.
+  // The fp32 softmax rounded once (see the top of the file); only real (row, key) entries are compared.
   static Tolerance probs(double) { return {1e-6, 5e-3}; }
-  // + 1e-6: at S = 1 dq and dk are exactly zero (a one-key softmax has no gradient).
+  // + 1e-6: in a row of one token dq and dk are exactly zero (a one-key softmax has no gradient).
   static Tolerance values(double scale) { return {2e-2 * scale + 1e-6, 2e-2}; }
 };
 
 struct AttentionCase {
-  int batch, seq, heads, head_dim;
+  std::vector<int> lengths;  // the rows of the packed batch
+  int heads, head_dim;
   float dropout_p;
   int64_t first_sample;
   int max_positions;
-  int empty_sample;  // a sample whose mask is all zeros (-1: none)
 };
 
-// Sequence lengths 1, 7, 64, 128, 512; hidden 32..1024 (33 for a head dim that is no multiple of 8); dropout
-// with first_sample > 0, max_positions > S and max_positions < S (which counts as S).
-const AttentionCase kAttentionCases[] = {
-    {2, 1, 2, 16, 0.0f, 0, 1, -1},      {3, 7, 2, 16, 0.1f, 4, 512, -1},     {2, 7, 3, 11, 0.5f, 0, 3, -1},
-    {4, 7, 2, 16, 0.1f, 2, 9, 3},       {2, 64, 12, 64, 0.1f, 2, 512, -1},   {3, 128, 16, 64, 0.0f, 0, 512, -1},
-    {2, 128, 16, 64, 0.1f, 1, 512, -1}, {1, 512, 4, 32, 0.1f, 7, 512, -1},
-};
+// Ragged batches: every row of length 1 (S = 1, with and without dropout); short mixed rows with hidden 32..1024 (33
+// for a head dim that is no multiple of 8); mixed lengths 1..512 in a few rows; one row of 512; 64 rows of mixed
+// lengths. Dropout with first_sample > 0, max_positions > S and max_positions < S (which counts as S). The longest
+// row is never only row 0, so padding sits between real rows of the GPU's padded blocks.
+const std::vector<AttentionCase>& attention_cases() {
+  static const std::vector<AttentionCase> cases = {
+      {{1, 1}, 2, 16, 0.0f, 0, 1},
+      {std::vector<int>(5, 1), 2, 16, 0.1f, 4, 512},
+      {{7, 5, 4}, 2, 16, 0.1f, 4, 512},
+      {{2, 7, 7}, 3, 11, 0.5f, 0, 3},
+      {{7, 1, 3, 6}, 2, 16, 0.1f, 2, 9},
+      {{64, 33}, 12, 64, 0.1f, 2, 512},
+      {{85, 128, 64}, 16, 64, 0.0f, 0, 512},
+      {{128, 1, 100}, 16, 64, 0.1f, 1, 512},
+      {{170, 512, 1, 73, 2}, 4, 32, 0.1f, 3, 512},
+      {{512}, 4, 32, 0.1f, 7, 512},
+      {mixed_lengths(64, 96, 23), 2, 16, 0.1f, 5, 128},
+  };
+  return cases;
+}
 
 std::string describe(const AttentionCase& c) {
-  return "B " + std::to_string(c.batch) + ", S " + std::to_string(c.seq) + ", NH " + std::to_string(c.heads) +
-         ", HD " + std::to_string(c.head_dim) + ", p " + std::to_string(c.dropout_p) + ", first_sample " +
-         std::to_string(c.first_sample) + ", max_positions " + std::to_string(c.max_positions);
+  return describe_lengths(c.lengths) + ", NH " + std::to_string(c.heads) + ", HD " + std::to_string(c.head_dim) +
+         ", p " + std::to_string(c.dropout_p) + ", first_sample " + std::to_string(c.first_sample) +
+         ", max_positions " + std::to_string(c.max_positions);
 }
 
-// Sample b keeps all S keys, 2S/3 or S/2 of them in turn (trailing padding), or none for the empty sample.
-std::vector<int32_t> padding_mask(const AttentionCase& c) {
-  std::vector<int32_t> mask(static_cast<std::size_t>(c.batch) * c.seq, 0);
-  for (int b = 0; b < c.batch; ++b) {
-    int valid = b % 3 == 0 ? c.seq : (b % 3 == 1 ? std::max(1, c.seq * 2 / 3) : std::max(1, c.seq / 2));
-    if (b == c.empty_sample) valid = 0;
-    for (int j = 0; j < valid; ++j) mask[static_cast<std::size_t>(b) * c.seq + j] = 1;
-  }
-  return mask;
-}
-
-// Head-major copy [B, NH, S, HD] of a token-major [B, S, H] tensor.
+// Head-major copy [B, NH, S, HD] of a packed [T, H] tensor, zero beyond each row's L_b tokens (the GPU's padded
+// qh, kh, vh).
 std::vector<float> split_heads(const std::vector<float>& x, const AttentionCase& c) {
-  std::vector<float> out(x.size());
-  std::size_t e = 0;
-  for (int b = 0; b < c.batch; ++b) {
-    for (int h = 0; h < c.heads; ++h) {
-      for (int s = 0; s < c.seq; ++s) {
-        for (int d = 0; d < c.head_dim; ++d) {
-          out[e++] = x[((static_cast<std::size_t>(b) * c.seq + s) * c.heads + h) * c.head_dim + d];
+  const std::vector<int32_t> cu = row_offsets(c.lengths);
+  const std::size_t B = c.lengths.size(), S = static_cast<std::size_t>(longest_of(c.lengths));
+  const std::size_t NH = static_cast<std::size_t>(c.heads), HD = static_cast<std::size_t>(c.head_dim);
+  std::vector<float> out(B * NH * S * HD, 0.0f);
+  for (std::size_t b = 0; b < B; ++b) {
+    for (std::size_t h = 0; h < NH; ++h) {
+      for (std::size_t s = 0; s < static_cast<std::size_t>(c.lengths[b]); ++s) {
+        for (std::size_t d = 0; d < HD; ++d) {
+          out[((b * NH + h) * S + s) * HD + d] = x[((static_cast<std::size_t>(cu[b]) + s) * NH + h) * HD + d];
         }
+      }
+    }
+  }
+  return out;
+}
+
+// The real entries of the GPU's padded probs [B, NH, S, S] in the CPU's ragged layout: block (b, h) at offset
+// NH·Σ_{b' < b} L_b'² + h·L_b², row-major L_b × L_b (kernels/attention.h). Entries of padded queries or keys are
+// unspecified and left out; a padded key that leaked into the softmax would still show, as real probabilities
+// too small.
+std::vector<float> real_probabilities(const std::vector<float>& padded, const AttentionCase& c) {
+  const std::size_t S = static_cast<std::size_t>(longest_of(c.lengths)), NH = static_cast<std::size_t>(c.heads);
+  std::vector<float> out;
+  for (std::size_t b = 0; b < c.lengths.size(); ++b) {
+    const std::size_t L = static_cast<std::size_t>(c.lengths[b]);
+    for (std::size_t h = 0; h < NH; ++h) {
+      for (std::size_t i = 0; i < L; ++i) {
+        const float* row = padded.data() + ((b * NH + h) * S + i) * S;
+        out.insert(out.end(), row, row + L);
       }
     }
   }
@@ -446,61 +475,56 @@ TYPED_TEST(CudaAttention, ForwardAndBackwardMatchCpu) {
   GpuContext gpu(0, kReductionWorkspace);
   const RandomKey key{0x5eed1234abcdULL, 17, 9};
   bool checked_determinism = false;
-  for (const AttentionCase& c : kAttentionCases) {
+  for (const AttentionCase& c : attention_cases()) {
     SCOPED_TRACE(describe(c));
-    const int B = c.batch, S = c.seq, NH = c.heads, HD = c.head_dim;
-    const std::size_t n = static_cast<std::size_t>(B) * S * NH * HD;
-    const std::size_t np = static_cast<std::size_t>(B) * NH * S * S;
-    const DropoutLayout layout{c.first_sample, S, c.max_positions, 0};
+    const std::vector<int32_t> cu = row_offsets(c.lengths);
+    const int B = static_cast<int>(c.lengths.size()), S = longest_of(c.lengths), NH = c.heads, HD = c.head_dim;
+    const int tokens = cu.back();
+    const std::size_t n = static_cast<std::size_t>(tokens) * NH * HD;       // packed [T, H]
+    const std::size_t nh = static_cast<std::size_t>(B) * S * NH * HD;       // padded [B, NH, S, HD]
+    const std::size_t np = static_cast<std::size_t>(B) * NH * S * S;        // padded [B, NH, S, S]
+    const std::size_t np_cpu = attention_probs_elements(cu.data(), B, NH);  // ragged NH·ΣL_b²
+    const DropoutLayout layout{c.first_sample, c.max_positions, 0};
     const std::vector<float> q = make_input<T>(n, 41), k = make_input<T>(n, 42), v = make_input<T>(n, 43);
     const std::vector<float> dctx = make_input<T>(n, 44);
-    const std::vector<int32_t> mask = padding_mask(c);
 
-    std::vector<float> ref_ctx(n), ref_probs(np), ref_dq(n), ref_dk(n), ref_dv(n);
+    std::vector<float> ref_ctx(n), ref_probs(np_cpu), ref_dq(n), ref_dk(n), ref_dv(n);
     std::vector<float> scratch(attention_scratch_elements(S, omp_get_max_threads()));
-    attention_forward_cpu<float>(ref_ctx.data(), ref_probs.data(), q.data(), k.data(), v.data(), mask.data(), B, S, NH,
-                                 HD, c.dropout_p, key, scratch.data(), layout);
+    attention_forward_cpu<float>(ref_ctx.data(), ref_probs.data(), q.data(), k.data(), v.data(), cu.data(), B, NH, HD,
+                                 c.dropout_p, key, scratch.data(), layout);
     attention_backward_cpu<float>(ref_dq.data(), ref_dk.data(), ref_dv.data(), dctx.data(), ref_probs.data(), q.data(),
-                                  k.data(), v.data(), B, S, NH, HD, c.dropout_p, key, scratch.data(), layout);
+                                  k.data(), v.data(), cu.data(), B, NH, HD, c.dropout_p, key, scratch.data(), layout);
 
     DeviceBuffer<T> q_ = to_device<T>(q), k_ = to_device<T>(k), v_ = to_device<T>(v), dctx_ = to_device<T>(dctx);
-    DeviceBuffer<int32_t> mask_(mask);
-    DeviceBuffer<T> ctx_(n), probs_(np), qh_(n), kh_(n), vh_(n), dq_(n), dk_(n), dv_(n);
+    DeviceBuffer<int32_t> cu_(cu);  // the launchers read the row offsets on the device
+    DeviceBuffer<T> ctx_(n), probs_(np), qh_(nh), kh_(nh), vh_(nh), dq_(n), dk_(n), dv_(n);
     DeviceBuffer<T> workspace(attention_workspace_elements_cuda(B, S, NH, HD));
     for (DeviceBuffer<T>* d : {&ctx_, &probs_, &qh_, &kh_, &vh_, &dq_, &dk_, &dv_, &workspace}) poison(*d);
     sync_device();
     auto run = [&](DeviceBuffer<T>& ctx, DeviceBuffer<T>& probs, DeviceBuffer<T>& dq, DeviceBuffer<T>& dk,
                    DeviceBuffer<T>& dv) {
       attention_forward_cuda<T>(gpu.handles(), ctx.data(), probs.data(), qh_.data(), kh_.data(), vh_.data(), q_.data(),
-                                k_.data(), v_.data(), mask_.data(), B, S, NH, HD, c.dropout_p, key, layout,
+                                k_.data(), v_.data(), cu_.data(), B, tokens, S, NH, HD, c.dropout_p, key, layout,
                                 workspace.data());
       attention_backward_cuda<T>(gpu.handles(), dq.data(), dk.data(), dv.data(), dctx_.data(), probs.data(),
-                                 qh_.data(), kh_.data(), vh_.data(), B, S, NH, HD, c.dropout_p, key, layout,
-                                 workspace.data());
+                                 qh_.data(), kh_.data(), vh_.data(), cu_.data(), B, tokens, S, NH, HD, c.dropout_p,
+                                 key, layout, workspace.data());
     };
     run(ctx_, probs_, dq_, dk_, dv_);
     sync_device();
 
-    // The head-major copies are plain permutations: exact.
+    // The head-major copies are plain permutations with zero padding: exact, padding included (the GEMMs read it).
     const std::vector<float> got_qh = to_host(qh_), got_kh = to_host(kh_), got_vh = to_host(vh_);
-    EXPECT_TRUE(all_close("qh", got_qh.data(), split_heads(q, c).data(), n, 0.0, 0.0));
-    EXPECT_TRUE(all_close("kh", got_kh.data(), split_heads(k, c).data(), n, 0.0, 0.0));
-    EXPECT_TRUE(all_close("vh", got_vh.data(), split_heads(v, c).data(), n, 0.0, 0.0));
+    EXPECT_TRUE(all_close("qh", got_qh.data(), split_heads(q, c).data(), nh, 0.0, 0.0));
+    EXPECT_TRUE(all_close("kh", got_kh.data(), split_heads(k, c).data(), nh, 0.0, 0.0));
+    EXPECT_TRUE(all_close("vh", got_vh.data(), split_heads(v, c).data(), nh, 0.0, 0.0));
 
-    const std::vector<float> got_probs = to_host(probs_);
+    // The real entries of each (row, head) block, in the CPU's ragged layout (the index in the failure is the CPU's).
+    const std::vector<float> got_probs = real_probabilities(to_host(probs_), c);
+    ASSERT_EQ(got_probs.size(), np_cpu);
     const Tolerance tp = Tol::probs(max_abs(ref_probs));
-    EXPECT_TRUE(all_close("probs", got_probs.data(), ref_probs.data(), np, tp.atol, tp.rtol));
-    // Padded keys get exactly zero probability (unless the whole row is padded: then uniform, as the CPU).
-    for (int b = 0; b < B; ++b) {
-      if (b == c.empty_sample) continue;
-      for (std::size_t r = 0; r < static_cast<std::size_t>(NH) * S; ++r) {
-        for (int j = 0; j < S; ++j) {
-          if (mask[static_cast<std::size_t>(b) * S + j] != 0) continue;
-          ASSERT_EQ(0.0f, got_probs[(static_cast<std::size_t>(b) * NH * S + r) * S + j])
-              << "padded key " << j << " of sample " << b;
-        }
-      }
-    }
+    EXPECT_TRUE(all_close("probs", got_probs.data(), ref_probs.data(), np_cpu, tp.atol, tp.rtol));
+    // Every packed token's context and gradients (all poisoned before): tokens of every row written, none missed.
     struct Output {
       const char* name;
       const DeviceBuffer<T>* got;
@@ -519,9 +543,13 @@ TYPED_TEST(CudaAttention, ForwardAndBackwardMatchCpu) {
       DeviceBuffer<T> ctx2(n), probs2(np), dq2(n), dk2(n), dv2(n);
       run(ctx2, probs2, dq2, dk2, dv2);
       sync_device();
-      EXPECT_TRUE(bitwise_equal(ctx_, ctx2) && bitwise_equal(probs_, probs2) && bitwise_equal(dq_, dq2) &&
-                  bitwise_equal(dk_, dk2) && bitwise_equal(dv_, dv2))
+      EXPECT_TRUE(bitwise_equal(ctx_, ctx2) && bitwise_equal(dq_, dq2) && bitwise_equal(dk_, dk2) &&
+                  bitwise_equal(dv_, dv2))
           << "a second identical attention forward/backward gave different bits";
+      const std::vector<float> first = real_probabilities(to_host(probs_), c),
+                               second = real_probabilities(to_host(probs2), c);
+      EXPECT_EQ(0, std::memcmp(first.data(), second.data(), first.size() * sizeof(float)))
+          << "a second identical attention forward gave different probabilities";
     }
   }
 }
@@ -550,7 +578,8 @@ TEST(CudaGemmAttentionChecks, ColumnSumNeedsEnoughWorkspace) {
 }
 
 TEST(CudaGemmAttentionChecks, AttentionRejectsOverlapAndBadArguments) {
-  const int B = 2, S = 7, NH = 2, HD = 4;
+  // Two full rows of S tokens (T = B·S), so the packed [T, H] and the padded [B, NH, S, HD] tensors are both n long.
+  const int B = 2, S = 7, NH = 2, HD = 4, T = B * S;
   const std::size_t n = static_cast<std::size_t>(B) * S * NH * HD, np = static_cast<std::size_t>(B) * NH * S * S;
   const std::size_t nw = attention_workspace_elements_cuda(B, S, NH, HD);
   EXPECT_GE(nw, 2 * np + 4 * n);
@@ -566,18 +595,24 @@ TEST(CudaGemmAttentionChecks, AttentionRejectsOverlapAndBadArguments) {
   float* dctx = v + n;
   float* probs = dctx + n;
   float* workspace = probs + np;
-  std::vector<int32_t> mask(static_cast<std::size_t>(B) * S, 1);
+  const std::vector<int32_t> cu_seqlens = {0, S, T};  // never read on the host
   const GpuHandles no_blas;  // a valid call gets as far as the handle check
   const RandomKey key;
   const DropoutLayout layout;
-  auto forward = [&](float* c, float* w, float p) {
-    attention_forward_cuda<float>(no_blas, c, probs, qh, kh, vh, q, k, v, mask.data(), B, S, NH, HD, p, key, layout, w);
+  auto forward_tokens = [&](float* c, float* w, float p, int tokens) {
+    attention_forward_cuda<float>(no_blas, c, probs, qh, kh, vh, q, k, v, cu_seqlens.data(), B, tokens, S, NH, HD, p,
+                                  key, layout, w);
   };
+  auto forward = [&](float* c, float* w, float p) { forward_tokens(c, w, p, T); };
   auto backward = [&](float* dq, float* w) {
-    attention_backward_cuda<float>(no_blas, dq, q, k, dctx, probs, qh, kh, vh, B, S, NH, HD, 0.1f, key, layout, w);
+    attention_backward_cuda<float>(no_blas, dq, q, k, dctx, probs, qh, kh, vh, cu_seqlens.data(), B, T, S, NH, HD,
+                                   0.1f, key, layout, w);
   };
   expect_error([&] { forward(ctx, workspace, 0.1f); }, "no cuBLAS handle");
   expect_error([&] { forward(ctx, workspace, 1.0f); }, "dropout");
+  // T must lie in [B, B·S]: more tokens than the padded blocks hold, or a row without tokens.
+  expect_error([&] { forward_tokens(ctx, workspace, 0.1f, T + 1); }, "tokens in");
+  expect_error([&] { forward_tokens(ctx, workspace, 0.1f, B - 1); }, "tokens in");
   expect_error([&] { forward(ctx, probs + 1, 0.1f); }, "overlap");  // workspace over probs
   expect_error([&] { forward(q, workspace, 0.1f); }, "overlap");     // ctx over q
   // Backward: dq, dk, dv are the (otherwise unused here) q and k buffers and dctx's neighbour.

@@ -1,7 +1,8 @@
 // The whole CUDA model and training step against the CPU engine on the golden fixtures (tests/fixtures, the
 // ones the CPU engine matches Hugging Face on): forward outputs and every gradient with dropout on (the same
 // masks), parameters after Adam steps in fp32, the bf16 loss curve within 1% of fp32, and no device
-// allocation inside steady-state steps.
+// allocation inside steady-state steps. The fixtures' right-padded rows are packed (their real tokens back to
+// back): ragged batches of 2 to 4 rows, one of them a single token (tiny_tanhgelu_bce_adam).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -21,6 +22,7 @@
 #include "model/safetensors.h"
 #include "tests/cuda/gpu_test.h"
 #include "tests/cuda/model_checks.h"
+#include "tests/packed_rows.h"
 #include "tests/tolerance.h"
 
 namespace bertrain {
@@ -36,20 +38,25 @@ using testing::max_abs;
 constexpr double kRtol = 1e-4;
 constexpr double kScaledAtol = 1e-5;
 
+std::vector<int32_t> read_int32(const SafetensorsFile& file, const std::string& name) {
+  std::vector<int32_t> out;
+  for (int64_t v : file.read_int(name)) out.push_back(static_cast<int32_t>(v));
+  return out;
+}
+
 struct Fixture {
   LoadedModel model;
-  std::vector<int32_t> ids, mask;
+  SafetensorsFile golden;
+  testing::PackedRows rows;  // the golden [B, S] ids and mask, packed
   std::vector<float> targets;
-  int batch = 0, seq = 0;
   TrainerOptions options;
 
   explicit Fixture(const std::string& name)
-      : model(load_model_dir(std::string(BERTRAIN_FIXTURES_DIR) + "/" + name, {}, 0)) {
-    const SafetensorsFile golden(std::string(BERTRAIN_FIXTURES_DIR) + "/" + name + "/golden.safetensors");
-    batch = static_cast<int>(golden.info("input_ids").shape.at(0));
-    seq = static_cast<int>(golden.info("input_ids").shape.at(1));
-    for (int64_t v : golden.read_int("input_ids")) ids.push_back(static_cast<int32_t>(v));
-    for (int64_t v : golden.read_int("attention_mask")) mask.push_back(static_cast<int32_t>(v));
+      : model(load_model_dir(std::string(BERTRAIN_FIXTURES_DIR) + "/" + name, {}, 0)),
+        golden(std::string(BERTRAIN_FIXTURES_DIR) + "/" + name + "/golden.safetensors"),
+        rows(read_int32(golden, "input_ids"), read_int32(golden, "attention_mask"),
+             static_cast<int>(golden.info("input_ids").shape.at(0)),
+             static_cast<int>(golden.info("input_ids").shape.at(1))) {
     targets = golden.read_float("targets");
     const auto& meta = golden.metadata();
     options.loss = meta.at("loss") == "bce" ? LossKind::kBce : LossKind::kSoftmaxCrossEntropy;
@@ -60,6 +67,10 @@ struct Fixture {
     options.seed = 11;
   }
   int labels() const { return model.config.num_labels(); }
+  int batch() const { return rows.batch; }
+  // The packed batch over host memory (the engines' train_step and the CPU model take host arrays).
+  BertBatch host_batch(int64_t first_sample = 0) const { return rows.view(first_sample); }
+  BatchLimits limits() const { return rows.limits(); }
 };
 
 class CudaModelTest : public ::testing::TestWithParam<std::string> {};
@@ -72,35 +83,43 @@ TEST_P(CudaModelTest, ForwardAndGradientsMatchTheCpuModel) {
   const int labels = f.labels();
   DropoutSetting dropout = DropoutSetting::training(config, 5, 3);
   dropout.hidden = dropout.attention = dropout.classifier = 0.1f;  // the fixtures' configs may say 0
-  const BertBatch host_batch{f.ids.data(), f.mask.data(), f.batch, f.seq, /*first_sample=*/2};
+  const BertBatch host_batch = f.host_batch(/*first_sample=*/2);
 
-  BertClassifier<float> cpu(config, labels, f.batch, f.seq);
+  BertClassifier<float> cpu(config, labels, f.limits());
   cpu.forward(f.model.params.data(), host_batch, dropout);
-  std::vector<float> dlogits(static_cast<std::size_t>(f.batch) * labels);
+  std::vector<float> dlogits(static_cast<std::size_t>(f.batch()) * labels);
   classification_loss_cpu(f.options.loss, dlogits.data(), cpu.logits(), f.targets.data(),
-                          f.options.class_weights.empty() ? nullptr : f.options.class_weights.data(), f.batch, labels);
+                          f.options.class_weights.empty() ? nullptr : f.options.class_weights.data(), f.batch(), labels);
   std::vector<float> cpu_grads(f.model.params.size(), 0.0f);
   cpu.backward(cpu_grads.data(), f.model.params.data(), dlogits.data());
 
   GpuContext context(0, gpu_reduction_workspace_elements(BertClassifierGpu<float>::widest_reduction(config)));
-  DeviceBuffer<char> arena(BertClassifierGpu<float>::arena_bytes(config, labels, f.batch, f.seq));
-  BertClassifierGpu<float> gpu(config, labels, f.batch, f.seq, context.handles(), arena.data(), arena.size());
+  DeviceBuffer<char> arena(BertClassifierGpu<float>::arena_bytes(config, labels, f.limits()));
+  BertClassifierGpu<float> gpu(config, labels, f.limits(), context.handles(), arena.data(), arena.size());
   DeviceBuffer<float> params(f.model.params), grads(f.model.params.size());
-  DeviceBuffer<int32_t> ids(f.ids), mask(f.mask);
+  DeviceBuffer<int32_t> ids(f.rows.ids), cu_seqlens(f.rows.cu_seqlens);
   DeviceBuffer<float> dlogits_device(dlogits);
+  // The GPU model reads ids and row offsets on the device, with the host's counts (T, S, B, first_sample).
   BertBatch device_batch = host_batch;
   device_batch.input_ids = ids.data();
-  device_batch.attention_mask = mask.data();
+  device_batch.cu_seqlens = cu_seqlens.data();
   gpu.forward(params.data(), device_batch, dropout);
   std::vector<std::size_t> ready;
   gpu.backward(grads.data(), params.data(), dlogits_device.data(), [&](std::size_t offset) { ready.push_back(offset); });
   context.synchronize();
 
-  const std::size_t n_logits = static_cast<std::size_t>(f.batch) * labels;
+  const std::size_t n_logits = static_cast<std::size_t>(f.batch()) * labels;
   std::vector<float> logits(n_logits);
   BERTRAIN_CUDA_CHECK(cudaMemcpy(logits.data(), gpu.logits(), n_logits * sizeof(float), cudaMemcpyDeviceToHost));
   EXPECT_TRUE(all_close("logits", logits.data(), cpu.logits(), n_logits, kScaledAtol * max_abs(cpu.logits(), n_logits),
                         kRtol));
+  // The encoder's output, packed [T, H] on both sides: every token of every row, the length-1 rows included.
+  const std::size_t n_sequence = static_cast<std::size_t>(host_batch.tokens) * config.hidden_size;
+  std::vector<float> sequence(n_sequence);
+  BERTRAIN_CUDA_CHECK(cudaMemcpy(sequence.data(), gpu.sequence_output(), n_sequence * sizeof(float),
+                                 cudaMemcpyDeviceToHost));
+  EXPECT_TRUE(all_close("sequence_output", sequence.data(), cpu.sequence_output(), n_sequence,
+                        kScaledAtol * max_abs(cpu.sequence_output(), n_sequence), kRtol));
   const std::vector<float> got = grads.download();
   expect_gradients_match(f.model.layout, got.data(), cpu_grads.data(), kScaledAtol, kRtol);
   // Gradient-ready offsets: head, every layer from the last, then 0, exactly the list the data-parallel
@@ -112,7 +131,7 @@ std::unique_ptr<TrainingBackend> engine_for(const Fixture& f, bool cuda, bool bf
   BackendChoice choice;
   choice.cuda = cuda;
   choice.bf16 = bf16;
-  return make_training_backend(choice, f.model.config, f.labels(), f.batch, f.seq, f.model.params, f.options, comm);
+  return make_training_backend(choice, f.model.config, f.labels(), f.limits(), f.model.params, f.options, comm);
 }
 
 // Three Adam steps on the CUDA fp32 engine land where the CPU engine does.
@@ -122,7 +141,7 @@ TEST_P(CudaModelTest, Fp32TrainingStepsMatchTheCpuEngine) {
   const std::unique_ptr<Communicator> comm = make_communicator(LaunchInfo{});
   auto cpu = engine_for(f, false, false, *comm);
   auto gpu = engine_for(f, true, false, *comm);
-  const BertBatch batch{f.ids.data(), f.mask.data(), f.batch, f.seq};
+  const BertBatch batch = f.host_batch();
   for (int step = 0; step < 3; ++step) {
     cpu->train_step(batch, f.targets.data(), 1.0, *comm);
     gpu->train_step(batch, f.targets.data(), 1.0, *comm);
@@ -146,7 +165,7 @@ TEST_P(CudaModelTest, Bf16LossCurveStaysWithinOnePercentOfFp32) {
   const std::unique_ptr<Communicator> comm = make_communicator(LaunchInfo{});
   auto fp32 = engine_for(f, true, false, *comm);
   auto bf16 = engine_for(f, true, true, *comm);
-  const BertBatch batch{f.ids.data(), f.mask.data(), f.batch, f.seq};
+  const BertBatch batch = f.host_batch();
   for (int step = 0; step < 10; ++step) {
     fp32->train_step(batch, f.targets.data(), 1.0, *comm);
     bf16->train_step(batch, f.targets.data(), 1.0, *comm);
@@ -161,7 +180,7 @@ TEST_P(CudaModelTest, StepsAllocateNoDeviceMemory) {
   Fixture f(GetParam());
   const std::unique_ptr<Communicator> comm = make_communicator(LaunchInfo{});
   auto gpu = engine_for(f, true, true, *comm);
-  const BertBatch batch{f.ids.data(), f.mask.data(), f.batch, f.seq};
+  const BertBatch batch = f.host_batch();
   gpu->train_step(batch, f.targets.data(), 1.0, *comm);
   gpu->take_loss();
   const std::size_t before = gpu_memory_in_use_bytes();

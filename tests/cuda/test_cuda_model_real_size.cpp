@@ -1,10 +1,11 @@
 // The CUDA model at BERT-base width against the CPU engine: the golden fixtures (test_cuda_model) are 32–36
 // wide, which leaves every kernel's large-shape branches (full warps and tiles, many blocks, head dim 64,
 // split-K GEMMs) unexercised. Here: random transformers-initialised weights at hidden 768, 12 heads,
-// intermediate 3072, two layers, SciBERT's vocabulary, dropout 0.1 everywhere, right-padded rows up to 77
-// tokens. Checked: GPU fp32 against the CPU (logits, every gradient tensor, two Adam steps); bf16 against
-// fp32 per gradient tensor; a resume round trip on the GPU, bit for bit, in fp32 and bf16; and sequence
-// lengths off the block sizes (1, 77, 300, 512) on a narrower model.
+// intermediate 3072, two layers, SciBERT's vocabulary, dropout 0.1 everywhere, a packed batch of ragged rows of 1
+// to 77 tokens. Checked: GPU fp32 against the CPU (logits, the packed [T, H] sequence output, every gradient
+// tensor, two Adam steps); bf16 against fp32 per gradient tensor; a resume round trip on the GPU, bit for bit, in
+// fp32 and bf16; sequence lengths off the block sizes (1, 77, 300, 512) on a narrower model; and one model (its
+// arena sized once for the largest batch) running ragged batches of every shape in turn, as training does.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -66,37 +67,40 @@ BertConfig base_width_config(int layers) {
   return c;
 }
 
-// A random model and a right-padded batch of `lengths.size()` rows (row b has lengths[b] tokens, the
-// first one [CLS]-like), one label per row.
+// A random model and a packed batch of `lengths.size()` rows (row b has lengths[b] tokens, the first one
+// [CLS]-like, all rows back to back), one label per row.
 struct Problem {
   BertConfig config;
-  int labels = 4, batch = 0, seq = 0;
+  int labels = 4, batch = 0;
   ParamLayout layout;
   std::vector<float> params, targets;
-  std::vector<int32_t> ids, mask;
+  std::vector<int32_t> ids, cu_seqlens;  // ids [T], row offsets [B + 1]
   TrainerOptions options;
 
   Problem(const BertConfig& c, const std::vector<int>& lengths, uint64_t seed) : config(c) {
     batch = static_cast<int>(lengths.size());
-    for (int length : lengths) seq = std::max(seq, length);
     layout = bert_classifier_layout(config, labels);
     params = random_bert_parameters(layout, config, seed);
-    ids.assign(static_cast<std::size_t>(batch) * seq, 0);
-    mask.assign(ids.size(), 0);
+    cu_seqlens = testing::row_offsets(lengths);
+    ids.assign(static_cast<std::size_t>(cu_seqlens.back()), 0);
     targets.assign(static_cast<std::size_t>(batch) * labels, 0.0f);
     const RandomKey key{seed, 0, 0x7e57u};
     for (int b = 0; b < batch; ++b) {
       for (int s = 0; s < lengths[static_cast<std::size_t>(b)]; ++s) {
         const double u = philox_uniform(key, 1000003ull * (b + 1) + s);
-        ids[static_cast<std::size_t>(b) * seq + s] = s == 0 ? 2 : 5 + static_cast<int32_t>(u * (c.vocab_size - 5));
-        mask[static_cast<std::size_t>(b) * seq + s] = 1;
+        ids[static_cast<std::size_t>(cu_seqlens[b] + s)] =
+            s == 0 ? 2 : 5 + static_cast<int32_t>(u * (c.vocab_size - 5));
       }
       targets[static_cast<std::size_t>(b) * labels + static_cast<std::size_t>(b % labels)] = 1.0f;
     }
     options.adam.lr = 1e-4;
     options.seed = seed;
   }
-  BertBatch host_batch() const { return BertBatch{ids.data(), mask.data(), batch, seq}; }
+  BertBatch host_batch() const { return packed_batch(ids.data(), cu_seqlens.data(), batch); }
+  BatchLimits limits() const {
+    const BertBatch b = host_batch();
+    return BatchLimits{b.batch, b.longest, b.tokens};
+  }
   DropoutSetting dropout() const {
     DropoutSetting d = DropoutSetting::training(config, 7, 1);
     d.classifier = 0.1f;
@@ -104,31 +108,39 @@ struct Problem {
   }
 };
 
-// Lengths 1..77 with the longest one present: padding in most rows, a one-token row.
-const std::vector<int> kMixedLengths{77, 1, 64, 33, 77, 12, 50, 70};
+// Lengths 1..77, ragged: the longest (77) twice and not first, a one-token row, rows of every size between.
+const std::vector<int> kMixedLengths{64, 1, 77, 33, 77, 12, 50, 70};
 
-// logits [B, C] and gradients of one forward + backward (BCE) of the CPU engine.
+// logits [B, C], the sequence output [T, H] (before any dropout of the head) and the gradients of one forward +
+// backward (BCE).
 struct Outputs {
-  std::vector<float> logits, grads;
+  std::vector<float> logits, sequence, grads;
 };
 
-Outputs cpu_outputs(const Problem& p) {
-  BertClassifier<float> cpu(p.config, p.labels, p.batch, p.seq);
-  cpu.forward(p.params.data(), p.host_batch(), p.dropout());
+// One forward + backward of `cpu` (built for limits covering p's batch).
+Outputs cpu_outputs(BertClassifier<float>& cpu, const Problem& p) {
+  const BertBatch batch = p.host_batch();
+  cpu.forward(p.params.data(), batch, p.dropout());
   std::vector<float> dlogits(static_cast<std::size_t>(p.batch) * p.labels);
   classification_loss_cpu(LossKind::kBce, dlogits.data(), cpu.logits(), p.targets.data(),
                           static_cast<const float*>(nullptr), p.batch, p.labels);
-  Outputs out{std::vector<float>(cpu.logits(), cpu.logits() + dlogits.size()), std::vector<float>(p.params.size())};
+  const std::size_t n_sequence = static_cast<std::size_t>(batch.tokens) * p.config.hidden_size;
+  Outputs out{std::vector<float>(cpu.logits(), cpu.logits() + dlogits.size()),
+              std::vector<float>(cpu.sequence_output(), cpu.sequence_output() + n_sequence),
+              std::vector<float>(p.params.size())};
   cpu.backward(out.grads.data(), p.params.data(), dlogits.data());
   return out;
 }
 
-// The same on the GPU in T (float or bf16: parameters rounded to bf16 once, as the bf16 engine's copy).
+Outputs cpu_outputs(const Problem& p) {
+  BertClassifier<float> cpu(p.config, p.labels, p.limits());
+  return cpu_outputs(cpu, p);
+}
+
+// One forward + backward of `gpu` (built for limits covering p's batch) in T (float or bf16: parameters rounded to
+// bf16 once, as the bf16 engine's copy).
 template <typename T>
-Outputs gpu_outputs(const Problem& p) {
-  GpuContext context(0, gpu_reduction_workspace_elements(BertClassifierGpu<T>::widest_reduction(p.config)));
-  DeviceBuffer<char> arena(BertClassifierGpu<T>::arena_bytes(p.config, p.labels, p.batch, p.seq));
-  BertClassifierGpu<T> gpu(p.config, p.labels, p.batch, p.seq, context.handles(), arena.data(), arena.size());
+Outputs gpu_outputs(BertClassifierGpu<T>& gpu, const GpuContext& context, const Problem& p) {
   DeviceBuffer<float> master(p.params), grads(p.params.size()), targets(p.targets), loss(1);
   DeviceBuffer<T> compute_copy;
   const T* params = nullptr;
@@ -139,10 +151,11 @@ Outputs gpu_outputs(const Problem& p) {
   } else {
     params = master.data();
   }
-  DeviceBuffer<int32_t> ids(p.ids), mask(p.mask);
+  // The GPU model reads ids and row offsets on the device, with the host's counts (T, S, B).
+  DeviceBuffer<int32_t> ids(p.ids), cu_seqlens(p.cu_seqlens);
   BertBatch batch = p.host_batch();
   batch.input_ids = ids.data();
-  batch.attention_mask = mask.data();
+  batch.cu_seqlens = cu_seqlens.data();
   gpu.forward(params, batch, p.dropout());
   classification_loss_cuda(LossKind::kBce, loss.data(), gpu.dlogits(), gpu.logits(), targets.data(), nullptr, p.batch,
                            p.labels, 1.0f, context.stream());
@@ -151,7 +164,11 @@ Outputs gpu_outputs(const Problem& p) {
   const std::size_t n_logits = static_cast<std::size_t>(p.batch) * p.labels;
   std::vector<T> logits(n_logits);
   BERTRAIN_CUDA_CHECK(cudaMemcpy(logits.data(), gpu.logits(), n_logits * sizeof(T), cudaMemcpyDeviceToHost));
-  Outputs out{std::vector<float>(n_logits), grads.download()};
+  // The sequence output is the float residual stream whatever T is.
+  const std::size_t n_sequence = static_cast<std::size_t>(batch.tokens) * p.config.hidden_size;
+  Outputs out{std::vector<float>(n_logits), std::vector<float>(n_sequence), grads.download()};
+  BERTRAIN_CUDA_CHECK(cudaMemcpy(out.sequence.data(), gpu.sequence_output(), n_sequence * sizeof(float),
+                                 cudaMemcpyDeviceToHost));
   for (std::size_t i = 0; i < n_logits; ++i) {
     if constexpr (std::is_same_v<T, bf16>) {
       out.logits[i] = bf16_to_float(logits[i]);
@@ -162,13 +179,29 @@ Outputs gpu_outputs(const Problem& p) {
   return out;
 }
 
+template <typename T>
+Outputs gpu_outputs(const Problem& p) {
+  GpuContext context(0, gpu_reduction_workspace_elements(BertClassifierGpu<T>::widest_reduction(p.config)));
+  DeviceBuffer<char> arena(BertClassifierGpu<T>::arena_bytes(p.config, p.labels, p.limits()));
+  BertClassifierGpu<T> gpu(p.config, p.labels, p.limits(), context.handles(), arena.data(), arena.size());
+  return gpu_outputs(gpu, context, p);
+}
+
+// GPU fp32 against CPU fp32: logits, the packed sequence output and every gradient tensor.
+void expect_fp32_outputs_match(const Outputs& gpu, const Outputs& cpu, const ParamLayout& layout) {
+  EXPECT_TRUE(all_close("logits", gpu.logits.data(), cpu.logits.data(), cpu.logits.size(),
+                        kScaledAtol * max_abs(cpu.logits.data(), cpu.logits.size()), kRtol));
+  ASSERT_EQ(gpu.sequence.size(), cpu.sequence.size());
+  EXPECT_TRUE(all_close("sequence_output", gpu.sequence.data(), cpu.sequence.data(), cpu.sequence.size(),
+                        kScaledAtol * max_abs(cpu.sequence.data(), cpu.sequence.size()), kRtol));
+  expect_gradients_match(layout, gpu.grads.data(), cpu.grads.data(), kScaledAtol, kRtol);
+}
+
 TEST(CudaModelRealSize, Fp32ForwardAndEveryGradientMatchTheCpu) {
   BERTRAIN_REQUIRE_GPU();
   const Problem p(base_width_config(2), kMixedLengths, 3);
   const Outputs cpu = cpu_outputs(p), gpu = gpu_outputs<float>(p);
-  EXPECT_TRUE(all_close("logits", gpu.logits.data(), cpu.logits.data(), cpu.logits.size(),
-                        kScaledAtol * max_abs(cpu.logits.data(), cpu.logits.size()), kRtol));
-  expect_gradients_match(p.layout, gpu.grads.data(), cpu.grads.data(), kScaledAtol, kRtol);
+  expect_fp32_outputs_match(gpu, cpu, p.layout);
 }
 
 std::unique_ptr<TrainingBackend> engine(const Problem& p, bool cuda, bool bf16, const std::vector<float>& params,
@@ -176,7 +209,7 @@ std::unique_ptr<TrainingBackend> engine(const Problem& p, bool cuda, bool bf16, 
   BackendChoice choice;
   choice.cuda = cuda;
   choice.bf16 = bf16;
-  return make_training_backend(choice, p.config, p.labels, p.batch, p.seq, params, p.options, comm);
+  return make_training_backend(choice, p.config, p.labels, p.limits(), params, p.options, comm);
 }
 
 TEST(CudaModelRealSize, Fp32AdamStepsMatchTheCpuEngine) {
@@ -276,22 +309,55 @@ TEST(CudaModelRealSize, Bf16ResumeIsBitExact) {
   expect_resume_is_bit_exact(true);
 }
 
-// Sequence lengths off every block size: one token, 77, 300, and the longest BERT allows (512), on a model
-// 128 wide with head dim 64, so the CPU side stays quick.
-TEST(CudaModelRealSize, Fp32LengthsOffTheBlockSizesMatchTheCpu) {
-  BERTRAIN_REQUIRE_GPU();
+// A model 128 wide with head dim 64, so the CPU side stays quick.
+BertConfig narrow_config() {
   BertConfig c = base_width_config(1);
   c.hidden_size = 128;
   c.num_attention_heads = 2;
   c.intermediate_size = 256;
   c.vocab_size = 1000;
+  return c;
+}
+
+// Sequence lengths off every block size: one token, 77, 300, and the longest BERT allows (512), each in a batch
+// with a row of half its length and a row of one token.
+TEST(CudaModelRealSize, Fp32LengthsOffTheBlockSizesMatchTheCpu) {
+  BERTRAIN_REQUIRE_GPU();
+  const BertConfig c = narrow_config();
   for (int longest : {1, 77, 300, 512}) {
     SCOPED_TRACE("longest row " + std::to_string(longest));
     const Problem p(c, {longest, std::max(1, longest / 2), 1}, 8);
     const Outputs cpu = cpu_outputs(p), gpu = gpu_outputs<float>(p);
-    EXPECT_TRUE(all_close("logits", gpu.logits.data(), cpu.logits.data(), cpu.logits.size(),
-                          kScaledAtol * max_abs(cpu.logits.data(), cpu.logits.size()), kRtol));
-    expect_gradients_match(p.layout, gpu.grads.data(), cpu.grads.data(), kScaledAtol, kRtol);
+    expect_fp32_outputs_match(gpu, cpu, p.layout);
+  }
+}
+
+// One CPU and one GPU model, each built once for the largest of these batches (as the trainer builds its model for
+// the batchers' limits), run ragged batches of every shape in turn: fewer rows, tokens and a shorter longest row
+// than the arena holds, so the padded attention internals change stride from batch to batch. Every row of one
+// token; mixed lengths 1..512; one row of 512; 64 rows of mixed lengths.
+TEST(CudaModelRealSize, Fp32OneModelRunsRaggedBatchesOfEveryShape) {
+  BERTRAIN_REQUIRE_GPU();
+  const BertConfig c = narrow_config();
+  const std::vector<testing::RaggedRows> sets = testing::ragged_row_sets(512, 29);
+  std::vector<Problem> problems;
+  BatchLimits limits{1, 1, 1};
+  for (const testing::RaggedRows& rows : sets) {
+    problems.emplace_back(c, rows.lengths, 9);  // the same seed: the same parameters for every batch
+    const BertBatch b = problems.back().host_batch();
+    limits.rows = std::max(limits.rows, b.batch);
+    limits.longest = std::max(limits.longest, b.longest);
+    limits.tokens = std::max(limits.tokens, b.tokens);
+  }
+  BertClassifier<float> cpu(c, problems.front().labels, limits);
+  GpuContext context(0, gpu_reduction_workspace_elements(BertClassifierGpu<float>::widest_reduction(c)));
+  DeviceBuffer<char> arena(BertClassifierGpu<float>::arena_bytes(c, problems.front().labels, limits));
+  BertClassifierGpu<float> gpu(c, problems.front().labels, limits, context.handles(), arena.data(), arena.size());
+  for (std::size_t i = 0; i < problems.size(); ++i) {
+    SCOPED_TRACE(sets[i].name + ": " + testing::describe_lengths(sets[i].lengths));
+    const Problem& p = problems[i];
+    const Outputs cpu_out = cpu_outputs(cpu, p), gpu_out = gpu_outputs(gpu, context, p);
+    expect_fp32_outputs_match(gpu_out, cpu_out, p.layout);
   }
 }
 

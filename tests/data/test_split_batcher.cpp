@@ -251,30 +251,32 @@ std::vector<int> epoch_rows(const Batcher& batcher, int epoch) {
   return rows;
 }
 
-TEST(Batcher, PadsToLongestInSliceWithMaskAndOneHotTargets) {
+TEST(Batcher, PacksRowsWithOffsetsAndOneHotTargets) {
   std::vector<Example> examples = {{{1, 2, 3}, 0}, {{4, 5}, 1}, {{6}, -1}, {{7, 8, 9, 10}, 2}};
-  BatcherOptions o = options(3, 3);
-  o.pad_id = 99;
-  const Batcher batcher(&examples, o);
+  const Batcher batcher(&examples, options(3, 3));
   EXPECT_EQ(batcher.batches_per_epoch(), 2);
   EXPECT_EQ(batcher.max_sequence_length(), 4);
+  EXPECT_EQ(batcher.max_rows(), 3);
+  EXPECT_EQ(batcher.max_tokens(), 6);  // batch 0: 3 + 2 + 1 tokens; batch 1: 4
 
   Batch b;
   batcher.batch(0, 0, &b);
   EXPECT_EQ(b.batch, 3);
-  EXPECT_EQ(b.seq, 3);  // the longest in this batch, not in the data set
+  EXPECT_EQ(b.tokens, 6);
+  EXPECT_EQ(b.longest, 3);  // the longest in this batch, not in the data set
   EXPECT_EQ(b.rows, (std::vector<int>{0, 1, 2}));
-  EXPECT_EQ(b.input_ids, (std::vector<int32_t>{1, 2, 3, 4, 5, 99, 6, 99, 99}));
-  EXPECT_EQ(b.attention_mask, (std::vector<int32_t>{1, 1, 1, 1, 1, 0, 1, 0, 0}));
+  EXPECT_EQ(b.input_ids, (std::vector<int32_t>{1, 2, 3, 4, 5, 6}));  // no padding
+  EXPECT_EQ(b.cu_seqlens, (std::vector<int32_t>{0, 3, 5, 6}));
   EXPECT_EQ(b.targets, (std::vector<float>{1, 0, 0, 0, 1, 0, 0, 0, 0}));  // label -1: all zero
   EXPECT_EQ(b.global_batch, 3);
   EXPECT_EQ(b.loss_scale, 1.0);
 
   batcher.batch(0, 1, &b);
   EXPECT_EQ(b.batch, 1);
-  EXPECT_EQ(b.seq, 4);
+  EXPECT_EQ(b.tokens, 4);
+  EXPECT_EQ(b.longest, 4);
   EXPECT_EQ(b.input_ids, (std::vector<int32_t>{7, 8, 9, 10}));
-  EXPECT_EQ(b.attention_mask, (std::vector<int32_t>{1, 1, 1, 1}));
+  EXPECT_EQ(b.cu_seqlens, (std::vector<int32_t>{0, 4}));
   EXPECT_EQ(b.targets, (std::vector<float>{0, 0, 1}));
   EXPECT_EQ(b.global_batch, 1);
 }
@@ -283,13 +285,52 @@ TEST(Batcher, ReusesOutputStorage) {
   const std::vector<Example> examples = examples_of_lengths({5, 6, 7, 2, 3}, 2);
   const Batcher batcher(&examples, options(3, 2));
   Batch b;
-  batcher.batch(0, 0, &b);  // the larger batch: 3 rows of 7
+  batcher.batch(0, 0, &b);  // the larger batch: 18 tokens
   const int32_t* ids = b.input_ids.data();
+  const int32_t* offsets = b.cu_seqlens.data();
   const float* targets = b.targets.data();
   batcher.batch(0, 1, &b);
   batcher.batch(1, 0, &b);
   EXPECT_EQ(b.input_ids.data(), ids);
+  EXPECT_EQ(b.cu_seqlens.data(), offsets);
   EXPECT_EQ(b.targets.data(), targets);
+}
+
+// The bounds size the engine's buffers: every slice of every epoch must fit them. Without shuffling the token
+// bound is the largest slice's exact count; with shuffling any rows can meet, so it is the longest rows' sum.
+TEST(Batcher, MaxTokensBoundsEverySlice) {
+  const std::vector<Example> examples = examples_of_lengths({5, 1, 7, 2, 3, 9, 4}, 2);
+  for (bool shuffle : {false, true}) {
+    for (int world : {1, 2, 3}) {
+      for (int rank = 0; rank < world; ++rank) {
+        BatcherOptions o = options(3, 2, rank, world);
+        o.shuffle = shuffle;
+        o.seed = 5;
+        const Batcher batcher(&examples, o);
+        int most = 0, most_rows = 0;
+        Batch b;
+        for (int epoch = 0; epoch < 20; ++epoch) {
+          for (int i = 0; i < batcher.batches_per_epoch(); ++i) {
+            batcher.batch(epoch, i, &b);
+            ASSERT_LE(b.tokens, batcher.max_tokens()) << "shuffle " << shuffle << ", rank " << rank << "/" << world;
+            ASSERT_LE(b.longest, batcher.max_sequence_length());
+            most = std::max(most, b.tokens);
+            most_rows = std::max(most_rows, b.batch);
+          }
+        }
+        EXPECT_EQ(batcher.max_rows(), most_rows);
+        if (!shuffle) {
+          EXPECT_EQ(batcher.max_tokens(), most) << "rank " << rank << "/" << world;
+        }
+      }
+    }
+  }
+  const Batcher shuffled(&examples, [] {
+    BatcherOptions o = options(3, 2);
+    o.shuffle = true;
+    return o;
+  }());
+  EXPECT_EQ(shuffled.max_tokens(), 9 + 7 + 5);
 }
 
 TEST(Batcher, FixedOrderWithoutShuffle) {
@@ -406,9 +447,10 @@ TEST(Batcher, UnevenLastBatchLeavesARankEmpty) {
   last.batch(0, 0, &b);  // fill the buffers first: an empty slice must clear them
   last.batch(0, 2, &b);
   EXPECT_EQ(b.batch, 0);
-  EXPECT_EQ(b.seq, 0);
+  EXPECT_EQ(b.tokens, 0);
+  EXPECT_EQ(b.longest, 0);
   EXPECT_TRUE(b.input_ids.empty());
-  EXPECT_TRUE(b.attention_mask.empty());
+  EXPECT_EQ(b.cu_seqlens, (std::vector<int32_t>{0}));
   EXPECT_TRUE(b.targets.empty());
   EXPECT_TRUE(b.rows.empty());
   EXPECT_EQ(b.global_batch, 2);
@@ -434,6 +476,8 @@ TEST(Batcher, ValidatesOptionsAndArguments) {
   const Batcher empty(&none, options(2, 2));
   EXPECT_EQ(empty.batches_per_epoch(), 0);
   EXPECT_EQ(empty.max_sequence_length(), 0);
+  EXPECT_EQ(empty.max_rows(), 0);
+  EXPECT_EQ(empty.max_tokens(), 0);
   expect_error([&] { empty.batch(0, 0, &b); }, {"batch index 0 outside [0, 0)"});
 }
 

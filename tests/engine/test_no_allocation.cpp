@@ -31,12 +31,12 @@ TEST(NoAllocation, TrainingStepAllocatesNothing) {
   LoadedModel model = load_model_dir(std::string(BERTRAIN_FIXTURES_DIR) + "/tiny_gelu_bce_adam", {}, 0);
   model.config.hidden_dropout_prob = 0.1;  // exercise the dropout paths too
   model.config.attention_probs_dropout_prob = 0.1;
-  const int batch = 2, seq = 5, labels = model.config.num_labels();
-  const std::vector<int32_t> ids = {2, 7, 9, 11, 3, 2, 5, 6, 0, 0};
-  const std::vector<int32_t> mask = {1, 1, 1, 1, 1, 1, 1, 1, 0, 0};
+  const int batch = 2, labels = model.config.num_labels();
+  const std::vector<int32_t> ids = {2, 7, 9, 11, 3, 2, 5, 6};
+  const std::vector<int32_t> cu_seqlens = {0, 5, 8};  // packed rows of 5 and 3 tokens
   const std::vector<float> targets = {1, 0, 0, 0, 0, 0, 1, 0};
-  ClassifierTrainer<float> trainer(model.config, labels, batch, seq, model.params, TrainerOptions{});
-  const BertBatch bert_batch{ids.data(), mask.data(), batch, seq};
+  ClassifierTrainer<float> trainer(model.config, labels, BatchLimits{batch, 5, 8}, model.params, TrainerOptions{});
+  const BertBatch bert_batch = packed_batch(ids.data(), cu_seqlens.data(), batch);
   trainer.step(bert_batch, targets.data());  // the first step binds the parameter views
 
   g_allocations = 0;

@@ -21,6 +21,7 @@
 #include "kernels/layernorm.h"
 #include "kernels/linear.h"
 #include "kernels/loss.h"
+#include "kernels/packed.h"
 #include "tests/kernels/gradient_check.h"
 
 namespace bertrain {
@@ -224,31 +225,38 @@ TEST(LayerNormGradient, ParallelPathsLargeShape) {
 // ---- Embedding ----------------------------------------------------------------------------------------
 
 struct EmbeddingCase {
-  // hidden 19: one full column block of 16 and a tail of 3 in the backward scatter.
-  static constexpr int kBatch = 2, kSeq = 5, kHidden = 19, kVocab = 9, kMaxPos = 8, kTypeVocab = 3;
+  // hidden 19: one full column block of 16 and a tail of 3 in the backward scatter. Two packed rows of 6 and 4
+  // tokens: positions 0–3 are used twice, 4–5 once, 6–7 never.
+  static constexpr int kBatch = 2, kTokens = 10, kLongest = 6, kHidden = 19, kVocab = 9, kMaxPos = 8, kTypeVocab = 3;
   // Repeated ids (3 four times, 1 three times) within and across rows exercise the scatter-add.
   std::vector<int32_t> ids = {3, 1, 3, 3, 0, 1, 8, 3, 2, 1};
+  std::vector<int32_t> cu_seqlens = {0, 6, 10};
+  std::vector<int32_t> positions = {0, 1, 2, 3, 4, 5, 0, 1, 2, 3};
   std::vector<int32_t> types = {0, 0, 1, 1, 2, 0, 1, 1, 2, 2};
   std::vector<double> word = random_normal(kVocab * kHidden, 41);
   std::vector<double> pos = random_normal(kMaxPos * kHidden, 42);
   std::vector<double> type = random_normal(kTypeVocab * kHidden, 43);
-  std::vector<double> r = random_normal(kBatch * kSeq * kHidden, 44);
-  std::vector<double> out = std::vector<double>(kBatch * kSeq * kHidden);
+  std::vector<double> r = random_normal(kTokens * kHidden, 44);
+  std::vector<double> out = std::vector<double>(kTokens * kHidden);
 };
 
 void check_embedding(bool with_types) {
   EmbeddingCase c;
-  const int B = EmbeddingCase::kBatch, S = EmbeddingCase::kSeq, H = EmbeddingCase::kHidden;
+  const int B = EmbeddingCase::kBatch, T = EmbeddingCase::kTokens, H = EmbeddingCase::kHidden;
   const int V = EmbeddingCase::kVocab, P = EmbeddingCase::kMaxPos, TV = EmbeddingCase::kTypeVocab;
   const int32_t* types = with_types ? c.types.data() : nullptr;
+  std::vector<int32_t> positions(T, -1);
+  packed_positions_cpu(positions.data(), nullptr, c.cu_seqlens.data(), B, 0, P);
+  ASSERT_EQ(positions, c.positions);
   auto loss = [&] {
-    embedding_forward_cpu(c.out.data(), c.ids.data(), types, c.word.data(), c.pos.data(), c.type.data(), B, S, H, V,
-                          TV);
+    embedding_forward_cpu(c.out.data(), c.ids.data(), c.positions.data(), types, c.word.data(), c.pos.data(),
+                          c.type.data(), T, H, V, P, TV);
     return projection(c.r, c.out.data());
   };
   // Garbage first: the tables are documented as written (=), unused rows zero.
   std::vector<double> dword(V * H, 1e3), dpos(P * H, 1e3), dtype(TV * H, 1e3);
-  embedding_backward_cpu(dword.data(), dpos.data(), dtype.data(), c.r.data(), c.ids.data(), types, B, S, H, V, P, TV);
+  embedding_backward_cpu(dword.data(), dpos.data(), dtype.data(), c.r.data(), c.ids.data(), c.cu_seqlens.data(), types,
+                         B, T, H, V, P, TV);
   const std::string tag = with_types ? "with token types" : "without token types";
   // The loss is linear in the tables, so FD is exact up to rounding and unused rows (ids 4–7, positions
   // 5–7, and types 1–2 without token types) must come out exactly 0 on both sides.
@@ -258,7 +266,7 @@ void check_embedding(bool with_types) {
   for (int v = 4; v < 8; ++v) {
     for (int h = 0; h < H; ++h) ASSERT_EQ(dword[v * H + h], 0.0) << "unused word row " << v << ", column " << h;
   }
-  for (int p = S; p < P; ++p) {
+  for (int p = EmbeddingCase::kLongest; p < P; ++p) {
     for (int h = 0; h < H; ++h) ASSERT_EQ(dpos[p * H + h], 0.0) << "unused position row " << p << ", column " << h;
   }
   if (!with_types) {
@@ -273,108 +281,139 @@ TEST(EmbeddingGradient, WithoutTokenTypes) { check_embedding(false); }
 
 TEST(EmbeddingForward, RejectsOutOfRangeIds) {
   EmbeddingCase c;
-  const int B = EmbeddingCase::kBatch, S = EmbeddingCase::kSeq, H = EmbeddingCase::kHidden;
-  const int V = EmbeddingCase::kVocab, TV = EmbeddingCase::kTypeVocab;
-  auto forward = [&](const std::vector<int32_t>& ids, const int32_t* types) {
-    embedding_forward_cpu(c.out.data(), ids.data(), types, c.word.data(), c.pos.data(), c.type.data(), B, S, H, V, TV);
+  const int T = EmbeddingCase::kTokens, H = EmbeddingCase::kHidden;
+  const int V = EmbeddingCase::kVocab, P = EmbeddingCase::kMaxPos, TV = EmbeddingCase::kTypeVocab;
+  auto forward = [&](const std::vector<int32_t>& ids, const int32_t* types, const std::vector<int32_t>& positions) {
+    embedding_forward_cpu(c.out.data(), ids.data(), positions.data(), types, c.word.data(), c.pos.data(),
+                          c.type.data(), T, H, V, P, TV);
   };
-  EXPECT_NO_THROW(forward(c.ids, c.types.data()));  // the baseline is valid, so the throws below are the ids'
+  EXPECT_NO_THROW(forward(c.ids, c.types.data(), c.positions));  // the baseline is valid, so the throws below are the ids'
   for (int32_t bad : {V, -1}) {
     std::vector<int32_t> ids = c.ids;
     ids[6] = bad;
-    EXPECT_THROW(forward(ids, nullptr), Error) << "id " << bad;
+    EXPECT_THROW(forward(ids, nullptr, c.positions), Error) << "id " << bad;
   }
   std::vector<int32_t> types = c.types;
   types[3] = TV;
-  EXPECT_THROW(forward(c.ids, types.data()), Error) << "token type " << TV;
+  EXPECT_THROW(forward(c.ids, types.data(), c.positions), Error) << "token type " << TV;
+  for (int32_t bad : {P, -1}) {
+    std::vector<int32_t> positions = c.positions;
+    positions[4] = bad;
+    EXPECT_THROW(forward(c.ids, nullptr, positions), Error) << "position " << bad;
+  }
+}
+
+TEST(EmbeddingBackward, RejectsBrokenRowOffsets) {
+  EmbeddingCase c;
+  const int H = EmbeddingCase::kHidden, V = EmbeddingCase::kVocab, P = EmbeddingCase::kMaxPos;
+  const int TV = EmbeddingCase::kTypeVocab;
+  std::vector<double> dword(V * H), dpos(P * H), dtype(TV * H);
+  auto backward = [&](const std::vector<int32_t>& cu, int batch, int tokens) {
+    embedding_backward_cpu(dword.data(), dpos.data(), dtype.data(), c.r.data(), c.ids.data(), cu.data(), nullptr,
+                           batch, tokens, H, V, P, TV);
+  };
+  EXPECT_NO_THROW(backward(c.cu_seqlens, 2, 10));
+  EXPECT_THROW(backward({0, 10, 10}, 2, 10), Error);  // an empty row
+  EXPECT_THROW(backward({0, 1, 10}, 2, 10), Error);   // a row of 9 > max_pos 8
+  EXPECT_THROW(backward({1, 6, 10}, 2, 10), Error);   // offsets not starting at 0
+  EXPECT_THROW(backward({0, 6, 9}, 2, 10), Error);    // offsets not ending at T
 }
 
 // ---- Attention ----------------------------------------------------------------------------------------
 
 struct AttentionCase {
-  static constexpr int kBatch = 2, kSeq = 7, kHeads = 3, kHeadDim = 4, kHidden = kHeads * kHeadDim;
-  static constexpr std::size_t kTokens = kBatch * kSeq * kHidden;
-  static constexpr std::size_t kProbs = kBatch * kHeads * kSeq * kSeq;
-  // Row 0 pads its last key, row 1 its last three.
-  std::vector<int32_t> mask = {1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 0, 0, 0};
-  std::vector<double> q = random_normal(kTokens, 51);
-  std::vector<double> k = random_normal(kTokens, 52);
-  std::vector<double> v = random_normal(kTokens, 53);
-  std::vector<double> r = random_normal(kTokens, 54);
-  std::vector<double> scratch = std::vector<double>(attention_scratch_elements(kSeq, omp_get_max_threads()));
+  // Three packed rows of 6, 4 and 1 tokens: attention runs over each row's own tokens, with no mask.
+  static constexpr int kBatch = 3, kTokens = 11, kLongest = 6, kHeads = 3, kHeadDim = 4, kHidden = kHeads * kHeadDim;
+  static constexpr std::size_t kElements = kTokens * kHidden;
+  std::vector<int32_t> cu_seqlens = {0, 6, 10, 11};
+  std::vector<double> q = random_normal(kElements, 51);
+  std::vector<double> k = random_normal(kElements, 52);
+  std::vector<double> v = random_normal(kElements, 53);
+  std::vector<double> r = random_normal(kElements, 54);
+  std::vector<double> scratch = std::vector<double>(attention_scratch_elements(kLongest, omp_get_max_threads()));
 };
 
 void check_attention(float dropout_p) {
   AttentionCase c;
-  const int B = AttentionCase::kBatch, S = AttentionCase::kSeq, NH = AttentionCase::kHeads;
+  const int B = AttentionCase::kBatch, T = AttentionCase::kTokens, NH = AttentionCase::kHeads;
   const int HD = AttentionCase::kHeadDim, H = AttentionCase::kHidden;
+  const int32_t* cu = c.cu_seqlens.data();
   const RandomKey key{1234, 7, 3};  // the same key in forward and backward: the mask is a function of it
-  std::vector<double> ctx(AttentionCase::kTokens), probs(AttentionCase::kProbs);
+  const std::size_t probs_size = attention_probs_elements(cu, B, NH);
+  ASSERT_EQ(probs_size, static_cast<std::size_t>(NH) * (36 + 16 + 1));
+  std::vector<double> ctx(AttentionCase::kElements), probs(probs_size);
   auto loss = [&] {
-    attention_forward_cpu(ctx.data(), probs.data(), c.q.data(), c.k.data(), c.v.data(), c.mask.data(), B, S, NH, HD,
-                          dropout_p, key, c.scratch.data());
+    attention_forward_cpu(ctx.data(), probs.data(), c.q.data(), c.k.data(), c.v.data(), cu, B, NH, HD, dropout_p, key,
+                          c.scratch.data());
     return projection(c.r, ctx.data());
   };
   loss();
   const std::vector<double> saved_probs = probs;
 
-  // Padded keys get exactly zero probability, each row sums to 1 (before dropout: probs are pre-dropout).
+  // Block (b, h) is L_b × L_b at offset NH·Σ_{b'<b} L_b'² + h·L_b²; each row sums to 1 (probs are pre-dropout), and
+  // the one-token row attends to itself with probability 1.
+  auto block = [&](int b, int h) {
+    std::size_t offset = 0;
+    for (int r = 0; r < b; ++r) offset += static_cast<std::size_t>(NH) * (cu[r + 1] - cu[r]) * (cu[r + 1] - cu[r]);
+    const std::size_t length = static_cast<std::size_t>(cu[b + 1] - cu[b]);
+    return offset + static_cast<std::size_t>(h) * length * length;
+  };
   for (int b = 0; b < B; ++b) {
+    const int L = cu[b + 1] - cu[b];
     for (int h = 0; h < NH; ++h) {
-      for (int i = 0; i < S; ++i) {
-        const double* row = saved_probs.data() + ((static_cast<std::size_t>(b) * NH + h) * S + i) * S;
+      for (int i = 0; i < L; ++i) {
+        const double* row = saved_probs.data() + block(b, h) + static_cast<std::size_t>(i) * L;
         double sum = 0.0;
-        for (int j = 0; j < S; ++j) {
-          if (c.mask[b * S + j] == 0) {
-            ASSERT_EQ(row[j], 0.0) << "padded key " << j << " of batch " << b << ", head " << h << ", query " << i;
-          }
-          sum += row[j];
-        }
+        for (int j = 0; j < L; ++j) sum += row[j];
         ASSERT_NEAR(sum, 1.0, 1e-14) << "probability row of batch " << b << ", head " << h << ", query " << i;
       }
     }
   }
+  EXPECT_EQ(saved_probs[block(2, 1)], 1.0);
 
-  std::vector<double> dq(AttentionCase::kTokens, 1e3), dk(AttentionCase::kTokens, 1e3), dv(AttentionCase::kTokens, 1e3);
+  std::vector<double> dq(AttentionCase::kElements, 1e3), dk(AttentionCase::kElements, 1e3),
+      dv(AttentionCase::kElements, 1e3);
   attention_backward_cpu(dq.data(), dk.data(), dv.data(), c.r.data(), saved_probs.data(), c.q.data(), c.k.data(),
-                         c.v.data(), B, S, NH, HD, dropout_p, key, c.scratch.data());
+                         c.v.data(), cu, B, NH, HD, dropout_p, key, c.scratch.data());
   const std::string tag = "attention (dropout " + std::to_string(dropout_p) + ")";
-  EXPECT_TRUE(check_gradient(tag + " dq", loss, c.q.data(), dq.data(), dq.size(), kDoubleFd, {B, S, H}));
-  EXPECT_TRUE(check_gradient(tag + " dk", loss, c.k.data(), dk.data(), dk.size(), kDoubleFd, {B, S, H}));
-  EXPECT_TRUE(check_gradient(tag + " dv", loss, c.v.data(), dv.data(), dv.size(), kDoubleFd, {B, S, H}));
+  EXPECT_TRUE(check_gradient(tag + " dq", loss, c.q.data(), dq.data(), dq.size(), kDoubleFd, {T, H}));
+  EXPECT_TRUE(check_gradient(tag + " dk", loss, c.k.data(), dk.data(), dk.size(), kDoubleFd, {T, H}));
+  EXPECT_TRUE(check_gradient(tag + " dv", loss, c.v.data(), dv.data(), dv.size(), kDoubleFd, {T, H}));
 
   if (dropout_p > 0.0f) {
     // FD only proves forward and backward agree with each other. The mask must also be the documented one
-    // (element ((b·NH + h)·S + i)·S + j of the stream `key`), or the GPU twin could not match: rebuild the
-    // context from the saved probabilities with that mask.
+    // (element ((b·NH + h)·P + i)·P + j of the stream `key`, P = the longest row here: the default layout's
+    // max_positions is 1), or the GPU twin and the padded engine could not match: rebuild the context from the
+    // saved probabilities with that mask.
     loss();  // the context at the unperturbed inputs
+    const std::size_t P = AttentionCase::kLongest;
     const double scale = 1.0 / (1.0 - double(dropout_p));
-    std::vector<double> want(AttentionCase::kTokens, 0.0);
+    std::vector<double> want(AttentionCase::kElements, 0.0);
     std::size_t dropped = 0;
     for (int b = 0; b < B; ++b) {
+      const int L = cu[b + 1] - cu[b];
       for (int h = 0; h < NH; ++h) {
-        for (int i = 0; i < S; ++i) {
-          for (int j = 0; j < S; ++j) {
-            const std::size_t element = ((static_cast<std::size_t>(b) * NH + h) * S + i) * S + j;
+        for (int i = 0; i < L; ++i) {
+          for (int j = 0; j < L; ++j) {
+            const std::size_t element = ((static_cast<std::size_t>(b) * NH + h) * P + i) * P + j;
             const bool keep = philox_uniform(key, element) >= dropout_p;
             dropped += !keep;
-            const double p = keep ? saved_probs[element] * scale : 0.0;
+            const double p = keep ? saved_probs[block(b, h) + static_cast<std::size_t>(i) * L + j] * scale : 0.0;
             for (int d = 0; d < HD; ++d) {
-              want[(static_cast<std::size_t>(b) * S + i) * H + h * HD + d] +=
-                  p * c.v[(static_cast<std::size_t>(b) * S + j) * H + h * HD + d];
+              want[(static_cast<std::size_t>(cu[b]) + i) * H + h * HD + d] +=
+                  p * c.v[(static_cast<std::size_t>(cu[b]) + j) * H + h * HD + d];
             }
           }
         }
       }
     }
     EXPECT_GT(dropped, 0u) << "no attention probability was dropped: the dropout case checks nothing new";
-    EXPECT_TRUE(all_close(tag + " context vs documented mask", ctx.data(), want.data(), ctx.size(), kRounding,
-                          {B, S, H}));
+    EXPECT_TRUE(all_close(tag + " context vs documented mask", ctx.data(), want.data(), ctx.size(), kRounding, {T, H}));
   }
 }
 
-TEST(AttentionGradient, PaddingMaskNoDropout) { check_attention(0.0f); }
-TEST(AttentionGradient, PaddingMaskWithDropout) { check_attention(0.3f); }
+TEST(AttentionGradient, RaggedRowsNoDropout) { check_attention(0.0f); }
+TEST(AttentionGradient, RaggedRowsWithDropout) { check_attention(0.3f); }
 
 // ---- Dropout ------------------------------------------------------------------------------------------
 
@@ -449,6 +488,34 @@ TEST(Dropout, MaskFollowsTheDocumentedStream) {
       ASSERT_EQ(y[i] != 0.0, philox_uniform(key, i) >= 0.4f) << "n = " << n << ", element " << i;
     }
   }
+}
+
+// Packed tokens draw the mask of their padded position: token s of row b (first_sample f) has element c at index
+// ((f + b)·P + s)·C + c, whatever the other rows' lengths (kernels/dropout.h, kernels/packed.h).
+TEST(Dropout, PackedTokensDrawTheirPaddedPositionsMask) {
+  const RandomKey key{17, 3, 9};
+  const int C = 5, P = 8, B = 3;
+  const int64_t first_sample = 4;
+  const std::vector<int32_t> cu_seqlens = {0, 3, 4, 8};  // rows of 3, 1 and 4 tokens
+  const int T = cu_seqlens[B];
+  std::vector<int32_t> positions(T);
+  std::vector<int64_t> slots(T);
+  packed_positions_cpu(positions.data(), slots.data(), cu_seqlens.data(), B, first_sample, P);
+  EXPECT_EQ(positions, (std::vector<int32_t>{0, 1, 2, 0, 0, 1, 2, 3}));
+  std::vector<double> y(static_cast<std::size_t>(T) * C, 1.0);
+  dropout_forward_cpu(y.data(), y.data(), y.size(), 0.5f, key, DropoutLayout{first_sample, P, C, slots.data()});
+  std::size_t dropped = 0;
+  for (int b = 0; b < B; ++b) {
+    for (int t = cu_seqlens[b]; t < cu_seqlens[b + 1]; ++t) {
+      for (int c = 0; c < C; ++c) {
+        const uint64_t index = ((static_cast<uint64_t>(first_sample) + b) * P + (t - cu_seqlens[b])) * C + c;
+        const bool kept = y[static_cast<std::size_t>(t) * C + c] != 0.0;
+        dropped += !kept;
+        ASSERT_EQ(kept, philox_uniform(key, index) >= 0.5f) << "row " << b << ", token " << t << ", column " << c;
+      }
+    }
+  }
+  EXPECT_GT(dropped, 0u);
 }
 
 TEST(Dropout, DroppedFractionIsNearP) {

@@ -6,10 +6,12 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "core/bf16.h"
 #include "core/error.h"
+#include "kernels/packed.h"
 #include "kernels/tensor_ops.h"
 
 namespace bertrain {
@@ -90,26 +92,48 @@ TEST(AddInplaceCpu, AddsElementwise) {
   EXPECT_EQ(yd[1], -1.0);
 }
 
-TEST(FirstTokenCpu, GatherTakesRowZeroAndScatterIsItsTranspose) {
-  const int batch = 2, seq = 3, hidden = 4;
-  std::vector<double> seq_values(batch * seq * hidden);
-  for (std::size_t i = 0; i < seq_values.size(); ++i) seq_values[i] = 100.0 + static_cast<double>(i);
+TEST(FirstTokenCpu, GatherTakesEachRowsFirstTokenAndScatterIsItsTranspose) {
+  const int batch = 3, hidden = 4;
+  const std::vector<int32_t> cu_seqlens = {0, 3, 4, 6};  // rows of 3, 1 and 2 tokens
+  const int tokens = cu_seqlens[batch];
+  std::vector<double> values(tokens * hidden);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = 100.0 + static_cast<double>(i);
   std::vector<double> cls(batch * hidden, -1.0);
-  gather_first_token_cpu(cls.data(), seq_values.data(), batch, seq, hidden);
-  // Sample b's row 0 starts at flat index b · S · H = 12 b.
-  EXPECT_EQ(cls, (std::vector<double>{100, 101, 102, 103, 112, 113, 114, 115}));
+  gather_first_tokens_cpu(cls.data(), values.data(), cu_seqlens.data(), batch, hidden);
+  // Row b's first token starts at flat index cu_seqlens[b] · H: 0, 12, 16.
+  EXPECT_EQ(cls, (std::vector<double>{100, 101, 102, 103, 112, 113, 114, 115, 116, 117, 118, 119}));
 
-  const std::vector<float> dcls = {1, 2, 3, 4, 5, 6, 7, 8};
-  std::vector<float> dseq(batch * seq * hidden, 42.0f);  // stale values must be overwritten with zeros
-  scatter_first_token_cpu(dseq.data(), dcls.data(), batch, seq, hidden);
-  std::vector<float> expected(batch * seq * hidden, 0.0f);
+  const std::vector<float> dcls = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  std::vector<float> dtokens(tokens * hidden, 42.0f);  // stale values must be overwritten with zeros
+  scatter_first_tokens_cpu(dtokens.data(), dcls.data(), cu_seqlens.data(), batch, hidden);
+  std::vector<float> expected(tokens * hidden, 0.0f);
   for (int b = 0; b < batch; ++b) {
-    for (int h = 0; h < hidden; ++h) expected[b * seq * hidden + h] = dcls[b * hidden + h];
+    for (int h = 0; h < hidden; ++h) expected[cu_seqlens[b] * hidden + h] = dcls[b * hidden + h];
   }
-  EXPECT_EQ(dseq, expected);
+  EXPECT_EQ(dtokens, expected);
+}
 
-  EXPECT_THROW(gather_first_token_cpu(cls.data(), seq_values.data(), 0, seq, hidden), Error);
-  EXPECT_THROW(scatter_first_token_cpu(dseq.data(), dcls.data(), batch, seq, 0), Error);
+TEST(PackedRowsCpu, PositionsSlotsAndOffsetChecks) {
+  const std::vector<int32_t> cu_seqlens = {0, 2, 3, 7};
+  std::vector<int32_t> positions(7, -1);
+  std::vector<int64_t> slots(7, -1);
+  packed_positions_cpu(positions.data(), slots.data(), cu_seqlens.data(), 3, 10, 512);
+  EXPECT_EQ(positions, (std::vector<int32_t>{0, 1, 0, 0, 1, 2, 3}));
+  EXPECT_EQ(slots, (std::vector<int64_t>{10 * 512, 10 * 512 + 1, 11 * 512, 12 * 512, 12 * 512 + 1, 12 * 512 + 2,
+                                         12 * 512 + 3}));
+  EXPECT_EQ(longest_row(cu_seqlens.data(), 3), 4);
+  EXPECT_NO_THROW(check_row_offsets(cu_seqlens.data(), 3, 7, 4, "test"));
+  EXPECT_THROW(check_row_offsets(cu_seqlens.data(), 3, 7, 3, "test"), Error);  // a row longer than allowed
+  EXPECT_THROW(check_row_offsets(cu_seqlens.data(), 3, 8, 4, "test"), Error);  // T disagrees
+  const std::vector<int32_t> empty_row = {0, 2, 2, 7};
+  EXPECT_THROW(check_row_offsets(empty_row.data(), 3, 7, 8, "test"), Error);
+  const std::vector<int32_t> decreasing = {0, 5, 3, 7};
+  EXPECT_THROW(check_row_offsets(decreasing.data(), 3, 7, 8, "test"), Error);
+  try {
+    check_row_offsets(empty_row.data(), 3, 7, 8, "my batch");
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("my batch: row 1 has 0 tokens"), std::string::npos) << e.what();
+  }
 }
 
 TEST(SumOfSquaresCpu, HandValues) {

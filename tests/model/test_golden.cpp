@@ -7,9 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "engine/classifier_trainer.h"
 #include "model/model_dir.h"
 #include "model/safetensors.h"
+#include "tests/packed_rows.h"
 #include "tests/tolerance.h"
 
 namespace bertrain {
@@ -76,8 +78,10 @@ TEST_P(GoldenTest, MatchesTransformers) {
   GoldenCase c(GetParam());
   ASSERT_TRUE(c.model.classifier_loaded);
   const int labels = c.model.config.num_labels();
-  ClassifierTrainer<float> trainer(c.model.config, labels, c.batch, c.seq, c.model.params, c.options());
-  const BertBatch batch{c.ids.data(), c.mask.data(), c.batch, c.seq};
+  // Hugging Face ran the padded batch with its attention mask; the engine runs the same rows packed.
+  const testing::PackedRows rows(c.ids, c.mask, c.batch, c.seq);
+  ClassifierTrainer<float> trainer(c.model.config, labels, rows.limits(), c.model.params, c.options());
+  const BertBatch batch = rows.view();
 
   // Step 1: forward outputs and gradients at the initial parameters.
   const float loss = trainer.step(batch, c.targets.data());
@@ -90,7 +94,9 @@ TEST_P(GoldenTest, MatchesTransformers) {
                  {"pooled_output", trainer.model().pooled_output()},
                  {"sequence_output", trainer.model().sequence_output()}};
   for (const auto& out : outputs) {
-    const std::vector<float> ref = c.golden.read_float(out.name);
+    std::vector<float> ref = c.golden.read_float(out.name);
+    // The reference's sequence output is [B, S, H] padded; padding rows are not computed by the engine.
+    if (std::string(out.name) == "sequence_output") ref = rows.real_tokens(ref, c.model.config.hidden_size);
     const double atol = kForwardRtol * max_abs(ref);
     const auto result = all_close(out.name, out.got, ref.data(), ref.size(), atol, kForwardRtol);
     EXPECT_TRUE(result);
@@ -122,6 +128,60 @@ TEST_P(GoldenTest, MatchesTransformers) {
     EXPECT_TRUE(result);
     std::printf("  %s\n", result.message());
   }
+}
+
+// A packed row is computed from its own tokens only: with dropout on, the logits of row 1 of a three-row batch
+// equal those of the same row alone in a batch whose first_sample is 1 (its global row keys its masks), and its
+// [CLS] output is unchanged. Float rounding may differ with the GEMM shapes, so the bound is fp32 rounding.
+TEST(PackedBatch, ARowDoesNotSeeItsNeighbours) {
+  GoldenCase c("tiny_gelu_bce_adam");
+  c.model.config.hidden_dropout_prob = c.model.config.attention_probs_dropout_prob = 0.2;  // the fixture has none
+  const int labels = c.model.config.num_labels(), H = c.model.config.hidden_size;
+  const testing::PackedRows rows(c.ids, c.mask, c.batch, c.seq);
+  ASSERT_EQ(c.batch, 3);
+  const DropoutSetting dropout = DropoutSetting::training(c.model.config, 11, 4);
+  ASSERT_GT(dropout.hidden, 0.0f);
+  BertClassifier<float> model(c.model.config, labels, rows.limits());
+  model.forward(c.model.params.data(), rows.view(), dropout);
+  const std::vector<float> logits(model.logits(), model.logits() + 3 * labels);
+  const std::vector<float> cls(model.sequence_output() + static_cast<std::size_t>(rows.cu_seqlens[1]) * H,
+                               model.sequence_output() + static_cast<std::size_t>(rows.cu_seqlens[1] + 1) * H);
+
+  const std::vector<int32_t> alone_ids(rows.ids.begin() + rows.cu_seqlens[1], rows.ids.begin() + rows.cu_seqlens[2]);
+  const std::vector<int32_t> alone_cu = {0, rows.cu_seqlens[2] - rows.cu_seqlens[1]};
+  model.forward(c.model.params.data(), packed_batch(alone_ids.data(), alone_cu.data(), 1, 1), dropout);
+  EXPECT_TRUE(all_close("row 1 alone: logits", model.logits(), logits.data() + labels, labels, 1e-6, 1e-5));
+  EXPECT_TRUE(all_close("row 1 alone: [CLS] output", model.sequence_output(), cls.data(), H, 1e-6, 1e-5));
+
+  // And the same row keyed as global row 0 draws other masks: the check above is not vacuous.
+  model.forward(c.model.params.data(), packed_batch(alone_ids.data(), alone_cu.data(), 1, 0), dropout);
+  EXPECT_FALSE(all_close("row 1 keyed as row 0", model.logits(), logits.data() + labels, labels, 1e-6, 1e-5));
+}
+
+// Bad batches are one clear error, never a crash: offsets that disagree with the token count, an empty row, a
+// batch beyond the limits the model was built for.
+TEST(PackedBatch, BrokenBatchesAreErrors) {
+  GoldenCase c("tiny_gelu_bce_adam");
+  const testing::PackedRows rows(c.ids, c.mask, c.batch, c.seq);
+  BertClassifier<float> model(c.model.config, c.model.config.num_labels(), rows.limits());
+  const float* params = c.model.params.data();
+  BertBatch b = rows.view();
+  b.tokens += 1;
+  EXPECT_THROW(model.forward(params, b, DropoutSetting{}), Error);
+  b = rows.view();
+  b.longest -= 1;
+  EXPECT_THROW(model.forward(params, b, DropoutSetting{}), Error);
+  std::vector<int32_t> cu = rows.cu_seqlens;
+  cu[1] = cu[0];  // row 0 empty
+  b = rows.view();
+  b.cu_seqlens = cu.data();
+  EXPECT_THROW(model.forward(params, b, DropoutSetting{}), Error);
+  const std::vector<int32_t> one_row = {0, 1};
+  BertBatch too_many = packed_batch(rows.ids.data(), one_row.data(), 1);
+  too_many.batch = c.batch + 1;
+  EXPECT_THROW(model.forward(params, too_many, DropoutSetting{}), Error);
+  EXPECT_THROW(BertClassifier<float>(c.model.config, 2, BatchLimits{2, 4, 9}), Error);  // 9 tokens > 2 rows of 4
+  EXPECT_THROW(BertClassifier<float>(c.model.config, 2, BatchLimits{2, 4096, 8}), Error);  // past max positions
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTest,

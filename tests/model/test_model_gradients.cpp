@@ -23,7 +23,7 @@ using gradcheck::check_gradient;
 using gradcheck::kDoubleFd;
 using gradcheck::random_normal;
 
-constexpr int kBatch = 2, kSeq = 5, kLabels = 3;
+constexpr int kBatch = 3, kSeq = 5, kTokens = 9, kLabels = 3;
 
 BertConfig tiny_config() {
   BertConfig c;
@@ -57,13 +57,13 @@ std::vector<double> random_params(const ParamLayout& layout) {
 
 struct ModelCase {
   BertConfig config = tiny_config();
-  BertClassifier<double> model{config, kLabels, kBatch, kSeq};
+  BertClassifier<double> model{config, kLabels, BatchLimits{kBatch, kSeq, kTokens}};
   std::vector<double> params = random_params(model.layout());
-  // Row 0 is full, with a repeated id (5); row 1 has two padding tokens (id 0, mask 0).
-  std::vector<int32_t> ids = {1, 5, 7, 5, 2, 1, 9, 3, 0, 0};
-  std::vector<int32_t> mask = {1, 1, 1, 1, 1, 1, 1, 1, 0, 0};
-  std::vector<double> targets = {0, 0, 1, 1, 0, 0};  // one-hot: classes 2 and 0
-  BertBatch batch{ids.data(), mask.data(), kBatch, kSeq};
+  // Packed rows of 5, 3 and 1 tokens: a repeated id (5) within row 0, id 1 across rows, a one-token row.
+  std::vector<int32_t> ids = {1, 5, 7, 5, 2, 1, 9, 3, 1};
+  std::vector<int32_t> cu_seqlens = {0, 5, 8, 9};
+  std::vector<double> targets = {0, 0, 1, 1, 0, 0, 0, 1, 0};  // one-hot: classes 2, 0 and 1
+  BertBatch batch = packed_batch(ids.data(), cu_seqlens.data(), kBatch, 2);  // rows 2..4 of a global batch
 
   double loss(const DropoutSetting& dropout) {
     model.forward(params.data(), batch, dropout);

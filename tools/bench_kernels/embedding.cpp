@@ -1,5 +1,5 @@
-// `bench kernels` benchmarks of the embedding kernels: the gather of word + position + type rows (forward) and
-// the scatter of their gradients into the three tables (backward).
+// `bench kernels` benchmarks of the embedding kernels on the packed batch of harness.h: the gather of word +
+// position + type rows (forward) and the scatter of their gradients into the three tables (backward).
 #include <cstdint>
 #include <vector>
 
@@ -15,6 +15,7 @@ void bench_embedding_forward(Runner& r) {
   if (!r.select("embedding_forward")) return;
   const std::size_t tokens = sz(s.tokens()), th = tokens * sz(s.hidden);
   int32_t* ids = r.take<int32_t>(tokens);
+  int32_t* positions = r.take<int32_t>(tokens);
   T* word = r.take<T>(sz(s.vocab) * sz(s.hidden));
   T* pos = r.take<T>(sz(s.max_pos) * sz(s.hidden));
   T* type = r.take<T>(sz(s.type_vocab) * sz(s.hidden));
@@ -24,18 +25,24 @@ void bench_embedding_forward(Runner& r) {
   const std::vector<float> hword = r.random<T>(sz(s.vocab) * sz(s.hidden), 1), hpos = r.random<T>(sz(s.max_pos) * sz(s.hidden), 2),
                            htype = r.random<T>(sz(s.type_vocab) * sz(s.hidden), 3);
   r.copy_in(ids, hb.ids);
+  r.copy_in(positions, hb.positions);
   r.upload(word, hword);
   r.upload(pos, hpos);
   r.upload(type, htype);
-  // bytes = ids 4·T + word rows T·H·e (one gathered row per token) + position rows S·H·e + type row 0 H·e
-  //       + out T·H·e (written).
+  // bytes = ids, positions 2·4·T + word rows T·H·e (one gathered row per token) + position rows S·H·e + type row 0
+  //       H·e + out T·H·e (written).
   Measure m{"embedding_forward", label("T=%lld H=%lld", s.tokens(), s.hidden),
-            4.0 * tokens + (2.0 * th + static_cast<double>(s.seq) * s.hidden + s.hidden) * elem<T>()};
-  r.measure(m, [&] { embedding_forward_cuda<T>(out, ids, nullptr, word, pos, type, s.batch, s.seq, s.hidden, r.stream()); },
+            8.0 * tokens + (2.0 * th + static_cast<double>(s.seq) * s.hidden + s.hidden) * elem<T>()};
+  r.measure(m,
+            [&] {
+              embedding_forward_cuda<T>(out, ids, positions, nullptr, word, pos, type, s.tokens(), s.hidden,
+                                        r.stream());
+            },
             [&](Checker& c) {
               std::vector<float> ref(th);
-              embedding_forward_cpu<float>(ref.data(), hb.ids.data(), nullptr, hword.data(), hpos.data(), htype.data(),
-                                           s.batch, s.seq, s.hidden, s.vocab, s.type_vocab);
+              embedding_forward_cpu<float>(ref.data(), hb.ids.data(), hb.positions.data(), nullptr, hword.data(),
+                                           hpos.data(), htype.data(), s.tokens(), s.hidden, s.vocab, s.max_pos,
+                                           s.type_vocab);
               make_representable<T>(ref);
               c.compare("out", r.download(out, th), ref);
             });
@@ -51,6 +58,7 @@ void bench_embedding_backward(Runner& r) {
   const std::size_t scratch_bytes = embedding_backward_scratch_bytes(s.tokens());
   T* dout = r.take<T>(th);
   int32_t* ids = r.take<int32_t>(tokens);
+  int32_t* cu_seqlens = r.take<int32_t>(sz(s.batch) + 1);
   float *dword = r.take<float>(nword), *dpos = r.take<float>(npos), *dtype = r.take<float>(ntype);
   unsigned char* scratch = r.take<unsigned char>(scratch_bytes);
   if (r.sizing()) return;
@@ -58,19 +66,23 @@ void bench_embedding_backward(Runner& r) {
   const std::vector<float> hdout = r.random<T>(th, 130);
   r.upload(dout, hdout);
   r.copy_in(ids, hb.ids);
-  // bytes = dout T·H·e + ids 4·T (read) + dword, dpos, dtype 4·(V + max_pos + type_vocab)·H (written: every row,
-  // used or not). The id sort's traffic (CUB radix sort over T ids) is implementation traffic.
+  r.copy_in(cu_seqlens, hb.cu_seqlens);
+  // bytes = dout T·H·e + ids 4·T + cu_seqlens 4·(B + 1) (read) + dword, dpos, dtype 4·(V + max_pos + type_vocab)·H
+  // (written: every row, used or not). The id sort's traffic (CUB radix sort over T ids) is implementation traffic.
   Measure m{"embedding_backward", label("T=%lld H=%lld V=%lld", s.tokens(), s.hidden, s.vocab),
-            static_cast<double>(th) * elem<T>() + 4.0 * tokens + 4.0 * (static_cast<double>(nword) + npos + ntype)};
+            static_cast<double>(th) * elem<T>() + 4.0 * tokens + 4.0 * (s.batch + 1) +
+                4.0 * (static_cast<double>(nword) + npos + ntype)};
   r.measure(m,
             [&] {
-              embedding_backward_cuda<T>(dword, dpos, dtype, dout, ids, nullptr, s.batch, s.seq, s.hidden, s.vocab,
-                                         s.max_pos, s.type_vocab, scratch, scratch_bytes, r.stream());
+              embedding_backward_cuda<T>(dword, dpos, dtype, dout, ids, cu_seqlens, nullptr, s.batch, s.tokens(),
+                                         s.hidden, s.vocab, s.max_pos, s.type_vocab, scratch, scratch_bytes,
+                                         r.stream());
             },
             [&](Checker& c) {
               std::vector<float> rword(nword), rpos(npos), rtype(ntype);
-              embedding_backward_cpu<float>(rword.data(), rpos.data(), rtype.data(), hdout.data(), hb.ids.data(), nullptr,
-                                            s.batch, s.seq, s.hidden, s.vocab, s.max_pos, s.type_vocab);
+              embedding_backward_cpu<float>(rword.data(), rpos.data(), rtype.data(), hdout.data(), hb.ids.data(),
+                                            hb.cu_seqlens.data(), nullptr, s.batch, s.tokens(), s.hidden, s.vocab,
+                                            s.max_pos, s.type_vocab);
               c.compare("dword", r.download(dword, nword), rword);
               c.compare("dpos", r.download(dpos, npos), rpos);
               c.compare("dtype", r.download(dtype, ntype), rtype);

@@ -16,6 +16,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/gpu_peaks.h"
 #include "core/error.h"
+#include "kernels/packed.h"
 
 namespace bertrain::bench {
 
@@ -62,18 +63,17 @@ std::vector<float> random_floats(std::size_t n, uint64_t stream, float lo, float
 
 HostBatch make_batch(const Shape& s, uint64_t seed) {
   HostBatch hb;
-  hb.ids.assign(sz(s.tokens()), 0);
-  hb.mask.assign(sz(s.tokens()), 0);
-  const std::vector<float> u = random_floats(sz(s.tokens()) + sz(s.batch), seed ^ 0xba7c4ull, 0.0f, 1.0f);
-  const int shortest = (s.seq + 1) / 2;
-  for (int b = 0; b < s.batch; ++b) {
-    const int length = std::min(s.seq, shortest + static_cast<int>(u[sz(s.tokens()) + sz(b)] * (s.seq - shortest + 1)));
-    for (int t = 0; t < length; ++t) {
-      const std::size_t i = sz(b) * sz(s.seq) + sz(t);
-      hb.ids[i] = std::min(s.vocab - 1, static_cast<int>(u[i] * static_cast<float>(s.vocab)));
-      hb.mask[i] = 1;
-    }
+  const std::size_t tokens = sz(s.tokens());
+  hb.ids.assign(tokens, 0);
+  const std::vector<float> u = random_floats(tokens, seed ^ 0xba7c4ull, 0.0f, 1.0f);
+  for (std::size_t i = 0; i < tokens; ++i) {
+    hb.ids[i] = std::min(s.vocab - 1, static_cast<int>(u[i] * static_cast<float>(s.vocab)));
   }
+  hb.cu_seqlens.resize(sz(s.batch) + 1);
+  for (int b = 0; b <= s.batch; ++b) hb.cu_seqlens[sz(b)] = b * s.seq;
+  hb.positions.resize(tokens);
+  hb.slots.resize(tokens);
+  packed_positions_cpu(hb.positions.data(), hb.slots.data(), hb.cu_seqlens.data(), s.batch, 0, s.max_pos);
   return hb;
 }
 

@@ -69,10 +69,12 @@ void make_representable(std::vector<float>& v) {
   }
 }
 
-// A batch as the trainer sees one: sample b has a random length in [ceil(S/2), S], random ids there, id 0
-// and mask 0 in the padding.
+// A packed batch (DESIGN.md) of B rows of S tokens each, so that T = B·S, the size every token-wise benchmark
+// uses: random ids [T], row offsets cu_seqlens [B + 1] = 0, S, 2S, ..., and what the kernels derive from them
+// (kernels/packed.h): each token's position [T] and dropout slot [T] (first_sample 0, P = max_pos).
 struct HostBatch {
-  std::vector<int32_t> ids, mask;
+  std::vector<int32_t> ids, cu_seqlens, positions;
+  std::vector<int64_t> slots;
 };
 
 HostBatch make_batch(const Shape& s, uint64_t seed);
@@ -309,8 +311,12 @@ constexpr double elem() {
   return static_cast<double>(sizeof(T));
 }
 
-inline DropoutLayout token_layout(const Shape& s) { return DropoutLayout{0, s.seq, s.max_pos, s.hidden}; }
-inline DropoutLayout attention_layout(const Shape& s) { return DropoutLayout{0, s.seq, s.max_pos, 0}; }
+// The hidden states' dropout layout over the token slots `slots` (HostBatch::slots on the host for the CPU twin,
+// its device copy for the launchers).
+inline DropoutLayout token_layout(const Shape& s, const int64_t* slots) {
+  return DropoutLayout{0, s.max_pos, s.hidden, slots};
+}
+inline DropoutLayout attention_layout(const Shape& s) { return DropoutLayout{0, s.max_pos, 0, nullptr}; }
 inline RandomKey dropout_key(const Options& o, uint32_t tensor) { return RandomKey{o.seed, 1, tensor}; }
 
 }  // namespace bertrain::bench
