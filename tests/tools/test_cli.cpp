@@ -926,5 +926,59 @@ TEST_F(CliTest, ConvertErrors) {
   expect_error(run({"convert", model()}), "pytorch_model.bin");
 }
 
+// bench step on a tiny random model: one synthetic batch, then Made-With-ML-style lengths drawn from a CSV
+// (the lengths file is what bench_torch_step.py --lengths reads; --padded extends each row to its batch's
+// longest), and its usage errors.
+TEST_F(CliTest, BenchStepTimesPackedAndPaddedBatchesFromACsv) {
+  const std::vector<std::string> tiny = {"bench", "step", "--layers", "1", "--hidden", "32", "--heads", "2",
+                                         "--intermediate", "64", "--vocab", "100", "--batch", "4", "--steps", "2",
+                                         "--warmup", "1", "--threads", "1"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = tiny;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  const RunResult synthetic = run(with({"--seq", "8"}));
+  ASSERT_TRUE(succeeded(synthetic));
+  const json line = json::parse(lines_of(synthetic.out).back());
+  EXPECT_EQ(line.at("lengths"), "synthetic");
+  EXPECT_EQ(line.at("longest"), 8);
+
+  const std::vector<std::string> from_csv = {"--lengths-from", data(), "--vocab-file", model() + "/vocab.txt"};
+  std::vector<std::string> packed_args = from_csv;
+  packed_args.insert(packed_args.end(), {"--lengths-out", path("lengths.json")});
+  const RunResult packed = run(with(packed_args));
+  ASSERT_TRUE(succeeded(packed));
+  EXPECT_EQ(json::parse(lines_of(packed.out).back()).at("lengths"), "dataset");
+  const json lengths = json::parse(slurp(path("lengths.json")));
+  ASSERT_EQ(lengths.at("batches").size(), 3u);  // warm-up + timed steps
+  bool ragged = false;
+  for (const json& batch : lengths.at("batches")) {
+    ASSERT_EQ(batch.size(), 4u);
+    for (const json& l : batch) {
+      EXPECT_GE(l.get<int>(), 3) << "a row is [CLS] words [SEP]";
+      ragged = ragged || l != batch.front();
+    }
+  }
+  EXPECT_TRUE(ragged) << "the synthetic CSV's rows have different lengths";
+
+  std::vector<std::string> padded_args = from_csv;
+  padded_args.insert(padded_args.end(), {"--padded", "--lengths-out", path("padded.json")});
+  const RunResult padded = run(with(padded_args));
+  ASSERT_TRUE(succeeded(padded));
+  const json padded_lengths = json::parse(slurp(path("padded.json")));
+  for (std::size_t i = 0; i < padded_lengths.at("batches").size(); ++i) {
+    const json& batch = padded_lengths.at("batches")[i];
+    int longest = 0;
+    for (const json& l : lengths.at("batches")[i]) longest = std::max(longest, l.get<int>());
+    for (const json& l : batch) EXPECT_EQ(l.get<int>(), longest) << "batch " << i;  // same draws, padded
+  }
+
+  expect_error(run(with({"--padded"})), "--padded needs --lengths-from", 2);
+  expect_error(run(with({"--lengths-from", data()})), "--lengths-from needs --vocab-file", 2);
+  expect_error(run(with({"--lengths-from", path("missing.csv"), "--vocab-file", model() + "/vocab.txt"})),
+               "missing.csv");
+}
+
 }  // namespace
 }  // namespace bertrain
