@@ -69,6 +69,14 @@ void check_batch(const BertBatch& batch, const BatchLimits& limits, const char* 
                  what << ": longest row of " << batch.longest << " tokens is outside [1, " << limits.longest << "]");
 }
 
+void check_host_batch(const BertBatch& batch, const BatchLimits& limits, const char* what) {
+  check_batch(batch, limits, what);
+  check_row_offsets(batch.cu_seqlens, batch.batch, batch.tokens, batch.longest, what);
+  const int longest = longest_row(batch.cu_seqlens, batch.batch);
+  BERTRAIN_CHECK(longest == batch.longest,
+                 what << ": the batch says its longest row has " << batch.longest << " tokens, it has " << longest);
+}
+
 template <typename T>
 BertClassifier<T>::BertClassifier(const BertConfig& config, int num_labels, const BatchLimits& limits)
     : config_(config), num_labels_(num_labels), limits_(limits) {
@@ -120,12 +128,7 @@ BertClassifier<T>::BertClassifier(const BertConfig& config, int num_labels, cons
 
 template <typename T>
 void BertClassifier<T>::forward(const T* params, const BertBatch& batch, const DropoutSetting& dropout) {
-  check_batch(batch, limits_, "BertClassifier::forward");
-  check_row_offsets(batch.cu_seqlens, batch.batch, batch.tokens, batch.longest, "BertClassifier::forward");
-  BERTRAIN_CHECK(longest_row(batch.cu_seqlens, batch.batch) == batch.longest,
-                 "BertClassifier::forward: the batch says its longest row has " << batch.longest << " tokens, it has "
-                                                                                << longest_row(batch.cu_seqlens,
-                                                                                               batch.batch));
+  check_host_batch(batch, limits_, "BertClassifier::forward");
   // The attention scratch holds one slice per thread, sized when the model was built.
   BERTRAIN_CHECK(omp_get_max_threads() <= threads_, "OpenMP thread count grew from " << threads_ << " to "
                                                                                        << omp_get_max_threads()

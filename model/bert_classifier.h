@@ -42,6 +42,9 @@ struct BatchLimits {
 void check_limits(const BatchLimits& limits, const BertConfig& config);
 // Throws Error starting with `what` when `batch`'s counts exceed `limits` or are not positive.
 void check_batch(const BertBatch& batch, const BatchLimits& limits, const char* what);
+// check_batch, and the host row offsets against the counts: every row 1..longest tokens, T in all, the longest
+// row as long as `longest` says.
+void check_host_batch(const BertBatch& batch, const BatchLimits& limits, const char* what);
 
 // Dropout probabilities of one forward pass and the key of its masks. All zero: evaluation.
 struct DropoutSetting {

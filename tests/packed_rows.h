@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "model/bert_classifier.h"
+#include "model/safetensors.h"
 
 namespace bertrain::testing {
 
@@ -25,6 +27,18 @@ struct PackedRows {
       }
       cu_seqlens.push_back(static_cast<int32_t>(ids.size()));
     }
+  }
+
+  // The batch of a golden fixture file (tools/reference/make_fixtures.py): its input_ids and attention_mask.
+  static PackedRows from_golden(const SafetensorsFile& golden) {
+    const auto int32 = [&](const std::string& name) {
+      std::vector<int32_t> out;
+      for (int64_t v : golden.read_int(name)) out.push_back(static_cast<int32_t>(v));
+      return out;
+    };
+    const TensorInfo& info = golden.info("input_ids");
+    return PackedRows(int32("input_ids"), int32("attention_mask"), static_cast<int>(info.shape.at(0)),
+                      static_cast<int>(info.shape.at(1)));
   }
 
   BertBatch view(int64_t first_sample = 0) const { return packed_batch(ids.data(), cu_seqlens.data(), batch, first_sample); }

@@ -178,7 +178,6 @@ int bench_step(const std::vector<std::string>& args) {
     const RandomKey key{seed, 0, 0xbe7c4u};
     std::vector<int> rows;
     for (int b = 0; b < batch; ++b) rows.push_back(seq / 2 + static_cast<int>(philox_uniform(key, 3 * b) * (seq - seq / 2 + 1)));
-    for (int& l : rows) l = std::min(l, seq);
     lengths.assign(1, rows);
   }
   if (!parser.get("lengths-out").empty()) write_lengths(parser.get("lengths-out"), lengths);

@@ -21,7 +21,6 @@
 #include "engine/training_backend.h"
 #include "kernels/adam.h"
 #include "kernels/loss.h"
-#include "kernels/packed.h"
 #include "kernels/tensor_ops.h"
 #include "model/bert_classifier_gpu.h"
 
@@ -238,11 +237,7 @@ class GpuBackend final : public TrainingBackend {
   BertBatch upload(const BertBatch& batch, const float* targets, Staging& staging) {
     const std::size_t tokens = static_cast<std::size_t>(batch.tokens), offsets = static_cast<std::size_t>(batch.batch) + 1;
     const std::size_t target_count = static_cast<std::size_t>(batch.batch) * model_.num_labels();
-    check_batch(batch, model_.limits(), "GPU engine");
-    check_row_offsets(batch.cu_seqlens, batch.batch, batch.tokens, batch.longest, "GPU engine");
-    BERTRAIN_CHECK(longest_row(batch.cu_seqlens, batch.batch) == batch.longest,
-                   "GPU engine: the batch says its longest row has " << batch.longest << " tokens, it has "
-                                                                     << longest_row(batch.cu_seqlens, batch.batch));
+    check_host_batch(batch, model_.limits(), "GPU engine");
     const int vocab = model_.config().vocab_size;
     for (std::size_t i = 0; i < tokens; ++i) {
       BERTRAIN_CHECK(batch.input_ids[i] >= 0 && batch.input_ids[i] < vocab,

@@ -38,12 +38,6 @@ using testing::max_abs;
 constexpr double kRtol = 1e-4;
 constexpr double kScaledAtol = 1e-5;
 
-std::vector<int32_t> read_int32(const SafetensorsFile& file, const std::string& name) {
-  std::vector<int32_t> out;
-  for (int64_t v : file.read_int(name)) out.push_back(static_cast<int32_t>(v));
-  return out;
-}
-
 struct Fixture {
   LoadedModel model;
   SafetensorsFile golden;
@@ -54,9 +48,7 @@ struct Fixture {
   explicit Fixture(const std::string& name)
       : model(load_model_dir(std::string(BERTRAIN_FIXTURES_DIR) + "/" + name, {}, 0)),
         golden(std::string(BERTRAIN_FIXTURES_DIR) + "/" + name + "/golden.safetensors"),
-        rows(read_int32(golden, "input_ids"), read_int32(golden, "attention_mask"),
-             static_cast<int>(golden.info("input_ids").shape.at(0)),
-             static_cast<int>(golden.info("input_ids").shape.at(1))) {
+        rows(testing::PackedRows::from_golden(golden)) {
     targets = golden.read_float("targets");
     const auto& meta = golden.metadata();
     options.loss = meta.at("loss") == "bce" ? LossKind::kBce : LossKind::kSoftmaxCrossEntropy;

@@ -41,21 +41,16 @@ struct GoldenCase {
   std::string dir;
   LoadedModel model;
   SafetensorsFile golden;
-  std::vector<int32_t> ids, mask;
+  // Hugging Face ran the padded batch with its attention mask; the engine runs the same rows packed.
+  testing::PackedRows rows;
   std::vector<float> targets;
-  int batch = 0, seq = 0;
 
   explicit GoldenCase(const std::string& name)
       : dir(std::string(BERTRAIN_FIXTURES_DIR) + "/" + name),
         model(load_model_dir(dir, {}, 0)),
-        golden(dir + "/golden.safetensors") {
-    const TensorInfo& info = golden.info("input_ids");
-    batch = static_cast<int>(info.shape.at(0));
-    seq = static_cast<int>(info.shape.at(1));
-    for (int64_t v : golden.read_int("input_ids")) ids.push_back(static_cast<int32_t>(v));
-    for (int64_t v : golden.read_int("attention_mask")) mask.push_back(static_cast<int32_t>(v));
-    targets = golden.read_float("targets");
-  }
+        golden(dir + "/golden.safetensors"),
+        rows(testing::PackedRows::from_golden(golden)),
+        targets(golden.read_float("targets")) {}
 
   TrainerOptions options() const {
     const auto& meta = golden.metadata();
@@ -78,8 +73,7 @@ TEST_P(GoldenTest, MatchesTransformers) {
   GoldenCase c(GetParam());
   ASSERT_TRUE(c.model.classifier_loaded);
   const int labels = c.model.config.num_labels();
-  // Hugging Face ran the padded batch with its attention mask; the engine runs the same rows packed.
-  const testing::PackedRows rows(c.ids, c.mask, c.batch, c.seq);
+  const testing::PackedRows& rows = c.rows;
   ClassifierTrainer<float> trainer(c.model.config, labels, rows.limits(), c.model.params, c.options());
   const BertBatch batch = rows.view();
 
@@ -137,8 +131,8 @@ TEST(PackedBatch, ARowDoesNotSeeItsNeighbours) {
   GoldenCase c("tiny_gelu_bce_adam");
   c.model.config.hidden_dropout_prob = c.model.config.attention_probs_dropout_prob = 0.2;  // the fixture has none
   const int labels = c.model.config.num_labels(), H = c.model.config.hidden_size;
-  const testing::PackedRows rows(c.ids, c.mask, c.batch, c.seq);
-  ASSERT_EQ(c.batch, 3);
+  const testing::PackedRows& rows = c.rows;
+  ASSERT_EQ(rows.batch, 3);
   const DropoutSetting dropout = DropoutSetting::training(c.model.config, 11, 4);
   ASSERT_GT(dropout.hidden, 0.0f);
   BertClassifier<float> model(c.model.config, labels, rows.limits());
@@ -162,7 +156,7 @@ TEST(PackedBatch, ARowDoesNotSeeItsNeighbours) {
 // batch beyond the limits the model was built for.
 TEST(PackedBatch, BrokenBatchesAreErrors) {
   GoldenCase c("tiny_gelu_bce_adam");
-  const testing::PackedRows rows(c.ids, c.mask, c.batch, c.seq);
+  const testing::PackedRows& rows = c.rows;
   BertClassifier<float> model(c.model.config, c.model.config.num_labels(), rows.limits());
   const float* params = c.model.params.data();
   BertBatch b = rows.view();
@@ -178,7 +172,7 @@ TEST(PackedBatch, BrokenBatchesAreErrors) {
   EXPECT_THROW(model.forward(params, b, DropoutSetting{}), Error);
   const std::vector<int32_t> one_row = {0, 1};
   BertBatch too_many = packed_batch(rows.ids.data(), one_row.data(), 1);
-  too_many.batch = c.batch + 1;
+  too_many.batch = rows.batch + 1;
   EXPECT_THROW(model.forward(params, too_many, DropoutSetting{}), Error);
   EXPECT_THROW(BertClassifier<float>(c.model.config, 2, BatchLimits{2, 4, 9}), Error);  // 9 tokens > 2 rows of 4
   EXPECT_THROW(BertClassifier<float>(c.model.config, 2, BatchLimits{2, 4096, 8}), Error);  // past max positions
