@@ -57,6 +57,12 @@ void GpuContext::create(std::size_t workspace_elements) {
   workspace_ = DeviceBuffer<float>(workspace_elements);
   handles_.workspace = workspace_.data();
   handles_.workspace_elements = workspace_.size();
+  // One GEMM workspace for the handle's cuBLAS calls and the cuBLASLt calls made with it: both run on
+  // handles_.stream, so they never use it at the same time.
+  gemm_workspace_ = DeviceBuffer<unsigned char>(kGemmWorkspaceBytes);
+  handles_.gemm_workspace = gemm_workspace_.data();
+  handles_.gemm_workspace_bytes = gemm_workspace_.bytes();
+  BERTRAIN_CUBLAS_CHECK(cublasSetWorkspace(handles_.blas, handles_.gemm_workspace, handles_.gemm_workspace_bytes));
 }
 
 GpuContext::~GpuContext() { release(); }
@@ -64,6 +70,7 @@ GpuContext::~GpuContext() { release(); }
 void GpuContext::release() noexcept {
   workspace_ = DeviceBuffer<float>();
   if (handles_.blas != nullptr) cublasDestroy(handles_.blas);
+  gemm_workspace_ = DeviceBuffer<unsigned char>();  // after the handle that points at it
   if (handles_.stream != nullptr) cudaStreamDestroy(handles_.stream);
   handles_ = GpuHandles{};
 }

@@ -1,6 +1,7 @@
 // The device context of one process: its CUDA device, the compute stream, the cuBLAS handle bound to that
-// stream (fp32 GEMMs in full fp32: TF32 off, so --precision fp32 matches the CPU engine) and the reduction
-// workspace of core/cuda/gpu_handles.h.
+// stream (fp32 GEMMs in full fp32: TF32 off, so --precision fp32 matches the CPU engine; also used as the
+// cuBLASLt handle), the reduction workspace and the GEMM workspace (kGemmWorkspaceBytes) of
+// core/cuda/gpu_handles.h.
 #pragma once
 
 #include <string>
@@ -34,6 +35,7 @@ class GpuContext {
   std::string name_;
   GpuHandles handles_;
   DeviceBuffer<float> workspace_;
+  DeviceBuffer<unsigned char> gemm_workspace_;
 };
 
 // Device memory in use now (total − free from cudaMemGetInfo): this process's allocations, cuBLAS's

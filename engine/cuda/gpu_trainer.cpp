@@ -32,9 +32,6 @@ namespace {
 // each as soon as the backward has produced it, on a second stream.
 constexpr std::size_t kBucketBytes = 25u << 20;
 
-// cuBLAS workspace set once, so that no GEMM allocates inside a step.
-constexpr std::size_t kCublasWorkspaceBytes = 32u << 20;
-
 
 class CudaEvent {
  public:
@@ -81,7 +78,6 @@ class GpuBackend final : public TrainingBackend {
                                                                   << model_.layout().total());
     BERTRAIN_CHECK(options.class_weights.empty() || static_cast<int>(options.class_weights.size()) == num_labels,
                    "got " << options.class_weights.size() << " class weights for " << num_labels << " labels");
-    BERTRAIN_CUBLAS_CHECK(cublasSetWorkspace(context_.handles().blas, cublas_workspace_.data(), cublas_workspace_.bytes()));
     BERTRAIN_CUDA_CHECK(cudaMemsetAsync(moments_.data(), 0, moments_.bytes(), context_.stream()));
     if constexpr (!std::is_same_v<T, float>) {
       compute_ = DeviceBuffer<T>(size_);
@@ -114,7 +110,7 @@ class GpuBackend final : public TrainingBackend {
   std::string description() const override { return host_.description; }
   std::size_t device_memory_bytes() const override {
     return arena_.bytes() + master_.bytes() + compute_.bytes() + grads_.bytes() + moments_.bytes() +
-           cublas_workspace_.bytes() + context_.handles().workspace_elements * sizeof(float);
+           context_.handles().gemm_workspace_bytes + context_.handles().workspace_elements * sizeof(float);
   }
 
   void train_step(const BertBatch& batch, const float* targets, double loss_scale, Communicator& comm) override {
@@ -202,13 +198,13 @@ class GpuBackend final : public TrainingBackend {
     std::copy(moments.begin() + static_cast<std::ptrdiff_t>(size_), moments.end(),
               host_optimizer_.second_moment().begin());
     host_optimizer_.set_steps_taken(steps_);
-    save_optimizer_state(path, host_optimizer_);
+    save_optimizer_state(path, host_optimizer_, model_.layout().fingerprint());
   }
 
   void load_optimizer(const std::string& path) override {
     while (!pending_.empty()) take_loss();
     host_optimizer_ = AdamOptimizer<float>(size_, hyper_);
-    load_optimizer_state(path, &host_optimizer_);
+    load_optimizer_state(path, &host_optimizer_, model_.layout().fingerprint());
     context_.synchronize();
     std::vector<float> moments(host_optimizer_.first_moment());
     moments.insert(moments.end(), host_optimizer_.second_moment().begin(), host_optimizer_.second_moment().end());
@@ -310,7 +306,6 @@ class GpuBackend final : public TrainingBackend {
   DeviceBuffer<T> compute_;                        // bf16 copy of master_ (empty in fp32)
   DeviceBuffer<int32_t> ids_, cu_seqlens_;
   DeviceBuffer<float> targets_, class_weights_, losses_;
-  DeviceBuffer<char> cublas_workspace_{kCublasWorkspaceBytes};
   std::array<Staging, 2> staging_;
   std::deque<int> pending_;
   int next_slot_ = 0;

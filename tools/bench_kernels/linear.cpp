@@ -1,9 +1,12 @@
 // `bench kernels` benchmarks of the linear layers: the three GEMM shapes of a BERT layer forward and backward,
-// and the reductions and adds around them (column sums of bias gradients, the residual add). The GEMMs are
-// checked on their first and last rows (harness.h: rows_to_verify).
+// the feed-forward's GEMMs with their activation (forward: intermediate dense + activation; backward: output
+// dense's dx through the activation's derivative, with the intermediate bias gradient), and the reductions and
+// adds around them (column sums of bias gradients, the residual add). The GEMMs are checked on their first and
+// last rows (harness.h: rows_to_verify).
 #include <string>
 #include <vector>
 
+#include "kernels/activation.h"
 #include "kernels/linear.h"
 #include "kernels/tensor_ops.h"
 #include "tools/bench_kernels/benchmarks.h"
@@ -134,6 +137,101 @@ void bench_linear_backward(Runner& r) {
   }
 }
 
+// The intermediate dense of the feed-forward with its activation, H -> I with bias: BERT's exact GELU (bias
+// epilogue, then the activation kernel) and the tanh GELU (one GEMM with cuBLASLt's GELU epilogue).
+template <typename T>
+void bench_linear_activation_forward(Runner& r) {
+  const Shape& s = r.options().shape;
+  for (Activation act : {Activation::kGelu, Activation::kGeluTanh}) {
+    if (!r.select("linear_activation_forward")) return;
+    const int rows = s.tokens(), in = s.hidden, out = s.intermediate;
+    const std::size_t nx = sz(rows) * sz(in), nw = sz(out) * sz(in), ny = sz(rows) * sz(out);
+    T* x = r.take<T>(nx);
+    T* w = r.take<T>(nw);
+    T* b = r.take<T>(sz(out));
+    T* y = r.take<T>(ny);
+    T* pre = r.take<T>(ny);
+    if (r.sizing()) continue;
+    const std::vector<float> hx = r.random<T>(nx, 90), hw = r.random<T>(nw, 91), hb = r.random<T>(sz(out), 92);
+    r.upload(x, hx);
+    r.upload(w, hw);
+    r.upload(b, hb);
+    const bool tanh_form = act == Activation::kGeluTanh;
+    // flops = 2·T·in·out (bias and activation ignored). bytes = x T·in·e + W out·in·e + b out·e (read) + y and pre
+    // 2·T·out·e (written).
+    Measure m{"linear_activation_forward",
+              label("T=%lld: %lld -> %lld, ", rows, in, out) + (tanh_form ? "gelu_tanh (epilogue)" : "gelu (erf)"),
+              (static_cast<double>(nx) + nw + out + 2.0 * ny) * elem<T>(), 2.0 * rows * in * out};
+    r.measure(m, [&] { linear_activation_forward_cuda<T>(r.handles(), y, pre, x, w, b, rows, in, out, act); },
+              [&](Checker& c) {
+                // pre and y on the first and the last rows, the twin run on those rows of x.
+                const RowSample sample = rows_to_verify(rows, 2.0 * in * out);
+                for (const RowSpan& span : sample.spans) {
+                  const std::size_t n = sz(span.count) * sz(out), first = sz(span.first) * sz(out);
+                  std::vector<float> rpre(n), ry(n);
+                  linear_forward_cpu<float>(rpre.data(), hx.data() + sz(span.first) * sz(in), hw.data(), hb.data(),
+                                            span.count, in, out);
+                  make_representable<T>(rpre);
+                  activation_forward_cpu<float>(ry.data(), rpre.data(), n, act);
+                  make_representable<T>(ry);
+                  c.compare_at("pre", first, r.download(pre + first, n), rpre);
+                  c.compare_at("y", first, r.download(y + first, n), ry);
+                }
+                c.coverage = sample.coverage("rows");
+              });
+  }
+}
+
+// The feed-forward's output dense backward into the intermediate pre-activation, I -> H: dpre[T, I] =
+// (dy[T, H] · W[H, I]) ∘ act'(pre) and the intermediate bias gradient dbias[I] = Σ_T dpre. Exact GELU: GEMM,
+// activation kernel and column sum; tanh GELU: cuBLASLt's DGELU(_BGRAD) epilogue.
+template <typename T>
+void bench_linear_activation_backward_data(Runner& r) {
+  const Shape& s = r.options().shape;
+  for (Activation act : {Activation::kGelu, Activation::kGeluTanh}) {
+    if (!r.select("linear_activation_backward_data")) return;
+    const int rows = s.tokens(), in = s.intermediate, out = s.hidden;
+    const std::size_t nd = sz(rows) * sz(in), nw = sz(out) * sz(in), ny = sz(rows) * sz(out);
+    T* dy = r.take<T>(ny);
+    T* w = r.take<T>(nw);
+    T* pre = r.take<T>(nd);
+    T* dpre = r.take<T>(nd);
+    float* dbias = r.take<float>(sz(in));
+    if (r.sizing()) continue;
+    const std::vector<float> hdy = r.random<T>(ny, 100), hw = r.random<T>(nw, 101),
+                             hpre = r.random<T>(nd, 102, -3.0f, 3.0f);
+    r.upload(dy, hdy);
+    r.upload(w, hw);
+    r.upload(pre, hpre);
+    const bool tanh_form = act == Activation::kGeluTanh;
+    // flops = 2·T·in·out (derivative and bias-gradient adds ignored). bytes = dy T·out·e + W out·in·e + pre T·in·e
+    // (read) + dpre T·in·e + dbias 4·in (written).
+    Measure m{"linear_activation_backward_data",
+              label("T=%lld: %lld <- %lld, ", rows, in, out) +
+                  (tanh_form ? "gelu_tanh (epilogue)" : "gelu (erf)"),
+              (static_cast<double>(ny) + nw + 2.0 * nd) * elem<T>() + 4.0 * in, 2.0 * rows * in * out};
+    r.measure(m,
+              [&] {
+                linear_activation_backward_data_cuda<T>(r.handles(), dpre, dbias, dy, w, pre, rows, in, out, act);
+              },
+              [&](Checker& c) {
+                // dpre on the first and the last rows, the twin run on those rows of dy and pre.
+                const RowSample sample = rows_to_verify(rows, 2.0 * in * out);
+                for (const RowSpan& span : sample.spans) {
+                  const std::size_t n = sz(span.count) * sz(in), first = sz(span.first) * sz(in);
+                  std::vector<float> rd(n);
+                  linear_activation_backward_data_cpu<float>(rd.data(), nullptr, hdy.data() + sz(span.first) * sz(out),
+                                                             hw.data(), hpre.data() + first, span.count, in, out, act);
+                  make_representable<T>(rd);
+                  c.compare_at("dpre", first, r.download(dpre + first, n), rd);
+                }
+                // dbias in full, as the column sums of the device's own dpre (checked above on its sampled rows).
+                c.compare("dbias", r.download(dbias, sz(in)), column_sums_cpu(r.download(dpre, nd), rows, in));
+                c.coverage = sample.full() ? std::string("full") : sample.coverage("dpre rows") + ", dbias full";
+              });
+  }
+}
+
 template <typename T>
 void bench_column_sum(Runner& r) {
   const Shape& s = r.options().shape;
@@ -179,6 +277,10 @@ template void bench_linear_forward<float>(Runner&);
 template void bench_linear_forward<bf16>(Runner&);
 template void bench_linear_backward<float>(Runner&);
 template void bench_linear_backward<bf16>(Runner&);
+template void bench_linear_activation_forward<float>(Runner&);
+template void bench_linear_activation_forward<bf16>(Runner&);
+template void bench_linear_activation_backward_data<float>(Runner&);
+template void bench_linear_activation_backward_data<bf16>(Runner&);
 template void bench_column_sum<float>(Runner&);
 template void bench_column_sum<bf16>(Runner&);
 template void bench_add_inplace<float>(Runner&);
