@@ -32,11 +32,17 @@ void embedding_backward_cpu(T* dword, T* dpos, T* dtype, const T* dout, const in
 template <typename T>
 void embedding_forward_cuda(T* out, const int32_t* ids, const int32_t* positions, const int32_t* token_types,
                             const T* word, const T* pos, const T* type, int tokens, int hidden, CudaStream stream);
-// Bytes of scratch embedding_backward_cuda needs for `tokens` tokens.
-std::size_t embedding_backward_scratch_bytes(int tokens);
-// dword, dpos, dtype (=), float. Deterministic without atomics: token indices are radix-sorted by id
-// (stable), and each run of equal ids is summed in token order by one block; positions (row by row, through
-// cu_seqlens) and types likewise in token order.
+// Bytes of scratch embedding_backward_cuda needs for `tokens` tokens of `hidden` features (the sort of 3·T keys
+// and the partial rows of long segments: about 2·(3·T / kEmbeddingGradientChunk)·H floats). A device query (CUB's
+// sort size), no allocation.
+std::size_t embedding_backward_scratch_bytes(int tokens, int hidden);
+// Tokens summed per chunk by embedding_backward_cuda.
+constexpr int kEmbeddingGradientChunk = 128;
+// dword, dpos, dtype (=), float. Deterministic without atomics, as parallel segmented sums: the 3·T (table row,
+// token) pairs are radix-sorted by row (stable: tokens ascend within a row), each row's tokens are summed in token
+// order in chunks of kEmbeddingGradientChunk, a chunk per (block, column), and a row's chunk sums are added in a
+// fixed order. A row used by at most kEmbeddingGradientChunk tokens is the CPU twin's sum bit for bit; longer
+// rows (the [CLS] id, positions shared by many rows, the token type) differ from it by summation order only.
 template <typename T>
 void embedding_backward_cuda(float* dword, float* dpos, float* dtype, const T* dout, const int32_t* ids,
                              const int32_t* cu_seqlens, const int32_t* token_types, int batch, int tokens, int hidden,

@@ -1,12 +1,19 @@
-// CUDA BERT input embeddings (kernels/embedding.h): the forward sum word + position + type, and a backward
-// that is deterministic without float atomics and adds in the CPU twin's order (kernels/cpu/embedding.cpp),
-// so fp32 gradients are bit-identical to embedding_backward_cpu<float>:
-//   - dword: token indices are radix-sorted by id (CUB, stable: equal ids keep ascending token order) and
-//     the block at the start of each run of equal ids adds that run's dout rows in token order, from 0;
-//   - dpos[s]: the tokens at position s (one per row longer than s) added in row order, from 0;
-//   - dtype[k]: the rows of the tokens of type k added in token order, from 0.
-// Only additions are involved (no products to contract into FMAs), each starts from +0 like the CPU's
-// std::fill, so every element is the same sequence of IEEE float additions as on the CPU.
+// CUDA BERT input embeddings (kernels/embedding.h): the forward sum word + position + type, and a backward that is
+// deterministic without float atomics and parallel over every table row, however many tokens share it.
+//
+// Backward as segmented sums. Each token t contributes its dout row to three table rows, named by one key each:
+// ids[t] (dword), vocab + position (dpos) and vocab + max_pos + type (dtype), position = t - cu_seqlens[b] for t's row
+// b. The 3T (key, token) pairs are radix-sorted by key (CUB, stable: within a key, tokens ascend), so every table row
+// is a segment of consecutive sorted entries in token order: the CPU twin's order (kernels/cpu/embedding.cpp). A
+// segment is cut into chunks of kEmbeddingGradientChunk (K) entries counted from its start. The sorted entries are
+// cut into tiles of K; the block of tile j sums, column by column and in entry order, every chunk that starts in
+// tile j (at most K + K - 1 entries, its window). A chunk that is its segment's only one is stored straight into
+// the table row, so a row of at most K tokens is the CPU's sum bit for bit (the same float additions from +0 in
+// the same order). Otherwise the chunk is stored as a partial row of tile j: slot 1 for a segment's first chunk,
+// slot 0 for a later one; a segment's chunk i starts in tile j + i, so its partials are slot 1 of tile j and slot
+// 0 of tiles j + 1 .. j + m - 1. A second kernel adds them for each long segment in a fixed order (8 warps over
+// contiguous runs of chunks, then the 8 sums in warp order): the same result on every run and device, within fp32
+// summation-order rounding of the CPU's sequential sum. Tables rows no token uses are zeroed first.
 #include "kernels/embedding.h"
 
 #include <cub/device/device_radix_sort.cuh>
@@ -23,46 +30,58 @@ namespace {
 
 constexpr int kMaxThreads = 256;
 constexpr std::size_t kScratchAlign = 256;
-// Rows loaded before they are added (in order): independent loads in flight hide memory latency on
-// long runs (the padding id can cover most of a batch) without changing the order of the additions.
+constexpr int kChunk = kEmbeddingGradientChunk;  // K: entries per tile and per chunk
+// Rows loaded before they are added (in order): independent loads in flight hide memory latency without changing
+// the order of the additions.
 constexpr int kRowBatch = 8;
+constexpr int kCombineWarps = 8;    // warps of a combine block, each adding a contiguous run of a segment's chunks
+constexpr int kCombineColumns = 128;  // columns of a combine block: 4 per lane
 
 // Threads over H: a multiple of 32, at most kMaxThreads; columns beyond blockDim.x are looped over.
 int threads_for(int hidden) { return hidden >= kMaxThreads ? kMaxThreads : ((hidden + 31) / 32) * 32; }
 
 std::size_t align_up(std::size_t bytes) { return (bytes + kScratchAlign - 1) / kScratchAlign * kScratchAlign; }
 
-// Bits of the largest id, vocab - 1 (at least 1: CUB takes a copy path for an empty bit range).
-int id_bits(int vocab) {
+// Bits of the largest key, `keys` - 1 (at least 1: CUB takes a copy path for an empty bit range).
+int key_bits(uint32_t keys) {
   int bits = 0;
-  for (unsigned v = static_cast<unsigned>(vocab - 1); v != 0; v >>= 1) ++bits;
+  for (uint32_t v = keys - 1; v != 0; v >>= 1) ++bits;
   return bits > 0 ? bits : 1;
 }
 
-// CUB's temporary storage for sorting `tokens` (key, value) pairs on bits [0, end_bit) of the key. Needs
-// the CUDA runtime (it reads the device's architecture) but no device memory. The size is non-decreasing
-// in tokens and in end_bit (dispatch_radix_sort.cuh), so a query at (tokens, 32) covers any smaller call.
-std::size_t sort_temp_bytes(int tokens, int end_bit) {
+// CUB's temporary storage for sorting `n` (key, value) pairs on bits [0, end_bit) of the key. Needs the CUDA
+// runtime (it reads the device's architecture) but no device memory. The size is non-decreasing in n and in end_bit
+// (dispatch_radix_sort.cuh), so a query at (n, 32) covers any smaller call.
+std::size_t sort_temp_bytes(int n, int end_bit) {
   std::size_t bytes = 0;
   BERTRAIN_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const uint32_t*>(nullptr),
                                                       static_cast<uint32_t*>(nullptr),
                                                       static_cast<const int32_t*>(nullptr),
-                                                      static_cast<int32_t*>(nullptr), tokens, 0, end_bit));
+                                                      static_cast<int32_t*>(nullptr), n, 0, end_bit));
   return bytes;
 }
 
-// The scratch of embedding_backward_cuda after up to kScratchAlign bytes of slack that align its start, in
-// this order, each part 256-byte aligned.
+// Sorted entries of `tokens` tokens (three per token) and their tiles.
+int entries_for(int tokens) { return 3 * tokens; }
+int tiles_for(int entries) { return (entries + kChunk - 1) / kChunk; }
+
+// The scratch of embedding_backward_cuda after up to kScratchAlign bytes of slack that align its start, in this
+// order, each part kScratchAlign-aligned.
 struct BackwardScratch {
-  uint32_t* sorted_ids;    // [T] keys out
-  int32_t* token_index;    // [T] values in: 0, 1, ..., T-1
-  int32_t* sorted_tokens;  // [T] values out: token indices in ascending (id, token) order
-  void* sort_temp;         // CUB temporary storage
-  std::size_t sort_temp_bytes;
+  uint32_t* keys;         // [3T] keys in: ids, then vocab + position, then vocab + max_pos + type
+  uint32_t* sorted_keys;  // [3T] keys out, ascending
+  int32_t* tokens;        // [3T] values in: 0 .. T-1, three times
+  int32_t* sorted_tokens;  // [3T] values out: tokens in ascending (key, token) order
+  int32_t* long_start;    // [tiles] start of the multi-chunk segment whose first chunk starts in the tile, or -1
+  float* partial;         // [tiles, 2, H] chunk sums of multi-chunk segments (slot 0 later chunk, slot 1 first)
+  void* sort_temp;        // CUB temporary storage
 };
 
-std::size_t fixed_scratch_bytes(int tokens) {
-  return 3 * align_up(static_cast<std::size_t>(tokens) * sizeof(int32_t));
+std::size_t fixed_scratch_bytes(int tokens, int hidden) {
+  const std::size_t entries = static_cast<std::size_t>(entries_for(tokens));
+  const std::size_t tiles = static_cast<std::size_t>(tiles_for(entries_for(tokens)));
+  return 4 * align_up(entries * sizeof(int32_t)) + align_up(tiles * sizeof(int32_t)) +
+         align_up(2 * tiles * static_cast<std::size_t>(hidden) * sizeof(float));
 }
 
 // out[t, :] (=) word[ids[t], :] + pos[positions[t], :] + type[token_types[t] (0 when null), :], added in that
@@ -82,116 +101,263 @@ __global__ void embedding_forward_kernel(T* out, const int32_t* ids, const int32
   }
 }
 
-// token_index[t] (=) t for t < T. Grid-stride, one thread per token.
-__global__ void embedding_token_index_kernel(int32_t* token_index, int tokens) {
-  for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < tokens; t += gridDim.x * blockDim.x) token_index[t] = t;
+// The three tables' gradients and how keys name their rows: key k < vocab is dword row k, k < vocab + max_pos dpos
+// row k - vocab, k < skip dtype row k - vocab - max_pos; skip (= vocab + max_pos + type_vocab) marks an input
+// outside its table (a broken precondition: never written).
+struct Tables {
+  float* dword;
+  float* dpos;
+  float* dtype;
+  int hidden, vocab, max_pos;
+  uint32_t skip;
+  __device__ float* row(uint32_t key) const {
+    const std::size_t h = static_cast<std::size_t>(hidden);
+    if (key < static_cast<uint32_t>(vocab)) return dword + key * h;
+    key -= static_cast<uint32_t>(vocab);
+    if (key < static_cast<uint32_t>(max_pos)) return dpos + key * h;
+    return dtype + (key - static_cast<uint32_t>(max_pos)) * h;
+  }
+};
+
+// keys[t], keys[T + t], keys[2T + t] (=) the word, position and type keys of token t (Tables), tokens[...] (=) t.
+// Grid-stride, one thread per token; the token's row by binary search in cu_seqlens.
+__global__ void embedding_keys_kernel(uint32_t* keys, int32_t* tokens_out, const int32_t* ids,
+                                      const int32_t* cu_seqlens, const int32_t* token_types, int batch, int tokens,
+                                      int vocab, int max_pos, int type_vocab) {
+  const uint32_t skip = static_cast<uint32_t>(vocab + max_pos + type_vocab);
+  for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < tokens; t += gridDim.x * blockDim.x) {
+    const int id = ids[t];
+    int lo = 0, hi = batch;  // cu_seqlens[lo] <= t < cu_seqlens[hi]
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if (cu_seqlens[mid] <= t) lo = mid;
+      else hi = mid;
+    }
+    const int position = t - cu_seqlens[lo];
+    const int type = token_types != nullptr ? token_types[t] : 0;
+    keys[t] = id >= 0 && id < vocab ? static_cast<uint32_t>(id) : skip;
+    keys[tokens + t] = position < max_pos ? static_cast<uint32_t>(vocab + position) : skip;
+    keys[2 * tokens + t] = type >= 0 && type < type_vocab ? static_cast<uint32_t>(vocab + max_pos + type) : skip;
+    tokens_out[t] = tokens_out[tokens + t] = tokens_out[2 * tokens + t] = t;
+  }
 }
 
-// dword[id, :] (=) Σ dout[t, :] over the tokens t with ids[t] == id, in ascending t, for every id that
-// occurs (the caller zeroed dword, so ids that do not occur stay 0). sorted_ids / sorted_tokens: the
-// stable sort of (ids, 0..T-1) by id. One block per sorted position p (grid T), threads over H: the block
-// at the start of a run of equal ids sums the run, every other block returns at once.
-template <typename T>
-__global__ void embedding_backward_word_kernel(float* dword, const T* dout, const uint32_t* sorted_ids,
-                                               const int32_t* sorted_tokens, int tokens, int hidden, int vocab) {
-  const int p = blockIdx.x;
-  const uint32_t id = sorted_ids[p];
-  // Both conditions are the same for every thread of the block, so the whole block leaves together.
-  if (p > 0 && sorted_ids[p - 1] == id) return;
-  if (id >= static_cast<uint32_t>(vocab)) return;  // out-of-range id (a broken precondition): never write
+// The first index in [lo, hi] whose key is >= target (keys ascending; key[hi] >= target is known, or hi is the
+// end), found by one warp probing 32 points per step. Every lane returns it.
+__device__ int warp_lower_bound(const uint32_t* keys, int lo, int hi, uint32_t target) {
+  const int lane = threadIdx.x & 31;
+  while (lo < hi) {
+    const int step = (hi - lo + 31) / 32;
+    const int probe = lo + lane * step;
+    const bool below = probe < hi && keys[probe] < target;
+    const unsigned mask = __ballot_sync(0xffffffffu, below);
+    const int count = __popc(mask);  // the probes below target are a prefix (keys ascend)
+    if (count == 0) return lo;
+    const int last = lo + (count - 1) * step;
+    const int next = lo + count * step;
+    lo = last + 1;
+    hi = next < hi ? next : hi;
+  }
+  return lo;
+}
 
-  // The run is [p, end): end is the first sorted position after p with another id (keys ascend), or T.
-  // The block scans blockDim.x keys at a time; __syncthreads_or makes the exit decision uniform.
-  __shared__ int run_end;
-  if (threadIdx.x == 0) run_end = tokens;
+// V consecutive dout values at p as float (V == 4: one 16-byte float load, or 8 bytes of bf16).
+template <int V>
+__device__ __forceinline__ void load_row(const float* p, float (&v)[V]) {
+  if constexpr (V == 4) {
+    const float4 q = *reinterpret_cast<const float4*>(p);
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+  } else {
+    v[0] = *p;
+  }
+}
+template <int V>
+__device__ __forceinline__ void load_row(const bf16* p, float (&v)[V]) {
+  if constexpr (V == 4) {
+    const uint2 q = *reinterpret_cast<const uint2*>(p);
+    v[0] = __uint_as_float(q.x << 16), v[1] = __uint_as_float(q.x & 0xffff0000u);
+    v[2] = __uint_as_float(q.y << 16), v[3] = __uint_as_float(q.y & 0xffff0000u);
+  } else {
+    v[0] = cuda::load(p);
+  }
+}
+template <int V>
+__device__ __forceinline__ void store_row(float* p, const float (&v)[V]) {
+  if constexpr (V == 4) {
+    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+  } else {
+    *p = v[0];
+  }
+}
+
+// Where a chunk's sum goes (kept per chunk-end entry): a table row (the key, >= 0) or a partial slot of the tile.
+constexpr int kToSlot0 = -1, kToSlot1 = -2, kToNowhere = -3;
+
+// The chunk sums of tile blockIdx.x (see the top of this file). Threads over columns, V at a time (V = 4 when H % 4
+// == 0 and the pointers allow 16-byte float / 8-byte bf16 accesses). long_start[tile] (=) the start of the
+// multi-chunk segment whose first chunk starts in this tile, or -1.
+template <typename T, int V>
+__global__ void __launch_bounds__(kMaxThreads)
+    embedding_backward_chunks_kernel(Tables tables, float* partial, int32_t* long_start, const T* dout,
+                                     const uint32_t* sorted_keys, const int32_t* sorted_tokens, int entries) {
+  __shared__ uint32_t key[2 * kChunk];
+  __shared__ int32_t token[2 * kChunk];
+  __shared__ int32_t target[2 * kChunk];  // for chunk-end entries: a table row's key or kTo*; else unused
+  __shared__ unsigned char chunk_end[2 * kChunk];
+  __shared__ int segment_start0, first_owned, end_owned, long_segment;
+
+  const int tile = blockIdx.x;
+  const int t0 = tile * kChunk;
+  const int t1 = min(entries, t0 + kChunk);
+  const int window = min(2 * kChunk, entries - t0);
+  for (int i = threadIdx.x; i < window; i += blockDim.x) {
+    key[i] = sorted_keys[t0 + i];
+    token[i] = sorted_tokens[t0 + i];
+  }
+  if (threadIdx.x == 0) {
+    first_owned = 2 * kChunk;
+    end_owned = 0;
+    long_segment = -1;
+  }
+  // The start of the segment holding entry t0: t0 itself, or (when it continues from the tile before) found by
+  // warp 0's search over the entries before.
+  if (threadIdx.x < 32) {
+    const uint32_t k0 = sorted_keys[t0];
+    const bool continues = t0 > 0 && sorted_keys[t0 - 1] == k0;
+    const int start = continues ? warp_lower_bound(sorted_keys, 0, t0 - 1, k0) : t0;
+    if (threadIdx.x == 0) segment_start0 = start;
+  }
   __syncthreads();
-  for (int base = p + 1; base < tokens; base += blockDim.x) {
-    const int q = base + threadIdx.x;
-    const bool differs = q < tokens && sorted_ids[q] != id;
-    if (__syncthreads_or(differs)) {
-      if (differs) atomicMin(&run_end, q);  // integer minimum: order-independent
-      break;
+
+  // Per entry of the window: its segment's start, its chunk's start, whether the tile owns the chunk (the chunk
+  // starts in [t0, t1)), whether it ends the chunk, and where a chunk it ends goes.
+  for (int i = threadIdx.x; i < window; i += blockDim.x) {
+    const int g = t0 + i;
+    int start;
+    if (key[i] == key[0]) {
+      start = segment_start0;
+    } else {  // the segment starts inside the window: the first window entry with this key
+      int lo = 0, hi = i;
+      while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if (key[mid] < key[i]) lo = mid + 1;
+        else hi = mid;
+      }
+      start = t0 + lo;
+    }
+    const int chunk_start = start + (g - start) / kChunk * kChunk;
+    const bool owned = chunk_start >= t0 && chunk_start < t1;
+    const bool segment_ends = g + 1 == entries || (i + 1 < window && key[i + 1] != key[i]);
+    // Entries an owned chunk reaches lie in the window (g < t1 + kChunk - 1), so key[i + 1] is known there.
+    const bool ends = segment_ends || (g + 1 - start) % kChunk == 0;
+    chunk_end[i] = ends;
+    if (owned) {
+      atomicMin(&first_owned, i);  // integer min / max: order-independent
+      atomicMax(&end_owned, i + 1);
+      if (ends) {
+        const bool first_chunk = chunk_start == start;
+        if (key[i] >= tables.skip) target[i] = kToNowhere;
+        else if (first_chunk && segment_ends) target[i] = static_cast<int>(key[i]);
+        else target[i] = first_chunk ? kToSlot1 : kToSlot0;
+        if (first_chunk && !segment_ends && key[i] < tables.skip) long_segment = start;  // at most one per tile
+      }
     }
   }
   __syncthreads();
-  const int end = run_end;
+  if (threadIdx.x == 0) long_start[tile] = long_segment;
+  const int a = first_owned, b = end_owned;
+  const std::size_t h = static_cast<std::size_t>(tables.hidden);
 
-  float* dst = dword + static_cast<std::size_t>(id) * hidden;
-  for (int c = threadIdx.x; c < hidden; c += blockDim.x) {
-    const T* column = dout + c;
-    float acc = 0.0f;
-    int q = p;
-    for (; q + kRowBatch <= end; q += kRowBatch) {
-      float g[kRowBatch];
+  for (int col = threadIdx.x * V; col < tables.hidden; col += blockDim.x * V) {
+    float acc[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) acc[v] = 0.0f;
+    for (int q = a; q < b; q += kRowBatch) {
+      float g[kRowBatch][V];
 #pragma unroll
       for (int k = 0; k < kRowBatch; ++k) {
-        g[k] = cuda::load(column + static_cast<std::size_t>(sorted_tokens[q + k]) * hidden);
+        if (q + k < b) load_row<V>(dout + static_cast<std::size_t>(token[q + k]) * h + col, g[k]);
       }
 #pragma unroll
-      for (int k = 0; k < kRowBatch; ++k) acc = __fadd_rn(acc, g[k]);
+      for (int k = 0; k < kRowBatch; ++k) {
+        if (q + k < b) {
+#pragma unroll
+          for (int v = 0; v < V; ++v) acc[v] = __fadd_rn(acc[v], g[k][v]);
+          if (chunk_end[q + k]) {
+            const int to = target[q + k];
+            float* dst = to >= 0 ? tables.row(static_cast<uint32_t>(to))
+                                 : partial + (2 * static_cast<std::size_t>(tile) + (to == kToSlot1 ? 1 : 0)) * h;
+            if (to != kToNowhere) store_row<V>(dst + col, acc);
+#pragma unroll
+            for (int v = 0; v < V; ++v) acc[v] = 0.0f;
+          }
+        }
+      }
     }
-    for (; q < end; ++q) acc = __fadd_rn(acc, cuda::load(column + static_cast<std::size_t>(sorted_tokens[q]) * hidden));
-    dst[c] = acc;
   }
 }
 
-// dpos[s, c] (=) Σ_b dout[cu_seqlens[b] + s, c] over the rows b longer than s, in row (= token) order; 0 for
-// positions no row reaches. One thread per element of dpos [max_pos, H] (grid-stride), looping over the B rows.
-template <typename T>
-__global__ void embedding_backward_pos_kernel(float* dpos, const T* dout, const int32_t* cu_seqlens, int batch,
-                                              int hidden, int max_pos) {
-  const std::size_t n = static_cast<std::size_t>(max_pos) * hidden;
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    const int s = static_cast<int>(i / hidden), c = static_cast<int>(i % hidden);
-    float acc = 0.0f;
-    for (int b = 0; b < batch; ++b) {
-      const int t = cu_seqlens[b] + s;
-      if (t < cu_seqlens[b + 1]) acc = __fadd_rn(acc, cuda::load(dout + static_cast<std::size_t>(t) * hidden + c));
-    }
-    dpos[i] = acc;
+// The table row of every multi-chunk segment: block (tile j, column group) adds the partial rows of the segment
+// whose first chunk starts in tile j (long_start[j] >= 0; other blocks return at once): slot 1 of tile j, then
+// slot 0 of tiles j + 1 .. j + m - 1, m = ceil(length / K). Warp w adds chunks [w·m/8, (w+1)·m/8) in order for
+// kCombineColumns / 32 columns per lane, then the warps' sums are added in warp order.
+__global__ void __launch_bounds__(32 * kCombineWarps)
+    embedding_backward_combine_kernel(Tables tables, const float* partial, const int32_t* long_start,
+                                      const uint32_t* sorted_keys, int entries) {
+  __shared__ float sums[kCombineWarps][kCombineColumns];
+  __shared__ int chunks;
+  const int tile = blockIdx.x;
+  const int start = long_start[tile];
+  if (start < 0) return;  // the whole block leaves together
+  const int warp = static_cast<int>(threadIdx.x >> 5), lane = threadIdx.x & 31;
+  const uint32_t k = sorted_keys[start];
+  if (warp == 0) {
+    // The segment's end: the first entry with a larger key (or the end).
+    const int end = warp_lower_bound(sorted_keys, start, entries, k + 1);  // k < skip: k + 1 does not wrap
+    if (lane == 0) chunks = (end - start + kChunk - 1) / kChunk;
   }
-}
-
-// dtype[k, c] (=) Σ dout[t, c] over the tokens t of type k (all tokens are type 0 when token_types is
-// null), in token order; 0 for types no token has. One thread per element of dtype [type_vocab, H]
-// (grid-stride), looping over all T tokens (type_vocab is 2 for BERT, so there are few such threads; rows
-// are loaded kRowBatch at a time and added in token order).
-template <typename T>
-__global__ void embedding_backward_type_kernel(float* dtype, const T* dout, const int32_t* token_types, int tokens,
-                                               int hidden, int type_vocab) {
-  const std::size_t n = static_cast<std::size_t>(type_vocab) * hidden;
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    const int k = static_cast<int>(i / hidden), c = static_cast<int>(i % hidden);
-    float acc = 0.0f;
-    if (token_types != nullptr || k == 0) {
-      int t = 0;
-      for (; t + kRowBatch <= tokens; t += kRowBatch) {
-        float g[kRowBatch];
-        bool mine[kRowBatch];
+  __syncthreads();
+  const int m = chunks;
+  const std::size_t h = static_cast<std::size_t>(tables.hidden);
+  const int c0 = blockIdx.y * kCombineColumns;
+  const int i0 = warp * m / kCombineWarps, i1 = (warp + 1) * m / kCombineWarps;
+  float acc[kCombineColumns / 32];
 #pragma unroll
-        for (int j = 0; j < kRowBatch; ++j) {
-          mine[j] = token_types == nullptr || token_types[t + j] == k;
-          g[j] = mine[j] ? cuda::load(dout + static_cast<std::size_t>(t + j) * hidden + c) : 0.0f;
-        }
+  for (int j = 0; j < kCombineColumns / 32; ++j) acc[j] = 0.0f;
+  for (int i = i0; i < i1; ++i) {
+    const float* row = partial + (2 * static_cast<std::size_t>(tile + i) + (i == 0 ? 1 : 0)) * h;
 #pragma unroll
-        for (int j = 0; j < kRowBatch; ++j) {
-          if (mine[j]) acc = __fadd_rn(acc, g[j]);
-        }
-      }
-      for (; t < tokens; ++t) {
-        if (token_types == nullptr || token_types[t] == k) {
-          acc = __fadd_rn(acc, cuda::load(dout + static_cast<std::size_t>(t) * hidden + c));
-        }
-      }
+    for (int j = 0; j < kCombineColumns / 32; ++j) {
+      const int c = c0 + lane + 32 * j;
+      if (c < tables.hidden) acc[j] = __fadd_rn(acc[j], row[c]);
     }
-    dtype[i] = acc;
+  }
+#pragma unroll
+  for (int j = 0; j < kCombineColumns / 32; ++j) sums[warp][lane + 32 * j] = acc[j];
+  __syncthreads();
+  float* dst = tables.row(k);
+  for (int c = threadIdx.x; c < kCombineColumns; c += blockDim.x) {
+    if (c0 + c >= tables.hidden) continue;
+    float total = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kCombineWarps; ++w) total = __fadd_rn(total, sums[w][c]);
+    dst[c0 + c] = total;
   }
 }
 
 void check_tokens(int tokens) {
   BERTRAIN_CHECK(tokens > 0, "embedding: the batch must have tokens, got " << tokens);
+}
+
+bool aligned(const void* p, std::size_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
+
+template <typename T, int V>
+void launch_chunks(const Tables& tables, const BackwardScratch& s, const T* dout, int entries, CudaStream stream) {
+  const int columns = (tables.hidden + V - 1) / V;
+  const int threads = columns >= kMaxThreads ? kMaxThreads : (columns + 31) / 32 * 32;
+  embedding_backward_chunks_kernel<T, V><<<tiles_for(entries), threads, 0, stream>>>(
+      tables, s.partial, s.long_start, dout, s.sorted_keys, s.sorted_tokens, entries);
+  BERTRAIN_CUDA_CHECK_LAUNCH("embedding_backward_chunks_kernel");
 }
 
 }  // namespace
@@ -209,9 +375,11 @@ void embedding_forward_cuda(T* out, const int32_t* ids, const int32_t* positions
   BERTRAIN_CUDA_CHECK_LAUNCH("embedding_forward_kernel");
 }
 
-std::size_t embedding_backward_scratch_bytes(int tokens) {
-  BERTRAIN_CHECK(tokens > 0, "embedding_backward_scratch_bytes: tokens must be positive, got " << tokens);
-  return kScratchAlign + fixed_scratch_bytes(tokens) + align_up(sort_temp_bytes(tokens, 32));
+std::size_t embedding_backward_scratch_bytes(int tokens, int hidden) {
+  BERTRAIN_CHECK(tokens > 0 && tokens <= INT_MAX / 3, "embedding_backward_scratch_bytes: tokens must be in [1, "
+                                                          << INT_MAX / 3 << "], got " << tokens);
+  BERTRAIN_CHECK(hidden > 0, "embedding_backward_scratch_bytes: hidden must be positive, got " << hidden);
+  return kScratchAlign + fixed_scratch_bytes(tokens, hidden) + align_up(sort_temp_bytes(entries_for(tokens), 32));
 }
 
 template <typename T>
@@ -220,67 +388,78 @@ void embedding_backward_cuda(float* dword, float* dpos, float* dtype, const T* d
                              int vocab, int max_pos, int type_vocab, void* scratch, std::size_t scratch_bytes,
                              CudaStream stream) {
   check_tokens(tokens);
+  BERTRAIN_CHECK(tokens <= INT_MAX / 3, "embedding_backward_cuda: " << tokens << " tokens, at most " << INT_MAX / 3);
   BERTRAIN_CHECK(batch > 0 && batch <= tokens, "embedding_backward_cuda: " << batch << " rows for " << tokens
                                                                             << " tokens");
   BERTRAIN_CHECK(hidden > 0 && vocab > 0 && type_vocab > 0 && max_pos > 0,
                  "embedding_backward_cuda: hidden, vocab, max_pos and type_vocab must be positive, got hidden "
                      << hidden << ", vocab " << vocab << ", max_pos " << max_pos << ", type_vocab " << type_vocab);
+  BERTRAIN_CHECK(static_cast<long long>(vocab) + max_pos + type_vocab < INT_MAX,
+                 "embedding_backward_cuda: vocab + max_pos + type_vocab must fit an int");
   BERTRAIN_CHECK(dword != nullptr && dpos != nullptr && dtype != nullptr && dout != nullptr && ids != nullptr &&
                      cu_seqlens != nullptr,
                  "embedding_backward_cuda: null input or output");
-  const int end_bit = id_bits(vocab);
+  const int entries = entries_for(tokens), tiles = tiles_for(entries);
+  const uint32_t skip = static_cast<uint32_t>(vocab + max_pos + type_vocab);  // the largest key (Tables)
+  const int end_bit = key_bits(skip + 1);
 
   // Carve the scratch (layout of BackwardScratch) and make sure CUB's part is large enough for this call.
   // The scratch may start anywhere: its first kScratchAlign bytes are slack for aligning the start.
   BERTRAIN_CHECK(scratch != nullptr, "embedding_backward_cuda: null scratch");
   const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(scratch);
-  const std::size_t skip = align_up(address) - address;
-  const std::size_t fixed = skip + fixed_scratch_bytes(tokens);
+  const std::size_t slack = align_up(address) - address;
+  const std::size_t fixed = slack + fixed_scratch_bytes(tokens, hidden);
   BERTRAIN_CHECK(scratch_bytes >= fixed, "embedding_backward_cuda: scratch of " << scratch_bytes << " bytes, "
-                                             << tokens << " tokens need embedding_backward_scratch_bytes("
-                                             << tokens << ")");
-  char* base = static_cast<char*>(scratch) + skip;
-  const std::size_t part = align_up(static_cast<std::size_t>(tokens) * sizeof(int32_t));
+                                             << tokens << " tokens of " << hidden
+                                             << " need embedding_backward_scratch_bytes(" << tokens << ", " << hidden
+                                             << ")");
+  char* base = static_cast<char*>(scratch) + slack;
+  const std::size_t part = align_up(static_cast<std::size_t>(entries) * sizeof(int32_t));
   BackwardScratch s;
-  s.sorted_ids = reinterpret_cast<uint32_t*>(base);
-  s.token_index = reinterpret_cast<int32_t*>(base + part);
-  s.sorted_tokens = reinterpret_cast<int32_t*>(base + 2 * part);
+  s.keys = reinterpret_cast<uint32_t*>(base);
+  s.sorted_keys = reinterpret_cast<uint32_t*>(base + part);
+  s.tokens = reinterpret_cast<int32_t*>(base + 2 * part);
+  s.sorted_tokens = reinterpret_cast<int32_t*>(base + 3 * part);
+  s.long_start = reinterpret_cast<int32_t*>(base + 4 * part);
+  s.partial = reinterpret_cast<float*>(base + 4 * part + align_up(static_cast<std::size_t>(tiles) * sizeof(int32_t)));
   s.sort_temp = static_cast<char*>(scratch) + fixed;
-  s.sort_temp_bytes = sort_temp_bytes(tokens, end_bit);
-  BERTRAIN_CHECK(scratch_bytes - fixed >= s.sort_temp_bytes,
+  std::size_t temp_bytes = sort_temp_bytes(entries, end_bit);
+  BERTRAIN_CHECK(scratch_bytes - fixed >= temp_bytes,
                  "embedding_backward_cuda: scratch of " << scratch_bytes << " bytes is too small for " << tokens
-                                                        << " tokens (need " << fixed + s.sort_temp_bytes
+                                                        << " tokens (need " << fixed + temp_bytes
                                                         << "; size it with embedding_backward_scratch_bytes)");
 
-  const std::size_t word_bytes = static_cast<std::size_t>(vocab) * hidden * sizeof(float);
-  BERTRAIN_CUDA_CHECK(cudaMemsetAsync(dword, 0, word_bytes, stream));
+  // Rows no token uses stay zero; every used row is stored (=) once below.
+  const std::size_t h = static_cast<std::size_t>(hidden);
+  BERTRAIN_CUDA_CHECK(cudaMemsetAsync(dword, 0, static_cast<std::size_t>(vocab) * h * sizeof(float), stream));
+  BERTRAIN_CUDA_CHECK(cudaMemsetAsync(dpos, 0, static_cast<std::size_t>(max_pos) * h * sizeof(float), stream));
+  BERTRAIN_CUDA_CHECK(cudaMemsetAsync(dtype, 0, static_cast<std::size_t>(type_vocab) * h * sizeof(float), stream));
 
-  embedding_token_index_kernel<<<cuda::elementwise_blocks(tokens, kMaxThreads), kMaxThreads, 0, stream>>>(
-      s.token_index, tokens);
-  BERTRAIN_CUDA_CHECK_LAUNCH("embedding_token_index_kernel");
+  embedding_keys_kernel<<<cuda::elementwise_blocks(static_cast<std::size_t>(tokens), kMaxThreads), kMaxThreads, 0,
+                          stream>>>(s.keys, s.tokens, ids, cu_seqlens, token_types, batch, tokens, vocab, max_pos,
+                                    type_vocab);
+  BERTRAIN_CUDA_CHECK_LAUNCH("embedding_keys_kernel");
 
-  // Ids are non-negative (checked on the host before upload), so their uint32 bit patterns sort like the
-  // ids, and bits [0, end_bit) hold all of them. Radix sort is stable: equal ids keep ascending token order.
-  std::size_t temp_bytes = s.sort_temp_bytes;
-  BERTRAIN_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(s.sort_temp, temp_bytes, reinterpret_cast<const uint32_t*>(ids),
-                                                      s.sorted_ids, static_cast<const int32_t*>(s.token_index),
-                                                      s.sorted_tokens, tokens, 0, end_bit, stream));
+  // Keys are below 2^end_bit; radix sort is stable, so equal keys keep ascending token order.
+  BERTRAIN_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(s.sort_temp, temp_bytes, static_cast<const uint32_t*>(s.keys),
+                                                      s.sorted_keys, static_cast<const int32_t*>(s.tokens),
+                                                      s.sorted_tokens, entries, 0, end_bit, stream));
 
-  embedding_backward_word_kernel<T><<<tokens, threads_for(hidden), 0, stream>>>(dword, dout, s.sorted_ids,
-                                                                                 s.sorted_tokens, tokens, hidden,
-                                                                                 vocab);
-  BERTRAIN_CUDA_CHECK_LAUNCH("embedding_backward_word_kernel");
-
-  const std::size_t pos_elements = static_cast<std::size_t>(max_pos) * hidden;
-  embedding_backward_pos_kernel<T><<<cuda::elementwise_blocks(pos_elements, kMaxThreads), kMaxThreads, 0, stream>>>(
-      dpos, dout, cu_seqlens, batch, hidden, max_pos);
-  BERTRAIN_CUDA_CHECK_LAUNCH("embedding_backward_pos_kernel");
-
-  const std::size_t type_elements = static_cast<std::size_t>(type_vocab) * hidden;
-  embedding_backward_type_kernel<T>
-      <<<cuda::elementwise_blocks(type_elements, kMaxThreads), kMaxThreads, 0, stream>>>(dtype, dout, token_types,
-                                                                                          tokens, hidden, type_vocab);
-  BERTRAIN_CUDA_CHECK_LAUNCH("embedding_backward_type_kernel");
+  const Tables tables{dword, dpos, dtype, hidden, vocab, max_pos, skip};
+  // 4 columns per thread when every access of 4 columns is aligned: 16 bytes of float (the tables, the partials,
+  // float dout), 8 bytes of bf16 dout.
+  const bool vector = hidden % 4 == 0 && aligned(dout, 4 * sizeof(T)) && aligned(dword, 16) && aligned(dpos, 16) &&
+                      aligned(dtype, 16);
+  if (vector) {
+    launch_chunks<T, 4>(tables, s, dout, entries, stream);
+  } else {
+    launch_chunks<T, 1>(tables, s, dout, entries, stream);
+  }
+  const dim3 combine_grid(static_cast<unsigned>(tiles), static_cast<unsigned>((hidden + kCombineColumns - 1) /
+                                                                                kCombineColumns));
+  embedding_backward_combine_kernel<<<combine_grid, 32 * kCombineWarps, 0, stream>>>(tables, s.partial, s.long_start,
+                                                                                      s.sorted_keys, entries);
+  BERTRAIN_CUDA_CHECK_LAUNCH("embedding_backward_combine_kernel");
 }
 
 template void embedding_forward_cuda<float>(float*, const int32_t*, const int32_t*, const int32_t*, const float*,

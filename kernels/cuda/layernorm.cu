@@ -9,8 +9,15 @@
 //
 // Workspace: layernorm_backward_cuda needs handles.workspace_elements >= 2 · kReductionChunks · cols (gamma
 // and beta partial sums side by side); gpu_reduction_workspace_elements(cols) provides it.
+//
+// The fused dropout + residual + LayerNorm (second half of this file) draws kernels/dropout.h's masks: element
+// (r, c) has logical index first(r) + c, first(r) = dropout_index(layout, layout_cols, r · cols), kept iff its
+// Philox uniform is >= p, kept values x · scale with the host's float scale = 1 / (1 - p), as dropout.cu. Its
+// backward writes the parameter gradients' per-block partials in the same pass as dz and dx: 2 · blocks · cols
+// floats of handles.workspace, blocks <= kRowPartialBlocks (dropout_residual_layernorm_workspace_elements).
 #include "kernels/layernorm.h"
 
+#include <cstdint>
 #include <type_traits>
 
 #include "core/error.h"
@@ -177,7 +184,588 @@ void launch_layernorm_backward(const GpuHandles& handles, DZ* dz, float* dgamma,
   BERTRAIN_CUDA_CHECK_LAUNCH("layernorm_backward_kernel");
 }
 
+// ---- Fused dropout + residual add + LayerNorm -------------------------------------------------------------------
+//
+// Row geometry: one warp per row. A lane owns the row's units u = lane + 32·k, k < kUnits, each unit W consecutive
+// columns: W = 16 / sizeof(T) (4 float or 8 bf16 columns, so x, gamma, beta and y_copy move as one 16-byte vector and
+// the float residual, y, dy, dz as W / 4 float4) when cols % W == 0 and every pointer is 16-byte aligned, else
+// W = 1. Unit k of every lane sits in registers between the passes over the row: kUnits is the smallest size class
+// holding cols / W / 32 units (so registers follow the width), up to 1024 columns; wider rows take the uncached
+// kernels, which re-read the row from global memory (any cols).
+
+constexpr int kFusedWarps = 8;  // warps per block: 8 rows per block in the forward
+constexpr int kFusedThreads = 32 * kFusedWarps;
+constexpr int kMaxCachedCols = 1024;  // the widest row the cached kernels hold (BERT-large's H)
+
+// Arguments shared by the fused kernels (by value: a kernel parameter block).
+template <typename T>
+struct FusedArgs {
+  float* y;           // forward: [rows, cols] float stream (=)
+  T* y_copy;          // forward: [rows, cols] T copy (=), or null
+  float* mean;        // forward: [rows] (=)
+  float* rstd;        // forward: [rows] (=)
+  const float* saved_mean;  // backward: [rows], the forward's statistics
+  const float* saved_rstd;  // backward: [rows]
+  float* dz;          // backward: [rows, cols] (=), may be dy
+  T* dx;              // backward: [rows, cols] (=)
+  float* partial;     // backward: [2, blocks, cols] (=): dgamma then dbeta partials of each block
+  const float* dy;    // backward: [rows, cols]
+  const T* x;         // [rows, cols] the sublayer output
+  const float* residual;  // [rows, cols]
+  const T* gamma;     // [cols]
+  const T* beta;      // [cols]
+  int rows, cols;
+  int rows_per_block;  // backward: contiguous rows of one block
+  float eps, p, scale;  // scale = 1 / (1 - p) (1 for p == 0: x · 1 is x)
+  RandomKey key;
+  DropoutLayout layout;  // token_slots on the device
+  std::size_t layout_cols;
+};
+
+// W consecutive values at p as float: W == 1 a scalar load, else W / 4 float4 (float) or W / 8 uint4 (bf16) loads.
+template <int W>
+__device__ __forceinline__ void load_cols(const float* p, float (&v)[W]) {
+  if constexpr (W == 1) {
+    v[0] = *p;
+  } else {
+#pragma unroll
+    for (int i = 0; i < W / 4; ++i) {
+      const float4 q = reinterpret_cast<const float4*>(p)[i];
+      v[4 * i] = q.x, v[4 * i + 1] = q.y, v[4 * i + 2] = q.z, v[4 * i + 3] = q.w;
+    }
+  }
+}
+
+template <int W>
+__device__ __forceinline__ void load_cols(const bf16* p, float (&v)[W]) {
+  if constexpr (W == 1) {
+    v[0] = cuda::load(p);
+  } else {
+    static_assert(W % 8 == 0, "bf16 vectors are 8 columns");
+#pragma unroll
+    for (int i = 0; i < W / 8; ++i) {
+      const uint4 q = reinterpret_cast<const uint4*>(p)[i];
+      const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {  // little-endian: the low half is the lower column
+        v[8 * i + 2 * w] = __uint_as_float(words[w] << 16);
+        v[8 * i + 2 * w + 1] = __uint_as_float(words[w] & 0xffff0000u);
+      }
+    }
+  }
+}
+
+template <int W>
+__device__ __forceinline__ void store_cols(float* p, const float (&v)[W]) {
+  if constexpr (W == 1) {
+    *p = v[0];
+  } else {
+#pragma unroll
+    for (int i = 0; i < W / 4; ++i) {
+      reinterpret_cast<float4*>(p)[i] = make_float4(v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3]);
+    }
+  }
+}
+
+__device__ __forceinline__ uint32_t bf16_bits(float x) {
+  const __nv_bfloat16 r = __float2bfloat16_rn(x);
+  return *reinterpret_cast<const uint16_t*>(&r);
+}
+
+template <int W>
+__device__ __forceinline__ void store_cols(bf16* p, const float (&v)[W]) {
+  if constexpr (W == 1) {
+    cuda::store(p, v[0]);
+  } else {
+    static_assert(W % 8 == 0, "bf16 vectors are 8 columns");
+#pragma unroll
+    for (int i = 0; i < W / 8; ++i) {
+      uint32_t words[4];
+#pragma unroll
+      for (int w = 0; w < 4; ++w) words[w] = bf16_bits(v[8 * i + 2 * w]) | (bf16_bits(v[8 * i + 2 * w + 1]) << 16);
+      reinterpret_cast<uint4*>(p)[i] = make_uint4(words[0], words[1], words[2], words[3]);
+    }
+  }
+}
+
+// Bit e (e < W) set when logical index first + e is kept. One Philox call serves four indices when first is a
+// multiple of 4 (then first + 4g .. first + 4g + 3 are one group); otherwise each index draws its own group.
+template <int W>
+__device__ __forceinline__ uint32_t keep_bits(const RandomKey& key, uint64_t first, float p) {
+  uint32_t bits = 0;
+  if constexpr (W % 4 == 0) {
+    if ((first & 3) == 0) {
+#pragma unroll
+      for (int g = 0; g < W / 4; ++g) {
+        const Philox4 r = philox_group(key, (first >> 2) + g);
+#pragma unroll
+        for (int w = 0; w < 4; ++w) bits |= static_cast<uint32_t>(uniform_from_bits(r.v[w]) >= p) << (4 * g + w);
+      }
+      return bits;
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < W; ++e) bits |= static_cast<uint32_t>(philox_uniform(key, first + e) >= p) << e;
+  return bits;
+}
+
+// The row's first logical index (0 when nothing is drawn).
+template <typename T>
+__device__ __forceinline__ uint64_t row_first_index(const FusedArgs<T>& a, int row) {
+  return a.p > 0.0f ? dropout_index(a.layout, a.layout_cols, static_cast<std::size_t>(row) * a.cols) : 0;
+}
+
+template <int W, typename T>
+__device__ __forceinline__ uint32_t unit_keep_bits(const FusedArgs<T>& a, uint64_t first, int col) {
+  return a.p > 0.0f ? keep_bits<W>(a.key, first + static_cast<uint64_t>(col), a.p) : ~0u;
+}
+
+// y, y_copy, mean, rstd (=) for one row per warp, kFusedWarps rows per block (grid ceil(rows / kFusedWarps)): z =
+// dropout(x) + residual read once into registers, mean and squared deviations from the registers (the two-pass
+// statistics of layernorm_forward_kernel), then y = (z - mean) · rstd · gamma + beta stored as float and as T.
+// y may alias residual and y_copy x: a lane reads all of its units before it writes any, and no other lane
+// touches them.
+template <typename T, int W, int kUnits>
+__global__ void __launch_bounds__(kFusedThreads)
+    dropout_residual_layernorm_forward_kernel(const FusedArgs<T> a) {
+  const int row = blockIdx.x * kFusedWarps + static_cast<int>(threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (row >= a.rows) return;  // the whole warp leaves together
+  const int units = a.cols / W;
+  const std::size_t base = static_cast<std::size_t>(row) * static_cast<std::size_t>(a.cols);
+  const uint64_t first = row_first_index(a, row);
+
+  float z[kUnits][W];
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kUnits; ++k) {
+    const int u = lane + 32 * k;
+    if (u < units) {
+      const int c = u * W;
+      float xv[W], rv[W];
+      load_cols<W>(a.x + base + c, xv);
+      load_cols<W>(a.residual + base + c, rv);
+      const uint32_t keep = unit_keep_bits<W>(a, first, c);
+#pragma unroll
+      for (int e = 0; e < W; ++e) {
+        z[k][e] = ((keep >> e) & 1u ? xv[e] * a.scale : 0.0f) + rv[e];
+        sum += z[k][e];
+      }
+    } else {
+#pragma unroll
+      for (int e = 0; e < W; ++e) z[k][e] = 0.0f;
+    }
+  }
+  const float mu = cuda::warp_sum(sum) / static_cast<float>(a.cols);
+  float sq = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kUnits; ++k) {
+    if (lane + 32 * k < units) {
+#pragma unroll
+      for (int e = 0; e < W; ++e) {
+        const float d = z[k][e] - mu;
+        sq += d * d;
+      }
+    }
+  }
+  const float inv = 1.0f / sqrtf(cuda::warp_sum(sq) / static_cast<float>(a.cols) + a.eps);
+#pragma unroll
+  for (int k = 0; k < kUnits; ++k) {
+    const int u = lane + 32 * k;
+    if (u < units) {
+      const int c = u * W;
+      float g[W], b[W], out[W];
+      load_cols<W>(a.gamma + c, g);
+      load_cols<W>(a.beta + c, b);
+#pragma unroll
+      for (int e = 0; e < W; ++e) out[e] = (z[k][e] - mu) * inv * g[e] + b[e];
+      store_cols<W>(a.y + base + c, out);
+      if (a.y_copy != nullptr) store_cols<W>(a.y_copy + base + c, out);  // rounded once, from the float value
+    }
+  }
+  if (lane == 0) {
+    a.mean[row] = mu;
+    a.rstd[row] = inv;
+  }
+}
+
+// The same for rows too wide for registers, any cols: one warp per row, single columns, three passes over global
+// memory (z is stored in y by the first and read back by the next two; the same thread writes and reads each
+// element). Philox per element.
+template <typename T>
+__global__ void __launch_bounds__(kFusedThreads)
+    dropout_residual_layernorm_forward_uncached_kernel(const FusedArgs<T> a) {
+  const int row = blockIdx.x * kFusedWarps + static_cast<int>(threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (row >= a.rows) return;
+  const std::size_t base = static_cast<std::size_t>(row) * static_cast<std::size_t>(a.cols);
+  const uint64_t first = row_first_index(a, row);
+  float* y = a.y + base;
+
+  float sum = 0.0f;
+  for (int c = lane; c < a.cols; c += 32) {
+    const uint32_t keep = unit_keep_bits<1>(a, first, c);
+    const float z = (keep & 1u ? cuda::load(a.x + base + c) * a.scale : 0.0f) + a.residual[base + c];
+    y[c] = z;
+    sum += z;
+  }
+  const float mu = cuda::warp_sum(sum) / static_cast<float>(a.cols);
+  float sq = 0.0f;
+  for (int c = lane; c < a.cols; c += 32) {
+    const float d = y[c] - mu;
+    sq += d * d;
+  }
+  const float inv = 1.0f / sqrtf(cuda::warp_sum(sq) / static_cast<float>(a.cols) + a.eps);
+  for (int c = lane; c < a.cols; c += 32) {
+    const float out = (y[c] - mu) * inv * cuda::load(a.gamma + c) + cuda::load(a.beta + c);
+    y[c] = out;
+    if (a.y_copy != nullptr) cuda::store(a.y_copy + base + c, out);
+  }
+  if (lane == 0) {
+    a.mean[row] = mu;
+    a.rstd[row] = inv;
+  }
+}
+
+// dz, dx (=) for the rows [blockIdx.x · rows_per_block, + rows_per_block) of a block, warp w taking rows w, w + 8, ...
+// of the range; the block's column sums of dy · xhat and dy (its rows in warp-then-row order) (=) into
+// partial[blockIdx.x] and partial[gridDim.x + blockIdx.x] (rows of cols floats). One pass over the row into
+// registers: z recomputed from x, residual and the regenerated mask (which also masks dx), xhat and dxhat = dy ·
+// gamma kept, the row sums of dxhat and dxhat · xhat (layernorm_backward_kernel's formulas), then dz = rstd ·
+// (dxhat - mean(dxhat) - xhat · mean(dxhat · xhat)) and dx = keep ? dz · scale : 0 rounded once to T. dz may alias
+// dy: a lane reads all of its units before it writes any.
+template <typename T, int W, int kUnits>
+__global__ void __launch_bounds__(kFusedThreads)
+    dropout_residual_layernorm_backward_kernel(const FusedArgs<T> a) {
+  __shared__ float block_sums[2][kMaxCachedCols];
+  const int warp = static_cast<int>(threadIdx.x >> 5), lane = threadIdx.x & 31;
+  const int units = a.cols / W;
+  const int r0 = blockIdx.x * a.rows_per_block, r1 = min(a.rows, r0 + a.rows_per_block);
+  const float inv_cols = 1.0f / static_cast<float>(a.cols);
+
+  float g_acc[kUnits][W], b_acc[kUnits][W];
+#pragma unroll
+  for (int k = 0; k < kUnits; ++k) {
+#pragma unroll
+    for (int e = 0; e < W; ++e) g_acc[k][e] = b_acc[k][e] = 0.0f;
+  }
+
+  for (int row = r0 + warp; row < r1; row += kFusedWarps) {  // warp-uniform bounds: warp_sum sees all 32 lanes
+    const std::size_t base = static_cast<std::size_t>(row) * static_cast<std::size_t>(a.cols);
+    const uint64_t first = row_first_index(a, row);
+    const float mu = a.saved_mean[row], inv = a.saved_rstd[row];
+    float xhat[kUnits][W], dxhat[kUnits][W];
+    uint32_t keep[kUnits];
+    float sum_dxhat = 0.0f, sum_dxhat_xhat = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kUnits; ++k) {
+      const int u = lane + 32 * k;
+      keep[k] = 0;
+      if (u < units) {
+        const int c = u * W;
+        float dyv[W], xv[W], rv[W], g[W];
+        load_cols<W>(a.dy + base + c, dyv);
+        load_cols<W>(a.x + base + c, xv);
+        load_cols<W>(a.residual + base + c, rv);
+        load_cols<W>(a.gamma + c, g);
+        keep[k] = unit_keep_bits<W>(a, first, c);
+#pragma unroll
+        for (int e = 0; e < W; ++e) {
+          const float z = ((keep[k] >> e) & 1u ? xv[e] * a.scale : 0.0f) + rv[e];
+          xhat[k][e] = (z - mu) * inv;
+          dxhat[k][e] = dyv[e] * g[e];
+          sum_dxhat += dxhat[k][e];
+          sum_dxhat_xhat += dxhat[k][e] * xhat[k][e];
+          g_acc[k][e] += dyv[e] * xhat[k][e];
+          b_acc[k][e] += dyv[e];
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < W; ++e) xhat[k][e] = dxhat[k][e] = 0.0f;
+      }
+    }
+    const float mean_dxhat = cuda::warp_sum(sum_dxhat) * inv_cols;
+    const float mean_dxhat_xhat = cuda::warp_sum(sum_dxhat_xhat) * inv_cols;
+#pragma unroll
+    for (int k = 0; k < kUnits; ++k) {
+      const int u = lane + 32 * k;
+      if (u < units) {
+        const int c = u * W;
+        float dzv[W], dxv[W];
+#pragma unroll
+        for (int e = 0; e < W; ++e) {
+          dzv[e] = inv * (dxhat[k][e] - mean_dxhat - xhat[k][e] * mean_dxhat_xhat);
+          dxv[e] = (keep[k] >> e) & 1u ? dzv[e] * a.scale : 0.0f;
+        }
+        store_cols<W>(a.dz + base + c, dzv);
+        store_cols<W>(a.dx + base + c, dxv);
+      }
+    }
+  }
+
+  // The block's column sums: the warps' sums added in warp order through shared memory (every warp covers every
+  // column with the same lane mapping, so warp 0 initialises all of them).
+  for (int w = 0; w < kFusedWarps; ++w) {
+    if (warp == w) {
+#pragma unroll
+      for (int k = 0; k < kUnits; ++k) {
+        const int u = lane + 32 * k;
+        if (u < units) {
+#pragma unroll
+          for (int e = 0; e < W; ++e) {
+            const int c = u * W + e;
+            block_sums[0][c] = (w == 0 ? 0.0f : block_sums[0][c]) + g_acc[k][e];
+            block_sums[1][c] = (w == 0 ? 0.0f : block_sums[1][c]) + b_acc[k][e];
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+  float* partial_g = a.partial + static_cast<std::size_t>(blockIdx.x) * a.cols;
+  float* partial_b = a.partial + static_cast<std::size_t>(gridDim.x + blockIdx.x) * a.cols;
+  for (int c = threadIdx.x; c < a.cols; c += kFusedThreads) {
+    partial_g[c] = block_sums[0][c];
+    partial_b[c] = block_sums[1][c];
+  }
+}
+
+// The same for rows too wide for registers, any cols: blocks of ONE warp over contiguous row ranges, two passes
+// over global memory per row (the row sums, then dz, dx and the column sums), Philox per element in each pass. The
+// warp owns its block's partial rows and adds each row's dy · xhat and dy into them in row order (the first row
+// stores). A fallback for widths BERT does not have.
+template <typename T>
+__global__ void __launch_bounds__(32) dropout_residual_layernorm_backward_uncached_kernel(const FusedArgs<T> a) {
+  const int lane = threadIdx.x;
+  const int r0 = blockIdx.x * a.rows_per_block, r1 = min(a.rows, r0 + a.rows_per_block);
+  const float inv_cols = 1.0f / static_cast<float>(a.cols);
+  float* partial_g = a.partial + static_cast<std::size_t>(blockIdx.x) * a.cols;
+  float* partial_b = a.partial + static_cast<std::size_t>(gridDim.x + blockIdx.x) * a.cols;
+  for (int c = lane; c < a.cols; c += 32) partial_g[c] = partial_b[c] = 0.0f;
+  for (int row = r0; row < r1; ++row) {
+    const std::size_t base = static_cast<std::size_t>(row) * static_cast<std::size_t>(a.cols);
+    const uint64_t first = row_first_index(a, row);
+    const float mu = a.saved_mean[row], inv = a.saved_rstd[row];
+    float sum_dxhat = 0.0f, sum_dxhat_xhat = 0.0f;
+    for (int c = lane; c < a.cols; c += 32) {
+      const uint32_t keep = unit_keep_bits<1>(a, first, c);
+      const float z = (keep & 1u ? cuda::load(a.x + base + c) * a.scale : 0.0f) + a.residual[base + c];
+      const float xhat = (z - mu) * inv;
+      const float dxhat = a.dy[base + c] * cuda::load(a.gamma + c);
+      sum_dxhat += dxhat;
+      sum_dxhat_xhat += dxhat * xhat;
+    }
+    const float mean_dxhat = cuda::warp_sum(sum_dxhat) * inv_cols;
+    const float mean_dxhat_xhat = cuda::warp_sum(sum_dxhat_xhat) * inv_cols;
+    for (int c = lane; c < a.cols; c += 32) {
+      const uint32_t keep = unit_keep_bits<1>(a, first, c);
+      const float z = (keep & 1u ? cuda::load(a.x + base + c) * a.scale : 0.0f) + a.residual[base + c];
+      const float xhat = (z - mu) * inv;
+      const float d = a.dy[base + c];  // read before dz[c] is written: dz may alias dy
+      const float dxhat = d * cuda::load(a.gamma + c);
+      partial_g[c] += d * xhat;
+      partial_b[c] += d;
+      const float dzv = inv * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat);
+      a.dz[base + c] = dzv;
+      cuda::store(a.dx + base + c, keep & 1u ? dzv * a.scale : 0.0f);
+    }
+  }
+}
+
+// dgamma[c], dbeta[c] (=) the `blocks` partial rows of column c added in block order. Grid (ceil(cols / 32), 2):
+// blockIdx.y picks dgamma or dbeta; 256 threads = 32 columns × 8 slices, slice s adding blocks [s · blocks / 8,
+// (s + 1) · blocks / 8) in order, then the 8 slice sums added in slice order.
+__global__ void __launch_bounds__(256) fused_param_finish_kernel(float* dgamma, float* dbeta, const float* partial,
+                                                                 int blocks, int cols) {
+  __shared__ float slice_sums[8][32];
+  const int lane = threadIdx.x & 31, slice = static_cast<int>(threadIdx.x >> 5);
+  const int col = blockIdx.x * 32 + lane;
+  const float* src = partial + static_cast<std::size_t>(blockIdx.y) * blocks * cols;
+  const int b0 = slice * blocks / 8, b1 = (slice + 1) * blocks / 8;
+  float acc = 0.0f;
+  if (col < cols) {
+    int b = b0;
+    for (; b + 4 <= b1; b += 4) {  // four loads in flight, added in order
+      float v[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) v[i] = src[static_cast<std::size_t>(b + i) * cols + col];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc += v[i];
+    }
+    for (; b < b1; ++b) acc += src[static_cast<std::size_t>(b) * cols + col];
+  }
+  slice_sums[slice][lane] = acc;
+  __syncthreads();
+  if (slice == 0 && col < cols) {
+    float total = 0.0f;
+#pragma unroll
+    for (int s = 0; s < 8; ++s) total += slice_sums[s][lane];
+    (blockIdx.y == 0 ? dgamma : dbeta)[col] = total;
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+// The fused ops' checks (kernels/layernorm.h): p in [0, 1]; when p > 0, dropout's layout checks and layout rows
+// holding whole rows. Returns the layout's row width (0 when nothing is drawn).
+std::size_t check_fused(int rows, int cols, float p, const DropoutLayout& layout, const char* what) {
+  BERTRAIN_CHECK(rows > 0 && cols > 0, what << ": rows " << rows << ", cols " << cols);
+  BERTRAIN_CHECK(p >= 0.0f && p <= 1.0f, what << ": dropout probability must be in [0, 1], got " << p);
+  if (p == 0.0f) return 0;
+  BERTRAIN_CHECK(layout.first_sample >= 0, what << ": dropout layout first_sample " << layout.first_sample);
+  const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+  const std::size_t layout_cols = layout.cols > 0 ? static_cast<std::size_t>(layout.cols) : n;
+  BERTRAIN_CHECK(n % layout_cols == 0, what << ": " << n << " elements are not rows of " << layout_cols);
+  BERTRAIN_CHECK(layout_cols % static_cast<std::size_t>(cols) == 0,
+                 what << ": dropout layout rows of " << layout_cols << " elements split rows of " << cols);
+  return layout_cols;
+}
+
+template <typename T>
+FusedArgs<T> fused_args(int rows, int cols, float p, const RandomKey& key, const DropoutLayout& layout,
+                        std::size_t layout_cols) {
+  FusedArgs<T> a{};
+  a.rows = rows;
+  a.cols = cols;
+  a.p = p;
+  a.scale = p > 0.0f ? 1.0f / (1.0f - p) : 1.0f;  // dropout.cu's float scale (inf for p == 1: nothing is kept)
+  a.key = key;
+  a.layout = layout;
+  a.layout_cols = layout_cols;
+  return a;
+}
+
+// Launches Launch<T, W, k>, k the smallest of kClasses holding the row's units (cols / W per row, 32 lanes);
+// false when none does. The class lists reach kMaxCachedCols columns exactly: 4-column units up to 8 per lane,
+// 8-column units up to 4, single columns up to 32.
+template <typename T, int W, template <typename, int, int> class Launch, int... kClasses>
+bool launch_cached(const FusedArgs<T>& a, dim3 grid, CudaStream stream) {
+  const int per_lane = (a.cols / W + 31) / 32;
+  // kClasses ascend and || stops at the first class that fits: exactly one launch.
+  return ((per_lane <= kClasses && (Launch<T, W, kClasses>::run(a, grid, stream), true)) || ...);
+}
+
+// The cached kernel for this row width and storage (vector units when `vector`), or false (rows wider than
+// kMaxCachedCols).
+template <typename T, template <typename, int, int> class Launch>
+bool launch_fused(bool vector, const FusedArgs<T>& a, dim3 grid, CudaStream stream) {
+  if (a.cols > kMaxCachedCols) return false;
+  if (!vector) return launch_cached<T, 1, Launch, 1, 4, 32>(a, grid, stream);
+  if constexpr (sizeof(T) == 4) {
+    return launch_cached<T, 4, Launch, 1, 2, 3, 4, 6, 8>(a, grid, stream);
+  } else {
+    return launch_cached<T, 8, Launch, 1, 2, 3, 4>(a, grid, stream);
+  }
+}
+
+template <typename T, int W, int kUnits>
+struct ForwardLaunch {
+  static void run(const FusedArgs<T>& a, dim3 grid, CudaStream stream) {
+    dropout_residual_layernorm_forward_kernel<T, W, kUnits><<<grid, kFusedThreads, 0, stream>>>(a);
+    BERTRAIN_CUDA_CHECK_LAUNCH("dropout_residual_layernorm_forward_kernel");
+  }
+};
+
+template <typename T, int W, int kUnits>
+struct BackwardLaunch {
+  static void run(const FusedArgs<T>& a, dim3 grid, CudaStream stream) {
+    dropout_residual_layernorm_backward_kernel<T, W, kUnits><<<grid, kFusedThreads, 0, stream>>>(a);
+    BERTRAIN_CUDA_CHECK_LAUNCH("dropout_residual_layernorm_backward_kernel");
+  }
+};
+
+// Vector units of 16 bytes of T (4 float, 8 bf16 columns).
+template <typename T>
+constexpr int kVectorWidth = static_cast<int>(16 / sizeof(T));
+
 }  // namespace
+
+template <typename T>
+void dropout_residual_layernorm_forward_cuda(float* y, T* y_copy, float* mean, float* rstd, const T* x,
+                                             const float* residual, const T* gamma, const T* beta, int rows, int cols,
+                                             float eps, float p, const RandomKey& key, const DropoutLayout& layout,
+                                             CudaStream stream) {
+  const char* what = "dropout_residual_layernorm_forward_cuda";
+  const std::size_t layout_cols = check_fused(rows, cols, p, layout, what);
+  BERTRAIN_CHECK(eps >= 0.0f, what << ": eps " << eps);
+  BERTRAIN_CHECK(y != nullptr && mean != nullptr && rstd != nullptr && x != nullptr && residual != nullptr &&
+                     gamma != nullptr && beta != nullptr,
+                 what << ": null pointer (only y_copy may be null)");
+  // For T = float the stream is its own copy: one store. For bf16 the two must be distinct buffers.
+  if (static_cast<const void*>(y_copy) == static_cast<const void*>(y)) {
+    BERTRAIN_CHECK((std::is_same_v<T, float>), what << ": the bf16 copy is the float output");
+    y_copy = nullptr;
+  }
+  FusedArgs<T> a = fused_args<T>(rows, cols, p, key, layout, layout_cols);
+  a.y = y;
+  a.y_copy = y_copy;
+  a.mean = mean;
+  a.rstd = rstd;
+  a.x = x;
+  a.residual = residual;
+  a.gamma = gamma;
+  a.beta = beta;
+  a.eps = eps;
+  const dim3 grid(static_cast<unsigned>((rows + kFusedWarps - 1) / kFusedWarps));
+  const bool vector = cols % kVectorWidth<T> == 0 && aligned16(y) && aligned16(y_copy) && aligned16(x) &&
+                      aligned16(residual) && aligned16(gamma) && aligned16(beta);
+  if (launch_fused<T, ForwardLaunch>(vector, a, grid, stream)) return;
+  dropout_residual_layernorm_forward_uncached_kernel<T><<<grid, kFusedThreads, 0, stream>>>(a);
+  BERTRAIN_CUDA_CHECK_LAUNCH("dropout_residual_layernorm_forward_uncached_kernel");
+}
+
+template <typename T>
+void dropout_residual_layernorm_backward_cuda(const GpuHandles& handles, float* dz, T* dx, float* dgamma,
+                                              float* dbeta, const float* dy, const T* x, const float* residual,
+                                              const float* mean, const float* rstd, const T* gamma, int rows, int cols,
+                                              float p, const RandomKey& key, const DropoutLayout& layout) {
+  const char* what = "dropout_residual_layernorm_backward_cuda";
+  const std::size_t layout_cols = check_fused(rows, cols, p, layout, what);
+  BERTRAIN_CHECK(dz != nullptr && dx != nullptr && dgamma != nullptr && dbeta != nullptr && dy != nullptr &&
+                     x != nullptr && residual != nullptr && mean != nullptr && rstd != nullptr && gamma != nullptr,
+                 what << ": null pointer");
+  const void* dx_address = dx;
+  BERTRAIN_CHECK(dx_address != dz && dx_address != dy && dx_address != x && dx_address != residual,
+                 what << ": dx must not alias dz, dy, x or residual");
+  FusedArgs<T> a = fused_args<T>(rows, cols, p, key, layout, layout_cols);
+  a.dz = dz;
+  a.dx = dx;
+  a.dy = dy;
+  a.x = x;
+  a.residual = residual;
+  a.saved_mean = mean;
+  a.saved_rstd = rstd;
+  a.gamma = gamma;
+
+  // Blocks over contiguous row ranges: as many as fill the GPU (at most kRowPartialBlocks), a function of rows
+  // alone so that the partial sums, and so dgamma and dbeta, are the same on every device.
+  const bool vector = cols % kVectorWidth<T> == 0 && aligned16(dz) && aligned16(dx) && aligned16(dy) &&
+                      aligned16(x) && aligned16(residual) && aligned16(gamma);
+  const bool cached = cols <= kMaxCachedCols;
+  const int warps_per_block = cached ? kFusedWarps : 1;  // the uncached kernel's blocks are one warp
+  int blocks = (rows + warps_per_block - 1) / warps_per_block;
+  blocks = blocks < kRowPartialBlocks ? blocks : kRowPartialBlocks;
+  a.rows_per_block = (rows + blocks - 1) / blocks;
+  blocks = (rows + a.rows_per_block - 1) / a.rows_per_block;  // no block without rows
+  const std::size_t needed = 2 * static_cast<std::size_t>(blocks) * static_cast<std::size_t>(cols);
+  BERTRAIN_CHECK(handles.workspace != nullptr && handles.workspace_elements >= needed,
+                 what << ": reduction workspace of " << handles.workspace_elements << " floats, needs " << needed
+                      << " for " << rows << " rows of " << cols
+                      << " (size it with gpu_reduction_workspace_elements or dropout_residual_layernorm_workspace_"
+                         "elements)");
+  a.partial = handles.workspace;
+  CudaStream stream = handles.stream;
+
+  const dim3 grid(static_cast<unsigned>(blocks));
+  if (!launch_fused<T, BackwardLaunch>(vector, a, grid, stream)) {
+    BERTRAIN_CHECK(!cached, what << ": no cached kernel for rows of " << cols);
+    dropout_residual_layernorm_backward_uncached_kernel<T><<<grid, 32, 0, stream>>>(a);
+    BERTRAIN_CUDA_CHECK_LAUNCH("dropout_residual_layernorm_backward_uncached_kernel");
+  }
+  const dim3 finish_grid(static_cast<unsigned>((cols + 31) / 32), 2);
+  fused_param_finish_kernel<<<finish_grid, 256, 0, stream>>>(dgamma, dbeta, handles.workspace, blocks, cols);
+  BERTRAIN_CUDA_CHECK_LAUNCH("fused_param_finish_kernel");
+}
 
 template <typename T>
 void layernorm_forward_cuda(T* y, float* mean, float* rstd, const T* x, const T* residual, const T* gamma,
@@ -222,5 +810,19 @@ template void layernorm_backward_cuda<float>(const GpuHandles&, float*, float*, 
                                              const float*, const float*, const float*, const float*, int, int);
 template void layernorm_backward_cuda<bf16>(const GpuHandles&, bf16*, float*, float*, const bf16*, const bf16*,
                                             const bf16*, const float*, const float*, const bf16*, int, int);
+template void dropout_residual_layernorm_forward_cuda<float>(float*, float*, float*, float*, const float*,
+                                                             const float*, const float*, const float*, int, int, float,
+                                                             float, const RandomKey&, const DropoutLayout&, CudaStream);
+template void dropout_residual_layernorm_forward_cuda<bf16>(float*, bf16*, float*, float*, const bf16*, const float*,
+                                                            const bf16*, const bf16*, int, int, float, float,
+                                                            const RandomKey&, const DropoutLayout&, CudaStream);
+template void dropout_residual_layernorm_backward_cuda<float>(const GpuHandles&, float*, float*, float*, float*,
+                                                              const float*, const float*, const float*, const float*,
+                                                              const float*, const float*, int, int, float,
+                                                              const RandomKey&, const DropoutLayout&);
+template void dropout_residual_layernorm_backward_cuda<bf16>(const GpuHandles&, float*, bf16*, float*, float*,
+                                                             const float*, const bf16*, const float*, const float*,
+                                                             const float*, const bf16*, int, int, float,
+                                                             const RandomKey&, const DropoutLayout&);
 
 }  // namespace bertrain

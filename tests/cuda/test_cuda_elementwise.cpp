@@ -46,6 +46,7 @@ namespace {
 using testing::all_close;
 using testing::bf16_rounded;
 using testing::describe_lengths;
+using testing::poison;
 using testing::ragged_row_sets;
 using testing::RaggedRows;
 using testing::random_floats;
@@ -141,12 +142,6 @@ template <typename T>
   return ::testing::AssertionFailure() << what << " differs between two identical runs";
 }
 
-// Fills a device buffer with 0xff bytes (NaN in float and bf16), so that an output the kernel forgets to
-// write cannot pass as zero or as a stale correct value.
-template <typename T>
-void poison(DeviceBuffer<T>& d) {
-  if (d.size() > 0) BERTRAIN_CUDA_CHECK(cudaMemset(d.data(), 0xff, d.bytes()));
-}
 
 const Activation kActivations[] = {Activation::kGelu, Activation::kGeluTanh, Activation::kRelu, Activation::kTanh};
 
@@ -797,6 +792,268 @@ TEST(CudaLayerNorm, MixedPrecisionInPlace) {
   }
 }
 
+// ---- Dropout + residual add + LayerNorm, fused (the float residual stream) -------------------------------------
+// x (the sublayer output), gamma and beta in T; the residual, y, dy and dz in float; dx in T. CPU twin:
+// dropout_residual_layernorm_forward_cpu<float> / _backward_cpu<float> on the same values, the T copy and dx being
+// the twin's float results rounded once. Masks must be the CPU's bit for bit (which elements of dx are zero; dz is
+// never exactly zero for these inputs and widths). Tolerances: the LayerNorm ones above (the twin sums a row in
+// eight interleaved partial sums, the GPU across a warp: both within a few float ulps of the exact sums); dx is dz
+// times 1 / (1 - p) and inherits dz's tolerance times that factor, plus bf16's rounding for T = bf16.
+
+// Row lengths of a packed batch adding up to `tokens` (rows of 1..longest tokens, the last one cut to fit).
+std::vector<int> lengths_adding_up_to(int tokens, int longest, uint32_t seed) {
+  std::vector<int> lengths;
+  int total = 0;
+  for (int length : testing::mixed_lengths(tokens, longest, seed)) {
+    if (total == tokens) break;
+    lengths.push_back(std::min(length, tokens - total));
+    total += lengths.back();
+  }
+  return lengths;
+}
+
+struct FusedCase {
+  int rows, cols;
+  float p;
+  bool packed;           // token slots of packed rows (else one logical row per row, first_sample 2)
+  CopyMode mode;         // the forward's T copy
+  bool in_place;         // y over the residual, the T copy over x, dz over dy
+  bool misaligned;       // the residual 4 bytes off 16-byte alignment: the single-column kernels
+  std::string name() const {
+    std::ostringstream os;
+    os << "rows=" << rows << " cols=" << cols << " p=" << p << (packed ? " token slots" : " sample rows") << ", "
+       << copy_mode_name(mode) << (in_place ? ", in place" : "") << (misaligned ? ", misaligned residual" : "");
+    return os.str();
+  }
+};
+
+// A float buffer whose data starts `offset` elements into its allocation (offset 1: not 16-byte aligned).
+struct OffsetFloats {
+  DeviceBuffer<float> buffer;
+  std::size_t offset;
+  OffsetFloats(const std::vector<float>& host, std::size_t offset_) : offset(offset_) {
+    std::vector<float> padded(offset, 0.0f);
+    padded.insert(padded.end(), host.begin(), host.end());
+    buffer = DeviceBuffer<float>(padded);
+  }
+  float* data() { return buffer.data() + offset; }
+  std::vector<float> download() const {
+    const std::vector<float> all = buffer.download();
+    return std::vector<float>(all.begin() + static_cast<std::ptrdiff_t>(offset), all.end());
+  }
+};
+
+std::vector<float> zero_pattern(const std::vector<float>& v) {
+  std::vector<float> z(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) z[i] = v[i] == 0.0f ? 1.0f : 0.0f;
+  return z;
+}
+
+template <typename T>
+void check_fused_layernorm(const FusedCase& fc, uint32_t seed) {
+  SCOPED_TRACE(fc.name() + " " + type_name<T>());
+  const GpuHandles& handles = context().handles();
+  const int rows = fc.rows, cols = fc.cols;
+  const std::size_t n = static_cast<std::size_t>(rows) * cols;
+  const float eps = 1e-12f, p = fc.p;
+  const RandomKey key{0x0123456789abcdefULL, 23, 7};
+
+  // The layout: token slots of packed rows up to 512 long (P = 512, first_sample 3), or sample rows.
+  std::vector<int64_t> slots;
+  if (fc.packed) {
+    const std::vector<int> lengths = lengths_adding_up_to(rows, 96, seed);
+    const std::vector<int32_t> cu = row_offsets(lengths);
+    std::vector<int32_t> positions(static_cast<std::size_t>(rows));
+    slots.resize(static_cast<std::size_t>(rows));
+    packed_positions_cpu(positions.data(), slots.data(), cu.data(), static_cast<int>(lengths.size()), 3, 512);
+  }
+  DeviceBuffer<int64_t> d_slots = slots.empty() ? DeviceBuffer<int64_t>() : DeviceBuffer<int64_t>(slots);
+  const DropoutLayout host_layout = fc.packed ? DropoutLayout{3, 512, cols, slots.data()} : DropoutLayout{2, 1, cols};
+  const DropoutLayout device_layout =
+      fc.packed ? DropoutLayout{3, 512, cols, d_slots.data()} : DropoutLayout{2, 1, cols};
+
+  const std::vector<float> x = inputs<T>(n, seed, -2.0f, 3.0f);
+  const std::vector<float> residual = random_floats(n, seed + 1, -1.0f, 1.0f);
+  const std::vector<float> gamma = inputs<T>(static_cast<std::size_t>(cols), seed + 2, 0.5f, 1.5f);
+  const std::vector<float> beta = inputs<T>(static_cast<std::size_t>(cols), seed + 3, -0.5f, 0.5f);
+  const std::vector<float> dy = random_floats(n, seed + 4, -1.0f, 1.0f);
+
+  std::vector<float> y_ref(n), mean_ref(rows), rstd_ref(rows);
+  dropout_residual_layernorm_forward_cpu(y_ref.data(), mean_ref.data(), rstd_ref.data(), x.data(), residual.data(),
+                                         gamma.data(), beta.data(), rows, cols, eps, p, key, host_layout);
+  std::vector<float> dz_ref(n), dx_ref(n), dgamma_ref(cols), dbeta_ref(cols);
+  dropout_residual_layernorm_backward_cpu(dz_ref.data(), dx_ref.data(), dgamma_ref.data(), dbeta_ref.data(),
+                                          dy.data(), x.data(), residual.data(), mean_ref.data(), rstd_ref.data(),
+                                          gamma.data(), rows, cols, p, key, host_layout);
+  std::size_t dropped = 0;
+  for (float v : dx_ref) dropped += v == 0.0f;
+  if (p > 0.0f && n >= 1000) {
+    EXPECT_GT(dropped, 0u) << "the reference dropped nothing";
+  }
+  if (p == 0.0f) {
+    EXPECT_EQ(dropped, 0u);
+  }
+
+  // Forward.
+  DeviceBuffer<T> d_x = upload<T>(x), d_gamma = upload<T>(gamma), d_beta = upload<T>(beta), d_copy(n);
+  OffsetFloats d_residual(residual, fc.misaligned ? 1 : 0);
+  DeviceBuffer<float> d_y(n), d_mean(rows), d_rstd(rows);
+  poison(d_y);
+  poison(d_copy);
+  poison(d_mean);
+  poison(d_rstd);
+  sync_all();
+  float* y = fc.in_place ? d_residual.data() : d_y.data();
+  DeviceBuffer<T>& copy_buffer = fc.in_place && fc.mode == CopyMode::kSeparate ? d_x : d_copy;
+  dropout_residual_layernorm_forward_cuda(y, copy_pointer(fc.mode, copy_buffer, y), d_mean.data(), d_rstd.data(),
+                                          static_cast<const T*>(d_x.data()), d_residual.data(),
+                                          static_cast<const T*>(d_gamma.data()), static_cast<const T*>(d_beta.data()),
+                                          rows, cols, eps, p, key, device_layout, handles.stream);
+  sync_all();
+  const std::vector<float> y_got = fc.in_place ? d_residual.download() : d_y.download();
+  EXPECT_TRUE(all_close("y (float stream)", y_got.data(), y_ref.data(), n, kLayerNorm<float>.atol,
+                        kLayerNorm<float>.rtol));
+  if (fc.mode == CopyMode::kSeparate) {
+    EXPECT_TRUE(same_bits("y (T copy)", copy_buffer, y_got));  // the float output rounded once
+  }
+  EXPECT_TRUE(all_close("mean", d_mean.download().data(), mean_ref.data(), mean_ref.size(), 1e-6, 1e-5));
+  EXPECT_TRUE(all_close("rstd", d_rstd.download().data(), rstd_ref.data(), rstd_ref.size(), 1e-6, 1e-5));
+
+  // Backward from the CPU's statistics, twice: the second run must reproduce the first bit for bit. x and the
+  // residual are uploaded again (the in-place forward overwrote them).
+  DeviceBuffer<T> d_x2 = upload<T>(x);
+  OffsetFloats d_residual2(residual, fc.misaligned ? 1 : 0);
+  d_mean.upload(mean_ref.data(), mean_ref.size());
+  d_rstd.upload(rstd_ref.data(), rstd_ref.size());
+  float max_rstd = 1.0f;
+  for (float r : rstd_ref) max_rstd = std::max(max_rstd, r);
+  const Tolerance dz_tol{kLayerNorm<float>.atol * max_rstd, kLayerNorm<float>.rtol};
+  const double scale = p > 0.0f ? 1.0 / (1.0 - p) : 1.0;
+  const Tolerance dx_tol{dz_tol.atol * scale + kLayerNorm<T>.atol, std::max(dz_tol.rtol, kLayerNorm<T>.rtol)};
+  std::vector<float> first_dz, first_dx, first_dgamma, first_dbeta;
+  for (int run = 0; run < 2; ++run) {
+    DeviceBuffer<float> d_dy(dy), d_dz(n), d_dgamma(cols), d_dbeta(cols);
+    DeviceBuffer<T> d_dx(n);
+    poison(d_dz);
+    poison(d_dx);
+    poison(d_dgamma);
+    poison(d_dbeta);
+    sync_all();
+    float* dz = fc.in_place ? d_dy.data() : d_dz.data();
+    dropout_residual_layernorm_backward_cuda(handles, dz, d_dx.data(), d_dgamma.data(), d_dbeta.data(),
+                                             static_cast<const float*>(d_dy.data()), static_cast<const T*>(d_x2.data()),
+                                             d_residual2.data(), static_cast<const float*>(d_mean.data()),
+                                             static_cast<const float*>(d_rstd.data()),
+                                             static_cast<const T*>(d_gamma.data()), rows, cols, p, key, device_layout);
+    sync_all();
+    const std::vector<float> dz_got = fc.in_place ? d_dy.download() : d_dz.download();
+    const std::vector<float> dx_got = download(d_dx);
+    EXPECT_TRUE(all_close("dz (float)", dz_got.data(), dz_ref.data(), n, dz_tol.atol, dz_tol.rtol));
+    EXPECT_TRUE(all_close("dx (T)", dx_got.data(), dx_ref.data(), n, dx_tol.atol, dx_tol.rtol));
+    EXPECT_TRUE(bit_identical("dx zero pattern (the mask) against the CPU", zero_pattern(dx_got),
+                              zero_pattern(dx_ref)));
+    const Tolerance param_tol = parameter_gradient_tolerance(rows);
+    const std::vector<float> dgamma = d_dgamma.download(), dbeta = d_dbeta.download();
+    EXPECT_TRUE(all_close("dgamma", dgamma.data(), dgamma_ref.data(), dgamma.size(), param_tol.atol, param_tol.rtol));
+    EXPECT_TRUE(all_close("dbeta", dbeta.data(), dbeta_ref.data(), dbeta.size(), param_tol.atol, param_tol.rtol));
+    if (run == 0) {
+      first_dz = dz_got;
+      first_dx = dx_got;
+      first_dgamma = dgamma;
+      first_dbeta = dbeta;
+    } else {
+      EXPECT_TRUE(bit_identical("dz", dz_got, first_dz));
+      EXPECT_TRUE(bit_identical("dx", dx_got, first_dx));
+      EXPECT_TRUE(bit_identical("dgamma", dgamma, first_dgamma));
+      EXPECT_TRUE(bit_identical("dbeta", dbeta, first_dbeta));
+    }
+  }
+}
+
+// cols: 12 (float: 4-column vectors, bf16: single columns), 13 (single columns), 384 and 768 (both vectorised);
+// rows 1, 7 (one block, idle warps) and 1000 (125 backward blocks of 8 rows). Token slots and sample rows, p 0 and
+// 0.1.
+TEST(CudaFusedLayerNorm, MatchesCpuTwinOverShapesAndLayouts) {
+  BERTRAIN_REQUIRE_GPU();
+  uint32_t seed = 2000;
+  for (int cols : {12, 13, 384, 768}) {
+    for (int rows : {1, 7, 1000}) {
+      for (bool packed : {true, false}) {
+        for (float p : {0.0f, 0.1f}) {
+          const FusedCase c{rows, cols, p, packed, CopyMode::kSeparate, false, false};
+          check_fused_layernorm<float>(c, seed += 10);
+          check_fused_layernorm<bf16>(c, seed += 10);
+        }
+      }
+    }
+  }
+}
+
+// The T copy left out or stored once (float), the in-place forms, a misaligned residual (single-column kernels
+// at BERT width), p = 0.5, and rows as wide as the cached kernels take (1024) and wider (1030 and 2052: the
+// uncached kernels; rows kept few enough for the test context's workspace). 5000 rows: the backward's
+// kRowPartialBlocks blocks of 20 rows.
+TEST(CudaFusedLayerNorm, CopyModesInPlaceAlignmentAndWidths) {
+  BERTRAIN_REQUIRE_GPU();
+  uint32_t seed = 3000;
+  const std::vector<FusedCase> cases = {
+      {7, 768, 0.1f, true, CopyMode::kNone, false, false},
+      {7, 768, 0.1f, true, CopyMode::kSeparate, true, false},
+      {1000, 768, 0.1f, true, CopyMode::kSeparate, false, true},
+      {1000, 384, 0.5f, false, CopyMode::kSeparate, true, true},
+      {64, 1024, 0.1f, true, CopyMode::kSeparate, false, false},
+      {200, 1030, 0.1f, true, CopyMode::kSeparate, false, false},
+      {100, 2052, 0.1f, false, CopyMode::kSeparate, true, false},
+      {5000, 96, 0.1f, true, CopyMode::kSeparate, false, false},
+  };
+  for (const FusedCase& c : cases) {
+    check_fused_layernorm<bf16>(c, seed += 10);
+    FusedCase f = c;
+    if (f.mode == CopyMode::kSeparate && f.in_place) f.mode = CopyMode::kSameAsOutput;  // T = float: y is the copy
+    check_fused_layernorm<float>(f, seed += 10);
+    check_fused_layernorm<float>(c, seed += 10);
+  }
+}
+
+// The fused backward's mask (the zeros of dx) is dropout_forward_cuda's mask of ones with the same key and token
+// slots: the fused kernels draw dropout.cu's stream on the device too, not only the CPU twin's.
+TEST(CudaFusedLayerNorm, MaskEqualsDropoutKernelMask) {
+  BERTRAIN_REQUIRE_GPU();
+  const GpuHandles& handles = context().handles();
+  const int rows = 300, cols = 768;
+  const std::size_t n = static_cast<std::size_t>(rows) * cols;
+  const RandomKey key{99, 5, 3};
+  const std::vector<int> lengths = lengths_adding_up_to(rows, 128, 5);
+  const std::vector<int32_t> cu = row_offsets(lengths);
+  std::vector<int32_t> positions(rows);
+  std::vector<int64_t> slots(rows);
+  packed_positions_cpu(positions.data(), slots.data(), cu.data(), static_cast<int>(lengths.size()), 0, 512);
+  DeviceBuffer<int64_t> d_slots(slots);
+  const DropoutLayout layout{0, 512, cols, d_slots.data()};
+  const std::vector<float> ones(n, 1.0f);
+  DeviceBuffer<float> d_ones(ones), d_mask(n);
+  const std::vector<float> x = random_floats(n, 6, -1.0f, 1.0f), residual = random_floats(n, 7, -1.0f, 1.0f);
+  const std::vector<float> gamma(cols, 1.0f), mean(rows, 0.0f), rstd(rows, 1.0f), dy = random_floats(n, 8, -1, 1);
+  DeviceBuffer<float> d_x(x), d_residual(residual), d_gamma(gamma), d_mean(mean), d_rstd(rstd), d_dy(dy), d_dz(n),
+      d_dx(n), d_dgamma(cols), d_dbeta(cols);
+  sync_all();
+  dropout_forward_cuda(d_mask.data(), d_ones.data(), n, 0.1f, key, layout, handles.stream);
+  dropout_residual_layernorm_backward_cuda(handles, d_dz.data(), d_dx.data(), d_dgamma.data(), d_dbeta.data(),
+                                           static_cast<const float*>(d_dy.data()),
+                                           static_cast<const float*>(d_x.data()), d_residual.data(),
+                                           static_cast<const float*>(d_mean.data()),
+                                           static_cast<const float*>(d_rstd.data()),
+                                           static_cast<const float*>(d_gamma.data()), rows, cols, 0.1f, key, layout);
+  sync_all();
+  const std::vector<float> mask = d_mask.download(), dx = d_dx.download();
+  std::vector<float> kept_by_dropout(n), kept_by_fused(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    kept_by_dropout[i] = mask[i] != 0.0f ? 1.0f : 0.0f;
+    kept_by_fused[i] = dx[i] != 0.0f ? 1.0f : 0.0f;
+  }
+  EXPECT_TRUE(bit_identical("fused mask vs dropout_forward_cuda's", kept_by_fused, kept_by_dropout));
+}
+
 // ---- Tensor ops ---------------------------------------------------------------------------------------
 
 float float_from_bits(uint32_t u) {
@@ -1081,6 +1338,39 @@ TEST(CudaLaunchers, RejectBadArgumentsBeforeLaunching) {
   tiny.workspace = f;
   tiny.workspace_elements = 4;
   EXPECT_THROW(sum_of_squares_cuda(tiny, f, f, std::size_t{1} << 20), Error);
+
+  // The fused dropout + residual + LayerNorm: p, the layout (a row of 8 split by logical rows of 4; 32 elements in
+  // rows of 24), the bf16 copy over the float output, dx over dy, and a workspace below 2 · blocks · cols.
+  const int fused_cols = 8;
+  GpuHandles fused;
+  fused.workspace = f;
+  fused.workspace_elements = 4;
+  EXPECT_THROW(dropout_residual_layernorm_forward_cuda(f, f, f, f, f, f, f, f, 4, fused_cols, 1e-5f, 1.5f, key,
+                                                       DropoutLayout{}, nullptr),
+               Error);
+  EXPECT_THROW(dropout_residual_layernorm_forward_cuda(f, f, f, f, f, f, f, f, 4, fused_cols, 1e-5f, 0.1f, key,
+                                                       DropoutLayout{0, 1, 4, nullptr}, nullptr),
+               Error);
+  EXPECT_THROW(dropout_residual_layernorm_forward_cuda(f, f, f, f, f, f, f, f, 4, fused_cols, 1e-5f, 0.1f, key,
+                                                       DropoutLayout{0, 1, 24, nullptr}, nullptr),
+               Error);
+  EXPECT_THROW(dropout_residual_layernorm_forward_cuda(f, reinterpret_cast<bf16*>(f), f, f, static_cast<const bf16*>(h),
+                                                       f, static_cast<const bf16*>(h), static_cast<const bf16*>(h), 4,
+                                                       fused_cols, 1e-5f, 0.1f, key, DropoutLayout{}, nullptr),
+               Error);
+  EXPECT_THROW(dropout_residual_layernorm_forward_cuda(f, f, f, f, f, static_cast<const float*>(nullptr), f, f, 4,
+                                                       fused_cols, 1e-5f, 0.1f, key, DropoutLayout{}, nullptr),
+               Error);  // the residual is required
+  EXPECT_THROW(dropout_residual_layernorm_backward_cuda(small, f, reinterpret_cast<float*>(f + 1), f, f,
+                                                        static_cast<const float*>(f + 1), static_cast<const float*>(f),
+                                                        f, f, f, static_cast<const float*>(f), 4, fused_cols, 0.1f, key,
+                                                        DropoutLayout{}),
+               Error);  // dx over dy
+  EXPECT_THROW(dropout_residual_layernorm_backward_cuda(fused, f, h, f, f, f, static_cast<const bf16*>(h + 4), f, f,
+                                                        f, static_cast<const bf16*>(h), 4, fused_cols, 0.1f, key,
+                                                        DropoutLayout{}),
+               Error);  // workspace of 4 floats
+  EXPECT_GE(gpu_reduction_workspace_elements(cols), dropout_residual_layernorm_workspace_elements(cols));
 }
 
 }  // namespace

@@ -55,7 +55,7 @@ void bench_embedding_backward(Runner& r) {
   const std::size_t tokens = sz(s.tokens()), th = tokens * sz(s.hidden);
   const std::size_t nword = sz(s.vocab) * sz(s.hidden), npos = sz(s.max_pos) * sz(s.hidden),
                     ntype = sz(s.type_vocab) * sz(s.hidden);
-  const std::size_t scratch_bytes = embedding_backward_scratch_bytes(s.tokens());
+  const std::size_t scratch_bytes = embedding_backward_scratch_bytes(s.tokens(), s.hidden);
   T* dout = r.take<T>(th);
   int32_t* ids = r.take<int32_t>(tokens);
   int32_t* cu_seqlens = r.take<int32_t>(sz(s.batch) + 1);
@@ -68,7 +68,8 @@ void bench_embedding_backward(Runner& r) {
   r.copy_in(ids, hb.ids);
   r.copy_in(cu_seqlens, hb.cu_seqlens);
   // bytes = dout T·H·e + ids 4·T + cu_seqlens 4·(B + 1) (read) + dword, dpos, dtype 4·(V + max_pos + type_vocab)·H
-  // (written: every row, used or not). The id sort's traffic (CUB radix sort over T ids) is implementation traffic.
+  // (written: every row, used or not). Implementation traffic, not counted: the key sort (CUB radix sort of 3·T
+  // (key, token) pairs), dout read once per table (3·T·H·e in all) and the partial rows of long segments.
   Measure m{"embedding_backward", label("T=%lld H=%lld V=%lld", s.tokens(), s.hidden, s.vocab),
             static_cast<double>(th) * elem<T>() + 4.0 * tokens + 4.0 * (s.batch + 1) +
                 4.0 * (static_cast<double>(nword) + npos + ntype)};
