@@ -26,6 +26,12 @@ class ParamLayout {
   static constexpr std::size_t kAlignment = 16;
 
   void add(const std::string& name, std::vector<int64_t> shape);  // throws on a duplicate name
+  // Adds a tensor right after the previous one, without alignment padding, so that tensors read as one
+  // (a layer's query, key and value weights: one GEMM with N = 3H) are contiguous. Throws on the first tensor.
+  void add_contiguous(const std::string& name, std::vector<int64_t> shape);
+  // A fingerprint of the names, shapes and offsets: buffers saved with one layout (optimizer moments) are only
+  // read back into the same layout.
+  std::string fingerprint() const;
   bool contains(const std::string& name) const { return index_.count(name) != 0; }
   const ParamEntry& at(const std::string& name) const;  // throws Error naming the missing tensor
   const std::vector<ParamEntry>& entries() const { return entries_; }
@@ -33,6 +39,8 @@ class ParamLayout {
   std::size_t parameter_count() const;          // elements of all tensors, padding excluded
 
  private:
+  void append(const std::string& name, std::vector<int64_t> shape, bool aligned);
+
   std::vector<ParamEntry> entries_;
   std::map<std::string, std::size_t> index_;
   std::size_t total_ = 0;

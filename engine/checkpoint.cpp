@@ -7,17 +7,26 @@
 
 namespace bertrain {
 
-void save_optimizer_state(const std::string& path, const AdamOptimizer<float>& optimizer) {
+void save_optimizer_state(const std::string& path, const AdamOptimizer<float>& optimizer,
+                          const std::string& layout_fingerprint) {
   const auto n = static_cast<int64_t>(optimizer.first_moment().size());
   SafetensorsWriter writer;
   writer.add_f32("exp_avg", {n}, optimizer.first_moment().data());
   writer.add_f32("exp_avg_sq", {n}, optimizer.second_moment().data());
   writer.set_metadata("step", std::to_string(optimizer.steps_taken()));
+  writer.set_metadata("param_layout", layout_fingerprint);
   writer.write(path);
 }
 
-void load_optimizer_state(const std::string& path, AdamOptimizer<float>* optimizer) {
+void load_optimizer_state(const std::string& path, AdamOptimizer<float>* optimizer,
+                          const std::string& layout_fingerprint) {
   const SafetensorsFile file(path);
+  const auto layout = file.metadata().find("param_layout");
+  BERTRAIN_CHECK(layout != file.metadata().end() && layout->second == layout_fingerprint,
+                 path << ": optimizer moments saved for another parameter layout ("
+                      << (layout == file.metadata().end() ? std::string("none recorded") : layout->second)
+                      << ", this model's is " << layout_fingerprint
+                      << "); resume from a checkpoint written by this version of bertrain");
   const std::size_t n = optimizer->first_moment().size();
   for (const char* name : {"exp_avg", "exp_avg_sq"}) {
     BERTRAIN_CHECK(file.contains(name), path << ": missing tensor '" << name << "'");

@@ -10,9 +10,13 @@
 
 namespace bertrain {
 
-// Optimizer state next to a model: exp_avg and exp_avg_sq as flat F32 tensors, the step count in metadata.
-void save_optimizer_state(const std::string& path, const AdamOptimizer<float>& optimizer);
-// Restores into `optimizer` (sizes must match); throws Error naming the file otherwise.
-void load_optimizer_state(const std::string& path, AdamOptimizer<float>* optimizer);
+// Optimizer state next to a model: exp_avg and exp_avg_sq as flat F32 tensors in the parameter buffer's layout,
+// the step count and that layout's fingerprint (ParamLayout::fingerprint) in metadata.
+void save_optimizer_state(const std::string& path, const AdamOptimizer<float>& optimizer,
+                          const std::string& layout_fingerprint);
+// Restores into `optimizer`; throws Error naming the file unless the sizes and the layout fingerprint match (flat
+// moments saved in another layout, e.g. by a version that kept Q, K and V apart, would land on the wrong weights).
+void load_optimizer_state(const std::string& path, AdamOptimizer<float>* optimizer,
+                          const std::string& layout_fingerprint);
 
 }  // namespace bertrain

@@ -47,8 +47,12 @@ class CpuBackend final : public TrainingBackend {
   void set_learning_rate(double lr) override { trainer_.optimizer().hyper().lr = lr; }
   long optimizer_steps() const override { return trainer_.optimizer().steps_taken(); }
   const std::vector<float>& parameters() override { return trainer_.parameters(); }
-  void save_optimizer(const std::string& path) override { save_optimizer_state(path, trainer_.optimizer()); }
-  void load_optimizer(const std::string& path) override { load_optimizer_state(path, &trainer_.optimizer()); }
+  void save_optimizer(const std::string& path) override {
+    save_optimizer_state(path, trainer_.optimizer(), trainer_.model().layout().fingerprint());
+  }
+  void load_optimizer(const std::string& path) override {
+    load_optimizer_state(path, &trainer_.optimizer(), trainer_.model().layout().fingerprint());
+  }
 
  private:
   struct StepResult {

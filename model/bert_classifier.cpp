@@ -37,17 +37,6 @@ BertBatch packed_batch(const int32_t* ids, const int32_t* cu_seqlens, int batch,
   return b;
 }
 
-namespace {
-
-template <typename T>
-void add_inplace(T* y, const T* x, std::size_t n) {
-  const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(n);
-#pragma omp parallel for schedule(static) if (count > 65536)
-  for (std::ptrdiff_t i = 0; i < count; ++i) y[i] += x[i];
-}
-
-}  // namespace
-
 void check_limits(const BatchLimits& limits, const BertConfig& config) {
   BERTRAIN_CHECK(limits.rows > 0 && limits.longest > 0 && limits.tokens > 0,
                  "batch limits must be positive: " << limits.rows << " rows, longest " << limits.longest << ", "
@@ -85,10 +74,8 @@ BertClassifier<T>::BertClassifier(const BertConfig& config, int num_labels, cons
   check_limits(limits, config_);
   layout_ = bert_classifier_layout(config_, num_labels);
 
-  const std::size_t tokens = static_cast<std::size_t>(limits.tokens), seq = static_cast<std::size_t>(limits.longest);
+  const std::size_t tokens = static_cast<std::size_t>(limits.tokens);
   const std::size_t h = config.hidden_size, i = config.intermediate_size, b = limits.rows;
-  // NH·Σ L_b² ≤ NH·S·Σ L_b = NH·S·T.
-  const std::size_t probs = config.num_attention_heads * seq * tokens;
   const int layers = config.num_hidden_layers;
   threads_ = omp_get_max_threads();
   positions_.assign(tokens, 0);
@@ -104,16 +91,18 @@ BertClassifier<T>::BertClassifier(const BertConfig& config, int num_labels, cons
   for (T*& in : layer_in_) reserve(in, tokens * h);
   layers_.resize(layers);
   for (LayerActivations& a : layers_) {
-    for (T** p : {&a.q, &a.k, &a.v, &a.ctx, &a.attn_out, &a.ln1_out, &a.out_dense}) reserve(*p, tokens * h);
+    reserve(a.qkv, tokens * 3 * h);
+    for (T** p : {&a.ctx, &a.attn_out, &a.ln1_out, &a.out_dense}) reserve(*p, tokens * h);
     for (T** p : {&a.ln1_mean, &a.ln1_rstd, &a.ln2_mean, &a.ln2_rstd}) reserve(*p, tokens);
-    reserve(a.probs, probs);
+    reserve(a.lse, tokens * config.num_attention_heads);
     reserve(a.inter_pre, tokens * i);
     reserve(a.inter_act, tokens * i);
   }
   for (T** p : {&cls_, &pool_pre_, &pooled_, &pooled_drop_, &d_small_a_, &d_small_b_}) reserve(*p, b * h);
   reserve(logits_, b * num_labels);
   reserve(d_inter_, tokens * i);
-  for (T** p : {&dy_, &d_a_, &d_b_, &d_c_, &d_d_, &d_e_}) reserve(*p, tokens * h);
+  reserve(d_qkv_, tokens * 3 * h);
+  for (T** p : {&dy_, &d_a_, &d_b_, &d_c_}) reserve(*p, tokens * h);
   reserve(attention_scratch_, attention_scratch_elements(limits.longest, threads_));
 
   std::size_t total = 0;
@@ -157,23 +146,22 @@ void BertClassifier<T>::forward(const T* params, const BertBatch& batch, const D
     const BertLayerWeights<const T>& lw = w.layers[l];
     const LayerActivations& a = layers_[l];
     const T* x = layer_in_[l];
-    linear_forward_cpu(a.q, x, lw.query_w, lw.query_b, tokens, H, H);
-    linear_forward_cpu(a.k, x, lw.key_w, lw.key_b, tokens, H, H);
-    linear_forward_cpu(a.v, x, lw.value_w, lw.value_b, tokens, H, H);
-    attention_forward_cpu(a.ctx, a.probs, a.q, a.k, a.v, batch.cu_seqlens, B, c.num_attention_heads, c.head_dim(),
+    linear_forward_cpu(a.qkv, x, lw.qkv_w, lw.qkv_b, tokens, H, 3 * H);
+    attention_forward_cpu(a.ctx, a.lse, a.qkv, batch.cu_seqlens, B, c.num_attention_heads, c.head_dim(),
                           dropout.attention, dropout.key(layer_site(l, kAttentionProbs)), attention_scratch_,
                           layouts.attention);
+    // The dense outputs are kept before their dropout: the fused LayerNorm backward regenerates the mask.
     linear_forward_cpu(a.attn_out, a.ctx, lw.attn_out_w, lw.attn_out_b, tokens, H, H);
-    dropout_forward_cpu(a.attn_out, a.attn_out, th, dropout.hidden, dropout.key(layer_site(l, kAttentionOutput)),
-                        layouts.tokens);
-    layernorm_forward_cpu(a.ln1_out, a.ln1_mean, a.ln1_rstd, a.attn_out, x, lw.attn_ln_g, lw.attn_ln_b, tokens, H, eps);
+    dropout_residual_layernorm_forward_cpu(a.ln1_out, a.ln1_mean, a.ln1_rstd, static_cast<const T*>(a.attn_out), x,
+                                           lw.attn_ln_g, lw.attn_ln_b, tokens, H, eps, dropout.hidden,
+                                           dropout.key(layer_site(l, kAttentionOutput)), layouts.tokens);
     linear_forward_cpu(a.inter_pre, a.ln1_out, lw.inter_w, lw.inter_b, tokens, H, I);
     activation_forward_cpu(a.inter_act, a.inter_pre, static_cast<std::size_t>(tokens) * I, act);
     linear_forward_cpu(a.out_dense, a.inter_act, lw.out_w, lw.out_b, tokens, I, H);
-    dropout_forward_cpu(a.out_dense, a.out_dense, th, dropout.hidden,
-                        dropout.key(layer_site(l, kFeedForwardOutput)), layouts.tokens);
-    layernorm_forward_cpu(layer_in_[l + 1], a.ln2_mean, a.ln2_rstd, a.out_dense, a.ln1_out, lw.out_ln_g,
-                          lw.out_ln_b, tokens, H, eps);
+    dropout_residual_layernorm_forward_cpu(layer_in_[l + 1], a.ln2_mean, a.ln2_rstd, static_cast<const T*>(a.out_dense),
+                                           static_cast<const T*>(a.ln1_out), lw.out_ln_g, lw.out_ln_b, tokens, H, eps,
+                                           dropout.hidden, dropout.key(layer_site(l, kFeedForwardOutput)),
+                                           layouts.tokens);
   }
 
   // Pooler on the [CLS] token, then classifier dropout and the linear head.
@@ -212,35 +200,32 @@ void BertClassifier<T>::backward(T* grads, const T* params, const T* dlogits) {
     const BertLayerWeights<T>& lg = g.layers[l];
     const LayerActivations& a = layers_[l];
     const T* x = layer_in_[l];
-    T* dz2 = d_a_;
-    // Output LayerNorm: dy is the gradient of this layer's output.
-    layernorm_backward_cpu(dz2, lg.out_ln_g, lg.out_ln_b, dy_, a.out_dense, a.ln1_out, a.ln2_mean, a.ln2_rstd,
-                           lw.out_ln_g, tokens, H);
-    // Feed-forward: dropout, output dense (input act(inter_pre), kept by forward), activation, intermediate dense.
-    dropout_backward_cpu(d_b_, dz2, th, dropout.hidden, dropout.key(layer_site(l, kFeedForwardOutput)),
-                         layouts.tokens);
+    // Output LayerNorm: dy_ becomes dz2 (the gradient of the residual ln1_out and of the dropped dense output),
+    // d_b_ the dense output's gradient dropout'(dz2).
+    dropout_residual_layernorm_backward_cpu(dy_, d_b_, lg.out_ln_g, lg.out_ln_b, static_cast<const T*>(dy_),
+                                            static_cast<const T*>(a.out_dense), static_cast<const T*>(a.ln1_out),
+                                            static_cast<const T*>(a.ln2_mean), static_cast<const T*>(a.ln2_rstd),
+                                            lw.out_ln_g, tokens, H, dropout.hidden,
+                                            dropout.key(layer_site(l, kFeedForwardOutput)), layouts.tokens);
+    // Feed-forward: output dense (input act(inter_pre), kept by forward), activation, intermediate dense, whose
+    // input gradient accumulates onto dz2 (the residual around the block): dy_ = dz2 + dinter · W.
     linear_backward_cpu(d_inter_, lg.out_w, lg.out_b, d_b_, a.inter_act, lw.out_w, tokens, I, H, false);
     activation_backward_cpu(d_inter_, d_inter_, a.inter_pre, ti, act);
-    T* d_ln1 = d_c_;
-    linear_backward_cpu(d_ln1, lg.inter_w, lg.inter_b, d_inter_, a.ln1_out, lw.inter_w, tokens, H, I, false);
-    add_inplace(d_ln1, dz2, th);  // the residual around the feed-forward block
-    // Attention LayerNorm, dropout, output dense.
-    T* dz1 = d_a_;
-    layernorm_backward_cpu(dz1, lg.attn_ln_g, lg.attn_ln_b, d_ln1, a.attn_out, x, a.ln1_mean, a.ln1_rstd,
-                           lw.attn_ln_g, tokens, H);
-    dropout_backward_cpu(d_b_, dz1, th, dropout.hidden, dropout.key(layer_site(l, kAttentionOutput)),
-                         layouts.tokens);
+    linear_backward_cpu(dy_, lg.inter_w, lg.inter_b, d_inter_, a.ln1_out, lw.inter_w, tokens, H, I, true);
+    // Attention LayerNorm: dy_ becomes dz1, d_b_ the attention output's gradient; then the output dense.
+    dropout_residual_layernorm_backward_cpu(dy_, d_b_, lg.attn_ln_g, lg.attn_ln_b, static_cast<const T*>(dy_),
+                                            static_cast<const T*>(a.attn_out), x, static_cast<const T*>(a.ln1_mean),
+                                            static_cast<const T*>(a.ln1_rstd), lw.attn_ln_g, tokens, H,
+                                            dropout.hidden, dropout.key(layer_site(l, kAttentionOutput)),
+                                            layouts.tokens);
     T* dctx = d_c_;
     linear_backward_cpu(dctx, lg.attn_out_w, lg.attn_out_b, d_b_, a.ctx, lw.attn_out_w, tokens, H, H, false);
-    // Self-attention, then the three projections, whose input gradients add up with the residual.
-    T *dq = d_b_, *dk = d_d_, *dv = d_e_;
-    attention_backward_cpu(dq, dk, dv, dctx, a.probs, a.q, a.k, a.v, batch_.cu_seqlens, B, c.num_attention_heads,
+    // Self-attention, then the Q/K/V projection (one GEMM), whose input gradient accumulates onto dz1 (the residual
+    // around the attention block): dy_ = dz1 + dqkv · Wqkv, the gradient of the layer's input.
+    attention_backward_cpu(d_qkv_, dctx, a.ctx, a.lse, a.qkv, batch_.cu_seqlens, B, c.num_attention_heads,
                            c.head_dim(), dropout.attention, dropout.key(layer_site(l, kAttentionProbs)),
                            attention_scratch_, layouts.attention);
-    linear_backward_cpu(dy_, lg.query_w, lg.query_b, dq, x, lw.query_w, tokens, H, H, false);
-    linear_backward_cpu(dy_, lg.key_w, lg.key_b, dk, x, lw.key_w, tokens, H, H, true);
-    linear_backward_cpu(dy_, lg.value_w, lg.value_b, dv, x, lw.value_w, tokens, H, H, true);
-    add_inplace(dy_, dz1, th);
+    linear_backward_cpu(dy_, lg.qkv_w, lg.qkv_b, d_qkv_, x, lw.qkv_w, tokens, H, 3 * H, true);
   }
 
   // Embeddings: dropout, LayerNorm (no residual), then the three tables.

@@ -85,8 +85,9 @@ class BertClassifier {
   struct LayerActivations {
     // inter_act = act(inter_pre) is kept (not recomputed in backward): on the CPU memory is cheaper than the
     // activation's second pass.
-    T *q, *k, *v, *probs, *ctx, *attn_out, *ln1_mean, *ln1_rstd, *ln1_out, *inter_pre, *inter_act, *out_dense,
-        *ln2_mean, *ln2_rstd;
+    // qkv [T, 3H] (one GEMM, kernels/attention.h); lse [NH, T] the attention's saved softmax statistics.
+    T *qkv, *lse, *ctx, *attn_out, *ln1_mean, *ln1_rstd, *ln1_out, *inter_pre, *inter_act, *out_dense, *ln2_mean,
+        *ln2_rstd;
   };
 
   BertConfig config_;
@@ -105,7 +106,8 @@ class BertClassifier {
   T *cls_, *pool_pre_, *pooled_, *pooled_drop_, *logits_;  // [B, H] ×4, [B, C]
   // Scratch shared by all layers.
   T* d_inter_;                              // [T, I]
-  T *dy_, *d_a_, *d_b_, *d_c_, *d_d_, *d_e_;  // [T, H]
+  T* d_qkv_;                                // [T, 3H]
+  T *dy_, *d_a_, *d_b_, *d_c_;              // [T, H]
   T *d_small_a_, *d_small_b_;               // [B, H]
   T* attention_scratch_;
 

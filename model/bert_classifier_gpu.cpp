@@ -11,7 +11,6 @@
 #include "kernels/layernorm.h"
 #include "kernels/linear.h"
 #include "kernels/packed.h"
-#include "kernels/tensor_ops.h"
 #include "model/dropout_sites.h"
 
 namespace bertrain {
@@ -69,10 +68,7 @@ BertClassifierGpu<T>::BertClassifierGpu(const BertConfig& config, int num_labels
   layout_ = bert_classifier_layout(config_, num_labels);
 
   const std::size_t tokens = static_cast<std::size_t>(limits.tokens), b = static_cast<std::size_t>(limits.rows);
-  const std::size_t h = config.hidden_size, i = config.intermediate_size;
-  // The attention's padded internals: B·S tokens.
-  const std::size_t padded = b * static_cast<std::size_t>(limits.longest);
-  const std::size_t probs = b * config.num_attention_heads * limits.longest * limits.longest;
+  const std::size_t h = config.hidden_size, i = config.intermediate_size, nh = config.num_attention_heads;
   ArenaCarver carve(static_cast<char*>(arena));
   carve.take(positions_, tokens);
   carve.take(slots_, tokens);
@@ -84,25 +80,25 @@ BertClassifierGpu<T>::BertClassifierGpu(const BertConfig& config, int num_labels
   for (std::size_t l = 0; l < stream_.size(); ++l) carve.take_stream(stream_[l], stream_t_[l], tokens * h);
   layers_.resize(config.num_hidden_layers);
   for (LayerActivations& a : layers_) {
-    for (T** p : {&a.qh, &a.kh, &a.vh}) carve.take(*p, padded * h);
+    carve.take(a.qkv, tokens * 3 * h);
     for (T** p : {&a.ctx, &a.attn_out, &a.out_dense}) carve.take(*p, tokens * h);
+    carve.take(a.lse, tokens * nh);
     carve.take_stream(a.ln1_out, a.ln1_out_t, tokens * h);
     for (float** p : {&a.ln1_mean, &a.ln1_rstd, &a.ln2_mean, &a.ln2_rstd}) carve.take(*p, tokens);
-    carve.take(a.probs, probs);
     carve.take(a.inter_pre, tokens * i);
+    carve.take(a.inter_act, tokens * i);
   }
   for (T** p : {&cls_, &pool_pre_, &pooled_, &pooled_drop_, &d_small_a_}) carve.take(*p, b * h);
   carve.take(d_small_b_, b * h);
   carve.take(logits_, b * num_labels);
   carve.take(dlogits_, b * num_labels);
-  for (T** p : {&q_, &k_, &v_, &d_b_, &d_c_, &d_d_, &d_e_}) carve.take(*p, tokens * h);
-  for (float** p : {&dy_, &d_ln1_}) carve.take(*p, tokens * h);
-  carve.take(act_, tokens * i);
+  for (T** p : {&d_b_, &d_c_}) carve.take(*p, tokens * h);
+  for (float** p : {&dy_, &d_emb_}) carve.take(*p, tokens * h);
+  carve.take(d_qkv_, tokens * 3 * h);
   carve.take(d_inter_, tokens * i);
-  carve.take(attention_workspace_, attention_workspace_elements_cuda(limits.rows, limits.longest,
-                                                                     config.num_attention_heads, config.head_dim()));
+  carve.take(attention_workspace_, attention_workspace_floats_cuda(limits.tokens, config.num_attention_heads));
   // CUB's scratch size is a device query: models are only built (and sized) where there is a device.
-  embedding_scratch_bytes_ = embedding_backward_scratch_bytes(static_cast<int>(tokens));
+  embedding_scratch_bytes_ = embedding_backward_scratch_bytes(static_cast<int>(tokens), config.hidden_size);
   carve.take_bytes(embedding_scratch_, embedding_scratch_bytes_);
   arena_used_ = carve.used();
   BERTRAIN_CHECK(arena == nullptr || arena_size >= arena_used_,
@@ -138,27 +134,24 @@ void BertClassifierGpu<T>::forward(const T* params, const BertBatch& batch, cons
     const BertLayerWeights<const T>& lw = w.layers[l];
     const LayerActivations& a = layers_[l];
     const float* x = stream_[l];   // the residual of the attention block's LayerNorm
-    const T* x_t = stream_t_[l];  // the Q/K/V GEMMs' input
-    linear_forward_cuda(hd, q_, x_t, lw.query_w, lw.query_b, tokens, H, H);
-    linear_forward_cuda(hd, k_, x_t, lw.key_w, lw.key_b, tokens, H, H);
-    linear_forward_cuda(hd, v_, x_t, lw.value_w, lw.value_b, tokens, H, H);
-    attention_forward_cuda(hd, a.ctx, a.probs, a.qh, a.kh, a.vh, q_, k_, v_, batch.cu_seqlens, B, tokens, S,
+    const T* x_t = stream_t_[l];  // the Q/K/V GEMM's input
+    linear_forward_cuda(hd, a.qkv, x_t, lw.qkv_w, lw.qkv_b, tokens, H, 3 * H);
+    attention_forward_cuda(a.ctx, a.lse, static_cast<const T*>(a.qkv), batch.cu_seqlens, B, tokens, S,
                            c.num_attention_heads, c.head_dim(), dropout.attention,
-                           dropout.key(layer_site(l, kAttentionProbs)), layouts.attention, attention_workspace_);
+                           dropout.key(layer_site(l, kAttentionProbs)), layouts.attention, stream);
     linear_forward_cuda(hd, a.attn_out, a.ctx, lw.attn_out_w, lw.attn_out_b, tokens, H, H);
-    dropout_forward_cuda(a.attn_out, a.attn_out, th, dropout.hidden, dropout.key(layer_site(l, kAttentionOutput)),
-                         layouts.tokens, stream);
-    // attn_out (T) + x (float) in fp32, as autocast promotes bf16 + fp32.
-    layernorm_forward_cuda(a.ln1_out, a.ln1_out_t, a.ln1_mean, a.ln1_rstd, a.attn_out, x, lw.attn_ln_g, lw.attn_ln_b,
-                           tokens, H, eps, stream);
-    // Intermediate dense without its bias, then bias + activation in one pass (inter_pre keeps x·Wᵀ + b).
-    linear_forward_cuda(hd, a.inter_pre, a.ln1_out_t, lw.inter_w, static_cast<const T*>(nullptr), tokens, H, I);
-    bias_activation_forward_cuda(act_, a.inter_pre, lw.inter_b, tokens, I, act, stream);
-    linear_forward_cuda(hd, a.out_dense, act_, lw.out_w, lw.out_b, tokens, I, H);
-    dropout_forward_cuda(a.out_dense, a.out_dense, th, dropout.hidden, dropout.key(layer_site(l, kFeedForwardOutput)),
-                         layouts.tokens, stream);
-    layernorm_forward_cuda(stream_[l + 1], stream_t_[l + 1], a.ln2_mean, a.ln2_rstd, a.out_dense,
-                           static_cast<const float*>(a.ln1_out), lw.out_ln_g, lw.out_ln_b, tokens, H, eps, stream);
+    // dropout(attn_out) (T) + x (float) in fp32, as autocast promotes bf16 + fp32, then LayerNorm.
+    dropout_residual_layernorm_forward_cuda(a.ln1_out, a.ln1_out_t, a.ln1_mean, a.ln1_rstd,
+                                            static_cast<const T*>(a.attn_out), x, lw.attn_ln_g, lw.attn_ln_b, tokens,
+                                            H, eps, dropout.hidden, dropout.key(layer_site(l, kAttentionOutput)),
+                                            layouts.tokens, stream);
+    linear_activation_forward_cuda(hd, a.inter_act, a.inter_pre, static_cast<const T*>(a.ln1_out_t), lw.inter_w,
+                                   lw.inter_b, tokens, H, I, act);
+    linear_forward_cuda(hd, a.out_dense, static_cast<const T*>(a.inter_act), lw.out_w, lw.out_b, tokens, I, H);
+    dropout_residual_layernorm_forward_cuda(stream_[l + 1], stream_t_[l + 1], a.ln2_mean, a.ln2_rstd,
+                                            static_cast<const T*>(a.out_dense), static_cast<const float*>(a.ln1_out),
+                                            lw.out_ln_g, lw.out_ln_b, tokens, H, eps, dropout.hidden,
+                                            dropout.key(layer_site(l, kFeedForwardOutput)), layouts.tokens, stream);
   }
 
   // Pooler on the [CLS] token (read from the T copy: the pooler dense's input), then classifier dropout and the
@@ -183,7 +176,7 @@ void BertClassifierGpu<T>::backward(float* grads, const T* params, const T* dlog
   const DropoutSetting& dropout = dropout_;
   const int B = batch_.batch, S = batch_.longest, H = c.hidden_size, I = c.intermediate_size, C = num_labels_;
   const int tokens = batch_.tokens;
-  const std::size_t th = static_cast<std::size_t>(tokens) * H, ti = static_cast<std::size_t>(tokens) * I;
+  const std::size_t th = static_cast<std::size_t>(tokens) * H;
   const Activation act = c.activation();
   const SiteLayouts layouts(batch_.first_sample, c.max_position_embeddings, H, slots_);
   auto ready = [&](const float* first) {
@@ -203,60 +196,57 @@ void BertClassifierGpu<T>::backward(float* grads, const T* params, const T* dlog
   scatter_first_tokens_cuda(dy_, static_cast<const float*>(d_small_b_), batch_.cu_seqlens, B, tokens, H, stream);
   ready(g.pooler_w);
 
-  // dy_ (float) holds the gradient of layer l's output stream on entry to iteration l and of its input on exit.
+  // dy_ (float) holds the gradient of layer l's output stream on entry to iteration l and of its input on exit;
+  // every step below updates it in place.
   for (int l = c.num_hidden_layers - 1; l >= 0; --l) {
     const BertLayerWeights<const T>& lw = w.layers[l];
     const BertLayerWeights<float>& lg = g.layers[l];
     const LayerActivations& a = layers_[l];
     const float* x = stream_[l];
     const T* x_t = stream_t_[l];
-    // dz2 in place over dy_, which is free until the Q/K/V dx GEMMs below.
-    float* dz2 = dy_;
-    layernorm_backward_cuda(hd, dz2, lg.out_ln_g, lg.out_ln_b, static_cast<const float*>(dy_),
-                            static_cast<const T*>(a.out_dense), static_cast<const float*>(a.ln1_out), a.ln2_mean,
-                            a.ln2_rstd, lw.out_ln_g, tokens, H);
-    // The feed-forward's gradient rounded to T once, for its GEMMs.
-    dropout_backward_cuda(d_b_, static_cast<const float*>(dz2), th, dropout.hidden,
-                          dropout.key(layer_site(l, kFeedForwardOutput)), layouts.tokens, stream);
-    // The output dense's input act(inter_pre) is recomputed rather than kept per layer.
-    activation_forward_cuda(act_, a.inter_pre, ti, act, stream);
-    linear_backward_cuda(hd, d_inter_, lg.out_w, lg.out_b, d_b_, act_, lw.out_w, tokens, I, H, false);
-    activation_backward_cuda(d_inter_, d_inter_, a.inter_pre, ti, act, stream);
-    // d_ln1 = dinter · W (bf16 operands, fp32 C) + dz2 (the residual around the feed-forward block), in fp32.
-    float* d_ln1 = d_ln1_;
-    linear_backward_cuda(hd, d_ln1, lg.inter_w, lg.inter_b, static_cast<const T*>(d_inter_),
-                         static_cast<const T*>(a.ln1_out_t), lw.inter_w, tokens, H, I, false);
-    add_inplace_cuda(d_ln1, static_cast<const float*>(dz2), th, stream);
-    // dz1 in place over d_ln1.
-    float* dz1 = d_ln1_;
-    layernorm_backward_cuda(hd, dz1, lg.attn_ln_g, lg.attn_ln_b, static_cast<const float*>(d_ln1),
-                            static_cast<const T*>(a.attn_out), x, a.ln1_mean, a.ln1_rstd, lw.attn_ln_g, tokens, H);
-    dropout_backward_cuda(d_b_, static_cast<const float*>(dz1), th, dropout.hidden,
-                          dropout.key(layer_site(l, kAttentionOutput)), layouts.tokens, stream);
+    // Output LayerNorm: dy_ becomes dz2 (the gradient of the residual ln1_out and of the dropped dense output),
+    // d_b_ the dense output's gradient dropout'(dz2) in T, for the feed-forward GEMMs.
+    dropout_residual_layernorm_backward_cuda(hd, dy_, d_b_, lg.out_ln_g, lg.out_ln_b, static_cast<const float*>(dy_),
+                                             static_cast<const T*>(a.out_dense), static_cast<const float*>(a.ln1_out),
+                                             a.ln2_mean, a.ln2_rstd, lw.out_ln_g, tokens, H, dropout.hidden,
+                                             dropout.key(layer_site(l, kFeedForwardOutput)), layouts.tokens);
+    // Output dense: its weight and bias gradients, then its input gradient through the activation's derivative
+    // (one GEMM + epilogue), which also yields the intermediate bias gradient.
+    linear_backward_cuda(hd, static_cast<T*>(nullptr), lg.out_w, lg.out_b, static_cast<const T*>(d_b_),
+                         static_cast<const T*>(a.inter_act), lw.out_w, tokens, I, H, false);
+    linear_activation_backward_data_cuda(hd, d_inter_, lg.inter_b, static_cast<const T*>(d_b_), lw.out_w,
+                                         static_cast<const T*>(a.inter_pre), tokens, I, H, act);
+    // Intermediate dense: weight gradient, and its input gradient accumulated onto dz2 in fp32 (the residual
+    // around the feed-forward block): dy_ = dz2 + dinter · W.
+    linear_backward_cuda(hd, dy_, lg.inter_w, static_cast<float*>(nullptr), static_cast<const T*>(d_inter_),
+                         static_cast<const T*>(a.ln1_out_t), lw.inter_w, tokens, H, I, true);
+    // Attention LayerNorm: dy_ becomes dz1, d_b_ the attention output's gradient.
+    dropout_residual_layernorm_backward_cuda(hd, dy_, d_b_, lg.attn_ln_g, lg.attn_ln_b, static_cast<const float*>(dy_),
+                                             static_cast<const T*>(a.attn_out), x, a.ln1_mean, a.ln1_rstd,
+                                             lw.attn_ln_g, tokens, H, dropout.hidden,
+                                             dropout.key(layer_site(l, kAttentionOutput)), layouts.tokens);
     T* dctx = d_c_;
-    linear_backward_cuda(hd, dctx, lg.attn_out_w, lg.attn_out_b, d_b_, a.ctx, lw.attn_out_w, tokens, H, H, false);
-    T *dq = d_b_, *dk = d_d_, *dv = d_e_;
-    attention_backward_cuda(hd, dq, dk, dv, dctx, a.probs, a.qh, a.kh, a.vh, batch_.cu_seqlens, B, tokens, S,
-                            c.num_attention_heads, c.head_dim(), dropout.attention,
-                            dropout.key(layer_site(l, kAttentionProbs)), layouts.attention, attention_workspace_);
-    // The three branches that read x accumulate into the float dy_ (bf16 operands, fp32 C), then the residual
-    // around the attention block, in fp32.
-    linear_backward_cuda(hd, dy_, lg.query_w, lg.query_b, static_cast<const T*>(dq), x_t, lw.query_w, tokens, H, H,
-                         false);
-    linear_backward_cuda(hd, dy_, lg.key_w, lg.key_b, static_cast<const T*>(dk), x_t, lw.key_w, tokens, H, H, true);
-    linear_backward_cuda(hd, dy_, lg.value_w, lg.value_b, static_cast<const T*>(dv), x_t, lw.value_w, tokens, H, H,
-                         true);
-    add_inplace_cuda(dy_, static_cast<const float*>(dz1), th, stream);
-    ready(lg.query_w);
+    linear_backward_cuda(hd, dctx, lg.attn_out_w, lg.attn_out_b, static_cast<const T*>(d_b_),
+                         static_cast<const T*>(a.ctx), lw.attn_out_w, tokens, H, H, false);
+    attention_backward_cuda(d_qkv_, static_cast<const T*>(dctx), static_cast<const T*>(a.ctx),
+                            static_cast<const float*>(a.lse), static_cast<const T*>(a.qkv), batch_.cu_seqlens, B,
+                            tokens, S, c.num_attention_heads, c.head_dim(), dropout.attention,
+                            dropout.key(layer_site(l, kAttentionProbs)), layouts.attention, attention_workspace_,
+                            stream);
+    // The Q/K/V projection (one GEMM each way); its input gradient accumulates onto dz1 in fp32 (the residual
+    // around the attention block): dy_ = dz1 + dqkv · Wqkv, the gradient of the layer's input.
+    linear_backward_cuda(hd, dy_, lg.qkv_w, lg.qkv_b, static_cast<const T*>(d_qkv_), x_t, lw.qkv_w, tokens, H,
+                         3 * H, true);
+    ready(lg.qkv_w);
   }
 
   // Embeddings: dropout and LayerNorm (no residual) in float, then the three tables from the float dz.
   dropout_backward_cuda(dy_, static_cast<const float*>(dy_), th, dropout.hidden, dropout.key(kEmbeddings),
                         layouts.tokens, stream);
-  layernorm_backward_cuda(hd, d_ln1_, g.emb_ln_g, g.emb_ln_b, static_cast<const float*>(dy_),
+  layernorm_backward_cuda(hd, d_emb_, g.emb_ln_g, g.emb_ln_b, static_cast<const float*>(dy_),
                           static_cast<const T*>(emb_sum_), static_cast<const float*>(nullptr), emb_mean_, emb_rstd_,
                           w.emb_ln_g, tokens, H);
-  embedding_backward_cuda(g.word_emb, g.pos_emb, g.type_emb, static_cast<const float*>(d_ln1_), batch_.input_ids,
+  embedding_backward_cuda(g.word_emb, g.pos_emb, g.type_emb, static_cast<const float*>(d_emb_), batch_.input_ids,
                           batch_.cu_seqlens, static_cast<const int32_t*>(nullptr), B, tokens, H, c.vocab_size,
                           c.max_position_embeddings, c.type_vocab_size, embedding_scratch_, embedding_scratch_bytes_,
                           stream);

@@ -2,19 +2,25 @@
 // (model/bert_classifier.h), each a kernels/cuda launcher, all on one stream. T is the storage type of
 // weights and GEMM operands: float (--precision fp32, matches the CPU engine) or bf16 (--precision bf16).
 //
+// A layer is seven launches forward: the Q/K/V GEMM (N = 3H, bias epilogue), the fused attention (flash form,
+// dropout inside), the attention output GEMM (bias epilogue), dropout + residual + LayerNorm in one kernel, the
+// intermediate GEMM with bias and activation in its epilogue (plus an activation kernel for the exact erf GELU of
+// BERT and SciBERT: cuBLASLt's GELU epilogue is the tanh form), the output GEMM, and dropout + residual +
+// LayerNorm again; backward mirrors it (bias gradients and the activation derivative ride on the GEMMs' epilogues
+// where cuBLASLt offers them, kernels/linear.h).
+//
 // What is float whatever T is, as torch.autocast(bfloat16) keeps it for Hugging Face BERT:
 // - the residual stream: every LayerNorm output (the layer inputs and outputs, the attention block's output),
 //   which is the next LayerNorm's residual input; each LayerNorm also writes a T copy that the next GEMMs read
-//   (autocast's cast of a linear layer's input), so the residual add z = sublayer(x) + x runs in fp32;
-// - the residual stream's gradient (dy_, d_ln1_): the Q/K/V and intermediate dx GEMMs write and accumulate it
-//   with bf16 operands and an fp32 C, the residual adds run in fp32, LayerNorm backward reads and writes it in
-//   float, and dropout backward rounds it to T once for the sublayer's GEMMs;
-// - the attention scores before the softmax (inside attention_forward_cuda), LayerNorm statistics, and all
-//   parameter gradients.
-// What is T: weights, the GEMM outputs inside a sublayer (q, k, v, probs, ctx, attention and feed-forward
-// dense outputs, the intermediate activation), the embedding sum, the pooler and classifier head, and the
-// gradients inside a sublayer. For T = float the residual stream and its T copy are one buffer, and the
-// sequence of float operations is the one of the all-float engine.
+//   (autocast's cast of a linear layer's input), so the residual add z = dropout(sublayer(x)) + x runs in fp32;
+// - the residual stream's gradient (dy_): the LayerNorm backwards update it in place, and the Q/K/V and
+//   intermediate dx GEMMs accumulate into it (bf16 operands, fp32 C), which is also where the residual adds
+//   happen, in fp32;
+// - the attention's softmax statistics (scores, lse), LayerNorm statistics, and all parameter gradients.
+// What is T: weights, the GEMM outputs inside a sublayer (qkv, ctx, the dense outputs, the intermediate pre- and
+// post-activation), the embedding sum, the pooler and classifier head, and the gradients inside a sublayer. For
+// T = float the residual stream and its T copy are one buffer, and the sequence of float operations is the one
+// of the all-float engine.
 //
 // Every activation is a slice of one device arena that the owner allocates once (arena_bytes), so forward and
 // backward never allocate or synchronise with the host. No CUDA headers here: model/ only calls the launchers of
@@ -69,10 +75,13 @@ class BertClassifierGpu {
   const float* sequence_output() const { return stream_.back(); }  // [T, H], the float residual stream
 
  private:
-  // Token-wise tensors are [T, H] or [T, I] (packed); qh, kh, vh [B, NH, S, HD] and probs [B, NH, S, S] are the
-  // attention's padded internals (kernels/attention.h).
+  // Token-wise tensors are [T, H], [T, 3H] (qkv: the fused projection the attention reads by strides) or [T, I]
+  // (packed). attn_out and out_dense are the dense outputs before their dropout (the fused
+  // dropout + residual + LayerNorm regenerates the mask in backward); inter_pre and inter_act the intermediate
+  // dense before and after its activation (both written by one GEMM epilogue, both read by backward).
   struct LayerActivations {
-    T *qh, *kh, *vh, *probs, *ctx, *attn_out, *inter_pre, *out_dense;
+    T *qkv, *ctx, *attn_out, *inter_pre, *inter_act, *out_dense;
+    float* lse;      // [NH, T] the attention's softmax statistics (flash-attention form: no probabilities kept)
     float* ln1_out;  // [T, H] the attention block's output: residual stream (float)
     T* ln1_out_t;    // [T, H] its T copy, the intermediate dense's input (ln1_out itself when T is float)
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
@@ -95,13 +104,14 @@ class BertClassifierGpu {
   std::vector<LayerActivations> layers_;
   T *cls_, *pool_pre_, *pooled_, *pooled_drop_, *logits_, *dlogits_;
   // Scratch shared by all layers.
-  T *q_, *k_, *v_;                  // [T, H] projections before the head-major permute
-  T *act_, *d_inter_;               // [T, I]
-  float *dy_, *d_ln1_;              // [T, H] gradients of the residual stream (float; LayerNorm dz in place)
-  T *d_b_, *d_c_, *d_d_, *d_e_;     // [T, H] gradients inside a sublayer
+  T* d_inter_;                      // [T, I] the intermediate pre-activation's gradient
+  T* d_qkv_;                        // [T, 3H]
+  float* dy_;                       // [T, H] gradient of the residual stream (float; every update in place)
+  float* d_emb_;                    // [T, H] the embedding sum's gradient
+  T *d_b_, *d_c_;                   // [T, H] gradients inside a sublayer
   T* d_small_a_;                    // [B, H] head gradients
   float* d_small_b_;                // [B, H] the pooler's input gradient, scattered into dy_
-  T* attention_workspace_;
+  float* attention_workspace_;      // attention_workspace_floats_cuda
   void* embedding_scratch_;
   std::size_t embedding_scratch_bytes_;
 

@@ -1,6 +1,7 @@
 #include "model/bert_params.h"
 
 #include "core/bf16.h"
+#include "core/error.h"
 
 namespace bertrain {
 
@@ -18,10 +19,14 @@ ParamLayout bert_classifier_layout(const BertConfig& c, int num_labels) {
   layout.add("bert.embeddings.LayerNorm.bias", {h});
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const std::string p = layer_prefix(l);
-    for (const char* proj : {"query", "key", "value"}) {
-      layout.add(p + "attention.self." + proj + ".weight", {h, h});
-      layout.add(p + "attention.self." + proj + ".bias", {h});
-    }
+    // Query, key and value back to back (weights [3H, H], then biases [3H]): one GEMM with N = 3H computes all
+    // three (kernels/attention.h). The names on disk are Hugging Face's; only the order in the buffer differs.
+    layout.add(p + "attention.self.query.weight", {h, h});
+    layout.add_contiguous(p + "attention.self.key.weight", {h, h});
+    layout.add_contiguous(p + "attention.self.value.weight", {h, h});
+    layout.add(p + "attention.self.query.bias", {h});
+    layout.add_contiguous(p + "attention.self.key.bias", {h});
+    layout.add_contiguous(p + "attention.self.value.bias", {h});
     layout.add(p + "attention.output.dense.weight", {h, h});
     layout.add(p + "attention.output.dense.bias", {h});
     layout.add(p + "attention.output.LayerNorm.weight", {h});
@@ -52,12 +57,15 @@ BertWeights<T> bind_bert_weights(const ParamLayout& layout, int num_layers, T* b
   for (int l = 0; l < num_layers; ++l) {
     const std::string p = layer_prefix(l);
     BertLayerWeights<T> lw;
-    lw.query_w = at(p + "attention.self.query.weight");
-    lw.query_b = at(p + "attention.self.query.bias");
-    lw.key_w = at(p + "attention.self.key.weight");
-    lw.key_b = at(p + "attention.self.key.bias");
-    lw.value_w = at(p + "attention.self.value.weight");
-    lw.value_b = at(p + "attention.self.value.bias");
+    lw.qkv_w = at(p + "attention.self.query.weight");
+    lw.qkv_b = at(p + "attention.self.query.bias");
+    for (const char* part : {"weight", "bias"}) {
+      const std::string self = p + "attention.self.";
+      const ParamEntry& q = layout.at(self + "query." + part);
+      BERTRAIN_CHECK(layout.at(self + "key." + part).offset == q.offset + q.numel &&
+                         layout.at(self + "value." + part).offset == q.offset + 2 * q.numel,
+                     "layer " << l << "'s query, key and value " << part << "s are not contiguous in the layout");
+    }
     lw.attn_out_w = at(p + "attention.output.dense.weight");
     lw.attn_out_b = at(p + "attention.output.dense.bias");
     lw.attn_ln_g = at(p + "attention.output.LayerNorm.weight");

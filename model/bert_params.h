@@ -21,7 +21,7 @@ std::vector<std::size_t> backward_ready_offsets(const ParamLayout& layout, int n
 
 template <typename T>
 struct BertLayerWeights {
-  T *query_w, *query_b, *key_w, *key_b, *value_w, *value_b;  // [H, H], [H]
+  T *qkv_w, *qkv_b;                                          // [3H, H], [3H]: query, key, value back to back
   T *attn_out_w, *attn_out_b, *attn_ln_g, *attn_ln_b;       // [H, H], [H], [H], [H]
   T *inter_w, *inter_b;                                      // [I, H], [I]
   T *out_w, *out_b, *out_ln_g, *out_ln_b;                    // [H, I], [H], [H], [H]

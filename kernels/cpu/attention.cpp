@@ -16,21 +16,11 @@ std::size_t attention_scratch_elements(int seq, int threads) {
   return static_cast<std::size_t>(threads) * 2 * static_cast<std::size_t>(seq) * seq;
 }
 
-std::size_t attention_probs_elements(const int32_t* cu_seqlens, int batch, int heads) {
-  std::size_t squares = 0;
-  for (int b = 0; b < batch; ++b) {
-    const std::size_t length = static_cast<std::size_t>(cu_seqlens[b + 1] - cu_seqlens[b]);
-    squares += length * length;
-  }
-  return squares * static_cast<std::size_t>(heads);
-}
-
 namespace {
 
-// One (row, head) block of a packed batch: its L × L probabilities at `probs_offset`, its tokens from `first`.
+// One (row, head) block of a packed batch: its L tokens from `first`.
 struct Block {
   int b, h, first, length;
-  std::size_t probs_offset;
 };
 
 Block block_of(const int32_t* cu_seqlens, int heads, int bh) {
@@ -39,13 +29,26 @@ Block block_of(const int32_t* cu_seqlens, int heads, int bh) {
   k.h = bh % heads;
   k.first = cu_seqlens[k.b];
   k.length = cu_seqlens[k.b + 1] - k.first;
-  std::size_t squares = 0;  // Σ_{b' < b} L_b'², recomputed per task: O(B), cheap next to the block's products
-  for (int r = 0; r < k.b; ++r) {
-    const std::size_t length = static_cast<std::size_t>(cu_seqlens[r + 1] - cu_seqlens[r]);
-    squares += length * length;
-  }
-  k.probs_offset = squares * heads + static_cast<std::size_t>(k.h) * k.length * k.length;
   return k;
+}
+
+// The block's Q, K, V (and their gradients) inside qkv[T, 3H]: L × HD maps with row stride 3H.
+template <typename Ptr>
+Ptr block_column(Ptr qkv, const Block& blk, int hidden, int part, int head_dim) {
+  return qkv + static_cast<std::size_t>(blk.first) * 3 * hidden + static_cast<std::size_t>(part) * hidden +
+         static_cast<std::size_t>(blk.h) * head_dim;
+}
+
+// scores (=) Q Kᵀ / sqrt(HD) of one block, L × L row-major.
+template <typename T>
+void block_scores(T* scores, const T* qkv, const Block& blk, int hidden, int head_dim) {
+  const Eigen::OuterStride<> stride(3 * hidden);
+  const int n = blk.length;
+  ConstStridedMap<T> qm(block_column(qkv, blk, hidden, 0, head_dim), n, head_dim, stride);
+  ConstStridedMap<T> km(block_column(qkv, blk, hidden, 1, head_dim), n, head_dim, stride);
+  MatrixMap<T> sm(scores, n, n);
+  sm.noalias() = qm * km.transpose();
+  sm *= T(1) / std::sqrt(T(head_dim));
 }
 
 // Dropout of one block of L × L probabilities: row i draws the logical indices
@@ -79,33 +82,25 @@ void check_arguments(const char* what, const int32_t* cu_seqlens, int batch, int
 }  // namespace
 
 template <typename T>
-void attention_forward_cpu(T* ctx, T* probs, const T* q, const T* k, const T* v, const int32_t* cu_seqlens, int batch,
-                           int heads, int head_dim, float dropout_p, const RandomKey& key, T* scratch,
+void attention_forward_cpu(T* ctx, T* lse, const T* qkv, const int32_t* cu_seqlens, int batch, int heads,
+                           int head_dim, float dropout_p, const RandomKey& key, T* scratch,
                            const DropoutLayout& layout) {
   check_arguments("attention_forward_cpu", cu_seqlens, batch, heads, head_dim, dropout_p);
   const int hidden = heads * head_dim;
-  const T inv_sqrt_d = T(1) / std::sqrt(T(head_dim));
+  const std::size_t tokens = static_cast<std::size_t>(cu_seqlens[batch]);
   const int positions = dropout_positions(layout, cu_seqlens, batch);
   const std::size_t longest = static_cast<std::size_t>(longest_row(cu_seqlens, batch));
 #pragma omp parallel for schedule(dynamic)
   for (int bh = 0; bh < batch * heads; ++bh) {
     const Block blk = block_of(cu_seqlens, heads, bh);
     const int n = blk.length;
-    const std::size_t row0 = static_cast<std::size_t>(blk.first) * hidden + static_cast<std::size_t>(blk.h) * head_dim;
-    ConstStridedMap<T> qm(q + row0, n, head_dim, Eigen::OuterStride<>(hidden));
-    ConstStridedMap<T> km(k + row0, n, head_dim, Eigen::OuterStride<>(hidden));
-    ConstStridedMap<T> vm(v + row0, n, head_dim, Eigen::OuterStride<>(hidden));
-    T* block_probs = probs + blk.probs_offset;
-    MatrixMap<T> pm(block_probs, n, n);
-    // Hugging Face divides the scores by sqrt(HD) (not multiplies by the reciprocal); we do the same.
-    pm.noalias() = qm * km.transpose();
+    T* probs = scratch + static_cast<std::size_t>(omp_get_thread_num()) * 2 * longest * longest;
+    block_scores(probs, qkv, blk, hidden, head_dim);
+    T* block_lse = lse + static_cast<std::size_t>(blk.h) * tokens + blk.first;
     for (int i = 0; i < n; ++i) {
-      T* row = block_probs + static_cast<std::size_t>(i) * n;
+      T* row = probs + static_cast<std::size_t>(i) * n;
       T mx = std::numeric_limits<T>::lowest();
-      for (int j = 0; j < n; ++j) {
-        row[j] = row[j] * inv_sqrt_d;
-        mx = std::max(mx, row[j]);
-      }
+      for (int j = 0; j < n; ++j) mx = std::max(mx, row[j]);
       T sum = 0;
       for (int j = 0; j < n; ++j) {
         row[j] = std::exp(row[j] - mx);
@@ -113,77 +108,80 @@ void attention_forward_cpu(T* ctx, T* probs, const T* q, const T* k, const T* v,
       }
       const T inv = T(1) / sum;
       for (int j = 0; j < n; ++j) row[j] *= inv;
+      block_lse[i] = mx + std::log(sum);
     }
-    StridedMap<T> cm(ctx + row0, n, head_dim, Eigen::OuterStride<>(hidden));
-    if (dropout_p > 0.0f) {
-      T* dropped = scratch + static_cast<std::size_t>(omp_get_thread_num()) * 2 * longest * longest;
-      block_dropout(dropped, block_probs, blk, heads, positions, dropout_p, key, layout);
-      cm.noalias() = ConstMatrixMap<T>(dropped, n, n) * vm;
-    } else {
-      cm.noalias() = pm * vm;
-    }
+    if (dropout_p > 0.0f) block_dropout(probs, probs, blk, heads, positions, dropout_p, key, layout);
+    const Eigen::OuterStride<> stride(3 * hidden);
+    ConstStridedMap<T> vm(block_column(qkv, blk, hidden, 2, head_dim), n, head_dim, stride);
+    StridedMap<T> cm(ctx + static_cast<std::size_t>(blk.first) * hidden + static_cast<std::size_t>(blk.h) * head_dim,
+                     n, head_dim, Eigen::OuterStride<>(hidden));
+    cm.noalias() = ConstMatrixMap<T>(probs, n, n) * vm;
   }
 }
 
 template <typename T>
-void attention_backward_cpu(T* dq, T* dk, T* dv, const T* dctx, const T* probs, const T* q, const T* k, const T* v,
+void attention_backward_cpu(T* dqkv, const T* dctx, const T* ctx, const T* lse, const T* qkv,
                             const int32_t* cu_seqlens, int batch, int heads, int head_dim, float dropout_p,
                             const RandomKey& key, T* scratch, const DropoutLayout& layout) {
   check_arguments("attention_backward_cpu", cu_seqlens, batch, heads, head_dim, dropout_p);
   const int hidden = heads * head_dim;
-  const T inv_sqrt_d = T(1) / std::sqrt(T(head_dim));
+  const T scale = T(1) / std::sqrt(T(head_dim));
+  const std::size_t tokens = static_cast<std::size_t>(cu_seqlens[batch]);
   const int positions = dropout_positions(layout, cu_seqlens, batch);
   const std::size_t longest = static_cast<std::size_t>(longest_row(cu_seqlens, batch));
 #pragma omp parallel for schedule(dynamic)
   for (int bh = 0; bh < batch * heads; ++bh) {
     const Block blk = block_of(cu_seqlens, heads, bh);
     const int n = blk.length;
-    const std::size_t row0 = static_cast<std::size_t>(blk.first) * hidden + static_cast<std::size_t>(blk.h) * head_dim;
-    const Eigen::OuterStride<> stride(hidden);
-    ConstStridedMap<T> qm(q + row0, n, head_dim, stride);
-    ConstStridedMap<T> km(k + row0, n, head_dim, stride);
-    ConstStridedMap<T> vm(v + row0, n, head_dim, stride);
-    ConstStridedMap<T> dcm(dctx + row0, n, head_dim, stride);
-    const T* p = probs + blk.probs_offset;
-    T* dropped = scratch + static_cast<std::size_t>(omp_get_thread_num()) * 2 * longest * longest;
-    T* dp = dropped + longest * longest;
-    MatrixMap<T> dpm(dp, n, n);
+    const Eigen::OuterStride<> stride(3 * hidden), ctx_stride(hidden);
+    ConstStridedMap<T> qm(block_column(qkv, blk, hidden, 0, head_dim), n, head_dim, stride);
+    ConstStridedMap<T> km(block_column(qkv, blk, hidden, 1, head_dim), n, head_dim, stride);
+    ConstStridedMap<T> vm(block_column(qkv, blk, hidden, 2, head_dim), n, head_dim, stride);
+    const std::size_t ctx0 = static_cast<std::size_t>(blk.first) * hidden + static_cast<std::size_t>(blk.h) * head_dim;
+    ConstStridedMap<T> om(ctx + ctx0, n, head_dim, ctx_stride);
+    ConstStridedMap<T> dom(dctx + ctx0, n, head_dim, ctx_stride);
+    T* p = scratch + static_cast<std::size_t>(omp_get_thread_num()) * 2 * longest * longest;
+    T* dp = p + longest * longest;
+    MatrixMap<T> pm(p, n, n), dpm(dp, n, n);
 
-    // dV = dropout(P)ᵀ · dctx
+    // The probabilities again, from the scores and the saved log-sum-exp.
+    block_scores(p, qkv, blk, hidden, head_dim);
+    const T* block_lse = lse + static_cast<std::size_t>(blk.h) * tokens + blk.first;
+    for (int i = 0; i < n; ++i) {
+      T* row = p + static_cast<std::size_t>(i) * n;
+      for (int j = 0; j < n; ++j) row[j] = std::exp(row[j] - block_lse[i]);
+    }
+    // dV = dropout(P)ᵀ dctx (the dropped probabilities borrow dP's slot).
     const T* used = p;
     if (dropout_p > 0.0f) {
-      block_dropout(dropped, p, blk, heads, positions, dropout_p, key, layout);
-      used = dropped;
+      block_dropout(dp, p, blk, heads, positions, dropout_p, key, layout);
+      used = dp;
     }
-    StridedMap<T>(dv + row0, n, head_dim, stride).noalias() = ConstMatrixMap<T>(used, n, n).transpose() * dcm;
-
-    // dP = dropout'(dctx · Vᵀ)
-    dpm.noalias() = dcm * vm.transpose();
+    StridedMap<T>(block_column(dqkv, blk, hidden, 2, head_dim), n, head_dim, stride).noalias() =
+        ConstMatrixMap<T>(used, n, n).transpose() * dom;
+    // dP = dropout'(dctx Vᵀ); dS = P ∘ (dP − D) / sqrt(HD) with D_i = dctx_i · ctx_i.
+    dpm.noalias() = dom * vm.transpose();
     if (dropout_p > 0.0f) block_dropout(dp, dp, blk, heads, positions, dropout_p, key, layout);
-
-    // Softmax backward: dS_ij = P_ij (dP_ij - Σ_k dP_ik P_ik), then the 1/sqrt(HD) scale.
     for (int i = 0; i < n; ++i) {
+      const T d = dom.row(i).dot(om.row(i));
       const T* prow = p + static_cast<std::size_t>(i) * n;
       T* drow = dp + static_cast<std::size_t>(i) * n;
-      T dot = 0;
-      for (int j = 0; j < n; ++j) dot += drow[j] * prow[j];
-      for (int j = 0; j < n; ++j) drow[j] = prow[j] * (drow[j] - dot) * inv_sqrt_d;
+      for (int j = 0; j < n; ++j) drow[j] = prow[j] * (drow[j] - d) * scale;
     }
-    StridedMap<T>(dq + row0, n, head_dim, stride).noalias() = dpm * km;
-    StridedMap<T>(dk + row0, n, head_dim, stride).noalias() = dpm.transpose() * qm;
+    StridedMap<T>(block_column(dqkv, blk, hidden, 0, head_dim), n, head_dim, stride).noalias() = dpm * km;
+    StridedMap<T>(block_column(dqkv, blk, hidden, 1, head_dim), n, head_dim, stride).noalias() = dpm.transpose() * qm;
   }
 }
 
-template void attention_forward_cpu<float>(float*, float*, const float*, const float*, const float*, const int32_t*,
-                                           int, int, int, float, const RandomKey&, float*, const DropoutLayout&);
-template void attention_forward_cpu<double>(double*, double*, const double*, const double*, const double*,
-                                            const int32_t*, int, int, int, float, const RandomKey&, double*,
+template void attention_forward_cpu<float>(float*, float*, const float*, const int32_t*, int, int, int, float,
+                                           const RandomKey&, float*, const DropoutLayout&);
+template void attention_forward_cpu<double>(double*, double*, const double*, const int32_t*, int, int, int, float,
+                                            const RandomKey&, double*, const DropoutLayout&);
+template void attention_backward_cpu<float>(float*, const float*, const float*, const float*, const float*,
+                                            const int32_t*, int, int, int, float, const RandomKey&, float*,
                                             const DropoutLayout&);
-template void attention_backward_cpu<float>(float*, float*, float*, const float*, const float*, const float*,
-                                            const float*, const float*, const int32_t*, int, int, int, float,
-                                            const RandomKey&, float*, const DropoutLayout&);
-template void attention_backward_cpu<double>(double*, double*, double*, const double*, const double*, const double*,
-                                             const double*, const double*, const int32_t*, int, int, int, float,
-                                             const RandomKey&, double*, const DropoutLayout&);
+template void attention_backward_cpu<double>(double*, const double*, const double*, const double*, const double*,
+                                             const int32_t*, int, int, int, float, const RandomKey&, double*,
+                                             const DropoutLayout&);
 
 }  // namespace bertrain

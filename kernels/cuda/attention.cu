@@ -1,461 +1,1096 @@
-// Self-attention on the GPU (llm.c style): each row's tokens are gathered from the packed Q, K, V [T, H] into
-// head-major [B, NH, S, HD] blocks padded with zeros to the longest row S, so that the score, context and gradient
-// products are cuBLAS strided-batched GEMMs over the B·NH (row, head) blocks, with a softmax (+ dropout) kernel that
-// ignores the keys beyond the row's length, and its backward, in between. The contexts and gradients of the real
-// tokens are scattered back to [T, H]. A padded query row has zero dctx, so its dS row is zero and it adds nothing
-// to dK or dV; padded keys have probability exactly 0, as the CPU's absent keys. Same probabilities and the same dropout
-// masks (same Philox stream, same logical indices) as kernels/cpu/attention.cpp.
+// Fused self-attention over packed rows on the GPU, flash-attention-2 style (the maths, layouts and dropout
+// indices are in kernels/attention.h): each block keeps its tiles of Q, K, V (and dctx) in shared memory and never
+// writes a score or probability matrix to global memory. Forward saves only ctx and the fp32 log-sum-exp; backward
+// recomputes the probabilities from lse.
 //
-// Row-major to column-major (see kernels/cuda/linear.cu): a row-major [r, c] block read column-major is its
-// c × r transpose, so each row-major product Z = X·Y is issued as Zᵀ = Yᵀ·Xᵀ. Per block bh, with qh, kh, vh,
-// ctx_h row-major [S, HD] (lying as HD × S, ld HD) and the S × S matrices row-major (lying transposed, ld S):
-//   scores = qh·khᵀ·α        scoresᵀ = kh·qhᵀ:       (T, N) m=S,  n=S, k=HD  A=kh (HD)      B=qh (HD)      C=scores (S)
-//   ctx_h  = P_used·vh       ctx_hᵀ = vhᵀ·P_usedᵀ:   (N, N) m=HD, n=S, k=S   A=vh (HD)      B=P_used (S)   C=ctx_h (HD)
-//   dvh    = P_usedᵀ·dctx_h  dvhᵀ = dctx_hᵀ·P_used:  (N, T) m=HD, n=S, k=S   A=dctx_h (HD)  B=P_used (S)   C=dvh (HD)
-//   dP     = dctx_h·vhᵀ      dPᵀ = vh·dctx_hᵀ:       (T, N) m=S,  n=S, k=HD  A=vh (HD)      B=dctx_h (HD)  C=dP (S)
-//   dqh    = dS·kh·α         dqhᵀ = khᵀ·dSᵀ:         (N, N) m=HD, n=S, k=S   A=kh (HD)      B=dS (S)       C=dqh (HD)
-//   dkh    = dSᵀ·qh·α        dkhᵀ = qhᵀ·dS:          (N, T) m=HD, n=S, k=S   A=qh (HD)      B=dS (S)       C=dkh (HD)
-// (leading dimensions in parentheses), α = 1/sqrt(HD). Strides: S·HD for the [S, HD] blocks, S·S for the
-// S × S ones. The CPU scales the scores (and dS) before its products; α in the GEMM differs only in rounding.
+// Launch grids (tile = kTile tokens: 64 for head dims up to 64, 32 up to 128, else 16, or smaller when the device's
+// shared memory needs it; see choose_tile). Every block has 2·kTile threads, i.e. one warp per 16 tokens of its tile.
+//   attention_forward_kernel        (ceil(S / tile), NH, B): block (x, h, b) owns query tile x of row b, head h; each
+//                                   warp owns 16 of its queries and walks the row's key tiles with an online softmax.
+//   attention_backward_d_kernel     one warp per (token, head), kDThreads / 32 per block: D = rowsum(dctx ∘ ctx) into
+//                                   the workspace [NH, T].
+//   attention_backward_dkdv_kernel  (ceil(S / tile), NH, B): block owns key tile x, each warp 16 of its keys; walks the
+//                                   row's query tiles and writes dK and dV of its keys (=).
+//   attention_backward_dq_kernel    (ceil(S / tile), NH, B): block owns query tile x, each warp 16 of its queries;
+//                                   walks the row's key tiles and writes dQ of its queries (=).
+// Blocks whose tile starts at or beyond L_b return at once. Every output element is computed by one warp in a fixed
+// order (no atomics), so results are run-to-run identical.
 //
-// For T = bf16 every buffer (probs, qh, ..., the GEMM outputs) is bf16 with fp32 GEMM compute, except the scores:
-// the softmax's input stays fp32 (softmax is on torch.autocast's fp32 list), so the scores GEMM writes fp32 into
-// workspace regions [4] + [5] (2·B·NH·S·S bf16 elements are B·NH·S·S floats), the softmax reads them there and
-// writes the bf16 probabilities, and the dropped probabilities are drawn in a second pass into region [4] once the
-// scores are dead. The probabilities themselves stay bf16 (they feed the bf16 P·V GEMM, as under autocast). For
-// T = float the scores are written into probs and the softmax runs in place with the dropout fused, as before.
-// The softmax and its backward compute in float.
+// Inside a block the only block-wide barriers are around the loads of the shared tiles; everything else is
+// warp-private: a warp's 16 own tokens give it private 16-row score, probability and accumulator tiles, so the
+// softmax and its backward are done by the warp's lanes on shared memory with __syncwarp between phases.
+//
+// The tile products are warp-level GEMMs on shared memory with fp32 results in shared memory (warp_gemm_nt /
+// warp_gemm_nn): tensor cores for T = bf16 (nvcuda::wmma 16×16×16, bf16 inputs, fp32 accumulation; the operands of
+// the second product of each pair, P and dS, are rounded to bf16 first, as SDPA under autocast), plain fp32 FMAs for
+// T = float (no TF32), so fp32 mode matches the CPU twin up to summation order. The accumulators (O, dQ, dK, dV) live
+// in shared memory, not in wmma fragments, because the online softmax rescales O row by row and the layout of a
+// wmma accumulator fragment is unspecified.
+//
+// Numerics shared with the CPU twin: s = (q·k) · (1 / sqrt(HD)) with 1 / sqrt(HD) computed on the host in float as
+// the CPU's T(1) / std::sqrt(T(HD)); for HD = 16, 64, 256 (sqrt a power of two) this equals the division s = q·k /
+// sqrt(HD) exactly, otherwise it may differ from the division in the last bit. Softmax statistics in fp32 with expf
+// (not the fast __expf); lse = m + logf(l). Dropout: kept iff philox_uniform(key, idx) >= p, kept values scaled by
+// the float 1 / (1 − p); forward and dK/dV fold that scale into the final per-row factor instead of scaling each
+// probability (a rounding-level difference).
+//
+// Head dims: any HD whose tiles fit in the device's shared memory (HD is padded to HDP = a multiple of 16 with zero
+// columns inside shared memory; nothing outside [0, HD) is read or written in global memory). HD = 64 with 64-token
+// tiles is compiled with the head dim fixed (the fast path); every other head dim runs the same code with runtime
+// loops.
 #include "kernels/attention.h"
 
-#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <mma.h>
 
 #include <algorithm>
-#include <cfloat>
+#include <climits>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
 #include <type_traits>
+#include <utility>
 
+#include "core/error.h"
 #include "kernels/cuda/common.cuh"
 
 namespace bertrain {
 
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kMaxRowThreads = 256;
-// Workspace regions start at multiples of this many elements (128 bytes for bf16), so cuBLAS sees aligned
-// operands.
-constexpr std::size_t kRegionAlign = 64;
+constexpr int kFastHeadDim = 64;  // head dim of BERT-base/large and SciBERT
+constexpr int kDThreads = 256;    // attention_backward_d_kernel: 8 warps, 8 (token, head) pairs per block
+constexpr std::size_t kStaticSmemLimit = 48 * 1024;  // above this a kernel must opt in to dynamic shared memory
 
-std::size_t align_region(std::size_t n) { return (n + kRegionAlign - 1) / kRegionAlign * kRegionAlign; }
+// ---- Shared-memory layouts (the same arithmetic on the host, which sizes the launch, and on the device) ------------
 
-// The shapes of one call and where its scratch lies in the caller's T workspace. Six disjoint regions, laid
-// out one after another:
-//   [0] ctx_h (forward) / dctx_h (backward)  B·NH·S·HD = B·S·H
-//   [1] dqh                                 B·S·H      (backward)
-//   [2] dkh                                 B·S·H      (backward)
-//   [3] dvh                                 B·S·H      (backward)
-//   [4] dropped probabilities P_used        B·NH·S·S   (when dropout_p > 0)
-//   [5] dP, then dS in place                B·NH·S·S   (backward)
-//   [4] + [5] as one float array: the fp32 scores    B·NH·S·S floats (forward, T = bf16, before [4] is used)
-struct AttentionShape {
-  int batch, seq, heads, head_dim;
-  std::size_t tokens_x_hidden;  // B·S·H = B·NH·S·HD
-  std::size_t probs;            // B·NH·S·S
-  AttentionShape(int b, int s, int nh, int hd)
-      : batch(b),
-        seq(s),
-        heads(nh),
-        head_dim(hd),
-        tokens_x_hidden(static_cast<std::size_t>(b) * s * nh * hd),
-        probs(static_cast<std::size_t>(b) * nh * s * s) {}
-  std::size_t workspace_elements() const { return 4 * align_region(tokens_x_hidden) + 2 * align_region(probs); }
-  template <typename T>
-  T* region(T* workspace, int index) const {
-    const std::size_t small = align_region(tokens_x_hidden), large = align_region(probs);
-    const std::size_t offset = index < 4 ? index * small : 4 * small + (index - 4) * large;
-    return workspace + offset;
+__host__ __device__ constexpr std::size_t align128(std::size_t n) { return (n + 127) / 128 * 128; }
+
+// HD rounded up to a multiple of 16 (the wmma tile edge); columns [HD, HDP) of the shared tiles are zero.
+constexpr int padded_head_dim(int head_dim) { return (head_dim + 15) / 16 * 16; }
+
+// Leading dimensions, in elements. Operand tiles [tile][HDP] of T get 16 bytes of padding per row (wmma wants
+// multiples of 16 bytes; the shift spreads the rows over the banks); fp32 accumulators [tile][HDP] 16 bytes too.
+template <typename T>
+__host__ __device__ constexpr int operand_ld(int hdp) {
+  return hdp + 16 / static_cast<int>(sizeof(T));
+}
+__host__ __device__ constexpr int acc_ld(int hdp) { return hdp + 4; }
+// A warp's row-major score tile [16][tile] (fp32, and the T tile of P or dS): tile + 8 makes the lanes' float4 reads
+// of the softmax phase (two lanes per row, alternating 4-column chunks) conflict-free.
+__host__ __device__ constexpr int score_ld(int tile) { return tile + 8; }
+// dK/dV kernel: a warp's transposed tiles [tile queries][16 keys]. fp32: 16 (conflict-free float4 reads, 4 key
+// groups × 8 query lanes). T: 24 for bf16 (rows 48 bytes apart, so wmma's col-major loads spread over the banks),
+// 16 for float.
+constexpr int kTransposedLd = 16;
+template <typename T>
+__host__ __device__ constexpr int transposed_t_ld() {
+  return std::is_same<T, float>::value ? 16 : 24;
+}
+
+struct SmemCursor {
+  std::size_t bytes = 0;
+  __host__ __device__ std::size_t take(std::size_t n) {
+    const std::size_t at = bytes;
+    bytes = align128(bytes + n);
+    return at;
   }
 };
 
-// Checks the arguments every call shares.
-void check_shape(const char* what, int batch, int tokens, int seq, int heads, int head_dim, float dropout_p,
+template <typename T>
+__host__ __device__ std::size_t operand_bytes(int tile, int hdp) {
+  return static_cast<std::size_t>(tile) * operand_ld<T>(hdp) * sizeof(T);
+}
+__host__ __device__ inline std::size_t acc_bytes(int tile, int hdp) {
+  return static_cast<std::size_t>(tile) * acc_ld(hdp) * sizeof(float);
+}
+
+// Forward: Q (own), K, V (walked) [tile][HDP] T; per warp S [16][tile] fp32 and P [16][tile] T; O [tile][HDP] fp32.
+template <typename T>
+struct ForwardSmem {
+  std::size_t q, k, v, s, p, o, bytes;
+  __host__ __device__ ForwardSmem(int tile, int hdp) {
+    SmemCursor c;
+    q = c.take(operand_bytes<T>(tile, hdp));
+    k = c.take(operand_bytes<T>(tile, hdp));
+    v = c.take(operand_bytes<T>(tile, hdp));
+    s = c.take(static_cast<std::size_t>(tile) * score_ld(tile) * sizeof(float));
+    p = c.take(static_cast<std::size_t>(tile) * score_ld(tile) * sizeof(T));
+    o = c.take(acc_bytes(tile, hdp));
+    bytes = c.bytes;
+  }
+};
+
+// dQ: Q, dctx (own), K, V (walked) [tile][HDP] T; per warp S then dP [16][tile] fp32 and dS [16][tile] T;
+// dQ [tile][HDP] fp32.
+template <typename T>
+struct DqSmem {
+  std::size_t q, dout, k, v, s, ds, acc, bytes;
+  __host__ __device__ DqSmem(int tile, int hdp) {
+    SmemCursor c;
+    q = c.take(operand_bytes<T>(tile, hdp));
+    dout = c.take(operand_bytes<T>(tile, hdp));
+    k = c.take(operand_bytes<T>(tile, hdp));
+    v = c.take(operand_bytes<T>(tile, hdp));
+    s = c.take(static_cast<std::size_t>(tile) * score_ld(tile) * sizeof(float));
+    ds = c.take(static_cast<std::size_t>(tile) * score_ld(tile) * sizeof(T));
+    acc = c.take(acc_bytes(tile, hdp));
+    bytes = c.bytes;
+  }
+};
+
+// dK/dV: K, V (own), Q, dctx (walked) [tile][HDP] T; lse and D of the walked queries [tile] fp32; per warp Sᵀ then
+// dPᵀ [tile][16] fp32 and P̃ᵀ then dSᵀ [tile][16] T (stored query-major: element (key r, query c) at c·ld + r);
+// dK, dV [tile][HDP] fp32.
+template <typename T>
+struct DkdvSmem {
+  std::size_t k, v, q, dout, lse, d, s, t, dk, dv, bytes;
+  __host__ __device__ DkdvSmem(int tile, int hdp) {
+    SmemCursor c;
+    const int warps = tile / 16;
+    k = c.take(operand_bytes<T>(tile, hdp));
+    v = c.take(operand_bytes<T>(tile, hdp));
+    q = c.take(operand_bytes<T>(tile, hdp));
+    dout = c.take(operand_bytes<T>(tile, hdp));
+    lse = c.take(static_cast<std::size_t>(tile) * sizeof(float));
+    d = c.take(static_cast<std::size_t>(tile) * sizeof(float));
+    s = c.take(static_cast<std::size_t>(warps) * tile * kTransposedLd * sizeof(float));
+    t = c.take(static_cast<std::size_t>(warps) * tile * transposed_t_ld<T>() * sizeof(T));
+    dk = c.take(acc_bytes(tile, hdp));
+    dv = c.take(acc_bytes(tile, hdp));
+    bytes = c.bytes;
+  }
+};
+
+// ---- Dropout ----------------------------------------------------------------------------------------------------
+
+// What the kernels need to draw the mask: probability (i, j) of block (b, h) has logical index
+// row_index(b, h, i) + j = (((first_sample + b)·NH + h)·P + i)·P + j (kernels/attention.h).
+struct AttentionDropout {
+  float p = 0.0f;      // 0: no dropout, and no Philox call at all
+  float scale = 1.0f;  // 1 / (1 − p) in float (the CPU's dropout_span<float>); 1 when p == 0
+  RandomKey key;
+  uint64_t first_sample = 0;
+  uint64_t positions = 1;  // P = max(max_positions, S)
+  int heads = 1;
+  __device__ __forceinline__ uint64_t row_index(int b, int h, int i) const {
+    return (((first_sample + static_cast<uint64_t>(b)) * static_cast<uint64_t>(heads) + static_cast<uint64_t>(h)) *
+                positions +
+            static_cast<uint64_t>(i)) *
+           positions;
+  }
+};
+
+// Bit t set when the element with logical index idx + t is kept (t < 4): one Philox group when idx is a multiple of 4
+// (always, when P and the tile offsets are multiples of 4), else the two groups the four indices straddle.
+__device__ __forceinline__ unsigned keep4(const AttentionDropout& d, uint64_t idx) {
+  const uint64_t group = idx >> 2;
+  const unsigned offset = static_cast<unsigned>(idx & 3u);
+  const Philox4 a = philox_group(d.key, group);
+  uint32_t w0 = a.v[0], w1 = a.v[1], w2 = a.v[2], w3 = a.v[3];
+  if (offset != 0) {
+    const Philox4 n = philox_group(d.key, group + 1);
+    // Draws 4·group + [offset, offset + 4): the tail of a, then the head of n (selects, not a dynamic index, so that
+    // nothing goes to local memory).
+    w0 = offset == 1 ? a.v[1] : offset == 2 ? a.v[2] : a.v[3];
+    w1 = offset == 1 ? a.v[2] : offset == 2 ? a.v[3] : n.v[0];
+    w2 = offset == 1 ? a.v[3] : offset == 2 ? n.v[0] : n.v[1];
+    w3 = offset == 1 ? n.v[0] : offset == 2 ? n.v[1] : n.v[2];
+  }
+  return (uniform_from_bits(w0) >= d.p ? 1u : 0u) | (uniform_from_bits(w1) >= d.p ? 2u : 0u) |
+         (uniform_from_bits(w2) >= d.p ? 4u : 0u) | (uniform_from_bits(w3) >= d.p ? 8u : 0u);
+}
+
+// ---- Shared-memory helpers --------------------------------------------------------------------------------------
+
+// dst[rows][ld] (=) `rows` token rows of a token-major tensor, row r at src + r·stride, columns [0, hd); rows at or
+// beyond `valid` and columns [hd, hdp) are zero (zeros add nothing to the tile products and keep every score of a
+// padded row finite). The whole block cooperates. `vec`: 16-byte copies (hd a multiple of 16 / sizeof(T) and src
+// 16-byte aligned, checked on the host).
+template <typename T>
+__device__ __forceinline__ void load_tile(T* dst, int ld, const T* src, std::size_t stride, int valid, int rows,
+                                          int hd, int hdp, bool vec) {
+  if (vec) {
+    constexpr int kPer = 16 / static_cast<int>(sizeof(T));
+    const int per_row = hdp / kPer;
+    for (int e = threadIdx.x; e < rows * per_row; e += blockDim.x) {
+      const int r = e / per_row, c = (e - r * per_row) * kPer;
+      uint4 x = make_uint4(0u, 0u, 0u, 0u);
+      if (r < valid && c < hd) x = *reinterpret_cast<const uint4*>(src + static_cast<std::size_t>(r) * stride + c);
+      *reinterpret_cast<uint4*>(dst + r * ld + c) = x;
+    }
+  } else {
+    for (int e = threadIdx.x; e < rows * hdp; e += blockDim.x) {
+      const int r = e / hdp, c = e - r * hdp;
+      T x{};  // +0 for float and bf16
+      if (r < valid && c < hd) x = src[static_cast<std::size_t>(r) * stride + c];
+      dst[r * ld + c] = x;
+    }
+  }
+}
+
+__device__ __forceinline__ void zero_floats(float* p, int n) {
+  for (int e = threadIdx.x; e < n; e += blockDim.x) p[e] = 0.0f;
+}
+
+__device__ __forceinline__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+
+// Four consecutive elements of a T tile from fp32 values (bf16: rounded to nearest even, as cuda::store).
+__device__ __forceinline__ void store4(float* dst, const float (&v)[4]) {
+  *reinterpret_cast<float4*>(dst) = make_float4(v[0], v[1], v[2], v[3]);
+}
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 x = __floats2bfloat162_rn(lo, hi);  // .x (lower address) = lo
+  return *reinterpret_cast<const uint32_t*>(&x);
+}
+__device__ __forceinline__ void store4(bf16* dst, const float (&v)[4]) {
+  *reinterpret_cast<uint2*>(dst) = make_uint2(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]));
+}
+
+// O[rows 16][hdp] *= factor, where `row` is the lane's row: the two lanes of a row take alternate float4 columns.
+__device__ __forceinline__ void scale_row(float* row, int hdp, int half, float factor) {
+  for (int c4 = half; c4 < hdp / 4; c4 += 2) {
+    float4 x = load4(row + 4 * c4);
+    x.x *= factor;
+    x.y *= factor;
+    x.z *= factor;
+    x.w *= factor;
+    *reinterpret_cast<float4*>(row + 4 * c4) = x;
+  }
+}
+
+// ---- Warp GEMMs on shared memory: 16 output rows per warp, fp32 results --------------------------------------------
+// warp_gemm_nt: C[16 × n] (=) A[16 × k] · Bᵀ with A row-major (lda) and B stored [n][k] row-major (ldb); C row-major
+// (ldc) or, when kTransposedC, column-major (element (r, c) at c·ldc + r).
+// warp_gemm_nn: C[16 × n] (+=) A[16 × k] · B with A row-major (lda) or, when kTransposedA, column-major (element
+// (r, kk) at kk·lda + r), B [k][n] row-major (ldb), C row-major (ldc).
+// n and k are multiples of 16; every pointer and leading dimension meets wmma's rules (32-byte aligned tiles,
+// leading dimensions of 16 bytes) by construction of the layouts above. The whole warp calls them convergently.
+// Output columns go in chunks of 64 (four 16×16 tiles) to bound the registers a chunk holds.
+
+// fp32 (SIMT): lane (r = lane / 2, half = lane % 2) owns row r and, per 64-column chunk, columns 8g + 4·half + [0, 4)
+// for g < 8. Each output is a plain fp32 sum over k in ascending order.
+template <bool kTransposedC>
+__device__ __forceinline__ void warp_gemm_nt(float* c, int ldc, const float* a, int lda, const float* b, int ldb, int n,
+                                             int k) {
+  const int lane = threadIdx.x & 31, r = lane >> 1, half = lane & 1;
+  for (int n0 = 0; n0 < n; n0 += 64) {
+    const int width = min(64, n - n0);
+    float acc[8][4];
+#pragma unroll
+    for (int g = 0; g < 8; ++g) {
+#pragma unroll
+      for (int t = 0; t < 4; ++t) acc[g][t] = 0.0f;
+    }
+    for (int kk = 0; kk < k; kk += 4) {
+      const float4 av = load4(a + r * lda + kk);
+#pragma unroll
+      for (int g = 0; g < 8; ++g) {
+        if (8 * g < width) {
+#pragma unroll
+          for (int t = 0; t < 4; ++t) {
+            const float4 bv = load4(b + (n0 + 8 * g + 4 * half + t) * ldb + kk);
+            float x = acc[g][t];
+            x = fmaf(av.x, bv.x, x);
+            x = fmaf(av.y, bv.y, x);
+            x = fmaf(av.z, bv.z, x);
+            x = fmaf(av.w, bv.w, x);
+            acc[g][t] = x;
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < 8; ++g) {
+      if (8 * g < width) {
+        const int col = n0 + 8 * g + 4 * half;
+        if (kTransposedC) {
+#pragma unroll
+          for (int t = 0; t < 4; ++t) c[(col + t) * ldc + r] = acc[g][t];
+        } else {
+          *reinterpret_cast<float4*>(c + r * ldc + col) = make_float4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]);
+        }
+      }
+    }
+  }
+}
+
+template <bool kTransposedA>
+__device__ __forceinline__ void warp_gemm_nn(float* c, int ldc, const float* a, int lda, const float* b, int ldb, int n,
+                                             int k) {
+  const int lane = threadIdx.x & 31, r = lane >> 1, half = lane & 1;
+  for (int n0 = 0; n0 < n; n0 += 64) {
+    const int width = min(64, n - n0);
+    float4 acc[8];
+#pragma unroll
+    for (int g = 0; g < 8; ++g) {
+      acc[g] = 8 * g < width ? load4(c + r * ldc + n0 + 8 * g + 4 * half) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    for (int kk = 0; kk < k; kk += 4) {
+      float av[4];
+      if (kTransposedA) {
+#pragma unroll
+        for (int t = 0; t < 4; ++t) av[t] = a[(kk + t) * lda + r];
+      } else {
+        const float4 x = load4(a + r * lda + kk);
+        av[0] = x.x, av[1] = x.y, av[2] = x.z, av[3] = x.w;
+      }
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+#pragma unroll
+        for (int g = 0; g < 8; ++g) {
+          if (8 * g < width) {
+            const float4 bv = load4(b + (kk + t) * ldb + n0 + 8 * g + 4 * half);
+            acc[g].x = fmaf(av[t], bv.x, acc[g].x);
+            acc[g].y = fmaf(av[t], bv.y, acc[g].y);
+            acc[g].z = fmaf(av[t], bv.z, acc[g].z);
+            acc[g].w = fmaf(av[t], bv.w, acc[g].w);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < 8; ++g) {
+      if (8 * g < width) *reinterpret_cast<float4*>(c + r * ldc + n0 + 8 * g + 4 * half) = acc[g];
+    }
+  }
+}
+
+// bf16 (tensor cores): nvcuda::wmma 16×16×16 with fp32 accumulation. bf16 wmma needs sm_80; the project builds for
+// 80 and 90 (CMAKE_CUDA_ARCHITECTURES), and the launcher refuses older devices, so the fallback only traps.
+namespace wmma = nvcuda::wmma;
+
+template <bool kTransposedC>
+__device__ __forceinline__ void warp_gemm_nt(float* c, int ldc, const bf16* a, int lda, const bf16* b, int ldb, int n,
+                                             int k) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+  const __nv_bfloat16* a16 = reinterpret_cast<const __nv_bfloat16*>(a);
+  const __nv_bfloat16* b16 = reinterpret_cast<const __nv_bfloat16*>(b);
+  for (int n0 = 0; n0 < n; n0 += 64) {
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[4];
+#pragma unroll
+    for (int f = 0; f < 4; ++f) wmma::fill_fragment(acc[f], 0.0f);
+    for (int kk = 0; kk < k; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+      wmma::load_matrix_sync(fa, a16 + kk, static_cast<unsigned>(lda));
+#pragma unroll
+      for (int f = 0; f < 4; ++f) {
+        if (n0 + 16 * f < n) {
+          // Bᵀ's (kk, col) is B[col][kk]: B stored [n][k] row-major is the k × n operand in column-major order.
+          wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb;
+          wmma::load_matrix_sync(fb, b16 + (n0 + 16 * f) * ldb + kk, static_cast<unsigned>(ldb));
+          wmma::mma_sync(acc[f], fa, fb, acc[f]);
+        }
+      }
+    }
+#pragma unroll
+    for (int f = 0; f < 4; ++f) {
+      if (n0 + 16 * f < n) {
+        if (kTransposedC) {
+          wmma::store_matrix_sync(c + (n0 + 16 * f) * ldc, acc[f], static_cast<unsigned>(ldc), wmma::mem_col_major);
+        } else {
+          wmma::store_matrix_sync(c + n0 + 16 * f, acc[f], static_cast<unsigned>(ldc), wmma::mem_row_major);
+        }
+      }
+    }
+  }
+#else
+  __trap();
+#endif
+}
+
+template <bool kTransposedA>
+__device__ __forceinline__ void warp_gemm_nn(float* c, int ldc, const bf16* a, int lda, const bf16* b, int ldb, int n,
+                                             int k) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+  using ALayout = typename std::conditional<kTransposedA, wmma::col_major, wmma::row_major>::type;
+  const __nv_bfloat16* a16 = reinterpret_cast<const __nv_bfloat16*>(a);
+  const __nv_bfloat16* b16 = reinterpret_cast<const __nv_bfloat16*>(b);
+  for (int n0 = 0; n0 < n; n0 += 64) {
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[4];
+#pragma unroll
+    for (int f = 0; f < 4; ++f) {
+      if (n0 + 16 * f < n) wmma::load_matrix_sync(acc[f], c + n0 + 16 * f, static_cast<unsigned>(ldc), wmma::mem_row_major);
+    }
+    for (int kk = 0; kk < k; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, ALayout> fa;
+      // Column-major A: element (r, kk) at kk·lda + r, so the k-block starting at kk starts at row kk of memory.
+      wmma::load_matrix_sync(fa, kTransposedA ? a16 + kk * lda : a16 + kk, static_cast<unsigned>(lda));
+#pragma unroll
+      for (int f = 0; f < 4; ++f) {
+        if (n0 + 16 * f < n) {
+          wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> fb;
+          wmma::load_matrix_sync(fb, b16 + kk * ldb + n0 + 16 * f, static_cast<unsigned>(ldb));
+          wmma::mma_sync(acc[f], fa, fb, acc[f]);
+        }
+      }
+    }
+#pragma unroll
+    for (int f = 0; f < 4; ++f) {
+      if (n0 + 16 * f < n) wmma::store_matrix_sync(c + n0 + 16 * f, acc[f], static_cast<unsigned>(ldc), wmma::mem_row_major);
+    }
+  }
+#else
+  __trap();
+#endif
+}
+
+// ---- Kernels ------------------------------------------------------------------------------------------------------
+
+// Arguments every fused kernel shares. cu_seqlens: device [B + 1]; tokens T; hidden H = NH·HD; hdp = HDP (ignored
+// by the kernels compiled for a fixed head dim); scale = 1 / sqrt(HD); vec: 16-byte tile loads allowed.
+struct AttentionArgs {
+  const int32_t* cu_seqlens;
+  int tokens, heads, head_dim, hidden, hdp;
+  float scale;
+  AttentionDropout dropout;
+  bool vec;
+};
+
+// ctx[T, H] (=), lse[NH, T] (=). Grid (ceil(S / kTile), NH, B), 2·kTile threads; warp w owns queries
+// q0 + 16w + [0, 16) of the block's tile. Lane (r = lane / 2, half = lane % 2) does the softmax of query row r over
+// the 4-key chunks 2u + half of each key tile, keeping the row's running max m (same in both lanes) and its own part
+// of the running sum l (the two parts are added at the end).
+template <typename T, int kTile, int kHdp>
+__global__ void __launch_bounds__(2 * kTile)
+    attention_forward_kernel(T* ctx, float* lse, const T* qkv, AttentionArgs args) {
+  constexpr int kChunks = kTile / 8;  // 4-key chunks per lane per key tile
+  constexpr int lds = score_ld(kTile);
+  const int hdp = kHdp > 0 ? kHdp : args.hdp;
+  const int b = blockIdx.z, h = blockIdx.y;
+  const int first = args.cu_seqlens[b];
+  const int len = args.cu_seqlens[b + 1] - first;
+  const int q0 = blockIdx.x * kTile;
+  if (q0 >= len) return;  // the whole block: this row has no query tile x
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const ForwardSmem<T> plan(kTile, hdp);
+  T* qs = reinterpret_cast<T*>(smem + plan.q);
+  T* ks = reinterpret_cast<T*>(smem + plan.k);
+  T* vs = reinterpret_cast<T*>(smem + plan.v);
+  float* ss = reinterpret_cast<float*>(smem + plan.s);
+  T* ps = reinterpret_cast<T*>(smem + plan.p);
+  float* os = reinterpret_cast<float*>(smem + plan.o);
+  const int ld = operand_ld<T>(hdp), lda = acc_ld(hdp);
+
+  const std::size_t stride = 3 * static_cast<std::size_t>(args.hidden);  // qkv row of one token
+  const T* q_src = qkv + static_cast<std::size_t>(first) * stride + static_cast<std::size_t>(h) * args.head_dim;
+  const T* k_src = q_src + args.hidden;
+  const T* v_src = q_src + 2 * static_cast<std::size_t>(args.hidden);
+  load_tile(qs, ld, q_src + static_cast<std::size_t>(q0) * stride, stride, min(kTile, len - q0), kTile, args.head_dim,
+            hdp, args.vec);
+  zero_floats(os, kTile * lda);
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int r = lane >> 1, half = lane & 1;
+  const T* q_w = qs + warp * 16 * ld;
+  float* s_w = ss + warp * 16 * lds;
+  T* p_w = ps + warp * 16 * lds;
+  float* o_w = os + warp * 16 * lda;
+  const int i = q0 + warp * 16 + r;  // this lane's query, within the row
+  const bool row_valid = i < len;    // rows past L_b have zero Q: finite scores, never written
+  const bool drop = args.dropout.p > 0.0f && row_valid;
+  const uint64_t drop_row = drop ? args.dropout.row_index(b, h, i) : 0;
+
+  float m = -INFINITY, l = 0.0f;
+  for (int k0 = 0; k0 < len; k0 += kTile) {
+    const int nk = min(kTile, len - k0);  // valid keys of this tile (>= 1)
+    __syncthreads();                      // every warp is done with the previous K and V
+    load_tile(ks, ld, k_src + static_cast<std::size_t>(k0) * stride, stride, nk, kTile, args.head_dim, hdp, args.vec);
+    load_tile(vs, ld, v_src + static_cast<std::size_t>(k0) * stride, stride, nk, kTile, args.head_dim, hdp, args.vec);
+    __syncthreads();
+
+    warp_gemm_nt<false>(s_w, lds, q_w, ld, ks, ld, kTile, hdp);  // S = Q Kᵀ (unscaled)
+    __syncwarp();
+
+    float x[kChunks][4];
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int u = 0; u < kChunks; ++u) {
+      const int c = 2 * u + half;
+      const float4 v = load4(s_w + r * lds + 4 * c);
+      x[u][0] = v.x * args.scale;
+      x[u][1] = v.y * args.scale;
+      x[u][2] = v.z * args.scale;
+      x[u][3] = v.w * args.scale;
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        if (4 * c + t < nk) tile_max = fmaxf(tile_max, x[u][t]);
+      }
+    }
+    // Key k0 is valid and lies in chunk 0 (half 0), so the pair's max is finite.
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+    const float m_new = fmaxf(m, tile_max);
+    const float alpha = expf(m - m_new);  // 0 on the first tile (m = −inf)
+    l *= alpha;
+#pragma unroll
+    for (int u = 0; u < kChunks; ++u) {
+      const int c = 2 * u + half;
+      const unsigned keep = drop ? keep4(args.dropout, drop_row + static_cast<uint64_t>(k0 + 4 * c)) : 0xfu;
+      float pv[4];
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        float p = 0.0f;
+        if (4 * c + t < nk) {
+          p = expf(x[u][t] - m_new);
+          l += p;  // the undropped softmax: lse and the normalisation ignore the mask
+        }
+        pv[t] = (keep >> t) & 1u ? p : 0.0f;
+      }
+      store4(p_w + r * lds + 4 * c, pv);
+    }
+    m = m_new;
+    scale_row(o_w + r * lda, hdp, half, alpha);
+    __syncwarp();
+    warp_gemm_nn<false>(o_w, lda, p_w, lds, vs, ld, hdp, kTile);  // O += dropout(P) V (mask only; scale at the end)
+  }
+  __syncwarp();
+
+  l += __shfl_xor_sync(0xffffffffu, l, 1);
+  const float factor = row_valid ? args.dropout.scale / l : 0.0f;
+  if (half == 0 && row_valid) lse[static_cast<std::size_t>(h) * args.tokens + first + i] = m + logf(l);
+  scale_row(o_w + r * lda, hdp, half, factor);
+  __syncwarp();
+  for (int rr = 0; rr < 16; ++rr) {
+    const int ii = q0 + warp * 16 + rr;
+    if (ii >= len) break;
+    T* dst = ctx + static_cast<std::size_t>(first + ii) * args.hidden + static_cast<std::size_t>(h) * args.head_dim;
+    const float* src = o_w + rr * lda;
+    for (int d = lane; d < args.head_dim; d += 32) cuda::store(dst + d, src[d]);
+  }
+}
+
+// dvec[NH, T] (=) D of each (token, head): Σ_d dctx·ctx over the head's HD columns, in fp32. One warp per
+// (token, head), consecutive warps taking consecutive heads of a token (contiguous reads).
+template <typename T>
+__global__ void __launch_bounds__(kDThreads)
+    attention_backward_d_kernel(float* dvec, const T* dctx, const T* ctx, int tokens, int heads, int head_dim) {
+  const std::size_t pair = (static_cast<std::size_t>(blockIdx.x) * kDThreads + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (pair >= static_cast<std::size_t>(tokens) * heads) return;  // whole warps
+  const std::size_t t = pair / heads, h = pair % heads;
+  const std::size_t base = pair * head_dim;  // (t·NH + h)·HD = t·H + h·HD
+  float sum = 0.0f;
+  for (int d = lane; d < head_dim; d += 32) sum += cuda::load(dctx + base + d) * cuda::load(ctx + base + d);
+  sum = cuda::warp_sum(sum);
+  if (lane == 0) dvec[h * tokens + t] = sum;
+}
+
+// dqkv's K and V columns (=) for the block's keys. Grid (ceil(S / kTile), NH, B), 2·kTile threads; warp w owns keys
+// k0 + 16w + [0, 16). Per query tile, each warp computes Sᵀ = K Qᵀ and dPᵀ = V dctxᵀ for its keys, stored
+// query-major so that lane (c = lane % 4, qi = lane / 4) reads its 4 consecutive keys 4c + [0, 4) of queries
+// qi + 8u as one float4 and draws their mask with one Philox call:
+//   P = exp(s·scale − lse), P̃ = mask ∘ P, dV += P̃ᵀ dctx, dS = P ∘ (mask ∘ dP / (1 − p) − D), dK += dSᵀ Q,
+// and at the end dK ·= 1/sqrt(HD), dV ·= 1/(1 − p).
+template <typename T, int kTile, int kHdp>
+__global__ void __launch_bounds__(2 * kTile)
+    attention_backward_dkdv_kernel(T* dqkv, const T* dctx, const float* lse, const float* dvec, const T* qkv,
+                                   AttentionArgs args) {
+  constexpr int kQueries = kTile / 8;  // queries per lane per query tile
+  constexpr int ldt = transposed_t_ld<T>();
+  const int hdp = kHdp > 0 ? kHdp : args.hdp;
+  const int b = blockIdx.z, h = blockIdx.y;
+  const int first = args.cu_seqlens[b];
+  const int len = args.cu_seqlens[b + 1] - first;
+  const int k0 = blockIdx.x * kTile;
+  if (k0 >= len) return;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const DkdvSmem<T> plan(kTile, hdp);
+  T* ks = reinterpret_cast<T*>(smem + plan.k);
+  T* vs = reinterpret_cast<T*>(smem + plan.v);
+  T* qs = reinterpret_cast<T*>(smem + plan.q);
+  T* dos = reinterpret_cast<T*>(smem + plan.dout);
+  float* lse_s = reinterpret_cast<float*>(smem + plan.lse);
+  float* d_s = reinterpret_cast<float*>(smem + plan.d);
+  float* ss = reinterpret_cast<float*>(smem + plan.s);
+  T* ts = reinterpret_cast<T*>(smem + plan.t);
+  float* dks = reinterpret_cast<float*>(smem + plan.dk);
+  float* dvs = reinterpret_cast<float*>(smem + plan.dv);
+  const int ld = operand_ld<T>(hdp), lda = acc_ld(hdp);
+
+  const std::size_t stride = 3 * static_cast<std::size_t>(args.hidden);
+  const std::size_t head_col = static_cast<std::size_t>(h) * args.head_dim;
+  const T* q_src = qkv + static_cast<std::size_t>(first) * stride + head_col;
+  const T* k_src = q_src + args.hidden;
+  const T* v_src = q_src + 2 * static_cast<std::size_t>(args.hidden);
+  const T* do_src = dctx + static_cast<std::size_t>(first) * args.hidden + head_col;
+  const int nk = min(kTile, len - k0);
+  load_tile(ks, ld, k_src + static_cast<std::size_t>(k0) * stride, stride, nk, kTile, args.head_dim, hdp, args.vec);
+  load_tile(vs, ld, v_src + static_cast<std::size_t>(k0) * stride, stride, nk, kTile, args.head_dim, hdp, args.vec);
+  zero_floats(dks, kTile * lda);
+  zero_floats(dvs, kTile * lda);
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int c = lane & 3, qi = lane >> 2;
+  const T* k_w = ks + warp * 16 * ld;
+  const T* v_w = vs + warp * 16 * ld;
+  float* s_w = ss + warp * kTile * kTransposedLd;
+  T* t_w = ts + warp * kTile * ldt;
+  float* dk_w = dks + warp * 16 * lda;
+  float* dv_w = dvs + warp * 16 * lda;
+  const int j0 = k0 + warp * 16 + 4 * c;  // the first of this lane's four keys, within the row
+  const int keys_left = len - j0;         // key j0 + t is valid iff t < keys_left
+  const bool dropout_on = args.dropout.p > 0.0f;
+  const std::size_t lse_row = static_cast<std::size_t>(h) * args.tokens + first;
+
+  for (int q0 = 0; q0 < len; q0 += kTile) {
+    const int nq = min(kTile, len - q0);
+    __syncthreads();  // every warp is done with the previous Q, dctx, lse and D
+    load_tile(qs, ld, q_src + static_cast<std::size_t>(q0) * stride, stride, nq, kTile, args.head_dim, hdp, args.vec);
+    load_tile(dos, ld, do_src + static_cast<std::size_t>(q0) * args.hidden, args.hidden, nq, kTile, args.head_dim, hdp,
+              args.vec);
+    for (int e = threadIdx.x; e < kTile; e += blockDim.x) {
+      lse_s[e] = e < nq ? lse[lse_row + q0 + e] : 0.0f;
+      d_s[e] = e < nq ? dvec[lse_row + q0 + e] : 0.0f;
+    }
+    __syncthreads();
+
+    warp_gemm_nt<true>(s_w, kTransposedLd, k_w, ld, qs, ld, kTile, hdp);  // Sᵀ, stored [query][key]
+    __syncwarp();
+    float p[kQueries][4];
+    unsigned keep_bits = 0;
+#pragma unroll
+    for (int u = 0; u < kQueries; ++u) {
+      const int q = qi + 8 * u;
+      const bool query_valid = q < nq;
+      const float4 sv = load4(s_w + q * kTransposedLd + 4 * c);
+      const float s4[4] = {sv.x, sv.y, sv.z, sv.w};
+      const unsigned keep =
+          dropout_on && query_valid ? keep4(args.dropout, args.dropout.row_index(b, h, q0 + q) + j0) : 0xfu;
+      keep_bits |= keep << (4 * u);
+      const float row_lse = lse_s[q];
+      float pd[4];
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        p[u][t] = query_valid && t < keys_left ? expf(s4[t] * args.scale - row_lse) : 0.0f;
+        pd[t] = (keep >> t) & 1u ? p[u][t] : 0.0f;
+      }
+      store4(t_w + q * ldt + 4 * c, pd);
+    }
+    __syncwarp();
+    warp_gemm_nn<true>(dv_w, lda, t_w, ldt, dos, ld, hdp, kTile);         // dV += P̃ᵀ dctx
+    warp_gemm_nt<true>(s_w, kTransposedLd, v_w, ld, dos, ld, kTile, hdp);  // dPᵀ = V dctxᵀ, over Sᵀ (read above)
+    __syncwarp();
+#pragma unroll
+    for (int u = 0; u < kQueries; ++u) {
+      const int q = qi + 8 * u;
+      const float4 gv = load4(s_w + q * kTransposedLd + 4 * c);
+      const float g4[4] = {gv.x, gv.y, gv.z, gv.w};
+      const float row_d = d_s[q];
+      float ds[4];
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        float g = g4[t];
+        if (dropout_on) g = (keep_bits >> (4 * u + t)) & 1u ? g * args.dropout.scale : 0.0f;
+        ds[t] = p[u][t] * (g - row_d);
+      }
+      store4(t_w + q * ldt + 4 * c, ds);  // over P̃ᵀ, which the dV product above has consumed
+    }
+    __syncwarp();
+    warp_gemm_nn<true>(dk_w, lda, t_w, ldt, qs, ld, hdp, kTile);  // dK += dSᵀ Q
+  }
+  __syncwarp();
+
+  for (int rr = 0; rr < 16; ++rr) {
+    const int jj = k0 + warp * 16 + rr;
+    if (jj >= len) break;
+    T* dk_dst = dqkv + static_cast<std::size_t>(first + jj) * stride + args.hidden + head_col;
+    T* dv_dst = dk_dst + args.hidden;
+    const float* dk_src = dk_w + rr * lda;
+    const float* dv_src = dv_w + rr * lda;
+    for (int d = lane; d < args.head_dim; d += 32) {
+      cuda::store(dk_dst + d, dk_src[d] * args.scale);
+      cuda::store(dv_dst + d, dv_src[d] * args.dropout.scale);
+    }
+  }
+}
+
+// dqkv's Q columns (=) for the block's queries. Grid (ceil(S / kTile), NH, B), 2·kTile threads; warp w owns queries
+// q0 + 16w + [0, 16), lanes as in the forward. Per key tile: S = Q Kᵀ, P = exp(s·scale − lse) kept in registers,
+// dP = dctx Vᵀ over S's tile, dS = P ∘ (mask ∘ dP / (1 − p) − D), dQ += dS K; at the end dQ ·= 1/sqrt(HD).
+template <typename T, int kTile, int kHdp>
+__global__ void __launch_bounds__(2 * kTile)
+    attention_backward_dq_kernel(T* dqkv, const T* dctx, const float* lse, const float* dvec, const T* qkv,
+                                 AttentionArgs args) {
+  constexpr int kChunks = kTile / 8;
+  constexpr int lds = score_ld(kTile);
+  const int hdp = kHdp > 0 ? kHdp : args.hdp;
+  const int b = blockIdx.z, h = blockIdx.y;
+  const int first = args.cu_seqlens[b];
+  const int len = args.cu_seqlens[b + 1] - first;
+  const int q0 = blockIdx.x * kTile;
+  if (q0 >= len) return;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const DqSmem<T> plan(kTile, hdp);
+  T* qs = reinterpret_cast<T*>(smem + plan.q);
+  T* dos = reinterpret_cast<T*>(smem + plan.dout);
+  T* ks = reinterpret_cast<T*>(smem + plan.k);
+  T* vs = reinterpret_cast<T*>(smem + plan.v);
+  float* ss = reinterpret_cast<float*>(smem + plan.s);
+  T* dss = reinterpret_cast<T*>(smem + plan.ds);
+  float* accs = reinterpret_cast<float*>(smem + plan.acc);
+  const int ld = operand_ld<T>(hdp), lda = acc_ld(hdp);
+
+  const std::size_t stride = 3 * static_cast<std::size_t>(args.hidden);
+  const std::size_t head_col = static_cast<std::size_t>(h) * args.head_dim;
+  const T* q_src = qkv + static_cast<std::size_t>(first) * stride + head_col;
+  const T* k_src = q_src + args.hidden;
+  const T* v_src = q_src + 2 * static_cast<std::size_t>(args.hidden);
+  const T* do_src = dctx + static_cast<std::size_t>(first) * args.hidden + head_col;
+  const int nq = min(kTile, len - q0);
+  load_tile(qs, ld, q_src + static_cast<std::size_t>(q0) * stride, stride, nq, kTile, args.head_dim, hdp, args.vec);
+  load_tile(dos, ld, do_src + static_cast<std::size_t>(q0) * args.hidden, args.hidden, nq, kTile, args.head_dim, hdp,
+            args.vec);
+  zero_floats(accs, kTile * lda);
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int r = lane >> 1, half = lane & 1;
+  const T* q_w = qs + warp * 16 * ld;
+  const T* do_w = dos + warp * 16 * ld;
+  float* s_w = ss + warp * 16 * lds;
+  T* ds_w = dss + warp * 16 * lds;
+  float* acc_w = accs + warp * 16 * lda;
+  const int i = q0 + warp * 16 + r;
+  const bool row_valid = i < len;
+  const std::size_t stat = static_cast<std::size_t>(h) * args.tokens + first + i;
+  const float row_lse = row_valid ? lse[stat] : 0.0f;
+  const float row_d = row_valid ? dvec[stat] : 0.0f;
+  const bool drop = args.dropout.p > 0.0f && row_valid;
+  const uint64_t drop_row = drop ? args.dropout.row_index(b, h, i) : 0;
+
+  for (int k0 = 0; k0 < len; k0 += kTile) {
+    const int nk = min(kTile, len - k0);
+    __syncthreads();
+    load_tile(ks, ld, k_src + static_cast<std::size_t>(k0) * stride, stride, nk, kTile, args.head_dim, hdp, args.vec);
+    load_tile(vs, ld, v_src + static_cast<std::size_t>(k0) * stride, stride, nk, kTile, args.head_dim, hdp, args.vec);
+    __syncthreads();
+
+    warp_gemm_nt<false>(s_w, lds, q_w, ld, ks, ld, kTile, hdp);  // S = Q Kᵀ
+    __syncwarp();
+    float p[kChunks][4];
+#pragma unroll
+    for (int u = 0; u < kChunks; ++u) {
+      const int c = 2 * u + half;
+      const float4 sv = load4(s_w + r * lds + 4 * c);
+      const float s4[4] = {sv.x, sv.y, sv.z, sv.w};
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        p[u][t] = row_valid && 4 * c + t < nk ? expf(s4[t] * args.scale - row_lse) : 0.0f;
+      }
+    }
+    __syncwarp();                                                  // every lane has read S before dP overwrites it
+    warp_gemm_nt<false>(s_w, lds, do_w, ld, vs, ld, kTile, hdp);  // dP = dctx Vᵀ
+    __syncwarp();
+#pragma unroll
+    for (int u = 0; u < kChunks; ++u) {
+      const int c = 2 * u + half;
+      const float4 gv = load4(s_w + r * lds + 4 * c);
+      const float g4[4] = {gv.x, gv.y, gv.z, gv.w};
+      const unsigned keep = drop ? keep4(args.dropout, drop_row + static_cast<uint64_t>(k0 + 4 * c)) : 0xfu;
+      float ds[4];
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        float g = g4[t];
+        if (drop) g = (keep >> t) & 1u ? g * args.dropout.scale : 0.0f;
+        ds[t] = p[u][t] * (g - row_d);
+      }
+      store4(ds_w + r * lds + 4 * c, ds);
+    }
+    __syncwarp();
+    warp_gemm_nn<false>(acc_w, lda, ds_w, lds, ks, ld, hdp, kTile);  // dQ += dS K
+  }
+  __syncwarp();
+
+  for (int rr = 0; rr < 16; ++rr) {
+    const int ii = q0 + warp * 16 + rr;
+    if (ii >= len) break;
+    T* dst = dqkv + static_cast<std::size_t>(first + ii) * stride + head_col;
+    const float* src = acc_w + rr * lda;
+    for (int d = lane; d < args.head_dim; d += 32) cuda::store(dst + d, src[d] * args.scale);
+  }
+}
+
+// ---- Host side ----------------------------------------------------------------------------------------------------
+
+// Checks the arguments both directions share.
+void check_shape(const char* what, int batch, int tokens, int longest, int heads, int head_dim, float dropout_p,
                  const DropoutLayout& layout) {
-  BERTRAIN_CHECK(batch > 0 && seq > 0 && heads > 0 && head_dim > 0,
-                 what << ": batch " << batch << ", seq " << seq << ", heads " << heads << ", head_dim " << head_dim);
-  BERTRAIN_CHECK(tokens >= batch && static_cast<long long>(tokens) <= static_cast<long long>(batch) * seq,
-                 what << ": " << tokens << " tokens in " << batch << " rows of at most " << seq);
-  BERTRAIN_CHECK(static_cast<long long>(batch) * heads * seq <= 0x7fffffffLL,
-                 what << ": B·NH·S = " << static_cast<long long>(batch) * heads * seq << " rows exceed the grid");
+  BERTRAIN_CHECK(batch > 0 && heads > 0 && head_dim > 0 && longest > 0,
+                 what << ": batch " << batch << ", heads " << heads << ", head_dim " << head_dim << ", longest "
+                      << longest);
+  BERTRAIN_CHECK(tokens >= batch && static_cast<long long>(tokens) <= static_cast<long long>(batch) * longest,
+                 what << ": " << tokens << " tokens in " << batch << " rows of at most " << longest);
+  // Grid y and z are NH and B; the qkv row 3H and the D grid must fit in int.
+  BERTRAIN_CHECK(batch <= 65535 && heads <= 65535,
+                 what << ": batch " << batch << " and heads " << heads << " must be at most 65535 (grid limits)");
+  BERTRAIN_CHECK(3LL * heads * head_dim <= INT_MAX && static_cast<long long>(tokens) * heads <= INT_MAX,
+                 what << ": " << tokens << " tokens × " << heads << " heads × " << head_dim << " too large");
   BERTRAIN_CHECK(dropout_p >= 0.0f && dropout_p < 1.0f,
                  what << ": attention dropout must be in [0, 1), got " << dropout_p);
   BERTRAIN_CHECK(dropout_p == 0.0f || layout.first_sample >= 0,
                  what << ": dropout layout first_sample " << layout.first_sample);
 }
 
-// True when the byte ranges [a, a + a_elements) and [b, b + b_elements) of T share an element.
-template <typename T>
-bool overlap(const T* a, std::size_t a_elements, const T* b, std::size_t b_elements) {
+// True when the byte ranges [a, a + a_bytes) and [b, b + b_bytes) share a byte.
+bool overlap(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) {
   const auto a0 = reinterpret_cast<std::uintptr_t>(a), b0 = reinterpret_cast<std::uintptr_t>(b);
-  return a0 < b0 + b_elements * sizeof(T) && b0 < a0 + a_elements * sizeof(T);
+  return a0 < b0 + b_bytes && b0 < a0 + a_bytes;
 }
 
-// C = alpha · op(A) · op(B) for each of `count` blocks (column-major, beta = 0), fp32 compute. C is T, or float
-// (bf16 A and B with an fp32 C: a supported cublasGemmStridedBatchedEx combination).
-template <typename T, typename C = T>
-void batched_gemm(const GpuHandles& handles, cublasOperation_t op_a, cublasOperation_t op_b, int m, int n, int k,
-                  float alpha, const T* a, int lda, long long stride_a, const T* b, int ldb, long long stride_b, C* c,
-                  int ldc, long long stride_c, int count) {
-  constexpr cudaDataType_t type = cuda::CudaDataType<T>::value;
-  const float beta = 0.0f;
-  BERTRAIN_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handles.blas, op_a, op_b, m, n, k, &alpha, a, type, lda, stride_a,
-                                                   b, type, ldb, stride_b, &beta, c, cuda::CudaDataType<C>::value, ldc,
-                                                   stride_c, count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-}
-
-// Dropout parameters as the kernels need them: element (b, h, i, j) of the B·NH·S·S probabilities has logical
-// index (((first_sample + b)·NH + h)·P + i)·P + j with P = positions = max(max_positions, S).
-struct DropoutParams {
-  float p;
-  float scale;  // 1 / (1 - p), computed in float as the CPU's dropout_span<float>
-  RandomKey key;
-  uint64_t first_sample;
-  uint64_t positions;
+struct Named {
+  const char* name;
+  const void* p;
+  std::size_t bytes;
 };
 
-DropoutParams dropout_params(float p, const RandomKey& key, const DropoutLayout& layout, int seq) {
-  DropoutParams d;
+// Throws naming the pair when an output overlaps an input or another output.
+void check_no_overlap(const char* what, std::initializer_list<Named> outputs, std::initializer_list<Named> inputs) {
+  for (auto o = outputs.begin(); o != outputs.end(); ++o) {
+    for (auto other = o + 1; other != outputs.end(); ++other) {
+      BERTRAIN_CHECK(!overlap(o->p, o->bytes, other->p, other->bytes),
+                     what << ": " << o->name << " and " << other->name << " overlap");
+    }
+    for (const Named& in : inputs) {
+      BERTRAIN_CHECK(!overlap(o->p, o->bytes, in.p, in.bytes), what << ": " << o->name << " overlaps " << in.name);
+    }
+  }
+}
+
+AttentionDropout make_dropout(float p, const RandomKey& key, const DropoutLayout& layout, int longest, int heads) {
+  AttentionDropout d;
   d.p = p;
-  d.scale = 1.0f / (1.0f - p);
+  d.scale = p > 0.0f ? 1.0f / (1.0f - p) : 1.0f;
   d.key = key;
-  d.first_sample = static_cast<uint64_t>(layout.first_sample);
-  d.positions = static_cast<uint64_t>(std::max(layout.max_positions, seq));
+  d.first_sample = static_cast<uint64_t>(std::max<int64_t>(layout.first_sample, 0));
+  d.positions = static_cast<uint64_t>(std::max(layout.max_positions, longest));
+  d.heads = heads;
   return d;
 }
 
-// Logical dropout index of the first element of row i of block (b, h).
-__device__ __forceinline__ uint64_t dropout_row_index(const DropoutParams& d, uint64_t b, int heads, int h, int i) {
-  return (((d.first_sample + b) * static_cast<uint64_t>(heads) + static_cast<uint64_t>(h)) * d.positions +
-          static_cast<uint64_t>(i)) *
-         d.positions;
-}
-
-// Inverted dropout of one value with the CPU's rule: kept when its uniform draw is >= p, then scaled.
-__device__ __forceinline__ float dropout_value(const DropoutParams& d, uint64_t index, float x) {
-  return philox_uniform(d.key, index) >= d.p ? x * d.scale : 0.0f;
-}
-
-// Threads of a one-block-per-row kernel: the row length rounded up to whole warps, at most kMaxRowThreads.
-int row_threads(int seq) { return std::min(kMaxRowThreads, (seq + 31) / 32 * 32); }
-
-// dst[b, h, s, :] (=) src[cu_seqlens[b] + s, h·HD : (h+1)·HD] for s < L_b, 0 for s in [L_b, S): the packed
-// [T, H] tokens split into heads and padded. Grid-stride over the B·NH·S·HD destination elements.
+// 16-byte tile loads when every row of every tensor read starts 16-byte aligned: HD (hence H and 3H) a multiple of
+// 16 / sizeof(T) elements and each base pointer aligned.
 template <typename T>
-__global__ void attention_split_heads_kernel(T* dst, const T* src, const int32_t* cu_seqlens, int batch, int seq,
-                                             int heads, int head_dim) {
-  const std::size_t n = static_cast<std::size_t>(batch) * heads * seq * head_dim;
-  const std::size_t stride = static_cast<std::size_t>(blockDim.x) * gridDim.x;
-  for (std::size_t e = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += stride) {
-    const std::size_t d = e % head_dim;
-    const std::size_t s = (e / head_dim) % seq;
-    const std::size_t h = (e / (static_cast<std::size_t>(head_dim) * seq)) % heads;
-    const std::size_t b = e / (static_cast<std::size_t>(head_dim) * seq * heads);
-    const std::size_t first = static_cast<std::size_t>(cu_seqlens[b]);
-    if (first + s < static_cast<std::size_t>(cu_seqlens[b + 1])) {
-      dst[e] = src[((first + s) * heads + h) * head_dim + d];
-    } else {
-      cuda::store(dst + e, 0.0f);
-    }
+bool vectorizable(int head_dim, std::initializer_list<const void*> pointers) {
+  if (head_dim % (16 / static_cast<int>(sizeof(T))) != 0) return false;
+  for (const void* p : pointers) {
+    if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
   }
+  return true;
 }
 
-// dst[cu_seqlens[b] + s, h·HD : (h+1)·HD] (=) src[b, h, s, :] for s < L_b (the heads merged back into the packed
-// [T, H]; padded positions are dropped). Grid-stride over the B·S·H padded positions, in destination order.
-template <typename T>
-__global__ void attention_merge_heads_kernel(T* dst, const T* src, const int32_t* cu_seqlens, int batch, int seq,
-                                             int heads, int head_dim) {
-  const std::size_t n = static_cast<std::size_t>(batch) * seq * heads * head_dim;
-  const std::size_t stride = static_cast<std::size_t>(blockDim.x) * gridDim.x;
-  for (std::size_t e = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += stride) {
-    const std::size_t d = e % head_dim;
-    const std::size_t h = (e / head_dim) % heads;
-    const std::size_t s = (e / (static_cast<std::size_t>(head_dim) * heads)) % seq;
-    const std::size_t b = e / (static_cast<std::size_t>(head_dim) * heads * seq);
-    const std::size_t first = static_cast<std::size_t>(cu_seqlens[b]);
-    if (first + s < static_cast<std::size_t>(cu_seqlens[b + 1])) {
-      dst[((first + s) * heads + h) * head_dim + d] = src[((b * heads + h) * seq + s) * head_dim + d];
-    }
+// The current device's compute capability and opt-in shared memory per block, queried once per device.
+struct DeviceFacts {
+  int device = 0, major = 0, max_smem = 0;
+};
+
+DeviceFacts current_device_facts() {
+  static std::mutex mutex;
+  static std::map<int, DeviceFacts> known;
+  int device = 0;
+  BERTRAIN_CUDA_CHECK(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = known.find(device);
+  if (it == known.end()) {
+    DeviceFacts f;
+    f.device = device;
+    BERTRAIN_CUDA_CHECK(cudaDeviceGetAttribute(&f.major, cudaDevAttrComputeCapabilityMajor, device));
+    BERTRAIN_CUDA_CHECK(cudaDeviceGetAttribute(&f.max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    it = known.emplace(device, f).first;
   }
+  return it->second;
 }
 
-// Score j of a row whose sample has `length` tokens: keys beyond it get the lowest float added, so their
-// probability is exactly 0 (the CPU has no such keys).
-template <typename S>
-__device__ __forceinline__ float masked_score(const S* row, int length, int j) {
-  float s = cuda::load(row + j);
-  if (j >= length) s += -FLT_MAX;
-  return s;
+// Above 48 KiB a kernel must opt in to its dynamic shared memory: once per (kernel, device), up to the device's limit
+// (so any later launch of it fits). A host-side attribute, no synchronisation.
+template <typename Kernel>
+void allow_shared_memory(Kernel* kernel, std::size_t bytes, const DeviceFacts& dev) {
+  if (bytes <= kStaticSmemLimit) return;
+  static std::mutex mutex;
+  static std::set<std::pair<const void*, int>> done;
+  std::lock_guard<std::mutex> lock(mutex);
+  const std::pair<const void*, int> id(reinterpret_cast<const void*>(kernel), dev.device);
+  if (done.count(id) != 0) return;
+  BERTRAIN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dev.max_smem));
+  done.insert(id);
 }
 
-// probs[B, NH, S, S] (=) softmax over each row of the scores[B, NH, S, S] over the row's real keys (the scaled scores, in S: float,
-// or T when scores == probs: in place). When dropped is not null, dropped[B, NH, S, S] (=) dropout(probs) of the
-// stored (rounded) probabilities. One block per row of S: blockIdx.x = (b·NH + h)·S + i.
-template <typename T, typename S>
-__global__ void attention_softmax_forward_kernel(T* probs, T* dropped, const S* scores, const int32_t* cu_seqlens,
-                                                 int seq, int heads, DropoutParams dropout) {
-  __shared__ float shared[32];
-  const std::size_t row = blockIdx.x;
-  const int i = static_cast<int>(row % seq);
-  const std::size_t bh = row / seq;
-  const int h = static_cast<int>(bh % heads);
-  const std::size_t b = bh / heads;
-  T* prow = probs + row * seq;
-  const S* srow = scores + row * seq;
-  const int length = cu_seqlens[b + 1] - cu_seqlens[b];
-
-  float mx = -FLT_MAX;  // the CPU starts from the lowest float too
-  for (int j = threadIdx.x; j < seq; j += blockDim.x) mx = fmaxf(mx, masked_score(srow, length, j));
-  mx = cuda::block_max(mx, shared);
-  float sum = 0.0f;
-  for (int j = threadIdx.x; j < seq; j += blockDim.x) sum += expf(masked_score(srow, length, j) - mx);
-  sum = cuda::block_sum(sum, shared);
-  const float inv = 1.0f / sum;
-  // In place (scores == probs), each thread rewrites only the elements it read above, and no thread reads them
-  // afterwards.
-  for (int j = threadIdx.x; j < seq; j += blockDim.x) {
-    cuda::store(prow + j, expf(masked_score(srow, length, j) - mx) * inv);
+// The preferred tile for a padded head dim (shared memory grows with tile·HDP), shrunk until the kernel's
+// shared memory fits the device; 0 when not even 16 fits.
+template <template <typename> class Smem, typename T>
+int choose_tile(int hdp, const DeviceFacts& dev) {
+  for (int tile = hdp <= 64 ? 64 : hdp <= 128 ? 32 : 16; tile >= 16; tile /= 2) {
+    if (Smem<T>(tile, hdp).bytes <= static_cast<std::size_t>(dev.max_smem)) return tile;
   }
-  if (dropped != nullptr) {
-    T* drow = dropped + row * seq;
-    const uint64_t first = dropout_row_index(dropout, b, heads, h, i);
-    // Reads back what this thread stored above, so forward drops exactly the probabilities backward will
-    // read from probs (for bf16: the rounded ones).
-    for (int j = threadIdx.x; j < seq; j += blockDim.x) {
-      cuda::store(drow + j, dropout_value(dropout, first + static_cast<uint64_t>(j), cuda::load(prow + j)));
-    }
+  return 0;
+}
+
+template <template <typename> class Smem, typename T>
+int checked_tile(const char* what, int head_dim, int hdp, const DeviceFacts& dev) {
+  if (std::is_same<T, bf16>::value) {
+    BERTRAIN_CHECK(dev.major >= 8, what << ": bf16 tensor-core tiles need compute capability 8.0 or newer (device "
+                                        << dev.device << " is " << dev.major << ".x)");
   }
+  const int tile = choose_tile<Smem, T>(hdp, dev);
+  BERTRAIN_CHECK(tile > 0, what << ": head_dim " << head_dim << " needs " << Smem<T>(16, hdp).bytes
+                                << " bytes of shared memory per block even with 16-token tiles; device " << dev.device
+                                << " allows " << dev.max_smem);
+  return tile;
 }
 
-// dropped[B, NH, S, S] (=) dropout(probs), the forward's mask regenerated. Grid-stride over B·NH·S·S.
-template <typename T>
-__global__ void attention_dropout_kernel(T* dropped, const T* probs, int batch, int seq, int heads,
-                                         DropoutParams dropout) {
-  const std::size_t n = static_cast<std::size_t>(batch) * heads * seq * seq;
-  const std::size_t stride = static_cast<std::size_t>(blockDim.x) * gridDim.x;
-  for (std::size_t e = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += stride) {
-    const int j = static_cast<int>(e % seq);
-    const std::size_t row = e / seq;
-    const int i = static_cast<int>(row % seq);
-    const std::size_t bh = row / seq;
-    const int h = static_cast<int>(bh % heads);
-    const std::size_t b = bh / heads;
-    const uint64_t index = dropout_row_index(dropout, b, heads, h, i) + static_cast<uint64_t>(j);
-    cuda::store(dropped + e, dropout_value(dropout, index, cuda::load(probs + e)));
-  }
+template <typename T, int kTile, int kHdp>
+void launch_forward_tile(T* ctx, float* lse, const T* qkv, const AttentionArgs& args, int batch, int longest,
+                         const DeviceFacts& dev, CudaStream stream) {
+  const std::size_t bytes = ForwardSmem<T>(kTile, args.hdp).bytes;
+  allow_shared_memory(attention_forward_kernel<T, kTile, kHdp>, bytes, dev);
+  const dim3 grid(static_cast<unsigned>((longest + kTile - 1) / kTile), static_cast<unsigned>(args.heads),
+                  static_cast<unsigned>(batch));
+  attention_forward_kernel<T, kTile, kHdp><<<grid, 2 * kTile, bytes, stream>>>(ctx, lse, qkv, args);
+  BERTRAIN_CUDA_CHECK_LAUNCH("attention_forward_kernel");
 }
 
-// Softmax backward, in place: on entry dp[B, NH, S, S] holds dP_used = dctx_h · vhᵀ (the gradient of the
-// dropped probabilities); dP = dP_used through the forward's dropout mask (when dropout_p > 0), and
-// dp (=) dS_ij = P_ij (dP_ij − Σ_k dP_ik P_ik) with P the saved probabilities before dropout. The 1/sqrt(HD)
-// scale is left to the dQ/dK GEMMs. One block per row of S: blockIdx.x = (b·NH + h)·S + i.
-template <typename T>
-__global__ void attention_softmax_backward_kernel(T* dp, const T* probs, int seq, int heads, bool use_dropout,
-                                                  DropoutParams dropout) {
-  __shared__ float shared[32];
-  const std::size_t row = blockIdx.x;
-  const int i = static_cast<int>(row % seq);
-  const std::size_t bh = row / seq;
-  const int h = static_cast<int>(bh % heads);
-  const std::size_t b = bh / heads;
-  const T* prow = probs + row * seq;
-  T* drow = dp + row * seq;
-  const uint64_t first = use_dropout ? dropout_row_index(dropout, b, heads, h, i) : 0;
-  // The masked gradient is recomputed in the second pass rather than stored, so bf16 rounds it only once.
-  auto grad = [&](int j) {
-    const float g = cuda::load(drow + j);
-    return use_dropout ? dropout_value(dropout, first + static_cast<uint64_t>(j), g) : g;
-  };
-  float dot = 0.0f;
-  for (int j = threadIdx.x; j < seq; j += blockDim.x) dot += grad(j) * cuda::load(prow + j);
-  dot = cuda::block_sum(dot, shared);
-  // Each thread rewrites only the elements it read above.
-  for (int j = threadIdx.x; j < seq; j += blockDim.x) cuda::store(drow + j, cuda::load(prow + j) * (grad(j) - dot));
+template <typename T, int kTile, int kHdp>
+void launch_backward_tile_dkdv(T* dqkv, const T* dctx, const float* lse, const float* dvec, const T* qkv,
+                               const AttentionArgs& args, int batch, int longest, const DeviceFacts& dev,
+                               CudaStream stream) {
+  const std::size_t bytes = DkdvSmem<T>(kTile, args.hdp).bytes;
+  allow_shared_memory(attention_backward_dkdv_kernel<T, kTile, kHdp>, bytes, dev);
+  const dim3 grid(static_cast<unsigned>((longest + kTile - 1) / kTile), static_cast<unsigned>(args.heads),
+                  static_cast<unsigned>(batch));
+  attention_backward_dkdv_kernel<T, kTile, kHdp><<<grid, 2 * kTile, bytes, stream>>>(dqkv, dctx, lse, dvec, qkv, args);
+  BERTRAIN_CUDA_CHECK_LAUNCH("attention_backward_dkdv_kernel");
 }
 
-template <typename T>
-void split_heads(const GpuHandles& handles, T* dst, const T* src, const int32_t* cu_seqlens,
-                 const AttentionShape& shape) {
-  attention_split_heads_kernel<T><<<cuda::elementwise_blocks(shape.tokens_x_hidden, kThreads), kThreads, 0,
-                                    handles.stream>>>(dst, src, cu_seqlens, shape.batch, shape.seq, shape.heads,
-                                                      shape.head_dim);
-  BERTRAIN_CUDA_CHECK_LAUNCH("attention_split_heads_kernel");
+template <typename T, int kTile, int kHdp>
+void launch_backward_tile_dq(T* dqkv, const T* dctx, const float* lse, const float* dvec, const T* qkv,
+                             const AttentionArgs& args, int batch, int longest, const DeviceFacts& dev,
+                             CudaStream stream) {
+  const std::size_t bytes = DqSmem<T>(kTile, args.hdp).bytes;
+  allow_shared_memory(attention_backward_dq_kernel<T, kTile, kHdp>, bytes, dev);
+  const dim3 grid(static_cast<unsigned>((longest + kTile - 1) / kTile), static_cast<unsigned>(args.heads),
+                  static_cast<unsigned>(batch));
+  attention_backward_dq_kernel<T, kTile, kHdp><<<grid, 2 * kTile, bytes, stream>>>(dqkv, dctx, lse, dvec, qkv, args);
+  BERTRAIN_CUDA_CHECK_LAUNCH("attention_backward_dq_kernel");
 }
 
-template <typename T>
-void merge_heads(const GpuHandles& handles, T* dst, const T* src, const int32_t* cu_seqlens,
-                 const AttentionShape& shape) {
-  attention_merge_heads_kernel<T><<<cuda::elementwise_blocks(shape.tokens_x_hidden, kThreads), kThreads, 0,
-                                    handles.stream>>>(dst, src, cu_seqlens, shape.batch, shape.seq, shape.heads,
-                                                      shape.head_dim);
-  BERTRAIN_CUDA_CHECK_LAUNCH("attention_merge_heads_kernel");
+AttentionArgs make_args(const int32_t* cu_seqlens, int tokens, int heads, int head_dim, float dropout_p,
+                        const RandomKey& key, const DropoutLayout& layout, int longest, bool vec) {
+  AttentionArgs a;
+  a.cu_seqlens = cu_seqlens;
+  a.tokens = tokens;
+  a.heads = heads;
+  a.head_dim = head_dim;
+  a.hidden = heads * head_dim;
+  a.hdp = padded_head_dim(head_dim);
+  // The CPU's T(1) / std::sqrt(T(HD)) for T = float.
+  a.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  a.dropout = make_dropout(dropout_p, key, layout, longest, heads);
+  a.vec = vec;
+  return a;
 }
 
 }  // namespace
 
-std::size_t attention_workspace_elements_cuda(int batch, int seq, int heads, int head_dim) {
-  BERTRAIN_CHECK(batch > 0 && seq > 0 && heads > 0 && head_dim > 0,
-                 "attention_workspace_elements_cuda: batch " << batch << ", seq " << seq << ", heads " << heads
-                                                             << ", head_dim " << head_dim);
-  return AttentionShape(batch, seq, heads, head_dim).workspace_elements();
+std::size_t attention_workspace_floats_cuda(int tokens, int heads) {
+  BERTRAIN_CHECK(tokens > 0 && heads > 0, "attention_workspace_floats_cuda: tokens " << tokens << ", heads " << heads);
+  return static_cast<std::size_t>(tokens) * static_cast<std::size_t>(heads);
 }
 
 template <typename T>
-void attention_forward_cuda(const GpuHandles& handles, T* ctx, T* probs, T* qh, T* kh, T* vh, const T* q, const T* k,
-                            const T* v, const int32_t* cu_seqlens, int batch, int tokens, int seq, int heads,
-                            int head_dim, float dropout_p, const RandomKey& key, const DropoutLayout& layout,
-                            T* workspace) {
-  check_shape("attention_forward_cuda", batch, tokens, seq, heads, head_dim, dropout_p, layout);
-  BERTRAIN_CHECK(ctx && probs && qh && kh && vh && q && k && v && cu_seqlens && workspace,
-                 "attention_forward_cuda: null pointer argument");
-  const AttentionShape shape(batch, seq, heads, head_dim);
-  const std::size_t n = shape.tokens_x_hidden, np = shape.probs, nw = shape.workspace_elements();
-  const std::size_t packed = static_cast<std::size_t>(tokens) * heads * head_dim;  // T·H
-  // Outputs must not overlap each other, the inputs or the workspace (the kernels do not support aliasing).
-  const T* outputs[] = {ctx, probs, qh, kh, vh, workspace};
-  const std::size_t sizes[] = {packed, np, n, n, n, nw};
-  const T* inputs[] = {q, k, v};
-  for (int a = 0; a < 6; ++a) {
-    for (int b = a + 1; b < 6; ++b) {
-      BERTRAIN_CHECK(!overlap(outputs[a], sizes[a], outputs[b], sizes[b]),
-                     "attention_forward_cuda: output/workspace buffers " << a << " and " << b << " overlap");
-    }
-    for (const T* in : inputs) {
-      BERTRAIN_CHECK(!overlap(outputs[a], sizes[a], in, packed),
-                     "attention_forward_cuda: output/workspace buffer " << a << " overlaps q, k or v");
-    }
-  }
-  BERTRAIN_CHECK(handles.blas != nullptr, "attention_forward_cuda: no cuBLAS handle");
-  T* ctx_h = shape.region(workspace, 0);
-  T* dropped = dropout_p > 0.0f ? shape.region(workspace, 4) : nullptr;
-  const int bh = batch * heads;
-  const long long block_hd = static_cast<long long>(seq) * head_dim, block_ss = static_cast<long long>(seq) * seq;
-  const float alpha = 1.0f / std::sqrt(static_cast<float>(head_dim));  // the CPU's T(1) / std::sqrt(T(HD))
+void attention_forward_cuda(T* ctx, float* lse, const T* qkv, const int32_t* cu_seqlens, int batch, int tokens,
+                            int longest, int heads, int head_dim, float dropout_p, const RandomKey& key,
+                            const DropoutLayout& layout, CudaStream stream) {
+  const char* what = "attention_forward_cuda";
+  check_shape(what, batch, tokens, longest, heads, head_dim, dropout_p, layout);
+  BERTRAIN_CHECK(ctx != nullptr && lse != nullptr && qkv != nullptr && cu_seqlens != nullptr,
+                 what << ": null pointer argument");
+  const std::size_t n = static_cast<std::size_t>(tokens) * heads * head_dim;  // T·H
+  const std::size_t nl = static_cast<std::size_t>(tokens) * heads;            // NH·T
+  check_no_overlap(what, {{"ctx", ctx, n * sizeof(T)}, {"lse", lse, nl * sizeof(float)}},
+                   {{"qkv", qkv, 3 * n * sizeof(T)}});
 
-  // qh, kh, vh [B, NH, S, HD] from q, k, v [T, H].
-  split_heads(handles, qh, q, cu_seqlens, shape);
-  split_heads(handles, kh, k, cu_seqlens, shape);
-  split_heads(handles, vh, v, cu_seqlens, shape);
-  const DropoutParams dropout = dropout_params(dropout_p, key, layout, seq);
-  const unsigned rows = static_cast<unsigned>(np / seq);
-  if constexpr (std::is_same_v<T, float>) {
-    // scores[bh] (S × S) = qh[bh] · kh[bh]ᵀ · α, as scoresᵀ = kh · qhᵀ, into probs; softmax and dropout in place.
-    batched_gemm<T>(handles, CUBLAS_OP_T, CUBLAS_OP_N, seq, seq, head_dim, alpha, kh, head_dim, block_hd, qh,
-                    head_dim, block_hd, probs, seq, block_ss, bh);
-    attention_softmax_forward_kernel<T, T>
-        <<<rows, row_threads(seq), 0, handles.stream>>>(probs, dropped, probs, cu_seqlens, seq, heads, dropout);
-    BERTRAIN_CUDA_CHECK_LAUNCH("attention_softmax_forward_kernel");
+  const DeviceFacts dev = current_device_facts();
+  const int hdp = padded_head_dim(head_dim);
+  const int tile = checked_tile<ForwardSmem, T>(what, head_dim, hdp, dev);
+  const AttentionArgs args = make_args(cu_seqlens, tokens, heads, head_dim, dropout_p, key, layout, longest,
+                                       vectorizable<T>(head_dim, {qkv}));
+  if (tile == 64 && hdp == kFastHeadDim) {
+    launch_forward_tile<T, 64, kFastHeadDim>(ctx, lse, qkv, args, batch, longest, dev, stream);
+  } else if (tile == 64) {
+    launch_forward_tile<T, 64, 0>(ctx, lse, qkv, args, batch, longest, dev, stream);
+  } else if (tile == 32) {
+    launch_forward_tile<T, 32, 0>(ctx, lse, qkv, args, batch, longest, dev, stream);
   } else {
-    // The same scores in fp32 (regions [4] + [5] of the workspace), so that the softmax reads unrounded scores.
-    static_assert(sizeof(T) * 2 >= sizeof(float), "regions [4] + [5] hold the float scores");
-    float* scores = reinterpret_cast<float*>(shape.region(workspace, 4));
-    batched_gemm<T, float>(handles, CUBLAS_OP_T, CUBLAS_OP_N, seq, seq, head_dim, alpha, kh, head_dim, block_hd, qh,
-                           head_dim, block_hd, scores, seq, block_ss, bh);
-    attention_softmax_forward_kernel<T, float>
-        <<<rows, row_threads(seq), 0, handles.stream>>>(probs, nullptr, scores, cu_seqlens, seq, heads, dropout);
-    BERTRAIN_CUDA_CHECK_LAUNCH("attention_softmax_forward_kernel");
-    if (dropped != nullptr) {
-      // Region [4] overlaps the scores, dead now (stream order); the backward's pass draws the same mask from the
-      // same stored probabilities, so forward and backward drop the same values.
-      attention_dropout_kernel<T><<<cuda::elementwise_blocks(np, kThreads), kThreads, 0, handles.stream>>>(
-          dropped, probs, batch, seq, heads, dropout);
-      BERTRAIN_CUDA_CHECK_LAUNCH("attention_dropout_kernel");
-    }
+    launch_forward_tile<T, 16, 0>(ctx, lse, qkv, args, batch, longest, dev, stream);
   }
-  // ctx_h[bh] (S × HD) = P_used[bh] · vh[bh], as ctx_hᵀ = vhᵀ · P_usedᵀ.
-  const T* used = dropped != nullptr ? dropped : probs;
-  batched_gemm<T>(handles, CUBLAS_OP_N, CUBLAS_OP_N, head_dim, seq, seq, 1.0f, vh, head_dim, block_hd, used, seq,
-                  block_ss, ctx_h, head_dim, block_hd, bh);
-  merge_heads(handles, ctx, ctx_h, cu_seqlens, shape);
 }
 
 template <typename T>
-void attention_backward_cuda(const GpuHandles& handles, T* dq, T* dk, T* dv, const T* dctx, const T* probs,
-                             const T* qh, const T* kh, const T* vh, const int32_t* cu_seqlens, int batch, int tokens,
-                             int seq, int heads, int head_dim, float dropout_p, const RandomKey& key,
-                             const DropoutLayout& layout, T* workspace) {
-  check_shape("attention_backward_cuda", batch, tokens, seq, heads, head_dim, dropout_p, layout);
-  BERTRAIN_CHECK(dq && dk && dv && dctx && probs && qh && kh && vh && cu_seqlens && workspace,
-                 "attention_backward_cuda: null pointer argument");
-  const AttentionShape shape(batch, seq, heads, head_dim);
-  const std::size_t n = shape.tokens_x_hidden, np = shape.probs, nw = shape.workspace_elements();
-  const std::size_t packed = static_cast<std::size_t>(tokens) * heads * head_dim;  // T·H
-  const T* outputs[] = {dq, dk, dv, workspace};
-  const std::size_t sizes[] = {packed, packed, packed, nw};
-  const T* inputs[] = {dctx, probs, qh, kh, vh};
-  const std::size_t input_sizes[] = {packed, np, n, n, n};
-  for (int a = 0; a < 4; ++a) {
-    for (int b = a + 1; b < 4; ++b) {
-      BERTRAIN_CHECK(!overlap(outputs[a], sizes[a], outputs[b], sizes[b]),
-                     "attention_backward_cuda: output/workspace buffers " << a << " and " << b << " overlap");
-    }
-    for (int b = 0; b < 5; ++b) {
-      BERTRAIN_CHECK(!overlap(outputs[a], sizes[a], inputs[b], input_sizes[b]),
-                     "attention_backward_cuda: output/workspace buffer " << a << " overlaps input " << b);
-    }
-  }
-  BERTRAIN_CHECK(handles.blas != nullptr, "attention_backward_cuda: no cuBLAS handle");
-  T* dctx_h = shape.region(workspace, 0);
-  T* dqh = shape.region(workspace, 1);
-  T* dkh = shape.region(workspace, 2);
-  T* dvh = shape.region(workspace, 3);
-  T* dropped = shape.region(workspace, 4);
-  T* dp = shape.region(workspace, 5);
-  const int bh = batch * heads;
-  const long long block_hd = static_cast<long long>(seq) * head_dim, block_ss = static_cast<long long>(seq) * seq;
-  const float alpha = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  const DropoutParams dropout = dropout_params(dropout_p, key, layout, seq);
-  const bool use_dropout = dropout_p > 0.0f;
+void attention_backward_cuda(T* dqkv, const T* dctx, const T* ctx, const float* lse, const T* qkv,
+                             const int32_t* cu_seqlens, int batch, int tokens, int longest, int heads, int head_dim,
+                             float dropout_p, const RandomKey& key, const DropoutLayout& layout, float* workspace,
+                             CudaStream stream) {
+  const char* what = "attention_backward_cuda";
+  check_shape(what, batch, tokens, longest, heads, head_dim, dropout_p, layout);
+  BERTRAIN_CHECK(dqkv != nullptr && dctx != nullptr && ctx != nullptr && lse != nullptr && qkv != nullptr &&
+                     cu_seqlens != nullptr && workspace != nullptr,
+                 what << ": null pointer argument");
+  const std::size_t n = static_cast<std::size_t>(tokens) * heads * head_dim;  // T·H
+  const std::size_t nl = static_cast<std::size_t>(tokens) * heads;            // NH·T
+  // The dK/dV kernel writes dqkv while the dQ kernel, later, still reads qkv, dctx, lse and D: no aliasing at all.
+  check_no_overlap(what, {{"dqkv", dqkv, 3 * n * sizeof(T)}, {"workspace", workspace, nl * sizeof(float)}},
+                   {{"dctx", dctx, n * sizeof(T)},
+                    {"ctx", ctx, n * sizeof(T)},
+                    {"lse", lse, nl * sizeof(float)},
+                    {"qkv", qkv, 3 * n * sizeof(T)}});
 
-  split_heads(handles, dctx_h, dctx, cu_seqlens, shape);
-  const T* used = probs;
-  if (use_dropout) {
-    attention_dropout_kernel<T><<<cuda::elementwise_blocks(np, kThreads), kThreads, 0, handles.stream>>>(
-        dropped, probs, batch, seq, heads, dropout);
-    BERTRAIN_CUDA_CHECK_LAUNCH("attention_dropout_kernel");
-    used = dropped;
+  const DeviceFacts dev = current_device_facts();
+  const int hdp = padded_head_dim(head_dim);
+  const int tile_dkdv = checked_tile<DkdvSmem, T>(what, head_dim, hdp, dev);
+  const int tile_dq = checked_tile<DqSmem, T>(what, head_dim, hdp, dev);
+  const AttentionArgs args = make_args(cu_seqlens, tokens, heads, head_dim, dropout_p, key, layout, longest,
+                                       vectorizable<T>(head_dim, {qkv, dctx}));
+
+  // D = rowsum(dctx ∘ ctx) into the workspace [NH, T].
+  const std::size_t d_blocks = (nl + kDThreads / 32 - 1) / (kDThreads / 32);
+  attention_backward_d_kernel<T>
+      <<<static_cast<unsigned>(d_blocks), kDThreads, 0, stream>>>(workspace, dctx, ctx, tokens, heads, head_dim);
+  BERTRAIN_CUDA_CHECK_LAUNCH("attention_backward_d_kernel");
+
+  if (tile_dkdv == 64 && hdp == kFastHeadDim) {
+    launch_backward_tile_dkdv<T, 64, kFastHeadDim>(dqkv, dctx, lse, workspace, qkv, args, batch, longest, dev, stream);
+  } else if (tile_dkdv == 64) {
+    launch_backward_tile_dkdv<T, 64, 0>(dqkv, dctx, lse, workspace, qkv, args, batch, longest, dev, stream);
+  } else if (tile_dkdv == 32) {
+    launch_backward_tile_dkdv<T, 32, 0>(dqkv, dctx, lse, workspace, qkv, args, batch, longest, dev, stream);
+  } else {
+    launch_backward_tile_dkdv<T, 16, 0>(dqkv, dctx, lse, workspace, qkv, args, batch, longest, dev, stream);
   }
-  // dvh[bh] (S × HD) = P_used[bh]ᵀ · dctx_h[bh], as dvhᵀ = dctx_hᵀ · P_used.
-  batched_gemm<T>(handles, CUBLAS_OP_N, CUBLAS_OP_T, head_dim, seq, seq, 1.0f, dctx_h, head_dim, block_hd, used, seq,
-                  block_ss, dvh, head_dim, block_hd, bh);
-  // dP_used[bh] (S × S) = dctx_h[bh] · vh[bh]ᵀ, as dPᵀ = vh · dctx_hᵀ.
-  batched_gemm<T>(handles, CUBLAS_OP_T, CUBLAS_OP_N, seq, seq, head_dim, 1.0f, vh, head_dim, block_hd, dctx_h, head_dim,
-                  block_hd, dp, seq, block_ss, bh);
-  attention_softmax_backward_kernel<T><<<static_cast<unsigned>(np / seq), row_threads(seq), 0, handles.stream>>>(
-      dp, probs, seq, heads, use_dropout, dropout);
-  BERTRAIN_CUDA_CHECK_LAUNCH("attention_softmax_backward_kernel");
-  // dqh[bh] (S × HD) = dS[bh] · kh[bh] · α, as dqhᵀ = khᵀ · dSᵀ.
-  batched_gemm<T>(handles, CUBLAS_OP_N, CUBLAS_OP_N, head_dim, seq, seq, alpha, kh, head_dim, block_hd, dp, seq,
-                  block_ss, dqh, head_dim, block_hd, bh);
-  // dkh[bh] (S × HD) = dS[bh]ᵀ · qh[bh] · α, as dkhᵀ = qhᵀ · dS.
-  batched_gemm<T>(handles, CUBLAS_OP_N, CUBLAS_OP_T, head_dim, seq, seq, alpha, qh, head_dim, block_hd, dp, seq,
-                  block_ss, dkh, head_dim, block_hd, bh);
-  merge_heads(handles, dq, dqh, cu_seqlens, shape);
-  merge_heads(handles, dk, dkh, cu_seqlens, shape);
-  merge_heads(handles, dv, dvh, cu_seqlens, shape);
+
+  if (tile_dq == 64 && hdp == kFastHeadDim) {
+    launch_backward_tile_dq<T, 64, kFastHeadDim>(dqkv, dctx, lse, workspace, qkv, args, batch, longest, dev, stream);
+  } else if (tile_dq == 64) {
+    launch_backward_tile_dq<T, 64, 0>(dqkv, dctx, lse, workspace, qkv, args, batch, longest, dev, stream);
+  } else if (tile_dq == 32) {
+    launch_backward_tile_dq<T, 32, 0>(dqkv, dctx, lse, workspace, qkv, args, batch, longest, dev, stream);
+  } else {
+    launch_backward_tile_dq<T, 16, 0>(dqkv, dctx, lse, workspace, qkv, args, batch, longest, dev, stream);
+  }
 }
 
-template void attention_forward_cuda<float>(const GpuHandles&, float*, float*, float*, float*, float*, const float*,
-                                            const float*, const float*, const int32_t*, int, int, int, int, int, float,
-                                            const RandomKey&, const DropoutLayout&, float*);
-template void attention_forward_cuda<bf16>(const GpuHandles&, bf16*, bf16*, bf16*, bf16*, bf16*, const bf16*,
-                                           const bf16*, const bf16*, const int32_t*, int, int, int, int, int, float,
-                                           const RandomKey&, const DropoutLayout&, bf16*);
-template void attention_backward_cuda<float>(const GpuHandles&, float*, float*, float*, const float*, const float*,
-                                             const float*, const float*, const float*, const int32_t*, int, int, int,
-                                             int, int, float, const RandomKey&, const DropoutLayout&, float*);
-template void attention_backward_cuda<bf16>(const GpuHandles&, bf16*, bf16*, bf16*, const bf16*, const bf16*,
-                                            const bf16*, const bf16*, const bf16*, const int32_t*, int, int, int, int,
-                                            int, float, const RandomKey&, const DropoutLayout&, bf16*);
+template void attention_forward_cuda<float>(float*, float*, const float*, const int32_t*, int, int, int, int, int,
+                                            float, const RandomKey&, const DropoutLayout&, CudaStream);
+template void attention_forward_cuda<bf16>(bf16*, float*, const bf16*, const int32_t*, int, int, int, int, int, float,
+                                           const RandomKey&, const DropoutLayout&, CudaStream);
+template void attention_backward_cuda<float>(float*, const float*, const float*, const float*, const float*,
+                                             const int32_t*, int, int, int, int, int, float, const RandomKey&,
+                                             const DropoutLayout&, float*, CudaStream);
+template void attention_backward_cuda<bf16>(bf16*, const bf16*, const bf16*, const float*, const bf16*,
+                                            const int32_t*, int, int, int, int, int, float, const RandomKey&,
+                                            const DropoutLayout&, float*, CudaStream);
 
 }  // namespace bertrain

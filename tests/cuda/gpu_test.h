@@ -7,12 +7,15 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/bf16.h"
 #include "core/build_info.h"
+#include "core/cuda/cuda_check.h"
 #include "core/cuda/device_buffer.h"
 #include "core/cuda/gpu_context.h"
 
@@ -60,6 +63,46 @@ inline std::vector<float> to_float(const std::vector<bf16>& x) {
 
 // Values exactly representable in bf16, so the same inputs drive the fp32 CPU twin and a bf16 kernel.
 inline std::vector<float> bf16_rounded(const std::vector<float>& x) { return to_float(to_bf16(x)); }
+
+// Random inputs in [lo, hi), exactly representable in T (so the fp32 CPU twin sees the values a kernel reads).
+template <typename T>
+std::vector<float> make_input(std::size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::vector<float> x = random_floats(n, seed, lo, hi);
+  if constexpr (std::is_same_v<T, bf16>) x = bf16_rounded(x);
+  return x;
+}
+
+// Host floats to a device buffer of T (rounded to bf16 for T = bf16), and back.
+template <typename T>
+DeviceBuffer<T> to_device(const std::vector<float>& x) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    return DeviceBuffer<bf16>(to_bf16(x));
+  } else {
+    return DeviceBuffer<float>(x);
+  }
+}
+
+template <typename T>
+std::vector<float> to_host(const DeviceBuffer<T>& d) {
+  if constexpr (std::is_same_v<T, bf16>) {
+    return to_float(d.download());
+  } else {
+    return d.download();
+  }
+}
+
+// Fills a device buffer with 0xff bytes (NaN in float and bf16), so that an output a kernel forgets to write
+// cannot pass as zero or as a stale correct value.
+template <typename T>
+void poison(DeviceBuffer<T>& d) {
+  if (d.size() > 0) BERTRAIN_CUDA_CHECK(cudaMemset(d.data(), 0xff, d.bytes()));
+}
+
+template <typename T>
+bool bitwise_equal(const DeviceBuffer<T>& a, const DeviceBuffer<T>& b) {
+  const std::vector<T> x = a.download(), y = b.download();
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(T)) == 0;
+}
 
 // ---- Packed batches (DESIGN.md: T = ΣL_b tokens back to back, row offsets cu_seqlens [B + 1]) ---------------
 

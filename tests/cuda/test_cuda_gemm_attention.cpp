@@ -1,19 +1,24 @@
-// The GEMM-based CUDA kernels (kernels/cuda/linear.cu, kernels/cuda/attention.cu) against their CPU twins, for
-// T = float and T = bf16; attention over ragged packed batches (the CPU's ragged probability blocks against the
-// real entries of the GPU's padded ones). bf16 inputs are rounded to bf16 first (bf16_rounded), so the fp32 CPU twin sees exactly
-// the values the bf16 kernel reads; differences then come only from the kernel's bf16 outputs and intermediates.
+// The GEMM-based CUDA kernels (kernels/cuda/linear.cu) and the fused attention kernels (kernels/cuda/attention.cu)
+// against their CPU twins, for T = float and T = bf16; attention over ragged packed batches. bf16 inputs are rounded
+// to bf16 first (bf16_rounded), so the fp32 CPU twin sees exactly the values the bf16 kernel reads; differences then
+// come only from the kernel's bf16 outputs and intermediates.
 //
 // Tolerances (atol + rtol·|ref|):
 //  - float: GPU and CPU both compute in fp32 and differ only in summation order. A sum of k ≤ 1024 products of
 //    values in [-1, 1] (|sum| up to ~50) carries ~3e-5 absolute rounding error per side, hence atol 1e-4,
-//    rtol 1e-5 for the linear layer; attention outputs are O(1) convex combinations, hence atol 1e-5, rtol 1e-4.
+//    rtol 1e-5 for the linear layer. Attention: ctx and the gradients are O(1) convex combinations or sums of ≤ 512
+//    small terms, and the GPU's online softmax (running max, rescaled sums, the dropout scale folded into the final
+//    1/l) differs from the CPU's two-pass softmax only in rounding, hence atol 1e-5, rtol 1e-4; lse (|lse| ≲ 10) is a
+//    few ulps off, hence atol 1e-5, rtol 1e-5.
 //  - bf16: bf16 has 8 mantissa bits, so one rounding of an output is up to 2^-9 ≈ 2e-3 relative (2^-8 just
-//    above a power of two). The linear outputs are rounded once (rtol 1e-2, atol 1e-3). The attention scores are fp32 (the softmax reads them
-//    unrounded), so the probabilities are the fp32 softmax rounded once to bf16: at most 2^-8 ≈ 3.9e-3 relative
-//    plus fp32 noise, hence rtol 5e-3 (bf16-rounded scores would miss it: a score of ~1 rounded moves its
-//    probability by up to ~4e-3 more). ctx and the gradients see the probabilities, the dropped probabilities, dP
-//    and dS rounded before the last products (an emulation of these roundings measured errors up to 6e-3 of the
-//    largest |ref| over these shapes), hence atol 2e-2·max|ref| and rtol 2e-2.
+//    above a power of two). The linear outputs are rounded once (rtol 1e-2, atol 1e-3). Attention scores and softmax
+//    statistics are fp32 (exact bf16 products accumulated in fp32 on the tensor cores), so lse stays near fp32: atol
+//    5e-5, rtol 2e-5 (room for the tensor cores' accumulation order). ctx and the gradients see the probabilities
+//    rounded to bf16 before P·V (and P̃ᵀ·dctx), dS rounded before dS·K and dSᵀ·Q, and their own rounding on output
+//    (the padded engine's emulation of such roundings measured errors up to 6e-3 of the largest |ref|), hence atol
+//    2e-2·max|ref| and rtol 2e-2, with dq, dk and dv compared separately, each against its own largest value (dv is
+//    larger than dq and dk, and would loosen their atol). The backward is compared with the twin run on the GPU's own
+//    ctx and lse (ForwardAndBackwardMatchCpu says why).
 //    Weight and bias gradients, and dx of the mixed-precision linear backward (bf16 operands, fp32 C), are fp32
 //    outputs of exact bf16 inputs: near-fp32 tolerances.
 //  Wrong indexing, a wrong transpose or a different dropout mask gives errors of the order of the values
@@ -21,6 +26,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -39,56 +45,23 @@ namespace {
 
 using testing::all_close;
 using testing::bf16_rounded;
+using testing::bitwise_equal;
 using testing::describe_lengths;
 using testing::longest_of;
+using testing::make_input;
 using testing::mixed_lengths;
+using testing::poison;
 using testing::random_floats;
 using testing::row_offsets;
 using testing::to_bf16;
+using testing::to_device;
 using testing::to_float;
+using testing::to_host;
 
 // The context's streams are non-blocking: uploads (legacy stream) and launches (context stream) are not ordered
 // with each other, so tests synchronise the whole device between setting up, launching and downloading.
 void sync_device() { BERTRAIN_CUDA_CHECK(cudaDeviceSynchronize()); }
 
-// Random inputs in [lo, hi), exactly representable in T.
-template <typename T>
-std::vector<float> make_input(std::size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::vector<float> x = random_floats(n, seed, lo, hi);
-  if constexpr (std::is_same_v<T, bf16>) x = bf16_rounded(x);
-  return x;
-}
-
-template <typename T>
-DeviceBuffer<T> to_device(const std::vector<float>& x) {
-  if constexpr (std::is_same_v<T, bf16>) {
-    return DeviceBuffer<bf16>(to_bf16(x));
-  } else {
-    return DeviceBuffer<float>(x);
-  }
-}
-
-template <typename T>
-std::vector<float> to_host(const DeviceBuffer<T>& d) {
-  if constexpr (std::is_same_v<T, bf16>) {
-    return to_float(d.download());
-  } else {
-    return d.download();
-  }
-}
-
-// Fills a buffer with NaNs (all-ones bytes are NaN in float and bf16), so reading what a kernel should have
-// written first shows up in the results.
-template <typename T>
-void poison(DeviceBuffer<T>& d) {
-  if (d.size() > 0) BERTRAIN_CUDA_CHECK(cudaMemset(d.data(), 0xff, d.bytes()));
-}
-
-template <typename T>
-bool bitwise_equal(const DeviceBuffer<T>& a, const DeviceBuffer<T>& b) {
-  const std::vector<T> x = a.download(), y = b.download();
-  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(T)) == 0;
-}
 
 double max_abs(const std::vector<float>& x) {
   double m = 0;
@@ -380,176 +353,234 @@ template <typename T>
 struct AttentionTolerances;
 template <>
 struct AttentionTolerances<float> {
-  static Tolerance probs(double) { return {1e-6, 1e-4}; }
   static Tolerance values(double) { return {1e-5, 1e-4}; }
+  static Tolerance lse() { return {1e-5, 1e-5}; }
 };
 template <>
 struct AttentionTolerances<bf16> {
-  // The fp32 softmax rounded once (see the top of the file); only real (row, key) entries are compared.
-  static Tolerance probs(double) { return {1e-6, 5e-3}; }
-  // + 1e-6: in a row of one token dq and dk are exactly zero (a one-key softmax has no gradient).
+  // + 1e-6: in a row of one token dq and dk are zero up to rounding (a one-key softmax has no gradient).
   static Tolerance values(double scale) { return {2e-2 * scale + 1e-6, 2e-2}; }
+  static Tolerance lse() { return {5e-5, 2e-5}; }
 };
 
 struct AttentionCase {
+  std::string name;
   std::vector<int> lengths;  // the rows of the packed batch
   int heads, head_dim;
   float dropout_p;
   int64_t first_sample;
-  int max_positions;
+  int max_positions;  // the dropout indices' P is max(max_positions, S)
 };
 
-// Ragged batches: every row of length 1 (S = 1, with and without dropout); short mixed rows with hidden 32..1024 (33
-// for a head dim that is no multiple of 8); mixed lengths 1..512 in a few rows; one row of 512; 64 rows of mixed
-// lengths. Dropout with first_sample > 0, max_positions > S and max_positions < S (which counts as S). The longest
-// row is never only row 0, so padding sits between real rows of the GPU's padded blocks.
-const std::vector<AttentionCase>& attention_cases() {
-  static const std::vector<AttentionCase> cases = {
-      {{1, 1}, 2, 16, 0.0f, 0, 1},
-      {std::vector<int>(5, 1), 2, 16, 0.1f, 4, 512},
-      {{7, 5, 4}, 2, 16, 0.1f, 4, 512},
-      {{2, 7, 7}, 3, 11, 0.5f, 0, 3},
-      {{7, 1, 3, 6}, 2, 16, 0.1f, 2, 9},
-      {{64, 33}, 12, 64, 0.1f, 2, 512},
-      {{85, 128, 64}, 16, 64, 0.0f, 0, 512},
-      {{128, 1, 100}, 16, 64, 0.1f, 1, 512},
-      {{170, 512, 1, 73, 2}, 4, 32, 0.1f, 3, 512},
-      {{512}, 4, 32, 0.1f, 7, 512},
-      {mixed_lengths(64, 96, 23), 2, 16, 0.1f, 5, 128},
-  };
+// The ragged sets every packed kernel is checked on (gpu_test.h: every row of length 1; mixed lengths 1..512 with the
+// longest not first; one row of 512; 64 mixed rows) at BERT's head dim 64 (the fast path), without dropout, and with
+// dropout and first_sample > 0. Then the generic path: head dims 24, 8 and 40 (padded to 32, 16 and 48 inside the
+// kernels), 33 (rows not 16-byte aligned: scalar tile loads), 128 (32-token tiles) and 200 (16-token tiles); P = 65 and
+// P = 130 (not multiples of 4, so a lane's four keys straddle two Philox groups; 65 also has max_positions < S); and
+// 12 heads.
+std::vector<AttentionCase> attention_cases() {
+  std::vector<AttentionCase> cases;
+  for (const testing::RaggedRows& rows : testing::ragged_row_sets(512, 23)) {
+    cases.push_back({rows.name, rows.lengths, 2, 64, 0.0f, 0, 1});
+    cases.push_back({rows.name, rows.lengths, 2, 64, 0.1f, 3, 512});
+  }
+  cases.push_back({"head_dim 24", mixed_lengths(9, 100, 31), 3, 24, 0.1f, 1, 128});
+  cases.push_back({"head_dim 8, P 65", {7, 1, 3, 6, 65}, 2, 8, 0.1f, 2, 9});
+  cases.push_back({"head_dim 40, P 130", {130, 17, 64}, 2, 40, 0.1f, 0, 130});
+  cases.push_back({"head_dim 33", {70, 33, 1}, 2, 33, 0.1f, 2, 512});
+  cases.push_back({"head_dim 128", {100, 31, 1}, 2, 128, 0.1f, 1, 512});
+  cases.push_back({"head_dim 200", {40, 17}, 1, 200, 0.1f, 0, 512});
+  cases.push_back({"12 heads", {128, 1, 100, 77}, 12, 64, 0.1f, 5, 512});
   return cases;
 }
 
 std::string describe(const AttentionCase& c) {
-  return describe_lengths(c.lengths) + ", NH " + std::to_string(c.heads) + ", HD " + std::to_string(c.head_dim) +
-         ", p " + std::to_string(c.dropout_p) + ", first_sample " + std::to_string(c.first_sample) +
-         ", max_positions " + std::to_string(c.max_positions);
+  return c.name + ": " + describe_lengths(c.lengths) + ", NH " + std::to_string(c.heads) + ", HD " +
+         std::to_string(c.head_dim) + ", p " + std::to_string(c.dropout_p) + ", first_sample " +
+         std::to_string(c.first_sample) + ", max_positions " + std::to_string(c.max_positions);
 }
 
-// Head-major copy [B, NH, S, HD] of a packed [T, H] tensor, zero beyond each row's L_b tokens (the GPU's padded
-// qh, kh, vh).
-std::vector<float> split_heads(const std::vector<float>& x, const AttentionCase& c) {
-  const std::vector<int32_t> cu = row_offsets(c.lengths);
-  const std::size_t B = c.lengths.size(), S = static_cast<std::size_t>(longest_of(c.lengths));
-  const std::size_t NH = static_cast<std::size_t>(c.heads), HD = static_cast<std::size_t>(c.head_dim);
-  std::vector<float> out(B * NH * S * HD, 0.0f);
-  for (std::size_t b = 0; b < B; ++b) {
-    for (std::size_t h = 0; h < NH; ++h) {
-      for (std::size_t s = 0; s < static_cast<std::size_t>(c.lengths[b]); ++s) {
-        for (std::size_t d = 0; d < HD; ++d) {
-          out[((b * NH + h) * S + s) * HD + d] = x[((static_cast<std::size_t>(cu[b]) + s) * NH + h) * HD + d];
-        }
-      }
-    }
+// One case's inputs (values representable in T): qkv [T, 3H], dctx [T, H].
+struct AttentionData {
+  AttentionCase c;
+  std::vector<int32_t> cu;
+  int batch = 0, longest = 0, tokens = 0;
+  DropoutLayout layout;
+  std::vector<float> qkv, dctx;
+  int hidden() const { return c.heads * c.head_dim; }
+  std::size_t hidden_elements() const { return static_cast<std::size_t>(tokens) * hidden(); }   // T·H
+  std::size_t lse_elements() const { return static_cast<std::size_t>(tokens) * c.heads; }       // NH·T
+};
+
+// ctx [T, H], lse [NH, T], dqkv [T, 3H] as floats.
+struct AttentionOutputs {
+  std::vector<float> ctx, lse, dqkv;
+};
+
+AttentionData with_rows(const AttentionCase& c) {
+  AttentionData d;
+  d.c = c;
+  d.cu = row_offsets(c.lengths);
+  d.batch = static_cast<int>(c.lengths.size());
+  d.longest = longest_of(c.lengths);
+  d.tokens = d.cu.back();
+  d.layout = DropoutLayout{c.first_sample, c.max_positions, 0, nullptr};
+  return d;
+}
+
+template <typename T>
+AttentionData attention_inputs(const AttentionCase& c) {
+  AttentionData d = with_rows(c);
+  d.qkv = make_input<T>(3 * d.hidden_elements(), 41);
+  d.dctx = make_input<T>(d.hidden_elements(), 44);
+  return d;
+}
+
+// The CPU twin's forward: ctx and lse (for bf16 inputs: the float twin on the same values).
+AttentionOutputs cpu_forward(const AttentionData& d, const RandomKey& key) {
+  AttentionOutputs o{std::vector<float>(d.hidden_elements()), std::vector<float>(d.lse_elements()), {}};
+  std::vector<float> scratch(attention_scratch_elements(d.longest, omp_get_max_threads()));
+  attention_forward_cpu<float>(o.ctx.data(), o.lse.data(), d.qkv.data(), d.cu.data(), d.batch, d.c.heads,
+                               d.c.head_dim, d.c.dropout_p, key, scratch.data(), d.layout);
+  return o;
+}
+
+// The CPU twin's dqkv from the given forward outputs.
+std::vector<float> cpu_backward(const AttentionData& d, const std::vector<float>& ctx, const std::vector<float>& lse,
+                                const RandomKey& key) {
+  std::vector<float> dqkv(3 * d.hidden_elements());
+  std::vector<float> scratch(attention_scratch_elements(d.longest, omp_get_max_threads()));
+  attention_backward_cpu<float>(dqkv.data(), d.dctx.data(), ctx.data(), lse.data(), d.qkv.data(), d.cu.data(),
+                                d.batch, d.c.heads, d.c.head_dim, d.c.dropout_p, key, scratch.data(), d.layout);
+  return dqkv;
+}
+
+// The CUDA kernels, forward then backward from the device's own ctx and lse. Every output and the workspace are
+// poisoned with NaN first, so an element a kernel fails to write (=) shows.
+template <typename T>
+AttentionOutputs gpu_attention(const AttentionData& d, const RandomKey& key, CudaStream stream) {
+  const std::size_t n = d.hidden_elements();
+  DeviceBuffer<T> qkv = to_device<T>(d.qkv), dctx = to_device<T>(d.dctx), ctx(n), dqkv(3 * n);
+  DeviceBuffer<float> lse(d.lse_elements()), workspace(attention_workspace_floats_cuda(d.tokens, d.c.heads));
+  DeviceBuffer<int32_t> cu(d.cu);  // the kernels read the row offsets on the device
+  poison(ctx);
+  poison(dqkv);
+  poison(lse);
+  poison(workspace);
+  sync_device();
+  attention_forward_cuda<T>(ctx.data(), lse.data(), qkv.data(), cu.data(), d.batch, d.tokens, d.longest, d.c.heads,
+                            d.c.head_dim, d.c.dropout_p, key, d.layout, stream);
+  attention_backward_cuda<T>(dqkv.data(), dctx.data(), ctx.data(), lse.data(), qkv.data(), cu.data(), d.batch,
+                             d.tokens, d.longest, d.c.heads, d.c.head_dim, d.c.dropout_p, key, d.layout,
+                             workspace.data(), stream);
+  sync_device();
+  return {to_host(ctx), lse.download(), to_host(dqkv)};
+}
+
+// Part `part` (0: q, 1: k, 2: v) of a [T, 3H] tensor, as [T, H].
+std::vector<float> qkv_part(const std::vector<float>& x, int part, int tokens, int hidden) {
+  std::vector<float> out(static_cast<std::size_t>(tokens) * hidden);
+  for (std::size_t t = 0; t < static_cast<std::size_t>(tokens); ++t) {
+    const float* row = x.data() + t * 3 * hidden + static_cast<std::size_t>(part) * hidden;
+    std::copy(row, row + hidden, out.data() + t * hidden);
   }
   return out;
 }
 
-// The real entries of the GPU's padded probs [B, NH, S, S] in the CPU's ragged layout: block (b, h) at offset
-// NH·Σ_{b' < b} L_b'² + h·L_b², row-major L_b × L_b (kernels/attention.h). Entries of padded queries or keys are
-// unspecified and left out; a padded key that leaked into the softmax would still show, as real probabilities
-// too small.
-std::vector<float> real_probabilities(const std::vector<float>& padded, const AttentionCase& c) {
-  const std::size_t S = static_cast<std::size_t>(longest_of(c.lengths)), NH = static_cast<std::size_t>(c.heads);
-  std::vector<float> out;
-  for (std::size_t b = 0; b < c.lengths.size(); ++b) {
-    const std::size_t L = static_cast<std::size_t>(c.lengths[b]);
-    for (std::size_t h = 0; h < NH; ++h) {
-      for (std::size_t i = 0; i < L; ++i) {
-        const float* row = padded.data() + ((b * NH + h) * S + i) * S;
-        out.insert(out.end(), row, row + L);
-      }
-    }
-  }
-  return out;
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 template <typename T>
 class CudaAttention : public ::testing::Test {};
 TYPED_TEST_SUITE(CudaAttention, Dtypes);
 
+// Forward against the CPU twin's forward; backward against the CPU twin's backward run on the GPU's own ctx and lse
+// (the inputs the GPU backward sees). Not end to end for the backward on purpose: in bf16 mode D = rowsum(dctx ∘ ctx)
+// comes from the bf16-rounded ctx (as in FlashAttention), so in a one-token row, where dQ and dK are exactly zero in
+// exact arithmetic, dS = dP − D is the ~3e-3 rounding of D rather than ~1e-7; fed the same ctx, the twin reproduces
+// that, and what is left is the backward's own rounding.
 TYPED_TEST(CudaAttention, ForwardAndBackwardMatchCpu) {
   BERTRAIN_REQUIRE_GPU();
   using T = TypeParam;
   using Tol = AttentionTolerances<T>;
   GpuContext gpu(0, kReductionWorkspace);
   const RandomKey key{0x5eed1234abcdULL, 17, 9};
-  bool checked_determinism = false;
   for (const AttentionCase& c : attention_cases()) {
     SCOPED_TRACE(describe(c));
-    const std::vector<int32_t> cu = row_offsets(c.lengths);
-    const int B = static_cast<int>(c.lengths.size()), S = longest_of(c.lengths), NH = c.heads, HD = c.head_dim;
-    const int tokens = cu.back();
-    const std::size_t n = static_cast<std::size_t>(tokens) * NH * HD;       // packed [T, H]
-    const std::size_t nh = static_cast<std::size_t>(B) * S * NH * HD;       // padded [B, NH, S, HD]
-    const std::size_t np = static_cast<std::size_t>(B) * NH * S * S;        // padded [B, NH, S, S]
-    const std::size_t np_cpu = attention_probs_elements(cu.data(), B, NH);  // ragged NH·ΣL_b²
-    const DropoutLayout layout{c.first_sample, c.max_positions, 0};
-    const std::vector<float> q = make_input<T>(n, 41), k = make_input<T>(n, 42), v = make_input<T>(n, 43);
-    const std::vector<float> dctx = make_input<T>(n, 44);
-
-    std::vector<float> ref_ctx(n), ref_probs(np_cpu), ref_dq(n), ref_dk(n), ref_dv(n);
-    std::vector<float> scratch(attention_scratch_elements(S, omp_get_max_threads()));
-    attention_forward_cpu<float>(ref_ctx.data(), ref_probs.data(), q.data(), k.data(), v.data(), cu.data(), B, NH, HD,
-                                 c.dropout_p, key, scratch.data(), layout);
-    attention_backward_cpu<float>(ref_dq.data(), ref_dk.data(), ref_dv.data(), dctx.data(), ref_probs.data(), q.data(),
-                                  k.data(), v.data(), cu.data(), B, NH, HD, c.dropout_p, key, scratch.data(), layout);
-
-    DeviceBuffer<T> q_ = to_device<T>(q), k_ = to_device<T>(k), v_ = to_device<T>(v), dctx_ = to_device<T>(dctx);
-    DeviceBuffer<int32_t> cu_(cu);  // the launchers read the row offsets on the device
-    DeviceBuffer<T> ctx_(n), probs_(np), qh_(nh), kh_(nh), vh_(nh), dq_(n), dk_(n), dv_(n);
-    DeviceBuffer<T> workspace(attention_workspace_elements_cuda(B, S, NH, HD));
-    for (DeviceBuffer<T>* d : {&ctx_, &probs_, &qh_, &kh_, &vh_, &dq_, &dk_, &dv_, &workspace}) poison(*d);
-    sync_device();
-    auto run = [&](DeviceBuffer<T>& ctx, DeviceBuffer<T>& probs, DeviceBuffer<T>& dq, DeviceBuffer<T>& dk,
-                   DeviceBuffer<T>& dv) {
-      attention_forward_cuda<T>(gpu.handles(), ctx.data(), probs.data(), qh_.data(), kh_.data(), vh_.data(), q_.data(),
-                                k_.data(), v_.data(), cu_.data(), B, tokens, S, NH, HD, c.dropout_p, key, layout,
-                                workspace.data());
-      attention_backward_cuda<T>(gpu.handles(), dq.data(), dk.data(), dv.data(), dctx_.data(), probs.data(),
-                                 qh_.data(), kh_.data(), vh_.data(), cu_.data(), B, tokens, S, NH, HD, c.dropout_p,
-                                 key, layout, workspace.data());
-    };
-    run(ctx_, probs_, dq_, dk_, dv_);
-    sync_device();
-
-    // The head-major copies are plain permutations with zero padding: exact, padding included (the GEMMs read it).
-    const std::vector<float> got_qh = to_host(qh_), got_kh = to_host(kh_), got_vh = to_host(vh_);
-    EXPECT_TRUE(all_close("qh", got_qh.data(), split_heads(q, c).data(), nh, 0.0, 0.0));
-    EXPECT_TRUE(all_close("kh", got_kh.data(), split_heads(k, c).data(), nh, 0.0, 0.0));
-    EXPECT_TRUE(all_close("vh", got_vh.data(), split_heads(v, c).data(), nh, 0.0, 0.0));
-
-    // The real entries of each (row, head) block, in the CPU's ragged layout (the index in the failure is the CPU's).
-    const std::vector<float> got_probs = real_probabilities(to_host(probs_), c);
-    ASSERT_EQ(got_probs.size(), np_cpu);
-    const Tolerance tp = Tol::probs(max_abs(ref_probs));
-    EXPECT_TRUE(all_close("probs", got_probs.data(), ref_probs.data(), np_cpu, tp.atol, tp.rtol));
-    // Every packed token's context and gradients (all poisoned before): tokens of every row written, none missed.
-    struct Output {
-      const char* name;
-      const DeviceBuffer<T>* got;
-      const std::vector<float>* ref;
-    };
-    for (const Output& o : {Output{"ctx", &ctx_, &ref_ctx}, Output{"dq", &dq_, &ref_dq}, Output{"dk", &dk_, &ref_dk},
-                            Output{"dv", &dv_, &ref_dv}}) {
-      const std::vector<float> got = to_host(*o.got);
-      const Tolerance t = Tol::values(max_abs(*o.ref));
-      EXPECT_TRUE(all_close(o.name, got.data(), o.ref->data(), n, t.atol, t.rtol));
+    const AttentionData d = attention_inputs<T>(c);
+    const AttentionOutputs got = gpu_attention<T>(d, key, gpu.stream());
+    const AttentionOutputs ref = cpu_forward(d, key);
+    const Tolerance tc = Tol::values(max_abs(ref.ctx)), tl = Tol::lse();
+    EXPECT_TRUE(all_close("ctx", got.ctx.data(), ref.ctx.data(), ref.ctx.size(), tc.atol, tc.rtol));
+    EXPECT_TRUE(all_close("lse", got.lse.data(), ref.lse.data(), ref.lse.size(), tl.atol, tl.rtol));
+    const std::vector<float> ref_dqkv = cpu_backward(d, got.ctx, got.lse, key);
+    const char* names[] = {"dq", "dk", "dv"};
+    for (int part = 0; part < 3; ++part) {
+      const std::vector<float> g = qkv_part(got.dqkv, part, d.tokens, d.hidden());
+      const std::vector<float> r = qkv_part(ref_dqkv, part, d.tokens, d.hidden());
+      const Tolerance t = Tol::values(max_abs(r));
+      EXPECT_TRUE(all_close(names[part], g.data(), r.data(), r.size(), t.atol, t.rtol));
     }
+  }
+}
 
-    // Run to run bit-identical (no atomics; cuBLAS is deterministic on one stream), once with dropout.
-    if (c.dropout_p > 0.0f && !checked_determinism) {
-      checked_determinism = true;
-      DeviceBuffer<T> ctx2(n), probs2(np), dq2(n), dk2(n), dv2(n);
-      run(ctx2, probs2, dq2, dk2, dv2);
-      sync_device();
-      EXPECT_TRUE(bitwise_equal(ctx_, ctx2) && bitwise_equal(dq_, dq2) && bitwise_equal(dk_, dk2) &&
-                  bitwise_equal(dv_, dv2))
-          << "a second identical attention forward/backward gave different bits";
-      const std::vector<float> first = real_probabilities(to_host(probs_), c),
-                               second = real_probabilities(to_host(probs2), c);
-      EXPECT_EQ(0, std::memcmp(first.data(), second.data(), first.size() * sizeof(float)))
-          << "a second identical attention forward gave different probabilities";
+// Run to run bit-identical (no atomics: every output element is written by one warp in a fixed order), on the fast
+// path and on the generic one, with dropout.
+TYPED_TEST(CudaAttention, RunsAreBitIdentical) {
+  BERTRAIN_REQUIRE_GPU();
+  using T = TypeParam;
+  GpuContext gpu(0, kReductionWorkspace);
+  const RandomKey key{0x5eed1234abcdULL, 18, 9};
+  const AttentionCase cases[] = {{"fast path", {170, 512, 1, 73, 2, 511}, 4, 64, 0.1f, 3, 512},
+                                 {"generic path", {130, 17, 64}, 2, 40, 0.1f, 0, 130}};
+  for (const AttentionCase& c : cases) {
+    SCOPED_TRACE(describe(c));
+    const AttentionData d = attention_inputs<T>(c);
+    const AttentionOutputs first = gpu_attention<T>(d, key, gpu.stream());
+    const AttentionOutputs second = gpu_attention<T>(d, key, gpu.stream());
+    EXPECT_TRUE(same_bits(first.ctx, second.ctx)) << "ctx differs between two identical runs";
+    EXPECT_TRUE(same_bits(first.lse, second.lse)) << "lse differs between two identical runs";
+    EXPECT_TRUE(same_bits(first.dqkv, second.dqkv)) << "dqkv differs between two identical runs";
+  }
+}
+
+// A row's results do not depend on the rows packed around it: each row of a batch run alone, as the batch's row b
+// (first_sample + b, the batch's P), gives exactly the bits it gets inside the batch. Catches row-offset mistakes and
+// dropout indices that depend on packing (the CPU comparison above would too, but not bit for bit).
+TYPED_TEST(CudaAttention, RowsDoNotDependOnTheirNeighbours) {
+  BERTRAIN_REQUIRE_GPU();
+  using T = TypeParam;
+  GpuContext gpu(0, kReductionWorkspace);
+  const RandomKey key{77, 3, 5};
+  const AttentionCase whole_case{"batch", {37, 130, 1, 64, 9}, 2, 64, 0.1f, 2, 128};  // P = 130, the longest row
+  const AttentionData whole = attention_inputs<T>(whole_case);
+  const AttentionOutputs all = gpu_attention<T>(whole, key, gpu.stream());
+  const int positions = std::max(whole_case.max_positions, whole.longest);
+  const std::size_t H = static_cast<std::size_t>(whole.hidden());
+  for (int b = 0; b < whole.batch; ++b) {
+    SCOPED_TRACE("row " + std::to_string(b));
+    const int first = whole.cu[b], length = whole_case.lengths[b];
+    AttentionCase one = whole_case;
+    one.lengths = {length};
+    one.first_sample = whole_case.first_sample + b;
+    one.max_positions = positions;
+    AttentionData row = with_rows(one);
+    row.qkv.assign(whole.qkv.begin() + first * 3 * H, whole.qkv.begin() + (first + length) * 3 * H);
+    row.dctx.assign(whole.dctx.begin() + first * H, whole.dctx.begin() + (first + length) * H);
+    const AttentionOutputs alone = gpu_attention<T>(row, key, gpu.stream());
+    EXPECT_TRUE(same_bits(alone.ctx, std::vector<float>(all.ctx.begin() + first * H,
+                                                         all.ctx.begin() + (first + length) * H)))
+        << "ctx of the row alone differs from its rows in the batch";
+    EXPECT_TRUE(same_bits(alone.dqkv, std::vector<float>(all.dqkv.begin() + first * 3 * H,
+                                                          all.dqkv.begin() + (first + length) * 3 * H)))
+        << "dqkv of the row alone differs from its rows in the batch";
+    for (int h = 0; h < whole_case.heads; ++h) {
+      const auto in_batch = all.lse.begin() + static_cast<std::size_t>(h) * whole.tokens + first;
+      EXPECT_TRUE(same_bits(std::vector<float>(alone.lse.begin() + static_cast<std::size_t>(h) * length,
+                                               alone.lse.begin() + static_cast<std::size_t>(h + 1) * length),
+                            std::vector<float>(in_batch, in_batch + length)))
+          << "lse of head " << h << " of the row alone differs from the batch's";
     }
   }
 }
@@ -578,48 +609,53 @@ TEST(CudaGemmAttentionChecks, ColumnSumNeedsEnoughWorkspace) {
 }
 
 TEST(CudaGemmAttentionChecks, AttentionRejectsOverlapAndBadArguments) {
-  // Two full rows of S tokens (T = B·S), so the packed [T, H] and the padded [B, NH, S, HD] tensors are both n long.
-  const int B = 2, S = 7, NH = 2, HD = 4, T = B * S;
-  const std::size_t n = static_cast<std::size_t>(B) * S * NH * HD, np = static_cast<std::size_t>(B) * NH * S * S;
-  const std::size_t nw = attention_workspace_elements_cuda(B, S, NH, HD);
-  EXPECT_GE(nw, 2 * np + 4 * n);
-  // Host memory standing in for device buffers: every call below fails its checks before any launch.
-  std::vector<float> arena(8 * n + 2 * np + nw);
-  float* ctx = arena.data();
-  float* qh = ctx + n;
-  float* kh = qh + n;
-  float* vh = kh + n;
-  float* q = vh + n;
-  float* k = q + n;
-  float* v = k + n;
-  float* dctx = v + n;
-  float* probs = dctx + n;
-  float* workspace = probs + np;
+  const int B = 2, S = 7, NH = 2, HD = 4, T = B * S, H = NH * HD;
+  const std::size_t n = static_cast<std::size_t>(T) * H, nl = static_cast<std::size_t>(T) * NH;
+  EXPECT_EQ(attention_workspace_floats_cuda(T, NH), nl);
+  // Host memory standing in for device buffers, laid out back to back: every call below fails its checks before
+  // anything touches the device.
+  std::vector<float> arena(3 * n + n + nl + n + 3 * n + nl);
+  float* qkv = arena.data();
+  float* ctx = qkv + 3 * n;
+  float* lse = ctx + n;
+  float* dctx = lse + nl;
+  float* dqkv = dctx + n;
+  float* workspace = dqkv + 3 * n;
   const std::vector<int32_t> cu_seqlens = {0, S, T};  // never read on the host
-  const GpuHandles no_blas;  // a valid call gets as far as the handle check
   const RandomKey key;
-  const DropoutLayout layout;
-  auto forward_tokens = [&](float* c, float* w, float p, int tokens) {
-    attention_forward_cuda<float>(no_blas, c, probs, qh, kh, vh, q, k, v, cu_seqlens.data(), B, tokens, S, NH, HD, p,
-                                  key, layout, w);
+  auto forward = [&](float* c, float* l, const float* x, float p, int tokens, int longest, int heads, int head_dim,
+                     const DropoutLayout& layout = DropoutLayout{}) {
+    attention_forward_cuda<float>(c, l, x, cu_seqlens.data(), B, tokens, longest, heads, head_dim, p, key, layout,
+                                  nullptr);
   };
-  auto forward = [&](float* c, float* w, float p) { forward_tokens(c, w, p, T); };
-  auto backward = [&](float* dq, float* w) {
-    attention_backward_cuda<float>(no_blas, dq, q, k, dctx, probs, qh, kh, vh, cu_seqlens.data(), B, T, S, NH, HD,
-                                   0.1f, key, layout, w);
+  auto backward = [&](float* dx, const float* dc, const float* c, const float* l, float* w, float p) {
+    attention_backward_cuda<float>(dx, dc, c, l, qkv, cu_seqlens.data(), B, T, S, NH, HD, p, key, DropoutLayout{}, w,
+                                   nullptr);
   };
-  expect_error([&] { forward(ctx, workspace, 0.1f); }, "no cuBLAS handle");
-  expect_error([&] { forward(ctx, workspace, 1.0f); }, "dropout");
-  // T must lie in [B, B·S]: more tokens than the padded blocks hold, or a row without tokens.
-  expect_error([&] { forward_tokens(ctx, workspace, 0.1f, T + 1); }, "tokens in");
-  expect_error([&] { forward_tokens(ctx, workspace, 0.1f, B - 1); }, "tokens in");
-  expect_error([&] { forward(ctx, probs + 1, 0.1f); }, "overlap");  // workspace over probs
-  expect_error([&] { forward(q, workspace, 0.1f); }, "overlap");     // ctx over q
-  // Backward: dq, dk, dv are the (otherwise unused here) q and k buffers and dctx's neighbour.
-  expect_error([&] { backward(ctx, workspace); }, "no cuBLAS handle");
-  expect_error([&] { backward(ctx, workspace - 1); }, "overlap");  // workspace over probs
-  expect_error([&] { backward(qh, workspace); }, "overlap");       // dq over qh
-  expect_error([&] { attention_workspace_elements_cuda(B, 0, NH, HD); }, "seq 0");
+  expect_error([&] { forward(ctx, lse, qkv, 1.0f, T, S, NH, HD); }, "dropout");
+  expect_error([&] { forward(ctx, lse, qkv, -0.1f, T, S, NH, HD); }, "dropout");
+  expect_error([&] { forward(ctx, lse, qkv, NAN, T, S, NH, HD); }, "dropout");
+  expect_error([&] { forward(ctx, lse, qkv, 0.1f, T, S, NH, HD, DropoutLayout{-1, 512, 0, nullptr}); },
+               "first_sample");
+  // T must lie in [B, B·S]: a row without tokens, or more tokens than B rows of at most S hold.
+  expect_error([&] { forward(ctx, lse, qkv, 0.1f, T + 1, S, NH, HD); }, "tokens in");
+  expect_error([&] { forward(ctx, lse, qkv, 0.1f, B - 1, S, NH, HD); }, "tokens in");
+  expect_error([&] { forward(ctx, lse, qkv, 0.1f, T, 0, NH, HD); }, "longest 0");
+  expect_error([&] { forward(ctx, lse, qkv, 0.1f, T, S, 0, HD); }, "heads 0");
+  expect_error([&] { forward(ctx, lse, qkv, 0.1f, T, S, NH, 0); }, "head_dim 0");
+  expect_error([&] { forward(ctx, nullptr, qkv, 0.1f, T, S, NH, HD); }, "null pointer");
+  expect_error([&] { forward(qkv + 1, lse, qkv, 0.1f, T, S, NH, HD); }, "ctx overlaps qkv");
+  expect_error([&] { forward(ctx, qkv, qkv, 0.1f, T, S, NH, HD); }, "lse overlaps qkv");
+  expect_error([&] { forward(ctx, ctx + n - 1, qkv, 0.1f, T, S, NH, HD); }, "ctx and lse overlap");
+
+  expect_error([&] { backward(dqkv, dctx, ctx, lse, workspace, 1.0f); }, "dropout");
+  expect_error([&] { backward(dqkv, dctx, ctx, lse, nullptr, 0.1f); }, "null pointer");
+  expect_error([&] { backward(qkv + 1, dctx, ctx, lse, workspace, 0.1f); }, "dqkv overlaps");  // ctx and qkv
+  expect_error([&] { backward(dctx + 1, dctx, ctx, lse, workspace, 0.1f); }, "dqkv overlaps dctx");
+  expect_error([&] { backward(dqkv, dctx, ctx, lse, lse, 0.1f); }, "workspace overlaps lse");
+  expect_error([&] { backward(dqkv, dctx, ctx, lse, ctx, 0.1f); }, "workspace overlaps ctx");
+  expect_error([&] { backward(dqkv, dctx, ctx, lse, dqkv + 3 * n - 1, 0.1f); }, "dqkv and workspace overlap");
+  expect_error([&] { attention_workspace_floats_cuda(T, 0); }, "heads 0");
 }
 
 }  // namespace

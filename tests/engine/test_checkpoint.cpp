@@ -35,19 +35,19 @@ AdamOptimizer<float> filled_optimizer(std::size_t n, long steps) {
 
 TEST_F(CheckpointTest, OptimizerStateRoundTrip) {
   const AdamOptimizer<float> saved = filled_optimizer(37, 123456789012L);
-  save_optimizer_state(path("optimizer.safetensors"), saved);
+  save_optimizer_state(path("optimizer.safetensors"), saved, "layout-a");
   AdamOptimizer<float> loaded(37, AdamHyper{});
-  load_optimizer_state(path("optimizer.safetensors"), &loaded);
+  load_optimizer_state(path("optimizer.safetensors"), &loaded, "layout-a");
   EXPECT_EQ(loaded.first_moment(), saved.first_moment());  // exact: F32 stored as F32
   EXPECT_EQ(loaded.second_moment(), saved.second_moment());
   EXPECT_EQ(loaded.steps_taken(), 123456789012L);
 }
 
 TEST_F(CheckpointTest, OptimizerStateSizeMismatchNamesTheFile) {
-  save_optimizer_state(path("optimizer.safetensors"), filled_optimizer(37, 5));
+  save_optimizer_state(path("optimizer.safetensors"), filled_optimizer(37, 5), "layout-a");
   AdamOptimizer<float> bigger(38, AdamHyper{});
   try {
-    load_optimizer_state(path("optimizer.safetensors"), &bigger);
+    load_optimizer_state(path("optimizer.safetensors"), &bigger, "layout-a");
     FAIL() << "a size mismatch was accepted";
   } catch (const Error& e) {
     const std::string what = e.what();
@@ -64,12 +64,14 @@ TEST_F(CheckpointTest, OptimizerStateMissingPiecesNameTheFile) {
     SafetensorsWriter w;  // exp_avg_sq missing
     w.add_f32("exp_avg", {4}, values.data());
     w.set_metadata("step", "3");
+    w.set_metadata("param_layout", "layout-a");
     w.write(path("no_sq.safetensors"));
   }
   {
     SafetensorsWriter w;  // step missing
     w.add_f32("exp_avg", {4}, values.data());
     w.add_f32("exp_avg_sq", {4}, values.data());
+    w.set_metadata("param_layout", "layout-a");
     w.write(path("no_step.safetensors"));
   }
   {
@@ -77,12 +79,22 @@ TEST_F(CheckpointTest, OptimizerStateMissingPiecesNameTheFile) {
     w.add_f32("exp_avg", {4}, values.data());
     w.add_f32("exp_avg_sq", {4}, values.data());
     w.set_metadata("step", "three");
+    w.set_metadata("param_layout", "layout-a");
     w.write(path("bad_step.safetensors"));
   }
-  for (const char* name : {"no_sq.safetensors", "no_step.safetensors", "bad_step.safetensors", "absent.safetensors"}) {
+  {
+    SafetensorsWriter w;  // no layout fingerprint: written before Q, K and V were laid out together
+    w.add_f32("exp_avg", {4}, values.data());
+    w.add_f32("exp_avg_sq", {4}, values.data());
+    w.set_metadata("step", "3");
+    w.write(path("no_layout.safetensors"));
+  }
+  save_optimizer_state(path("other_layout.safetensors"), filled_optimizer(4, 3), "layout-b");
+  for (const char* name : {"no_sq.safetensors", "no_step.safetensors", "bad_step.safetensors", "no_layout.safetensors",
+                           "other_layout.safetensors", "absent.safetensors"}) {
     AdamOptimizer<float> opt(4, AdamHyper{});
     try {
-      load_optimizer_state(path(name), &opt);
+      load_optimizer_state(path(name), &opt, "layout-a");
       ADD_FAILURE() << name << " was accepted";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(path(name)), std::string::npos) << e.what();

@@ -322,15 +322,20 @@ TEST(EmbeddingBackward, RejectsBrokenRowOffsets) {
 // ---- Attention ----------------------------------------------------------------------------------------
 
 struct AttentionCase {
-  // Three packed rows of 6, 4 and 1 tokens: attention runs over each row's own tokens, with no mask.
+  // Three packed rows of 6, 4 and 1 tokens: attention runs over each row's own tokens, with no mask. Q, K and V
+  // side by side in qkv[T, 3H] as the QKV GEMM writes them.
   static constexpr int kBatch = 3, kTokens = 11, kLongest = 6, kHeads = 3, kHeadDim = 4, kHidden = kHeads * kHeadDim;
   static constexpr std::size_t kElements = kTokens * kHidden;
   std::vector<int32_t> cu_seqlens = {0, 6, 10, 11};
-  std::vector<double> q = random_normal(kElements, 51);
-  std::vector<double> k = random_normal(kElements, 52);
-  std::vector<double> v = random_normal(kElements, 53);
+  std::vector<double> qkv = random_normal(3 * kElements, 51);
   std::vector<double> r = random_normal(kElements, 54);
   std::vector<double> scratch = std::vector<double>(attention_scratch_elements(kLongest, omp_get_max_threads()));
+
+  // Element d of head h's query (part 0), key (1) or value (2) of token t.
+  double at(int part, std::size_t t, int h, int d) const {
+    return qkv[t * 3 * kHidden + static_cast<std::size_t>(part) * kHidden + static_cast<std::size_t>(h) * kHeadDim +
+               d];
+  }
 };
 
 void check_attention(float dropout_p) {
@@ -339,77 +344,65 @@ void check_attention(float dropout_p) {
   const int HD = AttentionCase::kHeadDim, H = AttentionCase::kHidden;
   const int32_t* cu = c.cu_seqlens.data();
   const RandomKey key{1234, 7, 3};  // the same key in forward and backward: the mask is a function of it
-  const std::size_t probs_size = attention_probs_elements(cu, B, NH);
-  ASSERT_EQ(probs_size, static_cast<std::size_t>(NH) * (36 + 16 + 1));
-  std::vector<double> ctx(AttentionCase::kElements), probs(probs_size);
+  std::vector<double> ctx(AttentionCase::kElements), lse(static_cast<std::size_t>(NH) * T);
   auto loss = [&] {
-    attention_forward_cpu(ctx.data(), probs.data(), c.q.data(), c.k.data(), c.v.data(), cu, B, NH, HD, dropout_p, key,
-                          c.scratch.data());
+    attention_forward_cpu(ctx.data(), lse.data(), c.qkv.data(), cu, B, NH, HD, dropout_p, key, c.scratch.data());
     return projection(c.r, ctx.data());
   };
   loss();
-  const std::vector<double> saved_probs = probs;
+  const std::vector<double> saved_ctx = ctx, saved_lse = lse;
 
-  // Block (b, h) is L_b × L_b at offset NH·Σ_{b'<b} L_b'² + h·L_b²; each row sums to 1 (probs are pre-dropout), and
-  // the one-token row attends to itself with probability 1.
-  auto block = [&](int b, int h) {
-    std::size_t offset = 0;
-    for (int r = 0; r < b; ++r) offset += static_cast<std::size_t>(NH) * (cu[r + 1] - cu[r]) * (cu[r + 1] - cu[r]);
-    const std::size_t length = static_cast<std::size_t>(cu[b + 1] - cu[b]);
-    return offset + static_cast<std::size_t>(h) * length * length;
+  // Independently of the kernel: the scores of query i and key j of row b, head h, and each query's log-sum-exp.
+  auto score = [&](int b, int h, int i, int j) {
+    double dot = 0.0;
+    for (int d = 0; d < HD; ++d) dot += c.at(0, cu[b] + i, h, d) * c.at(1, cu[b] + j, h, d);
+    return dot / std::sqrt(double(HD));
   };
   for (int b = 0; b < B; ++b) {
     const int L = cu[b + 1] - cu[b];
     for (int h = 0; h < NH; ++h) {
       for (int i = 0; i < L; ++i) {
-        const double* row = saved_probs.data() + block(b, h) + static_cast<std::size_t>(i) * L;
         double sum = 0.0;
-        for (int j = 0; j < L; ++j) sum += row[j];
-        ASSERT_NEAR(sum, 1.0, 1e-14) << "probability row of batch " << b << ", head " << h << ", query " << i;
+        for (int j = 0; j < L; ++j) sum += std::exp(score(b, h, i, j));
+        ASSERT_NEAR(saved_lse[static_cast<std::size_t>(h) * T + cu[b] + i], std::log(sum), 1e-12)
+            << "log-sum-exp of batch " << b << ", head " << h << ", query " << i;
       }
     }
   }
-  EXPECT_EQ(saved_probs[block(2, 1)], 1.0);
 
-  std::vector<double> dq(AttentionCase::kElements, 1e3), dk(AttentionCase::kElements, 1e3),
-      dv(AttentionCase::kElements, 1e3);
-  attention_backward_cpu(dq.data(), dk.data(), dv.data(), c.r.data(), saved_probs.data(), c.q.data(), c.k.data(),
-                         c.v.data(), cu, B, NH, HD, dropout_p, key, c.scratch.data());
-  const std::string tag = "attention (dropout " + std::to_string(dropout_p) + ")";
-  EXPECT_TRUE(check_gradient(tag + " dq", loss, c.q.data(), dq.data(), dq.size(), kDoubleFd, {T, H}));
-  EXPECT_TRUE(check_gradient(tag + " dk", loss, c.k.data(), dk.data(), dk.size(), kDoubleFd, {T, H}));
-  EXPECT_TRUE(check_gradient(tag + " dv", loss, c.v.data(), dv.data(), dv.size(), kDoubleFd, {T, H}));
-
-  if (dropout_p > 0.0f) {
-    // FD only proves forward and backward agree with each other. The mask must also be the documented one
-    // (element ((b·NH + h)·P + i)·P + j of the stream `key`, P = the longest row here: the default layout's
-    // max_positions is 1), or the GPU twin and the padded engine could not match: rebuild the context from the
-    // saved probabilities with that mask.
-    loss();  // the context at the unperturbed inputs
-    const std::size_t P = AttentionCase::kLongest;
-    const double scale = 1.0 / (1.0 - double(dropout_p));
-    std::vector<double> want(AttentionCase::kElements, 0.0);
-    std::size_t dropped = 0;
-    for (int b = 0; b < B; ++b) {
-      const int L = cu[b + 1] - cu[b];
-      for (int h = 0; h < NH; ++h) {
-        for (int i = 0; i < L; ++i) {
-          for (int j = 0; j < L; ++j) {
-            const std::size_t element = ((static_cast<std::size_t>(b) * NH + h) * P + i) * P + j;
-            const bool keep = philox_uniform(key, element) >= dropout_p;
-            dropped += !keep;
-            const double p = keep ? saved_probs[block(b, h) + static_cast<std::size_t>(i) * L + j] * scale : 0.0;
-            for (int d = 0; d < HD; ++d) {
-              want[(static_cast<std::size_t>(cu[b]) + i) * H + h * HD + d] +=
-                  p * c.v[(static_cast<std::size_t>(cu[b]) + j) * H + h * HD + d];
-            }
-          }
+  // The context from those probabilities and the documented mask (element ((b·NH + h)·P + i)·P + j of the stream
+  // `key`, P = the longest row here: the default layout's max_positions is 1), or the GPU twin and the padded
+  // engine could not match. The one-token row attends to itself with probability 1.
+  const std::size_t P = AttentionCase::kLongest;
+  const double scale = dropout_p > 0.0f ? 1.0 / (1.0 - double(dropout_p)) : 1.0;
+  std::vector<double> want(AttentionCase::kElements, 0.0);
+  std::size_t dropped = 0;
+  for (int b = 0; b < B; ++b) {
+    const int L = cu[b + 1] - cu[b];
+    for (int h = 0; h < NH; ++h) {
+      for (int i = 0; i < L; ++i) {
+        const double row_lse = saved_lse[static_cast<std::size_t>(h) * T + cu[b] + i];
+        for (int j = 0; j < L; ++j) {
+          const std::size_t element = ((static_cast<std::size_t>(b) * NH + h) * P + i) * P + j;
+          const bool keep = dropout_p == 0.0f || philox_uniform(key, element) >= dropout_p;
+          dropped += !keep;
+          const double p = keep ? std::exp(score(b, h, i, j) - row_lse) * scale : 0.0;
+          for (int d = 0; d < HD; ++d) want[(static_cast<std::size_t>(cu[b]) + i) * H + h * HD + d] += p * c.at(2, cu[b] + j, h, d);
         }
       }
     }
-    EXPECT_GT(dropped, 0u) << "no attention probability was dropped: the dropout case checks nothing new";
-    EXPECT_TRUE(all_close(tag + " context vs documented mask", ctx.data(), want.data(), ctx.size(), kRounding, {T, H}));
   }
+  const std::string tag = "attention (dropout " + std::to_string(dropout_p) + ")";
+  if (dropout_p > 0.0f) {
+    EXPECT_GT(dropped, 0u) << "no attention probability was dropped: the case checks nothing new";
+  }
+  EXPECT_TRUE(all_close(tag + " context vs documented probabilities and mask", saved_ctx.data(), want.data(),
+                        saved_ctx.size(), kRounding, {T, H}));
+
+  std::vector<double> dqkv(3 * AttentionCase::kElements, 1e3);
+  attention_backward_cpu(dqkv.data(), c.r.data(), saved_ctx.data(), saved_lse.data(), c.qkv.data(), cu, B, NH, HD,
+                         dropout_p, key, c.scratch.data());
+  EXPECT_TRUE(check_gradient(tag + " dqkv", loss, c.qkv.data(), dqkv.data(), dqkv.size(), kDoubleFd, {T, 3 * H}));
 }
 
 TEST(AttentionGradient, RaggedRowsNoDropout) { check_attention(0.0f); }

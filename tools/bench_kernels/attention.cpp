@@ -1,7 +1,6 @@
-// `bench kernels` benchmarks of self-attention (scores, softmax over each row's keys, dropout, context) forward and
-// backward, on the packed batch of harness.h (B rows of S tokens: the padded GPU internals hold no padding, so the
-// timing is the GEMMs' best case). Checked on the first and the last rows of the batch (harness.h: rows_to_verify):
-// the CPU twin at full size would cost tens of GFLOP.
+// `bench kernels` benchmarks of the fused self-attention kernels (kernels/cuda/attention.cu) forward and backward, on
+// the packed batch of harness.h (B rows of S tokens, qkv [T, 3H] as the QKV GEMM writes it). Checked on the first and
+// the last rows of the batch (harness.h: rows_to_verify): the CPU twin at full size would cost tens of GFLOP.
 #include <omp.h>
 
 #include <cstddef>
@@ -16,25 +15,37 @@ namespace bertrain::bench {
 
 namespace {
 
-// Rows [span.first, span.first + span.count) of the batch, as the CPU twin is run on them: where they start and
-// how long they are in the packed [T, H] tensors (q, k, v, ctx, their gradients) and in probs, their row offsets
-// (host, from 0), and the dropout layout that gives their elements the same dropout indices as in the whole batch.
-// Every row has S tokens, so the CPU's ragged probability blocks (NH·Σ_{b' < b} L_b'² + h·L_b²) lie exactly where
-// the GPU's padded [B, NH, S, S] ones do, and the two are compared element for element.
+// Rows [span.first, span.first + span.count) of the batch, as the CPU twin is run on them: their first token and
+// token count, their row offsets (host, from 0), and the dropout layout that gives their probabilities the same
+// dropout indices as in the whole batch (first_sample shifted by span.first; P is max(max_pos, S) for both).
 struct SequenceSpan {
-  std::size_t first, count;      // elements of a [T, H] tensor
-  std::size_t first_p, count_p;  // elements of probs
+  std::size_t token0, tokens;
   std::vector<int32_t> cu_seqlens;
   DropoutLayout layout;
 };
 
 SequenceSpan sequence_span(const Shape& s, const RowSpan& span, const DropoutLayout& layout) {
-  const std::size_t token_elements = sz(s.seq) * sz(s.hidden), prob_elements = sz(s.heads) * sz(s.seq) * sz(s.seq);
-  SequenceSpan out{sz(span.first) * token_elements, sz(span.count) * token_elements, sz(span.first) * prob_elements,
-                   sz(span.count) * prob_elements, std::vector<int32_t>(sz(span.count) + 1), layout};
+  SequenceSpan out{sz(span.first) * sz(s.seq), sz(span.count) * sz(s.seq), std::vector<int32_t>(sz(span.count) + 1),
+                   layout};
   for (int b = 0; b <= span.count; ++b) out.cu_seqlens[sz(b)] = b * s.seq;
   out.layout.first_sample += span.first;
   return out;
+}
+
+// The span's entries of an [NH, T] device array (lse), as the span's own [NH, T_span].
+std::vector<float> span_rows_of_heads(Runner& r, const float* device, const Shape& s, const SequenceSpan& seqs) {
+  std::vector<float> out;
+  out.reserve(sz(s.heads) * seqs.tokens);
+  for (int h = 0; h < s.heads; ++h) {
+    const std::vector<float> part = r.download(device + sz(h) * sz(s.tokens()) + seqs.token0, seqs.tokens);
+    out.insert(out.end(), part.begin(), part.end());
+  }
+  return out;
+}
+
+// Flops of the forward: Q·Kᵀ and P·V, 2·L_b²·HD each per (row, head): 4·NH·Σ_b L_b²·HD = 4·B·NH·S²·HD here.
+double forward_flops(const Shape& s, int rows) {
+  return 4.0 * rows * s.heads * static_cast<double>(s.seq) * s.seq * s.head_dim();
 }
 
 }  // namespace
@@ -44,44 +55,41 @@ void bench_attention_forward(Runner& r) {
   const Shape& s = r.options().shape;
   if (!r.select("attention_forward")) return;
   const int B = s.batch, S = s.seq, NH = s.heads, HD = s.head_dim();
-  const std::size_t n = sz(s.tokens()) * sz(s.hidden), np = sz(B) * sz(NH) * sz(S) * sz(S);
-  T *q = r.take<T>(n), *k = r.take<T>(n), *v = r.take<T>(n);
+  const std::size_t n = sz(s.tokens()) * sz(s.hidden), nl = sz(s.tokens()) * sz(NH);  // T·H, NH·T
+  T* qkv = r.take<T>(3 * n);
   int32_t* cu_seqlens = r.take<int32_t>(sz(B) + 1);
-  T *ctx = r.take<T>(n), *probs = r.take<T>(np), *qh = r.take<T>(n), *kh = r.take<T>(n), *vh = r.take<T>(n);
-  T* workspace = r.take<T>(attention_workspace_elements_cuda(B, S, NH, HD));
+  T* ctx = r.take<T>(n);
+  float* lse = r.take<float>(nl);
   if (r.sizing()) return;
   const HostBatch hb = make_batch(s, r.options().seed);
-  const std::vector<float> hq = r.random<T>(n, 40), hk = r.random<T>(n, 41), hv = r.random<T>(n, 42);
-  r.upload(q, hq);
-  r.upload(k, hk);
-  r.upload(v, hv);
+  const std::vector<float> hqkv = r.random<T>(3 * n, 40);
+  r.upload(qkv, hqkv);
   r.copy_in(cu_seqlens, hb.cu_seqlens);
   const RandomKey key = dropout_key(r.options(), 40);
   const DropoutLayout layout = attention_layout(s);
-  // flops = 4·B·NH·S²·HD (Q·Kᵀ and P·V). bytes = q, k, v 3·T·H·e + cu_seqlens 4·(B + 1) (read) + ctx, qh, kh, vh
-  // 4·T·H·e + probs B·NH·S²·e (written); the head-major context and the dropped probabilities in the workspace are
-  // traffic of this implementation, not of the op.
+  // flops = 4·NH·Σ_b L_b²·HD (Q·Kᵀ and P·V). bytes = what the op must move: qkv 3·T·H·e and cu_seqlens 4·(B + 1)
+  // read, ctx T·H·e and lse 4·NH·T written (each K/V tile is read once per query tile of its row, from L2 mostly;
+  // that re-reading is this implementation's traffic, not the op's).
   Measure m{"attention_forward", label("B=%lld S=%lld NH=%lld, p=0.1", B, S, NH),
-            (7.0 * n + static_cast<double>(np)) * elem<T>() + 4.0 * (B + 1),
-            4.0 * B * NH * static_cast<double>(S) * S * HD};
+            4.0 * static_cast<double>(n) * elem<T>() + 4.0 * static_cast<double>(nl) + 4.0 * (B + 1),
+            forward_flops(s, B)};
   r.measure(m,
             [&] {
-              attention_forward_cuda<T>(r.handles(), ctx, probs, qh, kh, vh, q, k, v, cu_seqlens, B, s.tokens(), S, NH,
-                                        HD, kDropout, key, layout, workspace);
+              attention_forward_cuda<T>(ctx, lse, qkv, cu_seqlens, B, s.tokens(), S, NH, HD, kDropout, key, layout,
+                                        r.stream());
             },
             [&](Checker& c) {
-              const RowSample sample = rows_to_verify(B, 4.0 * NH * static_cast<double>(S) * S * HD);
+              const RowSample sample = rows_to_verify(B, forward_flops(s, 1));
               std::vector<float> scratch(attention_scratch_elements(S, omp_get_max_threads()));
               for (const RowSpan& span : sample.spans) {
                 const SequenceSpan seqs = sequence_span(s, span, layout);
-                std::vector<float> rctx(seqs.count), rprobs(seqs.count_p);
-                attention_forward_cpu<float>(rctx.data(), rprobs.data(), hq.data() + seqs.first,
-                                             hk.data() + seqs.first, hv.data() + seqs.first, seqs.cu_seqlens.data(),
+                const std::size_t first = seqs.token0 * sz(s.hidden), count = seqs.tokens * sz(s.hidden);
+                std::vector<float> rctx(count), rlse(sz(NH) * seqs.tokens);
+                attention_forward_cpu<float>(rctx.data(), rlse.data(), hqkv.data() + 3 * first, seqs.cu_seqlens.data(),
                                              span.count, NH, HD, kDropout, key, scratch.data(), seqs.layout);
-                make_representable<T>(rctx);
-                make_representable<T>(rprobs);
-                c.compare_at("ctx", seqs.first, r.download(ctx + seqs.first, seqs.count), rctx);
-                c.compare_at("probs", seqs.first_p, r.download(probs + seqs.first_p, seqs.count_p), rprobs);
+                make_representable<T>(rctx);  // the device stores ctx in T; lse is fp32 for every T
+                c.compare_at("ctx", first, r.download(ctx + first, count), rctx);
+                c.compare("lse (rows of the span, head-major)", span_rows_of_heads(r, lse, s, seqs), rlse);
               }
               c.coverage = sample.coverage("sequences");
             });
@@ -92,55 +100,52 @@ void bench_attention_backward(Runner& r) {
   const Shape& s = r.options().shape;
   if (!r.select("attention_backward")) return;
   const int B = s.batch, S = s.seq, NH = s.heads, HD = s.head_dim();
-  const std::size_t n = sz(s.tokens()) * sz(s.hidden), np = sz(B) * sz(NH) * sz(S) * sz(S);
-  T *q = r.take<T>(n), *k = r.take<T>(n), *v = r.take<T>(n);
+  const std::size_t n = sz(s.tokens()) * sz(s.hidden), nl = sz(s.tokens()) * sz(NH);  // T·H, NH·T
+  T* qkv = r.take<T>(3 * n);
   int32_t* cu_seqlens = r.take<int32_t>(sz(B) + 1);
-  T *ctx = r.take<T>(n), *probs = r.take<T>(np), *qh = r.take<T>(n), *kh = r.take<T>(n), *vh = r.take<T>(n);
-  T *dctx = r.take<T>(n), *dq = r.take<T>(n), *dk = r.take<T>(n), *dv = r.take<T>(n);
-  T* workspace = r.take<T>(attention_workspace_elements_cuda(B, S, NH, HD));
+  T* ctx = r.take<T>(n);
+  float* lse = r.take<float>(nl);
+  T* dctx = r.take<T>(n);
+  T* dqkv = r.take<T>(3 * n);
+  float* workspace = r.take<float>(attention_workspace_floats_cuda(s.tokens(), NH));
   if (r.sizing()) return;
   const HostBatch hb = make_batch(s, r.options().seed);
-  const std::vector<float> hq = r.random<T>(n, 90), hk = r.random<T>(n, 91), hv = r.random<T>(n, 92),
-                           hdctx = r.random<T>(n, 93);
-  r.upload(q, hq);
-  r.upload(k, hk);
-  r.upload(v, hv);
+  const std::vector<float> hqkv = r.random<T>(3 * n, 90), hdctx = r.random<T>(n, 93);
+  r.upload(qkv, hqkv);
   r.upload(dctx, hdctx);
   r.copy_in(cu_seqlens, hb.cu_seqlens);
   const RandomKey key = dropout_key(r.options(), 90);
   const DropoutLayout layout = attention_layout(s);
-  // What backward reads: the forward's probabilities and head-major Q, K, V.
-  attention_forward_cuda<T>(r.handles(), ctx, probs, qh, kh, vh, q, k, v, cu_seqlens, B, s.tokens(), S, NH, HD,
-                            kDropout, key, layout, workspace);
-  // flops = 8·B·NH·S²·HD (dV = Pᵀ·dctx, dP = dctx·Vᵀ, dQ = dS·K, dK = dSᵀ·Q). bytes = dctx, qh, kh, vh 4·T·H·e
-  // + probs B·NH·S²·e + cu_seqlens 4·(B + 1) (read) + dq, dk, dv 3·T·H·e (written).
+  // What backward reads: the forward's ctx and lse.
+  attention_forward_cuda<T>(ctx, lse, qkv, cu_seqlens, B, s.tokens(), S, NH, HD, kDropout, key, layout, r.stream());
+  // flops = 2.5 × the forward's, as FlashAttention reports it: five L_b × L_b × HD products (S recomputed, dP, dV,
+  // dK, dQ) = 10·NH·Σ_b L_b²·HD. This implementation runs seven (the dK/dV and the dQ kernels each recompute S and
+  // dP, so that no two blocks add into one output), so its achieved rate is 7/5 of the one printed.
+  // bytes = qkv 3·T·H·e, ctx and dctx 2·T·H·e, lse 4·NH·T, cu_seqlens 4·(B + 1) (read) + dqkv 3·T·H·e (written);
+  // D [NH, T] in the workspace is this implementation's traffic.
   Measure m{"attention_backward", label("B=%lld S=%lld NH=%lld, p=0.1", B, S, NH),
-            (7.0 * n + static_cast<double>(np)) * elem<T>() + 4.0 * (B + 1),
-            8.0 * B * NH * static_cast<double>(S) * S * HD};
+            8.0 * static_cast<double>(n) * elem<T>() + 4.0 * static_cast<double>(nl) + 4.0 * (B + 1),
+            2.5 * forward_flops(s, B)};
   r.measure(m,
             [&] {
-              attention_backward_cuda<T>(r.handles(), dq, dk, dv, dctx, probs, qh, kh, vh, cu_seqlens, B, s.tokens(), S,
-                                         NH, HD, kDropout, key, layout, workspace);
+              attention_backward_cuda<T>(dqkv, dctx, ctx, lse, qkv, cu_seqlens, B, s.tokens(), S, NH, HD, kDropout, key,
+                                         layout, workspace, r.stream());
             },
             [&](Checker& c) {
-              // The twin gets the device's probabilities (bf16 ones in bf16 mode), so only backward is compared.
-              const RowSample sample = rows_to_verify(B, 8.0 * NH * static_cast<double>(S) * S * HD);
+              // The twin gets the device's ctx and lse (bf16 ctx in bf16 mode), so only backward is compared.
+              const RowSample sample = rows_to_verify(B, 2.5 * forward_flops(s, 1));
               std::vector<float> scratch(attention_scratch_elements(S, omp_get_max_threads()));
               for (const RowSpan& span : sample.spans) {
                 const SequenceSpan seqs = sequence_span(s, span, layout);
-                const std::size_t first = seqs.first, nc = seqs.count;
-                const std::vector<float> dprobs = r.download(probs + seqs.first_p, seqs.count_p);
-                std::vector<float> rdq(nc), rdk(nc), rdv(nc);
-                attention_backward_cpu<float>(rdq.data(), rdk.data(), rdv.data(), hdctx.data() + first, dprobs.data(),
-                                              hq.data() + first, hk.data() + first, hv.data() + first,
-                                              seqs.cu_seqlens.data(), span.count, NH, HD, kDropout, key,
-                                              scratch.data(), seqs.layout);
-                make_representable<T>(rdq);
-                make_representable<T>(rdk);
-                make_representable<T>(rdv);
-                c.compare_at("dq", first, r.download(dq + first, nc), rdq);
-                c.compare_at("dk", first, r.download(dk + first, nc), rdk);
-                c.compare_at("dv", first, r.download(dv + first, nc), rdv);
+                const std::size_t first = seqs.token0 * sz(s.hidden), count = seqs.tokens * sz(s.hidden);
+                const std::vector<float> dev_ctx = r.download(ctx + first, count);
+                const std::vector<float> dev_lse = span_rows_of_heads(r, lse, s, seqs);
+                std::vector<float> rdqkv(3 * count);
+                attention_backward_cpu<float>(rdqkv.data(), hdctx.data() + first, dev_ctx.data(), dev_lse.data(),
+                                              hqkv.data() + 3 * first, seqs.cu_seqlens.data(), span.count, NH, HD,
+                                              kDropout, key, scratch.data(), seqs.layout);
+                make_representable<T>(rdqkv);
+                c.compare_at("dqkv", 3 * first, r.download(dqkv + 3 * first, 3 * count), rdqkv);
               }
               c.coverage = sample.coverage("sequences");
             });

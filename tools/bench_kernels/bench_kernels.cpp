@@ -9,7 +9,6 @@
 //
 // This file holds the benchmark list, in step order, and the command line; harness.h the checking and timing.
 // Compiled only when CUDA is enabled; without it tools/bench_step.cpp defines run_bench_kernels as a stub.
-#include <cublas_v2.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -35,9 +34,6 @@ namespace bertrain {
 namespace bench {
 namespace {
 
-// cuBLAS workspace set once (as the trainer does), so that no GEMM allocates while it is timed.
-constexpr std::size_t kCublasWorkspaceBytes = 32u << 20;
-
 // ---- The benchmarks, in the order a training step runs them -----------------------------------------------
 
 template <typename T>
@@ -46,14 +42,18 @@ std::vector<std::function<void(Runner&)>> all_benchmarks(bool bf16_mode) {
       bench_embedding_forward<T>,
       bench_layernorm_forward<T>,
       [](Runner& r) { bench_dropout<T>(r, true); },
+      bench_dropout_residual_layernorm_forward<T>,
       bench_linear_forward<T>,
+      bench_linear_activation_forward<T>,
       bench_attention_forward<T>,
       bench_bias_activation_forward<T>,
       [](Runner& r) { bench_activation<T>(r, true); },
       bench_loss<T>,
       [](Runner& r) { bench_dropout<T>(r, false); },
       bench_layernorm_backward<T>,
+      bench_dropout_residual_layernorm_backward<T>,
       bench_linear_backward<T>,
+      bench_linear_activation_backward_data<T>,
       [](Runner& r) { bench_activation<T>(r, false); },
       bench_attention_backward<T>,
       bench_column_sum<T>,
@@ -67,17 +67,18 @@ std::vector<std::function<void(Runner&)>> all_benchmarks(bool bf16_mode) {
 }
 
 const char kKernelNames[] =
-    "embedding_forward, layernorm_forward, dropout_forward, linear_forward, attention_forward, "
-    "bias_activation_forward, activation_forward, classification_loss, dropout_backward, layernorm_backward, "
-    "linear_backward, activation_backward, attention_backward, column_sum, add_inplace, embedding_backward, "
-    "sum_of_squares, adam_update, cast_fp32_to_bf16, cast_bf16_to_fp32";
+    "embedding_forward, layernorm_forward, dropout_forward, dropout_residual_layernorm_forward, linear_forward, "
+    "linear_activation_forward, "
+    "attention_forward, bias_activation_forward, activation_forward, classification_loss, dropout_backward, "
+    "layernorm_backward, dropout_residual_layernorm_backward, linear_backward, "
+    "linear_activation_backward_data, activation_backward, "
+    "attention_backward, column_sum, add_inplace, embedding_backward, sum_of_squares, adam_update, "
+    "cast_fp32_to_bf16, cast_bf16_to_fp32";
 
 template <typename T>
 int run_kernels(const Options& o) {
   const Shape& s = o.shape;
   GpuContext context(o.device, gpu_reduction_workspace_elements(std::max(s.hidden, s.intermediate)));
-  DeviceBuffer<unsigned char> cublas_workspace(kCublasWorkspaceBytes);
-  BERTRAIN_CUBLAS_CHECK(cublasSetWorkspace(context.handles().blas, cublas_workspace.data(), cublas_workspace.bytes()));
   Runner runner(o, context, query_peaks(o.device, std::is_same_v<T, bf16>, o.peak_tflops, o.peak_gbps));
   const auto benchmarks = all_benchmarks<T>(std::is_same_v<T, bf16>);
   for (const auto& bench : benchmarks) bench(runner);  // sizing pass

@@ -23,6 +23,11 @@ template <typename T>
 void bench_layernorm_forward(Runner& r);
 template <typename T>
 void bench_layernorm_backward(Runner& r);
+// ... and fused with the dropout before it (the float residual stream, a T copy): every LayerNorm inside a layer.
+template <typename T>
+void bench_dropout_residual_layernorm_forward(Runner& r);
+template <typename T>
+void bench_dropout_residual_layernorm_backward(Runner& r);
 
 // dropout.cpp: dropout_forward, or dropout_backward when !forward.
 template <typename T>
@@ -33,6 +38,12 @@ template <typename T>
 void bench_linear_forward(Runner& r);
 template <typename T>
 void bench_linear_backward(Runner& r);
+// ... the feed-forward's GEMMs with their activation: intermediate dense + GELU (forward), and the output dense's
+// dx through GELU' with the intermediate bias gradient (backward), exact GELU and the cuBLASLt tanh-GELU epilogues.
+template <typename T>
+void bench_linear_activation_forward(Runner& r);
+template <typename T>
+void bench_linear_activation_backward_data(Runner& r);
 template <typename T>
 void bench_column_sum(Runner& r);
 template <typename T>

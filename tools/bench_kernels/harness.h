@@ -84,7 +84,7 @@ HostBatch make_batch(const Shape& s, uint64_t seed);
 // |got - ref| <= atol + rtol·|ref| with atol = atol_of_max · max|ref|: scaled by the tensor's largest value, so
 // one tolerance serves outputs of any magnitude. fp32: a few hundred ulps of room for another summation order
 // (GEMMs over K = 3072, column sums over T = 32768 rows). bf16: every bf16 store rounds by up to 2^-9 relative
-// and attention stores intermediates (scores, probabilities) in bf16 too, so 1e-2 — loose enough for rounding,
+// and attention rounds its probabilities and dS to bf16 before their products, so 1e-2 — loose enough for rounding,
 // far too tight for a wrong index, mask or formula (those err by the size of the values themselves). This is a
 // gate against timing a wrong kernel; the tight per-kernel checks are the GoogleTest suites in tests/cuda.
 struct Tolerance {
