@@ -1,7 +1,7 @@
 // `bertrain bench step`: times whole training steps (forward, BCE loss, backward, Adam) of a randomly
 // initialised BERT classifier on the CPU or a CUDA device (fp32 or bf16), and prints the loss of each step so
 // that one can see it learn. Batches are packed (the engine computes only real tokens): either one synthetic
-// batch (lengths from S/2 to S), or batches whose row lengths are drawn from a tokenized dataset
+// batch (lengths from S/2 to S, or all S with --full-rows), or batches whose row lengths are drawn from a tokenized dataset
 // (--lengths-from), optionally extended to their longest row (--padded: the work a padded engine does).
 // Compare with tools/reference/bench_torch_step.py (--lengths takes the file --lengths-out writes).
 #include <omp.h>
@@ -117,7 +117,8 @@ int bench_step(const std::vector<std::string>& args) {
   ArgParser parser("bench step",
                    "Times training steps (forward + BCE loss + backward + Adam) of a random BERT classifier and\n"
                    "prints the loss of every step. Batches are packed: only real tokens are computed. Without\n"
-                   "--lengths-from every step uses one synthetic batch whose lengths run from S/2 to S; with it,\n"
+                   "--lengths-from every step uses one synthetic batch whose lengths run from S/2 to S (all S with\n"
+                   "--full-rows); with it,\n"
                    "step i uses the i-th batch of row lengths drawn (seeded, shuffled epochs) from the tokenized\n"
                    "CSV, and --padded extends every row to its batch's longest (the padded engine's work).\n"
                    "Defaults: BERT-mini on the CPU; BERT-base on a GPU: --layers 12 --hidden 768 --heads 12\n"
@@ -129,6 +130,7 @@ int bench_step(const std::vector<std::string>& args) {
   parser.option("vocab", "31090", "vocabulary size V (SciBERT's)");
   parser.option("batch", "32", "batch size B");
   parser.option("seq", "64", "longest row S of the synthetic batch (rows have S/2 to S tokens)");
+  parser.flag("full-rows", "every row of the synthetic batch has S tokens (no padding anywhere to skip)");
   parser.option("lengths-from", "", "CSV (title, description) whose tokenized lengths the batches take");
   parser.option("vocab-file", "", "vocab.txt to tokenize --lengths-from with (required with it)");
   parser.option("max-length", "512", "with --lengths-from: rows are cut to this many tokens, as training does");
@@ -167,6 +169,8 @@ int bench_step(const std::vector<std::string>& args) {
     throw UsageError("bench step: --lengths-from needs --vocab-file (the vocab.txt to tokenize it with)");
   }
   if (lengths_csv.empty() && padded) throw UsageError("bench step: --padded needs --lengths-from");
+  const bool full_rows = parser.get_flag("full-rows");
+  if (full_rows && !lengths_csv.empty()) throw UsageError("bench step: --full-rows is for synthetic batches, not --lengths-from");
 
   // Every step's row lengths, then one packed batch per distinct step (the loop only reads them).
   BatchLengths lengths;
@@ -177,7 +181,9 @@ int bench_step(const std::vector<std::string>& args) {
   } else {
     const RandomKey key{seed, 0, 0xbe7c4u};
     std::vector<int> rows;
-    for (int b = 0; b < batch; ++b) rows.push_back(seq / 2 + static_cast<int>(philox_uniform(key, 3 * b) * (seq - seq / 2 + 1)));
+    for (int b = 0; b < batch; ++b) {
+      rows.push_back(full_rows ? seq : seq / 2 + static_cast<int>(philox_uniform(key, 3 * b) * (seq - seq / 2 + 1)));
+    }
     lengths.assign(1, rows);
   }
   if (!parser.get("lengths-out").empty()) write_lengths(parser.get("lengths-out"), lengths);
@@ -207,7 +213,8 @@ int bench_step(const std::vector<std::string>& args) {
               "%s, %zu parameters; %s",
               config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.intermediate_size,
               config.vocab_size, batch, longest,
-              lengths_csv.empty() ? "synthetic lengths" : (padded ? "dataset lengths, padded" : "dataset lengths"),
+              lengths_csv.empty() ? (full_rows ? "full rows" : "synthetic lengths")
+                                  : (padded ? "dataset lengths, padded" : "dataset lengths"),
               layout.parameter_count(), engine->description().c_str());
   if (engine->device_memory_bytes() > 0) {
     std::printf(", %.2f GiB device memory", static_cast<double>(engine->device_memory_bytes()) / (1u << 30));
@@ -244,7 +251,8 @@ int bench_step(const std::vector<std::string>& args) {
               "\"lengths\": \"%s\", \"median_ms\": %.3f, \"mean_ms\": %.3f, \"samples_per_s\": %.1f, "
               "\"tokens_per_s\": %.0f, \"model_tflops\": %.2f",
               engine->description().c_str(), omp_get_max_threads(), batch, longest,
-              lengths_csv.empty() ? "synthetic" : (padded ? "dataset-padded" : "dataset"), median, mean,
+              lengths_csv.empty() ? (full_rows ? "full" : "synthetic") : (padded ? "dataset-padded" : "dataset"), median,
+              mean,
               timed_rows * 1000.0 / total_ms, timed_tokens * 1000.0 / total_ms, tflops);
   if (peak_tflops > 0) std::printf(", \"mfu_percent\": %.1f", 100.0 * tflops / peak_tflops);
   std::printf("}\n");

@@ -9,12 +9,13 @@
 #   gpu-tests    ctest -L gpu with BERTRAIN_EXPECT_GPU=1 (every skip is a failure)
 #   sanitizer    compute-sanitizer memcheck, racecheck, initcheck on the element-wise GPU suite, if present
 #   kernels      bench kernels --json, bf16 and fp32 (every kernel verified against its CPU twin, then timed)
-#   step-*       bench step: BERT-base 256 x 128 bf16 and fp32, a synthetic 256 x 40 (rows of 20-40 tokens),
+#   step-*       bench step: BERT-base 256 x 128 bf16 and fp32 (rows of 64-128 tokens), 256 x 128 bf16 with
+#                every row full (--full-rows: the torch.compile comparison), a synthetic 256 x 40 (rows of 20-40 tokens),
 #                and SciBERT's shape in bf16 at batch 256 on Made-With-ML's own lengths (tokenized with
 #                $BERTRAIN_DATA_DIR/scibert_scivocab_uncased/vocab.txt, else MODEL_DIR/vocab.txt), packed and
 #                --padded (the padded engine's work)
 #   torch-*      tools/reference/bench_torch_step.py on the same GPU, shapes and lengths (dynamic padding),
-#                when torch imports
+#                when torch imports; torch-compile-bf16-256x128-full is the same model under torch.compile
 #   finetune-*   with MODEL_DIR: a short fine-tune on Made-With-ML's data ($BERTRAIN_DATA_DIR/madewithml,
 #                default ../shared/data), GPU bf16, GPU fp32 and CPU, then evaluate on holdout.csv
 # OUT_DIR/summary.md gets one line per step and the headline numbers. Exit status: 0 when every step passed.
@@ -117,9 +118,15 @@ sanitizer() {
 }
 
 BERT_BASE=(--layers 12 --hidden 768 --heads 12 --intermediate 3072)
-bench_step() {  # bench_step BATCH SEQ PRECISION
-  "$BUILD_DIR/bertrain" bench step "${BERT_BASE[@]}" --batch "$1" --seq "$2" --device cuda --precision "$3" \
-    --steps 20 --warmup 5
+bench_step() {  # bench_step BATCH SEQ PRECISION [extra...]
+  local batch=$1 seq=$2 precision=$3
+  shift 3
+  "$BUILD_DIR/bertrain" bench step "${BERT_BASE[@]}" --batch "$batch" --seq "$seq" --device cuda \
+    --precision "$precision" --steps 20 --warmup 5 "$@"
+}
+torch_full_step() {  # torch_full_step [extra...]: BERT-base 256 x 128, every row full length
+  python3 tools/reference/bench_torch_step.py --device cuda --layers 12 --hidden 768 --heads 12 \
+    --intermediate 3072 --batch 256 --seq 128 --attn sdpa --autocast-bf16 --fused-adam --steps 20 --warmup 5 "$@"
 }
 torch_step() {  # torch_step BATCH SEQ [extra...]
   local batch=$1 seq=$2
@@ -165,6 +172,7 @@ if step build configure_and_build; then
   step kernels-fp32 "$BUILD_DIR/bertrain" bench kernels --json --precision fp32
   step step-bf16-256x128 bench_step 256 128 bf16
   step step-fp32-256x128 bench_step 256 128 fp32
+  step step-bf16-256x128-full bench_step 256 128 bf16 --full-rows
   step step-bf16-256x40 bench_step 256 40 bf16
   if [ -n "$(mwml_vocab)" ] && [ -f "$DATA/madewithml/dataset.csv" ]; then
     step step-bf16-mwml-padded mwml_step --padded
@@ -174,6 +182,8 @@ if step build configure_and_build; then
     step torch-bf16-256x128 torch_step 256 128 --autocast-bf16 --fused-adam
     step torch-fp32-256x128 torch_step 256 128 --fused-adam
     step torch-bf16-256x40 torch_step 256 40 --autocast-bf16 --fused-adam
+    step torch-bf16-256x128-full torch_full_step
+    step torch-compile-bf16-256x128-full torch_full_step --compile --warmup 10
     if [ -f "$OUT/mwml-lengths.json" ]; then step torch-bf16-mwml torch_mwml_step; fi
   fi
   if [ -n "$MODEL" ]; then

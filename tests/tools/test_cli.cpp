@@ -943,6 +943,14 @@ TEST_F(CliTest, BenchStepTimesPackedAndPaddedBatchesFromACsv) {
   const json line = json::parse(lines_of(synthetic.out).back());
   EXPECT_EQ(line.at("lengths"), "synthetic");
   EXPECT_EQ(line.at("longest"), 8);
+  EXPECT_LT(line.at("tokens_per_s").get<double>(), 8.0 * line.at("samples_per_s").get<double>())
+      << "synthetic rows run from S/2 to S tokens";
+  const RunResult full = run(with({"--seq", "8", "--full-rows"}));
+  ASSERT_TRUE(succeeded(full));
+  const json full_line = json::parse(lines_of(full.out).back());
+  EXPECT_EQ(full_line.at("lengths"), "full");
+  // Every row has S = 8 tokens: tokens/s is exactly 8 × samples/s (up to the printed rounding).
+  EXPECT_NEAR(full_line.at("tokens_per_s").get<double>(), 8.0 * full_line.at("samples_per_s").get<double>(), 8.0);
 
   const std::vector<std::string> from_csv = {"--lengths-from", data(), "--vocab-file", model() + "/vocab.txt"};
   std::vector<std::string> packed_args = from_csv;
@@ -975,6 +983,8 @@ TEST_F(CliTest, BenchStepTimesPackedAndPaddedBatchesFromACsv) {
   }
 
   expect_error(run(with({"--padded"})), "--padded needs --lengths-from", 2);
+  expect_error(run(with({"--full-rows", "--lengths-from", data(), "--vocab-file", model() + "/vocab.txt"})),
+               "--full-rows is for synthetic batches", 2);
   expect_error(run(with({"--lengths-from", data()})), "--lengths-from needs --vocab-file", 2);
   expect_error(run(with({"--lengths-from", path("missing.csv"), "--vocab-file", model() + "/vocab.txt"})),
                "missing.csv");

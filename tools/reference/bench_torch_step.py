@@ -20,6 +20,9 @@ Examples:
   # BERT-base on a GPU with bf16 autocast, as `bertrain bench step --device cuda --precision bf16`:
   python tools/reference/bench_torch_step.py --device cuda --autocast-bf16 --layers 12 --hidden 768 \
       --heads 12 --intermediate 3072 --batch 256 --seq 128 --padding --attn sdpa
+  # the same with every row full length (no --padding), compiled: the issue-14 comparison
+  python tools/reference/bench_torch_step.py --device cuda --autocast-bf16 --layers 12 --hidden 768 \
+      --heads 12 --intermediate 3072 --batch 256 --seq 128 --attn sdpa --fused-adam --compile
   # the batch lengths of the Made-With-ML dataset, as bertrain batches them:
   build/bertrain bench step --lengths-from DATA/madewithml/dataset.csv \
       --vocab-file DATA/scibert_scivocab_uncased/vocab.txt --batch 32 --lengths-out /tmp/lengths.json
@@ -108,6 +111,9 @@ def main():
     ap.add_argument("--autocast-bf16", action="store_true",
                     help="torch.autocast(dtype=bfloat16) around forward and loss (fp32 master weights)")
     ap.add_argument("--fused-adam", action="store_true", help="torch.optim.Adam(fused=True) (CUDA)")
+    ap.add_argument("--compile", action="store_true",
+                    help="torch.compile the model (default mode; dynamic shapes with --lengths); the warm-up "
+                         "steps include the compilation")
     args = ap.parse_args()
     length_batches = load_lengths(args.lengths, MAX_POSITIONS) if args.lengths is not None else None
     device = torch.device(args.device)
@@ -126,6 +132,7 @@ def main():
     model = BertForSequenceClassification(config).to(device=device, dtype=torch.float32)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
+    forward = torch.compile(model, dynamic=length_batches is not None) if args.compile else model
     opt_cls = torch.optim.Adam if args.optimizer == "adam" else torch.optim.AdamW
     opt = opt_cls(params, lr=5e-5, **({"fused": True} if args.fused_adam else {}))
     loss_fn = torch.nn.BCEWithLogitsLoss()
@@ -169,7 +176,7 @@ def main():
     def step(k):
         input_ids, attention_mask, token_type_ids, targets = batches[k % len(batches)]
         with torch.autocast(device_type=args.device, dtype=torch.bfloat16, enabled=args.autocast_bf16):
-            logits = model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).logits
+            logits = forward(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).logits
             loss = loss_fn(logits.float(), targets)
         loss.backward()
         opt.step()
@@ -221,6 +228,7 @@ def main():
         "cpu": platform.processor() or platform.machine(),
         "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
         "autocast_bf16": args.autocast_bf16,
+        "compile": args.compile,
         "peak_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 3) if args.device == "cuda" else None,
     }))
 
