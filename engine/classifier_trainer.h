@@ -18,6 +18,7 @@ struct TrainerOptions {
   uint64_t seed = 42;                // dropout masks: stream (seed, optimizer step, site)
   double collective_timeout_s = 300;  // GPU data parallelism: a collective slower than this aborts the job
   bool reduce_bf16 = false;           // GPU data parallelism: send gradients as bf16 (half the traffic)
+  bool cuda_graphs = true;            // GPU evaluation: replay repeated batch shapes as CUDA graphs
 };
 
 template <typename T>

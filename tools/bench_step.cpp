@@ -4,6 +4,7 @@
 // batch (lengths from S/2 to S, or all S with --full-rows), or batches whose row lengths are drawn from a tokenized dataset
 // (--lengths-from), optionally extended to their longest row (--padded: the work a padded engine does).
 // Compare with tools/reference/bench_torch_step.py (--lengths takes the file --lengths-out writes).
+// --forward-only times evaluation steps instead (forward + loss; on a GPU a repeated shape replays as a CUDA graph).
 #include <omp.h>
 
 #include <algorithm>
@@ -100,17 +101,18 @@ SyntheticBatch synthetic_batch(const std::vector<int>& lengths, int vocab, int l
   return b;
 }
 
-// Model FLOPs of one step (forward + backward = 3 × forward) on real tokens: the dense layers (2 FLOPs per weight
+// Model FLOPs of one step (forward + backward = 3 × forward; forward only: 1 ×) on real tokens: the dense layers (2 FLOPs per weight
 // and token: Q, K, V, attention output 4H², feed-forward 2HI) and the two attention products (2·L_b·H per token
 // each), as in the MFU accounting of the PaLM paper.
-double step_flops(const BertConfig& c, const std::vector<int>& lengths) {
+double step_flops(const BertConfig& c, const std::vector<int>& lengths, bool forward_only) {
   double tokens = 0, squares = 0;
   for (int l : lengths) {
     tokens += l;
     squares += static_cast<double>(l) * l;
   }
   const double h = c.hidden_size, inter = c.intermediate_size;
-  return 3.0 * c.num_hidden_layers * (2.0 * tokens * (4.0 * h * h + 2.0 * h * inter) + 4.0 * squares * h);
+  return (forward_only ? 1.0 : 3.0) * c.num_hidden_layers *
+         (2.0 * tokens * (4.0 * h * h + 2.0 * h * inter) + 4.0 * squares * h);
 }
 
 int bench_step(const std::vector<std::string>& args) {
@@ -121,6 +123,8 @@ int bench_step(const std::vector<std::string>& args) {
                    "--full-rows); with it,\n"
                    "step i uses the i-th batch of row lengths drawn (seeded, shuffled epochs) from the tokenized\n"
                    "CSV, and --padded extends every row to its batch's longest (the padded engine's work).\n"
+                   "--forward-only times evaluation steps (forward + loss; CUDA graphs replay repeated shapes\n"
+                   "unless --no-cuda-graphs).\n"
                    "Defaults: BERT-mini on the CPU; BERT-base on a GPU: --layers 12 --hidden 768 --heads 12\n"
                    "--intermediate 3072 --batch 256 --seq 128 --device cuda --precision bf16.");
   parser.option("layers", "4", "encoder layers");
@@ -136,6 +140,8 @@ int bench_step(const std::vector<std::string>& args) {
   parser.option("max-length", "512", "with --lengths-from: rows are cut to this many tokens, as training does");
   parser.flag("padded", "with --lengths-from: every row as long as its batch's longest row");
   parser.option("lengths-out", "", "write the batches' row lengths as JSON (bench_torch_step.py --lengths)");
+  parser.flag("forward-only", "time evaluation steps (forward + loss, no dropout, no update) instead of training");
+  parser.flag("no-cuda-graphs", "CUDA: run evaluation steps eagerly (by default repeated shapes replay as graphs)");
   parser.option("labels", "4", "classes C");
   parser.option("dropout", "0.1", "hidden and attention dropout");
   parser.option("steps", "20", "timed steps");
@@ -204,6 +210,8 @@ int bench_step(const std::vector<std::string>& args) {
   TrainerOptions options;
   options.adam.lr = 1e-4;
   options.seed = seed;
+  options.cuda_graphs = !parser.get_flag("no-cuda-graphs");
+  const bool forward_only = parser.get_flag("forward-only");
   const BackendChoice choice = choose_backend(parser.get("device"), parser.get("precision"), 0);
   const std::unique_ptr<Communicator> single = make_communicator(LaunchInfo{});
   const std::unique_ptr<TrainingBackend> engine =
@@ -228,12 +236,17 @@ int bench_step(const std::vector<std::string>& args) {
   for (int i = 0; i < warmup + steps; ++i) {
     const SyntheticBatch& b = batches[static_cast<std::size_t>(i) % batches.size()];
     const auto start = std::chrono::steady_clock::now();
-    engine->train_step(b.view(), b.targets.data(), 1.0, *single);
-    const double loss = engine->take_loss();  // waits for the step: each step is timed whole
+    double loss;
+    if (forward_only) {
+      loss = engine->evaluate(b.view(), b.targets.data());  // returns the loss: waits for the step
+    } else {
+      engine->train_step(b.view(), b.targets.data(), 1.0, *single);
+      loss = engine->take_loss();  // waits for the step: each step is timed whole
+    }
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (i >= warmup) {
       times.push_back(ms);
-      timed_flops += step_flops(config, lengths[static_cast<std::size_t>(i) % lengths.size()]);
+      timed_flops += step_flops(config, lengths[static_cast<std::size_t>(i) % lengths.size()], forward_only);
       timed_tokens += static_cast<double>(b.ids.size());
       timed_rows += static_cast<double>(b.cu_seqlens.size() - 1);
     }
@@ -249,11 +262,11 @@ int bench_step(const std::vector<std::string>& args) {
   const double tflops = timed_flops / (total_ms * 1e-3) / 1e12;
   std::printf("{\"bench\": \"step\", \"engine\": \"%s\", \"threads\": %d, \"batch\": %d, \"longest\": %d, "
               "\"lengths\": \"%s\", \"median_ms\": %.3f, \"mean_ms\": %.3f, \"samples_per_s\": %.1f, "
-              "\"tokens_per_s\": %.0f, \"model_tflops\": %.2f",
+              "\"tokens_per_s\": %.0f, \"model_tflops\": %.2f, \"step\": \"%s\"",
               engine->description().c_str(), omp_get_max_threads(), batch, longest,
               lengths_csv.empty() ? (full_rows ? "full" : "synthetic") : (padded ? "dataset-padded" : "dataset"), median,
-              mean,
-              timed_rows * 1000.0 / total_ms, timed_tokens * 1000.0 / total_ms, tflops);
+              mean, timed_rows * 1000.0 / total_ms, timed_tokens * 1000.0 / total_ms, tflops,
+              forward_only ? (choice.cuda && options.cuda_graphs ? "forward, cuda graphs" : "forward") : "train");
   if (peak_tflops > 0) std::printf(", \"mfu_percent\": %.1f", 100.0 * tflops / peak_tflops);
   std::printf("}\n");
   return 0;

@@ -11,6 +11,7 @@
 #   kernels      bench kernels --json, bf16 and fp32 (every kernel verified against its CPU twin, then timed)
 #   step-*       bench step: BERT-base 256 x 128 bf16 and fp32 (rows of 64-128 tokens), 256 x 128 bf16 with
 #                every row full (--full-rows: the torch.compile comparison), a synthetic 256 x 40 (rows of 20-40 tokens),
+#                evaluation steps (--forward-only) at 32 x 128 with and without CUDA graphs,
 #                and SciBERT's shape in bf16 at batch 256 on Made-With-ML's own lengths (tokenized with
 #                $BERTRAIN_DATA_DIR/scibert_scivocab_uncased/vocab.txt, else MODEL_DIR/vocab.txt), packed and
 #                --padded (the padded engine's work)
@@ -174,6 +175,8 @@ if step build configure_and_build; then
   step step-fp32-256x128 bench_step 256 128 fp32
   step step-bf16-256x128-full bench_step 256 128 bf16 --full-rows
   step step-bf16-256x40 bench_step 256 40 bf16
+  step step-bf16-eval-32x128-graphs bench_step 32 128 bf16 --forward-only
+  step step-bf16-eval-32x128-eager bench_step 32 128 bf16 --forward-only --no-cuda-graphs
   if [ -n "$(mwml_vocab)" ] && [ -f "$DATA/madewithml/dataset.csv" ]; then
     step step-bf16-mwml-padded mwml_step --padded
     step step-bf16-mwml-packed mwml_step --lengths-out "$OUT/mwml-lengths.json"

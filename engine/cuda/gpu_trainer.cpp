@@ -18,6 +18,7 @@
 #include "dist/gradient_buckets.h"
 #include "engine/adam.h"
 #include "engine/checkpoint.h"
+#include "engine/cuda/graph_cache.h"
 #include "engine/training_backend.h"
 #include "kernels/adam.h"
 #include "kernels/loss.h"
@@ -31,6 +32,10 @@ namespace {
 // Gradients are reduced across ranks in buckets of at least this many bytes (PyTorch DDP's default),
 // each as soon as the backward has produced it, on a second stream.
 constexpr std::size_t kBucketBytes = 25u << 20;
+
+// Evaluation batch shapes kept as CUDA graphs (engine/cuda/graph_cache.h): a validation set replays the same
+// shapes every epoch; beyond this many distinct shapes, batches run eagerly.
+constexpr std::size_t kMaxEvaluationGraphs = 64;
 
 
 class CudaEvent {
@@ -167,10 +172,14 @@ class GpuBackend final : public TrainingBackend {
     while (!pending_.empty()) take_loss();
     Staging& staging = staging_[0];
     const BertBatch device_batch = upload(batch, targets, staging);
-    model_.forward(compute_params(), device_batch, DropoutSetting{});
-    classification_loss_cuda(options_.loss, losses_.data(), static_cast<T*>(nullptr), model_.logits(),
-                             targets_.data(), class_weights_.size() > 0 ? class_weights_.data() : nullptr,
-                             batch.batch, model_.num_labels(), 1.0f, context_.stream());
+    // Forward and loss read only fixed buffers (the uploaded batch, the parameters, the arena) and the batch's
+    // shape: one graph per shape, replayed when it repeats.
+    evaluation_graphs_.run({batch.batch, batch.tokens, batch.longest, batch.first_sample}, context_.stream(), [&] {
+      model_.forward(compute_params(), device_batch, DropoutSetting{});
+      classification_loss_cuda(options_.loss, losses_.data(), static_cast<T*>(nullptr), model_.logits(),
+                               targets_.data(), class_weights_.size() > 0 ? class_weights_.data() : nullptr,
+                               batch.batch, model_.num_labels(), 1.0f, context_.stream());
+    });
     BERTRAIN_CUDA_CHECK(cudaMemcpyAsync(staging.loss.data(), losses_.data(), sizeof(float), cudaMemcpyDeviceToHost,
                                         context_.stream()));
     BERTRAIN_CUDA_CHECK(cudaEventRecord(staging.done.get(), context_.stream()));
@@ -307,6 +316,7 @@ class GpuBackend final : public TrainingBackend {
   DeviceBuffer<int32_t> ids_, cu_seqlens_;
   DeviceBuffer<float> targets_, class_weights_, losses_;
   std::array<Staging, 2> staging_;
+  GraphCache evaluation_graphs_{options_.cuda_graphs ? kMaxEvaluationGraphs : 0};
   std::deque<int> pending_;
   int next_slot_ = 0;
   long steps_ = 0;

@@ -945,6 +945,17 @@ TEST_F(CliTest, BenchStepTimesPackedAndPaddedBatchesFromACsv) {
   EXPECT_EQ(line.at("longest"), 8);
   EXPECT_LT(line.at("tokens_per_s").get<double>(), 8.0 * line.at("samples_per_s").get<double>())
       << "synthetic rows run from S/2 to S tokens";
+  EXPECT_EQ(line.at("step"), "train");
+  // Evaluation steps: no update, so every step's loss is the same.
+  const RunResult forward = run(with({"--seq", "8", "--forward-only"}));
+  ASSERT_TRUE(succeeded(forward));
+  EXPECT_EQ(json::parse(lines_of(forward.out).back()).at("step"), "forward");
+  std::vector<std::string> losses;
+  for (const std::string& l : lines_of(forward.out)) {
+    if (l.rfind("step ", 0) == 0) losses.push_back(l.substr(l.find("loss"), 15));
+  }
+  ASSERT_EQ(losses.size(), 3u);  // 1 warm-up + 2 timed
+  EXPECT_EQ(losses[0], losses[2]);
   const RunResult full = run(with({"--seq", "8", "--full-rows"}));
   ASSERT_TRUE(succeeded(full));
   const json full_line = json::parse(lines_of(full.out).back());
