@@ -155,8 +155,8 @@ void BertClassifier<T>::forward(const T* params, const BertBatch& batch, const D
     dropout_residual_layernorm_forward_cpu(a.ln1_out, a.ln1_mean, a.ln1_rstd, static_cast<const T*>(a.attn_out), x,
                                            lw.attn_ln_g, lw.attn_ln_b, tokens, H, eps, dropout.hidden,
                                            dropout.key(layer_site(l, kAttentionOutput)), layouts.tokens);
-    linear_forward_cpu(a.inter_pre, a.ln1_out, lw.inter_w, lw.inter_b, tokens, H, I);
-    activation_forward_cpu(a.inter_act, a.inter_pre, static_cast<std::size_t>(tokens) * I, act);
+    linear_activation_forward_cpu(a.inter_act, a.inter_pre, static_cast<const T*>(a.ln1_out), lw.inter_w, lw.inter_b,
+                                  tokens, H, I, act);
     linear_forward_cpu(a.out_dense, a.inter_act, lw.out_w, lw.out_b, tokens, I, H);
     dropout_residual_layernorm_forward_cpu(layer_in_[l + 1], a.ln2_mean, a.ln2_rstd, static_cast<const T*>(a.out_dense),
                                            static_cast<const T*>(a.ln1_out), lw.out_ln_g, lw.out_ln_b, tokens, H, eps,
@@ -182,7 +182,7 @@ void BertClassifier<T>::backward(T* grads, const T* params, const T* dlogits) {
   const DropoutSetting& dropout = dropout_;
   const int B = batch_.batch, H = c.hidden_size, I = c.intermediate_size, C = num_labels_;
   const int tokens = batch_.tokens;
-  const std::size_t th = static_cast<std::size_t>(tokens) * H, ti = static_cast<std::size_t>(tokens) * I;
+  const std::size_t th = static_cast<std::size_t>(tokens) * H;
   const Activation act = c.activation();
   const SiteLayouts layouts(batch_.first_sample, c.max_position_embeddings, H, slots_.data());
 
@@ -207,11 +207,16 @@ void BertClassifier<T>::backward(T* grads, const T* params, const T* dlogits) {
                                             static_cast<const T*>(a.ln2_mean), static_cast<const T*>(a.ln2_rstd),
                                             lw.out_ln_g, tokens, H, dropout.hidden,
                                             dropout.key(layer_site(l, kFeedForwardOutput)), layouts.tokens);
-    // Feed-forward: output dense (input act(inter_pre), kept by forward), activation, intermediate dense, whose
-    // input gradient accumulates onto dz2 (the residual around the block): dy_ = dz2 + dinter · W.
-    linear_backward_cpu(d_inter_, lg.out_w, lg.out_b, d_b_, a.inter_act, lw.out_w, tokens, I, H, false);
-    activation_backward_cpu(d_inter_, d_inter_, a.inter_pre, ti, act);
-    linear_backward_cpu(dy_, lg.inter_w, lg.inter_b, d_inter_, a.ln1_out, lw.inter_w, tokens, H, I, true);
+    // Feed-forward, as the GPU model runs it: the output dense's weight and bias gradients (its input act(inter_pre)
+    // was kept by forward), its input gradient through act' with the intermediate bias gradient, then the
+    // intermediate dense, whose input gradient accumulates onto dz2 (the residual around the block):
+    // dy_ = dz2 + dinter · W.
+    linear_backward_cpu(static_cast<T*>(nullptr), lg.out_w, lg.out_b, d_b_, a.inter_act, lw.out_w, tokens, I, H,
+                        false);
+    linear_activation_backward_data_cpu(d_inter_, lg.inter_b, static_cast<const T*>(d_b_), lw.out_w,
+                                        static_cast<const T*>(a.inter_pre), tokens, I, H, act);
+    linear_backward_cpu(dy_, lg.inter_w, static_cast<T*>(nullptr), d_inter_, a.ln1_out, lw.inter_w, tokens, H, I,
+                        true);
     // Attention LayerNorm: dy_ becomes dz1, d_b_ the attention output's gradient; then the output dense.
     dropout_residual_layernorm_backward_cpu(dy_, d_b_, lg.attn_ln_g, lg.attn_ln_b, static_cast<const T*>(dy_),
                                             static_cast<const T*>(a.attn_out), x, static_cast<const T*>(a.ln1_mean),
