@@ -84,6 +84,9 @@ class GpuBackend final : public TrainingBackend {
     BERTRAIN_CHECK(options.class_weights.empty() || static_cast<int>(options.class_weights.size()) == num_labels,
                    "got " << options.class_weights.size() << " class weights for " << num_labels << " labels");
     BERTRAIN_CUDA_CHECK(cudaMemsetAsync(moments_.data(), 0, moments_.bytes(), context_.stream()));
+    // The backward writes (=) every tensor of the layout but never the alignment padding between tensors, which
+    // the gradient norm, the allreduce and Adam read as part of the flat buffer: zero once, it stays zero.
+    BERTRAIN_CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, grads_.bytes(), context_.stream()));
     if constexpr (!std::is_same_v<T, float>) {
       compute_ = DeviceBuffer<T>(size_);
       cast_cuda(compute_.data(), master_.data(), size_, context_.stream());
