@@ -68,7 +68,9 @@ enum cudaError_t {
   cudaErrorInvalidConfiguration = 9,
   cudaErrorInvalidDevice = 101,
   cudaErrorInvalidResourceHandle = 400,
+  cudaErrorNotReady = 600,
   cudaErrorLaunchOutOfResources = 701,
+  cudaErrorStreamCaptureUnsupported = 900,
 };
 struct CUstream_st;
 typedef CUstream_st* cudaStream_t;
@@ -90,6 +92,18 @@ enum cudaDeviceAttr {
 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
 constexpr unsigned cudaStreamDefault = 0, cudaStreamNonBlocking = 1;
+constexpr unsigned cudaEventDefault = 0, cudaEventDisableTiming = 2;
+struct CUevent_st;
+typedef CUevent_st* cudaEvent_t;
+struct CUgraph_st;
+typedef CUgraph_st* cudaGraph_t;
+struct CUgraphExec_st;
+typedef CUgraphExec_st* cudaGraphExec_t;
+enum cudaStreamCaptureMode {
+  cudaStreamCaptureModeGlobal = 0,
+  cudaStreamCaptureModeThreadLocal = 1,
+  cudaStreamCaptureModeRelaxed = 2
+};
 struct cudaDeviceProp {
   char name[256];
   std::size_t totalGlobalMem;
@@ -130,21 +144,29 @@ unsigned char* static_shared(const void* site, std::size_t bytes, std::size_t al
 [[noreturn]] void fail(const char* what);
 int max_dynamic_shared_bytes();
 void allow_dynamic_shared(const void* kernel, int bytes);  // cudaFuncAttributeMaxDynamicSharedMemorySize
+bool in_device_allocation(const void* p, std::size_t bytes);  // [p, p + bytes) inside one cudaMalloc'd block
+
+// Runs `work` (a launch, copy, memset or GEMM enqueued on `stream`) now, or, while `stream` is being captured
+// (cudaStreamBeginCapture), appends it to the graph being built; a graph launch runs its list in order.
+void enqueue(cudaStream_t stream, std::function<void()> work);
 
 // Runs the grid (blocks in a random order, one at a time); `body` runs the kernel once for the current thread.
 void run_grid(const char* kernel_name, const char* file, int line, const void* kernel, dim3 grid, dim3 block,
               std::size_t shared_bytes, const std::function<void()>& body);
 
 // The emulated <<<grid, block, shared_bytes, stream>>>(args...): the arguments are converted to the kernel's
-// parameter types once, as CUDA copies them into the launch's parameter buffer, and every thread gets a copy.
-// Streams are accepted and ignored: every launch runs to completion before it returns.
+// parameter types once, as CUDA copies them into the launch's parameter buffer (a captured launch keeps that copy
+// for every replay), and every thread gets a copy. Outside a capture, a launch runs to completion before it
+// returns, whatever the stream.
 template <typename... P, typename... A>
 void launch(const char* kernel_name, const char* file, int line, void (*kernel)(P...), dim3 grid, dim3 block,
-            std::size_t shared_bytes, cudaStream_t, A&&... args) {
+            std::size_t shared_bytes, cudaStream_t stream, A&&... args) {
   static_assert(sizeof...(P) == sizeof...(A), "kernel launched with the wrong number of arguments");
   const std::tuple<std::decay_t<P>...> params(std::forward<A>(args)...);
-  run_grid(kernel_name, file, line, reinterpret_cast<const void*>(kernel), grid, block, shared_bytes,
-           [&] { std::apply(kernel, params); });
+  enqueue(stream, [=] {
+    run_grid(kernel_name, file, line, reinterpret_cast<const void*>(kernel), grid, block, shared_bytes,
+             [&] { std::apply(kernel, params); });
+  });
 }
 
 template <typename T>
@@ -190,6 +212,27 @@ T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
   return emu::shuffle(mask, v, src < 32 ? src : emu::lane_id());  // lanes past the end keep their own value
 }
 inline unsigned __ballot_sync(unsigned mask, int predicate) { return emu::ballot(mask, predicate != 0); }
+// Integer atomics. A fibre is never interrupted between barriers, so a plain read-modify-write is atomic here; the
+// old value is returned, as CUDA's atomics return it. Which thread's update lands first is still the scheduler's
+// random order, so a result that depends on it differs between seeds. Float atomics (order-dependent sums) are
+// deliberately absent: bertrain's kernels must not use them (DESIGN.md, "Numerics").
+namespace emu {
+template <typename T, typename Op>
+T atomic_update(T* address, T value, Op op) {
+  static_assert(std::is_same<T, int>::value || std::is_same<T, unsigned>::value, "only int and unsigned atomics");
+  const T old = *address;
+  *address = op(old, value);
+  return old;
+}
+}  // namespace emu
+inline int atomicMin(int* a, int v) { return emu::atomic_update(a, v, [](int x, int y) { return y < x ? y : x; }); }
+inline int atomicMax(int* a, int v) { return emu::atomic_update(a, v, [](int x, int y) { return y > x ? y : x; }); }
+inline unsigned atomicMin(unsigned* a, unsigned v) {
+  return emu::atomic_update(a, v, [](unsigned x, unsigned y) { return y < x ? y : x; });
+}
+inline unsigned atomicMax(unsigned* a, unsigned v) {
+  return emu::atomic_update(a, v, [](unsigned x, unsigned y) { return y > x ? y : x; });
+}
 [[noreturn]] inline void __trap() { emu::fail("__trap() called"); }
 
 inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
@@ -267,6 +310,21 @@ cudaError_t cudaStreamCreate(cudaStream_t* stream);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t stream);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+// Events: every operation completes when enqueued, so a recorded event is complete at once.
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags);
+cudaError_t cudaEventDestroy(cudaEvent_t event);
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr);
+cudaError_t cudaEventSynchronize(cudaEvent_t event);
+cudaError_t cudaEventQuery(cudaEvent_t event);
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags = 0);
+// Graphs: a capture records the work enqueued on the captured stream instead of running it (emu::enqueue); an
+// instantiated graph replays that list. Synchronising calls during a capture fail, as in CUDA.
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags = 0);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
 // Only the opt-in to more than 48 KiB of dynamic shared memory exists; launches are checked against it.
 template <typename Kernel>
 cudaError_t cudaFuncSetAttribute(Kernel* kernel, cudaFuncAttribute, int value) {
@@ -275,7 +333,7 @@ cudaError_t cudaFuncSetAttribute(Kernel* kernel, cudaFuncAttribute, int value) {
   return cudaSuccess;
 }
 
-// cuBLAS: only the handle's life cycle, so that GpuContext can be built. No GEMM is emulated.
+// cuBLAS handles (emu_cublas.cpp; the handle keeps its stream). The GEMMs of the fake cuBLAS are in emu_cublas.h.
 cublasStatus_t cublasCreate(cublasHandle_t* handle);
 cublasStatus_t cublasDestroy(cublasHandle_t handle);
 cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream);

@@ -423,7 +423,39 @@ void check_device_memory_guards() {
   for (const auto& a : allocations()) check_allocation(a.first, a.second);
 }
 }  // namespace
+bool in_device_allocation(const void* p, std::size_t bytes) { return inside_allocation(p, bytes); }
+
+// ---- Stream capture ------------------------------------------------------------------------------------------------
+// One capture at a time (bertrain's GraphCache captures one stream): what is enqueued on the captured stream is
+// recorded; work on any other stream meanwhile is a loud failure (CUDA would run it eagerly, but GraphCache's
+// contract is that the captured work stays on its stream, and a graph that missed some of it would replay wrong).
+namespace {
+cudaStream_t capturing = nullptr;
+bool capture_active = false;
+std::vector<std::function<void()>> captured;
+}  // namespace
+
+void enqueue(cudaStream_t stream, std::function<void()> work) {
+  if (capture_active) {
+    if (stream != capturing) fail("work enqueued on another stream while a stream is captured");
+    captured.push_back(std::move(work));
+    return;
+  }
+  work();
+}
+
+bool capture_underway() { return capture_active; }
 }  // namespace emu
+
+struct CUgraph_st {
+  std::vector<std::function<void()>> work;
+};
+struct CUgraphExec_st {
+  std::vector<std::function<void()>> work;
+};
+struct CUevent_st {
+  bool recorded = false;
+};
 
 const char* cudaGetErrorString(cudaError_t error) {
   switch (error) {
@@ -433,7 +465,9 @@ const char* cudaGetErrorString(cudaError_t error) {
     case cudaErrorInvalidConfiguration: return "invalid configuration argument (emulated)";
     case cudaErrorInvalidDevice: return "invalid device ordinal (emulated)";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle (emulated)";
+    case cudaErrorNotReady: return "device not ready (emulated)";
     case cudaErrorLaunchOutOfResources: return "too many resources requested for launch (emulated)";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing (emulated)";
   }
   return "unknown error (emulated)";
 }
@@ -497,6 +531,7 @@ cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes) {
 }
 
 cudaError_t cudaMalloc(void** p, std::size_t bytes) {
+  if (emu::capture_underway()) return cudaErrorStreamCaptureUnsupported;
   const std::size_t rounded = (bytes + 255) / 256 * 256;
   auto* raw = static_cast<unsigned char*>(std::aligned_alloc(256, kGuard + rounded + kGuard));
   if (raw == nullptr) return cudaErrorMemoryAllocation;
@@ -525,25 +560,34 @@ cudaError_t cudaFreeHost(void* p) {
   std::free(p);
   return cudaSuccess;
 }
+// The synchronous calls (and allocations) are illegal while a stream is captured, as in CUDA's global and
+// thread-local capture modes.
 cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+  if (emu::capture_underway()) return cudaErrorStreamCaptureUnsupported;
   const cudaError_t e = check_copy(dst, src, bytes, kind);
   if (e == cudaSuccess && bytes > 0) std::memmove(dst, src, bytes);
   return e;
 }
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
-  return cudaMemcpy(dst, src, bytes, kind);
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
+  const cudaError_t e = check_copy(dst, src, bytes, kind);
+  if (e == cudaSuccess && bytes > 0) emu::enqueue(stream, [=] { std::memmove(dst, src, bytes); });
+  return e;
 }
-cudaError_t cudaMemset(void* p, int value, std::size_t bytes) {
+cudaError_t cudaMemsetAsync(void* p, int value, std::size_t bytes, cudaStream_t stream) {
   if (bytes == 0) return cudaSuccess;
   if (!inside_allocation(p, bytes)) {
     std::fprintf(stderr, "emulation: cudaMemset of %zu bytes outside a device allocation\n", bytes);
     return cudaErrorInvalidValue;
   }
-  std::memset(p, value, bytes);
+  emu::enqueue(stream, [=] { std::memset(p, value, bytes); });
   return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void* p, int value, std::size_t bytes, cudaStream_t) { return cudaMemset(p, value, bytes); }
+cudaError_t cudaMemset(void* p, int value, std::size_t bytes) {
+  if (emu::capture_underway()) return cudaErrorStreamCaptureUnsupported;
+  return cudaMemsetAsync(p, value, bytes, nullptr);
+}
 cudaError_t cudaDeviceSynchronize() {
+  if (emu::capture_underway()) return cudaErrorStreamCaptureUnsupported;
   emu::check_device_memory_guards();
   return cudaSuccess;
 }
@@ -560,14 +604,64 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaDeviceSynchronize(); }
 
-cublasStatus_t cublasCreate(cublasHandle_t* handle) {
-  *handle = reinterpret_cast<cublasHandle_t>(new char);
-  return CUBLAS_STATUS_SUCCESS;
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned) {
+  *event = new CUevent_st;
+  return cudaSuccess;
 }
-cublasStatus_t cublasDestroy(cublasHandle_t handle) {
-  delete reinterpret_cast<char*>(handle);
-  return CUBLAS_STATUS_SUCCESS;
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  delete event;
+  return cudaSuccess;
 }
-cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t cublasSetWorkspace(cublasHandle_t, void*, std::size_t) { return CUBLAS_STATUS_SUCCESS; }
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  if (event == nullptr) return cudaErrorInvalidResourceHandle;
+  emu::enqueue(stream, [event] { event->recorded = true; });
+  return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (emu::capture_underway()) return cudaErrorStreamCaptureUnsupported;
+  return event != nullptr ? cudaSuccess : cudaErrorInvalidResourceHandle;
+}
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  if (emu::capture_underway()) return cudaErrorStreamCaptureUnsupported;
+  return event != nullptr ? cudaSuccess : cudaErrorInvalidResourceHandle;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned) {
+  if (event == nullptr) return cudaErrorInvalidResourceHandle;
+  emu::enqueue(stream, [] {});  // everything before the event has run already; a capture checks the stream
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode) {
+  if (emu::capture_active) return cudaErrorStreamCaptureUnsupported;  // one capture at a time (see above)
+  if (stream == nullptr) return cudaErrorStreamCaptureUnsupported;    // the legacy stream cannot be captured
+  emu::capture_active = true;
+  emu::capturing = stream;
+  emu::captured.clear();
+  return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
+  if (!emu::capture_active || stream != emu::capturing) return cudaErrorInvalidValue;
+  emu::capture_active = false;
+  emu::capturing = nullptr;
+  *graph = new CUgraph_st{std::move(emu::captured)};
+  emu::captured.clear();
+  return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
+  if (graph == nullptr) return cudaErrorInvalidValue;
+  *exec = new CUgraphExec_st{graph->work};
+  return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  if (exec == nullptr) return cudaErrorInvalidValue;
+  for (const auto& work : exec->work) emu::enqueue(stream, work);
+  return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  delete graph;
+  return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  delete exec;
+  return cudaSuccess;
+}

@@ -2,14 +2,17 @@
 # Builds one of the emulated GPU test binaries (tools/cuda_emulation/README.md) and runs it; what follows the
 # suite name goes to GoogleTest. A developer tool: never needed to build, run or test bertrain.
 #
-#   tools/cuda_emulation/run.sh [--build-dir DIR] [attention|elementwise] [gtest arguments...]
+#   tools/cuda_emulation/run.sh [--build-dir DIR] [attention|elementwise|embedding|model] [gtest arguments...]
 #
 #   --build-dir DIR  where to configure and build (default: build-emu/ under the repository root, git-ignored)
-#   attention        tests/cuda/test_cuda_gemm_attention.cpp on kernels/cuda/attention.cu (the default)
+#   attention        tests/cuda/test_cuda_gemm_attention.cpp on attention.cu, linear.cu (fake cuBLAS) (the default)
 #   elementwise      tests/cuda/test_cuda_elementwise.cpp on activation, dropout, layernorm, tensor_ops, packed .cu
+#   embedding        tests/cuda/test_cuda_embedding_loss_adam.cpp on embedding, loss, adam .cu (CUB sort: a stand-in)
+#   model            tests/cuda/test_cuda_model.cpp, test_cuda_graph_cache.cpp: the whole model and engine, every .cu,
+#                    on a FAKE cuBLAS(Lt) (emu_cublas.h; EMU_CUBLASLT=none takes linear.cu's fallbacks)
 #
-# Without a --gtest_filter of yours, a suite runs the tests the emulation can run (attention: not the cuBLAS
-# linear ones). EMU_JOBS: parallel compile jobs (default: all cores). EMU_SEED: the scheduler's seed.
+# EMU_JOBS: parallel compile jobs (default: all cores). EMU_SEED: the scheduler's seed. EMU_MAX_SMEM, EMU_CUBLASLT:
+# README.md.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -23,18 +26,8 @@ fi
 
 suite=attention
 case ${1:-} in
-  attention | elementwise) suite=$1; shift ;;
+  attention | elementwise | embedding | model) suite=$1; shift ;;
 esac
-
-case $suite in
-  # The file's CudaLinear tests and ColumnSumNeedsEnoughWorkspace call cuBLAS code (linear_stubs.cpp).
-  attention) default_filter='CudaAttention*:CudaGemmAttentionChecks.AttentionRejectsOverlapAndBadArguments' ;;
-  elementwise) default_filter='*' ;;
-esac
-filter=("--gtest_filter=$default_filter")
-for arg in "$@"; do
-  [[ $arg == --gtest_filter=* ]] && filter=()
-done
 
 log="$build/configure.log"
 mkdir -p "$build"
@@ -44,5 +37,5 @@ if ! cmake -S "$here" -B "$build" >"$log" 2>&1; then
   exit 1
 fi
 cmake --build "$build" --target "emu_$suite" -j "${EMU_JOBS:-$(nproc)}"
-echo "run.sh: running $build/emu_$suite ${filter[*]} $*"
-exec "$build/emu_$suite" "${filter[@]}" "$@"
+echo "run.sh: running $build/emu_$suite $*"
+exec "$build/emu_$suite" "$@"

@@ -7,8 +7,8 @@ what runs on the CPU is the kernel code itself:
       -> ::emu::launch("kernel", FILE, LINE, kernel, dim3(grid), dim3(block), shared_bytes, stream, args);
   extern __shared__ [__align__(N)] TYPE name[];
       -> TYPE* const name = reinterpret_cast<TYPE*>(::emu::dynamic_shared(N));
-  __shared__ [__align__(N)] TYPE name[D1][D2]...;   (block-scope variables)
-      -> static char tag; auto& name = ::emu::shared_variable<TYPE[D1][D2]...>(&tag, N);
+  __shared__ [__align__(N)] TYPE name[D1][D2]...[, name2...];   (block-scope variables)
+      -> static char tag; auto& name = ::emu::shared_variable<TYPE[D1][D2]...>(&tag, N); (one per name)
 Every rewrite keeps the line count, and a #line directive maps the output back to the .cu file, so compiler
 diagnostics, __FILE__/__LINE__ in error messages and the emulator's launch sites name the real source lines.
 Like nvcc, the output includes the CUDA runtime (here emu_cuda.h) first and defines __CUDACC__.
@@ -196,11 +196,33 @@ def rewrite_shared(src):
 
     def static(m):
         align = m.group(1) or m.group(2) or "1"
-        type_, name = " ".join(m.group(3).split()), m.group(4)
-        dims = "".join(m.group(5).split())
-        return (f"static char emu_shared_site_{name}; auto& {name} = "
-                f"::emu::shared_variable<{type_}{dims}>(&emu_shared_site_{name}, {align});"
-                + "\n" * m.group(0).count("\n"))
+        # `__shared__ int a, b[4];` declares several variables of one type: the regex's type part then holds
+        # "int a, b" up to the last declarator. Split at commas outside <> so that Foo<A, B> stays one type.
+        parts, depth, cur = [], 0, ""
+        for ch in " ".join(m.group(3).split()) + " " + m.group(4) + m.group(5):
+            depth += {"<": 1, ">": -1}.get(ch, 0)
+            if ch == "," and depth == 0:
+                parts.append(cur)
+                cur = ""
+            else:
+                cur += ch
+        parts.append(cur)
+        first = re.fullmatch(r"\s*(.*?)\s*\b([A-Za-z_]\w*)\s*((?:\[[^\]]+\]\s*)*)", parts[0])
+        declarators = [(first.group(2), first.group(3))]
+        for part in parts[1:]:
+            d = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*((?:\[[^\]]+\]\s*)*)", part)
+            if d is None:
+                raise TransformError(f"a __shared__ declarator this script cannot rewrite: {part.strip()}")
+            declarators.append((d.group(1), d.group(2)))
+        type_ = first.group(1)
+        if len(declarators) > 1 and type_.rstrip().endswith(("*", "&")):  # `int *a, b`: the * is a's alone
+            raise TransformError(f"a __shared__ pointer among several declarators: {m.group(0).strip()}")
+        out = []
+        for name, dims in declarators:
+            dims = "".join(dims.split())
+            out.append(f"static char emu_shared_site_{name}; auto& {name} = "
+                       f"::emu::shared_variable<{type_}{dims}>(&emu_shared_site_{name}, {align});")
+        return " ".join(out) + "\n" * m.group(0).count("\n")
 
     for pattern, fn in ((EXTERN_SHARED, extern), (STATIC_SHARED, static)):
         mask = code_mask(src)

@@ -1,5 +1,5 @@
-// Stands in for the CUDA toolkit's <cublas_v2.h> in the CPU emulation (tools/cuda_emulation/README.md): everything
-// the emulation provides is declared in one header, so every toolkit header the kernels include maps to it.
+// Stands in for the CUDA toolkit's <cublas_v2.h> in the CPU emulation (tools/cuda_emulation/README.md): the fake
+// cuBLAS(Lt) of emu_cublas.h, on top of the emulated runtime.
 #pragma once
 
-#include "../emu_cuda.h"
+#include "../emu_cublas.h"
