@@ -450,6 +450,32 @@ struct AttentionArgs {
   bool vec;
 };
 
+// Block (x, h, b)'s row and head in the packed tensors: the row's first token and length, and the head's columns
+// of the row's first token in qkv (q; k and v follow at + H and + 2H, every token 3H further) and in a [T, H] tensor
+// such as dctx.
+template <typename T>
+struct RowHead {
+  int b, h, first, len;
+  std::size_t stride;  // 3H: one token's qkv row
+  const T *q, *k, *v;
+  std::size_t head_col;  // h · HD: the head's first column in a [T, H] tensor
+};
+
+template <typename T>
+__device__ __forceinline__ RowHead<T> row_head(const T* qkv, const AttentionArgs& args) {
+  RowHead<T> r;
+  r.b = blockIdx.z;
+  r.h = blockIdx.y;
+  r.first = args.cu_seqlens[r.b];
+  r.len = args.cu_seqlens[r.b + 1] - r.first;
+  r.stride = 3 * static_cast<std::size_t>(args.hidden);
+  r.head_col = static_cast<std::size_t>(r.h) * args.head_dim;
+  r.q = qkv + static_cast<std::size_t>(r.first) * r.stride + r.head_col;
+  r.k = r.q + args.hidden;
+  r.v = r.q + 2 * static_cast<std::size_t>(args.hidden);
+  return r;
+}
+
 // ctx[T, H] (=), lse[NH, T] (=). Grid (ceil(S / kTile), NH, B), 2·kTile threads; warp w owns queries
 // q0 + 16w + [0, 16) of the block's tile. Lane (r = lane / 2, half = lane % 2) does the softmax of query row r over
 // the 4-key chunks 2u + half of each key tile, keeping the row's running max m (same in both lanes) and its own part
@@ -460,9 +486,8 @@ __global__ void __launch_bounds__(2 * kTile)
   constexpr int kChunks = kTile / 8;  // 4-key chunks per lane per key tile
   constexpr int lds = score_ld(kTile);
   const int hdp = kHdp > 0 ? kHdp : args.hdp;
-  const int b = blockIdx.z, h = blockIdx.y;
-  const int first = args.cu_seqlens[b];
-  const int len = args.cu_seqlens[b + 1] - first;
+  const RowHead<T> rh = row_head(qkv, args);
+  const int b = rh.b, h = rh.h, first = rh.first, len = rh.len;
   const int q0 = blockIdx.x * kTile;
   if (q0 >= len) return;  // the whole block: this row has no query tile x
 
@@ -476,10 +501,8 @@ __global__ void __launch_bounds__(2 * kTile)
   float* os = reinterpret_cast<float*>(smem + plan.o);
   const int ld = operand_ld<T>(hdp), lda = acc_ld(hdp);
 
-  const std::size_t stride = 3 * static_cast<std::size_t>(args.hidden);  // qkv row of one token
-  const T* q_src = qkv + static_cast<std::size_t>(first) * stride + static_cast<std::size_t>(h) * args.head_dim;
-  const T* k_src = q_src + args.hidden;
-  const T* v_src = q_src + 2 * static_cast<std::size_t>(args.hidden);
+  const std::size_t stride = rh.stride;
+  const T *q_src = rh.q, *k_src = rh.k, *v_src = rh.v;
   load_tile(qs, ld, q_src + static_cast<std::size_t>(q0) * stride, stride, min(kTile, len - q0), kTile, args.head_dim,
             hdp, args.vec);
   zero_floats(os, kTile * lda);
@@ -592,9 +615,8 @@ __global__ void __launch_bounds__(2 * kTile)
   constexpr int kQueries = kTile / 8;  // queries per lane per query tile
   constexpr int ldt = transposed_t_ld<T>();
   const int hdp = kHdp > 0 ? kHdp : args.hdp;
-  const int b = blockIdx.z, h = blockIdx.y;
-  const int first = args.cu_seqlens[b];
-  const int len = args.cu_seqlens[b + 1] - first;
+  const RowHead<T> rh = row_head(qkv, args);
+  const int b = rh.b, h = rh.h, first = rh.first, len = rh.len;
   const int k0 = blockIdx.x * kTile;
   if (k0 >= len) return;
 
@@ -612,11 +634,8 @@ __global__ void __launch_bounds__(2 * kTile)
   float* dvs = reinterpret_cast<float*>(smem + plan.dv);
   const int ld = operand_ld<T>(hdp), lda = acc_ld(hdp);
 
-  const std::size_t stride = 3 * static_cast<std::size_t>(args.hidden);
-  const std::size_t head_col = static_cast<std::size_t>(h) * args.head_dim;
-  const T* q_src = qkv + static_cast<std::size_t>(first) * stride + head_col;
-  const T* k_src = q_src + args.hidden;
-  const T* v_src = q_src + 2 * static_cast<std::size_t>(args.hidden);
+  const std::size_t stride = rh.stride, head_col = rh.head_col;
+  const T *q_src = rh.q, *k_src = rh.k, *v_src = rh.v;
   const T* do_src = dctx + static_cast<std::size_t>(first) * args.hidden + head_col;
   const int nk = min(kTile, len - k0);
   load_tile(ks, ld, k_src + static_cast<std::size_t>(k0) * stride, stride, nk, kTile, args.head_dim, hdp, args.vec);
@@ -719,9 +738,8 @@ __global__ void __launch_bounds__(2 * kTile)
   constexpr int kChunks = kTile / 8;
   constexpr int lds = score_ld(kTile);
   const int hdp = kHdp > 0 ? kHdp : args.hdp;
-  const int b = blockIdx.z, h = blockIdx.y;
-  const int first = args.cu_seqlens[b];
-  const int len = args.cu_seqlens[b + 1] - first;
+  const RowHead<T> rh = row_head(qkv, args);
+  const int b = rh.b, h = rh.h, first = rh.first, len = rh.len;
   const int q0 = blockIdx.x * kTile;
   if (q0 >= len) return;
 
@@ -736,11 +754,8 @@ __global__ void __launch_bounds__(2 * kTile)
   float* accs = reinterpret_cast<float*>(smem + plan.acc);
   const int ld = operand_ld<T>(hdp), lda = acc_ld(hdp);
 
-  const std::size_t stride = 3 * static_cast<std::size_t>(args.hidden);
-  const std::size_t head_col = static_cast<std::size_t>(h) * args.head_dim;
-  const T* q_src = qkv + static_cast<std::size_t>(first) * stride + head_col;
-  const T* k_src = q_src + args.hidden;
-  const T* v_src = q_src + 2 * static_cast<std::size_t>(args.hidden);
+  const std::size_t stride = rh.stride, head_col = rh.head_col;
+  const T *q_src = rh.q, *k_src = rh.k, *v_src = rh.v;
   const T* do_src = dctx + static_cast<std::size_t>(first) * args.hidden + head_col;
   const int nq = min(kTile, len - q0);
   load_tile(qs, ld, q_src + static_cast<std::size_t>(q0) * stride, stride, nq, kTile, args.head_dim, hdp, args.vec);
