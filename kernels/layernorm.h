@@ -68,6 +68,11 @@ void layernorm_backward_cuda(const GpuHandles& handles, float* dz, float* dgamma
 // of layout_cols, and layout_cols a multiple of cols (a row never straddles two logical rows, so a row's indices are
 // consecutive).
 
+// The layout's row width when a mask is drawn (p > 0), after the checks above (first_sample >= 0, rows · cols a
+// multiple of it, it a multiple of cols); shared by the CPU twins and the CUDA launchers. Throws Error starting with
+// `what`.
+std::size_t dropout_residual_layout_cols(const DropoutLayout& layout, int rows, int cols, const char* what);
+
 // CPU twin. y[rows, cols] (=), mean[rows] (=), rstd[rows] (=). residual is required. y may alias x or residual
 // (y holds z until the row is normalised; each row is read before it is written). Row statistics are sums in
 // eight interleaved partial sums (vectorisable): within rounding of the unfused composition, independent of the

@@ -137,18 +137,6 @@ void interleaved_sums(int n, F f, T* sum_a, T* sum_b) {
   *sum_b = total_b;
 }
 
-// The dropout layout's row width for a rows × cols tensor, after dropout's checks (kernels/layernorm.h): a row's
-// logical indices are then first + [0, cols).
-std::size_t fused_layout_cols(const DropoutLayout& layout, int rows, int cols, const char* what) {
-  BERTRAIN_CHECK(layout.first_sample >= 0, what << ": dropout layout first_sample " << layout.first_sample);
-  const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
-  const std::size_t layout_cols = layout.cols > 0 ? static_cast<std::size_t>(layout.cols) : n;
-  BERTRAIN_CHECK(n % layout_cols == 0, what << ": " << n << " elements are not rows of " << layout_cols);
-  BERTRAIN_CHECK(layout_cols % static_cast<std::size_t>(cols) == 0,
-                 what << ": dropout layout rows of " << layout_cols << " elements split rows of " << cols);
-  return layout_cols;
-}
-
 void check_fused_arguments(int rows, int cols, float p, const char* what) {
   BERTRAIN_CHECK(rows >= 0 && cols > 0, what << ": rows " << rows << ", cols " << cols);
   BERTRAIN_CHECK(p >= 0.0f && p <= 1.0f, what << ": dropout probability must be in [0, 1], got " << p);
@@ -224,6 +212,16 @@ void fused_backward_row(T* dz, T* dx, T* __restrict pg, T* __restrict pb, const 
 
 }  // namespace
 
+std::size_t dropout_residual_layout_cols(const DropoutLayout& layout, int rows, int cols, const char* what) {
+  BERTRAIN_CHECK(layout.first_sample >= 0, what << ": dropout layout first_sample " << layout.first_sample);
+  const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+  const std::size_t layout_cols = layout.cols > 0 ? static_cast<std::size_t>(layout.cols) : n;
+  BERTRAIN_CHECK(n % layout_cols == 0, what << ": " << n << " elements are not rows of " << layout_cols);
+  BERTRAIN_CHECK(layout_cols % static_cast<std::size_t>(cols) == 0,
+                 what << ": dropout layout rows of " << layout_cols << " elements split rows of " << cols);
+  return layout_cols;
+}
+
 template <typename T>
 void dropout_residual_layernorm_forward_cpu(T* y, T* mean, T* rstd, const T* x, const T* residual, const T* gamma,
                                             const T* beta, int rows, int cols, T eps, float p, const RandomKey& key,
@@ -233,7 +231,7 @@ void dropout_residual_layernorm_forward_cpu(T* y, T* mean, T* rstd, const T* x, 
   BERTRAIN_CHECK(y != nullptr && mean != nullptr && rstd != nullptr && x != nullptr && residual != nullptr &&
                      gamma != nullptr && beta != nullptr,
                  what << ": null pointer");
-  const std::size_t layout_cols = p > 0.0f ? fused_layout_cols(layout, rows, cols, what) : 0;
+  const std::size_t layout_cols = p > 0.0f ? dropout_residual_layout_cols(layout, rows, cols, what) : 0;
 #pragma omp parallel for schedule(static) if (rows > 64)
   for (int r = 0; r < rows; ++r) {
     const std::size_t base = static_cast<std::size_t>(r) * cols;
@@ -279,7 +277,7 @@ void dropout_residual_layernorm_backward_cpu(T* dz, T* dx, T* dgamma, T* dbeta, 
                      static_cast<const void*>(dx) != static_cast<const void*>(x) &&
                      static_cast<const void*>(dx) != static_cast<const void*>(residual),
                  what << ": dx must not alias dz, dy, x or residual");
-  const std::size_t layout_cols = p > 0.0f ? fused_layout_cols(layout, rows, cols, what) : 0;
+  const std::size_t layout_cols = p > 0.0f ? dropout_residual_layout_cols(layout, rows, cols, what) : 0;
   const T scale = T(1) / (T(1) - T(p));  // dropout_span's scale (inf for p == 1, never used: nothing is kept)
   const int chunks = (rows + kPartialRows - 1) / kPartialRows;
   const std::size_t width = static_cast<std::size_t>(cols);

@@ -611,14 +611,7 @@ bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 
 std::size_t check_fused(int rows, int cols, float p, const DropoutLayout& layout, const char* what) {
   BERTRAIN_CHECK(rows > 0 && cols > 0, what << ": rows " << rows << ", cols " << cols);
   BERTRAIN_CHECK(p >= 0.0f && p <= 1.0f, what << ": dropout probability must be in [0, 1], got " << p);
-  if (p == 0.0f) return 0;
-  BERTRAIN_CHECK(layout.first_sample >= 0, what << ": dropout layout first_sample " << layout.first_sample);
-  const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
-  const std::size_t layout_cols = layout.cols > 0 ? static_cast<std::size_t>(layout.cols) : n;
-  BERTRAIN_CHECK(n % layout_cols == 0, what << ": " << n << " elements are not rows of " << layout_cols);
-  BERTRAIN_CHECK(layout_cols % static_cast<std::size_t>(cols) == 0,
-                 what << ": dropout layout rows of " << layout_cols << " elements split rows of " << cols);
-  return layout_cols;
+  return p == 0.0f ? 0 : dropout_residual_layout_cols(layout, rows, cols, what);
 }
 
 template <typename T>
