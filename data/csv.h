@@ -1,10 +1,13 @@
 // RFC 4180 CSV reading: quoted fields with embedded newlines and doubled quotes, LF or CRLF line ends,
 // an optional UTF-8 byte-order mark, a header row, columns found by name. Invalid UTF-8 is replaced by
-// U+FFFD (one per maximal invalid subsequence, as Python's errors="replace"), never an error.
+// U+FFFD (one per maximal invalid subsequence, as Python's errors="replace"), never an error. The whole
+// table is held in memory; RecordReader (records.h) streams the same dialect row by row.
 #pragma once
 
 #include <string>
 #include <vector>
+
+#include "data/utf8.h"  // sanitize_utf8, part of this header's interface since before it had its own file
 
 namespace bertrain {
 
@@ -26,8 +29,5 @@ struct CsvTable {
 CsvTable parse_csv(const std::string& text, const std::string& source);
 // Reads and parses a file; throws Error naming the path when it cannot be read.
 CsvTable read_csv(const std::string& path);
-
-// Replaces invalid UTF-8 sequences by U+FFFD (maximal-subpart rule); valid text is returned unchanged.
-std::string sanitize_utf8(const std::string& text);
 
 }  // namespace bertrain

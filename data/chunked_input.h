@@ -1,0 +1,67 @@
+// Internal to data/: the bytes of a file (or of a string) read in fixed-size chunks into a window, so that
+// a reader can stream a file of any size while holding only the chunk being read plus the part its reader
+// still needs (in practice the current line). Positions are absolute byte offsets in the input, so a reader
+// keeps them across refills, which move the window.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+namespace bertrain {
+
+class ChunkedInput {
+ public:
+  // 32 KiB per read already makes the per-read cost vanish. The window (three chunks reserved: one being
+  // read, room for the current line) stays below glibc's 128 KiB mmap threshold: freeing an mmapped block
+  // raises that threshold for the rest of the process, which would move the engine's later large buffers
+  // from mmap onto the heap, at other alignments, just because a dataset was read.
+  static constexpr std::size_t kChunkSize = std::size_t{32} << 10;
+
+  // Opens the file; `kind` names it in errors ("cannot open <kind> '<path>': ...").
+  ChunkedInput(const std::string& path, const std::string& kind, std::size_t chunk_size = kChunkSize);
+  // Reads `text`, which must outlive this object, through the same window (parse_csv's path): all of it in
+  // one chunk by default (chunk_size 0), the copy parse_csv always made; smaller chunks are for tests.
+  explicit ChunkedInput(const std::string* text, std::size_t chunk_size = 0);
+
+  ChunkedInput(const ChunkedInput&) = delete;
+  ChunkedInput& operator=(const ChunkedInput&) = delete;
+
+  // Offset of the first byte after a leading UTF-8 byte-order mark (0 without one): the BOM is a marker,
+  // not text, in every format.
+  std::uint64_t skip_bom();
+
+  // Whether the input has a byte at `pos`, reading chunks until it is loaded or the input ends.
+  bool has(std::uint64_t pos);
+  // The byte at `pos`, which must be loaded (has(pos) true, and not released since).
+  char at(std::uint64_t pos) const { return buf_[static_cast<std::size_t>(pos - base_)]; }
+  // Pointer to the loaded byte at `pos`; valid until the next has() or fill().
+  const char* data(std::uint64_t pos) const { return buf_.data() + (pos - base_); }
+  // One past the last loaded byte.
+  std::uint64_t end() const { return base_ + buf_.size(); }
+  // The first loaded byte in [from, end()) that is one of `set`, or end() when none is.
+  std::uint64_t find_loaded(const char* set, std::uint64_t from) const;
+  // Appends the loaded bytes [from, to) to *out.
+  void append(std::string* out, std::uint64_t from, std::uint64_t to) const;
+
+  // Bytes before `pos` are no longer needed; the next fill() may drop them.
+  void release(std::uint64_t pos) { keep_ = pos; }
+  // Reads the next chunk after the loaded bytes; false (nothing changed) at the end of the input.
+  bool fill();
+
+ private:
+  std::size_t read_chunk(char* out, std::size_t max);
+
+  std::string path_, kind_;  // for messages (file input only)
+  std::ifstream file_;
+  const std::string* text_ = nullptr;
+  std::size_t text_pos_ = 0;
+  std::size_t chunk_size_;
+  std::string buf_;  // bytes [base_, base_ + buf_.size()) of the input
+  std::uint64_t base_ = 0;
+  std::uint64_t keep_ = 0;  // bytes before this may be dropped
+  bool ended_ = false;
+};
+
+}  // namespace bertrain

@@ -1,0 +1,558 @@
+// The streaming record reader (records.h): format choice, CSV / TSV / JSON Lines rows and their errors, files
+// larger than the read chunk with characters and quoted fields cut by chunk ends, agreement with read_csv,
+// and the CSV state machine fed in chunks of a few bytes against the same text read whole.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "data/chunked_input.h"
+#include "data/csv.h"
+#include "data/csv_parser.h"
+#include "data/records.h"
+#include "tests/temp_dir.h"
+
+namespace bertrain {
+namespace {
+
+using testing::TempDir;
+
+const std::string kFffd = "\xEF\xBF\xBD";  // U+FFFD
+
+std::string write_file(const TempDir& dir, const std::string& name, const std::string& content) {
+  const std::string path = dir.path(name);
+  std::ofstream out(path, std::ios::binary);
+  out << content;
+  return path;
+}
+
+std::vector<Record> read_all(const std::string& path, RecordFormat format, const std::vector<std::string>& columns) {
+  RecordReader reader(path, format, columns);
+  std::vector<Record> records;
+  Record record;
+  while (reader.next(&record)) records.push_back(record);
+  return records;
+}
+
+// Expects `run` to throw an Error whose message contains every fragment.
+void expect_error(const std::function<void()>& run, std::initializer_list<std::string> fragments) {
+  try {
+    run();
+    ADD_FAILURE() << "no error; expected one containing '" << *fragments.begin() << "'";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    for (const std::string& f : fragments)
+      EXPECT_NE(message.find(f), std::string::npos) << "'" << f << "' not in: " << message;
+  }
+}
+
+// The texts of a good row's fields, "<absent>" for a field that is not present.
+std::vector<std::string> texts(const Record& r) {
+  EXPECT_EQ(r.error, "") << "line " << r.line;
+  std::vector<std::string> out;
+  for (const RecordField& f : r.fields) out.push_back(f.present ? f.text : "<absent>");
+  return out;
+}
+
+using Texts = std::vector<std::string>;
+
+TEST(RecordFormat, FromExtensionCaseInsensitive) {
+  EXPECT_EQ(record_format("data/train.csv", ""), RecordFormat::kCsv);
+  EXPECT_EQ(record_format("TRAIN.CSV", "auto"), RecordFormat::kCsv);
+  EXPECT_EQ(record_format("x.tsv", "auto"), RecordFormat::kTsv);
+  EXPECT_EQ(record_format("x.Tab", ""), RecordFormat::kTsv);
+  EXPECT_EQ(record_format("x.jsonl", "auto"), RecordFormat::kJsonl);
+  EXPECT_EQ(record_format("dir.v2/x.NDJSON", ""), RecordFormat::kJsonl);
+  EXPECT_STREQ(record_format_name(RecordFormat::kCsv), "csv");
+  EXPECT_STREQ(record_format_name(RecordFormat::kTsv), "tsv");
+  EXPECT_STREQ(record_format_name(RecordFormat::kJsonl), "jsonl");
+}
+
+TEST(RecordFormat, FlagOverridesExtension) {
+  EXPECT_EQ(record_format("rows.txt", "tsv"), RecordFormat::kTsv);
+  EXPECT_EQ(record_format("rows.csv", "jsonl"), RecordFormat::kJsonl);
+  EXPECT_EQ(record_format("rows", "csv"), RecordFormat::kCsv);
+}
+
+TEST(RecordFormat, Errors) {
+  for (const std::string path : {"rows.txt", "rows", "rows.json", "csv"}) {
+    expect_error([&] { record_format(path, "auto"); },
+                 {path + ": cannot tell the format from the extension; pass --format csv|tsv|jsonl"});
+  }
+  expect_error([] { record_format("rows.csv", "xml"); }, {"--format must be auto, csv, tsv or jsonl, got 'xml'"});
+  expect_error([] { record_format("rows.csv", "CSV"); }, {"got 'CSV'"});
+}
+
+TEST(RecordCsv, QuotesNewlinesCrlfBomAndAMissingColumn) {
+  TempDir dir("bertrain_records");
+  const std::string path = write_file(dir, "d.csv",
+                                      "\xEF\xBB\xBFid,title,text\r\n"
+                                      "1,\"a, b\",\"line one\r\nline \"\"two\"\"\"\r\n"
+                                      "2,plain,5\" screen\r\n"
+                                      "3,\"\",\"tab\there\"\r\n");
+  RecordReader reader(path, RecordFormat::kCsv, {"text", "id", "tag"});
+  EXPECT_EQ(reader.path(), path);
+  EXPECT_EQ(reader.format(), RecordFormat::kCsv);
+  EXPECT_EQ(reader.header(), (Texts{"id", "title", "text"}));  // the BOM is not part of "id"
+  EXPECT_TRUE(reader.has_column(0));
+  EXPECT_TRUE(reader.has_column(1));
+  EXPECT_FALSE(reader.has_column(2));
+  expect_error([&] { reader.has_column(3); }, {"only 3 columns requested"});
+  Record r;
+  ASSERT_TRUE(reader.next(&r));
+  EXPECT_EQ(r.line, 2);
+  EXPECT_EQ(texts(r), (Texts{"line one\r\nline \"two\"", "1", "<absent>"}));
+  ASSERT_TRUE(reader.next(&r));
+  EXPECT_EQ(r.line, 4);  // the quoted newline moved the reader on
+  EXPECT_EQ(texts(r), (Texts{"5\" screen", "2", "<absent>"}));
+  EXPECT_FALSE(r.fields[0].is_list);
+  ASSERT_TRUE(reader.next(&r));
+  EXPECT_EQ(r.line, 5);
+  EXPECT_EQ(texts(r), (Texts{"tab\there", "3", "<absent>"}));
+  EXPECT_FALSE(reader.next(&r));
+  EXPECT_FALSE(reader.next(&r));  // stays at the end
+}
+
+TEST(RecordTsv, TabDelimiterWithQuotesAsPythonsCsvModule) {
+  TempDir dir("bertrain_records");
+  const std::string path = write_file(dir, "d.tsv",
+                                      "\xEF\xBB\xBFid\ttext\ttag\r\n"
+                                      "1\t\"has\ta tab\nand a newline\"\tnlp\r\n"
+                                      "2\ta, b, \"c\"\tcv\n"
+                                      "3\t\"p \"\"q\"\"\"\t\n");
+  RecordReader reader(path, RecordFormat::kTsv, {"id", "text", "tag"});
+  EXPECT_EQ(reader.header(), (Texts{"id", "text", "tag"}));
+  const std::vector<Record> rows = [&] {
+    std::vector<Record> all;
+    Record r;
+    while (reader.next(&r)) all.push_back(r);
+    return all;
+  }();
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(texts(rows[0]), (Texts{"1", "has\ta tab\nand a newline", "nlp"}));
+  EXPECT_EQ(texts(rows[1]), (Texts{"2", "a, b, \"c\"", "cv"}));  // commas and a quote mid-field are data
+  EXPECT_EQ(texts(rows[2]), (Texts{"3", "p \"q\"", ""}));        // an empty last field is present, empty
+  EXPECT_EQ(rows[0].line, 2);
+  EXPECT_EQ(rows[1].line, 4);
+  EXPECT_EQ(rows[2].line, 5);
+}
+
+TEST(RecordCsv, WrongFieldCountsAreRowErrorsAndBlankLinesAreSkipped) {
+  TempDir dir("bertrain_records");
+  for (const char delimiter : {',', '\t'}) {
+    std::string text =
+        "a,b,c,d\n"
+        "1,2,3,4\n"
+        "\n"
+        "1,2,3\n"
+        "\"x\ny\",2,3,4,5\n"
+        "\r\n"
+        "5,6,7,8\n"
+        "9\n";
+    std::replace(text.begin(), text.end(), ',', delimiter);
+    const std::string path = write_file(dir, delimiter == ',' ? "d.csv" : "d.tsv", text);
+    const std::vector<Record> rows =
+        read_all(path, delimiter == ',' ? RecordFormat::kCsv : RecordFormat::kTsv, {"d", "a"});
+    ASSERT_EQ(rows.size(), 5u);
+    EXPECT_EQ(rows[0].line, 2);
+    EXPECT_EQ(texts(rows[0]), (Texts{"4", "1"}));
+    EXPECT_EQ(rows[1].line, 4);
+    EXPECT_EQ(rows[1].error, "has 3 fields, the header has 4");
+    EXPECT_TRUE(rows[1].fields.empty());
+    EXPECT_EQ(rows[2].line, 5);
+    EXPECT_EQ(rows[2].error, "has 5 fields, the header has 4");
+    EXPECT_EQ(rows[3].line, 8);
+    EXPECT_EQ(texts(rows[3]), (Texts{"8", "5"}));
+    EXPECT_EQ(rows[4].line, 9);
+    EXPECT_EQ(rows[4].error, "has 1 field, the header has 4");
+  }
+}
+
+TEST(RecordCsv, StructuralErrorsThrowWithFileLineAndColumn) {
+  TempDir dir("bertrain_records");
+  const std::string unterminated = write_file(dir, "u.csv", "a,b\n1,2\n3,\"never closed\n4,5\n");
+  RecordReader reader(unterminated, RecordFormat::kCsv, {"a"});
+  Record r;
+  ASSERT_TRUE(reader.next(&r));  // the rows before the broken one still come
+  EXPECT_EQ(texts(r), (Texts{"1"}));
+  expect_error([&] { reader.next(&r); },
+               {unterminated + ":3:", "unterminated quoted field starting at line 3", "character column 3"});
+
+  const std::string after_quote = write_file(dir, "q.tsv", "a\tb\n\xC3\xA9\t\"x\ny\" z\n");
+  RecordReader tsv(after_quote, RecordFormat::kTsv, {"a"});
+  expect_error([&] { tsv.next(&r); }, {after_quote + ":3:", "unexpected character ' '",
+                                       "opened at line 2, character column 3", "at line 3, character column 3"});
+}
+
+TEST(RecordCsv, HeaderErrorsNameTheFile) {
+  TempDir dir("bertrain_records");
+  for (const std::string text : {"", "\n\r\n", "\xEF\xBB\xBF"}) {
+    const std::string path = write_file(dir, "empty.csv", text);
+    expect_error([&] { RecordReader(path, RecordFormat::kCsv, {"a"}); },
+                 {path + ": empty file (expected a header row)"});
+  }
+  const std::string blank_first = write_file(dir, "blank.csv", "\na,b\n1,2\n");
+  expect_error([&] { RecordReader(blank_first, RecordFormat::kCsv, {"a"}); }, {blank_first + ":1: line 1 is empty"});
+  const std::string duplicate = write_file(dir, "dup.tsv", "id\ttag\tid\n1\t2\t3\n");
+  expect_error([&] { RecordReader(duplicate, RecordFormat::kTsv, {"id"}); },
+               {duplicate + ":1: duplicate column name 'id'", "field 3"});
+  // A header-only file is no error: it has no rows.
+  const std::string header_only = write_file(dir, "h.csv", "a,b\n");
+  EXPECT_TRUE(read_all(header_only, RecordFormat::kCsv, {"a"}).empty());
+}
+
+TEST(RecordJsonl, ValuesNullsMissingKeysAndArrays) {
+  TempDir dir("bertrain_records");
+  const std::string path = write_file(dir, "d.jsonl",
+                                      "{\"text\": \"caf\\u00e9 \\\"q\\\"\\tx\", \"tag\": \"nlp\", \"n\": 3}\n"
+                                      "{\"text\": \"t\", \"tag\": null, \"n\": -2.5, \"ok\": true}\n"
+                                      "{\"text\": \"  spaced  \", \"tag\": [\"cv\", \"nlp\", 7, false], \"n\": 0}\n"
+                                      "{\"tag\": [], \"ok\": false, \"extra\": {\"nested\": 1}}\n");
+  RecordReader reader(path, RecordFormat::kJsonl, {"text", "tag", "n", "ok"});
+  EXPECT_TRUE(reader.header().empty());
+  EXPECT_TRUE(reader.has_column(3));
+  std::vector<Record> rows;
+  Record r;
+  while (reader.next(&r)) rows.push_back(r);
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(texts(rows[0]), (Texts{"caf\xC3\xA9 \"q\"\tx", "nlp", "3", "<absent>"}));
+  EXPECT_EQ(texts(rows[1]), (Texts{"t", "<absent>", "-2.5", "true"}));  // null is absent
+  EXPECT_EQ(texts(rows[2])[0], "  spaced  ");                           // strings as they are
+  EXPECT_TRUE(rows[2].fields[1].present);
+  EXPECT_TRUE(rows[2].fields[1].is_list);
+  EXPECT_EQ(rows[2].fields[1].items, (Texts{"cv", "nlp", "7", "false"}));
+  EXPECT_FALSE(rows[2].fields[0].is_list);
+  EXPECT_EQ(texts(rows[2])[2], "0");
+  EXPECT_FALSE(rows[3].fields[0].present);  // missing key
+  EXPECT_TRUE(rows[3].fields[1].present);   // an empty array is present, a list with no items
+  EXPECT_TRUE(rows[3].fields[1].is_list);
+  EXPECT_TRUE(rows[3].fields[1].items.empty());
+  EXPECT_EQ(rows[3].fields[3].text, "false");
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(rows[static_cast<std::size_t>(i)].line, i + 1);
+}
+
+TEST(RecordJsonl, BadLinesAreRowErrorsAndLaterLinesStillRead) {
+  TempDir dir("bertrain_records");
+  const std::string path = write_file(dir, "d.jsonl",
+                                      "{\"text\": \"a\"\n"
+                                      "[1, 2]\n"
+                                      "\"just a string\"\n"
+                                      "{\"text\": {\"k\": 1}}\n"
+                                      "{\"text\": \"b\", \"tag\": [\"x\", [\"y\"]]}\n"
+                                      "{\"text\": \"c\", \"tag\": [\"x\", null]}\n"
+                                      "{\"text\": \"d\", \"tag\": \"ok\"}\n"
+                                      "{\"text\": \"e\", \"other\": {\"ignored\": [1]}}\n"
+                                      "{\"text\": nope}\n");
+  const std::vector<Record> rows = read_all(path, RecordFormat::kJsonl, {"text", "tag"});
+  ASSERT_EQ(rows.size(), 9u);
+  for (std::size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(rows[i].line, static_cast<int>(i) + 1);
+  EXPECT_EQ(rows[0].error.rfind("invalid JSON: ", 0), 0u) << rows[0].error;
+  EXPECT_NE(rows[0].error.find("unexpected end of input"), std::string::npos) << rows[0].error;
+  EXPECT_EQ(rows[1].error, "expected a JSON object, found an array");
+  EXPECT_EQ(rows[2].error, "expected a JSON object, found a string");
+  EXPECT_EQ(rows[3].error.rfind("column 'text' is an object", 0), 0u) << rows[3].error;
+  EXPECT_EQ(rows[4].error.rfind("column 'tag': element 2 of its array is an array", 0), 0u) << rows[4].error;
+  EXPECT_EQ(rows[5].error.rfind("column 'tag': element 2 of its array is null", 0), 0u) << rows[5].error;
+  for (std::size_t i = 0; i < 6; ++i) EXPECT_TRUE(rows[i].fields.empty()) << i;
+  EXPECT_EQ(texts(rows[6]), (Texts{"d", "ok"}));
+  EXPECT_EQ(texts(rows[7]), (Texts{"e", "<absent>"}));  // unrequested keys may hold anything
+  EXPECT_EQ(rows[8].error.rfind("invalid JSON: ", 0), 0u) << rows[8].error;
+  EXPECT_LT(rows[8].error.size(), 200u);
+}
+
+TEST(RecordJsonl, LongInvalidLineGivesAShortMessage) {
+  TempDir dir("bertrain_records");
+  const std::string path = write_file(dir, "d.jsonl", "{\"text\": \"" + std::string(100000, 'x') + "\n");
+  const std::vector<Record> rows = read_all(path, RecordFormat::kJsonl, {"text"});
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].error.rfind("invalid JSON: ", 0), 0u) << rows[0].error.substr(0, 300);
+  EXPECT_LT(rows[0].error.size(), 300u);
+}
+
+TEST(RecordJsonl, BlankLinesCrlfBomAndInvalidUtf8) {
+  TempDir dir("bertrain_records");
+  const std::string path = write_file(dir, "d.jsonl",
+                                      "\xEF\xBB\xBF{\"text\": \"first\"}\r\n"
+                                      "\r\n"
+                                      "   \t \n"
+                                      "\n"
+                                      "{\"text\": \"bad \xFF byte, cut \xE2\x82\"}\r\n"
+                                      "{\"text\": \"last, no newline\"}");
+  const std::vector<Record> rows = read_all(path, RecordFormat::kJsonl, {"text"});
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].line, 1);
+  EXPECT_EQ(texts(rows[0]), (Texts{"first"}));
+  EXPECT_EQ(rows[1].line, 5);
+  EXPECT_EQ(texts(rows[1]), (Texts{"bad " + kFffd + " byte, cut " + kFffd}));
+  EXPECT_EQ(rows[2].line, 6);
+  EXPECT_EQ(texts(rows[2]), (Texts{"last, no newline"}));
+  // The BOM is no text even on a line of its own (nlohmann would skip it only before a value).
+  const std::vector<Record> bom_line =
+      read_all(write_file(dir, "b.jsonl", "\xEF\xBB\xBF\r\n{\"text\": \"x\"}\n"), RecordFormat::kJsonl, {"text"});
+  ASSERT_EQ(bom_line.size(), 1u);
+  EXPECT_EQ(bom_line[0].line, 2);
+  EXPECT_EQ(texts(bom_line[0]), (Texts{"x"}));
+  // An empty file has no rows and no error.
+  EXPECT_TRUE(read_all(write_file(dir, "e.jsonl", ""), RecordFormat::kJsonl, {"text"}).empty());
+}
+
+TEST(RecordCsv, InvalidUtf8RepairedAsIfTheWholeTextWere) {
+  // Repairing per field must give what repairing the text first gives (parse_csv's historical order):
+  // E2 then a quote is one U+FFFD; the doubled quote stays between the two repaired parts.
+  TempDir dir("bertrain_records");
+  const std::string text = "a,b\n\xE2\x82,\"\xE2\"\"\x82\xAC\"\n\xF0\x9F\x98\x80\xFF,ok\n";
+  const std::string path = write_file(dir, "d.csv", text);
+  const std::vector<Record> rows = read_all(path, RecordFormat::kCsv, {"a", "b"});
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(texts(rows[0]), (Texts{kFffd, kFffd + "\"" + kFffd + kFffd}));
+  EXPECT_EQ(texts(rows[1]), (Texts{"\xF0\x9F\x98\x80" + kFffd, "ok"}));
+  const CsvTable table = parse_csv(text, "d.csv");
+  EXPECT_EQ(table.rows[0], texts(rows[0]));
+  EXPECT_EQ(table.rows[1], texts(rows[1]));
+}
+
+// ---- Files larger than the read chunk --------------------------------------------------------------------
+
+constexpr int kIdBase = 1000000;  // every id has 7 digits, so a row's length does not depend on which row it is
+
+struct Special {
+  std::string raw;     // the text field as written in the file
+  std::string value;   // what reading it must give
+  std::string marker;  // a byte sequence of the row ...
+  std::size_t delta;   // ... whose byte at marker + delta is made the last byte of a chunk
+};
+
+struct BigFile {
+  std::string content;
+  struct Row {
+    int line;
+    std::string id, text;
+  };
+  std::vector<Row> rows;
+};
+
+// Rows made by make_row(id, raw text), with specials[k] placed across the end of chunk k + 1; over 3 MiB in all.
+BigFile big_file(const std::string& head,
+                 const std::function<std::string(const std::string&, const std::string&)>& make_row,
+                 const std::vector<Special>& specials) {
+  const std::size_t chunk = ChunkedInput::kChunkSize;
+  BigFile f;
+  f.content = head;
+  int line = head.empty() ? 1 : 2, id = kIdBase;
+  auto add = [&](const std::string& raw, const std::string& value) {
+    const std::string row = make_row(std::to_string(id), raw);
+    f.rows.push_back({line, std::to_string(id), value});
+    f.content += row;
+    line += static_cast<int>(std::count(row.begin(), row.end(), '\n'));
+    ++id;
+  };
+  auto add_plain = [&] {
+    const std::string text = "na\xC3\xAFve generated row " + std::to_string(id) + " with some plain words";
+    add(text, text);
+  };
+  const std::size_t pad_base = make_row(std::to_string(id), "").size();
+  for (std::size_t k = 0; k < specials.size(); ++k) {
+    const Special& s = specials[k];
+    const std::string row = make_row(std::to_string(id), s.raw);
+    const std::size_t start = (k + 1) * chunk - 1 - (row.find(s.marker) + s.delta);
+    while (f.content.size() + 300 < start) add_plain();
+    const std::string pad(start - f.content.size() - pad_base, 'x');
+    add(pad, pad);
+    EXPECT_EQ(f.content.size(), start);
+    add(s.raw, s.value);
+  }
+  while (f.content.size() < (std::size_t{3} << 20) + 100000) add_plain();  // over 3 MiB
+  return f;
+}
+
+void expect_big_file_reads_back(const BigFile& f, const std::string& path, RecordFormat format,
+                                const std::vector<std::string>& straddlers) {
+  // The generator put each straddler across a chunk end.
+  for (std::size_t k = 0; k < straddlers.size(); ++k) {
+    const std::size_t end = (k + 1) * ChunkedInput::kChunkSize;
+    EXPECT_EQ(f.content.substr(end - 1, straddlers[k].size()), straddlers[k]) << "chunk " << k + 1;
+  }
+  RecordReader reader(path, format, {"text", "id"});
+  Record r;
+  std::size_t n = 0;
+  while (reader.next(&r)) {
+    ASSERT_LT(n, f.rows.size());
+    const BigFile::Row& want = f.rows[n++];
+    ASSERT_EQ(r.error, "") << "line " << r.line;
+    ASSERT_EQ(r.line, want.line) << "row " << n;
+    ASSERT_EQ(r.fields[0].text, want.text) << "line " << want.line;
+    ASSERT_EQ(r.fields[1].text, want.id) << "line " << want.line;
+  }
+  EXPECT_EQ(n, f.rows.size());
+}
+
+TEST(RecordLargeFile, CsvAndTsvAcrossChunkEnds) {
+  TempDir dir("bertrain_records");
+  const std::vector<Special> specials = {
+      // é's two bytes in two chunks, inside a quoted field with a comma
+      {"\"caf\xC3\xA9 au lait, quoted\"", "caf\xC3\xA9 au lait, quoted", "\xC3\xA9", 0},
+      // an emoji cut 2 | 2, then a newline inside the quotes
+      {"\"smile \xF0\x9F\x98\x80\nsecond line\"", "smile \xF0\x9F\x98\x80\nsecond line", "\xF0", 1},
+      // a doubled quote cut between its two quotes
+      {"\"say \"\"hi\"\"\tthere\"", "say \"hi\"\tthere", "\"\"", 0},
+      // a euro sign cut 1 | 2 in an unquoted field
+      {"plain \xE2\x82\xAC field", "plain \xE2\x82\xAC field", "\xE2", 0},
+  };
+  for (const char delimiter : {',', '\t'}) {
+    const std::string d(1, delimiter);
+    const BigFile f = big_file(
+        "id" + d + "text\n", [&](const std::string& id, const std::string& raw) { return id + d + raw + "\n"; },
+        specials);
+    ASSERT_GT(f.content.size(), std::size_t{3} << 20);
+    const bool csv = delimiter == ',';
+    const std::string path = write_file(dir, csv ? "big.csv" : "big.tsv", f.content);
+    expect_big_file_reads_back(f, path, csv ? RecordFormat::kCsv : RecordFormat::kTsv,
+                               {"\xC3\xA9", "\x9F\x98", "\"\"", "\xE2\x82"});
+  }
+}
+
+TEST(RecordLargeFile, JsonlAcrossChunkEnds) {
+  TempDir dir("bertrain_records");
+  const std::vector<Special> specials = {
+      {"caf\xC3\xA9 au lait", "caf\xC3\xA9 au lait", "\xC3\xA9", 0},                     // cut 1 | 1
+      {"smile \xF0\x9F\x98\x80 \\n done", "smile \xF0\x9F\x98\x80 \n done", "\xF0", 2},  // cut 3 | 1
+      {"a line ending at the chunk end", "a line ending at the chunk end", "\n", 0},
+      {"CRLF cut \xE2\x82\xAC", "CRLF cut \xE2\x82\xAC", "\"}", 2},  // the row's CR ends the chunk, LF starts the next
+  };
+  const BigFile f = big_file(
+      "",
+      [](const std::string& id, const std::string& raw) {
+        return "{\"id\": " + id + ", \"tags\": [\"x\", 1], \"text\": \"" + raw + "\"}\r\n";
+      },
+      specials);
+  const std::string path = write_file(dir, "big.jsonl", f.content);
+  expect_big_file_reads_back(f, path, RecordFormat::kJsonl, {"\xC3\xA9", "\x98\x80", "\n{", "\r\n"});
+}
+
+// ---- Agreement with read_csv ----------------------------------------------------------------------------
+
+// Made-With-ML's layout and its quirks: quoted titles with commas, a description ending in a quoted newline,
+// doubled quotes, non-ASCII text, an empty field.
+const char kMadeWithMlLike[] =
+    "id,created_on,title,description,tag\n"
+    "6,2020-02-20 06:43:18,Comparison between YOLO and RCNN on real world videos,Bringing theory to experiment "
+    "is cool.,computer-vision\n"
+    "7,2020-02-20 06:47:21,\"Show, Infer & Tell: Contextual Inference for Creative Captioning\",\"The beauty of "
+    "the work lies in the way it architects the fundamental idea.\n\",computer-vision\n"
+    "9,2020-02-24 16:24:45,Awesome Graph Classification,\"A collection of important graph embedding, "
+    "classification and representation learning papers with implementations.\",other\n"
+    "15,2020-02-28 23:55:26,Graph Wavelet Neural Network,\"A PyTorch implementation of \"\"Graph Wavelet Neural "
+    "Network\"\" (ICLR 2019) \",natural-language-processing\n"
+    "19,2020-03-03 13:54:31,Diffusion to Vector,Reference implementation of Diffusion2Vec (Complenet 2018) "
+    "built on Gensim and NetworkX. ,other\n"
+    "25,2020-03-07 23:11:58,Attention Is All You Need (Na\xC3\xAFve r\xC3\xA9sum\xC3\xA9 \xE2\x80\x94 \xE5\x9F\xBA"
+    "\xE4\xBA\x8E),\"Multi-line\r\ndescription, CRLF inside quotes\",\n"
+    "28,2020-03-08 00:00:00,\"\",\"\"\"quoted\"\" start\",mlops\n";
+
+void expect_agrees_with_read_csv(const std::string& path) {
+  const CsvTable table = read_csv(path);
+  RecordReader reader(path, RecordFormat::kCsv, table.header);
+  EXPECT_EQ(reader.header(), table.header);
+  Record r;
+  std::size_t n = 0;
+  while (reader.next(&r)) {
+    ASSERT_LT(n, table.rows.size());
+    EXPECT_EQ(r.line, table.row_lines[n]);
+    EXPECT_EQ(texts(r), table.rows[n]) << "line " << r.line;
+    ++n;
+  }
+  EXPECT_EQ(n, table.rows.size());
+}
+
+TEST(RecordCsv, AgreesWithReadCsv) {
+  TempDir dir("bertrain_records");
+  const std::string path = write_file(dir, "madewithml_like.csv", kMadeWithMlLike);
+  expect_agrees_with_read_csv(path);
+  EXPECT_EQ(read_csv(path).rows.size(), 7u);
+}
+
+TEST(RecordCsv, AgreesWithReadCsvOnTheMadeWithMlFiles) {
+  const std::string folder = std::string(BERTRAIN_SHARED_DIR) + "/data/madewithml/";
+  if (!std::ifstream(folder + "dataset.csv").good()) GTEST_SKIP() << "shared data not found at " << folder;
+  for (const char* name : {"dataset.csv", "holdout.csv"}) expect_agrees_with_read_csv(folder + name);
+}
+
+TEST(RecordReader, UnreadablePathIsAnErrorNamingIt) {
+  TempDir dir("bertrain_records");
+  const std::string missing = dir.path("missing.jsonl");
+  expect_error([&] { RecordReader(missing, RecordFormat::kJsonl, {"text"}); },
+               {"cannot open JSON Lines file '" + missing + "'", "No such file"});
+  expect_error([&] { RecordReader(dir.path("missing.csv"), RecordFormat::kCsv, {"text"}); },
+               {"cannot open CSV file '" + dir.path("missing.csv") + "'"});
+  expect_error([&] { RecordReader(dir.path().string(), RecordFormat::kTsv, {"text"}); },
+               {"cannot read TSV file '" + dir.path().string() + "': it is a folder"});
+}
+
+// ---- The state machine fed in small chunks ----------------------------------------------------------------
+
+// Every row (fields, line, blank) or the error message, for the text read through chunks of `chunk` bytes.
+std::string parse_in_chunks(const std::string& text, char delimiter, std::size_t chunk) {
+  ChunkedInput input(&text, chunk);
+  CsvParser parser(&input, delimiter, "t.csv");
+  std::string out;
+  CsvRow row;
+  try {
+    while (parser.next(&row)) {
+      out += std::to_string(row.line) + (row.blank ? " blank:" : ":");
+      for (const std::string& f : row.fields) out += " [" + f + "]";
+      out += "\n";
+    }
+  } catch (const Error& e) {
+    out += std::string("error: ") + e.what();
+  }
+  return out;
+}
+
+TEST(CsvParserChunks, SmallChunksReadWhatTheWholeTextGives) {
+  const std::vector<std::string> texts = {
+      "a,b\n1,2\n3,4\n",
+      "a,b\n1,2\n3,4",
+      "id,text\n1,\"line one\nline \"\"two\"\"\n\"\n2,\"\"\"\"\n3,\"\"\n",
+      "a,b\r\n\"x, y\r\nz\",2\r\n3,\"p,q\"\r\n",
+      "\xEF\xBB\xBFid,tag\n1,nlp\n",
+      "\xEF\xBB",
+      "a,b,c\n,,\n1,,3\n4,5,",
+      "a\nx\n\ny\n\n",
+      "a,b\n\xFF,\"x\xE2\x82\"\n\xE2\x82,\"\xE2\"\"\x82\xAC\"\n",
+      "a,b\n\xC3\xA9\xF0\x9F\x98\x80,\"\xE2\x82\xAC\"\n",
+      kMadeWithMlLike,
+      // errors
+      "a,b\n1,2\n3,\"never closed\n4,5\n",
+      "a,b\n\xC3\xA9,\"x",
+      "a,b\n1,\"x\"y\n",
+      "a,b\n1,\"x\ny\" z\n",
+      "a,b\n1,\"x\"\xC3\xA9\n",
+      "a,b\n\x80\x80\xE5\x9F,\"x\"\xF0\x9F\x98\x80\n",
+      "a,b\r1,2\r",
+      "a,b\n\"x\",2\r",
+  };
+  for (const std::string& raw : texts) {
+    for (const char delimiter : {',', '\t'}) {
+      std::string text = raw;
+      if (delimiter == '\t') std::replace(text.begin(), text.end(), ',', '\t');
+      const std::string whole = parse_in_chunks(text, delimiter, 0);  // all at once, as parse_csv reads
+      for (const std::size_t chunk : {1, 2, 3, 5, 7, 64}) {
+        EXPECT_EQ(parse_in_chunks(text, delimiter, chunk), whole) << "chunk " << chunk << ", text: " << text;
+      }
+    }
+  }
+  // The whole-text reading is parse_csv's, checked in test_csv.cpp; spot-check that it is what is compared.
+  EXPECT_EQ(parse_in_chunks("a,b\n1,\"x\ny\"\n", ',', 1), "1: [a] [b]\n2: [1] [x\ny]\n");
+  EXPECT_NE(parse_in_chunks("a,b\n1,\"x\"\xC3\xA9\n", ',', 1).find("unexpected character '\xC3\xA9'"),
+            std::string::npos);
+  // Columns count the replaced text's characters: three U+FFFD, ',', then the quote.
+  const std::string bad = parse_in_chunks("a,b\n\x80\x80\xE5\x9F,\"x\"!\n", ',', 2);
+  EXPECT_NE(bad.find("opened at line 2, character column 5 (at line 2, character column 8)"), std::string::npos) << bad;
+}
+
+}  // namespace
+}  // namespace bertrain
