@@ -109,6 +109,11 @@ BertConfig BertConfig::from_json(const json& j, const std::string& source) {
   }
   c.initializer_range = read_double(j, "initializer_range", c.initializer_range, source);
   c.labels = read_labels(j, source);
+  if (j.contains("problem_type") && !j.at("problem_type").is_null()) {
+    const json& type = j.at("problem_type");
+    BERTRAIN_CHECK(type.is_string(), source << ": field 'problem_type' must be a string, found " << type.dump());
+    c.problem_type = type.get<std::string>();
+  }
   for (const auto& [key, value] : j.items()) {
     if (kKnownFields.count(key) == 0) c.extra[key] = value;
   }
@@ -186,7 +191,7 @@ json BertConfig::to_classifier_json() const {
   j["id2label"] = id2label;
   j["label2id"] = label2id;
   j["num_labels"] = labels.size();
-  j["problem_type"] = "multi_label_classification";
+  j["problem_type"] = problem_type.empty() ? "single_label_classification" : problem_type;
   return j;
 }
 

@@ -26,6 +26,9 @@ struct BertConfig {
   std::optional<double> classifier_dropout;  // null: the classifier uses hidden_dropout_prob
   double initializer_range = 0.02;
   std::vector<std::string> labels;  // id2label in id order; empty when config.json names no labels
+  // Hugging Face's problem_type: "single_label_classification" (softmax over the labels),
+  // "multi_label_classification" (one sigmoid per label), "regression" or "" when config.json has none.
+  std::string problem_type;
   nlohmann::json extra;             // every other field, kept so that writing preserves it
 
   Activation activation() const { return activation_from_name(hidden_act); }
@@ -38,7 +41,7 @@ struct BertConfig {
   // Throws Error, prefixed with `source`, on non-positive sizes, hidden not divisible by heads, unknown
   // activation, probabilities outside [0, 1) and inconsistent labels.
   void validate(const std::string& source) const;
-  // config.json of a BertForSequenceClassification with multi-label (BCE) problem type.
+  // config.json of a BertForSequenceClassification (problem_type as set; single_label_classification when empty).
   nlohmann::json to_classifier_json() const;
 };
 

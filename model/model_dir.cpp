@@ -118,7 +118,28 @@ void fill_normal(float* out, std::size_t n, float std, uint64_t seed, uint32_t t
   }
 }
 
-LoadedModel load_model_dir(const std::string& dir, const std::vector<std::string>& labels, uint64_t seed) {
+void fill_uniform(float* out, std::size_t n, float bound, uint64_t seed, uint32_t tensor) {
+  const RandomKey key{seed, 0, tensor};
+  for (std::size_t i = 0; i < n; i += 4) {
+    const Philox4 bits = philox_group(key, i / 4);
+    for (std::size_t k = 0; k < 4 && i + k < n; ++k) {
+      // (bits + 0.5) / 2^32 is in (0, 1), symmetric about 1/2: the open interval torch's uniform_ draws from.
+      const double u = (static_cast<double>(bits.v[k]) + 0.5) / 4294967296.0;
+      out[i + k] = static_cast<float>(bound * (2.0 * u - 1.0));
+    }
+  }
+}
+
+HeadInit parse_head_init(const std::string& name) {
+  if (name == "torch") return HeadInit::kTorch;
+  if (name == "hf") return HeadInit::kHf;
+  BERTRAIN_FAIL("--head-init must be torch or hf, got '" << name << "'");
+}
+
+const char* head_init_name(HeadInit init) { return init == HeadInit::kTorch ? "torch" : "hf"; }
+
+LoadedModel load_model_dir(const std::string& dir, const std::vector<std::string>& labels, uint64_t seed,
+                           HeadInit head_init) {
   LoadedModel model;
   model.config = BertConfig::load(dir + "/config.json");
   const std::vector<std::string> checkpoint_labels = model.config.labels;
@@ -148,10 +169,16 @@ LoadedModel load_model_dir(const std::string& dir, const std::vector<std::string
     const bool is_classifier = entry.name.rfind("classifier.", 0) == 0;
     float* dst = model.params.data() + entry.offset;
     if (is_classifier && !model.classifier_loaded) {
-      if (entry.name == "classifier.weight") {
+      const bool weight = entry.name == "classifier.weight";
+      if (head_init == HeadInit::kTorch) {
+        // nn.Linear.reset_parameters: kaiming_uniform_(a=√5) gives bound gain·√(3/fan_in) = 1/√fan_in for the
+        // weight, and the bias is uniform in the same ±1/√fan_in (fan_in = hidden size).
+        const float bound = 1.0f / std::sqrt(static_cast<float>(model.config.hidden_size));
+        fill_uniform(dst, entry.numel, bound, seed, weight ? 0 : 1);
+      } else if (weight) {
         fill_normal(dst, entry.numel, static_cast<float>(model.config.initializer_range), seed, 0);
-      }
-      continue;  // biases stay zero
+      }  // Hugging Face's bias stays zero
+      continue;
     }
     const auto it = source_of.find(entry.name);
     BERTRAIN_CHECK(it != source_of.end(), weights_path << ": missing tensor '" << entry.name << "' with shape "

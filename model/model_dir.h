@@ -47,12 +47,22 @@ struct LoadedModel {
   std::string vocab_path;     // the directory's vocab.txt ("" when it has none)
 };
 
+// How a new classifier head is initialised.
+enum class HeadInit {
+  kTorch,  // PyTorch's nn.Linear default, Made-With-ML's head: weight and bias uniform in ±1/√hidden
+  kHf,     // Hugging Face's _init_weights: weight normal(0, initializer_range), bias 0
+};
+// "torch" | "hf"; throws Error naming --head-init otherwise.
+HeadInit parse_head_init(const std::string& name);
+const char* head_init_name(HeadInit init);
+
 // Loads `dir` (weights from open_checkpoint). With `labels` empty, the classifier comes from the checkpoint (config.json id2label and
 // classifier.* must be present). With `labels` given, classifier.* is loaded when the checkpoint has it for
-// exactly these labels in this order, and is otherwise initialised as transformers does (weights normal
-// with std initializer_range, drawn from `seed`; biases zero). Every tensor the config implies must be present
-// with its shape; unknown tensors are an error, cls.* heads and position_ids are ignored.
-LoadedModel load_model_dir(const std::string& dir, const std::vector<std::string>& labels, uint64_t seed);
+// exactly these labels in this order, and is otherwise initialised as `head_init` says, drawn from `seed`.
+// Every tensor the config implies must be present with its shape; unknown tensors are an error, cls.* heads and
+// position_ids are ignored.
+LoadedModel load_model_dir(const std::string& dir, const std::vector<std::string>& labels, uint64_t seed,
+                           HeadInit head_init = HeadInit::kTorch);
 
 // Writes a BertForSequenceClassification directory (created if missing; each file replaced atomically):
 // model.safetensors (bert.* and classifier.*, F32), config.json (BertConfig::to_classifier_json) and, when
@@ -63,6 +73,8 @@ void save_model_dir(const std::string& dir, const BertConfig& config, const Para
 // Fills `out[0, n)` with normal(0, std) draws from Philox stream (seed, tensor) via Box–Muller:
 // the same numbers on every machine, unlike std::normal_distribution.
 void fill_normal(float* out, std::size_t n, float std, uint64_t seed, uint32_t tensor);
+// Fills `out[0, n)` with uniform draws in (-bound, bound) from Philox stream (seed, tensor).
+void fill_uniform(float* out, std::size_t n, float bound, uint64_t seed, uint32_t tensor);
 
 // A randomly initialised model in `layout` as transformers initialises one: linear and embedding weights
 // normal(0, initializer_range) (fill_normal, one stream per tensor), LayerNorm weights one, biases zero.

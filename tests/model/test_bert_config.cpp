@@ -120,13 +120,20 @@ TEST(BertConfig, ClassifierJsonRoundTrips) {
   const BertConfig c = BertConfig::from_json(valid_config(), "cfg.json");
   const json out = c.to_classifier_json();
   EXPECT_EQ(out.at("architectures"), json::array({"BertForSequenceClassification"}));
-  EXPECT_EQ(out.at("problem_type"), "multi_label_classification");
+  EXPECT_EQ(out.at("problem_type"), "single_label_classification");  // valid_config has none
   EXPECT_EQ(out.at("num_labels"), 2);
   EXPECT_EQ(out.at("id2label").at("1"), "b");
   EXPECT_EQ(out.at("label2id").at("a"), 0);
   EXPECT_EQ(out.at("pad_token_id"), 0);
   const BertConfig back = BertConfig::from_json(out, "out.json");
   EXPECT_EQ(back.labels, c.labels);
+  EXPECT_EQ(back.problem_type, "single_label_classification");
+  BertConfig multi = c;
+  multi.problem_type = "multi_label_classification";
+  EXPECT_EQ(BertConfig::from_json(multi.to_classifier_json(), "m.json").problem_type, "multi_label_classification");
+  json bad = valid_config();
+  bad["problem_type"] = 3;
+  expect_error(bad, {"problem_type", "must be a string"});
   EXPECT_EQ(back.hidden_act, c.hidden_act);
   EXPECT_EQ(back.intermediate_size, c.intermediate_size);
 }

@@ -132,32 +132,67 @@ TEST_F(ModelDirTest, MissingWeightsFileSaysHowToConvert) {
   expect_load_error(tmp_ + "/nowhere", {"config.json", "cannot open"});
 }
 
+// Mean and standard deviation of n floats.
+std::pair<double, double> moments(const float* v, std::size_t n) {
+  double sum = 0, sq = 0;
+  for (std::size_t i = 0; i < n; ++i) sum += v[i], sq += static_cast<double>(v[i]) * v[i];
+  const double mean = sum / n;
+  return {mean, std::sqrt(sq / n - mean * mean)};
+}
+
 TEST_F(ModelDirTest, NewLabelsGetAFreshSeededHead) {
   const std::vector<std::string> labels = {"x", "y", "z"};
-  const LoadedModel a = load_model_dir(kFixture, labels, 7), b = load_model_dir(kFixture, labels, 7),
-                    c = load_model_dir(kFixture, labels, 8);
-  EXPECT_FALSE(a.classifier_loaded);
-  EXPECT_EQ(a.config.labels, labels);
-  const ParamEntry& w = a.layout.at("classifier.weight");
-  const ParamEntry& bias = a.layout.at("classifier.bias");
-  EXPECT_EQ(w.shape, (std::vector<int64_t>{3, 32}));
-  double sum = 0, sq = 0;
-  for (std::size_t i = 0; i < w.numel; ++i) {
-    const float v = a.params[w.offset + i];
-    sum += v;
-    sq += v * v;
-    EXPECT_EQ(v, b.params[w.offset + i]);  // same seed, same head
+  for (HeadInit init : {HeadInit::kTorch, HeadInit::kHf}) {
+    SCOPED_TRACE(head_init_name(init));
+    const LoadedModel a = load_model_dir(kFixture, labels, 7, init), b = load_model_dir(kFixture, labels, 7, init),
+                      c = load_model_dir(kFixture, labels, 8, init);
+    EXPECT_FALSE(a.classifier_loaded);
+    EXPECT_EQ(a.config.labels, labels);
+    const ParamEntry& w = a.layout.at("classifier.weight");
+    const ParamEntry& bias = a.layout.at("classifier.bias");
+    EXPECT_EQ(w.shape, (std::vector<int64_t>{3, 32}));
+    for (std::size_t i = 0; i < w.numel; ++i) EXPECT_EQ(a.params[w.offset + i], b.params[w.offset + i]);  // same seed
+    EXPECT_NE(a.params[w.offset], c.params[w.offset]);  // another seed, another head
+    const auto [mean, std_dev] = moments(a.params.data() + w.offset, w.numel);
+    if (init == HeadInit::kHf) {
+      EXPECT_NEAR(std_dev, reference_.config.initializer_range, 0.25 * reference_.config.initializer_range);
+      for (std::size_t i = 0; i < bias.numel; ++i) EXPECT_EQ(a.params[bias.offset + i], 0.0f);
+    } else {
+      // nn.Linear: weight and bias uniform in ±1/√hidden; a uniform's standard deviation is bound/√3.
+      const double bound = 1.0 / std::sqrt(32.0);
+      for (std::size_t i = 0; i < w.numel; ++i) EXPECT_LT(std::abs(a.params[w.offset + i]), bound);
+      EXPECT_NEAR(std_dev, bound / std::sqrt(3.0), 0.25 * bound / std::sqrt(3.0));
+      EXPECT_NEAR(mean, 0.0, 0.3 * bound);
+      for (std::size_t i = 0; i < bias.numel; ++i) {
+        EXPECT_LT(std::abs(a.params[bias.offset + i]), bound);
+        EXPECT_NE(a.params[bias.offset + i], 0.0f);
+      }
+      EXPECT_NE(a.params[bias.offset], a.params[w.offset]);  // weight and bias are different streams
+    }
+    // The encoder is still the checkpoint's.
+    const ParamEntry& pooler = a.layout.at("bert.pooler.dense.weight");
+    const ParamEntry& ref_pooler = reference_.layout.at("bert.pooler.dense.weight");
+    EXPECT_EQ(a.params[pooler.offset + 5], reference_.params[ref_pooler.offset + 5]);
   }
-  EXPECT_NE(a.params[w.offset], c.params[w.offset]);  // another seed, another head
-  const double std_dev = std::sqrt(sq / w.numel - (sum / w.numel) * (sum / w.numel));
-  EXPECT_NEAR(std_dev, reference_.config.initializer_range, 0.25 * reference_.config.initializer_range);
-  for (std::size_t i = 0; i < bias.numel; ++i) EXPECT_EQ(a.params[bias.offset + i], 0.0f);
-  // The encoder is still the checkpoint's.
-  const ParamEntry& pooler = a.layout.at("bert.pooler.dense.weight");
-  const ParamEntry& ref_pooler = reference_.layout.at("bert.pooler.dense.weight");
-  EXPECT_EQ(a.params[pooler.offset + 5], reference_.params[ref_pooler.offset + 5]);
   // The same labels in the checkpoint's order keep the trained head.
   EXPECT_TRUE(load_model_dir(kFixture, reference_.config.labels, 7).classifier_loaded);
+  EXPECT_EQ(parse_head_init("hf"), HeadInit::kHf);
+  EXPECT_THROW(parse_head_init("xavier"), Error);
+}
+
+TEST(FillUniform, CoversTheIntervalEvenly) {
+  std::vector<float> v(40001);
+  fill_uniform(v.data(), v.size(), 0.5f, 3, 0);
+  int below = 0;
+  for (float x : v) {
+    ASSERT_GT(x, -0.5f);
+    ASSERT_LT(x, 0.5f);
+    below += x < 0 ? 1 : 0;
+  }
+  EXPECT_NEAR(below / 40001.0, 0.5, 0.01);
+  const auto [mean, std_dev] = moments(v.data(), v.size());
+  EXPECT_NEAR(std_dev, 0.5 / std::sqrt(3.0), 0.005);
+  EXPECT_NEAR(mean, 0.0, 0.01);
 }
 
 TEST_F(ModelDirTest, UnknownLabelsWithoutHeadIsAnError) {
