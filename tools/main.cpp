@@ -10,6 +10,10 @@
 #include "tools/args.h"
 #include "tools/commands.h"
 
+#ifdef __GLIBC__  // defined by any glibc header, <cstdio> above included
+#include <malloc.h>
+#endif
+
 namespace {
 
 const char kUsage[] =
@@ -18,10 +22,11 @@ const char kUsage[] =
     "Fine-tunes BERT encoders for text classification (C++/CUDA, no framework).\n"
     "\n"
     "commands:\n"
-    "  train          fine-tune a BERT model directory on a tagged CSV (best and last checkpoints)\n"
-    "  evaluate       precision / recall / F1 (weighted, per class, slices) and confusion matrix on a CSV\n"
-    "  predict        tag probabilities for a title and description, or for every row of a CSV\n"
-    "  tokenize       token ids of a text or of every CSV row, as the model sees them\n"
+    "  train          fine-tune a BERT model directory on a labelled CSV, TSV or JSON Lines file (single- or\n"
+    "                 multi-label; best and last checkpoints)\n"
+    "  evaluate       precision / recall / F1 (Made-With-ML's, or scikit-learn's multi-label averages) on a file\n"
+    "  predict        label probabilities for one text, or for every row of a file (streamed, JSON Lines)\n"
+    "  tokenize       token ids of a text or of every row of a file, as the model sees them\n"
     "  convert        write a model directory's pytorch_model.bin as model.safetensors (transformers loads it)\n"
     "  bench step     time training steps (forward + backward + Adam) of a random BERT, CPU or GPU\n"
     "  bench tokenize time text cleaning and tokenization\n"
@@ -57,6 +62,13 @@ int dispatch(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef __GLIBC__
+  // Pin glibc's mmap threshold at its default. Left dynamic, freeing any large block (a file buffer) raises
+  // it, and the engine's later large buffers then come from the heap at layout-dependent 16-byte alignments
+  // instead of page-aligned mmaps; Eigen's vectorized reductions peel a different scalar head at another
+  // alignment, so the same run would round differently after reading a file than without.
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+#endif
   try {
     return dispatch(std::vector<std::string>(argv + 1, argv + argc));
   } catch (const bertrain::UsageError& e) {
