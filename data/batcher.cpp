@@ -140,9 +140,11 @@ void Batcher::batch(int epoch, int index, Batch* out) const {
   out->longest = 0;
   for (std::size_t b = 0; b < out->rows.size(); ++b) {
     const Example& example = (*examples_)[static_cast<std::size_t>(out->rows[b])];
-    BERTRAIN_CHECK(example.label >= -1 && example.label < options_.classes,
-                   "Batcher::batch: example " << out->rows[b] << " has label " << example.label << ", outside [-1, "
-                                              << options_.classes << ")");
+    for (int label : example.labels) {
+      BERTRAIN_CHECK(label >= 0 && label < options_.classes, "Batcher::batch: example " << out->rows[b] << " has label "
+                                                              << label << ", outside [0, " << options_.classes << ")");
+      out->targets[b * classes + static_cast<std::size_t>(label)] = 1.0f;
+    }
     // Attention over a row without tokens is undefined.
     BERTRAIN_CHECK(!example.ids.empty(), "Batcher::batch: example " << out->rows[b] << " has no token ids");
     BERTRAIN_CHECK(out->input_ids.size() + example.ids.size() <= static_cast<std::size_t>(std::numeric_limits<int>::max()),
@@ -150,7 +152,6 @@ void Batcher::batch(int epoch, int index, Batch* out) const {
     out->input_ids.insert(out->input_ids.end(), example.ids.begin(), example.ids.end());
     out->cu_seqlens.push_back(static_cast<int32_t>(out->input_ids.size()));
     out->longest = std::max(out->longest, static_cast<int>(example.ids.size()));
-    if (example.label >= 0) out->targets[b * classes + static_cast<std::size_t>(example.label)] = 1.0f;
   }
   out->tokens = static_cast<int>(out->input_ids.size());
 }

@@ -17,7 +17,8 @@ namespace bertrain {
 
 struct Example {
   std::vector<int32_t> ids;  // [CLS] ... [SEP]
-  int label = -1;            // class index, -1 when unknown (prediction)
+  std::vector<int> labels;   // class indices whose target is 1: one (single-label), any number (multi-label),
+                             // none when unknown (prediction)
 };
 
 struct Batch {
@@ -26,7 +27,7 @@ struct Batch {
   int longest = 0;  // S: the longest row in this slice (0 when empty)
   std::vector<int32_t> input_ids;   // [T] the rows' tokens back to back
   std::vector<int32_t> cu_seqlens;  // [B + 1] row offsets: row b is input_ids[cu_seqlens[b], cu_seqlens[b + 1])
-  std::vector<float> targets;           // [batch, classes], one-hot (zeros when a label is unknown)
+  std::vector<float> targets;           // [batch, classes], one-hot / multi-hot (zeros when labels are unknown)
   std::vector<int> rows;                // dataset indices of the rows
   int first_row = 0;                    // position of this slice's first row in the global batch
   int global_batch = 0;                 // rows of the global batch across all ranks

@@ -1,14 +1,50 @@
 #include "data/dataset.h"
 
+#include <algorithm>
+
 #include "core/error.h"
-#include "data/csv.h"
 #include "data/text_clean.h"
 
 namespace bertrain {
 
-Example encode_text(const std::string& title, const std::string& description, const BertTokenizer& tokenizer,
-                    const DatasetOptions& options, bool* truncated) {
-  const std::string text = title + " " + description;
+namespace {
+
+// Rows whose skip reasons are kept for the log; the rest are only counted.
+constexpr std::size_t kSkipReasonsKept = 5;
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+std::string trim(const std::string& s) {
+  std::size_t begin = 0, end = s.size();
+  while (begin < end && is_space(s[begin])) ++begin;
+  while (end > begin && is_space(s[end - 1])) --end;
+  return s.substr(begin, end - begin);
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i) out += (i ? ", " : "") + names[i];
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> parse_column_list(const std::string& text, const char* flag) {
+  std::vector<std::string> columns;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', start);
+    const std::string name = trim(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    BERTRAIN_CHECK(!name.empty(), flag << " must be a comma-separated list of column names, got '" << text << "'");
+    columns.push_back(name);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return columns;
+}
+
+Example encode_text(const std::string& text, const BertTokenizer& tokenizer, const DatasetOptions& options,
+                    bool* truncated) {
   Encoding encoding = tokenizer.encode(options.clean ? clean_text(text) : text, options.max_length);
   if (truncated != nullptr) *truncated = encoding.truncated;
   Example example;
@@ -16,33 +52,136 @@ Example encode_text(const std::string& title, const std::string& description, co
   return example;
 }
 
+namespace {
+
+// The columns a reader asks for: the text columns, then the label column, then "id".
+std::vector<std::string> requested_columns(const DatasetOptions& options) {
+  BERTRAIN_CHECK(!options.text_columns.empty(), "--text-columns names no column");
+  std::vector<std::string> columns = options.text_columns;
+  columns.push_back(options.label_column);
+  columns.push_back("id");
+  return columns;
+}
+
+}  // namespace
+
+TextRowReader::TextRowReader(const std::string& path, const BertTokenizer& tokenizer, const DatasetOptions& options)
+    : tokenizer_(tokenizer),
+      options_(options),
+      records_(path, record_format(path, options.format), requested_columns(options)),
+      label_field_(options.text_columns.size()),
+      id_field_(options.text_columns.size() + 1) {
+  BERTRAIN_CHECK(options.max_length >= 2, "--max-length must be at least 2 ([CLS] and [SEP]), got "
+                                              << options.max_length);
+  BERTRAIN_CHECK(!options.multi_label || !options.label_separator.empty(), "--label-separator must not be empty");
+  // A CSV/TSV header without a needed column fails every row: one error up front instead.
+  for (std::size_t i = 0; i < options.text_columns.size(); ++i) {
+    BERTRAIN_CHECK(records_.has_column(i), path << ": missing text column '" << options.text_columns[i]
+                                                << "' (columns: " << join(records_.header())
+                                                << "; choose with --text-columns)");
+  }
+  if (options.read_labels) {
+    BERTRAIN_CHECK(records_.has_column(label_field_), path << ": missing label column '" << options.label_column
+                                                           << "' (columns: " << join(records_.header())
+                                                           << "; choose with --label-column)");
+  }
+}
+
+std::vector<std::string> TextRowReader::split_labels(const RecordField& field) const {
+  std::vector<std::string> labels;
+  auto add = [&](const std::string& label) {
+    if (!label.empty() && std::find(labels.begin(), labels.end(), label) == labels.end()) labels.push_back(label);
+  };
+  if (field.is_list) {
+    for (const std::string& item : field.items) add(trim(item));
+    return labels;
+  }
+  const std::string& sep = options_.label_separator;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t at = field.text.find(sep, start);
+    add(trim(field.text.substr(start, at == std::string::npos ? std::string::npos : at - start)));
+    if (at == std::string::npos) break;
+    start = at + sep.size();
+  }
+  return labels;
+}
+
+std::string TextRowReader::read_row(const Record& record, TextRow* row) {
+  if (!record.error.empty()) return record.error;
+  row->raw_text.clear();
+  for (std::size_t i = 0; i < options_.text_columns.size(); ++i) {
+    const RecordField& field = record.fields[i];
+    const std::string& name = options_.text_columns[i];
+    if (!field.present) return "column '" + name + "' is missing";
+    if (field.is_list) return "column '" + name + "' is a list, not a text";
+    if (trim(field.text).empty()) return "column '" + name + "' is empty";
+    row->raw_text += (i ? " " : "") + field.text;
+  }
+  row->tags.clear();
+  if (options_.read_labels) {
+    const RecordField& field = record.fields[label_field_];
+    const std::string& name = options_.label_column;
+    if (!field.present) return "label column '" + name + "' is missing";
+    if (options_.multi_label) {
+      row->tags = split_labels(field);
+      // An explicit empty JSON array is a row with no labels; an empty string is a missing value.
+      if (row->tags.empty() && !(field.is_list && field.items.empty())) return "label column '" + name + "' is empty";
+    } else {
+      if (field.is_list) return "label column '" + name + "' is a list (pass --multi-label for label sets)";
+      if (trim(field.text).empty()) return "label column '" + name + "' is empty";
+      row->tags.push_back(field.text);
+    }
+  }
+  const RecordField& id = record.fields[id_field_];
+  row->id = id.present && !id.is_list && !id.text.empty() ? id.text : std::to_string(index_);
+  row->line = record.line;
+  row->example = encode_text(row->raw_text, tokenizer_, options_, &row->truncated);
+  return "";
+}
+
+bool TextRowReader::next(TextRow* row) {
+  while (records_.next(&record_)) {
+    const std::string why = read_row(record_, row);
+    ++index_;
+    if (why.empty()) {
+      ++good_;
+      truncated_ += row->truncated ? 1 : 0;
+      return true;
+    }
+    const std::string where = records_.path() + ":" + std::to_string(record_.line);
+    BERTRAIN_CHECK(options_.skip_bad_rows, where << ": " << why << " (--skip-bad-rows skips such rows)");
+    ++skipped_;
+    if (skip_reasons_.size() < kSkipReasonsKept) skip_reasons_.push_back(where + ": " + why);
+  }
+  return false;
+}
+
 TextDataset load_text_dataset(const std::string& path, const BertTokenizer& tokenizer, const LabelSet* labels,
                               const DatasetOptions& options) {
-  const CsvTable table = read_csv(path);
-  const int title = table.require_column("title");
-  const int description = table.require_column("description");
-  const int tag = options.require_tags ? table.require_column("tag") : table.column("tag");
-  const int id = table.column("id");
-  BERTRAIN_CHECK(!table.rows.empty(), path << ": no data rows");
-
+  TextRowReader reader(path, tokenizer, options);
   TextDataset data;
   data.source = path;
-  for (std::size_t r = 0; r < table.rows.size(); ++r) {
-    const std::vector<std::string>& row = table.rows[r];
-    data.ids.push_back(id >= 0 ? row[id] : std::to_string(r));
-    data.raw_text.push_back(row[title] + " " + row[description]);
-    data.tags.push_back(tag >= 0 ? row[tag] : std::string());
-    if (options.require_tags) {
-      BERTRAIN_CHECK(!data.tags.back().empty(), path << ":" << table.row_lines[r] << ": empty tag");
+  TextRow row;
+  while (reader.next(&row)) {
+    if (labels != nullptr) {
+      const std::string where = path + ":" + std::to_string(row.line);
+      for (const std::string& tag : row.tags) row.example.labels.push_back(labels->require(tag, where));
+      std::sort(row.example.labels.begin(), row.example.labels.end());
     }
-    bool truncated = false;
-    Example example = encode_text(row[title], row[description], tokenizer, options, &truncated);
-    data.truncated += truncated ? 1 : 0;
-    if (labels != nullptr && !data.tags.back().empty()) {
-      example.label = labels->require(data.tags.back(), path + ":" + std::to_string(table.row_lines[r]));
-    }
-    data.examples.push_back(std::move(example));
+    data.ids.push_back(std::move(row.id));
+    data.raw_text.push_back(std::move(row.raw_text));
+    data.tags.push_back(std::move(row.tags));
+    data.examples.push_back(std::move(row.example));
+    row = TextRow{};
   }
+  BERTRAIN_CHECK(!data.examples.empty(), path << ": no data rows" << (reader.skipped() > 0
+                                                                         ? " (all " + std::to_string(reader.skipped()) +
+                                                                               " rows were bad and skipped)"
+                                                                         : std::string()));
+  data.truncated = reader.truncated();
+  data.skipped = reader.skipped();
+  data.skip_reasons = reader.skip_reasons();
   return data;
 }
 

@@ -1,5 +1,7 @@
-// A labelled text dataset as the workflow uses it: the CSV rows, their raw text (title + " " + description,
-// for the evaluation slices), their tags, and the tokenized examples the model consumes.
+// Labelled text datasets as the workflow uses them: rows of a CSV, TSV or JSON Lines file (data/records.h),
+// their text (the --text-columns joined with one space: title + " " + description by default, as
+// Made-With-ML), their labels (one per row, or a set with --multi-label), and the tokenized examples the model
+// consumes. Read whole (training, evaluation) or row by row (prediction over files of any size).
 #pragma once
 
 #include <string>
@@ -7,33 +9,83 @@
 
 #include "data/batcher.h"
 #include "data/labels.h"
+#include "data/records.h"
 #include "data/tokenizer.h"
 
 namespace bertrain {
 
-struct TextDataset {
-  std::string source;                 // CSV path
-  std::vector<std::string> ids;       // the "id" column when present, else the row number
-  std::vector<std::string> raw_text;  // title + " " + description
-  std::vector<std::string> tags;      // the "tag" column ("" when the file has none)
-  std::vector<Example> examples;      // token ids (+ label index when tags and labels are known)
-  int truncated = 0;                  // rows cut to max_length
-};
-
 struct DatasetOptions {
-  bool clean = true;           // Made-With-ML's clean_text before tokenizing (--no-clean turns it off)
-  bool require_tags = false;   // training / evaluation: the "tag" column must exist, no empty tags
-  int max_length = 512;        // max_position_embeddings of the model
+  bool clean = true;          // Made-With-ML's clean_text before tokenizing (--no-clean turns it off)
+  int max_length = 512;       // tokens per row, [CLS] and [SEP] included; longer texts are truncated
+  std::string format = "auto";                                   // --format: auto | csv | tsv | jsonl
+  std::vector<std::string> text_columns = {"title", "description"};  // joined with one space
+  std::string label_column = "tag";
+  bool read_labels = false;   // training / evaluation: every row needs its labels
+  bool multi_label = false;   // labels are sets: JSON arrays, or strings split at label_separator
+  std::string label_separator = ",";
+  bool skip_bad_rows = false;  // count and skip a bad row instead of stopping at it
 };
 
-// Reads `path` (columns title and description required, tag when require_tags), builds the text,
-// cleans and tokenizes it. Labels are assigned when `labels` is non-null; a tag outside it is an Error
-// naming the file, line and tag.
+// "a,b" -> {"a", "b"} for --text-columns; throws Error naming the flag on an empty name or list.
+std::vector<std::string> parse_column_list(const std::string& text, const char* flag);
+
+// One good row of a dataset file.
+struct TextRow {
+  int line = 0;                   // 1-based line where the row starts
+  std::string id;                 // the "id" column when present, else the row number (0-based, bad rows counted)
+  std::string raw_text;           // the text columns joined with " ", before cleaning
+  std::vector<std::string> tags;  // its labels as written (read_labels only): one, or a set with multi_label
+  Example example;                // token ids; labels left empty (LabelSet assigns them)
+  bool truncated = false;         // the text had more than max_length tokens
+};
+
+// Reads a dataset file row by row. A bad row — one the format cannot read, or with a text column (or, with
+// read_labels, the label column) missing or empty — is an Error naming the file, line and column, or with
+// skip_bad_rows is counted and skipped. A column missing from a CSV/TSV header is always an Error.
+class TextRowReader {
+ public:
+  TextRowReader(const std::string& path, const BertTokenizer& tokenizer, const DatasetOptions& options);
+  // The next good row; false at the end of the file.
+  bool next(TextRow* row);
+  const std::string& path() const { return records_.path(); }
+  int rows_read() const { return good_; }
+  int skipped() const { return skipped_; }
+  int truncated() const { return truncated_; }
+  // The first few skipped rows' reasons ("file:line: ..."), for the log.
+  const std::vector<std::string>& skip_reasons() const { return skip_reasons_; }
+
+ private:
+  // Why `record` is bad ("" when it is good); fills `row` otherwise.
+  std::string read_row(const Record& record, TextRow* row);
+  std::vector<std::string> split_labels(const RecordField& field) const;
+
+  const BertTokenizer& tokenizer_;
+  DatasetOptions options_;
+  RecordReader records_;
+  std::size_t label_field_ = 0, id_field_ = 0;  // indices in Record::fields
+  Record record_;
+  int index_ = 0, good_ = 0, skipped_ = 0, truncated_ = 0;
+  std::vector<std::string> skip_reasons_;
+};
+
+struct TextDataset {
+  std::string source;                         // file path
+  std::vector<std::string> ids;               // see TextRow
+  std::vector<std::string> raw_text;
+  std::vector<std::vector<std::string>> tags;
+  std::vector<Example> examples;              // labels assigned when a LabelSet was given
+  int truncated = 0;                          // rows cut to max_length tokens
+  int skipped = 0;                            // bad rows skipped (skip_bad_rows)
+  std::vector<std::string> skip_reasons;      // the first few
+};
+
+// Reads every good row of `path`. Labels are assigned when `labels` is non-null; a label outside it is an
+// Error naming the file, line and label. An empty result is an Error.
 TextDataset load_text_dataset(const std::string& path, const BertTokenizer& tokenizer, const LabelSet* labels,
                               const DatasetOptions& options);
 
-// One example from a title and description (prediction from the command line).
-Example encode_text(const std::string& title, const std::string& description, const BertTokenizer& tokenizer,
-                    const DatasetOptions& options, bool* truncated);
+// One example from a text (prediction from the command line), cleaned as `options` say.
+Example encode_text(const std::string& text, const BertTokenizer& tokenizer, const DatasetOptions& options,
+                    bool* truncated);
 
 }  // namespace bertrain

@@ -1,12 +1,12 @@
 #include "engine/predictor.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
+#include "core/files.h"
 #include "engine/batch_view.h"
-#include "engine/checkpoint.h"
 #include "kernels/loss.h"
-#include "model/bert_classifier.h"
 
 namespace bertrain {
 
@@ -26,38 +26,71 @@ int top_class(const float* row, int n) {
   return static_cast<int>(std::max_element(row, row + n) - row);
 }
 
-Predictor::Predictor(const std::string& path)
+bool is_multi_label(const BertConfig& config) {
+  const bool old_bertrain = config.extra.contains(kCleanTextKey) && !config.extra.contains(kDataKey);
+  return config.problem_type == "multi_label_classification" && !old_bertrain;
+}
+
+Predictor::Predictor(const std::string& path, const InferenceOptions& options)
     : dir_(resolve_model_dir(path)),
       model_(load_model_dir(dir_, {}, 0)),
       labels_(model_.config.labels),
-      tokenizer_(load_model_tokenizer(dir_)) {
-  const auto it = model_.config.extra.find(kCleanTextKey);
-  if (it != model_.config.extra.end() && it->is_boolean()) clean_ = it->get<bool>();
+      tokenizer_(load_model_tokenizer(dir_)),
+      multi_label_(is_multi_label(model_.config)),
+      batch_size_(options.batch_size) {
+  BERTRAIN_CHECK(options.batch_size >= 1, "--batch-size must be at least 1, got " << options.batch_size);
+  const BackendChoice choice = choose_backend(options.device, options.precision, 0);
+  engine_ = make_inference_backend(choice, model_.config, labels_.size(), model_.params);
 }
 
 DatasetOptions Predictor::dataset_options() const {
   DatasetOptions options;
-  options.clean = clean_;
+  const nlohmann::json& extra = model_.config.extra;
+  const std::string source = dir_ + "/config.json";
   options.max_length = model_.config.max_position_embeddings;
+  try {
+    if (extra.contains(kCleanTextKey)) options.clean = extra.at(kCleanTextKey).get<bool>();
+    if (extra.contains(kDataKey)) {
+      const nlohmann::json& data = extra.at(kDataKey);
+      options.text_columns = data.at("text_columns").get<std::vector<std::string>>();
+      options.label_column = data.at("label_column").get<std::string>();
+      options.label_separator = data.at("label_separator").get<std::string>();
+      options.max_length = data.at("max_length").get<int>();
+    }
+  } catch (const nlohmann::json::exception& e) {
+    BERTRAIN_FAIL(source << ": " << kCleanTextKey << " / " << kDataKey << ": " << e.what());
+  }
+  options.multi_label = multi_label_;
   return options;
 }
 
-std::vector<float> Predictor::predict_proba(const std::vector<Example>& examples, int batch_size) {
+void Predictor::check_dataset_options(const DatasetOptions& options) const {
+  BERTRAIN_CHECK(options.max_length <= model_.config.max_position_embeddings,
+                 "--max-length " << options.max_length << " is more than the model's max_position_embeddings "
+                                 << model_.config.max_position_embeddings);
+}
+
+std::vector<float> Predictor::predict_proba(const std::vector<Example>& examples) {
   const int classes = labels_.size();
   std::vector<float> probs(examples.size() * static_cast<std::size_t>(classes), 0.0f);
   if (examples.empty()) return probs;
   BatcherOptions options;
-  options.batch_size = std::min<int>(batch_size, static_cast<int>(examples.size()));
+  options.batch_size = std::min<int>(batch_size_, static_cast<int>(examples.size()));
   options.classes = classes;
   const Batcher batcher(&examples, options);
-  BertClassifier<float> classifier(model_.config, classes, batch_limits({&batcher}));
   Batch batch;
   std::size_t done = 0;
   for (int i = 0; i < batcher.batches_per_epoch(); ++i) {
     batcher.batch(0, i, &batch);
     BERTRAIN_CHECK(!batch.rows.empty() && batch.rows.front() == static_cast<int>(done), "batches out of order");
-    classifier.forward(model_.params.data(), bert_batch_view(batch), DropoutSetting{});
-    softmax_cpu(probs.data() + done * classes, classifier.logits(), batch.batch, classes);
+    logits_.resize(static_cast<std::size_t>(batch.batch) * classes);
+    engine_->logits(bert_batch_view(batch), logits_.data());
+    float* out = probs.data() + done * classes;
+    if (multi_label_) {
+      for (std::size_t k = 0; k < logits_.size(); ++k) out[k] = 1.0f / (1.0f + std::exp(-logits_[k]));
+    } else {
+      softmax_cpu(out, logits_.data(), batch.batch, classes);
+    }
     done += static_cast<std::size_t>(batch.batch);
   }
   return probs;

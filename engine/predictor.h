@@ -1,7 +1,10 @@
-// Inference with a trained classifier: softmax probabilities per example, for `bertrain evaluate` and
-// `bertrain predict`.
+// Inference with a trained classifier for `bertrain evaluate` and `bertrain predict`: the model directory,
+// its labels, how training read and cleaned its text (recorded in config.json), and probabilities per
+// example — softmax over the labels (single-label) or one sigmoid per label (multi-label) — computed in
+// batches on the CPU or a CUDA device (engine/inference_backend.h).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -9,12 +12,16 @@
 #include "data/dataset.h"
 #include "data/labels.h"
 #include "data/tokenizer.h"
+#include "engine/inference_backend.h"
 #include "model/model_dir.h"
 
 namespace bertrain {
 
-// config.json field (bertrain's own, ignored by transformers) recording whether training cleaned the text.
+// config.json fields (bertrain's own, ignored by transformers): whether training cleaned the text, and how it
+// read its data ({"text_columns": [...], "label_column": "...", "label_separator": "...", "max_length": N}),
+// so that evaluate and predict prepare text as training did without repeating the flags.
 inline constexpr const char* kCleanTextKey = "bertrain_clean_text";
+inline constexpr const char* kDataKey = "bertrain_data";
 
 // A RUN_DIR (holding best/) means its best/; anything else is taken as a model directory.
 std::string resolve_model_dir(const std::string& path);
@@ -25,25 +32,45 @@ BertTokenizer load_model_tokenizer(const std::string& dir);
 // Index of the largest of row[0, n) (the first on ties).
 int top_class(const float* row, int n);
 
+// Whether a model predicts label sets: problem_type multi_label_classification. bertrain before multi-label
+// support wrote that problem_type for its single-label (one-hot BCE) models; those have bertrain_clean_text but
+// no bertrain_data, and stay single-label.
+bool is_multi_label(const BertConfig& config);
+
+struct InferenceOptions {
+  std::string device = "auto";     // auto | cpu | cuda
+  std::string precision = "fp32";  // fp32 | bf16 (CUDA)
+  int batch_size = 256;            // rows per forward pass
+};
+
 class Predictor {
  public:
-  // Loads config.json, model.safetensors (with its classifier) and vocab.txt of `path` (see resolve_model_dir).
-  explicit Predictor(const std::string& path);
+  // Loads config.json, the weights (with the classifier) and vocab.txt of `path` (see resolve_model_dir) onto
+  // the engine `options` choose.
+  Predictor(const std::string& path, const InferenceOptions& options);
 
   const std::string& model_dir() const { return dir_; }
   const LabelSet& labels() const { return labels_; }
   const BertTokenizer& tokenizer() const { return tokenizer_; }
-  DatasetOptions dataset_options() const;  // cleaning as in training, max_length from the config
+  bool multi_label() const { return multi_label_; }
+  std::string engine_description() const { return engine_->description(); }
+  // Cleaning, columns, label separator and max_length as in training (defaults for models from elsewhere).
+  DatasetOptions dataset_options() const;
+  // Throws Error naming --max-length when `options` ask for more tokens than the position table holds.
+  void check_dataset_options(const DatasetOptions& options) const;
 
-  // Softmax probabilities [examples.size(), labels().size()], row-major, computed in batches of batch_size.
-  std::vector<float> predict_proba(const std::vector<Example>& examples, int batch_size = 64);
+  // Probabilities [examples.size(), labels().size()], row-major, in batches of the options' batch size.
+  std::vector<float> predict_proba(const std::vector<Example>& examples);
 
  private:
   std::string dir_;
   LoadedModel model_;
   LabelSet labels_;
   BertTokenizer tokenizer_;
-  bool clean_ = true;
+  bool multi_label_ = false;
+  int batch_size_ = 256;
+  std::unique_ptr<InferenceBackend> engine_;
+  std::vector<float> logits_;  // one batch's, reused
 };
 
 }  // namespace bertrain

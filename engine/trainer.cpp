@@ -1,5 +1,6 @@
 #include "engine/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -55,6 +56,7 @@ void validate(const TrainArgs& a) {
     BERTRAIN_CHECK(a.val_fraction > 0 && a.val_fraction < 1, "--val-fraction must be in (0, 1), got " << a.val_fraction);
   }
   BERTRAIN_CHECK(a.collective_timeout_s > 0, "--collective-timeout must be positive, got " << a.collective_timeout_s);
+  BERTRAIN_CHECK(a.data.max_length >= 0, "--max-length must be >= 0 (0: the model's), got " << a.data.max_length);
   BERTRAIN_CHECK(a.grad_reduce == "fp32" || a.grad_reduce == "bf16",
                  "--grad-reduce must be fp32 or bf16, got '" << a.grad_reduce << "'");
 }
@@ -68,16 +70,22 @@ json args_json(const TrainArgs& a) {
               {"class_weights", a.class_weights}, {"num_samples", a.num_samples}, {"seed", a.seed},
               {"split_seed", a.split_seed},     {"shuffle", a.shuffle},         {"clean", a.clean},
               {"device", a.device},             {"precision", a.precision},     {"grad_reduce", a.grad_reduce},
-              {"collective_timeout_s", a.collective_timeout_s}};
+              {"collective_timeout_s", a.collective_timeout_s},
+              {"format", a.data.format},        {"text_columns", a.data.text_columns},
+              {"label_column", a.data.label_column}, {"multi_label", a.data.multi_label},
+              {"label_separator", a.data.label_separator}, {"skip_bad_rows", a.data.skip_bad_rows},
+              {"max_length", a.data.max_length}, {"head_init", head_init_name(a.head_init)}};
 }
 
-// The examples of `rows` of `data`, labelled by `labels`.
+// The examples of `rows` of `data`, labelled by `labels` (a label outside them is an Error naming the file).
 std::vector<Example> labelled_examples(const TextDataset& data, const std::vector<int>& rows, const LabelSet& labels) {
   std::vector<Example> out;
   out.reserve(rows.size());
   for (int r : rows) {
     Example e = data.examples[static_cast<std::size_t>(r)];
-    e.label = labels.require(data.tags[static_cast<std::size_t>(r)], data.source);
+    e.labels.clear();
+    for (const std::string& tag : data.tags[static_cast<std::size_t>(r)]) e.labels.push_back(labels.require(tag, data.source));
+    std::sort(e.labels.begin(), e.labels.end());
     out.push_back(std::move(e));
   }
   return out;
@@ -139,37 +147,66 @@ RunDirs prepare_run_dir(const TrainArgs& args, Communicator& comm) {
 struct TrainingData {
   LabelSet labels;
   std::vector<Example> train, val;
+  DatasetOptions options;     // as the files were read (max_length resolved)
   std::size_t truncated = 0;  // rows cut to max_length tokens
+  std::size_t skipped = 0;    // bad rows skipped (--skip-bad-rows)
+  std::vector<std::string> skip_reasons;
 };
 
-// Reads --train-data (and --val-data, else a stratified split of it), tokenized as the model in `source_dir`
-// expects. Labels: the sorted tags of the training rows, or the resumed model's.
+// Training rows and validation rows: with --multi-label a seeded random split (label sets do not stratify), else
+// Made-With-ML's stratified split by label.
+Split split_rows(const TrainArgs& args, const TextDataset& file, const std::vector<int>& rows, const LabelSet& labels) {
+  if (args.data.multi_label) {
+    const int n = static_cast<int>(rows.size());
+    const int n_val = static_cast<int>(std::ceil(args.val_fraction * n));
+    std::vector<int> order = seeded_permutation(n, args.split_seed);
+    Split split;
+    split.val.assign(order.begin(), order.begin() + n_val);
+    split.train.assign(order.begin() + n_val, order.end());
+    std::sort(split.val.begin(), split.val.end());
+    std::sort(split.train.begin(), split.train.end());
+    return split;
+  }
+  std::vector<int> row_labels;
+  for (int r : rows) row_labels.push_back(labels.require(file.tags[static_cast<std::size_t>(r)].at(0), file.source));
+  return stratified_split(row_labels, args.val_fraction, args.split_seed);
+}
+
+// Reads --train-data (and --val-data, else a split of it), tokenized as the model in `source_dir` expects.
+// Labels: the sorted labels of the training rows, or the resumed model's.
 TrainingData load_training_data(const TrainArgs& args, const BertConfig& source_config, const BertTokenizer& tokenizer) {
-  DatasetOptions data_options;
+  DatasetOptions data_options = args.data;
   data_options.clean = args.clean;
-  data_options.require_tags = true;
-  data_options.max_length = source_config.max_position_embeddings;
+  data_options.read_labels = true;
+  if (data_options.max_length == 0) data_options.max_length = source_config.max_position_embeddings;
+  BERTRAIN_CHECK(data_options.max_length <= source_config.max_position_embeddings,
+                 "--max-length " << data_options.max_length << " is more than the model's max_position_embeddings "
+                                 << source_config.max_position_embeddings);
   const TextDataset train_file = load_text_dataset(args.train_data, tokenizer, nullptr, data_options);
   std::vector<int> rows = all_rows(train_file.examples.size());
   if (args.num_samples > 0) rows = sample_rows(static_cast<int>(rows.size()), args.num_samples, args.split_seed);
 
   std::vector<std::string> tags;
-  for (int r : rows) tags.push_back(train_file.tags[static_cast<std::size_t>(r)]);
-  TrainingData data{args.resume ? LabelSet(source_config.labels) : LabelSet::from_tags(tags), {}, {}, 0};
-  BERTRAIN_CHECK(data.labels.size() >= 2, args.train_data << ": training needs at least two distinct tags, found "
-                                                           << data.labels.size());
+  for (int r : rows) {
+    for (const std::string& tag : train_file.tags[static_cast<std::size_t>(r)]) tags.push_back(tag);
+  }
+  TrainingData data{args.resume ? LabelSet(source_config.labels) : LabelSet::from_tags(tags), {}, {}, data_options,
+                    0, 0, {}};
+  BERTRAIN_CHECK(data.labels.size() >= (args.data.multi_label ? 1 : 2),
+                 args.train_data << ": training needs at least " << (args.data.multi_label ? "one label" : "two distinct labels")
+                                 << ", found " << data.labels.size());
   data.truncated = train_file.truncated;
+  data.skipped = train_file.skipped;
+  data.skip_reasons = train_file.skip_reasons;
   if (!args.val_data.empty()) {
     const TextDataset val_file = load_text_dataset(args.val_data, tokenizer, nullptr, data_options);
     data.truncated += val_file.truncated;
+    data.skipped += val_file.skipped;
+    data.skip_reasons.insert(data.skip_reasons.end(), val_file.skip_reasons.begin(), val_file.skip_reasons.end());
     data.train = labelled_examples(train_file, rows, data.labels);
     data.val = labelled_examples(val_file, all_rows(val_file.examples.size()), data.labels);
   } else {
-    std::vector<int> row_labels;
-    for (int r : rows) {
-      row_labels.push_back(data.labels.require(train_file.tags[static_cast<std::size_t>(r)], args.train_data));
-    }
-    const Split split = stratified_split(row_labels, args.val_fraction, args.split_seed);
+    const Split split = split_rows(args, train_file, rows, data.labels);
     std::vector<int> train_rows, val_rows;
     for (int i : split.train) train_rows.push_back(rows[static_cast<std::size_t>(i)]);
     for (int i : split.val) val_rows.push_back(rows[static_cast<std::size_t>(i)]);
@@ -193,7 +230,9 @@ TrainerOptions trainer_options(const TrainArgs& args, const TrainingData& data) 
   options.seed = args.seed;
   if (args.class_weights) {
     std::vector<int> counts(static_cast<std::size_t>(data.labels.size()), 0);
-    for (const Example& e : data.train) ++counts[static_cast<std::size_t>(e.label)];
+    for (const Example& e : data.train) {
+      for (int label : e.labels) ++counts[static_cast<std::size_t>(label)];
+    }
     for (int c : counts) options.class_weights.push_back(c > 0 ? 1.0f / static_cast<float>(c) : 0.0f);
   }
   options.collective_timeout_s = args.collective_timeout_s;
@@ -236,12 +275,18 @@ RunState initial_state(const TrainArgs& args, const RunDirs& dirs, TrainingBacke
 }
 
 void print_start(const TrainArgs& args, const TrainingData& data, const LoadedModel& model,
-                 const TrainingBackend& engine, const Communicator& comm, int max_length) {
-  if (data.truncated > 0) {
-    std::printf("note: %zu rows were longer than %d tokens and were truncated\n", data.truncated, max_length);
+                 const TrainingBackend& engine, const Communicator& comm) {
+  if (data.skipped > 0) {
+    std::printf("note: skipped %zu bad rows (--skip-bad-rows); the first:\n", data.skipped);
+    for (const std::string& why : data.skip_reasons) std::printf("  %s\n", why.c_str());
   }
-  std::printf("training %s on %zu rows, validating on %zu; %d labels; %zu parameters; batch %d, %d epochs\n",
+  if (data.truncated > 0) {
+    std::printf("note: %zu rows were longer than %d tokens and were truncated\n", data.truncated,
+                data.options.max_length);
+  }
+  std::printf("training %s on %zu rows, validating on %zu; %d labels%s; %zu parameters; batch %d, %d epochs\n",
               args.model_dir.c_str(), data.train.size(), data.val.size(), data.labels.size(),
+              args.data.multi_label ? " (multi-label)" : "",
               model.layout.parameter_count(), args.batch_size, args.epochs);
   std::printf("engine: %s%s", engine.description().c_str(), comm.size() > 1 ? " (rank 0)" : "");
   if (engine.device_memory_bytes() > 0) {
@@ -335,9 +380,15 @@ json run_training(const TrainArgs& args, Communicator& comm) {
   const BertConfig source_config = BertConfig::load(dirs.source + "/config.json");
   const BertTokenizer tokenizer = load_model_tokenizer(dirs.source);
   const TrainingData data = load_training_data(args, source_config, tokenizer);
-  LoadedModel model = load_model_dir(dirs.source, data.labels.names(), args.seed);
+  LoadedModel model = load_model_dir(dirs.source, data.labels.names(), args.seed, args.head_init);
   model.config.classifier_dropout = args.dropout;
-  model.config.extra[kCleanTextKey] = args.clean;  // evaluate and predict must prepare text as training did
+  model.config.problem_type = args.data.multi_label ? "multi_label_classification" : "single_label_classification";
+  // evaluate and predict must read and prepare text as training did.
+  model.config.extra[kCleanTextKey] = args.clean;
+  model.config.extra[kDataKey] = json{{"text_columns", data.options.text_columns},
+                                      {"label_column", data.options.label_column},
+                                      {"label_separator", data.options.label_separator},
+                                      {"max_length", data.options.max_length}};
   // Every rank starts from rank 0's parameters (they agree already when loaded from the same files; the
   // broadcast makes that a guarantee rather than an assumption about shared filesystems).
   comm.broadcast(model.params.data(), model.params.size(), 0);
@@ -364,7 +415,7 @@ json run_training(const TrainArgs& args, Communicator& comm) {
   params["world_size"] = comm.size();
   params["engine"] = engine->description();
   params["device_memory_bytes"] = engine->device_memory_bytes();
-  if (verbose) print_start(args, data, model, *engine, comm, source_config.max_position_embeddings);
+  if (verbose) print_start(args, data, model, *engine, comm);
   if (leader) make_directories(args.out_dir);
 
   // Epochs.
@@ -405,6 +456,11 @@ json run_training(const TrainArgs& args, Communicator& comm) {
   json results{{"params", params},
                {"num_train", data.train.size()},
                {"num_val", data.val.size()},
+               {"problem_type", model.config.problem_type},
+               {"skipped_rows", data.skipped},
+               {"truncated_rows", data.truncated},
+               {"max_length", data.options.max_length},
+               {"head_init", model.classifier_loaded ? "loaded" : head_init_name(args.head_init)},
                {"labels", data.labels.names()},
                {"metrics", run.history},
                {"best_epoch", run.best_epoch},

@@ -12,12 +12,18 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "data/dataset.h"
+#include "model/model_dir.h"
+
 namespace bertrain {
 
 struct TrainArgs {
   std::string model_dir;    // Hugging Face BERT directory (config.json, model.safetensors, vocab.txt)
-  std::string train_data;   // CSV with title, description, tag
-  std::string val_data;     // optional CSV; empty: a stratified split of train_data
+  std::string train_data;   // dataset file (CSV, TSV, JSON Lines) with the text and label columns
+  std::string val_data;     // optional; empty: a split of train_data (stratified by label when single-label)
+  // How the files are read: format, text and label columns, multi-label, bad rows, max_length (0 in
+  // data.max_length: the model's max_position_embeddings). data.clean is `clean` below.
+  DatasetOptions data;
   double val_fraction = 0.2;
   std::string out_dir;
   int epochs = 10;
@@ -33,6 +39,7 @@ struct TrainArgs {
   uint64_t split_seed = 1234;  // the train/validation split (the original's)
   bool shuffle = false;        // reshuffle the training batches every epoch (the original keeps one order)
   bool clean = true;           // Made-With-ML's clean_text
+  HeadInit head_init = HeadInit::kTorch;  // a new classifier head: nn.Linear's uniform, or Hugging Face's normal
   std::string device = "auto";
   std::string precision = "fp32";
   double collective_timeout_s = 300;  // multi-GPU: a collective slower than this ends the job

@@ -1,15 +1,20 @@
-// `bertrain evaluate`: Made-With-ML's evaluation of a trained model on a tagged CSV: weighted overall
-// metrics, per-class metrics sorted by F1, the nlp_llm and short_text slices, and a confusion matrix.
+// `bertrain evaluate`: a trained model on a labelled dataset. Single-label: Made-With-ML's evaluation
+// (weighted overall metrics, per-class metrics sorted by F1, the nlp_llm and short_text slices, a confusion
+// matrix). Multi-label: micro / macro / weighted / samples averages and per-label metrics, as scikit-learn's
+// classification_report computes them, with a label predicted when its probability reaches --threshold.
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
+#include "core/error.h"
 #include "engine/metrics.h"
+#include "engine/multilabel_metrics.h"
 #include "engine/predictor.h"
 #include "tools/args.h"
 #include "tools/commands.h"
+#include "tools/data_flags.h"
 
 namespace bertrain {
 
@@ -29,45 +34,23 @@ std::string timestamp() {
   return text;
 }
 
-}  // namespace
+// Per-class metrics keyed by label name, highest F1 first (Made-With-ML's order).
+ordered_json per_class_json(const std::vector<ClassMetrics>& per_class, const LabelSet& labels) {
+  ordered_json out = ordered_json::object();
+  for (int c : classes_by_f1(per_class)) out[labels.name(c)] = metrics_json(per_class[static_cast<std::size_t>(c)]);
+  return out;
+}
 
-int run_evaluate(const std::vector<std::string>& args) {
-  ArgParser p("evaluate",
-              "Evaluates a model on a CSV with title, description and tag columns and prints JSON as\n"
-              "Made-With-ML's evaluate: overall (weighted) precision/recall/f1, per_class sorted by f1,\n"
-              "slices nlp_llm and short_text (micro, on the raw text), plus a confusion matrix.");
-  p.option("model", "", "RUN_DIR (uses its best/) or a model directory", true);
-  p.option("data", "", "CSV with title, description and tag", true);
-  p.option("out", "", "also write the JSON to this file (replaced atomically)");
-  p.option("batch-size", "64", "rows per forward pass");
-  if (!p.parse(args)) return 0;
-  const int batch_size = p.get_int("batch-size");
-  if (batch_size < 1) throw UsageError("evaluate: --batch-size must be >= 1");
-
-  Predictor predictor(p.get("model"));
-  DatasetOptions options = predictor.dataset_options();
-  options.require_tags = true;
-  // Labels are checked here: a tag the model does not know is an error naming the file and line.
-  const TextDataset data = load_text_dataset(p.get("data"), predictor.tokenizer(), &predictor.labels(), options);
-  const std::vector<float> probs = predictor.predict_proba(data.examples, batch_size);
-
-  const int classes = predictor.labels().size();
+void add_single_label_metrics(const TextDataset& data, const std::vector<float>& probs, const LabelSet& labels,
+                              ordered_json* out) {
+  const int classes = labels.size();
   std::vector<int> y_true, y_pred;
   for (std::size_t i = 0; i < data.examples.size(); ++i) {
-    y_true.push_back(data.examples[i].label);
+    y_true.push_back(data.examples[i].labels.at(0));
     y_pred.push_back(top_class(probs.data() + i * classes, classes));
   }
-
-  ordered_json out;
-  out["timestamp"] = timestamp();
-  out["model"] = predictor.model_dir();
-  out["data"] = p.get("data");
-  out["overall"] = metrics_json(weighted_metrics(y_true, y_pred, classes));
-  const std::vector<ClassMetrics> per_class = per_class_metrics(y_true, y_pred, classes);
-  ordered_json per_class_json = ordered_json::object();
-  for (int c : classes_by_f1(per_class)) per_class_json[predictor.labels().name(c)] = metrics_json(per_class[c]);
-  out["per_class"] = per_class_json;
-
+  (*out)["overall"] = metrics_json(weighted_metrics(y_true, y_pred, classes));
+  (*out)["per_class"] = per_class_json(per_class_metrics(y_true, y_pred, classes), labels);
   ordered_json slices = ordered_json::object();
   const struct {
     const char* name;
@@ -78,16 +61,81 @@ int run_evaluate(const std::vector<std::string>& args) {
   for (const auto& slice : slice_functions) {
     std::vector<bool> mask(y_true.size());
     bool any = false;
-    for (std::size_t i = 0; i < mask.size(); ++i) any |= (mask[i] = slice.in_slice(data.tags[i], data.raw_text[i]));
+    for (std::size_t i = 0; i < mask.size(); ++i) {
+      any |= (mask[i] = slice.in_slice(data.tags[i].at(0), data.raw_text[i]));
+    }
     // As the original: a slice with no rows is left out.
     if (any) slices[slice.name] = metrics_json(micro_metrics(y_true, y_pred, mask, classes));
   }
-  out["slices"] = slices;
-  out["confusion_matrix"] = ordered_json{{"labels", predictor.labels().names()},
-                                         {"rows", "true tag"},
-                                         {"columns", "predicted tag"},
-                                         {"matrix", confusion_matrix(y_true, y_pred, classes)}};
+  (*out)["slices"] = slices;
+  (*out)["confusion_matrix"] = ordered_json{{"labels", labels.names()},
+                                            {"rows", "true tag"},
+                                            {"columns", "predicted tag"},
+                                            {"matrix", confusion_matrix(y_true, y_pred, classes)}};
+}
 
+void add_multi_label_metrics(const TextDataset& data, const std::vector<float>& probs, const LabelSet& labels,
+                             double threshold, ordered_json* out) {
+  const int classes = labels.size(), samples = static_cast<int>(data.examples.size());
+  std::vector<uint8_t> y_true(static_cast<std::size_t>(samples) * classes, 0), y_pred(y_true.size(), 0);
+  for (std::size_t i = 0; i < data.examples.size(); ++i) {
+    for (int c : data.examples[i].labels) y_true[i * classes + static_cast<std::size_t>(c)] = 1;
+    for (int c = 0; c < classes; ++c) y_pred[i * classes + c] = probs[i * classes + c] >= threshold ? 1 : 0;
+  }
+  const MultiLabelMetrics m = multilabel_metrics(y_true, y_pred, samples, classes);
+  (*out)["threshold"] = threshold;
+  (*out)["overall"] = ordered_json{{"micro", metrics_json(m.micro)},
+                                   {"macro", metrics_json(m.macro)},
+                                   {"weighted", metrics_json(m.weighted)},
+                                   {"samples", metrics_json(m.samples)}};
+  (*out)["per_class"] = per_class_json(m.per_label, labels);
+}
+
+}  // namespace
+
+int run_evaluate(const std::vector<std::string>& args) {
+  ArgParser p("evaluate",
+              "Evaluates a model on a labelled CSV, TSV or JSON Lines file and prints JSON. Single-label models:\n"
+              "Made-With-ML's evaluate (overall weighted precision/recall/f1, per_class sorted by f1, slices\n"
+              "nlp_llm and short_text, confusion matrix). Multi-label models: overall micro, macro, weighted and\n"
+              "samples averages and per_class metrics (scikit-learn's), a label predicted at p >= --threshold.\n"
+              "Throughput goes to stderr.");
+  p.option("model", "", "RUN_DIR (uses its best/) or a model directory", true);
+  p.option("data", "", "labelled dataset file (the text and label columns the model was trained on)", true);
+  p.option("out", "", "also write the JSON to this file (replaced atomically)");
+  p.option("threshold", "0.5", "multi-label models: predict a label when its probability is >= this");
+  add_data_flags(p, false);
+  add_inference_flags(p);
+  if (!p.parse(args)) return 0;
+  const double threshold = p.get_double("threshold");
+  if (!(threshold >= 0 && threshold <= 1)) throw UsageError("evaluate: --threshold must be in [0, 1]");
+
+  Predictor predictor(p.get("model"), inference_options(p));
+  DatasetOptions options = predictor.dataset_options();
+  apply_data_flags(p, &options);
+  predictor.check_dataset_options(options);
+  options.read_labels = true;
+  // Labels are checked here: a label the model does not know is an error naming the file and line.
+  const TextDataset data = load_text_dataset(p.get("data"), predictor.tokenizer(), &predictor.labels(), options);
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<float> probs = predictor.predict_proba(data.examples);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(stderr, "evaluate: %zu rows in %.2f s (%.0f rows/s) on %s\n", data.examples.size(), seconds,
+               data.examples.size() / seconds, predictor.engine_description().c_str());
+
+  ordered_json out;
+  out["timestamp"] = timestamp();
+  out["model"] = predictor.model_dir();
+  out["data"] = p.get("data");
+  out["problem_type"] = predictor.multi_label() ? "multi_label_classification" : "single_label_classification";
+  out["num_rows"] = data.examples.size();
+  out["skipped_rows"] = data.skipped;
+  out["truncated_rows"] = data.truncated;
+  if (predictor.multi_label()) {
+    add_multi_label_metrics(data, probs, predictor.labels(), threshold, &out);
+  } else {
+    add_single_label_metrics(data, probs, predictor.labels(), &out);
+  }
   const std::string text = out.dump(2) + "\n";
   if (!p.get("out").empty()) write_file_atomically(p.get("out"), text);
   std::fputs(text.c_str(), stdout);

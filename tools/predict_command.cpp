@@ -1,61 +1,172 @@
-// `bertrain predict`: tag probabilities for a title/description or every row of a CSV.
+// `bertrain predict`: label probabilities for one text, or for every row of a dataset file, streamed: rows are
+// read, tokenized and predicted one batch at a time and written as JSON Lines, so a file of any length needs
+// the memory of one batch.
+#include <chrono>
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "engine/predictor.h"
 #include "tools/args.h"
 #include "tools/commands.h"
+#include "tools/data_flags.h"
 
 namespace bertrain {
 
+namespace {
+
+// What one row's prediction is: single-label, the arg-max ("other" below --threshold when given, Made-With-ML's
+// serving rule); multi-label, every label with probability >= --threshold (0.5 by default).
+struct PredictionRule {
+  bool multi_label = false;
+  double threshold = -1;  // < 0: not given
+  int other = -1;         // index of "other"
+
+  nlohmann::ordered_json predict(const float* row, const LabelSet& labels) const {
+    nlohmann::ordered_json out;
+    const int classes = labels.size();
+    if (multi_label) {
+      const double t = threshold >= 0 ? threshold : 0.5;
+      nlohmann::json predicted = nlohmann::json::array();
+      for (int c = 0; c < classes; ++c) {
+        if (row[c] >= t) predicted.push_back(labels.name(c));
+      }
+      out["prediction"] = predicted;
+    } else {
+      const int top = top_class(row, classes);
+      out["prediction"] = labels.name(threshold >= 0 && row[top] < threshold ? other : top);
+    }
+    nlohmann::ordered_json probabilities = nlohmann::ordered_json::object();
+    for (int c = 0; c < classes; ++c) probabilities[labels.name(c)] = row[c];
+    out["probabilities"] = probabilities;
+    return out;
+  }
+};
+
+// Where JSON Lines go: a file replaced atomically at the end (nothing is left of it when predict fails), or
+// stdout as they come.
+class LineSink {
+ public:
+  explicit LineSink(const std::string& path) {
+    if (!path.empty()) file_ = std::make_unique<AtomicFile>(path);
+  }
+  void write(const std::string& text) {
+    if (file_) {
+      file_->write(text.data(), text.size());
+    } else {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+    }
+  }
+  void commit() {
+    if (file_) file_->commit();
+    std::fflush(stdout);
+  }
+
+ private:
+  std::unique_ptr<AtomicFile> file_;
+};
+
+// Predicts every row of `path` in batches of `batch_size` rows; returns the rows written.
+long predict_file(Predictor& predictor, const std::string& path, const DatasetOptions& options, int batch_size,
+                  const PredictionRule& rule, LineSink& sink) {
+  TextRowReader reader(path, predictor.tokenizer(), options);
+  const int classes = predictor.labels().size();
+  std::vector<Example> examples;
+  std::vector<std::string> ids;
+  std::string lines;
+  TextRow row;
+  long written = 0;
+  bool more = true;
+  while (more) {
+    examples.clear();
+    ids.clear();
+    while (static_cast<int>(examples.size()) < batch_size && (more = reader.next(&row))) {
+      examples.push_back(std::move(row.example));
+      ids.push_back(std::move(row.id));
+      row = TextRow{};
+    }
+    if (examples.empty()) break;
+    const std::vector<float> probs = predictor.predict_proba(examples);
+    lines.clear();
+    for (std::size_t i = 0; i < examples.size(); ++i) {
+      nlohmann::ordered_json out{{"id", ids[i]}};
+      out.update(rule.predict(probs.data() + i * classes, predictor.labels()));
+      lines += out.dump() + "\n";
+    }
+    sink.write(lines);
+    written += static_cast<long>(examples.size());
+  }
+  if (reader.skipped() > 0) {
+    std::fprintf(stderr, "predict: skipped %d bad rows of %s (first: %s)\n", reader.skipped(), path.c_str(),
+                 reader.skip_reasons().front().c_str());
+  }
+  if (reader.truncated() > 0) {
+    std::fprintf(stderr, "predict: %d rows were longer than %d tokens and were truncated\n", reader.truncated(),
+                 options.max_length);
+  }
+  return written;
+}
+
+}  // namespace
+
 int run_predict(const std::vector<std::string>& args) {
   ArgParser p("predict",
-              "Prints a JSON array with one object per input: {\"prediction\": tag, \"probabilities\": {tag: p}},\n"
-              "softmax probabilities of the model's tags. Text is cleaned as it was in training.");
+              "Label probabilities of one text (--text, or Made-With-ML's --title and --description), printed as a\n"
+              "JSON array, or of every row of a CSV, TSV or JSON Lines file (--data), streamed in batches and\n"
+              "written as JSON Lines ({\"id\", \"prediction\", \"probabilities\"} per row, in file order) to --out\n"
+              "or stdout. Single-label models: softmax, the arg-max label; multi-label models: one sigmoid per\n"
+              "label, every label at p >= --threshold. Text is read and cleaned as in training.");
   p.option("model", "", "RUN_DIR (uses its best/) or a model directory", true);
-  p.option("title", "", "title of one project");
+  p.option("text", "", "one text");
+  p.option("title", "", "title of one project (Made-With-ML)");
   p.option("description", "", "description of that project (with --title)");
-  p.option("data", "", "CSV with title and description columns: one prediction per row, in file order");
-  p.option("threshold", "", "predict \"other\" when the top probability is below this (Made-With-ML's serving rule)");
-  p.option("batch-size", "64", "rows per forward pass");
+  p.option("data", "", "dataset file: one prediction per row");
+  p.option("out", "", "with --data: write the JSON Lines to this file (replaced atomically when done)");
+  p.option("threshold", "",
+           "single-label: predict \"other\" when the top probability is below this (Made-With-ML's serving rule, "
+           "0.9); multi-label: the probability a label needs (default 0.5)");
+  add_data_flags(p, false);
+  add_inference_flags(p);
   if (!p.parse(args)) return 0;
-  const bool has_title = !p.get("title").empty(), has_data = !p.get("data").empty();
-  if (has_title == has_data) throw UsageError("predict: give either --title (and --description) or --data");
-  if (has_data && !p.get("description").empty()) throw UsageError("predict: --description goes with --title");
-  const int batch_size = p.get_int("batch-size");
-  if (batch_size < 1) throw UsageError("predict: --batch-size must be >= 1");
-  double threshold = -1;
+  const bool has_title = !p.get("title").empty(), has_text = !p.get("text").empty(), has_data = !p.get("data").empty();
+  if (has_title + has_text + has_data != 1) throw UsageError("predict: give one of --text, --title or --data");
+  if (!has_title && !p.get("description").empty()) throw UsageError("predict: --description goes with --title");
+  if (!has_data && !p.get("out").empty()) throw UsageError("predict: --out goes with --data");
+  PredictionRule rule;
   if (!p.get("threshold").empty()) {
-    threshold = p.get_double("threshold");
-    if (!(threshold >= 0 && threshold <= 1)) throw UsageError("predict: --threshold must be in [0, 1]");
+    rule.threshold = p.get_double("threshold");
+    if (!(rule.threshold >= 0 && rule.threshold <= 1)) throw UsageError("predict: --threshold must be in [0, 1]");
   }
+  const InferenceOptions inference = inference_options(p);
 
-  Predictor predictor(p.get("model"));
+  Predictor predictor(p.get("model"), inference);
   const LabelSet& labels = predictor.labels();
-  const int other = labels.find("other");
-  BERTRAIN_CHECK(threshold < 0 || other >= 0,
+  rule.multi_label = predictor.multi_label();
+  rule.other = labels.find("other");
+  BERTRAIN_CHECK(rule.multi_label || rule.threshold < 0 || rule.other >= 0,
                  "--threshold needs a tag named 'other' but the model's tags are " << nlohmann::json(labels.names()).dump());
-  std::vector<Example> examples;
-  if (has_title) {
-    examples.push_back(encode_text(p.get("title"), p.get("description"), predictor.tokenizer(),
-                                   predictor.dataset_options(), nullptr));
-  } else {
-    examples = load_text_dataset(p.get("data"), predictor.tokenizer(), nullptr, predictor.dataset_options()).examples;
-  }
-  const std::vector<float> probs = predictor.predict_proba(examples, batch_size);
+  DatasetOptions options = predictor.dataset_options();
+  apply_data_flags(p, &options);
+  predictor.check_dataset_options(options);
+  options.read_labels = false;
 
-  nlohmann::json out = nlohmann::json::array();
-  const int classes = labels.size();
-  for (std::size_t i = 0; i < examples.size(); ++i) {
-    const float* row = probs.data() + i * classes;
-    const int top = top_class(row, classes);
-    nlohmann::json probabilities = nlohmann::json::object();
-    for (int c = 0; c < classes; ++c) probabilities[labels.name(c)] = row[c];
-    const int prediction = (threshold >= 0 && row[top] < threshold) ? other : top;
-    out.push_back({{"prediction", labels.name(prediction)}, {"probabilities", probabilities}});
+  if (!has_data) {
+    const std::string text = has_title ? p.get("title") + " " + p.get("description") : p.get("text");
+    const std::vector<float> probs = predictor.predict_proba({encode_text(text, predictor.tokenizer(), options, nullptr)});
+    nlohmann::ordered_json out = nlohmann::ordered_json::array({rule.predict(probs.data(), labels)});
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
   }
-  std::printf("%s\n", out.dump(2).c_str());
+  LineSink sink(p.get("out"));
+  const auto start = std::chrono::steady_clock::now();
+  const long rows = predict_file(predictor, p.get("data"), options, inference.batch_size, rule, sink);
+  sink.commit();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(stderr, "predict: %ld rows in %.2f s (%.0f rows/s) on %s%s%s\n", rows, seconds, rows / seconds,
+               predictor.engine_description().c_str(), p.get("out").empty() ? "" : "; written to ",
+               p.get("out").c_str());
   return 0;
 }
 

@@ -25,11 +25,14 @@ void print_ids(const std::vector<int32_t>& ids, std::string* line) {
 int run_tokenize(const std::vector<std::string>& args) {
   ArgParser p("tokenize",
               "Prints one JSON array of token ids per input on its own line: [CLS] ... [SEP] with BERT's\n"
-              "WordPiece. For a CSV, the text of a row is title + \" \" + description, rows in file order.\n"
+              "WordPiece. For a dataset file (CSV, TSV or JSON Lines), the text of a row is its --text-columns\n"
+              "joined with one space (title + \" \" + description by default), rows in file order.\n"
               "The text is cleaned as Made-With-ML's clean_text first unless --no-clean.");
   p.option("vocab", "", "vocab.txt of the model", true);
   p.option("text", "", "one text");
-  p.option("data", "", "CSV with title and description columns");
+  p.option("data", "", "dataset file (CSV, TSV or JSON Lines)");
+  p.option("format", "auto", "csv | tsv | jsonl; auto: from the extension");
+  p.option("text-columns", "title,description", "columns joined with one space into the text");
   p.flag("no-clean", "tokenize the text as given");
   p.option("max-length", "512", "longest sequence, [CLS] and [SEP] included (longer rows are truncated)");
   if (!p.parse(args)) return 0;
@@ -39,6 +42,8 @@ int run_tokenize(const std::vector<std::string>& args) {
   options.clean = !p.get_flag("no-clean");
   options.max_length = p.get_int("max-length");
   if (options.max_length < 2) throw UsageError("tokenize: --max-length must be >= 2");
+  options.format = p.get("format");
+  options.text_columns = parse_column_list(p.get("text-columns"), "--text-columns");
 
   const BertTokenizer tokenizer(Vocab::load(p.get("vocab")));
   std::string line;

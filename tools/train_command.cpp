@@ -8,18 +8,25 @@
 #include "engine/trainer.h"
 #include "tools/args.h"
 #include "tools/commands.h"
+#include "tools/data_flags.h"
 
 namespace bertrain {
 
 int run_train(const std::vector<std::string>& args) {
   ArgParser p("train",
-              "Fine-tunes a Hugging Face BERT model directory on a CSV with title, description and tag columns,\n"
-              "keeps the epoch with the lowest val_loss (RUN_DIR/best) and the latest (RUN_DIR/last, resumable),\n"
-              "and writes RUN_DIR/metrics.jsonl and RUN_DIR/results.json.");
+              "Fine-tunes a Hugging Face BERT model directory for text classification on a CSV, TSV or JSON Lines\n"
+              "file (Made-With-ML's title, description and tag columns by default; --text-columns, --label-column,\n"
+              "--multi-label for others), keeps the epoch with the lowest val_loss (RUN_DIR/best) and the latest\n"
+              "(RUN_DIR/last, resumable), and writes RUN_DIR/metrics.jsonl and RUN_DIR/results.json.");
   p.option("model", "", "Hugging Face BERT directory: config.json, model.safetensors, vocab.txt", true);
-  p.option("train-data", "", "training CSV (title, description, tag)", true);
-  p.option("val-data", "", "validation CSV; without it a stratified split of --train-data is used");
-  p.option("val-fraction", "0.2", "fraction of each tag held out for validation when no --val-data");
+  p.option("train-data", "", "training dataset file (CSV, TSV or JSON Lines)", true);
+  p.option("val-data", "", "validation dataset file; without it a split of --train-data is used");
+  p.option("val-fraction", "0.2",
+           "held out for validation when no --val-data: this fraction of each label (rounded up), or of all rows "
+           "with --multi-label");
+  add_data_flags(p, true);
+  p.flag("multi-label", "each row has a set of labels (a JSON array, or --label-separator in a text field): "
+                        "one sigmoid per label");
   p.option("out", "", "run directory RUN_DIR", true);
   p.option("epochs", "10", "epochs");
   p.option("batch-size", "256", "global batch size");
@@ -37,6 +44,9 @@ int run_train(const std::vector<std::string>& args) {
   p.option("split-seed", "1234", "seed of the train/validation split and of --num-samples");
   p.flag("shuffle", "reshuffle training batches every epoch (the original uses one fixed order)");
   p.flag("no-clean", "tokenize the raw text instead of Made-With-ML's cleaned text");
+  p.option("head-init", "torch",
+           "a new classifier head: torch (nn.Linear's uniform ±1/sqrt(hidden), as Made-With-ML) | hf (normal, std "
+           "initializer_range, bias 0)");
   p.option("device", "auto", "auto (CUDA when a device is visible) | cpu | cuda; rank r uses GPU r mod count");
   p.option("precision", "fp32", "fp32 | bf16 (CUDA: bf16 weights and activations, fp32 master weights)");
   p.option("collective-timeout", "300", "seconds a multi-GPU collective may take before the job is aborted");
@@ -68,6 +78,10 @@ int run_train(const std::vector<std::string>& args) {
   a.split_seed = static_cast<uint64_t>(p.get_int("split-seed"));
   a.shuffle = p.get_flag("shuffle");
   a.clean = !p.get_flag("no-clean");
+  apply_data_flags(p, &a.data);
+  a.data.max_length = p.get_int("max-length");
+  a.data.multi_label = p.get_flag("multi-label");
+  a.head_init = parse_head_init(p.get("head-init"));
   a.device = p.get("device");
   a.precision = p.get("precision");
   a.collective_timeout_s = p.get_double("collective-timeout");

@@ -13,6 +13,7 @@
 #include "core/cuda/gpu_context.h"
 #include "dist/communicator.h"
 #include "engine/classifier_trainer.h"
+#include "engine/inference_backend.h"
 #include "engine/training_backend.h"
 #include "kernels/tensor_ops.h"
 #include "model/bert_classifier.h"
@@ -209,6 +210,31 @@ TEST_P(CudaModelTest, EvaluationGraphsGiveTheEagerLosses) {
   for (const BertBatch* b : order) {
     EXPECT_EQ(graphs->evaluate(*b, f.targets.data()), eager->evaluate(*b, f.targets.data()))
         << b->batch << " rows, after a step";
+  }
+}
+
+// evaluate / predict on a GPU (engine/inference_backend.h): the fp32 logits equal the CPU engine's, bf16 stays
+// close, batches of growing size (which regrow the arena) and a repeated batch give the same rows.
+TEST_P(CudaModelTest, InferenceLogitsMatchTheCpuEngine) {
+  BERTRAIN_REQUIRE_GPU();
+  Fixture f(GetParam());
+  BackendChoice cpu_choice, gpu_choice, bf16_choice;
+  gpu_choice.cuda = bf16_choice.cuda = true;
+  bf16_choice.bf16 = true;
+  const auto cpu = make_inference_backend(cpu_choice, f.model.config, f.labels(), f.model.params);
+  const auto gpu = make_inference_backend(gpu_choice, f.model.config, f.labels(), f.model.params);
+  const auto bf16_gpu = make_inference_backend(bf16_choice, f.model.config, f.labels(), f.model.params);
+  const BertBatch whole = f.host_batch();
+  const BertBatch first = packed_batch(whole.input_ids, whole.cu_seqlens, 1);
+  for (const BertBatch* b : {&first, &whole, &first, &whole}) {
+    const std::size_t n = static_cast<std::size_t>(b->batch) * f.labels();
+    std::vector<float> want(n), got(n), got_bf16(n);
+    cpu->logits(*b, want.data());
+    gpu->logits(*b, got.data());
+    bf16_gpu->logits(*b, got_bf16.data());
+    EXPECT_TRUE(all_close("fp32 logits", got.data(), want.data(), n, kScaledAtol * max_abs(want.data(), n), kRtol));
+    // bf16 weights and activations: a few bf16 ulps (2^-8) of the logits' scale.
+    EXPECT_TRUE(all_close("bf16 logits", got_bf16.data(), want.data(), n, 0.05 * max_abs(want.data(), n), 0.05));
   }
 }
 

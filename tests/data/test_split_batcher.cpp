@@ -225,7 +225,7 @@ std::vector<Example> examples_of_lengths(const std::vector<int>& lengths, int cl
   for (std::size_t i = 0; i < lengths.size(); ++i) {
     Example e;
     for (int t = 0; t < lengths[i]; ++t) e.ids.push_back(static_cast<int32_t>(100 * (i + 1) + t));
-    e.label = static_cast<int>(i) % classes;
+    e.labels = {static_cast<int>(i) % classes};
     examples.push_back(e);
   }
   return examples;
@@ -252,7 +252,7 @@ std::vector<int> epoch_rows(const Batcher& batcher, int epoch) {
 }
 
 TEST(Batcher, PacksRowsWithOffsetsAndOneHotTargets) {
-  std::vector<Example> examples = {{{1, 2, 3}, 0}, {{4, 5}, 1}, {{6}, -1}, {{7, 8, 9, 10}, 2}};
+  std::vector<Example> examples = {{{1, 2, 3}, {0}}, {{4, 5}, {1}}, {{6}, {}}, {{7, 8, 9, 10}, {2}}};
   const Batcher batcher(&examples, options(3, 3));
   EXPECT_EQ(batcher.batches_per_epoch(), 2);
   EXPECT_EQ(batcher.max_sequence_length(), 4);
@@ -267,7 +267,7 @@ TEST(Batcher, PacksRowsWithOffsetsAndOneHotTargets) {
   EXPECT_EQ(b.rows, (std::vector<int>{0, 1, 2}));
   EXPECT_EQ(b.input_ids, (std::vector<int32_t>{1, 2, 3, 4, 5, 6}));  // no padding
   EXPECT_EQ(b.cu_seqlens, (std::vector<int32_t>{0, 3, 5, 6}));
-  EXPECT_EQ(b.targets, (std::vector<float>{1, 0, 0, 0, 1, 0, 0, 0, 0}));  // label -1: all zero
+  EXPECT_EQ(b.targets, (std::vector<float>{1, 0, 0, 0, 1, 0, 0, 0, 0}));  // no labels: all zero
   EXPECT_EQ(b.global_batch, 3);
   EXPECT_EQ(b.loss_scale, 1.0);
 
@@ -279,6 +279,15 @@ TEST(Batcher, PacksRowsWithOffsetsAndOneHotTargets) {
   EXPECT_EQ(b.cu_seqlens, (std::vector<int32_t>{0, 4}));
   EXPECT_EQ(b.targets, (std::vector<float>{0, 0, 1}));
   EXPECT_EQ(b.global_batch, 1);
+}
+
+TEST(Batcher, MultiHotTargetsAndLabelBounds) {
+  std::vector<Example> examples = {{{1, 2}, {0, 2}}, {{3}, {}}, {{4, 5}, {1, 0, 2}}};
+  Batch b;
+  Batcher(&examples, options(3, 3)).batch(0, 0, &b);
+  EXPECT_EQ(b.targets, (std::vector<float>{1, 0, 1, 0, 0, 0, 1, 1, 1}));
+  examples[1].labels = {3};
+  expect_error([&] { Batcher(&examples, options(3, 3)).batch(0, 0, &b); }, {"example 1 has label 3", "outside [0, 3)"});
 }
 
 TEST(Batcher, ReusesOutputStorage) {
@@ -482,11 +491,11 @@ TEST(Batcher, ValidatesOptionsAndArguments) {
 }
 
 TEST(Batcher, RejectsBadExamples) {
-  const std::vector<Example> bad_label = {{{1, 2}, 0}, {{3}, 2}};
+  const std::vector<Example> bad_label = {{{1, 2}, {0}}, {{3}, {2}}};
   const Batcher labels(&bad_label, options(2, 2));
   Batch b;
-  expect_error([&] { labels.batch(0, 0, &b); }, {"example 1 has label 2, outside [-1, 2)"});
-  const std::vector<Example> no_tokens = {{{1, 2}, 0}, {{}, 1}};
+  expect_error([&] { labels.batch(0, 0, &b); }, {"example 1 has label 2, outside [0, 2)"});
+  const std::vector<Example> no_tokens = {{{1, 2}, {0}}, {{}, {1}}};
   const Batcher tokens(&no_tokens, options(2, 2));
   expect_error([&] { tokens.batch(0, 0, &b); }, {"example 1 has no token ids"});
 }

@@ -747,6 +747,13 @@ std::map<std::string, double> check_prediction(const json& p) {
   return probs;
 }
 
+// predict --data's JSON Lines: one object per line.
+json parse_jsonl(const std::string& text) {
+  json out = json::array();
+  for (const std::string& line : lines_of(text)) out.push_back(json::parse(line));
+  return out;
+}
+
 std::string argmax(const std::map<std::string, double>& probs) {
   return std::max_element(probs.begin(), probs.end(), [](const auto& a, const auto& b) { return a.second < b.second; })
       ->first;
@@ -775,12 +782,21 @@ TEST_F(CliTest, PredictEveryRowInOrder) {
   ASSERT_TRUE(succeeded(*suite_train_));
   const std::vector<Row> rows = synthetic_rows();
   spit(path("untagged.csv"), to_csv(rows, /*with_tag=*/false));  // predict needs no tag column
-  const RunResult r = run({"predict", "--model", suite_run(), "--data", path("untagged.csv")});
+  const RunResult r = run({"predict", "--model", suite_run(), "--data", path("untagged.csv"), "--batch-size", "7"});
   ASSERT_TRUE(succeeded(r));
-  const json out = json::parse(r.out);
-  ASSERT_TRUE(out.is_array());
+  const json out = parse_jsonl(r.out);
   ASSERT_EQ(out.size(), static_cast<std::size_t>(kRows));
-  for (const json& p : out) check_prediction(p);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    check_prediction(out[i]);
+    EXPECT_EQ(out[i]["id"], std::to_string(i));  // the id column, in file order
+  }
+  EXPECT_NE(r.err.find("rows/s"), std::string::npos) << r.err;
+  // --out: the same lines, written atomically.
+  const RunResult to_file = run({"predict", "--model", suite_run(), "--data", path("untagged.csv"), "--out",
+                                 path("predictions.jsonl"), "--batch-size", "7"});
+  ASSERT_TRUE(succeeded(to_file));
+  EXPECT_TRUE(to_file.out.empty()) << to_file.out;
+  EXPECT_EQ(parse_jsonl(slurp(path("predictions.jsonl"))), out);
   // Row i of the batch output is the prediction of row i alone (the quoted multi-line row included).
   for (std::size_t i : {std::size_t{0}, std::size_t{1}, std::size_t{17}, std::size_t{kRows - 1}}) {
     const RunResult one = run({"predict", "--model", suite_run(), "--title", rows[i].title, "--description",
@@ -800,13 +816,13 @@ TEST_F(CliTest, PredictThreshold) {
   ASSERT_TRUE(succeeded(*suite_train_));
   const RunResult all = run({"predict", "--model", suite_run(), "--data", data(), "--threshold", "1.0"});
   ASSERT_TRUE(succeeded(all));
-  const json out = json::parse(all.out);
+  const json out = parse_jsonl(all.out);
   ASSERT_EQ(out.size(), static_cast<std::size_t>(kRows));
   for (const json& p : out) EXPECT_EQ(p["prediction"], "other") << p.dump();
 
   const RunResult none = run({"predict", "--model", suite_run(), "--data", data(), "--threshold", "0"});
   ASSERT_TRUE(succeeded(none));
-  for (const json& p : json::parse(none.out)) EXPECT_EQ(p["prediction"], argmax(check_prediction(p))) << p.dump();
+  for (const json& p : parse_jsonl(none.out)) EXPECT_EQ(p["prediction"], argmax(check_prediction(p))) << p.dump();
 
   expect_error(run({"predict", "--model", suite_run(), "--title", "image", "--threshold", "1.5"}), "--threshold", 2);
   expect_error(run({"predict", "--model", suite_run(), "--title", "image", "--threshold", "high"}), "--threshold", 2);
@@ -815,6 +831,139 @@ TEST_F(CliTest, PredictThreshold) {
 TEST_F(CliTest, PredictInputUsageErrors) {
   expect_error(run({"predict", "--model", suite_run(), "--title", "image", "--data", data()}), "--data", 2);
   expect_error(run({"predict", "--model", suite_run()}), "--title", 2);
+  expect_error(run({"predict", "--model", suite_run(), "--text", "image", "--out", path("p.jsonl")}), "--out", 2);
+  expect_error(run({"predict", "--model", suite_run(), "--text", "image", "--batch-size", "0"}), "--batch-size", 2);
+  expect_error(run({"predict", "--model", suite_run(), "--text", "image", "--device", "tpu"}), "--device");
+}
+
+// ---- any dataset: formats, columns, multi-label, bad rows, truncation ---------------------------------
+
+// The synthetic rows as JSON Lines {"id", "text", "topics"}: topics = the row's tag, plus "uses-model" when its
+// text mentions "model" (a second label that co-occurs with all four tags).
+std::string to_multilabel_jsonl(const std::vector<Row>& rows) {
+  std::string text;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const std::string joined = rows[i].title + " " + rows[i].description;
+    json topics = json::array({rows[i].tag});
+    if (joined.find("model") != std::string::npos) topics.push_back("uses-model");
+    text += json{{"id", "r" + std::to_string(i)}, {"text", joined}, {"topics", topics}}.dump() + "\n";
+  }
+  return text;
+}
+
+TEST_F(CliTest, MultiLabelJsonLinesTrainEvaluatePredict) {
+  const std::vector<Row> rows = synthetic_rows();
+  spit(path("topics.jsonl"), to_multilabel_jsonl(rows));
+  const std::vector<std::string> columns{"--text-columns", "text", "--label-column", "topics"};
+  std::vector<std::string> train{"train", "--model", model(), "--train-data", path("topics.jsonl"), "--out",
+                                 path("run"), "--epochs", "3", "--batch-size", "8", "--lr", "1e-3", "--quiet",
+                                 "--multi-label"};
+  train.insert(train.end(), columns.begin(), columns.end());
+  ASSERT_TRUE(succeeded(run(train)));
+  const json results = json::parse(slurp(path("run/results.json")));
+  EXPECT_EQ(results["problem_type"], "multi_label_classification");
+  EXPECT_EQ(results["labels"], json({"computer-vision", "mlops", "natural-language-processing", "other", "uses-model"}));
+  EXPECT_EQ(results["num_val"].get<int>(), 8);  // ceil(0.2 · 40) rows, a random split
+  EXPECT_EQ(results["params"]["multi_label"], true);
+  const json config = json::parse(slurp(path("run/best/config.json")));
+  EXPECT_EQ(config["problem_type"], "multi_label_classification");
+  EXPECT_EQ(config["bertrain_data"]["text_columns"], json({"text"}));
+
+  // evaluate reads the columns from config.json; its micro F1 is the one of predict's labels at 0.5.
+  const RunResult eval = run({"evaluate", "--model", path("run"), "--data", path("topics.jsonl"), "--device", "cpu"});
+  ASSERT_TRUE(succeeded(eval));
+  const json e = json::parse(eval.out);
+  EXPECT_EQ(e["problem_type"], "multi_label_classification");
+  for (const char* avg : {"micro", "macro", "weighted", "samples"}) {
+    ASSERT_TRUE(e["overall"].contains(avg)) << e.dump();
+    for (const char* key : {"precision", "recall", "f1", "num_samples"}) EXPECT_TRUE(e["overall"][avg][key].is_number());
+  }
+  EXPECT_EQ(e["per_class"].size(), 5u);
+  const RunResult pred = run({"predict", "--model", path("run"), "--data", path("topics.jsonl"), "--device", "cpu"});
+  ASSERT_TRUE(succeeded(pred));
+  const json lines = parse_jsonl(pred.out);
+  ASSERT_EQ(lines.size(), rows.size());
+  long tp = 0, fp = 0, fn = 0;
+  const std::vector<std::string> truth = lines_of(to_multilabel_jsonl(rows));
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    EXPECT_EQ(lines[i]["id"], "r" + std::to_string(i));
+    const json want = json::parse(truth[i])["topics"];
+    ASSERT_TRUE(lines[i]["prediction"].is_array()) << lines[i].dump();
+    for (const auto& [label, p] : lines[i]["probabilities"].items()) {
+      const bool predicted = p.get<double>() >= 0.5;
+      const bool wanted = std::find(want.begin(), want.end(), label) != want.end();
+      const bool listed = std::find(lines[i]["prediction"].begin(), lines[i]["prediction"].end(), label) !=
+                          lines[i]["prediction"].end();
+      EXPECT_EQ(predicted, listed) << lines[i].dump();
+      tp += predicted && wanted, fp += predicted && !wanted, fn += !predicted && wanted;
+    }
+  }
+  EXPECT_NEAR(e["overall"]["micro"]["f1"].get<double>(), 2.0 * tp / (2.0 * tp + fp + fn), 1e-12);
+  EXPECT_EQ(e["overall"]["micro"]["num_samples"].get<double>(), static_cast<double>(tp + fn));
+}
+
+TEST_F(CliTest, TsvWithOtherColumnsAndSkippedBadRows) {
+  std::string tsv = "headline\tbody\tcategory\n";
+  const std::vector<Row> rows = synthetic_rows();
+  for (std::size_t i = 1; i < rows.size(); ++i) tsv += rows[i].title + "\t" + rows[i].title + "\t" + rows[i].tag + "\n";
+  tsv += "\tno headline here\tmlops\n";  // line 41: empty text column
+  tsv += "a headline\tand a body\t\n";    // line 42: empty label
+  spit(path("data.tsv"), tsv);
+  std::vector<std::string> args{"train", "--model", model(), "--train-data", path("data.tsv"), "--out", path("run"),
+                                "--epochs", "1", "--batch-size", "8", "--text-columns", "headline,body",
+                                "--label-column", "category"};
+  const RunResult bad = run(args);
+  expect_error(bad, path("data.tsv") + ":41: column 'headline' is empty");
+  expect_no_run(path("run"));
+  args.push_back("--skip-bad-rows");
+  const RunResult good = run(args);
+  ASSERT_TRUE(succeeded(good));
+  EXPECT_NE(good.out.find("skipped 2 bad rows"), std::string::npos) << good.out;
+  EXPECT_NE(good.out.find(":42: label column 'category' is empty"), std::string::npos) << good.out;
+  const json results = json::parse(slurp(path("run/results.json")));
+  EXPECT_EQ(results["skipped_rows"].get<int>(), 2);
+  EXPECT_EQ(results["num_train"].get<int>() + results["num_val"].get<int>(), kRows - 1);
+  EXPECT_EQ(results["problem_type"], "single_label_classification");
+  // A column the header lacks is an error whatever --skip-bad-rows says.
+  expect_error(run({"train", "--model", model(), "--train-data", path("data.tsv"), "--out", path("run2"),
+                    "--text-columns", "headline,summary", "--skip-bad-rows"}),
+               "missing text column 'summary'");
+  expect_no_run(path("run2"));
+  // An extension that names no format needs --format.
+  spit(path("data.txt"), tsv);
+  expect_error(run({"train", "--model", model(), "--train-data", path("data.txt"), "--out", path("run3")}), "--format");
+}
+
+TEST_F(CliTest, MaxLengthTruncatesAndCounts) {
+  const RunResult r = run(train_args(path("run"), {"--epochs", "1", "--max-length", "6"}));
+  ASSERT_TRUE(succeeded(r));
+  const json results = json::parse(slurp(path("run/results.json")));
+  EXPECT_GT(results["truncated_rows"].get<int>(), 20);  // most rows have more than 4 words
+  EXPECT_EQ(results["max_length"].get<int>(), 6);
+  EXPECT_EQ(json::parse(slurp(path("run/best/config.json")))["bertrain_data"]["max_length"], 6);
+  const RunResult verbose = run({"train", "--model", model(), "--train-data", data(), "--out", path("run2"),
+                                 "--epochs", "1", "--max-length", "6"});
+  ASSERT_TRUE(succeeded(verbose));
+  EXPECT_NE(verbose.out.find("were longer than 6 tokens and were truncated"), std::string::npos) << verbose.out;
+  expect_error(run(train_args(path("run3"), {"--max-length", "100000"})), "max_position_embeddings");
+}
+
+TEST_F(CliTest, HeadInitIsRecorded) {
+  // The fixture's head was trained for kTags: training on them keeps it; the five topics need a new one.
+  ASSERT_TRUE(succeeded(*suite_train_));
+  EXPECT_EQ(json::parse(slurp(suite_run() + "/results.json"))["head_init"], "loaded");
+  spit(path("topics.jsonl"), to_multilabel_jsonl(synthetic_rows()));
+  for (const char* init : {"torch", "hf"}) {
+    const std::string out = path(std::string("run_") + init);
+    std::vector<std::string> args{"train", "--model", model(), "--train-data", path("topics.jsonl"), "--out", out,
+                                  "--epochs", "1", "--quiet", "--multi-label", "--text-columns", "text",
+                                  "--label-column", "topics"};
+    if (std::string(init) == "hf") args.insert(args.end(), {"--head-init", "hf"});
+    ASSERT_TRUE(succeeded(run(args)));
+    EXPECT_EQ(json::parse(slurp(out + "/results.json"))["head_init"], init);
+    EXPECT_EQ(json::parse(slurp(out + "/results.json"))["params"]["head_init"], init);
+  }
+  expect_error(run(train_args(path("run2"), {"--head-init", "xavier"})), "--head-init");
 }
 
 // ---- tokenize -------------------------------------------------------------------------------------------

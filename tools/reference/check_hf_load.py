@@ -64,7 +64,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dir", help="model directory (config.json + model.safetensors)")
     ap.add_argument("--golden", help="golden.safetensors with input_ids, attention_mask, logits")
-    ap.add_argument("--problem-type", default="multi_label_classification",
+    ap.add_argument("--problem-type", default="single_label_classification",
                     help="expected config.problem_type (default: %(default)s)")
     ap.add_argument("--no-label-check", action="store_true",
                     help="do not require the default 4-label id2label mapping")

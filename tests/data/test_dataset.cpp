@@ -1,0 +1,151 @@
+// Labelled text datasets (data/dataset.h): text and label columns in the three formats, label sets, bad rows
+// (an error naming file, line and column, or skipped and counted), truncation counts, the id column.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "data/dataset.h"
+#include "tests/temp_dir.h"
+
+namespace bertrain {
+namespace {
+
+BertTokenizer tiny_tokenizer() {
+  return BertTokenizer(Vocab::from_tokens({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "red", "green", "blue",
+                                           "cat", "dog"}));
+}
+
+class DatasetTest : public ::testing::Test {
+ protected:
+  std::string write(const std::string& name, const std::string& text) {
+    const std::string path = dir_.path(name);
+    std::ofstream(path, std::ios::binary) << text;
+    return path;
+  }
+  void expect_error(const std::string& path, const DatasetOptions& options, const std::string& needle) {
+    try {
+      load_text_dataset(path, tokenizer_, nullptr, options);
+      ADD_FAILURE() << "no error for " << path;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  }
+  testing::TempDir dir_{"bertrain_dataset"};
+  BertTokenizer tokenizer_ = tiny_tokenizer();
+};
+
+TEST_F(DatasetTest, MadeWithMlDefaultsJoinTitleAndDescription) {
+  const std::string path = write("d.csv", "id,title,description,tag\n7,red cat,blue dog,pets\n8,green,cat,pets\n");
+  DatasetOptions options;
+  options.read_labels = true;
+  const TextDataset data = load_text_dataset(path, tokenizer_, nullptr, options);
+  ASSERT_EQ(data.examples.size(), 2u);
+  EXPECT_EQ(data.raw_text[0], "red cat blue dog");
+  EXPECT_EQ(data.ids, (std::vector<std::string>{"7", "8"}));
+  EXPECT_EQ(data.tags[1], (std::vector<std::string>{"pets"}));
+  EXPECT_EQ(data.examples[0].ids, (std::vector<int32_t>{2, 5, 8, 7, 9, 3}));
+  const LabelSet labels({"other", "pets"});
+  EXPECT_EQ(load_text_dataset(path, tokenizer_, &labels, options).examples[1].labels, (std::vector<int>{1}));
+}
+
+TEST_F(DatasetTest, MultiLabelFromArraysAndSeparators) {
+  const std::string jsonl = write("d.jsonl",
+                                  "{\"text\": \"red\", \"labels\": [\"b\", \"a\", \"b\"]}\n"
+                                  "{\"text\": \"cat\", \"labels\": []}\n"
+                                  "{\"text\": \"dog\", \"labels\": \" c | a |\"}\n");
+  DatasetOptions options;
+  options.text_columns = {"text"};
+  options.label_column = "labels";
+  options.read_labels = options.multi_label = true;
+  options.label_separator = "|";
+  const LabelSet labels({"a", "b", "c"});
+  const TextDataset data = load_text_dataset(jsonl, tokenizer_, &labels, options);
+  EXPECT_EQ(data.tags[0], (std::vector<std::string>{"b", "a"}));  // repeats dropped
+  EXPECT_TRUE(data.tags[1].empty());                                // [] is a row without labels
+  EXPECT_EQ(data.tags[2], (std::vector<std::string>{"c", "a"}));  // split, trimmed, empty pieces dropped
+  EXPECT_EQ(data.examples[0].labels, (std::vector<int>{0, 1}));     // sorted class indices
+  EXPECT_EQ(data.examples[2].labels, (std::vector<int>{0, 2}));
+  EXPECT_EQ(data.ids, (std::vector<std::string>{"0", "1", "2"}));  // no id column: the row number
+  // Single-label reading refuses a list.
+  options.multi_label = false;
+  expect_error(jsonl, options, "is a list (pass --multi-label");
+}
+
+TEST_F(DatasetTest, BadRowsAreErrorsOrSkippedAndCounted) {
+  const std::string tsv = write("d.tsv",
+                                "text\tlabel\n"
+                                "red cat\tx\n"
+                                "  \ty\n"      // line 3: empty text
+                                "blue\n"       // line 4: one field
+                                "dog\t\n"      // line 5: empty label
+                                "green dog\tz\n");
+  DatasetOptions options;
+  options.text_columns = {"text"};
+  options.label_column = "label";
+  options.read_labels = true;
+  expect_error(tsv, options, tsv + ":3: column 'text' is empty (--skip-bad-rows");
+  options.skip_bad_rows = true;
+  const TextDataset data = load_text_dataset(tsv, tokenizer_, nullptr, options);
+  EXPECT_EQ(data.raw_text, (std::vector<std::string>{"red cat", "green dog"}));
+  EXPECT_EQ(data.skipped, 3);
+  ASSERT_EQ(data.skip_reasons.size(), 3u);
+  EXPECT_NE(data.skip_reasons[1].find(tsv + ":4: has 1 field"), std::string::npos) << data.skip_reasons[1];
+  EXPECT_NE(data.skip_reasons[2].find(":5: label column 'label' is empty"), std::string::npos) << data.skip_reasons[2];
+  // Without read_labels the label is not needed: line 5 is good.
+  options.read_labels = false;
+  EXPECT_EQ(load_text_dataset(tsv, tokenizer_, nullptr, options).skipped, 2);
+  // A column the header lacks is always an error; so is a file of bad rows only.
+  options.text_columns = {"body"};
+  expect_error(tsv, options, "missing text column 'body' (columns: text, label; choose with --text-columns)");
+  const std::string bad = write("bad.tsv", "text\tlabel\n\tx\n");
+  options.text_columns = {"text"};
+  expect_error(bad, options, "no data rows (all 1 rows were bad and skipped)");
+}
+
+TEST_F(DatasetTest, MissingJsonKeysAndUnknownLabels) {
+  const std::string jsonl = write("d.jsonl", "{\"text\": \"red\", \"tag\": \"a\"}\n{\"tag\": \"a\"}\n{\"text\": \"cat\", \"tag\": \"q\"}\n");
+  DatasetOptions options;
+  options.text_columns = {"text"};
+  options.read_labels = true;
+  expect_error(jsonl, options, jsonl + ":2: column 'text' is missing");
+  options.skip_bad_rows = true;
+  const LabelSet labels({"a", "b"});
+  try {
+    load_text_dataset(jsonl, tokenizer_, &labels, options);
+    ADD_FAILURE() << "an unknown label must be an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown tag 'q' in " + jsonl + ":3"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(DatasetTest, TruncationIsCountedAndRowsStream) {
+  const std::string csv = write("d.csv", "title,description\nred green blue cat dog,red\nred,cat\n");
+  DatasetOptions options;
+  options.max_length = 4;
+  TextRowReader reader(csv, tokenizer_, options);
+  TextRow row;
+  ASSERT_TRUE(reader.next(&row));
+  EXPECT_TRUE(row.truncated);
+  EXPECT_EQ(row.example.ids, (std::vector<int32_t>{2, 5, 6, 3}));
+  EXPECT_EQ(row.line, 2);
+  ASSERT_TRUE(reader.next(&row));
+  EXPECT_FALSE(row.truncated);
+  EXPECT_FALSE(reader.next(&row));
+  EXPECT_EQ(reader.truncated(), 1);
+  EXPECT_EQ(reader.rows_read(), 2);
+  options.max_length = 1;
+  EXPECT_THROW(TextRowReader(csv, tokenizer_, options), Error);
+}
+
+TEST(ParseColumnList, SplitsAndTrims) {
+  EXPECT_EQ(parse_column_list("title, description", "--text-columns"),
+            (std::vector<std::string>{"title", "description"}));
+  EXPECT_THROW(parse_column_list("title,,body", "--text-columns"), Error);
+  EXPECT_THROW(parse_column_list("", "--text-columns"), Error);
+}
+
+}  // namespace
+}  // namespace bertrain

@@ -1,0 +1,49 @@
+#include "tools/data_flags.h"
+
+namespace bertrain {
+
+void add_data_flags(ArgParser& p, bool training) {
+  const char* as_trained = "as the model was trained";
+  p.option("format", "auto", "csv | tsv | jsonl; auto: from the extension (.csv, .tsv/.tab, .jsonl/.ndjson)");
+  p.option("text-columns", training ? "title,description" : "",
+           std::string("columns joined with one space into the text (default: ") +
+               (training ? "Made-With-ML's title and description" : as_trained) + ")");
+  p.option("label-column", training ? "tag" : "", std::string("column with the label(s)") + (training ? "" : " (default: as trained)"));
+  p.option("label-separator", training ? "," : "",
+           std::string("multi-label: separator of the labels in a text field; a JSON array needs none") +
+               (training ? "" : " (default: as trained)"));
+  p.flag("skip-bad-rows", "skip rows with a missing or empty text or label column (counted and reported) "
+                          "instead of stopping with an error");
+  p.option("max-length", training ? "0" : "",
+           std::string("tokens per text, [CLS] and [SEP] included; longer texts are truncated (default: ") +
+               (training ? "0 = the model's max_position_embeddings" : as_trained) + ")");
+}
+
+void apply_data_flags(const ArgParser& p, DatasetOptions* options) {
+  options->format = p.get("format");
+  if (!p.get("text-columns").empty()) options->text_columns = parse_column_list(p.get("text-columns"), "--text-columns");
+  if (!p.get("label-column").empty()) options->label_column = p.get("label-column");
+  if (!p.get("label-separator").empty()) options->label_separator = p.get("label-separator");
+  options->skip_bad_rows = p.get_flag("skip-bad-rows");
+  if (!p.get("max-length").empty()) {
+    const int max_length = p.get_int("max-length");
+    if (max_length != 0) options->max_length = max_length;
+  }
+}
+
+void add_inference_flags(ArgParser& p) {
+  p.option("device", "auto", "auto (CUDA when a device is visible) | cpu | cuda");
+  p.option("precision", "fp32", "fp32 | bf16 (CUDA only)");
+  p.option("batch-size", "256", "rows per forward pass");
+}
+
+InferenceOptions inference_options(const ArgParser& p) {
+  InferenceOptions options;
+  options.device = p.get("device");
+  options.precision = p.get("precision");
+  options.batch_size = p.get_int("batch-size");
+  if (options.batch_size < 1) throw UsageError("--batch-size must be >= 1");
+  return options;
+}
+
+}  // namespace bertrain

@@ -1,0 +1,21 @@
+// The command-line flags shared by train, evaluate and predict: how a dataset file is read (format, columns,
+// labels, bad rows, max length) and where inference runs (device, precision, batch size).
+#pragma once
+
+#include "data/dataset.h"
+#include "engine/predictor.h"
+#include "tools/args.h"
+
+namespace bertrain {
+
+// --format, --text-columns, --label-column, --label-separator, --skip-bad-rows, --max-length. With `training`
+// the defaults are Made-With-ML's; otherwise an absent flag means "as the model was trained".
+void add_data_flags(ArgParser& p, bool training);
+// Overrides `options` with the flags given (all of them with `training`).
+void apply_data_flags(const ArgParser& p, DatasetOptions* options);
+
+// --device, --precision, --batch-size (evaluate, predict).
+void add_inference_flags(ArgParser& p);
+InferenceOptions inference_options(const ArgParser& p);
+
+}  // namespace bertrain
