@@ -27,16 +27,6 @@ void check_labels(const std::vector<int>& y_true, const std::vector<int>& y_pred
 // sklearn's _prf_divide with zero_division="warn": 0/0 (any x/0) is 0.
 double divide(double numerator, double denominator) { return denominator == 0.0 ? 0.0 : numerator / denominator; }
 
-// Counts are small integers, exact in double; the operations below are sklearn's, in its order.
-ClassMetrics class_metrics(long tp, long true_count, long pred_count) {
-  ClassMetrics m;
-  m.precision = divide(static_cast<double>(tp), static_cast<double>(pred_count));
-  m.recall = divide(static_cast<double>(tp), static_cast<double>(true_count));
-  // f = (1 + beta²)·tp / (beta²·true + pred) with beta = 1.
-  m.f1 = divide(2.0 * static_cast<double>(tp), 1.0 * static_cast<double>(true_count) + static_cast<double>(pred_count));
-  m.support = true_count;
-  return m;
-}
 
 // Python str.isspace() for one code point (see count_words in the header).
 bool is_python_space(uint32_t c) {
@@ -81,6 +71,17 @@ std::size_t decode_utf8(const std::string& s, std::size_t i, uint32_t* cp) {
 
 }  // namespace
 
+// Counts are small integers, exact in double; the operations below are sklearn's, in its order.
+ClassMetrics metrics_from_counts(long tp, long true_count, long pred_count) {
+  ClassMetrics m;
+  m.precision = divide(static_cast<double>(tp), static_cast<double>(pred_count));
+  m.recall = divide(static_cast<double>(tp), static_cast<double>(true_count));
+  // f = (1 + beta²)·tp / (beta²·true + pred) with beta = 1.
+  m.f1 = divide(2.0 * static_cast<double>(tp), 1.0 * static_cast<double>(true_count) + static_cast<double>(pred_count));
+  m.support = true_count;
+  return m;
+}
+
 std::vector<std::vector<long>> confusion_matrix(const std::vector<int>& y_true, const std::vector<int>& y_pred,
                                                 int num_classes) {
   check_labels(y_true, y_pred, num_classes);
@@ -100,7 +101,7 @@ std::vector<ClassMetrics> per_class_metrics(const std::vector<int>& y_true, cons
       true_count += counts[c][k];
       pred_count += counts[k][c];
     }
-    result[c] = class_metrics(counts[c][c], true_count, pred_count);
+    result[c] = metrics_from_counts(counts[c][c], true_count, pred_count);
   }
   return result;
 }
@@ -148,7 +149,7 @@ ClassMetrics micro_metrics(const std::vector<int>& y_true, const std::vector<int
     tp += y_true[i] == y_pred[i] ? 1 : 0;
   }
   BERTRAIN_CHECK(n > 0, "metrics: the slice is empty (Made-With-ML reports no metrics for an empty slice)");
-  ClassMetrics m = class_metrics(tp, n, n);
+  ClassMetrics m = metrics_from_counts(tp, n, n);
   m.support = n;
   return m;
 }

@@ -22,6 +22,10 @@ struct ClassMetrics {
   long support = 0;  // per class: samples whose true class it is; averages: samples averaged over
 };
 
+// Precision, recall and F1 of one class from its counts (tp, true = support, pred), sklearn's operations in its
+// order (counts are small integers, exact in double); any x/0 is 0.
+ClassMetrics metrics_from_counts(long tp, long true_count, long pred_count);
+
 // Overall metrics: average="weighted". Each class's precision/recall/F1 is weighted by its support,
 // so a class that is predicted but absent from y_true (support 0) does not count, and sklearn's label
 // set (unique_labels(y_true, y_pred)) gives the same result as all classes. Sums run in class order;

@@ -9,19 +9,6 @@ namespace bertrain {
 
 namespace {
 
-// sklearn's _prf_divide with zero_division="warn": x/0 is 0.
-double divide(double numerator, double denominator) { return denominator == 0.0 ? 0.0 : numerator / denominator; }
-
-// The formulas of precision_recall_fscore_support with beta = 1, in sklearn's operation order.
-ClassMetrics from_counts(long tp, long true_count, long pred_count) {
-  ClassMetrics m;
-  m.precision = divide(static_cast<double>(tp), static_cast<double>(pred_count));
-  m.recall = divide(static_cast<double>(tp), static_cast<double>(true_count));
-  m.f1 = divide(2.0 * static_cast<double>(tp), 1.0 * static_cast<double>(true_count) + static_cast<double>(pred_count));
-  m.support = true_count;
-  return m;
-}
-
 // numpy's pairwise summation of n contiguous doubles (DOUBLE_pairwise_sum, what np.sum / np.mean /
 // np.average use on a 1-D float64 array), in its exact order.
 double pairwise_sum(const double* a, std::size_t n) {
@@ -96,7 +83,7 @@ MultiLabelMetrics multilabel_metrics(const std::vector<uint8_t>& y_true, const s
       true_label[c] += yt;
       pred_label[c] += yp;
     }
-    const ClassMetrics s = from_counts(tp, t, p);
+    const ClassMetrics s = metrics_from_counts(tp, t, p);
     sample_p[i] = s.precision;
     sample_r[i] = s.recall;
     sample_f[i] = s.f1;
@@ -107,7 +94,7 @@ MultiLabelMetrics multilabel_metrics(const std::vector<uint8_t>& y_true, const s
   std::vector<double> label_p(l), label_r(l), label_f(l);
   long tp_sum = 0, true_sum = 0, pred_sum = 0;
   for (std::size_t c = 0; c < l; ++c) {
-    const ClassMetrics m = from_counts(tp_label[c], true_label[c], pred_label[c]);
+    const ClassMetrics m = metrics_from_counts(tp_label[c], true_label[c], pred_label[c]);
     result.per_label[c] = m;
     label_p[c] = m.precision;
     label_r[c] = m.recall;
@@ -117,7 +104,7 @@ MultiLabelMetrics multilabel_metrics(const std::vector<uint8_t>& y_true, const s
     pred_sum += pred_label[c];
   }
 
-  result.micro = from_counts(tp_sum, true_sum, pred_sum);
+  result.micro = metrics_from_counts(tp_sum, true_sum, pred_sum);
   result.macro = mean(label_p, label_r, label_f);
   result.samples = mean(sample_p, sample_r, sample_f);
 
