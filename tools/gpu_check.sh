@@ -19,6 +19,8 @@
 #                when torch imports; torch-compile-bf16-256x128-full is the same model under torch.compile
 #   finetune-*   with MODEL_DIR: a short fine-tune on Made-With-ML's data ($BERTRAIN_DATA_DIR/madewithml,
 #                default ../shared/data), GPU bf16, GPU fp32 and CPU, then evaluate on holdout.csv
+#   inference-gpu-vs-cpu  evaluate and predict on the GPU (fp32, bf16) and the CPU: rows/s and the probability
+#                differences
 # OUT_DIR/summary.md gets one line per step and the headline numbers. Exit status: 0 when every step passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -165,6 +167,32 @@ finetune() {  # finetune NAME DEVICE PRECISION
     "$BUILD_DIR/bertrain" evaluate --model "$run" --data "$DATA/madewithml/holdout.csv" --out "$run/evaluation.json"
 }
 
+# inference_check: evaluate and predict (forward-only engine) on the GPU in fp32 and bf16 and on the CPU, on the
+# fp32 fine-tune's best/: rows/s of each (stderr, in the log) and the largest probability difference from the
+# CPU's (fp32 must be within float rounding).
+inference_check() {
+  local run=$OUT/runs/gpu-fp32 dev
+  for dev in "cuda fp32" "cuda bf16" "cpu fp32"; do
+    set -- $dev
+    "$BUILD_DIR/bertrain" evaluate --model "$run" --data "$DATA/madewithml/holdout.csv" --device "$1" \
+      --precision "$2" --out "$OUT/inference-eval-$1-$2.json" >/dev/null || return 1
+    "$BUILD_DIR/bertrain" predict --model "$run" --data "$DATA/madewithml/dataset.csv" --device "$1" \
+      --precision "$2" --out "$OUT/inference-predict-$1-$2.jsonl" || return 1
+  done
+  python3 - "$OUT" <<'PY'
+import json, sys
+out = sys.argv[1]
+def probs(name):
+    return [json.loads(l)["probabilities"] for l in open("%s/inference-predict-%s.jsonl" % (out, name))]
+cpu = probs("cpu-fp32")
+for name, limit in (("cuda-fp32", 1e-4), ("cuda-bf16", 5e-2)):
+    gpu = probs(name)
+    worst = max(abs(a[k] - b[k]) for a, b in zip(gpu, cpu) for k in a)
+    print("%s: largest |p - p_cpu| over %d rows = %.3g (limit %g)" % (name, len(gpu), worst, limit))
+    assert len(gpu) == len(cpu) and worst <= limit, name
+PY
+}
+
 step env environment
 if step build configure_and_build; then
   step gpu-tests gpu_tests
@@ -193,6 +221,7 @@ if step build configure_and_build; then
     step finetune-gpu-bf16 finetune gpu-bf16 cuda bf16
     step finetune-gpu-fp32 finetune gpu-fp32 cuda fp32
     step finetune-cpu finetune cpu cpu fp32
+    step inference-gpu-vs-cpu inference_check
   fi
 fi
 
