@@ -284,10 +284,16 @@ TEST_F(CliTest, CommandHelpListsTheFlags) {
       {"train",
        {"--model", "--train-data", "--val-data", "--val-fraction", "--out", "--epochs", "--batch-size", "--lr",
         "--dropout", "--lr-factor", "--lr-patience", "--adam-beta1", "--adam-beta2", "--adam-eps", "--weight-decay",
-        "--class-weights", "--num-samples", "--seed", "--device", "--precision", "--resume"}},
-      {"evaluate", {"--model", "--data", "--out"}},
-      {"predict", {"--model", "--title", "--description", "--data", "--threshold"}},
-      {"tokenize", {"--vocab", "--text", "--data", "--no-clean"}}};
+        "--class-weights", "--num-samples", "--seed", "--device", "--precision", "--resume", "--format",
+        "--text-columns", "--label-column", "--multi-label", "--label-separator", "--skip-bad-rows", "--max-length",
+        "--head-init"}},
+      {"evaluate",
+       {"--model", "--data", "--out", "--threshold", "--device", "--precision", "--batch-size", "--format",
+        "--text-columns", "--label-column", "--skip-bad-rows", "--max-length"}},
+      {"predict",
+       {"--model", "--text", "--title", "--description", "--data", "--out", "--threshold", "--device", "--precision",
+        "--batch-size", "--format", "--text-columns", "--skip-bad-rows"}},
+      {"tokenize", {"--vocab", "--text", "--data", "--no-clean", "--format", "--text-columns"}}};
   for (const auto& [command, names] : flags) {
     const RunResult r = run({command, "--help"});
     ASSERT_TRUE(succeeded(r));
