@@ -818,6 +818,23 @@ TEST_F(CliTest, PredictEveryRowInOrder) {
   }
 }
 
+TEST_F(CliTest, PredictLeavesNoFileBehindOnABadRow) {
+  ASSERT_TRUE(succeeded(*suite_train_));
+  std::string csv = to_csv(synthetic_rows(), /*with_tag=*/false);
+  csv += "40,,an empty title\n";  // line 43 (row 0's description spans two lines)
+  spit(path("bad.csv"), csv);
+  const RunResult bad = run({"predict", "--model", suite_run(), "--data", path("bad.csv"), "--batch-size", "8",
+                             "--out", path("p.jsonl")});
+  expect_error(bad, path("bad.csv") + ":43: column 'title' is empty");
+  EXPECT_FALSE(fs::exists(path("p.jsonl")));  // five batches were predicted, none of them is left behind
+  for (const auto& e : fs::directory_iterator(dir_)) EXPECT_EQ(e.path().string().find("p.jsonl"), std::string::npos);
+  const RunResult skipped = run({"predict", "--model", suite_run(), "--data", path("bad.csv"), "--batch-size", "8",
+                                 "--out", path("p.jsonl"), "--skip-bad-rows"});
+  ASSERT_TRUE(succeeded(skipped));
+  EXPECT_NE(skipped.err.find("skipped 1 bad rows"), std::string::npos) << skipped.err;
+  EXPECT_EQ(parse_jsonl(slurp(path("p.jsonl"))).size(), static_cast<std::size_t>(kRows));
+}
+
 TEST_F(CliTest, PredictThreshold) {
   ASSERT_TRUE(succeeded(*suite_train_));
   const RunResult all = run({"predict", "--model", suite_run(), "--data", data(), "--threshold", "1.0"});
