@@ -62,6 +62,8 @@ std::string json_error_detail(const nlohmann::json::exception& e) {
     const std::size_t colon = detail.find(": ");
     if (colon != std::string::npos) detail.erase(0, colon + 2);
   }
+  // "last read: '...'" can end inside a character (a U+FFFD the lexer stopped in); the message stays UTF-8.
+  sanitize_utf8_in_place(&detail);
   if (detail.size() > kMaxJsonDetail) {
     std::size_t cut = kMaxJsonDetail;
     while (cut > 0 && (static_cast<unsigned char>(detail[cut]) & 0xC0) == 0x80) --cut;  // not inside a character

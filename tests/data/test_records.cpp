@@ -273,6 +273,18 @@ TEST(RecordJsonl, LongInvalidLineGivesAShortMessage) {
   EXPECT_LT(rows[0].error.size(), 300u);
 }
 
+// Found by fuzz_records: nlohmann's "last read: '...'" could end inside a character (a U+FFFD, a CJK one).
+TEST(RecordJsonl, ErrorMessagesStayValidUtf8) {
+  TempDir dir("bertrain_records");
+  const std::string path = write_file(dir, "d.jsonl", "{\"text\": \"a\", \"label\": \xda}\n{\"text\": \"b\",\xe6\x97\xa5: 1}\n");
+  const std::vector<Record> rows = read_all(path, RecordFormat::kJsonl, {"text", "label"});
+  ASSERT_EQ(rows.size(), 2u);
+  for (const Record& r : rows) {
+    EXPECT_FALSE(r.error.empty());
+    EXPECT_EQ(sanitize_utf8(r.error), r.error);
+  }
+}
+
 TEST(RecordJsonl, BlankLinesCrlfBomAndInvalidUtf8) {
   TempDir dir("bertrain_records");
   const std::string path = write_file(dir, "d.jsonl",
