@@ -179,6 +179,9 @@ inference_check() {
     "$BUILD_DIR/bertrain" predict --model "$run" --data "$DATA/madewithml/dataset.csv" --device "$1" \
       --precision "$2" --out "$OUT/inference-predict-$1-$2.jsonl" || return 1
   done
+  # PyTorch on the same rows and GPU, beside predict's rows/s above.
+  python3 tools/reference/bench_torch_inference.py --model "$run/best" --data "$DATA/madewithml/dataset.csv" \
+    --device cuda --bf16 || echo "(PyTorch inference comparison failed)"
   python3 - "$OUT" <<'PY'
 import json, sys
 out = sys.argv[1]
