@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "core/error.h"
 #include "kernels/activation.h"
@@ -105,13 +106,20 @@ BertClassifier<T>::BertClassifier(const BertConfig& config, int num_labels, cons
   for (T** p : {&dy_, &d_a_, &d_b_, &d_c_}) reserve(*p, tokens * h);
   reserve(attention_scratch_, attention_scratch_elements(limits.longest, threads_));
 
+  // Every slice starts on a 64-byte boundary, whatever address the allocator returned: Eigen's vectorized
+  // reductions (LayerNorm statistics, softmax and loss sums) peel the elements before the first aligned packet
+  // into a scalar loop, so a buffer's address modulo the packet size would otherwise change their rounding,
+  // and the same run would give other numbers with another heap layout.
+  constexpr std::size_t kAlignBytes = 64, kAlignElements = kAlignBytes / sizeof(T);
+  auto aligned_size = [](std::size_t n) { return (n + kAlignElements - 1) / kAlignElements * kAlignElements; };
   std::size_t total = 0;
-  for (const auto& request : plan) total += request.second;
-  arena_.assign(total, T(0));
-  std::size_t offset = 0;
+  for (const auto& request : plan) total += aligned_size(request.second);
+  arena_.assign(total + kAlignElements, T(0));
+  const auto address = reinterpret_cast<std::uintptr_t>(arena_.data());
+  std::size_t offset = (kAlignBytes - address % kAlignBytes) % kAlignBytes / sizeof(T);
   for (const auto& [slot, n] : plan) {
     *slot = arena_.data() + offset;
-    offset += n;
+    offset += aligned_size(n);
   }
 }
 

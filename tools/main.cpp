@@ -10,10 +10,6 @@
 #include "tools/args.h"
 #include "tools/commands.h"
 
-#ifdef __GLIBC__  // defined by any glibc header, <cstdio> above included
-#include <malloc.h>
-#endif
-
 namespace {
 
 const char kUsage[] =
@@ -62,13 +58,6 @@ int dispatch(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-#ifdef __GLIBC__
-  // Pin glibc's mmap threshold at its default. Left dynamic, freeing any large block (a file buffer) raises
-  // it, and the engine's later large buffers then come from the heap at layout-dependent 16-byte alignments
-  // instead of page-aligned mmaps; Eigen's vectorized reductions peel a different scalar head at another
-  // alignment, so the same run would round differently after reading a file than without.
-  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
-#endif
   try {
     return dispatch(std::vector<std::string>(argv + 1, argv + argc));
   } catch (const bertrain::UsageError& e) {
