@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -56,6 +59,9 @@ void validate(const TrainArgs& a) {
     BERTRAIN_CHECK(a.val_fraction > 0 && a.val_fraction < 1, "--val-fraction must be in (0, 1), got " << a.val_fraction);
   }
   BERTRAIN_CHECK(a.collective_timeout_s > 0, "--collective-timeout must be positive, got " << a.collective_timeout_s);
+  BERTRAIN_CHECK(a.save_steps >= 0, "--save-steps must be >= 0, got " << a.save_steps);
+  BERTRAIN_CHECK(a.keep >= 0, "--keep must be >= 0, got " << a.keep);
+  BERTRAIN_CHECK(a.keep == 0 || a.save_steps > 0, "--keep " << a.keep << " keeps step checkpoints: give --save-steps too");
   BERTRAIN_CHECK(a.data.max_length >= 0, "--max-length must be >= 0 (0: the model's), got " << a.data.max_length);
   BERTRAIN_CHECK(a.grad_reduce == "fp32" || a.grad_reduce == "bf16",
                  "--grad-reduce must be fp32 or bf16, got '" << a.grad_reduce << "'");
@@ -74,7 +80,8 @@ json args_json(const TrainArgs& a) {
               {"format", a.data.format},        {"text_columns", a.data.text_columns},
               {"label_column", a.data.label_column}, {"multi_label", a.data.multi_label},
               {"label_separator", a.data.label_separator}, {"skip_bad_rows", a.data.skip_bad_rows},
-              {"max_length", a.data.max_length}, {"head_init", head_init_name(a.head_init)}};
+              {"max_length", a.data.max_length}, {"head_init", head_init_name(a.head_init)},
+              {"save_steps", a.save_steps},     {"keep", a.keep}};
 }
 
 // The examples of `rows` of `data`, labelled by `labels` (a label outside them is an Error naming the file).
@@ -102,6 +109,9 @@ struct RunningMean {
   double mean = 0;
   int count = 0;
   void add(double x) { mean += (x - mean) / ++count; }
+  // JSON keeps a double's 17 significant digits, so a mid-epoch checkpoint restores the mean bit for bit.
+  json to_json() const { return json{{"mean", mean}, {"count", count}}; }
+  static RunningMean from_json(const json& j) { return RunningMean{j.at("mean").get<double>(), j.at("count").get<int>()}; }
 };
 
 void write_run_files(const std::string& out, const json& history, const json* results) {
@@ -243,6 +253,10 @@ TrainerOptions trainer_options(const TrainArgs& args, const TrainingData& data) 
 // What the epoch loop carries from epoch to epoch, and what a checkpoint saves of it.
 struct RunState {
   int first_epoch = 0, best_epoch = -1;
+  // A mid-epoch checkpoint: the batches of first_epoch already taken, their running loss and training seconds.
+  int first_step = 0;
+  RunningMean first_loss;
+  double first_seconds = 0;
   double best_val_loss = std::numeric_limits<double>::infinity();
   double elapsed_before = 0;  // seconds spent by the runs this one resumes
   json history = json::array();
@@ -251,17 +265,24 @@ struct RunState {
 
 // A fresh run's state, or the one saved in last/trainer_state.json (and the optimizer moments into `engine`).
 RunState initial_state(const TrainArgs& args, const RunDirs& dirs, TrainingBackend& engine) {
-  RunState run{0, -1, std::numeric_limits<double>::infinity(), 0, json::array(),
+  RunState run{0, -1, 0, {}, 0, std::numeric_limits<double>::infinity(), 0, json::array(),
                ReduceLROnPlateau(args.lr, args.lr_factor, args.lr_patience)};
   if (!args.resume) return run;
   const json state = read_json_file(dirs.last + "/trainer_state.json");
   try {
     run.first_epoch = state.at("epochs_done").get<int>();
     run.best_epoch = state.at("best_epoch").get<int>();
-    run.best_val_loss = state.at("best_val_loss").get<double>();
+    // null: no epoch has ended yet (a step checkpoint of the first epoch; JSON has no infinity).
+    const json& best = state.at("best_val_loss");
+    run.best_val_loss = best.is_null() ? std::numeric_limits<double>::infinity() : best.get<double>();
     run.history = state.at("history");
     run.elapsed_before = state.at("elapsed_s").get<double>();
     run.scheduler = ReduceLROnPlateau::from_json(state.at("scheduler"));
+    if (state.contains("steps_in_epoch")) {  // a step checkpoint
+      run.first_step = state.at("steps_in_epoch").get<int>();
+      run.first_loss = RunningMean::from_json(state.at("running_loss"));
+      run.first_seconds = state.at("epoch_train_seconds").get<double>();
+    }
     BERTRAIN_CHECK(state.at("seed").get<uint64_t>() == args.seed,
                    "--resume: the run used --seed " << state.at("seed") << ", got " << args.seed);
   } catch (const json::exception& e) {
@@ -297,37 +318,47 @@ void print_start(const TrainArgs& args, const TrainingData& data, const LoadedMo
   std::fflush(stdout);
 }
 
-// One pass over this rank's slices of the training batches; returns the running mean of the (rank-summed)
-// batch losses. A GPU engine runs a step behind the host: step i's loss is taken after step i + 1 is
-// enqueued, so the next batch is prepared while the device computes.
-double train_epoch(const TrainArgs& args, int epoch, const Batcher& batcher, TrainingBackend& engine,
-                   Communicator& comm, Progress& progress, Batch& batch) {
+// One pass over this rank's slices of the training batches from batch `first_step` on (a resumed step
+// checkpoint; `loss_mean` holds the earlier batches' losses); returns the running mean of the (rank-summed) batch
+// losses. A GPU engine runs a step behind the host: step i's loss is taken after step i + 1 is enqueued, so the
+// next batch is prepared while the device computes. Every --save-steps optimizer steps (but on the epoch's last
+// batch, which the epoch's checkpoint covers) the pending loss is taken and save_step(batches done, losses so
+// far) is called on every rank.
+double train_epoch(const TrainArgs& args, int epoch, int first_step, RunningMean loss_mean, const Batcher& batcher,
+                   TrainingBackend& engine, Communicator& comm, Progress& progress, Batch& batch,
+                   const std::function<void(int, const RunningMean&)>& save_step) {
   const auto epoch_start = Clock::now();
   const int steps = batcher.batches_per_epoch();
-  RunningMean loss_mean;
   auto record_loss = [&](int step_index) {
     double loss = engine.take_loss();
     comm.allreduce_sum(&loss, 1);
     // Every rank sees the same summed loss and gradient, so every rank stops here together. The step's
-    // update is already applied, so nothing of this epoch is saved: last/ keeps the previous epoch.
+    // update is already applied, so nothing more is saved: last/ keeps the last checkpoint.
     const double grad_norm = engine.last_gradient_norm();
     BERTRAIN_CHECK(std::isfinite(loss) && std::isfinite(grad_norm),
                    "epoch " << epoch + 1 << ", step " << step_index + 1 << " of " << steps << ": the training loss is "
                             << loss << " and the gradient norm " << grad_norm
-                            << "; training stopped (last/ holds the previous epoch; try a lower --lr, or --precision "
+                            << "; training stopped (last/ holds the last checkpoint; try a lower --lr, or --precision "
                                "fp32)");
     loss_mean.add(loss);
     const double seconds = seconds_since(epoch_start);
-    const double rate = (step_index + 1) * static_cast<double>(args.batch_size) / seconds;
+    const double rate = (step_index + 1 - first_step) * static_cast<double>(args.batch_size) / seconds;
     const double eta = seconds / (step_index + 1) * ((args.epochs - epoch) * steps - (step_index + 1));
     progress.update(epoch + 1, args.epochs, step_index + 1, steps, loss, rate, eta);
   };
-  for (int i = 0; i < steps; ++i) {
+  int pending = -1;  // the step whose loss is not taken yet
+  for (int i = first_step; i < steps; ++i) {
     batcher.batch(epoch, i, &batch);
     engine.train_step(bert_batch_view(batch), batch.targets.data(), batch.loss_scale, comm);
-    if (i > 0) record_loss(i - 1);
+    if (pending >= 0) record_loss(pending);
+    pending = i;
+    if (args.save_steps > 0 && engine.optimizer_steps() % args.save_steps == 0 && i + 1 < steps) {
+      record_loss(pending);
+      pending = -1;
+      save_step(i + 1, loss_mean);
+    }
   }
-  record_loss(steps - 1);
+  if (pending >= 0) record_loss(pending);
   return loss_mean.mean;
 }
 
@@ -343,6 +374,40 @@ double validation_loss(int epoch, const Batcher& batcher, TrainingBackend& engin
   return loss_mean.mean;
 }
 
+// Replaces last/ (and, with --keep, writes checkpoints/step-<S>/) with the current weights, optimizer and
+// trainer `state`, each directory swapped in atomically; older step checkpoints beyond --keep are removed.
+void write_checkpoint(const TrainArgs& args, const RunDirs& dirs, const LoadedModel& model, TrainingBackend& engine,
+                      const std::vector<float>& weights, const json& state, bool step_checkpoint) {
+  auto write = [&](const std::string& dir) {
+    save_model_dir(dir, model.config, model.layout, weights.data(), dirs.vocab);
+    engine.save_optimizer(dir + "/optimizer.safetensors");
+    write_json_file(dir + "/trainer_state.json", state);
+  };
+  replace_directory_atomically(dirs.last, write);
+  if (!step_checkpoint || args.keep == 0) return;
+  const std::string folder = args.out_dir + "/checkpoints";
+  make_directories(folder);
+  replace_directory_atomically(folder + "/step-" + std::to_string(engine.optimizer_steps()), write);
+  std::vector<std::pair<long, std::string>> kept;  // (step, path), for the newest --keep
+  for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step-", 0) != 0 || name.find_first_not_of("0123456789", 5) != std::string::npos) continue;
+    kept.emplace_back(std::stol(name.substr(5)), entry.path().string());
+  }
+  std::sort(kept.begin(), kept.end());
+  for (std::size_t i = 0; i + static_cast<std::size_t>(args.keep) < kept.size(); ++i) remove_tree(kept[i].second);
+}
+
+// The trainer state every checkpoint holds; mid-epoch ones add where in the epoch they are.
+json trainer_state(const TrainArgs& args, const RunState& run, const TrainingBackend& engine, int epochs_done,
+                   double elapsed, const json& params) {
+  return json{{"epochs_done", epochs_done},          {"best_epoch", run.best_epoch},
+              {"best_val_loss", run.best_val_loss},    {"history", run.history},
+              {"elapsed_s", elapsed},                  {"seed", args.seed},
+              {"scheduler", run.scheduler.to_json()},  {"optimizer_steps", engine.optimizer_steps()},
+              {"params", params}};
+}
+
 // Rank 0, after each epoch: best/ when it improved, last/ always (model, optimizer, trainer state), then
 // metrics.jsonl; each directory swapped in atomically.
 void save_epoch(const TrainArgs& args, const RunDirs& dirs, const LoadedModel& model, TrainingBackend& engine,
@@ -353,17 +418,30 @@ void save_epoch(const TrainArgs& args, const RunDirs& dirs, const LoadedModel& m
       save_model_dir(dir, model.config, model.layout, weights.data(), dirs.vocab);
     });
   }
-  const json state{{"epochs_done", epoch + 1},        {"best_epoch", run.best_epoch},
-                   {"best_val_loss", run.best_val_loss}, {"history", run.history},
-                   {"elapsed_s", elapsed},            {"seed", args.seed},
-                   {"scheduler", run.scheduler.to_json()}, {"optimizer_steps", engine.optimizer_steps()},
-                   {"params", params}};
-  replace_directory_atomically(dirs.last, [&](const std::string& dir) {
-    save_model_dir(dir, model.config, model.layout, weights.data(), dirs.vocab);
-    engine.save_optimizer(dir + "/optimizer.safetensors");
-    write_json_file(dir + "/trainer_state.json", state);
-  });
+  write_checkpoint(args, dirs, model, engine, weights, trainer_state(args, run, engine, epoch + 1, elapsed, params),
+                   false);
   write_run_files(args.out_dir, run.history, nullptr);
+}
+
+// Rank 0, every --save-steps optimizer steps inside an epoch: last/ (and checkpoints/step-<S>) as of `steps_done`
+// batches of `epoch`, with those batches' running loss and training seconds, so that --resume continues at the
+// next batch and ends where the uninterrupted run does, bit for bit.
+void save_step(const TrainArgs& args, const RunDirs& dirs, const LoadedModel& model, TrainingBackend& engine,
+               const RunState& run, int epoch, int steps_done, const RunningMean& loss, double epoch_seconds,
+               double elapsed, const json& params) {
+  json state = trainer_state(args, run, engine, epoch, elapsed, params);
+  state["steps_in_epoch"] = steps_done;
+  state["running_loss"] = loss.to_json();
+  state["epoch_train_seconds"] = epoch_seconds;
+  write_checkpoint(args, dirs, model, engine, engine.parameters(), state, true);
+}
+
+// Test hook: BERTRAIN_TEST_CRASH_AFTER_STEP=S ends the process abruptly (std::_Exit(137), as a kill -9 would
+// show) right after the checkpoint of optimizer step S is written, so tests can resume from a mid-epoch
+// checkpoint of a run that really stopped there.
+long test_crash_step() {
+  const char* v = std::getenv("BERTRAIN_TEST_CRASH_AFTER_STEP");
+  return v != nullptr && *v != '\0' ? std::atol(v) : -1;
 }
 
 }  // namespace
@@ -421,10 +499,21 @@ json run_training(const TrainArgs& args, Communicator& comm) {
   // Epochs.
   Progress progress(verbose);
   Batch batch;
+  const long crash_step = test_crash_step();
   for (int epoch = run.first_epoch; epoch < args.epochs; ++epoch) {
     const auto epoch_start = Clock::now();
-    const double train_loss = train_epoch(args, epoch, train_batcher, *engine, comm, progress, batch);
-    const double train_seconds = seconds_since(epoch_start);
+    const bool resumed_epoch = epoch == run.first_epoch && run.first_step > 0;
+    const double seconds_before = resumed_epoch ? run.first_seconds : 0.0;
+    auto on_step_checkpoint = [&](int steps_done, const RunningMean& loss) {
+      if (!leader) return;
+      save_step(args, dirs, model, *engine, run, epoch, steps_done, loss, seconds_before + seconds_since(epoch_start),
+                run.elapsed_before + seconds_since(start), params);
+      if (engine->optimizer_steps() == crash_step) std::_Exit(137);
+    };
+    const double train_loss =
+        train_epoch(args, epoch, resumed_epoch ? run.first_step : 0, resumed_epoch ? run.first_loss : RunningMean{},
+                    train_batcher, *engine, comm, progress, batch, on_step_checkpoint);
+    const double train_seconds = seconds_before + seconds_since(epoch_start);
     const double val_loss = validation_loss(epoch, val_batcher, *engine, comm, batch);
     const double lr = run.scheduler.step(val_loss);
     engine->set_learning_rate(lr);

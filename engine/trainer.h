@@ -5,7 +5,10 @@
 //   metrics.jsonl   one JSON object per finished epoch (epoch, lr, train_loss, val_loss, samples_per_s, elapsed_s)
 //   results.json    parameters, dataset sizes, per-epoch metrics, best epoch, total time (written at the end)
 //   best/           model directory of the epoch with the lowest val_loss so far
-//   last/           model directory of the latest epoch + optimizer.safetensors + trainer_state.json
+//   last/           model directory of the latest checkpoint (an epoch's end, or every --save-steps optimizer
+//                   steps) + optimizer.safetensors + trainer_state.json: --resume continues from it, mid-epoch
+//                   included, bit for bit
+//   checkpoints/    with --keep K: the newest K step checkpoints, step-<S>/ (the same content as last/ had)
 #pragma once
 
 #include <cstdint>
@@ -44,6 +47,8 @@ struct TrainArgs {
   std::string precision = "fp32";
   double collective_timeout_s = 300;  // multi-GPU: a collective slower than this ends the job
   std::string grad_reduce = "fp32";   // multi-GPU: fp32 | bf16 gradients on the wire
+  int save_steps = 0;          // > 0: also a resumable checkpoint (last/) every this many optimizer steps
+  int keep = 0;                // step checkpoints also kept as RUN_DIR/checkpoints/step-<S>, the newest `keep`
   bool resume = false;
   int threads = 0;             // OpenMP threads, 0: default
   bool quiet = false;          // no per-epoch log lines

@@ -51,7 +51,10 @@ int run_train(const std::vector<std::string>& args) {
   p.option("precision", "fp32", "fp32 | bf16 (CUDA: bf16 weights and activations, fp32 master weights)");
   p.option("collective-timeout", "300", "seconds a multi-GPU collective may take before the job is aborted");
   p.option("grad-reduce", "fp32", "fp32 | bf16: precision of gradients in the multi-GPU allreduce");
-  p.flag("resume", "continue the run in --out from RUN_DIR/last");
+  p.option("save-steps", "0", "also write the resumable checkpoint RUN_DIR/last every N optimizer steps (0: at "
+                                "the end of each epoch only)");
+  p.option("keep", "0", "with --save-steps: keep the newest K step checkpoints as RUN_DIR/checkpoints/step-<S>");
+  p.flag("resume", "continue the run in --out from RUN_DIR/last (an epoch's end or a step checkpoint)");
   p.option("threads", "0", "CPU threads (0: all cores, or OMP_NUM_THREADS)");
   p.flag("quiet", "no progress or epoch lines");
   if (!p.parse(args)) return 0;
@@ -86,6 +89,8 @@ int run_train(const std::vector<std::string>& args) {
   a.precision = p.get("precision");
   a.collective_timeout_s = p.get_double("collective-timeout");
   a.grad_reduce = p.get("grad-reduce");
+  a.save_steps = p.get_int("save-steps");
+  a.keep = p.get_int("keep");
   a.resume = p.get_flag("resume");
   a.threads = p.get_int("threads");
   a.quiet = p.get_flag("quiet");

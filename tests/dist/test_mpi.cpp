@@ -170,6 +170,27 @@ TEST_F(MpiTest, ResumeAtAnotherWorldSize) {
   expect_same_parameters("single", "resumed");
 }
 
+// A mid-epoch step checkpoint written by 2 ranks (the job then stopped abruptly right after it) resumes on 3
+// ranks and ends where one process does.
+TEST_F(MpiTest, StepCheckpointResumesAtAnotherWorldSize) {
+  // 23 training rows in batches of 5: 5 steps an epoch; step 8 is the third batch of the second epoch.
+  const RunResult single = train(0, "single", 3);
+  ASSERT_EQ(single.exit_code, 0) << single.describe();
+  std::vector<std::string> argv = mpi_prefix(2);
+  argv.insert(argv.end(), {"-x", "BERTRAIN_TEST_CRASH_AFTER_STEP=8"});
+  const std::vector<std::string> command = train_command("stepped", 3, {"--save-steps", "4"});
+  argv.insert(argv.end(), command.begin(), command.end());
+  const RunResult crashed = testing::run_process(argv, {}, 300);
+  EXPECT_NE(crashed.exit_code, 0) << crashed.describe();
+  std::ifstream state_file(temp_.path("stepped") + "/last/trainer_state.json");
+  const nlohmann::json state = nlohmann::json::parse(state_file);
+  EXPECT_EQ(state.at("optimizer_steps"), 8);
+  EXPECT_EQ(state.at("steps_in_epoch"), 3);
+  const RunResult resumed = train(3, "stepped", 3, {"--save-steps", "4", "--resume"});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.describe();
+  expect_same_parameters("single", "stepped");
+}
+
 // Rank 1 is started with a training file that does not exist: the whole job must end, non-zero, with
 // a message naming the host and the rank, while rank 0 would otherwise wait in a collective forever.
 TEST_F(MpiTest, AFailingRankEndsTheJob) {

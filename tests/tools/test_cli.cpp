@@ -461,6 +461,60 @@ TEST_F(CliTest, ResumeContinuesBitForBit) {
 // allocates before training, e.g. the length of the --out path (in 16-byte malloc steps), or large blocks
 // coming from mmap; a resumed run allocates differently from an uninterrupted one, so bit-exact resume rests
 // on this. MALLOC_PERTURB_ fills fresh allocations with garbage: reading uninitialised memory shows too.
+// --save-steps: a run stopped right after a mid-epoch checkpoint (BERTRAIN_TEST_CRASH_AFTER_STEP, an abrupt
+// _Exit as a kill -9 would leave it) and resumed ends with the uninterrupted run's weights, optimizer state,
+// metrics and best/, bit for bit; checkpointing itself changes nothing; --keep keeps the newest step checkpoints.
+TEST_F(CliTest, StepCheckpointsResumeBitForBit) {
+  // 30 training rows in batches of 8: 4 steps an epoch, 16 in 4 epochs. Every 3 steps: 3, 6, 9 and 15 are
+  // inside an epoch (step 12 ends epoch 3, whose own checkpoint covers it).
+  const std::vector<std::string> knobs{"--dropout", "0.3", "--shuffle", "--lr", "5e-3", "--lr-patience", "0",
+                                       "--lr-factor", "0.5", "--epochs", "4"};
+  std::vector<std::string> plain = train_args(path("plain"), knobs);
+  ASSERT_TRUE(succeeded(run(plain)));
+  std::vector<std::string> full = train_args(path("full"), knobs);
+  full.insert(full.end(), {"--save-steps", "3", "--keep", "2"});
+  ASSERT_TRUE(succeeded(run(full)));
+  std::vector<std::string> kept;
+  for (const auto& e : fs::directory_iterator(path("full/checkpoints"))) kept.push_back(e.path().filename().string());
+  std::sort(kept.begin(), kept.end());
+  EXPECT_EQ(kept, (std::vector<std::string>{"step-15", "step-9"}));
+  const json step9 = json::parse(slurp(path("full/checkpoints/step-9/trainer_state.json")));
+  EXPECT_EQ(step9["epochs_done"], 2);
+  EXPECT_EQ(step9["steps_in_epoch"], 1);
+  EXPECT_EQ(step9["optimizer_steps"], 9);
+
+  auto expect_same_run = [&](const std::string& a, const std::string& b) {
+    for (const char* file : {"last/model.safetensors", "last/optimizer.safetensors", "best/model.safetensors"}) {
+      EXPECT_TRUE(slurp(path(a) + "/" + file) == slurp(path(b) + "/" + file)) << file << ": " << a << " vs " << b;
+    }
+    const std::vector<json> ma = read_jsonl(path(a + "/metrics.jsonl")), mb = read_jsonl(path(b + "/metrics.jsonl"));
+    ASSERT_EQ(ma.size(), mb.size()) << a << " vs " << b;
+    for (std::size_t e = 0; e < ma.size(); ++e) {
+      for (const char* key : {"epoch", "lr", "train_loss", "val_loss"}) {
+        EXPECT_EQ(ma[e][key], mb[e][key]) << a << " vs " << b << ": epoch " << e << " " << key;
+      }
+    }
+    EXPECT_EQ(json::parse(slurp(path(a + "/results.json")))["best_epoch"],
+              json::parse(slurp(path(b + "/results.json")))["best_epoch"]);
+  };
+  expect_same_run("plain", "full");  // writing checkpoints changes nothing
+
+  for (const char* step : {"3", "6", "9", "15"}) {
+    const std::string out = std::string("crash") + step;
+    std::vector<std::string> args = train_args(path(out), knobs);
+    args.insert(args.end(), {"--save-steps", "3"});
+    const RunResult crashed = run(args, {std::string("BERTRAIN_TEST_CRASH_AFTER_STEP=") + step});
+    EXPECT_EQ(crashed.exit_code, 137) << crashed.describe();
+    const json state = json::parse(slurp(path(out + "/last/trainer_state.json")));
+    EXPECT_EQ(state["optimizer_steps"], std::stoi(step));
+    EXPECT_TRUE(state.contains("steps_in_epoch")) << state.dump();
+    args.push_back("--resume");
+    ASSERT_TRUE(succeeded(run(args)));
+    expect_same_run("full", out);
+  }
+  expect_error(run(train_args(path("bad"), {"--keep", "2"})), "--save-steps");
+}
+
 TEST_F(CliTest, TrainingDoesNotDependOnTheHeapLayout) {
   const std::vector<std::string> knobs{"--dropout", "0.5", "--shuffle", "--lr", "5e-3"};
   ASSERT_TRUE(succeeded(run(train_args(path("r"), knobs))));
