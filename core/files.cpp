@@ -2,12 +2,14 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "core/atomic_file.h"
@@ -75,6 +77,20 @@ void rename_or_throw(const std::string& from, const std::string& to) {
 void recover_directory(const std::string& dir) {
   const std::string old = dir + ".old";
   if (!directory_exists(dir) && directory_exists(old)) rename_or_throw(old, dir);
+  // "<dir>.tmp-<pid>" of a writer that died (kill -9, power loss) holds a partial or a replaced checkpoint,
+  // never the current one: remove it, unless that process still runs.
+  const std::filesystem::path path(dir);
+  const std::string prefix = path.filename().string() + ".tmp-";
+  const std::filesystem::path parent = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(parent, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size()) continue;
+    const std::string digits = name.substr(prefix.size());
+    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    if (pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) remove_tree(entry.path().string());
+  }
 }
 
 void replace_directory_atomically(const std::string& dir, const std::function<void(const std::string&)>& write) {

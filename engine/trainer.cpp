@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <sstream>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -26,6 +27,7 @@
 #include "engine/classifier_trainer.h"
 #include "engine/lr_scheduler.h"
 #include "engine/predictor.h"
+#include "engine/stop_signals.h"
 #include "engine/training_backend.h"
 #include "model/model_dir.h"
 
@@ -324,14 +326,25 @@ void print_start(const TrainArgs& args, const TrainingData& data, const LoadedMo
 // next batch is prepared while the device computes. Every --save-steps optimizer steps (but on the epoch's last
 // batch, which the epoch's checkpoint covers) the pending loss is taken and save_step(batches done, losses so
 // far) is called on every rank.
-double train_epoch(const TrainArgs& args, int epoch, int first_step, RunningMean loss_mean, const Batcher& batcher,
-                   TrainingBackend& engine, Communicator& comm, Progress& progress, Batch& batch,
-                   const std::function<void(int, const RunningMean&)>& save_step) {
+struct EpochResult {
+  double train_loss = 0;  // running mean of the batch losses
+  bool stop = false;      // a stop signal reached some rank (StopSignals): every rank agrees on it
+  bool finished = true;   // false: stopped inside the epoch, after save_step
+};
+
+EpochResult train_epoch(const TrainArgs& args, int epoch, int first_step, RunningMean loss_mean,
+                        const Batcher& batcher, TrainingBackend& engine, Communicator& comm, Progress& progress,
+                        Batch& batch, const std::function<void(int, const RunningMean&)>& save_step) {
   const auto epoch_start = Clock::now();
   const int steps = batcher.batches_per_epoch();
+  EpochResult result;
   auto record_loss = [&](int step_index) {
-    double loss = engine.take_loss();
-    comm.allreduce_sum(&loss, 1);
+    // The stop flag rides on the loss's allreduce: a signal that reached one rank stops all of them at the
+    // same step, without another collective.
+    double sums[2] = {engine.take_loss(), StopSignals::received() != 0 ? 1.0 : 0.0};
+    comm.allreduce_sum(sums, 2);
+    const double loss = sums[0];
+    result.stop |= sums[1] > 0;
     // Every rank sees the same summed loss and gradient, so every rank stops here together. The step's
     // update is already applied, so nothing more is saved: last/ keeps the last checkpoint.
     const double grad_norm = engine.last_gradient_norm();
@@ -352,14 +365,21 @@ double train_epoch(const TrainArgs& args, int epoch, int first_step, RunningMean
     engine.train_step(bert_batch_view(batch), batch.targets.data(), batch.loss_scale, comm);
     if (pending >= 0) record_loss(pending);
     pending = i;
-    if (args.save_steps > 0 && engine.optimizer_steps() % args.save_steps == 0 && i + 1 < steps) {
+    const bool save_due = args.save_steps > 0 && engine.optimizer_steps() % args.save_steps == 0;
+    if ((save_due || result.stop) && i + 1 < steps) {
       record_loss(pending);
       pending = -1;
       save_step(i + 1, loss_mean);
+      if (result.stop) {
+        result.train_loss = loss_mean.mean;
+        result.finished = false;
+        return result;
+      }
     }
   }
   if (pending >= 0) record_loss(pending);
-  return loss_mean.mean;
+  result.train_loss = loss_mean.mean;
+  return result;
 }
 
 // The mean validation loss over the validation batches (dropout off), summed over ranks.
@@ -436,6 +456,17 @@ void save_step(const TrainArgs& args, const RunDirs& dirs, const LoadedModel& mo
   write_checkpoint(args, dirs, model, engine, engine.parameters(), state, true);
 }
 
+// What a run stopped by a signal says: where its checkpoint is and how to go on.
+std::string stop_message(const TrainArgs& args, const std::string& where, const TrainingBackend& engine) {
+  const int sig = StopSignals::received();
+  const char* name = sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : sig == SIGUSR1 ? "SIGUSR1" : "a signal";
+  std::ostringstream os;
+  os << "stopped by " << (sig != 0 ? name : "a signal to another rank") << " " << where << " of " << args.epochs
+     << ", after optimizer step " << engine.optimizer_steps() << "; checkpoint in " << args.out_dir
+     << "/last; continue with the same command and --resume";
+  return os.str();
+}
+
 // Test hook: BERTRAIN_TEST_CRASH_AFTER_STEP=S ends the process abruptly (std::_Exit(137), as a kill -9 would
 // show) right after the checkpoint of optimizer step S is written, so tests can resume from a mid-epoch
 // checkpoint of a run that really stopped there.
@@ -500,6 +531,7 @@ json run_training(const TrainArgs& args, Communicator& comm) {
   Progress progress(verbose);
   Batch batch;
   const long crash_step = test_crash_step();
+  const StopSignals stop_signals;  // SIGTERM, SIGINT, SIGUSR1: checkpoint at the next step, then stop
   for (int epoch = run.first_epoch; epoch < args.epochs; ++epoch) {
     const auto epoch_start = Clock::now();
     const bool resumed_epoch = epoch == run.first_epoch && run.first_step > 0;
@@ -510,9 +542,14 @@ json run_training(const TrainArgs& args, Communicator& comm) {
                 run.elapsed_before + seconds_since(start), params);
       if (engine->optimizer_steps() == crash_step) std::_Exit(137);
     };
-    const double train_loss =
+    const EpochResult trained =
         train_epoch(args, epoch, resumed_epoch ? run.first_step : 0, resumed_epoch ? run.first_loss : RunningMean{},
                     train_batcher, *engine, comm, progress, batch, on_step_checkpoint);
+    if (!trained.finished) {
+      progress.clear();
+      throw TrainingStopped(stop_message(args, "in epoch " + std::to_string(epoch + 1), *engine));
+    }
+    const double train_loss = trained.train_loss;
     const double train_seconds = seconds_before + seconds_since(epoch_start);
     const double val_loss = validation_loss(epoch, val_batcher, *engine, comm, batch);
     const double lr = run.scheduler.step(val_loss);
@@ -530,14 +567,17 @@ json run_training(const TrainArgs& args, Communicator& comm) {
                                {"val_loss", val_loss},
                                {"samples_per_s", data.train.size() / train_seconds},
                                {"elapsed_s", elapsed}});
-    if (!leader) continue;
-    save_epoch(args, dirs, model, *engine, run, epoch, improved, elapsed, params);
+    if (leader) save_epoch(args, dirs, model, *engine, run, epoch, improved, elapsed, params);
     progress.clear();
     if (verbose) {
       std::printf("epoch %d/%d  train_loss %.5f  val_loss %.5f  lr %.3g  %.1f samples/s  %s%s\n", epoch + 1,
                   args.epochs, train_loss, val_loss, lr, data.train.size() / train_seconds,
                   format_duration(elapsed).c_str(), improved ? "  (best)" : "");
       std::fflush(stdout);
+    }
+    // A signal during the epoch's last batch: its checkpoint is the epoch's own.
+    if (trained.stop && epoch + 1 < args.epochs) {
+      throw TrainingStopped(stop_message(args, "at the end of epoch " + std::to_string(epoch + 1), *engine));
     }
   }
 

@@ -36,11 +36,17 @@ struct RunResult {
   }
 };
 
+// A signal to send to the child `after_s` seconds after it started.
+struct TimedSignal {
+  double after_s;
+  int signal;
+};
+
 // Runs argv_storage[0] (a path) with its arguments (and `extra_env`, "NAME=value" entries); stdin is
-// /dev/null; both pipes are drained concurrently (no deadlock on big outputs); the child is killed after
-// `timeout_s` so a hang fails the test instead of stalling the suite.
+// /dev/null; both pipes are drained concurrently (no deadlock on big outputs); `signals` are sent on time
+// (in order); the child is killed after `timeout_s` so a hang fails the test instead of stalling the suite.
 inline RunResult run_process(std::vector<std::string> argv_storage, const std::vector<std::string>& extra_env = {},
-                             double timeout_s = 120) {
+                             double timeout_s = 120, const std::vector<TimedSignal>& signals = {}) {
   std::vector<char*> argv;
   for (std::string& a : argv_storage) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -77,19 +83,31 @@ inline RunResult run_process(std::vector<std::string> argv_storage, const std::v
   }
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  const auto started = std::chrono::steady_clock::now();
+  const auto deadline = started + std::chrono::duration<double>(timeout_s);
+  std::size_t next_signal = 0;
   pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
   std::string* sinks[2] = {&r.out, &r.err};
   int open_fds = 2;
   char buffer[65536];
   while (open_fds > 0) {
+    while (next_signal < signals.size() &&
+           std::chrono::steady_clock::now() >= started + std::chrono::duration<double>(signals[next_signal].after_s)) {
+      ::kill(pid, signals[next_signal++].signal);
+    }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       r.timed_out = true;
       ::kill(pid, SIGKILL);
       break;
     }
-    const int ready = ::poll(fds, 2, static_cast<int>(std::min<long long>(left.count(), 1000)));
+    long long wait_ms = std::min<long long>(left.count(), 1000);
+    if (next_signal < signals.size()) {  // wake up in time for the next signal
+      const auto until_signal = std::chrono::duration_cast<std::chrono::milliseconds>(
+          started + std::chrono::duration<double>(signals[next_signal].after_s) - std::chrono::steady_clock::now());
+      wait_ms = std::max<long long>(1, std::min<long long>(wait_ms, until_signal.count()));
+    }
+    const int ready = ::poll(fds, 2, static_cast<int>(wait_ms));
     if (ready < 0 && errno != EINTR) break;
     for (int i = 0; i < 2; ++i) {
       if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;

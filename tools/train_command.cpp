@@ -5,6 +5,7 @@
 #include <string>
 
 #include "dist/communicator.h"
+#include "engine/stop_signals.h"
 #include "engine/trainer.h"
 #include "tools/args.h"
 #include "tools/commands.h"
@@ -100,6 +101,10 @@ int run_train(const std::vector<std::string>& args) {
   nlohmann::json results;
   try {
     results = run_training(a, *comm);
+  } catch (const TrainingStopped& stopped) {
+    // Every rank stops here after rank 0 wrote the checkpoint: a clean exit that asks to be resumed.
+    if (comm->rank() == 0) std::fprintf(stderr, "bertrain: %s\n", stopped.what());
+    return kExitCheckpointed;
   } catch (const std::exception& e) {
     if (comm->size() == 1) throw;
     // The other ranks may be waiting in a collective: end the whole job, naming who failed.

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -189,6 +190,27 @@ TEST_F(MpiTest, StepCheckpointResumesAtAnotherWorldSize) {
   const RunResult resumed = train(3, "stepped", 3, {"--save-steps", "4", "--resume"});
   ASSERT_EQ(resumed.exit_code, 0) << resumed.describe();
   expect_same_parameters("single", "stepped");
+}
+
+// Slurm's --signal=USR1@T reaches mpirun, which forwards SIGUSR1 to every rank: the job stops with a checkpoint
+// and exit status 75 and, resumed on another number of ranks, ends where one process does.
+TEST_F(MpiTest, SignalStopsEveryRankWithACheckpoint) {
+  const int epochs = 500;
+  const auto started = std::chrono::steady_clock::now();
+  const RunResult single = train(0, "single", epochs);
+  ASSERT_EQ(single.exit_code, 0) << single.describe();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  std::vector<std::string> argv = mpi_prefix(2);
+  const std::vector<std::string> command = train_command("signalled", epochs);
+  argv.insert(argv.end(), command.begin(), command.end());
+  // mpirun and two ranks start slower than one process: signal well inside their training.
+  const RunResult stopped = testing::run_process(argv, {}, 300, {{0.5 * seconds, SIGUSR1}});
+  if (stopped.exit_code == 0) GTEST_SKIP() << "the job finished before the signal (" << seconds << " s for one process)";
+  ASSERT_EQ(stopped.exit_code, 75) << stopped.describe();
+  EXPECT_NE(stopped.err.find("stopped by SIGUSR1"), std::string::npos) << stopped.describe();
+  const RunResult resumed = train(3, "signalled", epochs, {"--resume"});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.describe();
+  expect_same_parameters("single", "signalled");
 }
 
 // Rank 1 is started with a training file that does not exist: the whole job must end, non-zero, with

@@ -515,6 +515,62 @@ TEST_F(CliTest, StepCheckpointsResumeBitForBit) {
   expect_error(run(train_args(path("bad"), {"--keep", "2"})), "--save-steps");
 }
 
+// SIGTERM / SIGINT / SIGUSR1: the run finishes its step, writes a checkpoint and exits 75 ("resume me"); resumed, it
+// ends where the uninterrupted run does, bit for bit. Two signals at once end it at once, and leave no
+// half-written checkpoint for the next start.
+TEST_F(CliTest, SignalsStopWithACheckpointThatResumesBitForBit) {
+  // Enough epochs (4 steps each) that the signals land inside training on any machine.
+  const std::vector<std::string> knobs{"--dropout", "0.3", "--shuffle", "--lr", "1e-3", "--epochs", "150"};
+  const auto started = std::chrono::steady_clock::now();
+  ASSERT_TRUE(succeeded(run(train_args(path("full"), knobs))));
+  const double full_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  int stopped_runs = 0;
+  for (const int sig : {SIGTERM, SIGINT, SIGUSR1}) {
+    const std::string out = "sig" + std::to_string(sig);
+    std::vector<std::string> args = train_args(path(out), knobs);
+    const RunResult r = testing::run_process([&] {
+      std::vector<std::string> argv{binary()};
+      argv.insert(argv.end(), args.begin(), args.end());
+      argv.insert(argv.end(), {"--device", "cpu"});
+      return argv;
+    }(), {}, 120, {{0.3 * full_seconds, sig}});
+    if (r.exit_code == 0) continue;  // finished before the signal (a very fast machine): nothing to resume
+    ASSERT_EQ(r.exit_code, 75) << r.describe();
+    EXPECT_TRUE(is_one_line(r.err)) << r.describe();
+    EXPECT_NE(r.err.find("continue with the same command and --resume"), std::string::npos) << r.describe();
+    ++stopped_runs;
+    args.push_back("--resume");
+    ASSERT_TRUE(succeeded(run(args)));
+    for (const char* file : {"last/model.safetensors", "last/optimizer.safetensors", "best/model.safetensors"}) {
+      EXPECT_TRUE(slurp(path("full") + "/" + file) == slurp(path(out) + "/" + file)) << file << " after signal " << sig;
+    }
+    const std::vector<json> ma = read_jsonl(path("full/metrics.jsonl")), mb = read_jsonl(path(out + "/metrics.jsonl"));
+    ASSERT_EQ(ma.size(), mb.size());
+    for (std::size_t e = 0; e < ma.size(); ++e) EXPECT_EQ(ma[e]["train_loss"], mb[e]["train_loss"]) << "epoch " << e;
+  }
+  EXPECT_GT(stopped_runs, 0) << "no signal arrived during training; the full run took " << full_seconds << " s";
+
+  // A second signal 2 ms after the first ends the process at once (its default action; StopSignals.* checks that
+  // deterministically), most likely while it writes the checkpoint; or, on a fast disk, the checkpoint is done and
+  // it exits 75. Either way the next start finds a whole checkpoint, no leftovers, and ends as the full run.
+  std::vector<std::string> argv{binary()};
+  const std::vector<std::string> args = train_args(path("twice"), knobs);
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.insert(argv.end(), {"--device", "cpu"});
+  const double t = 0.3 * full_seconds;
+  const RunResult twice = testing::run_process(argv, {}, 120, {{t, SIGTERM}, {t + 0.002, SIGTERM}});
+  if (twice.exit_code != 0) {
+    EXPECT_TRUE(twice.signal == SIGTERM || twice.exit_code == 75) << twice.describe();
+    std::vector<std::string> resume = args;
+    resume.push_back("--resume");
+    ASSERT_TRUE(succeeded(run(resume)));
+    for (const auto& e : fs::directory_iterator(path("twice"))) {
+      EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+    }
+    EXPECT_TRUE(slurp(path("full/last/model.safetensors")) == slurp(path("twice/last/model.safetensors")));
+  }
+}
+
 TEST_F(CliTest, TrainingDoesNotDependOnTheHeapLayout) {
   const std::vector<std::string> knobs{"--dropout", "0.5", "--shuffle", "--lr", "5e-3"};
   ASSERT_TRUE(succeeded(run(train_args(path("r"), knobs))));

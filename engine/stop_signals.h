@@ -1,0 +1,34 @@
+// Preemption: SIGTERM (Slurm's and Kubernetes' stop), SIGINT (Ctrl-C) and SIGUSR1 (Slurm's
+// --signal=USR1@T warning before the time limit) ask a training run to stop at the next optimizer step,
+// after writing a checkpoint; a second such signal ends the process at once (the signal's default action).
+// While a StopSignals exists the handlers are installed; the previous ones come back when it is destroyed.
+#pragma once
+
+#include <csignal>
+#include <stdexcept>
+#include <string>
+
+namespace bertrain {
+
+// The exit status of a run that stopped on a signal after writing its checkpoint: "resume me"
+// (EX_TEMPFAIL from sysexits.h: a temporary failure, try again).
+inline constexpr int kExitCheckpointed = 75;
+
+class StopSignals {
+ public:
+  StopSignals();
+  ~StopSignals();
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+  // The first signal received since construction, 0 when none.
+  static int received();
+};
+
+// Thrown on every rank when the run stopped on a signal after its checkpoint; `what()` says where.
+class TrainingStopped : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace bertrain
