@@ -292,8 +292,10 @@ RunState initial_state(const TrainArgs& args, const RunDirs& dirs, TrainingBacke
   }
   engine.load_optimizer(dirs.last + "/optimizer.safetensors");
   engine.set_learning_rate(run.scheduler.learning_rate());
-  BERTRAIN_CHECK(run.first_epoch < args.epochs, "--resume: the run already finished " << run.first_epoch
-                                                                                       << " epochs; raise --epochs");
+  // A finished run whose results.json exists has nothing left to do; without it, the run was stopped between its
+  // last checkpoint and its run files, and resuming writes them (from the checkpoint's history).
+  BERTRAIN_CHECK(run.first_epoch < args.epochs || !file_exists(args.out_dir + "/results.json"),
+                 "--resume: the run already finished " << run.first_epoch << " epochs; raise --epochs");
   return run;
 }
 

@@ -654,6 +654,16 @@ TEST_F(CliTest, ResumeAfterTheRunFinishedAsksForMoreEpochs) {
   const auto before = snapshot(path("run"));
   expect_error(run(train_args(path("run"), {"--epochs", "1", "--resume"})), "--epochs");
   EXPECT_EQ(snapshot(path("run")), before);
+  // Stopped after its last checkpoint but before its run files: --resume writes them, and trains nothing.
+  const std::string results = slurp(path("run/results.json")), metrics = slurp(path("run/metrics.jsonl"));
+  fs::remove(path("run/results.json"));
+  fs::remove(path("run/metrics.jsonl"));
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--epochs", "1", "--resume"}))));
+  EXPECT_EQ(slurp(path("run/metrics.jsonl")), metrics);
+  const json a = json::parse(results), b = json::parse(slurp(path("run/results.json")));
+  EXPECT_EQ(a["metrics"], b["metrics"]);
+  EXPECT_EQ(a["best_epoch"], b["best_epoch"]);
+  EXPECT_EQ(slurp(path("run/last/model.safetensors")), before.at("last/model.safetensors"));
 }
 
 TEST_F(CliTest, BadMultiGpuOptionsAreRejectedBeforeAnythingIsWritten) {
