@@ -1,5 +1,6 @@
 // bertrain: the command-line entry point. Dispatches to subcommands and turns every failure into one line
 // on stderr and a non-zero exit code (1 for errors, 2 for usage errors).
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -58,6 +59,9 @@ int dispatch(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A file-size limit (ulimit -f) would kill the process on the write that crosses it; ignored, that write
+  // fails with EFBIG and becomes an error naming the file, like a full disk, with the previous checkpoint intact.
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     return dispatch(std::vector<std::string>(argv + 1, argv + argc));
   } catch (const bertrain::UsageError& e) {

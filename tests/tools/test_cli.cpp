@@ -571,6 +571,24 @@ TEST_F(CliTest, SignalsStopWithACheckpointThatResumesBitForBit) {
   }
 }
 
+// A checkpoint that cannot be written (here a file-size limit, as a full disk would do) stops training with a
+// one-line error naming the file; the previous checkpoint stays as it was and resumes.
+TEST_F(CliTest, AFullDiskLeavesThePreviousCheckpointIntact) {
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--epochs", "1"}))));
+  const auto before = snapshot(path("run"));
+  const std::size_t model_bytes = before.at("last/model.safetensors").size();
+  ASSERT_GT(model_bytes, 8192u);
+  std::vector<std::string> resume = train_args(path("run"), {"--epochs", "3", "--resume", "--device", "cpu"});
+  std::string command = "ulimit -f " + std::to_string(model_bytes / 1024 / 2) + " && exec '" + binary() + "'";
+  for (const std::string& a : resume) command += " '" + a + "'";
+  const RunResult full = testing::run_process({"/bin/sh", "-c", command});
+  expect_error(full, "model.safetensors");
+  EXPECT_NE(full.err.find("File too large"), std::string::npos) << full.describe();
+  EXPECT_EQ(snapshot(path("run")), before);  // last/, best/, metrics: as they were, no temporary directory
+  ASSERT_TRUE(succeeded(run(resume)));
+  EXPECT_EQ(read_jsonl(path("run/metrics.jsonl")).size(), 3u);
+}
+
 TEST_F(CliTest, TrainingDoesNotDependOnTheHeapLayout) {
   const std::vector<std::string> knobs{"--dropout", "0.5", "--shuffle", "--lr", "5e-3"};
   ASSERT_TRUE(succeeded(run(train_args(path("r"), knobs))));
