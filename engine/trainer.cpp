@@ -597,6 +597,11 @@ json run_training(const TrainArgs& args, Communicator& comm) {
                {"best_epoch", run.best_epoch},
                {"best_val_loss", run.best_val_loss},
                {"time_total_s", run.elapsed_before + seconds_since(start)}};
+  // `bertrain launch` tells each attempt the restarts before it.
+  if (const char* restarts = std::getenv("BERTRAIN_RESTARTS"); restarts != nullptr && *restarts != '\0') {
+    const json parsed = json::parse(restarts, nullptr, /*allow_exceptions=*/false);
+    results["restarts"] = parsed.is_discarded() ? json(restarts) : parsed;
+  }
   if (leader) write_run_files(args.out_dir, run.history, &results);
   return results;
 }

@@ -16,5 +16,6 @@ int run_evaluate(const std::vector<std::string>& args);  // tools/evaluate_comma
 int run_predict(const std::vector<std::string>& args);   // tools/predict_command.cpp
 int run_tokenize(const std::vector<std::string>& args);  // tools/tokenize_command.cpp
 int run_convert(const std::vector<std::string>& args);   // tools/convert_command.cpp
+int run_launch(const std::vector<std::string>& args);    // tools/launch_command.cpp
 
 }  // namespace bertrain

@@ -24,6 +24,7 @@ const char kUsage[] =
     "  evaluate       precision / recall / F1 (Made-With-ML's, or scikit-learn's multi-label averages) on a file\n"
     "  predict        label probabilities for one text, or for every row of a file (streamed, JSON Lines)\n"
     "  tokenize       token ids of a text or of every row of a file, as the model sees them\n"
+    "  launch         run a training command again with --resume when it fails or is preempted (--max-restarts)\n"
     "  convert        write a model directory's pytorch_model.bin as model.safetensors (transformers loads it)\n"
     "  bench step     time training steps (forward + backward + Adam) of a random BERT, CPU or GPU\n"
     "  bench tokenize time text cleaning and tokenization\n"
@@ -52,6 +53,7 @@ int dispatch(const std::vector<std::string>& args) {
   if (command == "predict") return bertrain::run_predict(rest);
   if (command == "tokenize") return bertrain::run_tokenize(rest);
   if (command == "convert") return bertrain::run_convert(rest);
+  if (command == "launch") return bertrain::run_launch(rest);
   if (command == "bench") return bertrain::run_bench(rest);
   throw bertrain::UsageError("unknown command '" + command + "' (see bertrain --help)");
 }

@@ -589,6 +589,54 @@ TEST_F(CliTest, AFullDiskLeavesThePreviousCheckpointIntact) {
   EXPECT_EQ(read_jsonl(path("run/metrics.jsonl")).size(), 3u);
 }
 
+// bertrain launch: a run that dies (here right after its step-6 checkpoint) is run again with --resume and ends
+// as the uninterrupted run; results.json and the log say why and how often. A command that keeps failing is
+// given up after --max-restarts; a usage error is not retried.
+TEST_F(CliTest, LaunchRestartsAFailedRunWithResume) {
+  const std::vector<std::string> knobs{"--dropout", "0.3", "--shuffle", "--lr", "5e-3", "--epochs", "3",
+                                       "--save-steps", "3", "--device", "cpu"};
+  ASSERT_TRUE(succeeded(run(train_args(path("full"), knobs))));
+  std::vector<std::string> launch{"launch", "--max-restarts", "2", "--restart-delay", "0", "--", binary()};
+  const std::vector<std::string> train = train_args(path("launched"), knobs);
+  launch.insert(launch.end(), train.begin(), train.end());
+  const RunResult r = run(launch, {"BERTRAIN_TEST_CRASH_AFTER_STEP=6"});
+  ASSERT_TRUE(succeeded(r));
+  // The hook ends the process with _Exit(137), as a shell reports a kill -9.
+  EXPECT_NE(r.err.find("bertrain launch: exit status 137; restart 1 of 2 with --resume"), std::string::npos)
+      << r.describe();
+  for (const char* file : {"last/model.safetensors", "last/optimizer.safetensors", "best/model.safetensors"}) {
+    EXPECT_TRUE(slurp(path("full") + "/" + file) == slurp(path("launched") + "/" + file)) << file;
+  }
+  const json results = json::parse(slurp(path("launched/results.json")));
+  ASSERT_TRUE(results.contains("restarts")) << results.dump();
+  ASSERT_EQ(results["restarts"].size(), 1u);
+  EXPECT_EQ(results["restarts"][0]["restart"], 1);
+  EXPECT_EQ(results["restarts"][0]["after"], "exit status 137");
+
+  std::vector<std::string> failing{"launch", "--max-restarts", "2", "--restart-delay", "0", "--", binary()};
+  const std::vector<std::string> bad = train_args(path("failing"), {"--train-data", path("missing.csv")});
+  failing.insert(failing.end(), bad.begin(), bad.end());
+  const RunResult gave_up = run(failing);
+  EXPECT_EQ(gave_up.exit_code, 1) << gave_up.describe();
+  EXPECT_NE(gave_up.err.find("giving up after 2 restarts"), std::string::npos) << gave_up.describe();
+  EXPECT_NE(gave_up.err.find("restart 2 of 2 (no checkpoint yet)"), std::string::npos) << gave_up.describe();
+  std::vector<std::string> usage{"launch", "--", binary(), "train", "--out", path("u"), "--bogus"};
+  const RunResult not_retried = run(usage);
+  EXPECT_EQ(not_retried.exit_code, 2) << not_retried.describe();
+  EXPECT_NE(not_retried.err.find("not restarting"), std::string::npos) << not_retried.describe();
+  expect_error(run({"launch", "--", binary(), "train"}), "--out", 2);
+
+  // A signal to the launcher is passed on (the run checkpoints and exits 75) and ends it without a restart.
+  std::vector<std::string> stopped{"launch", "--restart-delay", "0", "--", binary()};
+  const std::vector<std::string> long_run = train_args(path("stopped"), {"--epochs", "300", "--device", "cpu"});
+  stopped.insert(stopped.end(), long_run.begin(), long_run.end());
+  std::vector<std::string> argv{binary()};
+  argv.insert(argv.end(), stopped.begin(), stopped.end());
+  const RunResult signalled = testing::run_process(argv, {}, 120, {{1.0, SIGTERM}});
+  EXPECT_EQ(signalled.exit_code, 75) << signalled.describe();
+  EXPECT_NE(signalled.err.find("not restarting"), std::string::npos) << signalled.describe();
+}
+
 TEST_F(CliTest, TrainingDoesNotDependOnTheHeapLayout) {
   const std::vector<std::string> knobs{"--dropout", "0.5", "--shuffle", "--lr", "5e-3"};
   ASSERT_TRUE(succeeded(run(train_args(path("r"), knobs))));

@@ -1,0 +1,142 @@
+// `bertrain launch`: runs a training command and runs it again, with --resume, when it fails or is preempted,
+// up to --max-restarts times: the automatic restart that Ray's FailureConfig gives Made-With-ML. Works for one
+// process (`bertrain launch -- build/bertrain train ...`) and for a whole MPI job (`bertrain launch -- mpirun -np 4
+// build/bertrain train ...`): the command's own --out names the run directory whose last/ decides --resume.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "core/files.h"
+#include "tools/args.h"
+#include "tools/commands.h"
+
+namespace bertrain {
+
+namespace {
+
+std::atomic<pid_t> child_pid{0};
+std::atomic<int> launcher_signal{0};
+
+// SIGTERM / SIGINT / SIGUSR1 to the launcher: the job is being stopped on purpose. Pass the signal on to the
+// command (bertrain checkpoints and exits 75; mpirun forwards SIGUSR1 to its ranks) and do not restart it.
+void forward_signal(int sig) {
+  launcher_signal = sig;
+  const pid_t pid = child_pid.load();
+  if (pid > 0) ::kill(pid, sig);
+}
+
+// "--out DIR" or "--out=DIR" of the command; empty when it has none.
+std::string run_dir_of(const std::vector<std::string>& command) {
+  for (std::size_t i = 0; i < command.size(); ++i) {
+    if (command[i] == "--out" && i + 1 < command.size()) return command[i + 1];
+    if (command[i].rfind("--out=", 0) == 0) return command[i].substr(6);
+  }
+  return "";
+}
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) {
+    const int code = WEXITSTATUS(status);
+    return "exit status " + std::to_string(code) + (code == 75 ? " (stopped with a checkpoint)" : "");
+  }
+  if (WIFSIGNALED(status)) return std::string("killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+                                  strsignal(WTERMSIG(status)) + ")";
+  return "status " + std::to_string(status);
+}
+
+// Runs `argv` with BERTRAIN_RESTARTS=`restarts` in its environment; returns its wait status.
+int run_attempt(const std::vector<std::string>& argv, const std::string& restarts) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = ::fork();
+  BERTRAIN_CHECK(pid >= 0, "launch: fork failed: " << std::strerror(errno));
+  if (pid == 0) {
+    ::setenv("BERTRAIN_RESTARTS", restarts.c_str(), 1);
+    ::execvp(args[0], args.data());
+    std::fprintf(stderr, "bertrain: error: launch: cannot run '%s': %s\n", args[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  child_pid = pid;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    BERTRAIN_CHECK(errno == EINTR, "launch: waitpid failed: " << std::strerror(errno));
+  }
+  child_pid = 0;
+  return status;
+}
+
+}  // namespace
+
+int run_launch(const std::vector<std::string>& args) {
+  std::vector<std::string> own, command;
+  const auto dashes = std::find(args.begin(), args.end(), "--");
+  own.assign(args.begin(), dashes);
+  if (dashes != args.end()) command.assign(dashes + 1, args.end());
+  ArgParser p("launch",
+              "Runs COMMAND (after --) and, when it fails or is stopped (any exit but 0 and the usage error 2), runs\n"
+              "it again with --resume (added when the run directory of its --out has last/), up to --max-restarts\n"
+              "times. Each attempt's end and every restart are logged on stderr and recorded in results.json\n"
+              "(\"restarts\"). SIGTERM, SIGINT and SIGUSR1 are passed on to COMMAND, which then ends without a restart.\n"
+              "usage: bertrain launch [--max-restarts 3] [--restart-delay 10] -- COMMAND [ARGS...]");
+  p.option("max-restarts", "3", "how many times COMMAND is run again");
+  p.option("restart-delay", "10", "seconds to wait before a restart");
+  if (!p.parse(own)) return 0;
+  const int max_restarts = p.get_int("max-restarts");
+  const double delay = p.get_double("restart-delay");
+  if (max_restarts < 0) throw UsageError("launch: --max-restarts must be >= 0");
+  if (!(delay >= 0)) throw UsageError("launch: --restart-delay must be >= 0");
+  if (command.empty()) throw UsageError("launch: give the command after --, e.g. bertrain launch -- bertrain train ...");
+  const std::string run_dir = run_dir_of(command);
+  if (run_dir.empty()) throw UsageError("launch: the command has no --out RUN_DIR (needed to resume it)");
+
+  struct sigaction action {};
+  action.sa_handler = forward_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) sigaction(sig, &action, nullptr);
+
+  nlohmann::json restarts = nlohmann::json::array();
+  for (int attempt = 0;; ++attempt) {
+    std::vector<std::string> argv = command;
+    const bool has_checkpoint = file_exists(run_dir + "/last/trainer_state.json");
+    if (has_checkpoint && std::find(argv.begin(), argv.end(), "--resume") == argv.end()) argv.push_back("--resume");
+    const int status = run_attempt(argv, restarts.dump());
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
+    const std::string why = describe_status(status);
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (launcher_signal != 0) {
+      std::fprintf(stderr, "bertrain launch: stopped by signal %d: %s; not restarting\n", launcher_signal.load(),
+                   why.c_str());
+      return code;
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 2) {
+      std::fprintf(stderr, "bertrain launch: %s (a usage error): not restarting\n", why.c_str());
+      return code;
+    }
+    if (attempt >= max_restarts) {
+      std::fprintf(stderr, "bertrain launch: %s; giving up after %d restart%s\n", why.c_str(), max_restarts,
+                   max_restarts == 1 ? "" : "s");
+      return code;
+    }
+    restarts.push_back({{"restart", attempt + 1}, {"after", why}});
+    std::fprintf(stderr, "bertrain launch: %s; restart %d of %d%s in %g s\n", why.c_str(), attempt + 1, max_restarts,
+                 file_exists(run_dir + "/last/trainer_state.json") ? " with --resume" : " (no checkpoint yet)", delay);
+    std::fflush(stderr);
+    std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+  }
+}
+
+}  // namespace bertrain
