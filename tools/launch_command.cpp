@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -113,9 +114,19 @@ int run_launch(const std::vector<std::string>& args) {
     std::vector<std::string> argv = command;
     const bool has_checkpoint = file_exists(run_dir + "/last/trainer_state.json");
     if (has_checkpoint && std::find(argv.begin(), argv.end(), "--resume") == argv.end()) argv.push_back("--resume");
+    const auto attempt_start = std::filesystem::file_time_type::clock::now();
     const int status = run_attempt(argv, restarts.dump());
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
     const std::string why = describe_status(status);
+    // results.json is the last thing a run writes: written during this attempt, the training finished and only
+    // a rank's shutdown failed (e.g. one killed inside MPI_Finalize). Running it again would have nothing to do.
+    std::error_code ec;
+    const auto results_time = std::filesystem::last_write_time(run_dir + "/results.json", ec);
+    if (!ec && results_time >= attempt_start && launcher_signal == 0) {
+      std::fprintf(stderr, "bertrain launch: %s after the run had finished (%s/results.json written): done\n",
+                   why.c_str(), run_dir.c_str());
+      return 0;
+    }
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (launcher_signal != 0) {
       std::fprintf(stderr, "bertrain launch: stopped by signal %d: %s; not restarting\n", launcher_signal.load(),

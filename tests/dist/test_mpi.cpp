@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
+#include <thread>
+#include <random>
 #include <csignal>
 #include <cmath>
 #include <fstream>
@@ -211,6 +214,60 @@ TEST_F(MpiTest, SignalStopsEveryRankWithACheckpoint) {
   const RunResult resumed = train(3, "signalled", epochs, {"--resume"});
   ASSERT_EQ(resumed.exit_code, 0) << resumed.describe();
   expect_same_parameters("single", "signalled");
+}
+
+// The pids of the ranks of the job training into `out`: processes whose command line is `... bertrain train ...
+// --out <out> ...` (not the launcher's `bertrain launch`, not mpirun's).
+std::vector<pid_t> rank_pids(const std::string& out) {
+  std::vector<pid_t> pids;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+    std::vector<std::string> argv;
+    for (std::string a; std::getline(in, a, '\0');) argv.push_back(a);
+    if (argv.size() < 2 || argv[1] != "train" || argv[0].find("bertrain") == std::string::npos) continue;
+    if (std::find(argv.begin(), argv.end(), out) != argv.end()) pids.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return pids;
+}
+
+// Chaos, MPI variant: one rank of a 2-rank job killed with SIGKILL at random moments, twice per run; mpirun ends
+// the job, `bertrain launch` runs it again with --resume; every run ends bit for bit as the uninterrupted job.
+TEST_F(MpiTest, ChaosKillingOneRankEndsAsTheUninterruptedJob) {
+  const auto started = std::chrono::steady_clock::now();
+  const RunResult reference = train(2, "reference", 6, {"--save-steps", "1"});
+  ASSERT_EQ(reference.exit_code, 0) << reference.describe();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  std::mt19937 rng(11);
+  int kills = 0;
+  for (int r = 0; r < 5; ++r) {
+    const std::string out = "chaos" + std::to_string(r);
+    std::vector<std::string> argv{BERTRAIN_BINARY, "launch", "--max-restarts", "6", "--restart-delay", "0", "--"};
+    const std::vector<std::string> job = mpi_prefix(2);
+    argv.insert(argv.end(), job.begin(), job.end());
+    const std::vector<std::string> command = train_command(out, 6, {"--save-steps", "1"});
+    argv.insert(argv.end(), command.begin(), command.end());
+    std::thread killer([&, out] {
+      for (int k = 0; k < 2; ++k) {
+        std::this_thread::sleep_for(std::chrono::duration<double>(std::uniform_real_distribution<double>(0.3, 0.9)(rng) * seconds));
+        const std::vector<pid_t> ranks = rank_pids(temp_.path(out));
+        if (ranks.empty()) continue;
+        ::kill(ranks[rng() % ranks.size()], SIGKILL);
+        ++kills;
+      }
+    });
+    const RunResult launched = testing::run_process(argv, {}, 300);
+    killer.join();
+    ASSERT_EQ(launched.exit_code, 0) << launched.describe();
+    for (const char* file : {"last/model.safetensors", "last/optimizer.safetensors", "best/model.safetensors"}) {
+      std::ifstream a(temp_.path("reference") + "/" + file, std::ios::binary), b(temp_.path(out) + "/" + file, std::ios::binary);
+      const std::string x((std::istreambuf_iterator<char>(a)), {}), y((std::istreambuf_iterator<char>(b)), {});
+      EXPECT_TRUE(!x.empty() && x == y) << out << ": " << file << " differs from the uninterrupted job's\n" << launched.err;
+    }
+  }
+  std::printf("chaos (MPI): %d ranks killed over 5 runs of a job that takes %.2f s uninterrupted\n", kills, seconds);
+  EXPECT_GE(kills, 5);
 }
 
 // Rank 1 is started with a training file that does not exist: the whole job must end, non-zero, with
