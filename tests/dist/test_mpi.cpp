@@ -232,6 +232,30 @@ std::vector<pid_t> rank_pids(const std::string& out) {
   return pids;
 }
 
+// A signal that reaches only one rank (here SIGTERM to one of them, as `kill` or a node agent would send)
+// stops every rank at the same step: the request rides on the loss allreduce.
+TEST_F(MpiTest, SignalToOneRankStopsTheWholeJob) {
+  const int epochs = 500;
+  const auto started = std::chrono::steady_clock::now();
+  const RunResult single = train(0, "single", epochs);
+  ASSERT_EQ(single.exit_code, 0) << single.describe();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  bool sent = false;
+  std::thread signaller([&] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(0.5 * seconds));
+    const std::vector<pid_t> ranks = rank_pids(temp_.path("one"));
+    if (ranks.size() == 2) sent = ::kill(ranks[1], SIGTERM) == 0;
+  });
+  const RunResult stopped = train(2, "one", epochs);
+  signaller.join();
+  ASSERT_TRUE(sent) << "the job's ranks were not found running: " << stopped.describe();
+  ASSERT_EQ(stopped.exit_code, 75) << stopped.describe();
+  EXPECT_NE(stopped.err.find("bertrain: stopped by"), std::string::npos) << stopped.describe();
+  const RunResult resumed = train(2, "one", epochs, {"--resume"});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.describe();
+  expect_same_parameters("single", "one");
+}
+
 // Chaos, MPI variant: one rank of a 2-rank job killed with SIGKILL at random moments, twice per run; mpirun ends
 // the job, `bertrain launch` runs it again with --resume; every run ends bit for bit as the uninterrupted job.
 TEST_F(MpiTest, ChaosKillingOneRankEndsAsTheUninterruptedJob) {
