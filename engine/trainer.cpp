@@ -413,6 +413,11 @@ void write_checkpoint(const TrainArgs& args, const RunDirs& dirs, const LoadedMo
   std::vector<std::pair<long, std::string>> kept;  // (step, path), for the newest --keep
   for (const auto& entry : std::filesystem::directory_iterator(folder)) {
     const std::string name = entry.path().filename().string();
+    const std::size_t tmp = name.find(".tmp-");
+    if (name.rfind("step-", 0) == 0 && tmp != std::string::npos) {
+      recover_directory(folder + "/" + name.substr(0, tmp));  // removes it when its writer was killed
+      continue;
+    }
     if (name.rfind("step-", 0) != 0 || name.find_first_not_of("0123456789", 5) != std::string::npos) continue;
     kept.emplace_back(std::stol(name.substr(5)), entry.path().string());
   }
