@@ -486,6 +486,9 @@ long test_crash_step() {
 
 json run_training(const TrainArgs& args, Communicator& comm) {
   validate(args);
+  // From here on SIGTERM, SIGINT and SIGUSR1 stop the run at its next step with a checkpoint (one that arrives
+  // while the data and model load is acted on after the first step).
+  const StopSignals stop_signals;
   const bool leader = comm.rank() == 0;  // prints and writes RUN_DIR
   const bool verbose = leader && !args.quiet;
   const auto start = Clock::now();
@@ -538,7 +541,6 @@ json run_training(const TrainArgs& args, Communicator& comm) {
   Progress progress(verbose);
   Batch batch;
   const long crash_step = test_crash_step();
-  const StopSignals stop_signals;  // SIGTERM, SIGINT, SIGUSR1: checkpoint at the next step, then stop
   for (int epoch = run.first_epoch; epoch < args.epochs; ++epoch) {
     const auto epoch_start = Clock::now();
     const bool resumed_epoch = epoch == run.first_epoch && run.first_step > 0;
