@@ -26,6 +26,7 @@
 #include "engine/checkpoint.h"
 #include "engine/classifier_trainer.h"
 #include "engine/lr_scheduler.h"
+#include "engine/mlflow_run.h"
 #include "engine/predictor.h"
 #include "engine/stop_signals.h"
 #include "engine/training_backend.h"
@@ -105,6 +106,9 @@ std::vector<int> all_rows(std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) rows[i] = static_cast<int>(i);
   return rows;
 }
+
+// The per-epoch metrics an MLflow run gets (--mlflow-dir), as metrics.jsonl has them.
+constexpr const char* kMlflowMetrics[] = {"train_loss", "val_loss", "lr", "samples_per_s", "elapsed_s"};
 
 // Running mean of batch losses, as the original reports its epoch losses.
 struct RunningMean {
@@ -263,12 +267,13 @@ struct RunState {
   double elapsed_before = 0;  // seconds spent by the runs this one resumes
   json history = json::array();
   ReduceLROnPlateau scheduler;
+  std::string mlflow_run_id;  // the MLflow run this training logs to (--mlflow-dir), continued on --resume
 };
 
 // A fresh run's state, or the one saved in last/trainer_state.json (and the optimizer moments into `engine`).
 RunState initial_state(const TrainArgs& args, const RunDirs& dirs, TrainingBackend& engine) {
   RunState run{0, -1, 0, {}, 0, std::numeric_limits<double>::infinity(), 0, json::array(),
-               ReduceLROnPlateau(args.lr, args.lr_factor, args.lr_patience)};
+               ReduceLROnPlateau(args.lr, args.lr_factor, args.lr_patience), ""};
   if (!args.resume) return run;
   const json state = read_json_file(dirs.last + "/trainer_state.json");
   try {
@@ -280,6 +285,7 @@ RunState initial_state(const TrainArgs& args, const RunDirs& dirs, TrainingBacke
     run.history = state.at("history");
     run.elapsed_before = state.at("elapsed_s").get<double>();
     run.scheduler = ReduceLROnPlateau::from_json(state.at("scheduler"));
+    run.mlflow_run_id = state.value("mlflow_run_id", "");
     if (state.contains("steps_in_epoch")) {  // a step checkpoint
       run.first_step = state.at("steps_in_epoch").get<int>();
       run.first_loss = RunningMean::from_json(state.at("running_loss"));
@@ -432,7 +438,7 @@ json trainer_state(const TrainArgs& args, const RunState& run, const TrainingBac
               {"best_val_loss", run.best_val_loss},    {"history", run.history},
               {"elapsed_s", elapsed},                  {"seed", args.seed},
               {"scheduler", run.scheduler.to_json()},  {"optimizer_steps", engine.optimizer_steps()},
-              {"params", params}};
+              {"params", params},                      {"mlflow_run_id", run.mlflow_run_id}};
 }
 
 // Rank 0, after each epoch: best/ when it improved, last/ always (model, optimizer, trainer state), then
@@ -536,8 +542,25 @@ json run_training(const TrainArgs& args, Communicator& comm) {
   params["device_memory_bytes"] = engine->device_memory_bytes();
   if (verbose) print_start(args, data, model, *engine, comm);
   if (leader) make_directories(args.out_dir);
+  // MLflow (rank 0): a new run, or the resumed training's own, RUNNING until the end.
+  std::unique_ptr<MlflowRun> mlflow;
+  if (leader && !args.mlflow_dir.empty()) {
+    const std::string name = args.run_name.empty() ? std::filesystem::path(args.out_dir).lexically_normal().filename().string()
+                                                   : args.run_name;
+    mlflow = std::make_unique<MlflowRun>(args.mlflow_dir, args.experiment, name, run.mlflow_run_id);
+    run.mlflow_run_id = mlflow->run_id();
+    mlflow->log_params(params);
+    for (const char* key : kMlflowMetrics) {
+      std::vector<std::pair<long, double>> values;
+      for (const json& m : run.history) values.emplace_back(m.at("epoch").get<long>(), m.at(key).get<double>());
+      mlflow->reset_metric(key, values);  // a resumed run: as its checkpoint's history says
+    }
+    if (verbose) std::printf("mlflow: run %s in %s/%s\n", mlflow->run_id().c_str(), args.mlflow_dir.c_str(),
+                             mlflow->experiment_id().c_str());
+  }
 
   // Epochs.
+  try {
   Progress progress(verbose);
   Batch batch;
   const long crash_step = test_crash_step();
@@ -584,10 +607,23 @@ json run_training(const TrainArgs& args, Communicator& comm) {
                   format_duration(elapsed).c_str(), improved ? "  (best)" : "");
       std::fflush(stdout);
     }
+    if (mlflow) {
+      for (const char* key : kMlflowMetrics) {
+        mlflow->log_metric(key, run.history.back().at(key).get<double>(), epoch);
+      }
+    }
     // A signal during the epoch's last batch: its checkpoint is the epoch's own.
     if (trained.stop && epoch + 1 < args.epochs) {
       throw TrainingStopped(stop_message(args, "at the end of epoch " + std::to_string(epoch + 1), *engine));
     }
+  }
+
+  } catch (const TrainingStopped&) {
+    if (mlflow) mlflow->set_status(MlflowStatus::kKilled);
+    throw;
+  } catch (...) {
+    if (mlflow) mlflow->set_status(MlflowStatus::kFailed);
+    throw;
   }
 
   // End of run: results.json.
@@ -610,6 +646,11 @@ json run_training(const TrainArgs& args, Communicator& comm) {
     results["restarts"] = parsed.is_discarded() ? json(restarts) : parsed;
   }
   if (leader) write_run_files(args.out_dir, run.history, &results);
+  if (mlflow) {
+    if (directory_exists(dirs.best)) mlflow->log_artifact(dirs.best, "best");
+    mlflow->log_artifact(args.out_dir + "/results.json", "results.json");
+    mlflow->set_status(MlflowStatus::kFinished);
+  }
   return results;
 }
 

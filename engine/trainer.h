@@ -49,6 +49,9 @@ struct TrainArgs {
   std::string grad_reduce = "fp32";   // multi-GPU: fp32 | bf16 gradients on the wire
   int save_steps = 0;          // > 0: also a resumable checkpoint (last/) every this many optimizer steps
   int keep = 0;                // step checkpoints also kept as RUN_DIR/checkpoints/step-<S>, the newest `keep`
+  std::string mlflow_dir;      // non-empty: log the run to this MLflow file store (engine/mlflow_run.h)
+  std::string experiment = "bertrain";  // MLflow experiment name
+  std::string run_name;        // MLflow run name; empty: RUN_DIR's folder name
   bool resume = false;
   int threads = 0;             // OpenMP threads, 0: default
   bool quiet = false;          // no per-epoch log lines

@@ -55,6 +55,9 @@ int run_train(const std::vector<std::string>& args) {
   p.option("save-steps", "0", "also write the resumable checkpoint RUN_DIR/last every N optimizer steps (0: at "
                                 "the end of each epoch only)");
   p.option("keep", "0", "with --save-steps: keep the newest K step checkpoints as RUN_DIR/checkpoints/step-<S>");
+  p.option("mlflow-dir", "", "also log the run (params, metrics per epoch, best/ and results.json) to this MLflow file store");
+  p.option("experiment", "bertrain", "MLflow experiment name (with --mlflow-dir)");
+  p.option("run-name", "", "MLflow run name (with --mlflow-dir; default: RUN_DIR's folder name)");
   p.flag("resume", "continue the run in --out from RUN_DIR/last (an epoch's end or a step checkpoint)");
   p.option("threads", "0", "CPU threads (0: all cores, or OMP_NUM_THREADS)");
   p.flag("quiet", "no progress or epoch lines");
@@ -92,6 +95,9 @@ int run_train(const std::vector<std::string>& args) {
   a.grad_reduce = p.get("grad-reduce");
   a.save_steps = p.get_int("save-steps");
   a.keep = p.get_int("keep");
+  a.mlflow_dir = p.get("mlflow-dir");
+  a.experiment = p.get("experiment");
+  a.run_name = p.get("run-name");
   a.resume = p.get_flag("resume");
   a.threads = p.get_int("threads");
   a.quiet = p.get_flag("quiet");

@@ -637,6 +637,57 @@ TEST_F(CliTest, LaunchRestartsAFailedRunWithResume) {
   EXPECT_NE(signalled.err.find("not restarting"), std::string::npos) << signalled.describe();
 }
 
+// --mlflow-dir: the run as an MLflow 2.x file-store run (the layout MlflowClient reads: checked with the real
+// mlflow package by tools/reference/check_mlflow_run.py): params, per-epoch metrics, tags, status, artifacts; a
+// killed and resumed training continues its own run; a second training adds a second run to the experiment.
+TEST_F(CliTest, MlflowRunIsWrittenAndContinuedOnResume) {
+  const std::vector<std::string> mlflow{"--mlflow-dir", path("mlruns"), "--experiment", "tags", "--lr", "1e-3",
+                                        "--save-steps", "3", "--epochs", "3"};
+  std::vector<std::string> args = train_args(path("run"), mlflow);
+  const RunResult crashed = run(args, {"BERTRAIN_TEST_CRASH_AFTER_STEP=6"});
+  ASSERT_EQ(crashed.exit_code, 137) << crashed.describe();
+  const std::string run_id = json::parse(slurp(path("run/last/trainer_state.json")))["mlflow_run_id"];
+  ASSERT_EQ(run_id.size(), 32u);
+  std::string experiment_dir;
+  for (const auto& e : fs::directory_iterator(path("mlruns"))) {
+    if (fs::exists(e.path() / run_id)) experiment_dir = e.path().string();
+  }
+  ASSERT_FALSE(experiment_dir.empty());
+  const std::string run_dir = experiment_dir + "/" + run_id;
+  EXPECT_NE(slurp(run_dir + "/meta.yaml").find("\nstatus: 1\n"), std::string::npos);  // RUNNING: it was killed
+  EXPECT_NE(slurp(experiment_dir + "/meta.yaml").find("name: 'tags'"), std::string::npos);
+  args.push_back("--resume");
+  ASSERT_TRUE(succeeded(run(args)));
+  EXPECT_EQ(json::parse(slurp(path("run/last/trainer_state.json")))["mlflow_run_id"], run_id);  // the same run
+  const std::string meta = slurp(run_dir + "/meta.yaml");
+  EXPECT_NE(meta.find("\nstatus: 3\n"), std::string::npos) << meta;  // FINISHED
+  EXPECT_EQ(meta.find("end_time: null"), std::string::npos) << meta;
+  EXPECT_EQ(slurp(run_dir + "/params/lr"), "0.001");
+  EXPECT_EQ(slurp(run_dir + "/params/text_columns"), "[\"title\",\"description\"]");
+  EXPECT_EQ(slurp(run_dir + "/tags/mlflow.runName"), "run");
+  const std::vector<json> metrics = read_jsonl(path("run/metrics.jsonl"));
+  const std::vector<std::string> lines = lines_of(slurp(run_dir + "/metrics/val_loss"));
+  ASSERT_EQ(lines.size(), metrics.size());  // one line per epoch, the killed attempt's first epoch included once
+  for (std::size_t e = 0; e < lines.size(); ++e) {
+    std::istringstream line(lines[e]);
+    long long timestamp = 0;
+    double value = 0;
+    long step = -1;
+    line >> timestamp >> value >> step;
+    EXPECT_GT(timestamp, 1700000000000LL);
+    EXPECT_EQ(step, static_cast<long>(e));
+    EXPECT_EQ(value, metrics[e]["val_loss"].get<double>());
+  }
+  EXPECT_TRUE(fs::exists(run_dir + "/artifacts/best/model.safetensors"));
+  EXPECT_EQ(slurp(run_dir + "/artifacts/results.json"), slurp(path("run/results.json")));
+  // Another training, the same experiment: a second run.
+  ASSERT_TRUE(succeeded(run(train_args(path("run2"), {"--mlflow-dir", path("mlruns"), "--experiment", "tags",
+                                                      "--epochs", "1"}))));
+  int runs = 0;
+  for (const auto& e : fs::directory_iterator(experiment_dir)) runs += fs::exists(e.path() / "meta.yaml") ? 1 : 0;
+  EXPECT_EQ(runs, 2);
+}
+
 TEST_F(CliTest, TrainingDoesNotDependOnTheHeapLayout) {
   const std::vector<std::string> knobs{"--dropout", "0.5", "--shuffle", "--lr", "5e-3"};
   ASSERT_TRUE(succeeded(run(train_args(path("r"), knobs))));
