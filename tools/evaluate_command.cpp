@@ -9,7 +9,9 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/files.h"
 #include "engine/metrics.h"
+#include "engine/mlflow_run.h"
 #include "engine/multilabel_metrics.h"
 #include "engine/predictor.h"
 #include "tools/args.h"
@@ -91,6 +93,32 @@ void add_multi_label_metrics(const TextDataset& data, const std::vector<float>& 
   (*out)["per_class"] = per_class_json(m.per_label, labels);
 }
 
+// evaluate --mlflow-dir: the overall metrics as eval_<average>_<metric> (single-label: eval_<metric>, weighted) and
+// the JSON as evaluation.json, in the run that trained the model (its id is in RUN_DIR/last/trainer_state.json).
+void log_to_mlflow(const ArgParser& p, const ordered_json& out, const std::string& text) {
+  const std::string state_path = p.get("model") + "/last/trainer_state.json";
+  BERTRAIN_CHECK(file_exists(state_path), "--mlflow-dir needs --model RUN_DIR of a training run; " << state_path
+                                                                                                     << " not found");
+  const std::string run_id = read_json_file(state_path).value("mlflow_run_id", "");
+  BERTRAIN_CHECK(!run_id.empty(), state_path << ": the run was trained without --mlflow-dir");
+  MlflowRun run(p.get("mlflow-dir"), p.get("experiment"), "", run_id);
+  const ordered_json& overall = out["overall"];
+  for (const char* metric : {"precision", "recall", "f1"}) {
+    if (overall.contains(metric)) {
+      run.log_metric(std::string("eval_") + metric, overall[metric].get<double>(), 0);
+    } else {
+      for (const auto& [average, values] : overall.items()) {
+        run.log_metric("eval_" + average + "_" + metric, values[metric].get<double>(), 0);
+      }
+    }
+  }
+  const std::string tmp = p.get("model") + "/.evaluation-for-mlflow.json";
+  write_file_atomically(tmp, text);
+  run.log_artifact(tmp, "evaluation.json");
+  std::remove(tmp.c_str());
+  run.set_status(MlflowStatus::kFinished);
+}
+
 }  // namespace
 
 int run_evaluate(const std::vector<std::string>& args) {
@@ -104,6 +132,9 @@ int run_evaluate(const std::vector<std::string>& args) {
   p.option("data", "", "labelled dataset file (the text and label columns the model was trained on)", true);
   p.option("out", "", "also write the JSON to this file (replaced atomically)");
   p.option("threshold", "0.5", "multi-label models: predict a label when its probability is >= this");
+  p.option("mlflow-dir", "", "with --model RUN_DIR trained with --mlflow-dir: log the overall metrics (eval_*) and "
+                             "this JSON into that run");
+  p.option("experiment", "bertrain", "the MLflow experiment of the training run (with --mlflow-dir)");
   add_data_flags(p, false);
   add_inference_flags(p);
   if (!p.parse(args)) return 0;
@@ -138,6 +169,7 @@ int run_evaluate(const std::vector<std::string>& args) {
   }
   const std::string text = out.dump(2) + "\n";
   if (!p.get("out").empty()) write_file_atomically(p.get("out"), text);
+  if (!p.get("mlflow-dir").empty()) log_to_mlflow(p, out, text);
   std::fputs(text.c_str(), stdout);
   return 0;
 }

@@ -680,6 +680,16 @@ TEST_F(CliTest, MlflowRunIsWrittenAndContinuedOnResume) {
   }
   EXPECT_TRUE(fs::exists(run_dir + "/artifacts/best/model.safetensors"));
   EXPECT_EQ(slurp(run_dir + "/artifacts/results.json"), slurp(path("run/results.json")));
+  // evaluate --mlflow-dir logs into the training's run.
+  const RunResult evaluated = run({"evaluate", "--model", path("run"), "--data", data(), "--device", "cpu",
+                                   "--mlflow-dir", path("mlruns"), "--experiment", "tags"});
+  ASSERT_TRUE(succeeded(evaluated));
+  const std::string eval_f1 = slurp(run_dir + "/metrics/eval_f1");
+  EXPECT_NE(eval_f1.find(" 0\n"), std::string::npos) << eval_f1;  // step 0
+  EXPECT_EQ(slurp(run_dir + "/artifacts/evaluation.json"), evaluated.out);
+  EXPECT_NE(slurp(run_dir + "/meta.yaml").find("\nstatus: 3\n"), std::string::npos);
+  expect_error(run({"evaluate", "--model", path("run2-missing"), "--data", data(), "--mlflow-dir", path("mlruns")}),
+               "run2-missing");
   // Another training, the same experiment: a second run.
   ASSERT_TRUE(succeeded(run(train_args(path("run2"), {"--mlflow-dir", path("mlruns"), "--experiment", "tags",
                                                       "--epochs", "1"}))));
