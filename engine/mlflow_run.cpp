@@ -175,6 +175,25 @@ void MlflowRun::reset_metric(const std::string& key, const std::vector<std::pair
   write_file_atomically(path, text);
 }
 
+void MlflowRun::truncate_metric(const std::string& key, long max_step) {
+  const std::string path = run_dir_ + "/metrics/" + key;
+  if (!file_exists(path)) return;
+  std::ifstream in(path);
+  std::string kept;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    long long timestamp = 0;
+    double value = 0;
+    long step = 0;
+    if (fields >> timestamp >> value >> step && step <= max_step) kept += line + "\n";  // a cut line is dropped too
+  }
+  if (kept.empty()) {
+    std::remove(path.c_str());
+  } else {
+    write_file_atomically(path, kept);
+  }
+}
+
 void MlflowRun::set_tag(const std::string& key, const std::string& value) {
   write_file_atomically(run_dir_ + "/tags/" + key, value);
 }

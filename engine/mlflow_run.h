@@ -39,6 +39,8 @@ class MlflowRun {
   // training makes its run's metrics agree with its checkpoint (a kill may have come between an epoch's metrics and
   // its checkpoint, or before a line was whole).
   void reset_metric(const std::string& key, const std::vector<std::pair<long, double>>& values);
+  // Drops the lines of metrics/<key> with a step above `max_step` (a resumed training redoes those steps).
+  void truncate_metric(const std::string& key, long max_step);
   void set_tag(const std::string& key, const std::string& value);
   // Copies a file or a folder (recursively) to artifacts/<name>.
   void log_artifact(const std::string& source, const std::string& name);

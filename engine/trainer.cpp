@@ -62,6 +62,8 @@ void validate(const TrainArgs& a) {
     BERTRAIN_CHECK(a.val_fraction > 0 && a.val_fraction < 1, "--val-fraction must be in (0, 1), got " << a.val_fraction);
   }
   BERTRAIN_CHECK(a.collective_timeout_s > 0, "--collective-timeout must be positive, got " << a.collective_timeout_s);
+  BERTRAIN_CHECK(a.log_steps >= 0, "--log-steps must be >= 0, got " << a.log_steps);
+  BERTRAIN_CHECK(a.log_steps == 0 || !a.mlflow_dir.empty(), "--log-steps logs to MLflow: give --mlflow-dir too");
   BERTRAIN_CHECK(a.save_steps >= 0, "--save-steps must be >= 0, got " << a.save_steps);
   BERTRAIN_CHECK(a.keep >= 0, "--keep must be >= 0, got " << a.keep);
   BERTRAIN_CHECK(a.keep == 0 || a.save_steps > 0, "--keep " << a.keep << " keeps step checkpoints: give --save-steps too");
@@ -84,7 +86,7 @@ json args_json(const TrainArgs& a) {
               {"label_column", a.data.label_column}, {"multi_label", a.data.multi_label},
               {"label_separator", a.data.label_separator}, {"skip_bad_rows", a.data.skip_bad_rows},
               {"max_length", a.data.max_length}, {"head_init", head_init_name(a.head_init)},
-              {"save_steps", a.save_steps},     {"keep", a.keep}};
+              {"save_steps", a.save_steps},     {"keep", a.keep},               {"log_steps", a.log_steps}};
 }
 
 // The examples of `rows` of `data`, labelled by `labels` (a label outside them is an Error naming the file).
@@ -342,7 +344,8 @@ struct EpochResult {
 
 EpochResult train_epoch(const TrainArgs& args, int epoch, int first_step, RunningMean loss_mean,
                         const Batcher& batcher, TrainingBackend& engine, Communicator& comm, Progress& progress,
-                        Batch& batch, const std::function<void(int, const RunningMean&)>& save_step) {
+                        Batch& batch, const std::function<void(int, const RunningMean&)>& save_step,
+                        const std::function<void(long, double)>& log_step) {
   const auto epoch_start = Clock::now();
   const int steps = batcher.batches_per_epoch();
   EpochResult result;
@@ -366,6 +369,9 @@ EpochResult train_epoch(const TrainArgs& args, int epoch, int first_step, Runnin
     const double rate = (step_index + 1 - first_step) * static_cast<double>(args.batch_size) / seconds;
     const double eta = seconds / (step_index + 1) * ((args.epochs - epoch) * steps - (step_index + 1));
     progress.update(epoch + 1, args.epochs, step_index + 1, steps, loss, rate, eta);
+    // The global step counts batches from the start of training, the same after any resume.
+    const long global_step = static_cast<long>(epoch) * steps + step_index + 1;
+    if (args.log_steps > 0 && global_step % args.log_steps == 0) log_step(global_step, loss);
   };
   int pending = -1;  // the step whose loss is not taken yet
   for (int i = first_step; i < steps; ++i) {
@@ -555,6 +561,9 @@ json run_training(const TrainArgs& args, Communicator& comm) {
       for (const json& m : run.history) values.emplace_back(m.at("epoch").get<long>(), m.at(key).get<double>());
       mlflow->reset_metric(key, values);  // a resumed run: as its checkpoint's history says
     }
+    // Per-step losses up to the checkpoint's step stay; any logged after it (before a kill) are redone.
+    mlflow->truncate_metric("step_train_loss", static_cast<long>(run.first_epoch) * train_batcher.batches_per_epoch() +
+                                                   run.first_step);
     if (verbose) std::printf("mlflow: run %s in %s/%s\n", mlflow->run_id().c_str(), args.mlflow_dir.c_str(),
                              mlflow->experiment_id().c_str());
   }
@@ -576,7 +585,9 @@ json run_training(const TrainArgs& args, Communicator& comm) {
     };
     const EpochResult trained =
         train_epoch(args, epoch, resumed_epoch ? run.first_step : 0, resumed_epoch ? run.first_loss : RunningMean{},
-                    train_batcher, *engine, comm, progress, batch, on_step_checkpoint);
+                    train_batcher, *engine, comm, progress, batch, on_step_checkpoint, [&](long step, double loss) {
+                      if (mlflow) mlflow->log_metric("step_train_loss", loss, step);
+                    });
     if (!trained.finished) {
       progress.clear();
       throw TrainingStopped(stop_message(args, "in epoch " + std::to_string(epoch + 1), *engine));

@@ -52,6 +52,7 @@ struct TrainArgs {
   std::string mlflow_dir;      // non-empty: log the run to this MLflow file store (engine/mlflow_run.h)
   std::string experiment = "bertrain";  // MLflow experiment name
   std::string run_name;        // MLflow run name; empty: RUN_DIR's folder name
+  int log_steps = 0;           // > 0: also the MLflow metric step_train_loss every this many batches
   bool resume = false;
   int threads = 0;             // OpenMP threads, 0: default
   bool quiet = false;          // no per-epoch log lines

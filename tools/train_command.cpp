@@ -58,6 +58,7 @@ int run_train(const std::vector<std::string>& args) {
   p.option("mlflow-dir", "", "also log the run (params, metrics per epoch, best/ and results.json) to this MLflow file store");
   p.option("experiment", "bertrain", "MLflow experiment name (with --mlflow-dir)");
   p.option("run-name", "", "MLflow run name (with --mlflow-dir; default: RUN_DIR's folder name)");
+  p.option("log-steps", "0", "with --mlflow-dir: also log step_train_loss every N batches (0: per epoch only)");
   p.flag("resume", "continue the run in --out from RUN_DIR/last (an epoch's end or a step checkpoint)");
   p.option("threads", "0", "CPU threads (0: all cores, or OMP_NUM_THREADS)");
   p.flag("quiet", "no progress or epoch lines");
@@ -98,6 +99,7 @@ int run_train(const std::vector<std::string>& args) {
   a.mlflow_dir = p.get("mlflow-dir");
   a.experiment = p.get("experiment");
   a.run_name = p.get("run-name");
+  a.log_steps = p.get_int("log-steps");
   a.resume = p.get_flag("resume");
   a.threads = p.get_int("threads");
   a.quiet = p.get_flag("quiet");

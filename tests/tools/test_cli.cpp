@@ -642,7 +642,7 @@ TEST_F(CliTest, LaunchRestartsAFailedRunWithResume) {
 // killed and resumed training continues its own run; a second training adds a second run to the experiment.
 TEST_F(CliTest, MlflowRunIsWrittenAndContinuedOnResume) {
   const std::vector<std::string> mlflow{"--mlflow-dir", path("mlruns"), "--experiment", "tags", "--lr", "1e-3",
-                                        "--save-steps", "3", "--epochs", "3"};
+                                        "--save-steps", "3", "--epochs", "3", "--log-steps", "2"};
   std::vector<std::string> args = train_args(path("run"), mlflow);
   const RunResult crashed = run(args, {"BERTRAIN_TEST_CRASH_AFTER_STEP=6"});
   ASSERT_EQ(crashed.exit_code, 137) << crashed.describe();
@@ -678,6 +678,17 @@ TEST_F(CliTest, MlflowRunIsWrittenAndContinuedOnResume) {
     EXPECT_EQ(step, static_cast<long>(e));
     EXPECT_EQ(value, metrics[e]["val_loss"].get<double>());
   }
+  // --log-steps 2 over 3 epochs of 4 batches: steps 2, 4, …, 12, each once although the run was killed at step 6.
+  std::vector<long> steps;
+  for (const std::string& line : lines_of(slurp(run_dir + "/metrics/step_train_loss"))) {
+    std::istringstream fields(line);
+    long long timestamp = 0;
+    double value = 0;
+    long step = 0;
+    fields >> timestamp >> value >> step;
+    steps.push_back(step);
+  }
+  EXPECT_EQ(steps, (std::vector<long>{2, 4, 6, 8, 10, 12}));
   EXPECT_TRUE(fs::exists(run_dir + "/artifacts/best/model.safetensors"));
   EXPECT_EQ(slurp(run_dir + "/artifacts/results.json"), slurp(path("run/results.json")));
   // evaluate --mlflow-dir logs into the training's run.
@@ -690,6 +701,7 @@ TEST_F(CliTest, MlflowRunIsWrittenAndContinuedOnResume) {
   EXPECT_NE(slurp(run_dir + "/meta.yaml").find("\nstatus: 3\n"), std::string::npos);
   expect_error(run({"evaluate", "--model", path("run2-missing"), "--data", data(), "--mlflow-dir", path("mlruns")}),
                "run2-missing");
+  expect_error(run(train_args(path("run3"), {"--log-steps", "2"})), "--mlflow-dir");
   // Another training, the same experiment: a second run.
   ASSERT_TRUE(succeeded(run(train_args(path("run2"), {"--mlflow-dir", path("mlruns"), "--experiment", "tags",
                                                       "--epochs", "1"}))));
