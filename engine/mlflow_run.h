@@ -7,8 +7,9 @@
 //   DIR/<experiment_id>/<run_id>/tags/<key>          one value per file (mlflow.runName, mlflow.source.name, ...)
 //   DIR/<experiment_id>/<run_id>/artifacts/...       copied files and folders
 // Experiment ids are numeric strings as MLflow's file store makes them; an experiment is found by name.
-// meta.yaml files are replaced atomically; metric lines are appended (a crash leaves at most a partial last
-// line, which a resumed run's next append does not repair: see docs/RELIABILITY.md).
+// meta.yaml, params and tags are replaced atomically; metric lines are appended (a kill can leave a partial last
+// line), and a resumed training rewrites its metric files to agree with its checkpoint (reset_metric,
+// truncate_metric), which also drops such a line.
 #pragma once
 
 #include <cstdint>
