@@ -44,6 +44,13 @@ int LabelSet::find(const std::string& tag) const {
   return -1;
 }
 
+std::vector<int> LabelSet::require_all(const std::vector<std::string>& tags, const std::string& where) const {
+  std::vector<int> indices;
+  for (const std::string& tag : tags) indices.push_back(require(tag, where));
+  std::sort(indices.begin(), indices.end());
+  return indices;
+}
+
 int LabelSet::require(const std::string& tag, const std::string& where) const {
   const int index = find(tag);
   BERTRAIN_CHECK(index >= 0, "unknown tag '" << tag << "' in " << where << " (the model knows: " << join(names_) << ")");

@@ -23,6 +23,8 @@ class LabelSet {
   int find(const std::string& tag) const;
   // Index of `tag`; throws Error "unknown tag 'x' in <where> (the model knows: a, b, c)".
   int require(const std::string& tag, const std::string& where) const;
+  // The sorted indices of `tags` (a row's labels), each as require() finds it.
+  std::vector<int> require_all(const std::vector<std::string>& tags, const std::string& where) const;
 
  private:
   std::vector<std::string> names_;

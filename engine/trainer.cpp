@@ -95,9 +95,7 @@ std::vector<Example> labelled_examples(const TextDataset& data, const std::vecto
   out.reserve(rows.size());
   for (int r : rows) {
     Example e = data.examples[static_cast<std::size_t>(r)];
-    e.labels.clear();
-    for (const std::string& tag : data.tags[static_cast<std::size_t>(r)]) e.labels.push_back(labels.require(tag, data.source));
-    std::sort(e.labels.begin(), e.labels.end());
+    e.labels = labels.require_all(data.tags[static_cast<std::size_t>(r)], data.source);
     out.push_back(std::move(e));
   }
   return out;
