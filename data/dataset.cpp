@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "data/csv_parser.h"
 #include "data/text_clean.h"
 
 namespace bertrain {
@@ -19,12 +20,6 @@ std::string trim(const std::string& s) {
   while (begin < end && is_space(s[begin])) ++begin;
   while (end > begin && is_space(s[end - 1])) --end;
   return s.substr(begin, end - begin);
-}
-
-std::string join(const std::vector<std::string>& names) {
-  std::string out;
-  for (std::size_t i = 0; i < names.size(); ++i) out += (i ? ", " : "") + names[i];
-  return out;
 }
 
 }  // namespace
@@ -77,12 +72,12 @@ TextRowReader::TextRowReader(const std::string& path, const BertTokenizer& token
   // A CSV/TSV header without a needed column fails every row: one error up front instead.
   for (std::size_t i = 0; i < options.text_columns.size(); ++i) {
     BERTRAIN_CHECK(records_.has_column(i), path << ": missing text column '" << options.text_columns[i]
-                                                << "' (columns: " << join(records_.header())
+                                                << "' (columns: " << join_names(records_.header())
                                                 << "; choose with --text-columns)");
   }
   if (options.read_labels) {
     BERTRAIN_CHECK(records_.has_column(label_field_), path << ": missing label column '" << options.label_column
-                                                           << "' (columns: " << join(records_.header())
+                                                           << "' (columns: " << join_names(records_.header())
                                                            << "; choose with --label-column)");
   }
 }
@@ -164,11 +159,7 @@ TextDataset load_text_dataset(const std::string& path, const BertTokenizer& toke
   data.source = path;
   TextRow row;
   while (reader.next(&row)) {
-    if (labels != nullptr) {
-      const std::string where = path + ":" + std::to_string(row.line);
-      for (const std::string& tag : row.tags) row.example.labels.push_back(labels->require(tag, where));
-      std::sort(row.example.labels.begin(), row.example.labels.end());
-    }
+    if (labels != nullptr) row.example.labels = labels->require_all(row.tags, path + ":" + std::to_string(row.line));
     data.ids.push_back(std::move(row.id));
     data.raw_text.push_back(std::move(row.raw_text));
     data.tags.push_back(std::move(row.tags));

@@ -3,7 +3,6 @@
 #include <string>
 
 #include "data/dataset.h"
-#include "data/text_clean.h"
 #include "data/tokenizer.h"
 #include "tools/args.h"
 #include "tools/commands.h"
@@ -49,10 +48,9 @@ int run_tokenize(const std::vector<std::string>& args) {
   std::string line;
   int truncated = 0;
   if (has_text) {
-    const std::string text = p.get("text");
-    const Encoding encoding = tokenizer.encode(options.clean ? clean_text(text) : text, options.max_length);
-    truncated += encoding.truncated ? 1 : 0;
-    print_ids(encoding.ids, &line);
+    bool cut = false;
+    print_ids(encode_text(p.get("text"), tokenizer, options, &cut).ids, &line);
+    truncated += cut ? 1 : 0;
   } else {
     const TextDataset data = load_text_dataset(p.get("data"), tokenizer, nullptr, options);
     for (const Example& e : data.examples) print_ids(e.ids, &line);
