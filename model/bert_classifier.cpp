@@ -67,6 +67,14 @@ void check_host_batch(const BertBatch& batch, const BatchLimits& limits, const c
                  what << ": the batch says its longest row has " << batch.longest << " tokens, it has " << longest);
 }
 
+void check_batch_for_device(const BertBatch& batch, const BatchLimits& limits, int vocab_size, const char* what) {
+  check_host_batch(batch, limits, what);
+  for (int i = 0; i < batch.tokens; ++i) {
+    BERTRAIN_CHECK(batch.input_ids[i] >= 0 && batch.input_ids[i] < vocab_size,
+                   "token id " << batch.input_ids[i] << " is outside the vocabulary [0, " << vocab_size << ")");
+  }
+}
+
 template <typename T>
 BertClassifier<T>::BertClassifier(const BertConfig& config, int num_labels, const BatchLimits& limits)
     : config_(config), num_labels_(num_labels), limits_(limits) {

@@ -45,6 +45,9 @@ void check_batch(const BertBatch& batch, const BatchLimits& limits, const char* 
 // check_batch, and the host row offsets against the counts: every row 1..longest tokens, T in all, the longest
 // row as long as `longest` says.
 void check_host_batch(const BertBatch& batch, const BatchLimits& limits, const char* what);
+// check_host_batch, and every token id in [0, vocab_size): what a batch bound for the GPU must pass on the host,
+// since a kernel cannot report an out-of-range id or a broken offset.
+void check_batch_for_device(const BertBatch& batch, const BatchLimits& limits, int vocab_size, const char* what);
 
 // Dropout probabilities of one forward pass and the key of its masks. All zero: evaluation.
 struct DropoutSetting {

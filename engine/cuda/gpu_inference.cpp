@@ -39,15 +39,10 @@ class GpuInference final : public InferenceBackend {
 
   void logits(const BertBatch& batch, float* out) override {
     if (batch.batch == 0) return;
-    if (!model_ || batch.batch > limits_.rows || batch.tokens > limits_.tokens || batch.longest > limits_.longest) {
+    if (!model_ || !batch_fits(limits_, batch)) {
       grow(grown_limits(limits_, batch, config_));
     }
-    check_host_batch(batch, limits_, "GPU inference");
-    const int vocab = config_.vocab_size;
-    for (int i = 0; i < batch.tokens; ++i) {
-      BERTRAIN_CHECK(batch.input_ids[i] >= 0 && batch.input_ids[i] < vocab,
-                     "token id " << batch.input_ids[i] << " is outside the vocabulary [0, " << vocab << ")");
-    }
+    check_batch_for_device(batch, limits_, config_.vocab_size, "GPU inference");
     const cudaStream_t stream = context_.stream();
     const std::size_t tokens = static_cast<std::size_t>(batch.tokens), rows = static_cast<std::size_t>(batch.batch);
     const std::size_t n_logits = rows * static_cast<std::size_t>(num_labels_);

@@ -245,12 +245,7 @@ class GpuBackend final : public TrainingBackend {
   BertBatch upload(const BertBatch& batch, const float* targets, Staging& staging) {
     const std::size_t tokens = static_cast<std::size_t>(batch.tokens), offsets = static_cast<std::size_t>(batch.batch) + 1;
     const std::size_t target_count = static_cast<std::size_t>(batch.batch) * model_.num_labels();
-    check_host_batch(batch, model_.limits(), "GPU engine");
-    const int vocab = model_.config().vocab_size;
-    for (std::size_t i = 0; i < tokens; ++i) {
-      BERTRAIN_CHECK(batch.input_ids[i] >= 0 && batch.input_ids[i] < vocab,
-                     "token id " << batch.input_ids[i] << " is outside the vocabulary [0, " << vocab << ")");
-    }
+    check_batch_for_device(batch, model_.limits(), model_.config().vocab_size, "GPU engine");
     std::memcpy(staging.ids.data(), batch.input_ids, tokens * sizeof(int32_t));
     std::memcpy(staging.cu_seqlens.data(), batch.cu_seqlens, offsets * sizeof(int32_t));
     std::memcpy(staging.targets.data(), targets, target_count * sizeof(float));
