@@ -31,7 +31,7 @@ class CpuInference final : public InferenceBackend {
 
   void logits(const BertBatch& batch, float* out) override {
     if (batch.batch == 0) return;
-    if (!model_ || batch.batch > limits_.rows || batch.tokens > limits_.tokens || batch.longest > limits_.longest) {
+    if (!model_ || !batch_fits(limits_, batch)) {
       limits_ = grown_limits(limits_, batch, config_);
       model_.reset();  // free the old activations before allocating the larger ones
       model_.emplace(config_, num_labels_, limits_);
@@ -52,6 +52,10 @@ class CpuInference final : public InferenceBackend {
 };
 
 }  // namespace
+
+bool batch_fits(const BatchLimits& limits, const BertBatch& batch) {
+  return batch.batch <= limits.rows && batch.tokens <= limits.tokens && batch.longest <= limits.longest;
+}
 
 BatchLimits grown_limits(const BatchLimits& current, const BertBatch& batch, const BertConfig& config) {
   check_row_offsets(batch.cu_seqlens, batch.batch, batch.tokens, config.max_position_embeddings, "inference batch");

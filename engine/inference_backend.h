@@ -32,6 +32,9 @@ std::unique_ptr<InferenceBackend> make_inference_backend(const BackendChoice& ch
 std::unique_ptr<InferenceBackend> make_cuda_inference_backend(int device, bool bf16, const BertConfig& config,
                                                               int num_labels, const std::vector<float>& params);
 
+// Whether a model built for `limits` takes `batch` (rows, tokens and longest row within them).
+bool batch_fits(const BatchLimits& limits, const BertBatch& batch);
+
 // Limits at least `current` and covering `batch`, with headroom (rows and tokens rounded up to powers of two,
 // the longest row to the position table) so that growing batches reallocate a handful of times, not every time.
 BatchLimits grown_limits(const BatchLimits& current, const BertBatch& batch, const BertConfig& config);
