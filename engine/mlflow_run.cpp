@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -94,6 +95,43 @@ std::string find_or_create_experiment(const std::string& root, const std::string
   return id;
 }
 
+// One point of a metric file: a "<timestamp ms> <value> <step>" line.
+struct MetricPoint {
+  long long timestamp;
+  double value;
+  long step;
+};
+
+std::string metric_line(const MetricPoint& point) {
+  char line[96];
+  std::snprintf(line, sizeof line, "%lld %.17g %ld\n", point.timestamp, point.value, point.step);
+  return line;
+}
+
+// The whole lines of a metric file (none when it is missing; a line cut by a kill is left out).
+std::vector<MetricPoint> read_metric(const std::string& path) {
+  std::vector<MetricPoint> points;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    MetricPoint point{};
+    if (fields >> point.timestamp >> point.value >> point.step) points.push_back(point);
+  }
+  return points;
+}
+
+// Replaces a metric file with `points`, atomically; with none, removes it (MLflow reads a metric file's last
+// line: no file rather than an empty one).
+void write_metric(const std::string& path, const std::vector<MetricPoint>& points) {
+  if (points.empty()) {
+    std::remove(path.c_str());
+    return;
+  }
+  std::string text;
+  for (const MetricPoint& point : points) text += metric_line(point);
+  write_file_atomically(path, text);
+}
+
 }  // namespace
 
 MlflowRun::MlflowRun(const std::string& root, const std::string& experiment, const std::string& run_name,
@@ -143,55 +181,28 @@ void MlflowRun::log_params(const nlohmann::json& params) {
 
 void MlflowRun::log_metric(const std::string& key, double value, long step) {
   std::ofstream out(run_dir_ + "/metrics/" + key, std::ios::app);
-  char line[96];
-  std::snprintf(line, sizeof line, "%lld %.17g %ld\n", static_cast<long long>(now_ms()), value, step);
-  out << line;
+  out << metric_line({now_ms(), value, step});
   BERTRAIN_CHECK(out.flush(), run_dir_ << "/metrics/" << key << ": cannot append");
 }
 
 void MlflowRun::reset_metric(const std::string& key, const std::vector<std::pair<long, double>>& values) {
   const std::string path = run_dir_ + "/metrics/" + key;
-  if (values.empty()) {  // MLflow reads a metric file's last line: none at all rather than an empty one
-    std::remove(path.c_str());
-    return;
-  }
   std::map<long, long long> timestamps;  // step -> the first timestamp logged for it
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream fields(line);
-    long long timestamp = 0;
-    double value = 0;
-    long step = 0;
-    if (fields >> timestamp >> value >> step) timestamps.emplace(step, timestamp);
-  }
-  std::string text;
-  char line[96];
+  for (const MetricPoint& point : read_metric(path)) timestamps.emplace(point.step, point.timestamp);
+  std::vector<MetricPoint> points;
   for (const auto& [step, value] : values) {
     const auto it = timestamps.find(step);
-    std::snprintf(line, sizeof line, "%lld %.17g %ld\n", it != timestamps.end() ? it->second : static_cast<long long>(now_ms()),
-                  value, step);
-    text += line;
+    points.push_back({it != timestamps.end() ? it->second : now_ms(), value, step});
   }
-  write_file_atomically(path, text);
+  write_metric(path, points);
 }
 
 void MlflowRun::truncate_metric(const std::string& key, long max_step) {
   const std::string path = run_dir_ + "/metrics/" + key;
-  if (!file_exists(path)) return;
-  std::ifstream in(path);
-  std::string kept;
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream fields(line);
-    long long timestamp = 0;
-    double value = 0;
-    long step = 0;
-    if (fields >> timestamp >> value >> step && step <= max_step) kept += line + "\n";  // a cut line is dropped too
-  }
-  if (kept.empty()) {
-    std::remove(path.c_str());
-  } else {
-    write_file_atomically(path, kept);
-  }
+  std::vector<MetricPoint> points = read_metric(path);
+  points.erase(std::remove_if(points.begin(), points.end(), [&](const MetricPoint& p) { return p.step > max_step; }),
+               points.end());
+  write_metric(path, points);
 }
 
 void MlflowRun::set_tag(const std::string& key, const std::string& value) {
@@ -204,6 +215,10 @@ void MlflowRun::log_artifact(const std::string& source, const std::string& name)
   fs::remove_all(target, ec);
   fs::copy(source, target, fs::copy_options::recursive | fs::copy_options::overwrite_existing, ec);
   BERTRAIN_CHECK(!ec, "MLflow artifact " << target.string() << ": cannot copy " << source << ": " << ec.message());
+}
+
+void MlflowRun::write_artifact(const std::string& name, const std::string& contents) {
+  write_file_atomically(run_dir_ + "/artifacts/" + name, contents);
 }
 
 void MlflowRun::set_status(MlflowStatus status) { write_meta(status, status != MlflowStatus::kRunning); }

@@ -45,6 +45,8 @@ class MlflowRun {
   void set_tag(const std::string& key, const std::string& value);
   // Copies a file or a folder (recursively) to artifacts/<name>.
   void log_artifact(const std::string& source, const std::string& name);
+  // Writes `contents` as the file artifacts/<name>.
+  void write_artifact(const std::string& name, const std::string& contents);
   // Status and end time; FINISHED, FAILED or KILLED end the run.
   void set_status(MlflowStatus status);
 

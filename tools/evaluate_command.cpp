@@ -112,10 +112,7 @@ void log_to_mlflow(const ArgParser& p, const ordered_json& out, const std::strin
       }
     }
   }
-  const std::string tmp = p.get("model") + "/.evaluation-for-mlflow.json";
-  write_file_atomically(tmp, text);
-  run.log_artifact(tmp, "evaluation.json");
-  std::remove(tmp.c_str());
+  run.write_artifact("evaluation.json", text);
   run.set_status(MlflowStatus::kFinished);
 }
 
