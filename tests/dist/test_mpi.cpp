@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <iterator>
 #include <thread>
@@ -195,30 +196,10 @@ TEST_F(MpiTest, StepCheckpointResumesAtAnotherWorldSize) {
   expect_same_parameters("single", "stepped");
 }
 
-// Slurm's --signal=USR1@T reaches mpirun, which forwards SIGUSR1 to every rank: the job stops with a checkpoint
-// and exit status 75 and, resumed on another number of ranks, ends where one process does.
-TEST_F(MpiTest, SignalStopsEveryRankWithACheckpoint) {
-  const int epochs = 500;
-  const auto started = std::chrono::steady_clock::now();
-  const RunResult single = train(0, "single", epochs);
-  ASSERT_EQ(single.exit_code, 0) << single.describe();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  std::vector<std::string> argv = mpi_prefix(2);
-  const std::vector<std::string> command = train_command("signalled", epochs);
-  argv.insert(argv.end(), command.begin(), command.end());
-  // mpirun and two ranks start slower than one process: signal well inside their training.
-  const RunResult stopped = testing::run_process(argv, {}, 300, {{0.5 * seconds, SIGUSR1}});
-  if (stopped.exit_code == 0) GTEST_SKIP() << "the job finished before the signal (" << seconds << " s for one process)";
-  ASSERT_EQ(stopped.exit_code, 75) << stopped.describe();
-  EXPECT_NE(stopped.err.find("stopped by SIGUSR1"), std::string::npos) << stopped.describe();
-  const RunResult resumed = train(3, "signalled", epochs, {"--resume"});
-  ASSERT_EQ(resumed.exit_code, 0) << resumed.describe();
-  expect_same_parameters("single", "signalled");
-}
-
-// The pids of the ranks of the job training into `out`: processes whose command line is `... bertrain train ...
-// --out <out> ...` (not the launcher's `bertrain launch`, not mpirun's).
-std::vector<pid_t> rank_pids(const std::string& out) {
+// The pids of the processes of the job training into `out` whose command line `match` accepts: the ranks
+// (`... bertrain train ... --out <out>`) or mpirun (`mpirun ... --out <out>`); not `bertrain launch`.
+template <typename Match>
+std::vector<pid_t> job_pids(const std::string& out, Match match) {
   std::vector<pid_t> pids;
   for (const auto& entry : fs::directory_iterator("/proc")) {
     const std::string name = entry.path().filename().string();
@@ -226,27 +207,61 @@ std::vector<pid_t> rank_pids(const std::string& out) {
     std::ifstream in(entry.path() / "cmdline", std::ios::binary);
     std::vector<std::string> argv;
     for (std::string a; std::getline(in, a, '\0');) argv.push_back(a);
-    if (argv.size() < 2 || argv[1] != "train" || argv[0].find("bertrain") == std::string::npos) continue;
-    if (std::find(argv.begin(), argv.end(), out) != argv.end()) pids.push_back(static_cast<pid_t>(std::stol(name)));
+    if (argv.size() >= 2 && match(argv) && std::find(argv.begin(), argv.end(), out) != argv.end()) {
+      pids.push_back(static_cast<pid_t>(std::stol(name)));
+    }
   }
   return pids;
 }
 
-// A signal that reaches only one rank (here SIGTERM to one of them, as `kill` or a node agent would send)
-// stops every rank at the same step: the request rides on the loss allreduce.
-TEST_F(MpiTest, SignalToOneRankStopsTheWholeJob) {
+bool is_rank(const std::vector<std::string>& argv) {
+  return argv[1] == "train" && argv[0].find("bertrain") != std::string::npos;
+}
+bool is_mpirun(const std::vector<std::string>& argv) { return fs::path(argv[0]).filename() == "mpirun"; }
+
+std::vector<pid_t> rank_pids(const std::string& out) { return job_pids(out, is_rank); }
+
+// Waits until the job training into `out` has written its first checkpoint (every rank is then in its training
+// loop, its stop handlers installed) and sends `sig` to one process of job_pids(out, match) (the last found).
+// False when the job ended first or no such process was found.
+template <typename Match>
+bool signal_when_training(const std::string& out, Match match, int sig, const std::atomic<bool>& job_done) {
+  while (!job_done && !fs::exists(out + "/last/trainer_state.json")) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const std::vector<pid_t> pids = job_pids(out, match);
+  return !job_done && !pids.empty() && ::kill(pids.back(), sig) == 0;
+}
+
+// Slurm's --signal=USR1@T reaches mpirun, which forwards SIGUSR1 to every rank: the job stops with a checkpoint
+// and exit status 75 and, resumed on another number of ranks, ends where one process does.
+TEST_F(MpiTest, SignalStopsEveryRankWithACheckpoint) {
   const int epochs = 500;
-  const auto started = std::chrono::steady_clock::now();
   const RunResult single = train(0, "single", epochs);
   ASSERT_EQ(single.exit_code, 0) << single.describe();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  std::atomic<bool> done{false};
   bool sent = false;
-  std::thread signaller([&] {
-    std::this_thread::sleep_for(std::chrono::duration<double>(0.5 * seconds));
-    const std::vector<pid_t> ranks = rank_pids(temp_.path("one"));
-    if (ranks.size() == 2) sent = ::kill(ranks[1], SIGTERM) == 0;
-  });
+  std::thread signaller([&] { sent = signal_when_training(temp_.path("signalled"), is_mpirun, SIGUSR1, done); });
+  const RunResult stopped = train(2, "signalled", epochs);
+  done = true;
+  signaller.join();
+  ASSERT_TRUE(sent) << "mpirun was not found while the job trained: " << stopped.describe();
+  ASSERT_EQ(stopped.exit_code, 75) << stopped.describe();
+  EXPECT_NE(stopped.err.find("stopped by SIGUSR1"), std::string::npos) << stopped.describe();
+  const RunResult resumed = train(3, "signalled", epochs, {"--resume"});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.describe();
+  expect_same_parameters("single", "signalled");
+}
+
+TEST_F(MpiTest, SignalToOneRankStopsTheWholeJob) {
+  const int epochs = 500;
+  const RunResult single = train(0, "single", epochs);
+  ASSERT_EQ(single.exit_code, 0) << single.describe();
+  std::atomic<bool> done{false};
+  bool sent = false;
+  std::thread signaller([&] { sent = signal_when_training(temp_.path("one"), is_rank, SIGTERM, done); });
   const RunResult stopped = train(2, "one", epochs);
+  done = true;
   signaller.join();
   ASSERT_TRUE(sent) << "the job's ranks were not found running: " << stopped.describe();
   ASSERT_EQ(stopped.exit_code, 75) << stopped.describe();
