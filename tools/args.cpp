@@ -16,6 +16,12 @@ void ArgParser::flag(const std::string& name, const std::string& help) {
   order_.push_back(name);
 }
 
+void ArgParser::positionals(const std::string& name, const std::string& help, std::size_t min_count) {
+  positional_name_ = name;
+  positional_help_ = help;
+  positional_min_ = min_count;
+}
+
 bool ArgParser::parse(const std::vector<std::string>& args) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -23,7 +29,11 @@ bool ArgParser::parse(const std::vector<std::string>& args) {
       std::fputs(help().c_str(), stdout);
       return false;
     }
-    if (arg.rfind("--", 0) != 0) throw UsageError(command_ + ": unexpected argument '" + arg + "'");
+    if (arg.rfind("--", 0) != 0) {
+      if (positional_name_.empty()) throw UsageError(command_ + ": unexpected argument '" + arg + "'");
+      positional_values_.push_back(arg);
+      continue;
+    }
     std::string name = arg.substr(2), value;
     const auto eq = name.find('=');
     const bool inline_value = eq != std::string::npos;
@@ -46,6 +56,9 @@ bool ArgParser::parse(const std::vector<std::string>& args) {
   }
   for (const auto& [name, opt] : options_) {
     if (opt.required && values_.count(name) == 0) throw UsageError(command_ + ": --" + name + " is required");
+  }
+  if (positional_values_.size() < positional_min_) {
+    throw UsageError(command_ + ": " + positional_name_ + " is required (see --help)");
   }
   return true;
 }
@@ -84,7 +97,14 @@ bool ArgParser::get_flag(const std::string& name) const { return values_.count(n
 
 std::string ArgParser::help() const {
   std::ostringstream os;
-  os << "usage: bertrain " << command_ << " [options]\n\n" << summary_ << "\n\noptions:\n";
+  os << "usage: bertrain " << command_ << " [options]" << (positional_name_.empty() ? "" : " " + positional_name_ + "...")
+     << "\n\n" << summary_ << "\n\n";
+  if (!positional_name_.empty()) {
+    const std::string left = "  " + positional_name_ + "...";
+    os << "arguments:\n" << left << std::string(left.size() < 28 ? 28 - left.size() : 1, ' ') << positional_help_
+       << "\n\n";
+  }
+  os << "options:\n";
   for (const std::string& name : order_) {
     const Option& o = options_.at(name);
     std::string left = "  --" + name + (o.is_flag ? "" : " VALUE");

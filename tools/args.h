@@ -21,6 +21,9 @@ class ArgParser {
   // An option taking a value; `default_value` empty with `required` means it must be given.
   void option(const std::string& name, const std::string& default_value, const std::string& help, bool required = false);
   void flag(const std::string& name, const std::string& help);  // a boolean switch, off by default
+  // Arguments that are not options (e.g. RUN_DIR...), at least `min_count` of them; without this call any
+  // such argument is a UsageError.
+  void positionals(const std::string& name, const std::string& help, std::size_t min_count);
 
   // Parses args (without the program and command names). Returns false when --help was asked for
   // (the help text has then been printed to stdout). Throws UsageError on unknown or malformed options.
@@ -30,6 +33,7 @@ class ArgParser {
   int get_int(const std::string& name) const;        // UsageError naming the flag when not an integer
   double get_double(const std::string& name) const;  // UsageError naming the flag when not a number
   bool get_flag(const std::string& name) const;
+  const std::vector<std::string>& positional_values() const { return positional_values_; }
   std::string help() const;
 
  private:
@@ -41,6 +45,9 @@ class ArgParser {
   std::vector<std::string> order_;
   std::map<std::string, Option> options_;
   std::map<std::string, std::string> values_;
+  std::string positional_name_, positional_help_;  // empty name: no positional arguments
+  std::size_t positional_min_ = 0;
+  std::vector<std::string> positional_values_;
 };
 
 }  // namespace bertrain
