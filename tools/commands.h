@@ -17,5 +17,6 @@ int run_predict(const std::vector<std::string>& args);   // tools/predict_comman
 int run_tokenize(const std::vector<std::string>& args);  // tools/tokenize_command.cpp
 int run_convert(const std::vector<std::string>& args);   // tools/convert_command.cpp
 int run_launch(const std::vector<std::string>& args);    // tools/launch_command.cpp
+int run_report(const std::vector<std::string>& args);    // tools/report_command.cpp
 
 }  // namespace bertrain

@@ -25,6 +25,8 @@ const char kUsage[] =
     "  predict        label probabilities for one text, or for every row of a file (streamed, JSON Lines)\n"
     "  tokenize       token ids of a text or of every row of a file, as the model sees them\n"
     "  launch         run a training command again with --resume when it fails or is preempted (--max-restarts)\n"
+    "  report         an HTML page of training runs: loss, learning rate, throughput, per-class metrics and\n"
+    "                 confusion matrix as charts (several runs overlaid)\n"
     "  convert        write a model directory's pytorch_model.bin as model.safetensors (transformers loads it)\n"
     "  bench step     time training steps (forward + backward + Adam) of a random BERT, CPU or GPU\n"
     "  bench tokenize time text cleaning and tokenization\n"
@@ -54,6 +56,7 @@ int dispatch(const std::vector<std::string>& args) {
   if (command == "tokenize") return bertrain::run_tokenize(rest);
   if (command == "convert") return bertrain::run_convert(rest);
   if (command == "launch") return bertrain::run_launch(rest);
+  if (command == "report") return bertrain::run_report(rest);
   if (command == "bench") return bertrain::run_bench(rest);
   throw bertrain::UsageError("unknown command '" + command + "' (see bertrain --help)");
 }

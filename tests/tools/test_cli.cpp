@@ -31,6 +31,7 @@
 #include "model/safetensors.h"
 #include "tests/run_process.h"
 #include "tests/temp_dir.h"
+#include "tests/xml_check.h"
 
 #ifndef BERTRAIN_BINARY
 #error "BERTRAIN_BINARY must name the bertrain executable"
@@ -271,7 +272,7 @@ void expect_error(const RunResult& r, const std::string& needle, int code = 1) {
 TEST_F(CliTest, TopLevelHelpAndVersion) {
   const RunResult help = run({"--help"});
   ASSERT_TRUE(succeeded(help));
-  for (const char* command : {"train", "evaluate", "predict", "tokenize"}) {
+  for (const char* command : {"train", "evaluate", "predict", "tokenize", "launch", "report", "convert"}) {
     EXPECT_NE(help.out.find(command), std::string::npos) << command << "\n" << help.out;
   }
   const RunResult version = run({"--version"});
@@ -293,7 +294,8 @@ TEST_F(CliTest, CommandHelpListsTheFlags) {
       {"predict",
        {"--model", "--text", "--title", "--description", "--data", "--out", "--threshold", "--device", "--precision",
         "--batch-size", "--format", "--text-columns", "--skip-bad-rows"}},
-      {"tokenize", {"--vocab", "--text", "--data", "--no-clean", "--format", "--text-columns"}}};
+      {"tokenize", {"--vocab", "--text", "--data", "--no-clean", "--format", "--text-columns"}},
+      {"report", {"--out", "RUN_DIR..."}}};
   for (const auto& [command, names] : flags) {
     const RunResult r = run({command, "--help"});
     ASSERT_TRUE(succeeded(r));
@@ -708,6 +710,67 @@ TEST_F(CliTest, MlflowRunIsWrittenAndContinuedOnResume) {
   int runs = 0;
   for (const auto& e : fs::directory_iterator(experiment_dir)) runs += fs::exists(e.path() / "meta.yaml") ? 1 : 0;
   EXPECT_EQ(runs, 2);
+}
+
+// ---- report ---------------------------------------------------------------------------------------------
+
+// The values of the points of one series in a chart, in order (the report writes them exactly in data-y).
+std::vector<double> chart_series(const testing::XmlElement& svg, const std::string& series) {
+  std::vector<double> values;
+  for (const testing::XmlElement* p : svg.find_all("circle")) {
+    const std::string* cls = p->attribute("class");
+    if (cls && *cls == "point" && *p->attribute("data-series") == series) values.push_back(std::stod(*p->attribute("data-y")));
+  }
+  return values;
+}
+
+TEST_F(CliTest, ReportOfATrainedAndEvaluatedRun) {
+  ASSERT_TRUE(succeeded(*suite_train_));
+  fs::copy(suite_run(), path("run"), fs::copy_options::recursive);
+  ASSERT_TRUE(succeeded(run({"evaluate", "--model", path("run"), "--data", data(), "--out", path("run/evaluation.json")})));
+  const RunResult r = run({"report", path("run")});
+  ASSERT_TRUE(succeeded(r));
+  EXPECT_EQ(r.out, "report: 1 run -> " + path("run") + "/report.html\n");
+  const std::string html = slurp(path("run/report.html"));
+  const testing::XmlElement page = testing::parse_xml(html);  // throws (fails the test) unless well-formed
+  const auto charts = page.find_all("svg");
+  ASSERT_EQ(charts.size(), 5u);  // loss, learning rate, throughput, per-class bars, confusion matrix
+  std::vector<double> train_loss, val_loss;
+  for (const json& m : read_jsonl(path("run/metrics.jsonl"))) {
+    train_loss.push_back(m["train_loss"].get<double>());
+    val_loss.push_back(m["val_loss"].get<double>());
+  }
+  EXPECT_EQ(chart_series(*charts[0], "train_loss"), train_loss);
+  EXPECT_EQ(chart_series(*charts[0], "val_loss"), val_loss);
+  const json eval = json::parse(slurp(path("run/evaluation.json")));
+  long cells = 0;
+  for (const testing::XmlElement* c : charts[4]->find_all("rect")) {
+    const std::string* row = c->attribute("data-row");
+    if (row == nullptr) continue;
+    const auto labels = eval["confusion_matrix"]["labels"].get<std::vector<std::string>>();
+    const auto i = std::find(labels.begin(), labels.end(), *row) - labels.begin();
+    const auto j = std::find(labels.begin(), labels.end(), *c->attribute("data-column")) - labels.begin();
+    EXPECT_EQ(std::stol(*c->attribute("data-count")), eval["confusion_matrix"]["matrix"][i][j].get<long>());
+    ++cells;
+  }
+  EXPECT_EQ(cells, static_cast<long>(kTags.size() * kTags.size()));
+
+  // Two runs overlaid, into --out.
+  ASSERT_TRUE(succeeded(run(train_args(path("run2"), {"--lr", "3e-4"}))));
+  const RunResult both = run({"report", path("run"), path("run2"), "--out", path("both.html")});
+  ASSERT_TRUE(succeeded(both));
+  const testing::XmlElement both_page = testing::parse_xml(slurp(path("both.html")));
+  const auto overlaid = both_page.find_all("svg");
+  ASSERT_EQ(overlaid.size(), 5u);
+  EXPECT_EQ(chart_series(*overlaid[0], "run val_loss"), val_loss);
+  EXPECT_EQ(chart_series(*overlaid[0], "run2 val_loss").size(), 2u);
+
+  // Errors: a one-line message, exit 1 (2 for usage), no report written.
+  expect_error(run({"report"}), "RUN_DIR is required", 2);
+  expect_error(run({"report", path("nothing-here")}), "nothing-here' not found");
+  expect_error(run({"report", path("run"), "--out", path("no-such-dir/report.html")}), "no-such-dir/report.html");
+  EXPECT_FALSE(fs::exists(path("nothing-here")));
+  EXPECT_FALSE(fs::exists(path("no-such-dir")));
 }
 
 TEST_F(CliTest, TrainingDoesNotDependOnTheHeapLayout) {

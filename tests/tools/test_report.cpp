@@ -1,0 +1,454 @@
+// bertrain report: number formats, axes, the three charts and the whole page. Every chart is parsed as XML
+// (tests/xml_check.h) and its data read back from the data-* attributes and compared with what went in,
+// and pixel positions are checked to be the axis' linear map of the values.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "tests/temp_dir.h"
+#include "tests/xml_check.h"
+#include "tools/report/axis.h"
+#include "tools/report/charts.h"
+#include "tools/report/run_report.h"
+#include "tools/report/svg_text.h"
+
+namespace bertrain::report {
+namespace {
+
+using testing::parse_xml;
+using testing::XmlElement;
+namespace fs = std::filesystem;
+
+double attr_number(const XmlElement& e, const std::string& key) {
+  const std::string* value = e.attribute(key);
+  if (value == nullptr) throw std::runtime_error("<" + e.name + "> has no attribute " + key);
+  return std::stod(*value);
+}
+
+std::string attr(const XmlElement& e, const std::string& key) {
+  const std::string* value = e.attribute(key);
+  return value ? *value : std::string("(absent)");
+}
+
+std::vector<const XmlElement*> with_class(const XmlElement& root, const std::string& tag, const std::string& cls) {
+  std::vector<const XmlElement*> found;
+  for (const XmlElement* e : root.find_all(tag)) {
+    if (attr(*e, "class") == cls) found.push_back(e);
+  }
+  return found;
+}
+
+// Every <text>'s own text and its <title> children's, joined: what a reader of the chart can see or hover.
+std::string all_text(const XmlElement& root) {
+  std::string text = root.text;
+  for (const XmlElement& child : root.children) text += " " + all_text(child);
+  return text;
+}
+
+// Points of `series` in document order as (value, pixel) pairs of one coordinate.
+std::vector<std::pair<double, double>> points_of(const XmlElement& svg, const std::string& series, const char* data,
+                                                 const char* pixel) {
+  std::vector<std::pair<double, double>> out;
+  for (const XmlElement* p : with_class(svg, "circle", "point")) {
+    if (attr(*p, "data-series") == series) out.emplace_back(attr_number(*p, data), attr_number(*p, pixel));
+  }
+  return out;
+}
+
+// The pixels are one affine function of the values (an axis, drawn to 0.01 px): fitted on the first and last
+// point, every point lies on it; returns the slope.
+double expect_affine(const std::vector<std::pair<double, double>>& points) {
+  EXPECT_GE(points.size(), 2u);
+  if (points.size() < 2) return 0;
+  const auto [v0, p0] = points.front();
+  const auto [v1, p1] = points.back();
+  const double slope = (p1 - p0) / (v1 - v0);
+  for (const auto& [v, p] : points) EXPECT_NEAR(p, p0 + slope * (v - v0), 0.011) << "value " << v;
+  return slope;
+}
+
+TEST(ReportText, EscapesEveryXmlSpecialCharacter) {
+  EXPECT_EQ(xml_escape("a&b <c> \"d\" 'e'"), "a&amp;b &lt;c&gt; &quot;d&quot; &apos;e&apos;");
+  EXPECT_EQ(xml_escape("naïve"), "naïve");
+}
+
+TEST(ReportText, TickLabelsShowJustTheDigitsTheStepNeeds) {
+  EXPECT_EQ(format_tick(0.30000000000000004, 0.1), "0.3");
+  EXPECT_EQ(format_tick(0.25, 0.05), "0.25");
+  EXPECT_EQ(format_tick(40, 20), "40");
+  EXPECT_EQ(format_tick(1e-17, 0.1), "0.0");  // as its neighbours "0.1", "0.2"; never "-0.0"
+  EXPECT_EQ(format_tick(-1e-17, 0.1), "0.0");
+  EXPECT_EQ(format_tick(5e-5, 1e-5), "5e-5");
+  EXPECT_EQ(format_tick(1.05e-4, 5e-6), "1.05e-4");
+}
+
+TEST(ReportText, ValuesAreShortAndReadable) {
+  EXPECT_EQ(format_value(0.20254327356815338), "0.2025");
+  EXPECT_EQ(format_value(85.69150219013397), "85.69");
+  EXPECT_EQ(format_value(12345.6), "12346");
+  EXPECT_EQ(format_value(1e-4), "1e-4");
+  EXPECT_EQ(format_value(8.5e-5), "8.5e-5");
+  EXPECT_EQ(format_scientific(0.001), "1e-3");
+  EXPECT_EQ(format_scientific(2.5e-5), "2.5e-5");
+  EXPECT_EQ(format_value(0), "0");
+  EXPECT_EQ(format_value(NAN), "n/a");
+  EXPECT_EQ(format_px(12.5), "12.5");
+  EXPECT_EQ(format_px(3.0), "3");
+  EXPECT_EQ(format_px(-0.001), "0");
+  EXPECT_EQ(std::stod(format_exact(0.1 + 0.2)), 0.1 + 0.2);
+}
+
+TEST(ReportAxis, LinearTicksAreRoundAndCoverTheData) {
+  const Axis a = linear_axis(0.037, 0.587, 5, false, false);
+  EXPECT_EQ(a.labels, (std::vector<std::string>{"0.0", "0.2", "0.4", "0.6"}));  // 0.1 apart would be 6 intervals
+  EXPECT_LE(a.lo, 0.037);
+  EXPECT_GE(a.hi, 0.587);
+  EXPECT_DOUBLE_EQ(a.to_pixel(a.lo, 100, 0), 100);
+  EXPECT_DOUBLE_EQ(a.to_pixel(a.hi, 100, 0), 0);
+  EXPECT_DOUBLE_EQ(a.to_pixel(0.3, 100, 0), 50);
+
+  const Axis zero = linear_axis(74.4, 94.8, 5, true, false);
+  EXPECT_EQ(zero.ticks.front(), 0);
+  EXPECT_EQ(zero.labels.back(), "100");
+
+  const Axis epochs = linear_axis(0, 3, 10, false, true);  // never a half epoch
+  EXPECT_EQ(epochs.labels, (std::vector<std::string>{"0", "1", "2", "3"}));
+
+  const Axis one = linear_axis(1e-4, 1e-4, 5, false, false);  // a constant: a band around it
+  EXPECT_LT(one.lo, 1e-4);
+  EXPECT_GT(one.hi, 1e-4);
+}
+
+TEST(ReportAxis, LogTicksArePowersOfTen) {
+  const Axis a = log_axis(1e-7, 1e-4);
+  EXPECT_TRUE(a.log);
+  EXPECT_EQ(a.labels, (std::vector<std::string>{"1e-7", "1e-6", "1e-5", "1e-4"}));
+  EXPECT_NEAR(a.to_pixel(1e-5, 0, 300), 200, 1e-9);
+  EXPECT_EQ(log_axis(1e-4, 5e-3).labels, (std::vector<std::string>{"1e-4", "1e-3", "1e-2"}));
+  EXPECT_EQ(log_axis(0.02, 3).labels, (std::vector<std::string>{"0.01", "0.1", "1", "10"}));
+  const Axis one_decade = log_axis(1e-5, 1e-4);  // 2 and 5 × 10^k fill in
+  EXPECT_EQ(one_decade.labels, (std::vector<std::string>{"1e-5", "2e-5", "5e-5", "1e-4"}));
+}
+
+LineChart two_series_chart() {
+  LineChart chart;
+  chart.title = "Loss per epoch";
+  chart.x_title = "epoch";
+  chart.y_title = "loss (binary cross-entropy)";
+  chart.mark_legend = "best epoch (lowest val_loss)";
+  chart.series.push_back({"train_loss", "#4e79a7", false, {0, 1, 2, 3}, {0.59, 0.43, 0.30, 0.21}, std::nullopt});
+  chart.series.push_back({"val_loss", "#4e79a7", true, {0, 1, 2, 3}, {0.50, 0.37, 0.31, 0.26}, 3});
+  return chart;
+}
+
+TEST(ReportLineChart, IsWellFormedAndCarriesEveryPoint) {
+  const XmlElement svg = parse_xml(render_line_chart(two_series_chart()));
+  EXPECT_EQ(svg.name, "svg");
+  ASSERT_NE(svg.attribute("viewBox"), nullptr);
+  const auto train = points_of(svg, "train_loss", "data-y", "cy");
+  const auto val = points_of(svg, "val_loss", "data-y", "cy");
+  ASSERT_EQ(train.size(), 4u);
+  ASSERT_EQ(val.size(), 4u);
+  EXPECT_EQ(train[1].first, 0.43);
+  EXPECT_EQ(val[3].first, 0.26);
+  // One y axis for both series, higher loss higher up (smaller y in SVG).
+  auto both = train;
+  both.insert(both.end(), val.begin(), val.end());
+  std::sort(both.begin(), both.end());
+  EXPECT_LT(expect_affine(both), 0);
+  EXPECT_GT(expect_affine(points_of(svg, "val_loss", "data-x", "cx")), 0);
+  // Every point has a hover title with its value.
+  for (const XmlElement* p : with_class(svg, "circle", "point")) {
+    ASSERT_EQ(p->children.size(), 1u);
+    EXPECT_EQ(p->children[0].name, "title");
+  }
+  EXPECT_NE(all_text(svg).find("val_loss, epoch 2: 0.31"), std::string::npos);
+  // The best epoch is ringed, on its point.
+  const auto marks = with_class(svg, "circle", "mark");
+  ASSERT_EQ(marks.size(), 1u);
+  EXPECT_EQ(attr_number(*marks[0], "data-x"), 3);
+  EXPECT_EQ(attr(*marks[0], "cy"), attr(*with_class(svg, "circle", "point").back(), "cy"));
+  // Title, axis titles and a legend entry per series and for the ring.
+  const std::string text = all_text(svg);
+  for (const char* needle : {"Loss per epoch", "loss (binary cross-entropy)", "epoch", "train_loss", "val_loss",
+                             "best epoch (lowest val_loss)", "0.2", "0.6"}) {
+    EXPECT_NE(text.find(needle), std::string::npos) << needle;
+  }
+  // Two lines, the validation one dashed.
+  const auto paths = svg.find_all("path");
+  ASSERT_EQ(paths.size(), 2u);
+  EXPECT_EQ(paths[0]->attribute("stroke-dasharray"), nullptr);
+  EXPECT_NE(paths[1]->attribute("stroke-dasharray"), nullptr);
+}
+
+TEST(ReportLineChart, ANonFiniteValueLeavesAGap) {
+  LineChart chart = two_series_chart();
+  chart.series[1].y[1] = NAN;  // a diverged epoch, written as null in metrics.jsonl
+  const XmlElement svg = parse_xml(render_line_chart(chart));
+  EXPECT_EQ(points_of(svg, "val_loss", "data-y", "cy").size(), 3u);
+  const std::string d = attr(*svg.find_all("path")[1], "d");
+  EXPECT_EQ(std::count(d.begin(), d.end(), 'M'), 2) << d;  // the pen lifts over the gap
+}
+
+TEST(ReportLineChart, LogAxisMapsDecadesToEqualHeights) {
+  LineChart chart;
+  chart.title = "Learning rate";
+  chart.log_y = true;
+  chart.series.push_back({"lr", "#000000", false, {0, 1, 2, 3}, {1e-4, 1e-4, 1e-5, 1e-6}, std::nullopt});
+  const XmlElement svg = parse_xml(render_line_chart(chart));
+  const auto points = points_of(svg, "lr", "data-y", "cy");
+  ASSERT_EQ(points.size(), 4u);
+  EXPECT_NEAR(points[0].second - points[2].second, points[2].second - points[3].second, 0.02);
+  EXPECT_LT(points[0].second, points[2].second);  // the larger rate higher up
+}
+
+TEST(ReportLineChart, EscapesNamesAndOverridesTheLegend) {
+  LineChart chart = two_series_chart();
+  chart.series[0].name = "run <a> & \"b\"";
+  chart.legend = {{"run one", "#4e79a7", Swatch::kBox}, {"train_loss", "#444", Swatch::kLine}};
+  const XmlElement svg = parse_xml(render_line_chart(chart));
+  EXPECT_EQ(points_of(svg, "run <a> & \"b\"", "data-y", "cy").size(), 4u);
+  const auto legend = svg.find_all("g");
+  ASSERT_EQ(legend.size(), 1u);
+  EXPECT_EQ(legend[0]->find_all("text").size(), 2u);
+  EXPECT_EQ(legend[0]->find_all("rect").size(), 1u);
+}
+
+TEST(ReportBarChart, BarsAreAsLongAsTheirValues) {
+  BarChart chart;
+  chart.title = "Precision, recall and F1 per class";
+  chart.value_title = "score (0 to 1)";
+  chart.categories = {"natural-language-processing", "a & <b>"};
+  chart.category_notes = {"78 rows", "3 rows"};
+  chart.groups = {{"precision", "#4e79a7", {0.961, 0.5}}, {"recall", "#f28e2b", {0.949, 0.0}},
+                  {"F1", "#59a14f", {0.955, NAN}}};
+  const XmlElement svg = parse_xml(render_bar_chart(chart));
+  const auto bars = with_class(svg, "rect", "bar");
+  ASSERT_EQ(bars.size(), 5u);  // an undefined F1 draws no bar (and reads n/a)
+  std::vector<std::pair<double, double>> widths;
+  std::map<std::string, double> by_key;
+  for (const XmlElement* b : bars) {
+    widths.emplace_back(attr_number(*b, "data-value"), attr_number(*b, "width"));
+    by_key[attr(*b, "data-category") + "/" + attr(*b, "data-series")] = attr_number(*b, "data-value");
+  }
+  std::sort(widths.begin(), widths.end());
+  EXPECT_NEAR(widths.front().second, 0, 1e-9);  // the bar of 0 has no length: widths are value × scale
+  EXPECT_GT(expect_affine(widths), 0);
+  EXPECT_EQ(by_key.at("natural-language-processing/recall"), 0.949);
+  EXPECT_EQ(by_key.at("a & <b>/precision"), 0.5);
+  const std::string text = all_text(svg);
+  for (const char* needle : {"78 rows", "score (0 to 1)", "precision", "recall", "F1", "0.961", "n/a"}) {
+    EXPECT_NE(text.find(needle), std::string::npos) << needle;
+  }
+}
+
+TEST(ReportHeatMap, EveryCellCarriesItsCountAndShadeByRowShare) {
+  HeatMap map;
+  map.title = "Confusion matrix";
+  map.row_title = "true tag";
+  map.column_title = "predicted tag";
+  map.labels = {"cv", "mlops", "nlp"};
+  map.counts = {{68, 0, 3}, {4, 10, 2}, {0, 0, 0}};
+  const XmlElement svg = parse_xml(render_heat_map(map));
+  const auto cells = with_class(svg, "rect", "cell");
+  ASSERT_EQ(cells.size(), 9u);
+  std::map<std::pair<std::string, std::string>, const XmlElement*> at;
+  for (const XmlElement* c : cells) at[{attr(*c, "data-row"), attr(*c, "data-column")}] = c;
+  EXPECT_EQ(attr_number(*at.at({"cv", "cv"}), "data-count"), 68);
+  EXPECT_EQ(attr_number(*at.at({"mlops", "nlp"}), "data-count"), 2);
+  // Shade by share of the row: 68/71 dark, 0 the lightest; an empty row is all lightest, not NaN.
+  EXPECT_EQ(attr(*at.at({"cv", "mlops"}), "fill"), "#f7fbff");
+  EXPECT_NE(attr(*at.at({"cv", "cv"}), "fill"), attr(*at.at({"mlops", "mlops"}), "fill"));
+  EXPECT_EQ(attr(*at.at({"nlp", "nlp"}), "fill"), "#f7fbff");
+  // Cells are laid out row by row, column by column.
+  EXPECT_LT(attr_number(*at.at({"cv", "cv"}), "x"), attr_number(*at.at({"cv", "nlp"}), "x"));
+  EXPECT_LT(attr_number(*at.at({"cv", "cv"}), "y"), attr_number(*at.at({"nlp", "cv"}), "y"));
+  const std::string text = all_text(svg);
+  for (const char* needle : {"68", "10", "true tag", "predicted tag", "mlops", "share of row", "100 %",
+                             "true tag mlops, predicted tag cv: 4 (25.0 % of the row)"}) {
+    EXPECT_NE(text.find(needle), std::string::npos) << needle;
+  }
+}
+
+// A run directory as train and evaluate leave it.
+class ReportRunTest : public ::testing::Test {
+ protected:
+  static void write(const fs::path& path, const std::string& text) {
+    fs::create_directories(path.parent_path());
+    std::ofstream(path) << text;
+  }
+  static nlohmann::json metrics_line(int epoch, double train, double val, double lr) {
+    return {{"epoch", epoch}, {"lr", lr}, {"train_loss", train}, {"val_loss", val}, {"samples_per_s", 80.0 + epoch},
+            {"elapsed_s", 8.5 * (epoch + 1)}};
+  }
+  fs::path make_run(const std::string& name, const std::vector<double>& val_losses, bool evaluated) {
+    const fs::path dir = temp_.path() / name;
+    std::string lines;
+    for (std::size_t e = 0; e < val_losses.size(); ++e) {
+      lines += metrics_line(static_cast<int>(e), 0.6 / (e + 1), val_losses[e], e < 2 ? 1e-4 : 1e-5).dump() + "\n";
+    }
+    write(dir / "metrics.jsonl", lines);
+    write(dir / "results.json",
+          nlohmann::json{{"params", {{"model", "models/tiny"}, {"engine", "cpu (2 threads, fp32)"}, {"world_size", 2},
+                                     {"batch_size", 32}, {"lr", 1e-4}, {"epochs", val_losses.size()}}}}
+              .dump());
+    if (evaluated) write(dir / "evaluation.json", kSingleLabelEvaluation);
+    return dir;
+  }
+
+  static constexpr const char* kSingleLabelEvaluation = R"({
+    "data": "holdout.csv", "problem_type": "single_label_classification", "num_rows": 14,
+    "overall": {"precision": 0.8, "recall": 0.75, "f1": 0.76, "num_samples": 14.0},
+    "per_class": {"cv": {"precision": 1.0, "recall": 0.5, "f1": 0.6666, "num_samples": 4.0},
+                  "nlp & <text>": {"precision": 0.7, "recall": 0.875, "f1": 0.7777, "num_samples": 8.0},
+                  "other": {"precision": 0.0, "recall": 0.0, "f1": 0.0, "num_samples": 2.0}},
+    "slices": {"short_text": {"precision": 1.0, "recall": 1.0, "f1": 1.0, "num_samples": 2.0}},
+    "confusion_matrix": {"labels": ["cv", "nlp & <text>", "other"], "rows": "true tag", "columns": "predicted tag",
+                         "matrix": [[2, 2, 0], [1, 7, 0], [0, 2, 0]]}})";
+
+  testing::TempDir temp_{"bertrain_report"};
+};
+
+TEST_F(ReportRunTest, APageWithEveryChartOfAnEvaluatedRun) {
+  const fs::path dir = make_run("run-a", {0.5, 0.4, 0.35, 0.38}, true);
+  std::vector<RunRecord> runs{load_run(dir.string())};
+  name_runs(&runs);
+  EXPECT_EQ(runs[0].name, "run-a");
+  ASSERT_TRUE(runs[0].best.has_value());
+  EXPECT_EQ(*runs[0].best, 2u);
+  const std::string html = render_report(runs, "2026-11-23 10:00:00 UTC");
+  ASSERT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  // Self-contained: nothing a browser would run or fetch.
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("http"), std::string::npos);
+  EXPECT_EQ(html.find("url("), std::string::npos);
+  const XmlElement page = parse_xml(html);
+  EXPECT_EQ(page.name, "html");
+  const auto charts = page.find_all("svg");
+  ASSERT_EQ(charts.size(), 5u);  // loss, learning rate, throughput, per-class bars, confusion matrix
+  const XmlElement& loss = *charts[0];
+  EXPECT_EQ(points_of(loss, "train_loss", "data-y", "cy").size(), 4u);
+  EXPECT_EQ(points_of(loss, "val_loss", "data-y", "cy")[2].first, 0.35);
+  const auto marks = with_class(loss, "circle", "mark");
+  ASSERT_EQ(marks.size(), 1u);
+  EXPECT_EQ(attr_number(*marks[0], "data-x"), 2);
+  // The rate falls tenfold: a log axis.
+  EXPECT_NE(all_text(*charts[1]).find("(log scale)"), std::string::npos);
+  EXPECT_EQ(points_of(*charts[2], "run-a", "data-y", "cy")[3].first, 83);
+  // Bars sorted by F1, highest first; the escaped class name read back intact.
+  const auto bars = with_class(*charts[3], "rect", "bar");
+  ASSERT_EQ(bars.size(), 9u);
+  EXPECT_EQ(attr(*bars[0], "data-category"), "nlp & <text>");
+  EXPECT_EQ(attr(*bars.back(), "data-category"), "other");
+  const auto cells = with_class(*charts[4], "rect", "cell");
+  ASSERT_EQ(cells.size(), 9u);
+  EXPECT_EQ(attr(*cells[4], "data-count"), "7");
+  const std::string text = all_text(page);
+  for (const char* needle : {"run-a", "models/tiny", "cpu (2 threads, fp32)", "0.3500", "34.0 s", "0.760 (weighted)",
+                             "slice short_text", "holdout.csv", "2026-11-23 10:00:00 UTC"}) {
+    EXPECT_NE(text.find(needle), std::string::npos) << needle;
+  }
+}
+
+TEST_F(ReportRunTest, SeveralRunsOverlayTheirCurves) {
+  const fs::path a = make_run("a/run", {0.5, 0.4}, false), b = make_run("b/run", {0.6, 0.45, 0.44}, true);
+  std::vector<RunRecord> runs{load_run(a.string()), load_run(b.string())};
+  name_runs(&runs);  // the same base name twice: the paths tell them apart
+  EXPECT_EQ(runs[0].name, a.string());
+  EXPECT_EQ(runs[1].name, b.string());
+  const XmlElement page = parse_xml(render_report(runs, "now"));
+  const auto charts = page.find_all("svg");
+  ASSERT_EQ(charts.size(), 5u);  // three overlaid curves, and the one evaluated run's two charts
+  EXPECT_EQ(points_of(*charts[0], a.string() + " val_loss", "data-y", "cy").size(), 2u);
+  EXPECT_EQ(points_of(*charts[0], b.string() + " val_loss", "data-y", "cy").size(), 3u);
+  EXPECT_EQ(with_class(*charts[0], "circle", "mark").size(), 2u);
+  EXPECT_EQ(points_of(*charts[2], a.string(), "data-y", "cy").size(), 2u);
+  EXPECT_EQ(points_of(*charts[2], b.string(), "data-y", "cy").size(), 3u);
+  const std::string text = all_text(page);
+  EXPECT_NE(text.find("not evaluated"), std::string::npos);
+}
+
+TEST_F(ReportRunTest, AMultiLabelEvaluationHasNoConfusionMatrix) {
+  const fs::path dir = make_run("papers", {0.3}, false);
+  write(dir / "evaluation.json", R"({"problem_type": "multi_label_classification", "threshold": 0.5,
+    "overall": {"micro": {"precision": 0.9, "recall": 0.95, "f1": 0.924, "num_samples": 120.0},
+                "macro": {"precision": 0.8, "recall": 0.9, "f1": 0.85, "num_samples": 120.0}},
+    "per_class": {"robotics": {"precision": 1.0, "recall": 0.9, "f1": 0.947, "num_samples": 30.0}}})");
+  std::vector<RunRecord> runs{load_run(dir.string())};
+  name_runs(&runs);
+  const XmlElement page = parse_xml(render_report(runs, "now"));
+  EXPECT_EQ(page.find_all("svg").size(), 4u);
+  const std::string text = all_text(page);
+  for (const char* needle : {"0.924 (micro)", "support", "no single confusion matrix", "robotics"}) {
+    EXPECT_NE(text.find(needle), std::string::npos) << needle;
+  }
+  EXPECT_LT(text.find("micro"), text.find("macro"));  // classification_report's order, not the alphabet
+}
+
+TEST_F(ReportRunTest, ARunWithoutResultsOrWithADivergedEpochIsStillReported) {
+  const fs::path dir = temp_.path() / "going";
+  write(dir / "metrics.jsonl", metrics_line(0, 0.7, 0.6, 1e-4).dump() + "\n" +
+                                   R"({"epoch":1,"lr":0.0001,"train_loss":null,"val_loss":null,"samples_per_s":80,"elapsed_s":17})" +
+                                   "\n");
+  std::vector<RunRecord> runs{load_run(dir.string())};
+  name_runs(&runs);
+  EXPECT_TRUE(std::isnan(runs[0].epochs[1].val_loss));
+  EXPECT_EQ(*runs[0].best, 0u);
+  const XmlElement page = parse_xml(render_report(runs, "now"));
+  EXPECT_EQ(points_of(*page.find_all("svg")[0], "val_loss", "data-y", "cy").size(), 1u);
+  EXPECT_NE(all_text(page).find("no results.json"), std::string::npos);
+}
+
+TEST_F(ReportRunTest, TheBestEpochIsTheFirstWithTheLowestValidationLoss) {
+  // As the trainer keeps best/: a later epoch that only ties does not replace it.
+  EXPECT_EQ(*load_run(make_run("tie", {0.5, 0.35, 0.35, 0.38}, false).string()).best, 1u);
+  EXPECT_EQ(*load_run(make_run("late", {0.5, 0.45, 0.4, 0.38}, false).string()).best, 3u);
+}
+
+void expect_load_error(const fs::path& dir, const std::string& needle) {
+  try {
+    load_run(dir.string());
+    ADD_FAILURE() << "no error for " << dir << " (expected one mentioning '" << needle << "')";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(ReportRunTest, UnreadableRunsAreErrorsNamingTheFileAndField) {
+  expect_load_error(temp_.path() / "missing", "run directory '" + (temp_.path() / "missing").string() + "' not found");
+  const fs::path dir = temp_.path() / "bad";
+  fs::create_directories(dir);
+  expect_load_error(dir, "cannot open " + (dir / "metrics.jsonl").string());
+  write(dir / "metrics.jsonl", "\n");
+  expect_load_error(dir, "has no epochs yet");
+  write(dir / "metrics.jsonl", metrics_line(0, 0.7, 0.6, 1e-4).dump() + "\n{\"epoch\": 1,\n");
+  expect_load_error(dir, (dir / "metrics.jsonl").string() + ":2: not a JSON object");
+  write(dir / "metrics.jsonl", R"({"epoch":0,"lr":0.0001,"train_loss":0.5,"samples_per_s":80,"elapsed_s":17})");
+  expect_load_error(dir, ":1: no field 'val_loss'");
+  write(dir / "metrics.jsonl", R"({"epoch":0,"lr":"fast","train_loss":0.5,"val_loss":0.5,"samples_per_s":80,"elapsed_s":1})");
+  expect_load_error(dir, ":1: field 'lr' is not a number");
+
+  write(dir / "metrics.jsonl", metrics_line(0, 0.7, 0.6, 1e-4).dump() + "\n");
+  write(dir / "results.json", "[1, 2]");
+  expect_load_error(dir, "results.json: not a JSON object");
+  fs::remove(dir / "results.json");
+  write(dir / "evaluation.json", "{\"overall\": {}, \"per_class\"");
+  expect_load_error(dir, "evaluation.json");
+  write(dir / "evaluation.json", R"({"overall": {}, "per_class": {"cv": {"precision": 1, "recall": 1, "f1": "x",
+    "num_samples": 1}}})");
+  expect_load_error(dir, "per_class.cv.f1 is not a number");
+  write(dir / "evaluation.json", R"({"overall": {}, "per_class": {},
+    "confusion_matrix": {"labels": ["a", "b"], "matrix": [[1, 2], [3]]}})");
+  expect_load_error(dir, "confusion_matrix.matrix is not 2 x 2");
+  write(dir / "evaluation.json", R"({"overall": {}, "per_class": {},
+    "confusion_matrix": {"labels": ["a"], "matrix": [[-1]]}})");
+  expect_load_error(dir, "something other than a count");
+}
+
+}  // namespace
+}  // namespace bertrain::report

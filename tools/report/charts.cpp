@@ -1,0 +1,299 @@
+#include "tools/report/charts.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "tools/report/axis.h"
+#include "tools/report/svg_text.h"
+
+namespace bertrain::report {
+
+namespace {
+
+constexpr double kWidth = 560;        // every chart's drawing width; the page sets two side by side at 1280 px
+constexpr double kCharWidth = 0.6;    // average glyph width of a sans-serif font, in ems, for layout estimates
+constexpr double kTitleBaseline = 22;
+const char kAxisColor[] = "#444", kGridColor[] = "#e3e3e3", kMutedText[] = "#666";
+
+double text_width(const std::string& text, double font_px) {
+  std::size_t glyphs = 0;
+  for (const unsigned char c : text) glyphs += (c & 0xC0) != 0x80;  // UTF-8 continuation bytes are no glyph
+  return static_cast<double>(glyphs) * font_px * kCharWidth;
+}
+
+// The text cut to `max_px` wide with an ellipsis (the full text stays in the element's hover title).
+std::string fit_text(const std::string& text, double font_px, double max_px) {
+  if (text_width(text, font_px) <= max_px) return text;
+  const auto keep = static_cast<std::size_t>(std::max(1.0, max_px / (font_px * kCharWidth) - 1));
+  std::size_t glyphs = 0, end = 0;
+  for (; end < text.size(); ++end) {
+    if ((static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) continue;  // inside a UTF-8 character
+    if (glyphs++ == keep) break;
+  }
+  return text.substr(0, end) + "\u2026";
+}
+
+std::string svg_open(double width, double height, const std::string& title) {
+  return "<svg class=\"chart\" viewBox=\"0 0 " + format_px(width) + " " + format_px(height) + "\" width=\"" +
+         format_px(width) + "\" height=\"" + format_px(height) + "\" role=\"img\" aria-label=\"" +
+         xml_escape(title) + "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\">\n" +
+         "<text x=\"12\" y=\"" + format_px(kTitleBaseline) + "\" font-size=\"15\" font-weight=\"bold\">" +
+         xml_escape(title) + "</text>\n";
+}
+
+// <text> at (x, y); `extra` holds further attributes (already escaped).
+std::string text_at(double x, double y, const std::string& text, const std::string& extra = "") {
+  return "<text x=\"" + format_px(x) + "\" y=\"" + format_px(y) + "\"" + (extra.empty() ? "" : " " + extra) + ">" +
+         xml_escape(text) + "</text>\n";
+}
+
+std::string line(double x1, double y1, double x2, double y2, const std::string& stroke, double width = 1) {
+  return "<line x1=\"" + format_px(x1) + "\" y1=\"" + format_px(y1) + "\" x2=\"" + format_px(x2) + "\" y2=\"" +
+         format_px(y2) + "\" stroke=\"" + stroke + "\" stroke-width=\"" + format_px(width) + "\"/>\n";
+}
+
+// A <title> child: the text a browser shows when the pointer rests on the element.
+std::string hover(const std::string& text) { return "<title>" + xml_escape(text) + "</title>"; }
+
+// Legend entries left to right from (x, y), wrapping at `max_x`; returns the SVG and sets *rows.
+std::string render_legend(const std::vector<LegendEntry>& entries, double x0, double y0, double max_x, int* rows) {
+  constexpr double kRow = 18, kSwatch = 26;
+  std::string svg = "<g class=\"legend\">\n";
+  double x = x0, y = y0;
+  *rows = entries.empty() ? 0 : 1;
+  for (const LegendEntry& e : entries) {
+    const double width = kSwatch + 6 + text_width(e.label, 12) + 18;
+    if (x > x0 && x + width > max_x) {
+      x = x0;
+      y += kRow;
+      ++*rows;
+    }
+    const double mid = y - 4;
+    switch (e.swatch) {
+      case Swatch::kLine:
+      case Swatch::kDashedLine:
+        svg += "<line x1=\"" + format_px(x) + "\" y1=\"" + format_px(mid) + "\" x2=\"" + format_px(x + kSwatch) +
+               "\" y2=\"" + format_px(mid) + "\" stroke=\"" + e.color + "\" stroke-width=\"2.5\"" +
+               (e.swatch == Swatch::kDashedLine ? " stroke-dasharray=\"6 4\"" : "") + "/>\n";
+        break;
+      case Swatch::kRing:
+        svg += "<circle cx=\"" + format_px(x + kSwatch / 2) + "\" cy=\"" + format_px(mid) +
+               "\" r=\"6\" fill=\"none\" stroke=\"" + e.color + "\" stroke-width=\"2\"/>\n";
+        break;
+      case Swatch::kBox:
+        svg += "<rect x=\"" + format_px(x + 6) + "\" y=\"" + format_px(mid - 6) + "\" width=\"14\" height=\"12\" fill=\"" +
+               e.color + "\"/>\n";
+        break;
+    }
+    svg += text_at(x + kSwatch + 6, y, e.label);
+    x += width;
+  }
+  return svg + "</g>\n";
+}
+
+// Colour of a share in [0, 1]: white through mid blue to dark blue (ColorBrewer's Blues end points).
+std::string shade(double share) {
+  static const double stops[3][3] = {{247, 251, 255}, {107, 174, 214}, {8, 48, 107}};
+  share = std::clamp(share, 0.0, 1.0);
+  const int i = share < 0.5 ? 0 : 1;
+  const double t = (share - 0.5 * i) / 0.5;
+  char text[16];
+  std::snprintf(text, sizeof text, "#%02x%02x%02x", static_cast<int>(std::lround(stops[i][0] + t * (stops[i + 1][0] - stops[i][0]))),
+                static_cast<int>(std::lround(stops[i][1] + t * (stops[i + 1][1] - stops[i][1]))),
+                static_cast<int>(std::lround(stops[i][2] + t * (stops[i + 1][2] - stops[i][2]))));
+  return text;
+}
+
+}  // namespace
+
+std::string render_line_chart(const LineChart& chart) {
+  constexpr double kLeft = 72, kRight = 18, kTop = 40, kPlotHeight = 230;
+  const double plot_right = kWidth - kRight, plot_bottom = kTop + kPlotHeight;
+
+  double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
+  for (const LineSeries& s : chart.series) {
+    for (std::size_t i = 0; i < s.x.size(); ++i) {
+      if (!std::isfinite(s.y[i]) || (chart.log_y && s.y[i] <= 0)) continue;
+      x_lo = std::min(x_lo, s.x[i]), x_hi = std::max(x_hi, s.x[i]);
+      y_lo = std::min(y_lo, s.y[i]), y_hi = std::max(y_hi, s.y[i]);
+    }
+  }
+  if (!(x_hi >= x_lo)) x_lo = 0, x_hi = 1, y_lo = 0, y_hi = 1;  // nothing to draw: empty axes
+  const Axis x_axis = linear_axis(x_lo, std::max(x_hi, x_lo + 1), 10, false, true);
+  const Axis y_axis = chart.log_y ? log_axis(y_lo, y_hi) : linear_axis(y_lo, y_hi, 5, chart.y_from_zero, false);
+  auto px = [&](double x) { return x_axis.to_pixel(x, kLeft, plot_right); };
+  auto py = [&](double y) { return y_axis.to_pixel(y, plot_bottom, kTop); };
+
+  std::string body;
+  for (std::size_t t = 0; t < y_axis.ticks.size(); ++t) {
+    const double y = py(y_axis.ticks[t]);
+    body += line(kLeft, y, plot_right, y, kGridColor);
+    body += text_at(kLeft - 7, y, y_axis.labels[t], "text-anchor=\"end\" dy=\"0.35em\"");
+  }
+  for (std::size_t t = 0; t < x_axis.ticks.size(); ++t) {
+    const double x = px(x_axis.ticks[t]);
+    body += line(x, plot_bottom, x, plot_bottom + 5, kAxisColor);
+    body += text_at(x, plot_bottom + 19, x_axis.labels[t], "text-anchor=\"middle\"");
+  }
+  body += line(kLeft, kTop, kLeft, plot_bottom, kAxisColor) + line(kLeft, plot_bottom, plot_right, plot_bottom, kAxisColor);
+  body += text_at((kLeft + plot_right) / 2, plot_bottom + 40, chart.x_title, "text-anchor=\"middle\"");
+  const double y_mid = (kTop + plot_bottom) / 2;
+  body += text_at(18, y_mid, chart.y_title,
+                  "text-anchor=\"middle\" transform=\"rotate(-90 18 " + format_px(y_mid) + ")\"");
+
+  std::vector<LegendEntry> legend;
+  std::string marks;
+  for (const LineSeries& s : chart.series) {
+    const std::string series = xml_escape(s.name);
+    std::string path, points;
+    bool pen_down = false;
+    for (std::size_t i = 0; i < s.x.size(); ++i) {
+      if (!std::isfinite(s.y[i]) || (chart.log_y && s.y[i] <= 0)) {
+        pen_down = false;  // a diverged epoch (loss NaN): a gap, not a line through it
+        continue;
+      }
+      const double x = px(s.x[i]), y = py(s.y[i]);
+      path += (pen_down ? " L" : (path.empty() ? "M" : " M")) + format_px(x) + " " + format_px(y);
+      pen_down = true;
+      const std::string data = "data-series=\"" + series + "\" data-x=\"" + format_exact(s.x[i]) + "\" data-y=\"" +
+                               format_exact(s.y[i]) + "\"";
+      const std::string label = s.name + ", " + chart.x_name + " " + format_value(s.x[i]) + ": " + format_value(s.y[i]);
+      points += "<circle class=\"point\" cx=\"" + format_px(x) + "\" cy=\"" + format_px(y) + "\" r=\"3\" fill=\"" +
+                s.color + "\" " + data + ">" + hover(label) + "</circle>\n";
+      if (s.marked && *s.marked == i) {
+        marks += "<circle class=\"mark\" cx=\"" + format_px(x) + "\" cy=\"" + format_px(y) +
+                 "\" r=\"8\" fill=\"none\" stroke=\"" + s.color + "\" stroke-width=\"2.5\" " + data + ">" +
+                 hover(chart.mark_legend + ": " + label) + "</circle>\n";
+      }
+    }
+    if (!path.empty()) {
+      body += "<path d=\"" + path + "\" fill=\"none\" stroke=\"" + s.color + "\" stroke-width=\"2\"" +
+              (s.dashed ? " stroke-dasharray=\"6 4\"" : "") + "/>\n";
+    }
+    body += points;
+    legend.push_back({s.name, s.color, s.dashed ? Swatch::kDashedLine : Swatch::kLine});
+  }
+  body += marks;
+  if (!marks.empty()) legend.push_back({chart.mark_legend, kAxisColor, Swatch::kRing});
+  if (!chart.legend.empty()) legend = chart.legend;
+
+  int rows = 0;
+  const std::string legend_svg = render_legend(legend, kLeft, plot_bottom + 64, plot_right, &rows);
+  const double height = plot_bottom + 64 + 18 * std::max(0, rows - 1) + 10;
+  return svg_open(kWidth, height, chart.title) + body + legend_svg + "</svg>\n";
+}
+
+std::string render_bar_chart(const BarChart& chart) {
+  constexpr double kTop = 62, kBar = 12, kGap = 2, kBandPad = 14, kValueRoom = 44;
+  double label_width = 60;
+  for (const std::string& c : chart.categories) label_width = std::max(label_width, text_width(c, 12));
+  label_width = std::min(label_width, 200.0);
+  const double left = 12 + label_width + 10, plot_right = kWidth - kValueRoom;
+  const double band = chart.groups.size() * (kBar + kGap) + kBandPad;
+  const double plot_bottom = kTop + band * chart.categories.size();
+  const Axis axis = linear_axis(0, chart.value_max, 5, true, false);
+  auto px = [&](double v) { return axis.to_pixel(v, left, plot_right); };
+
+  int legend_rows = 0;
+  std::vector<LegendEntry> legend;
+  for (const BarGroup& g : chart.groups) legend.push_back({g.name, g.color, Swatch::kBox});
+  std::string body = render_legend(legend, left, 44, plot_right, &legend_rows);
+  for (std::size_t t = 0; t < axis.ticks.size(); ++t) {
+    const double x = px(axis.ticks[t]);
+    body += line(x, kTop - 4, x, plot_bottom, kGridColor);
+    body += text_at(x, plot_bottom + 18, axis.labels[t], "text-anchor=\"middle\"");
+  }
+  body += line(left, kTop - 4, left, plot_bottom, kAxisColor) + line(left, plot_bottom, plot_right, plot_bottom, kAxisColor);
+  body += text_at((left + plot_right) / 2, plot_bottom + 38, chart.value_title, "text-anchor=\"middle\"");
+
+  for (std::size_t c = 0; c < chart.categories.size(); ++c) {
+    const std::string& name = chart.categories[c];
+    const double top = kTop + band * c + kBandPad / 2, mid = top + (band - kBandPad) / 2;
+    const bool noted = c < chart.category_notes.size() && !chart.category_notes[c].empty();
+    body += "<text x=\"" + format_px(left - 8) + "\" y=\"" + format_px(noted ? mid - 2 : mid) +
+            "\" text-anchor=\"end\" dy=\"0.35em\">" + hover(name) + xml_escape(fit_text(name, 12, label_width)) + "</text>\n";
+    if (noted) {
+      body += text_at(left - 8, mid + 13, chart.category_notes[c],
+                      "text-anchor=\"end\" font-size=\"10\" fill=\"" + std::string(kMutedText) + "\"");
+    }
+    for (std::size_t g = 0; g < chart.groups.size(); ++g) {
+      const BarGroup& group = chart.groups[g];
+      const double value = group.values.at(c), y = top + g * (kBar + kGap);
+      const std::string label = name + ", " + group.name + ": " + format_value(value);
+      if (std::isfinite(value)) {
+        body += "<rect class=\"bar\" x=\"" + format_px(left) + "\" y=\"" + format_px(y) + "\" width=\"" +
+                format_px(std::max(0.0, px(value) - left)) + "\" height=\"" + format_px(kBar) + "\" fill=\"" +
+                group.color + "\" data-category=\"" + xml_escape(name) + "\" data-series=\"" + xml_escape(group.name) +
+                "\" data-value=\"" + format_exact(value) + "\">" + hover(label) + "</rect>\n";
+      }
+      char value_text[32];
+      std::snprintf(value_text, sizeof value_text, "%.3f", value);
+      body += text_at((std::isfinite(value) ? px(value) : left) + 4, y + kBar / 2,
+                      std::isfinite(value) ? value_text : "n/a", "dy=\"0.35em\" font-size=\"10\"");
+    }
+  }
+  return svg_open(kWidth, plot_bottom + 50, chart.title) + body + "</svg>\n";
+}
+
+std::string render_heat_map(const HeatMap& map) {
+  const std::size_t n = map.labels.size();
+  const double cell = std::clamp(340.0 / std::max<std::size_t>(n, 1), 26.0, 70.0);
+  double row_label = 40, column_label = 40;
+  for (const std::string& l : map.labels) {
+    row_label = std::max(row_label, std::min(text_width(l, 12), 220.0));
+    column_label = std::max(column_label, std::min(text_width(l, 12), 220.0));
+  }
+  // Column labels are turned 40 degrees, so they rise sin(40°) of their length above the grid.
+  const double left = 34 + row_label + 10, top = kTitleBaseline + 30 + column_label * 0.643 + 12;
+  const double grid = cell * n, key_x = left + grid + 28;
+  const double width = std::max(kWidth, key_x + 80), height = top + grid + 44;
+
+  std::string body = text_at(left + grid / 2, kTitleBaseline + 24, map.column_title, "text-anchor=\"middle\" font-weight=\"bold\"");
+  const double row_mid = top + grid / 2;
+  body += text_at(16, row_mid, map.row_title,
+                  "text-anchor=\"middle\" font-weight=\"bold\" transform=\"rotate(-90 16 " + format_px(row_mid) + ")\"");
+  for (std::size_t i = 0; i < n; ++i) {
+    const double x = left + cell * (i + 0.5), y = top - 8;
+    body += "<text x=\"" + format_px(x) + "\" y=\"" + format_px(y) + "\" transform=\"rotate(-40 " + format_px(x) + " " +
+            format_px(y) + ")\">" + hover(map.labels[i]) + xml_escape(fit_text(map.labels[i], 12, 220)) + "</text>\n";
+    body += "<text x=\"" + format_px(left - 8) + "\" y=\"" + format_px(top + cell * (i + 0.5)) +
+            "\" text-anchor=\"end\" dy=\"0.35em\">" + hover(map.labels[i]) + xml_escape(fit_text(map.labels[i], 12, 220)) +
+            "</text>\n";
+  }
+  const double font = std::min(14.0, cell * 0.38);
+  for (std::size_t r = 0; r < n; ++r) {
+    long row_total = 0;
+    for (const long count : map.counts.at(r)) row_total += count;
+    for (std::size_t c = 0; c < n; ++c) {
+      const long count = map.counts[r].at(c);
+      const double share = row_total > 0 ? static_cast<double>(count) / row_total : 0;
+      const double x = left + cell * c, y = top + cell * r;
+      char percent[32];
+      std::snprintf(percent, sizeof percent, "%.1f %%", 100 * share);
+      const std::string label = map.row_title + " " + map.labels[r] + ", " + map.column_title + " " + map.labels[c] +
+                                ": " + std::to_string(count) + " (" + percent + " of the row)";
+      body += "<rect class=\"cell\" x=\"" + format_px(x) + "\" y=\"" + format_px(y) + "\" width=\"" + format_px(cell) +
+              "\" height=\"" + format_px(cell) + "\" fill=\"" + shade(share) + "\" stroke=\"#ffffff\" data-row=\"" +
+              xml_escape(map.labels[r]) + "\" data-column=\"" + xml_escape(map.labels[c]) + "\" data-count=\"" +
+              std::to_string(count) + "\">" + hover(label) + "</rect>\n";
+      body += text_at(x + cell / 2, y + cell / 2, std::to_string(count),
+                      "text-anchor=\"middle\" dy=\"0.35em\" font-size=\"" + format_px(font) + "\" fill=\"" +
+                          (share > 0.5 ? "#ffffff" : "#222222") + "\"");
+    }
+  }
+  // The key: five shades and the shares they stand for.
+  body += text_at(key_x, top - 8, "share of row", "font-size=\"11\"");
+  for (int k = 0; k <= 4; ++k) {
+    const double y = top + k * 20;
+    body += "<rect x=\"" + format_px(key_x) + "\" y=\"" + format_px(y) + "\" width=\"16\" height=\"16\" fill=\"" +
+            shade(k / 4.0) + "\" stroke=\"#999999\" stroke-width=\"0.5\"/>\n";
+    body += text_at(key_x + 22, y + 8, std::to_string(25 * k) + " %", "dy=\"0.35em\" font-size=\"11\"");
+  }
+  body += text_at(left, top + grid + 24,
+                  "Numbers are rows; the shade is each cell's share of its " + map.row_title + "'s rows.",
+                  "font-size=\"11\" fill=\"" + std::string(kMutedText) + "\"");
+  return svg_open(width, height, map.title) + body + "</svg>\n";
+}
+
+}  // namespace bertrain::report

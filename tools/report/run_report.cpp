@@ -1,0 +1,368 @@
+#include "tools/report/run_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "core/error.h"
+#include "core/files.h"
+#include "tools/report/charts.h"
+#include "tools/report/svg_text.h"
+
+namespace bertrain::report {
+
+namespace {
+
+using json = nlohmann::json;
+
+// Tableau's ten colours: distinct for the usual handful of runs, and readable for common colour blindness.
+const char* const kRunColors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+                                  "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+const char* run_color(std::size_t run) { return kRunColors[run % std::size(kRunColors)]; }
+
+// A number field of a metrics line; the trainer writes a non-finite loss as null (JSON has no NaN).
+double number_field(const json& object, const char* key, const std::string& where) {
+  BERTRAIN_CHECK(object.contains(key), where << ": no field '" << key << "'");
+  const json& value = object.at(key);
+  if (value.is_null()) return NAN;
+  BERTRAIN_CHECK(value.is_number(), where << ": field '" << key << "' is not a number");
+  return value.get<double>();
+}
+
+std::vector<EpochRecord> read_metrics(const std::string& path) {
+  std::ifstream in(path);
+  BERTRAIN_CHECK(in, "cannot open " << path << " (is the directory a bertrain training run?)");
+  std::vector<EpochRecord> epochs;
+  std::string text;
+  for (int line = 1; std::getline(in, text); ++line) {
+    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = path + ":" + std::to_string(line);
+    const json object = json::parse(text, nullptr, false);
+    BERTRAIN_CHECK(object.is_object(), where << ": not a JSON object");
+    EpochRecord e;
+    e.epoch = number_field(object, "epoch", where);
+    BERTRAIN_CHECK(std::isfinite(e.epoch), where << ": field 'epoch' is not a number");
+    e.train_loss = number_field(object, "train_loss", where);
+    e.val_loss = number_field(object, "val_loss", where);
+    e.lr = number_field(object, "lr", where);
+    e.samples_per_s = number_field(object, "samples_per_s", where);
+    e.elapsed_s = number_field(object, "elapsed_s", where);
+    epochs.push_back(e);
+  }
+  BERTRAIN_CHECK(!epochs.empty(), path << " has no epochs yet (the report needs at least one finished epoch)");
+  return epochs;
+}
+
+json read_optional_json(const std::string& path) { return file_exists(path) ? read_json_file(path) : json(); }
+
+// evaluation.json as `bertrain evaluate` writes it; checked here so that rendering can trust its shape.
+void check_evaluation(const json& e, const std::string& path) {
+  BERTRAIN_CHECK(e.is_object(), path << ": not a JSON object");
+  BERTRAIN_CHECK(e.contains("per_class") && e["per_class"].is_object(), path << ": no object 'per_class'");
+  for (const auto& [label, m] : e["per_class"].items()) {
+    for (const char* key : {"precision", "recall", "f1", "num_samples"}) {
+      BERTRAIN_CHECK(m.is_object() && m.contains(key) && (m[key].is_number() || m[key].is_null()),
+                     path << ": per_class." << label << "." << key << " is not a number");
+    }
+  }
+  BERTRAIN_CHECK(e.contains("overall") && e["overall"].is_object(), path << ": no object 'overall'");
+  if (!e.contains("confusion_matrix")) return;
+  const json& cm = e["confusion_matrix"];
+  BERTRAIN_CHECK(cm.is_object() && cm.contains("labels") && cm["labels"].is_array() && cm.contains("matrix") &&
+                     cm["matrix"].is_array(),
+                 path << ": confusion_matrix needs 'labels' and 'matrix' arrays");
+  const std::size_t n = cm["labels"].size();
+  for (const json& label : cm["labels"]) BERTRAIN_CHECK(label.is_string(), path << ": confusion_matrix.labels holds a non-string");
+  BERTRAIN_CHECK(cm["matrix"].size() == n, path << ": confusion_matrix.matrix has " << cm["matrix"].size() << " rows for "
+                                                << n << " labels");
+  for (const json& row : cm["matrix"]) {
+    BERTRAIN_CHECK(row.is_array() && row.size() == n, path << ": confusion_matrix.matrix is not " << n << " x " << n);
+    for (const json& count : row) {
+      BERTRAIN_CHECK(count.is_number_integer() && count.get<long>() >= 0,
+                     path << ": confusion_matrix.matrix holds something other than a count");
+    }
+  }
+}
+
+std::string fixed(double value, int decimals) {
+  if (!std::isfinite(value)) return "n/a";
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return text;
+}
+
+double number_or_nan(const json& value) { return value.is_number() ? value.get<double>() : NAN; }
+
+std::string duration(double seconds) {
+  if (!std::isfinite(seconds)) return "n/a";
+  if (seconds < 120) return fixed(seconds, 1) + " s";
+  if (seconds < 7200) return fixed(seconds / 60, 1) + " min";
+  return fixed(seconds / 3600, 2) + " h";
+}
+
+// A params value as the summary table shows it ("" when results.json does not have it).
+std::string param(const RunRecord& run, const char* key) {
+  if (!run.results.is_object() || !run.results.contains("params")) return "";
+  const json& params = run.results["params"];
+  if (!params.is_object() || !params.contains(key)) return "";
+  const json& v = params[key];
+  return v.is_string() ? v.get<std::string>() : v.is_number_float() ? format_value(v.get<double>()) : v.dump();
+}
+
+bool multi_label(const json& evaluation) {
+  return evaluation.value("problem_type", "") == "multi_label_classification";
+}
+
+// The one F1 the summary table compares: weighted (Made-With-ML's) for single-label, micro for multi-label.
+std::string headline_f1(const RunRecord& run) {
+  if (run.evaluation.is_null()) return "not evaluated";
+  const json& overall = run.evaluation["overall"];
+  if (overall.contains("f1")) return fixed(number_or_nan(overall["f1"]), 3) + " (weighted)";
+  if (overall.contains("micro") && overall["micro"].is_object()) {
+    return fixed(number_or_nan(overall["micro"].value("f1", json())), 3) + " (micro)";
+  }
+  return "n/a";
+}
+
+std::string cell(const std::string& text, bool number = false) {
+  return std::string(number ? "<td class=\"num\">" : "<td>") + xml_escape(text) + "</td>";
+}
+
+std::string summary_table(const std::vector<RunRecord>& runs) {
+  std::string html =
+      "<table>\n<thead><tr><th>run</th><th>model</th><th>engine</th><th>ranks</th><th>batch</th><th>lr</th>"
+      "<th>epochs</th><th>best epoch</th><th>best val_loss</th><th>training time</th><th>holdout F1</th></tr></thead>\n"
+      "<tbody>\n";
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    const RunRecord& run = runs[r];
+    const EpochRecord* best = run.best ? &run.epochs[*run.best] : nullptr;
+    const std::string planned = param(run, "epochs");
+    const std::string epochs = std::to_string(run.epochs.size()) + (planned.empty() ? "" : " of " + planned) +
+                               (run.results.is_null() ? " (no results.json: running or stopped)" : "");
+    html += "<tr><td><span class=\"swatch\" style=\"background:" + std::string(run_color(r)) + "\"></span>" +
+            xml_escape(run.name) + "</td>" + cell(param(run, "model")) + cell(param(run, "engine")) +
+            cell(param(run, "world_size"), true) + cell(param(run, "batch_size"), true) + cell(param(run, "lr"), true) +
+            cell(epochs) + cell(best ? format_value(best->epoch) : "none", true) +
+            cell(best ? fixed(best->val_loss, 4) : "n/a", true) + cell(duration(run.epochs.back().elapsed_s), true) +
+            cell(headline_f1(run), true) + "</tr>\n";
+  }
+  return html + "</tbody>\n</table>\n";
+}
+
+// One per-epoch quantity of one run as a line.
+LineSeries epoch_series(const RunRecord& run, double EpochRecord::*field, std::string name, std::string color) {
+  LineSeries s;
+  s.name = std::move(name);
+  s.color = std::move(color);
+  for (const EpochRecord& e : run.epochs) {
+    s.x.push_back(e.epoch);
+    s.y.push_back(e.*field);
+  }
+  return s;
+}
+
+// One chart of a per-epoch quantity, every run overlaid in its colour.
+LineChart epoch_chart(const std::vector<RunRecord>& runs, const std::string& title, const std::string& y_title,
+                      double EpochRecord::*field) {
+  LineChart chart;
+  chart.title = title;
+  chart.x_title = "epoch";
+  chart.y_title = y_title;
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    chart.series.push_back(epoch_series(runs[r], field, runs[r].name, run_color(r)));
+  }
+  return chart;
+}
+
+// Train (solid) and validation (dashed) loss of every run, its best epoch ringed.
+LineChart loss_chart(const std::vector<RunRecord>& runs) {
+  LineChart chart;
+  chart.title = "Loss per epoch";
+  chart.x_title = "epoch";
+  chart.y_title = "loss (binary cross-entropy)";
+  chart.mark_legend = "best epoch (lowest val_loss)";
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    const std::string prefix = runs.size() > 1 ? runs[r].name + " " : "";
+    chart.series.push_back(epoch_series(runs[r], &EpochRecord::train_loss, prefix + "train_loss", run_color(r)));
+    LineSeries val = epoch_series(runs[r], &EpochRecord::val_loss, prefix + "val_loss", run_color(r));
+    val.dashed = true;
+    val.marked = runs[r].best;
+    chart.series.push_back(std::move(val));
+  }
+  if (runs.size() > 1) {  // six or more lines: a colour per run, a line style per loss
+    for (std::size_t r = 0; r < runs.size(); ++r) chart.legend.push_back({runs[r].name, run_color(r), Swatch::kBox});
+    chart.legend.push_back({"train_loss", "#444", Swatch::kLine});
+    chart.legend.push_back({"val_loss", "#444", Swatch::kDashedLine});
+    chart.legend.push_back({chart.mark_legend, "#444", Swatch::kRing});
+  }
+  return chart;
+}
+
+LineChart learning_rate_chart(const std::vector<RunRecord>& runs) {
+  LineChart chart = epoch_chart(runs, "Learning rate after each epoch", "learning rate", &EpochRecord::lr);
+  double lo = INFINITY, hi = 0;
+  for (const RunRecord& run : runs) {
+    for (const EpochRecord& e : run.epochs) {
+      if (std::isfinite(e.lr) && e.lr > 0) lo = std::min(lo, e.lr), hi = std::max(hi, e.lr);
+    }
+  }
+  // The plateau scheduler divides the rate: on a log axis each drop is the same height however late it comes.
+  chart.log_y = hi >= 10 * lo;
+  if (chart.log_y) chart.y_title += " (log scale)";
+  return chart;
+}
+
+std::string overall_table(const json& evaluation) {
+  const bool multi = multi_label(evaluation);
+  auto row = [](const std::string& name, const json& m) {
+    return "<tr>" + cell(name) + cell(fixed(number_or_nan(m.value("precision", json())), 4), true) +
+           cell(fixed(number_or_nan(m.value("recall", json())), 4), true) +
+           cell(fixed(number_or_nan(m.value("f1", json())), 4), true) +
+           cell(fixed(number_or_nan(m.value("num_samples", json())), 0), true) + "</tr>\n";
+  };
+  // Multi-label support counts label occurrences, not rows.
+  std::string html = std::string("<table>\n<thead><tr><th>") + (multi ? "average" : "subset") +
+                     "</th><th>precision</th><th>recall</th><th>F1</th><th>" + (multi ? "support" : "rows") +
+                     "</th></tr></thead>\n<tbody>\n";
+  const json& overall = evaluation["overall"];
+  if (overall.contains("f1")) {
+    html += row("all (weighted)", overall);
+  } else {
+    // scikit-learn's classification_report order, then anything else the file has.
+    std::vector<std::string> averages = {"micro", "macro", "weighted", "samples"};
+    for (const auto& [average, m] : overall.items()) {
+      if (std::find(averages.begin(), averages.end(), average) == averages.end()) averages.push_back(average);
+    }
+    for (const std::string& average : averages) {
+      if (overall.contains(average) && overall[average].is_object()) html += row(average, overall[average]);
+    }
+  }
+  if (evaluation.contains("slices") && evaluation["slices"].is_object()) {
+    for (const auto& [slice, m] : evaluation["slices"].items()) {
+      if (m.is_object()) html += row("slice " + slice, m);
+    }
+  }
+  return html + "</tbody>\n</table>\n";
+}
+
+BarChart per_class_chart(const json& evaluation) {
+  std::vector<std::pair<std::string, json>> classes;
+  for (const auto& [name, m] : evaluation["per_class"].items()) classes.emplace_back(name, m);
+  // Highest F1 first, as evaluate lists them; names break ties so the order never depends on the file's.
+  std::sort(classes.begin(), classes.end(), [](const auto& a, const auto& b) {
+    const double fa = number_or_nan(a.second["f1"]), fb = number_or_nan(b.second["f1"]);
+    if (fa != fb && !(std::isnan(fa) && std::isnan(fb))) return std::isnan(fb) || fa > fb;
+    return a.first < b.first;
+  });
+  BarChart chart;
+  chart.title = "Precision, recall and F1 per class";
+  chart.value_title = "score (0 to 1)";
+  chart.groups = {{"precision", "#4e79a7", {}}, {"recall", "#f28e2b", {}}, {"F1", "#59a14f", {}}};
+  for (const auto& [name, m] : classes) {
+    chart.categories.push_back(name);
+    chart.category_notes.push_back(fixed(number_or_nan(m["num_samples"]), 0) + " rows");
+    chart.groups[0].values.push_back(number_or_nan(m["precision"]));
+    chart.groups[1].values.push_back(number_or_nan(m["recall"]));
+    chart.groups[2].values.push_back(number_or_nan(m["f1"]));
+  }
+  return chart;
+}
+
+HeatMap confusion_heat_map(const json& evaluation) {
+  const json& cm = evaluation["confusion_matrix"];
+  HeatMap map;
+  map.title = "Confusion matrix";
+  map.row_title = cm.value("rows", "true");
+  map.column_title = cm.value("columns", "predicted");
+  map.labels = cm["labels"].get<std::vector<std::string>>();
+  map.counts = cm["matrix"].get<std::vector<std::vector<long>>>();
+  return map;
+}
+
+std::string evaluation_section(const RunRecord& run) {
+  const json& e = run.evaluation;
+  std::string html = "<section>\n<h2>Evaluation of " + xml_escape(run.name) + "</h2>\n<p class=\"meta\">" +
+                     xml_escape(e.value("data", std::string("(data file not recorded)")));
+  if (e.contains("num_rows") && e["num_rows"].is_number()) html += ", " + std::to_string(e["num_rows"].get<long>()) + " rows";
+  if (e.contains("threshold") && e["threshold"].is_number()) {
+    html += ", a label predicted at probability &#8805; " + xml_escape(format_value(e["threshold"].get<double>()));
+  }
+  if (e.contains("timestamp") && e["timestamp"].is_string()) html += ", " + xml_escape(e["timestamp"].get<std::string>());
+  html += "</p>\n" + overall_table(e) + "<div class=\"charts\">\n" + render_bar_chart(per_class_chart(e));
+  if (e.contains("confusion_matrix")) {
+    html += render_heat_map(confusion_heat_map(e));
+  } else if (multi_label(e)) {
+    html += "<p class=\"meta\">Multi-label: each row may have several labels, so there is no single confusion matrix.</p>\n";
+  }
+  return html + "</div>\n</section>\n";
+}
+
+const char kStyle[] =
+    "body{font-family:'DejaVu Sans',Helvetica,Arial,sans-serif;color:#222;margin:0;background:#fafafa}"
+    "main{max-width:1180px;margin:0 auto;padding:8px 20px 40px}"
+    "h1{font-size:24px;margin:16px 0 4px}h2{font-size:19px;margin:28px 0 8px}"
+    ".meta{color:#666;font-size:13px;margin:4px 0 12px}"
+    "table{border-collapse:collapse;font-size:13px;background:#fff;margin:8px 0 16px}"
+    "th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}"
+    "th{background:#f0f0f0}td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}"
+    ".swatch{display:inline-block;width:10px;height:10px;margin-right:6px;border-radius:2px}"
+    // Two charts side by side from about 1100 px of window, one below the other on narrower screens.
+    ".charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,540px),1fr));gap:16px;"
+    "align-items:start}"
+    ".charts svg{width:100%;height:auto;background:#fff;border:1px solid #e5e5e5}";
+
+}  // namespace
+
+RunRecord load_run(const std::string& dir) {
+  BERTRAIN_CHECK(directory_exists(dir), "run directory '" << dir << "' not found");
+  RunRecord run;
+  run.dir = dir;
+  run.epochs = read_metrics(dir + "/metrics.jsonl");
+  for (std::size_t i = 0; i < run.epochs.size(); ++i) {
+    // The trainer's rule: best/ is the first epoch whose val_loss is below every earlier one.
+    const double loss = run.epochs[i].val_loss;
+    if (std::isfinite(loss) && (!run.best || loss < run.epochs[*run.best].val_loss)) run.best = i;
+  }
+  run.results = read_optional_json(dir + "/results.json");
+  BERTRAIN_CHECK(run.results.is_null() || run.results.is_object(), dir << "/results.json: not a JSON object");
+  run.evaluation = read_optional_json(dir + "/evaluation.json");
+  if (!run.evaluation.is_null()) check_evaluation(run.evaluation, dir + "/evaluation.json");
+  return run;
+}
+
+void name_runs(std::vector<RunRecord>* runs) {
+  auto base = [](const std::string& dir) {
+    std::filesystem::path p(dir);
+    if (!p.has_filename()) p = p.parent_path();  // "runs/a/" names "a"
+    return p.filename().string();
+  };
+  std::map<std::string, int> uses;
+  for (const RunRecord& run : *runs) ++uses[base(run.dir)];
+  for (RunRecord& run : *runs) run.name = uses[base(run.dir)] == 1 ? base(run.dir) : run.dir;
+}
+
+std::string render_report(const std::vector<RunRecord>& runs, const std::string& generated) {
+  std::string names;
+  for (const RunRecord& run : runs) names += (names.empty() ? "" : ", ") + run.name;
+  std::string html = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
+                     "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n<title>bertrain report: " +
+                     xml_escape(names) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n<main>\n" +
+                     "<h1>bertrain report</h1>\n<p class=\"meta\">" + std::to_string(runs.size()) +
+                     (runs.size() == 1 ? " run" : " runs") + ", generated " + xml_escape(generated) +
+                     ". Hover over a point, bar or cell for its exact value.</p>\n";
+  html += "<section>\n<h2>Runs</h2>\n" + summary_table(runs) + "</section>\n";
+  html += "<section>\n<h2>Training</h2>\n<div class=\"charts\">\n" + render_line_chart(loss_chart(runs)) +
+          render_line_chart(learning_rate_chart(runs));
+  LineChart throughput = epoch_chart(runs, "Training throughput per epoch", "samples / s", &EpochRecord::samples_per_s);
+  throughput.y_from_zero = true;
+  html += render_line_chart(throughput) + "</div>\n</section>\n";
+  for (const RunRecord& run : runs) {
+    if (!run.evaluation.is_null()) html += evaluation_section(run);
+  }
+  return html + "</main>\n</body>\n</html>\n";
+}
+
+}  // namespace bertrain::report

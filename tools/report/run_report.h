@@ -1,0 +1,38 @@
+// `bertrain report`'s model: what a training run directory says about the run (metrics.jsonl, results.json,
+// evaluation.json), and the one self-contained HTML page that shows one run, or several overlaid.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bertrain::report {
+
+// One line of metrics.jsonl; a value the trainer wrote as null (a diverged, non-finite loss) is NaN.
+struct EpochRecord {
+  double epoch = 0, train_loss = 0, val_loss = 0, lr = 0, samples_per_s = 0, elapsed_s = 0;
+};
+
+struct RunRecord {
+  std::string dir;   // as given on the command line
+  std::string name;  // how charts and tables call the run: the directory's name (the path when two share it)
+  std::vector<EpochRecord> epochs;
+  std::optional<std::size_t> best;  // index in `epochs` of the lowest val_loss (the trainer's best/)
+  nlohmann::json results;     // results.json; null while the run is going or was stopped
+  nlohmann::json evaluation;  // evaluation.json; null when the run has not been evaluated
+};
+
+// Reads RUN_DIR/metrics.jsonl (required: at least one epoch), and results.json and evaluation.json when
+// present. Throws Error naming the file (and line or field) on anything it cannot read.
+RunRecord load_run(const std::string& dir);
+
+// Names the runs for the page: each directory's base name, or the whole path where base names repeat.
+void name_runs(std::vector<RunRecord>* runs);
+
+// The whole page: a summary table, loss / learning-rate / throughput curves with every run overlaid, and
+// for each evaluated run its overall metrics, per-class precision / recall / F1 bars and confusion matrix.
+// `generated` is printed in the header (the caller's clock, so that the page is otherwise deterministic).
+std::string render_report(const std::vector<RunRecord>& runs, const std::string& generated);
+
+}  // namespace bertrain::report

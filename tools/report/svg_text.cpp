@@ -1,0 +1,83 @@
+#include "tools/report/svg_text.h"
+
+#include <cmath>
+#include <cstdio>
+#include <algorithm>
+
+namespace bertrain::report {
+
+namespace {
+
+// printf's "%.*e" writes "5e-05"; a reader expects "5e-5".
+std::string strip_exponent_zeros(std::string text) {
+  const auto e = text.find('e');
+  if (e == std::string::npos) return text;
+  std::string mantissa = text.substr(0, e), exponent = text.substr(e + 1);
+  const bool negative = !exponent.empty() && exponent[0] == '-';
+  if (!exponent.empty() && (exponent[0] == '-' || exponent[0] == '+')) exponent.erase(0, 1);
+  while (exponent.size() > 1 && exponent[0] == '0') exponent.erase(0, 1);
+  return mantissa + "e" + (negative ? "-" : "") + exponent;
+}
+
+std::string printf_double(const char* format, int precision, double value) {
+  char text[64];
+  std::snprintf(text, sizeof text, format, precision, value);
+  return text;
+}
+
+}  // namespace
+
+std::string xml_escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string format_tick(double value, double step) {
+  if (std::fabs(value) < step * 1e-9) value = 0;  // -0 and 1e-17 from summed steps print as 0
+  if (value != 0 && std::fabs(value) < 1e-3) {
+    // Enough significant digits to separate ticks `step` apart: 1 plus the decades between value and step.
+    const int digits = std::max(0, static_cast<int>(std::floor(std::log10(std::fabs(value)))) -
+                                       static_cast<int>(std::floor(std::log10(step) + 1e-9)));
+    return strip_exponent_zeros(printf_double("%.*e", digits, value));
+  }
+  const int decimals = std::max(0, -static_cast<int>(std::floor(std::log10(step) + 1e-9)));
+  return printf_double("%.*f", decimals, value);
+}
+
+std::string format_value(double value) {
+  if (!std::isfinite(value)) return "n/a";
+  if (std::fabs(value) >= 1000) return printf_double("%.*f", 0, value);  // 12346, not 1.235e+04
+  if (value == 0 || std::fabs(value) >= 1e-3) return printf_double("%.*g", 4, value);
+  return format_scientific(value);
+}
+
+std::string format_scientific(double value) {
+  std::string text = printf_double("%.*e", 3, value);
+  const auto e = text.find('e');
+  std::string mantissa = text.substr(0, e);
+  while (mantissa.back() == '0') mantissa.pop_back();
+  if (mantissa.back() == '.') mantissa.pop_back();
+  return strip_exponent_zeros(mantissa + text.substr(e));
+}
+
+std::string format_px(double pixels) {
+  std::string text = printf_double("%.*f", 2, pixels);
+  while (text.back() == '0') text.pop_back();
+  if (text.back() == '.') text.pop_back();
+  return text == "-0" ? "0" : text;
+}
+
+std::string format_exact(double value) { return printf_double("%.*g", 17, value); }
+
+}  // namespace bertrain::report

@@ -1,0 +1,48 @@
+// `bertrain report RUN_DIR... [--out FILE]`: one self-contained HTML page (inline SVG, no scripts, nothing
+// fetched) with a run's loss, learning-rate and throughput curves, and its evaluation's per-class metrics and
+// confusion matrix; several runs overlay their curves.
+#include <cstdio>
+#include <ctime>
+#include <vector>
+
+#include "core/atomic_file.h"
+#include "tools/args.h"
+#include "tools/commands.h"
+#include "tools/report/run_report.h"
+
+namespace bertrain {
+
+namespace {
+
+std::string local_time_now() {
+  const std::time_t now = std::time(nullptr);
+  char text[64];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S %Z", std::localtime(&now));
+  return text;
+}
+
+}  // namespace
+
+int run_report(const std::vector<std::string>& args) {
+  ArgParser p("report",
+              "Writes an HTML report of training runs: a summary table; train and validation loss per epoch with the\n"
+              "best epoch marked, the learning rate and samples/s (several runs overlaid, one colour each); and for\n"
+              "each run with RUN_DIR/evaluation.json (bertrain evaluate --out) its overall metrics, per-class\n"
+              "precision / recall / F1 bars and the confusion matrix as a heat map. One file, no scripts, no network:\n"
+              "open it in any browser, attach it, archive it. Reads metrics.jsonl, so a running run can be reported.");
+  p.positionals("RUN_DIR", "training run directories (bertrain train --out)", 1);
+  p.option("out", "", "the HTML file to write (replaced atomically; default RUN_DIR/report.html for one run, "
+                      "report.html for several)");
+  if (!p.parse(args)) return 0;
+  const std::vector<std::string>& dirs = p.positional_values();
+  std::vector<report::RunRecord> runs;
+  for (const std::string& dir : dirs) runs.push_back(report::load_run(dir));
+  report::name_runs(&runs);
+  std::string out = p.get("out");
+  if (out.empty()) out = dirs.size() == 1 ? dirs[0] + "/report.html" : "report.html";
+  write_file_atomically(out, report::render_report(runs, local_time_now()));
+  std::printf("report: %zu run%s -> %s\n", runs.size(), runs.size() == 1 ? "" : "s", out.c_str());
+  return 0;
+}
+
+}  // namespace bertrain
