@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one entry script: installs missing Debian packages, configures, builds, and runs a job.
 #   ./bertrain.sh run [train options]  set up, build, run the main job: fine-tune on Made-With-ML's
-#                                      dataset.csv, evaluate on holdout.csv, predict one example
+#                                      dataset.csv, evaluate on holdout.csv, predict one example, write
+#                                      RUN_DIR/report.html (bertrain report) and print its path
 #   ./bertrain.sh test                 set up, build, run the whole test suite (what CI runs)
 #   ./bertrain.sh asan                 the test suite under AddressSanitizer + UBSan (build-asan/), then
 #                                      every fuzz target for 3 s (./bertrain.sh fuzz 3)
@@ -97,6 +98,8 @@ main_job() {
   echo "== prediction"
   "$BUILD_DIR/bertrain" predict --model "$run" --title "Transfer learning with transformers" \
     --description "Using transformers for transfer learning on text classification tasks." --threshold 0.9
+  echo "== report (loss, learning rate and throughput per epoch, per-class metrics, confusion matrix)"
+  "$BUILD_DIR/bertrain" report "$run"
 }
 
 # deps_bundle DIR: what a machine without apt needs to build (CMake's BERTRAIN_DEPS_DIR): the headers of
