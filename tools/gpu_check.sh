@@ -19,6 +19,7 @@
 #                when torch imports; torch-compile-bf16-256x128-full is the same model under torch.compile
 #   finetune-*   with MODEL_DIR: a short fine-tune on Made-With-ML's data ($BERTRAIN_DATA_DIR/madewithml,
 #                default ../shared/data), GPU bf16, GPU fp32 and CPU, then evaluate on holdout.csv
+#   finetune-report  the three fine-tunes overlaid in OUT_DIR/finetune-report.html (bertrain report)
 #   inference-gpu-vs-cpu  evaluate and predict on the GPU (fp32, bf16) and the CPU: rows/s and the probability
 #                differences
 # OUT_DIR/summary.md gets one line per step and the headline numbers. Exit status: 0 when every step passed.
@@ -167,6 +168,16 @@ finetune() {  # finetune NAME DEVICE PRECISION
     "$BUILD_DIR/bertrain" evaluate --model "$run" --data "$DATA/madewithml/holdout.csv" --out "$run/evaluation.json"
 }
 
+# finetune_report: the fine-tunes' curves overlaid and their evaluations, one HTML page (bertrain report).
+finetune_report() {
+  local runs=() r
+  for r in gpu-bf16 gpu-fp32 cpu; do
+    [ -f "$OUT/runs/$r/metrics.jsonl" ] && runs+=("$OUT/runs/$r")
+  done
+  [ ${#runs[@]} -gt 0 ] || { echo "no fine-tune finished an epoch"; return 1; }
+  "$BUILD_DIR/bertrain" report "${runs[@]}" --out "$OUT/finetune-report.html"
+}
+
 # inference_check: evaluate and predict (forward-only engine) on the GPU in fp32 and bf16 and on the CPU, on the
 # fp32 fine-tune's best/: rows/s of each (stderr, in the log) and the largest probability difference from the
 # CPU's (fp32 must be within float rounding).
@@ -224,6 +235,7 @@ if step build configure_and_build; then
     step finetune-gpu-bf16 finetune gpu-bf16 cuda bf16
     step finetune-gpu-fp32 finetune gpu-fp32 cuda fp32
     step finetune-cpu finetune cpu cpu fp32
+    step finetune-report finetune_report
     step inference-gpu-vs-cpu inference_check
   fi
 fi
