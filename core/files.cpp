@@ -55,6 +55,12 @@ void make_directories(const std::string& dir) {
   BERTRAIN_CHECK(directory_exists(dir), dir << ": not a directory");
 }
 
+std::string folder_name(const std::string& dir) {
+  std::filesystem::path p = std::filesystem::path(dir).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();  // "runs/a/" keeps its '/' through lexically_normal
+  return p.filename().string();
+}
+
 namespace {
 
 void sync_parent(const std::string& path) {

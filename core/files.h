@@ -21,6 +21,8 @@ bool directory_exists(const std::string& path);
 bool file_exists(const std::string& path);
 void remove_tree(const std::string& path);  // rm -rf; missing paths are fine
 void make_directories(const std::string& dir);  // mkdir -p; throws Error naming the path
+// The last name of a directory path, with or without a trailing '/': "runs/a/" and "runs/./a" name "a".
+std::string folder_name(const std::string& dir);
 
 nlohmann::json read_json_file(const std::string& path);  // throws Error naming the file
 void write_json_file(const std::string& path, const nlohmann::json& json);  // atomic

@@ -549,8 +549,7 @@ json run_training(const TrainArgs& args, Communicator& comm) {
   // MLflow (rank 0): a new run, or the resumed training's own, RUNNING until the end.
   std::unique_ptr<MlflowRun> mlflow;
   if (leader && !args.mlflow_dir.empty()) {
-    const std::string name = args.run_name.empty() ? std::filesystem::path(args.out_dir).lexically_normal().filename().string()
-                                                   : args.run_name;
+    const std::string name = args.run_name.empty() ? folder_name(args.out_dir) : args.run_name;
     mlflow = std::make_unique<MlflowRun>(args.mlflow_dir, args.experiment, name, run.mlflow_run_id);
     run.mlflow_run_id = mlflow->run_id();
     mlflow->log_params(params);

@@ -164,6 +164,13 @@ TEST_F(FilesTest, FileAndDirectoryPredicates) {
   EXPECT_NO_THROW(remove_tree(path("missing")));
 }
 
+TEST_F(FilesTest, FolderNameIgnoresATrailingSlash) {
+  EXPECT_EQ(folder_name("runs/a"), "a");
+  EXPECT_EQ(folder_name("runs/a/"), "a");
+  EXPECT_EQ(folder_name("runs/./a//"), "a");
+  EXPECT_EQ(folder_name("a"), "a");
+}
+
 TEST_F(FilesTest, JsonFilesNameThemselvesInErrors) {
   write_json_file(path("state.json"), nlohmann::json{{"epochs_done", 2}, {"lr", 1e-4}});
   EXPECT_EQ(read_json_file(path("state.json")), (nlohmann::json{{"epochs_done", 2}, {"lr", 1e-4}}));

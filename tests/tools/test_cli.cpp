@@ -704,11 +704,17 @@ TEST_F(CliTest, MlflowRunIsWrittenAndContinuedOnResume) {
   expect_error(run({"evaluate", "--model", path("run2-missing"), "--data", data(), "--mlflow-dir", path("mlruns")}),
                "run2-missing");
   expect_error(run(train_args(path("run3"), {"--log-steps", "2"})), "--mlflow-dir");
-  // Another training, the same experiment: a second run.
-  ASSERT_TRUE(succeeded(run(train_args(path("run2"), {"--mlflow-dir", path("mlruns"), "--experiment", "tags",
-                                                      "--epochs", "1"}))));
+  // Another training, the same experiment: a second run, named after --out's folder despite a trailing '/'.
+  ASSERT_TRUE(succeeded(run(train_args(path("run2") + "/", {"--mlflow-dir", path("mlruns"), "--experiment", "tags",
+                                                            "--epochs", "1"}))));
   int runs = 0;
-  for (const auto& e : fs::directory_iterator(experiment_dir)) runs += fs::exists(e.path() / "meta.yaml") ? 1 : 0;
+  for (const auto& e : fs::directory_iterator(experiment_dir)) {
+    if (!fs::exists(e.path() / "meta.yaml")) continue;
+    ++runs;
+    if (e.path().filename() != run_id) {
+      EXPECT_EQ(slurp(e.path() / "tags/mlflow.runName"), "run2");
+    }
+  }
   EXPECT_EQ(runs, 2);
 }
 

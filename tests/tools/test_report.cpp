@@ -316,9 +316,9 @@ class ReportRunTest : public ::testing::Test {
 
 TEST_F(ReportRunTest, APageWithEveryChartOfAnEvaluatedRun) {
   const fs::path dir = make_run("run-a", {0.5, 0.4, 0.35, 0.38}, true);
-  std::vector<RunRecord> runs{load_run(dir.string())};
+  std::vector<RunRecord> runs{load_run(dir.string() + "/")};
   name_runs(&runs);
-  EXPECT_EQ(runs[0].name, "run-a");
+  EXPECT_EQ(runs[0].name, "run-a");  // not "" for the trailing slash
   ASSERT_TRUE(runs[0].best.has_value());
   EXPECT_EQ(*runs[0].best, 2u);
   const std::string html = render_report(runs, "2026-11-23 10:00:00 UTC");

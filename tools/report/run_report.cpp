@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <map>
 
@@ -334,14 +333,9 @@ RunRecord load_run(const std::string& dir) {
 }
 
 void name_runs(std::vector<RunRecord>* runs) {
-  auto base = [](const std::string& dir) {
-    std::filesystem::path p(dir);
-    if (!p.has_filename()) p = p.parent_path();  // "runs/a/" names "a"
-    return p.filename().string();
-  };
   std::map<std::string, int> uses;
-  for (const RunRecord& run : *runs) ++uses[base(run.dir)];
-  for (RunRecord& run : *runs) run.name = uses[base(run.dir)] == 1 ? base(run.dir) : run.dir;
+  for (const RunRecord& run : *runs) ++uses[folder_name(run.dir)];
+  for (RunRecord& run : *runs) run.name = uses[folder_name(run.dir)] == 1 ? folder_name(run.dir) : run.dir;
 }
 
 std::string render_report(const std::vector<RunRecord>& runs, const std::string& generated) {
