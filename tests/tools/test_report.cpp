@@ -94,6 +94,8 @@ TEST(ReportText, ValuesAreShortAndReadable) {
   EXPECT_EQ(format_value(1e-4), "1e-4");
   EXPECT_EQ(format_value(8.5e-5), "8.5e-5");
   EXPECT_EQ(format_scientific(0.001), "1e-3");
+  EXPECT_EQ(format_fixed(0.9605, 3), "0.961");
+  EXPECT_EQ(format_fixed(INFINITY, 3), "n/a");
   EXPECT_EQ(format_scientific(2.5e-5), "2.5e-5");
   EXPECT_EQ(format_value(0), "0");
   EXPECT_EQ(format_value(NAN), "n/a");

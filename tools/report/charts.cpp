@@ -98,11 +98,14 @@ std::string shade(double share) {
   share = std::clamp(share, 0.0, 1.0);
   const int i = share < 0.5 ? 0 : 1;
   const double t = (share - 0.5 * i) / 0.5;
-  char text[16];
-  std::snprintf(text, sizeof text, "#%02x%02x%02x", static_cast<int>(std::lround(stops[i][0] + t * (stops[i + 1][0] - stops[i][0]))),
-                static_cast<int>(std::lround(stops[i][1] + t * (stops[i + 1][1] - stops[i][1]))),
-                static_cast<int>(std::lround(stops[i][2] + t * (stops[i + 1][2] - stops[i][2]))));
-  return text;
+  std::string colour = "#";
+  for (int channel = 0; channel < 3; ++channel) {
+    char hex[4];
+    std::snprintf(hex, sizeof hex, "%02x",
+                  static_cast<int>(std::lround(stops[i][channel] + t * (stops[i + 1][channel] - stops[i][channel]))));
+    colour += hex;
+  }
+  return colour;
 }
 
 }  // namespace
@@ -111,10 +114,12 @@ std::string render_line_chart(const LineChart& chart) {
   constexpr double kLeft = 72, kRight = 18, kTop = 40, kPlotHeight = 230;
   const double plot_right = kWidth - kRight, plot_bottom = kTop + kPlotHeight;
 
+  // A diverged epoch (loss NaN), or a value a log axis cannot show, is not drawn: a gap in its line.
+  auto drawable = [&](double y) { return std::isfinite(y) && (!chart.log_y || y > 0); };
   double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
   for (const LineSeries& s : chart.series) {
     for (std::size_t i = 0; i < s.x.size(); ++i) {
-      if (!std::isfinite(s.y[i]) || (chart.log_y && s.y[i] <= 0)) continue;
+      if (!drawable(s.y[i])) continue;
       x_lo = std::min(x_lo, s.x[i]), x_hi = std::max(x_hi, s.x[i]);
       y_lo = std::min(y_lo, s.y[i]), y_hi = std::max(y_hi, s.y[i]);
     }
@@ -149,8 +154,8 @@ std::string render_line_chart(const LineChart& chart) {
     std::string path, points;
     bool pen_down = false;
     for (std::size_t i = 0; i < s.x.size(); ++i) {
-      if (!std::isfinite(s.y[i]) || (chart.log_y && s.y[i] <= 0)) {
-        pen_down = false;  // a diverged epoch (loss NaN): a gap, not a line through it
+      if (!drawable(s.y[i])) {
+        pen_down = false;  // a gap, not a line through it
         continue;
       }
       const double x = px(s.x[i]), y = py(s.y[i]);
@@ -227,10 +232,8 @@ std::string render_bar_chart(const BarChart& chart) {
                 group.color + "\" data-category=\"" + xml_escape(name) + "\" data-series=\"" + xml_escape(group.name) +
                 "\" data-value=\"" + format_exact(value) + "\">" + hover(label) + "</rect>\n";
       }
-      char value_text[32];
-      std::snprintf(value_text, sizeof value_text, "%.3f", value);
-      body += text_at((std::isfinite(value) ? px(value) : left) + 4, y + kBar / 2,
-                      std::isfinite(value) ? value_text : "n/a", "dy=\"0.35em\" font-size=\"10\"");
+      body += text_at((std::isfinite(value) ? px(value) : left) + 4, y + kBar / 2, format_fixed(value, 3),
+                      "dy=\"0.35em\" font-size=\"10\"");
     }
   }
   return svg_open(kWidth, plot_bottom + 50, chart.title) + body + "</svg>\n";
@@ -269,10 +272,8 @@ std::string render_heat_map(const HeatMap& map) {
       const long count = map.counts[r].at(c);
       const double share = row_total > 0 ? static_cast<double>(count) / row_total : 0;
       const double x = left + cell * c, y = top + cell * r;
-      char percent[32];
-      std::snprintf(percent, sizeof percent, "%.1f %%", 100 * share);
       const std::string label = map.row_title + " " + map.labels[r] + ", " + map.column_title + " " + map.labels[c] +
-                                ": " + std::to_string(count) + " (" + percent + " of the row)";
+                                ": " + std::to_string(count) + " (" + format_fixed(100 * share, 1) + " % of the row)";
       body += "<rect class=\"cell\" x=\"" + format_px(x) + "\" y=\"" + format_px(y) + "\" width=\"" + format_px(cell) +
               "\" height=\"" + format_px(cell) + "\" fill=\"" + shade(share) + "\" stroke=\"#ffffff\" data-row=\"" +
               xml_escape(map.labels[r]) + "\" data-column=\"" + xml_escape(map.labels[c]) + "\" data-count=\"" +

@@ -86,20 +86,13 @@ void check_evaluation(const json& e, const std::string& path) {
   }
 }
 
-std::string fixed(double value, int decimals) {
-  if (!std::isfinite(value)) return "n/a";
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", decimals, value);
-  return text;
-}
-
 double number_or_nan(const json& value) { return value.is_number() ? value.get<double>() : NAN; }
 
 std::string duration(double seconds) {
   if (!std::isfinite(seconds)) return "n/a";
-  if (seconds < 120) return fixed(seconds, 1) + " s";
-  if (seconds < 7200) return fixed(seconds / 60, 1) + " min";
-  return fixed(seconds / 3600, 2) + " h";
+  if (seconds < 120) return format_fixed(seconds, 1) + " s";
+  if (seconds < 7200) return format_fixed(seconds / 60, 1) + " min";
+  return format_fixed(seconds / 3600, 2) + " h";
 }
 
 // A params value as the summary table shows it ("" when results.json does not have it).
@@ -119,9 +112,9 @@ bool multi_label(const json& evaluation) {
 std::string headline_f1(const RunRecord& run) {
   if (run.evaluation.is_null()) return "not evaluated";
   const json& overall = run.evaluation["overall"];
-  if (overall.contains("f1")) return fixed(number_or_nan(overall["f1"]), 3) + " (weighted)";
+  if (overall.contains("f1")) return format_fixed(number_or_nan(overall["f1"]), 3) + " (weighted)";
   if (overall.contains("micro") && overall["micro"].is_object()) {
-    return fixed(number_or_nan(overall["micro"].value("f1", json())), 3) + " (micro)";
+    return format_fixed(number_or_nan(overall["micro"].value("f1", json())), 3) + " (micro)";
   }
   return "n/a";
 }
@@ -145,7 +138,7 @@ std::string summary_table(const std::vector<RunRecord>& runs) {
             xml_escape(run.name) + "</td>" + cell(param(run, "model")) + cell(param(run, "engine")) +
             cell(param(run, "world_size"), true) + cell(param(run, "batch_size"), true) + cell(param(run, "lr"), true) +
             cell(epochs) + cell(best ? format_value(best->epoch) : "none", true) +
-            cell(best ? fixed(best->val_loss, 4) : "n/a", true) + cell(duration(run.epochs.back().elapsed_s), true) +
+            cell(best ? format_fixed(best->val_loss, 4) : "n/a", true) + cell(duration(run.epochs.back().elapsed_s), true) +
             cell(headline_f1(run), true) + "</tr>\n";
   }
   return html + "</tbody>\n</table>\n";
@@ -217,10 +210,10 @@ LineChart learning_rate_chart(const std::vector<RunRecord>& runs) {
 std::string overall_table(const json& evaluation) {
   const bool multi = multi_label(evaluation);
   auto row = [](const std::string& name, const json& m) {
-    return "<tr>" + cell(name) + cell(fixed(number_or_nan(m.value("precision", json())), 4), true) +
-           cell(fixed(number_or_nan(m.value("recall", json())), 4), true) +
-           cell(fixed(number_or_nan(m.value("f1", json())), 4), true) +
-           cell(fixed(number_or_nan(m.value("num_samples", json())), 0), true) + "</tr>\n";
+    return "<tr>" + cell(name) + cell(format_fixed(number_or_nan(m.value("precision", json())), 4), true) +
+           cell(format_fixed(number_or_nan(m.value("recall", json())), 4), true) +
+           cell(format_fixed(number_or_nan(m.value("f1", json())), 4), true) +
+           cell(format_fixed(number_or_nan(m.value("num_samples", json())), 0), true) + "</tr>\n";
   };
   // Multi-label support counts label occurrences, not rows.
   std::string html = std::string("<table>\n<thead><tr><th>") + (multi ? "average" : "subset") +
@@ -262,7 +255,7 @@ BarChart per_class_chart(const json& evaluation) {
   chart.groups = {{"precision", "#4e79a7", {}}, {"recall", "#f28e2b", {}}, {"F1", "#59a14f", {}}};
   for (const auto& [name, m] : classes) {
     chart.categories.push_back(name);
-    chart.category_notes.push_back(fixed(number_or_nan(m["num_samples"]), 0) + " rows");
+    chart.category_notes.push_back(format_fixed(number_or_nan(m["num_samples"]), 0) + " rows");
     chart.groups[0].values.push_back(number_or_nan(m["precision"]));
     chart.groups[1].values.push_back(number_or_nan(m["recall"]));
     chart.groups[2].values.push_back(number_or_nan(m["f1"]));

@@ -71,6 +71,10 @@ std::string format_scientific(double value) {
   return strip_exponent_zeros(mantissa + text.substr(e));
 }
 
+std::string format_fixed(double value, int decimals) {
+  return std::isfinite(value) ? printf_double("%.*f", decimals, value) : "n/a";
+}
+
 std::string format_px(double pixels) {
   std::string text = printf_double("%.*f", 2, pixels);
   while (text.back() == '0') text.pop_back();

@@ -17,6 +17,9 @@ std::string format_tick(double value, double step);
 // A value shown exactly enough to read: 4 significant digits ("0.2025", "85.69", "1e-4"); "n/a" when not finite.
 std::string format_value(double value);
 
+// `decimals` digits after the point ("0.961", "34.0"); "n/a" when not finite.
+std::string format_fixed(double value, int decimals);
+
 // 4 significant digits in scientific notation, trailing zeros dropped: "1e-3", "8.5e-5" (learning rates).
 std::string format_scientific(double value);
 
