@@ -1,17 +1,43 @@
-// The one exception type of bertrain and the always-on precondition checks.
+// The exception types of bertrain and the always-on precondition checks.
 // Every failure carries what went wrong and where (file:line); main() prints it on one line.
 #pragma once
 
+#include <new>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 
 namespace bertrain {
 
+// A failure while working: main() exits 1, which a launcher may retry (a full disk, a lost peer, a NaN loss).
 class Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// A failure in what the user gave: a flag value, a data file, a model or run directory that does not fit the
+// command. Running the same command again cannot succeed, so main() exits 2, as for a usage error, and
+// `bertrain launch` never retries it.
+class InputError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Runs `step`, one that reads and checks the user's inputs; any failure in it but running out of memory is an
+// InputError with the same message. Commands wrap their loading steps in it instead of marking every check in
+// the layers below, which cannot know whether a file they read was the user's input.
+template <typename Step>
+decltype(auto) input_step(Step&& step) {
+  try {
+    return step();
+  } catch (const InputError&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw InputError(e.what());
+  }
+}
 
 // Builds "message [file:line]" and throws Error. Out of line so the macros stay small.
 [[noreturn]] void throw_error(const char* file, int line, const std::string& message);

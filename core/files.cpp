@@ -27,6 +27,11 @@ bool file_exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
+bool path_exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
 void remove_tree(const std::string& path) {
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) return;

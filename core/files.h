@@ -19,6 +19,7 @@ void recover_directory(const std::string& dir);
 
 bool directory_exists(const std::string& path);
 bool file_exists(const std::string& path);
+bool path_exists(const std::string& path);  // anything at all: file, directory, device...
 void remove_tree(const std::string& path);  // rm -rf; missing paths are fine
 void make_directories(const std::string& dir);  // mkdir -p; throws Error naming the path
 // The last name of a directory path, with or without a trailing '/': "runs/a/" and "runs/./a" name "a".

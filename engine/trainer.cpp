@@ -140,6 +140,8 @@ struct RunDirs {
 // that a fresh run does not overwrite one.
 RunDirs prepare_run_dir(const TrainArgs& args, Communicator& comm) {
   RunDirs dirs{args.out_dir + "/last", args.out_dir + "/best", "", ""};
+  BERTRAIN_CHECK(!path_exists(args.out_dir) || directory_exists(args.out_dir),
+                 "--out " << args.out_dir << " is a file, not a run directory");
   if (comm.rank() == 0) {
     recover_directory(dirs.last);
     recover_directory(dirs.best);
@@ -495,7 +497,7 @@ long test_crash_step() {
 }  // namespace
 
 json run_training(const TrainArgs& args, Communicator& comm) {
-  validate(args);
+  input_step([&] { validate(args); });
   // From here on SIGTERM, SIGINT and SIGUSR1 stop the run at its next step with a checkpoint (one that arrives
   // while the data and model load is acted on after the first step).
   const StopSignals stop_signals;
@@ -503,13 +505,14 @@ json run_training(const TrainArgs& args, Communicator& comm) {
   const bool verbose = leader && !args.quiet;
   const auto start = Clock::now();
   configure_cpu_threads(args.threads, comm.info().local_rank);
-  const RunDirs dirs = prepare_run_dir(args, comm);
+  const RunDirs dirs = input_step([&] { return prepare_run_dir(args, comm); });
 
-  // Data and model.
-  const BertConfig source_config = BertConfig::load(dirs.source + "/config.json");
-  const BertTokenizer tokenizer = load_model_tokenizer(dirs.source);
-  const TrainingData data = load_training_data(args, source_config, tokenizer);
-  LoadedModel model = load_model_dir(dirs.source, data.labels.names(), args.seed, args.head_init);
+  // Data and model: what fails here is the user's input (exit status 2, never retried).
+  const BertConfig source_config = input_step([&] { return BertConfig::load(dirs.source + "/config.json"); });
+  const BertTokenizer tokenizer = input_step([&] { return load_model_tokenizer(dirs.source); });
+  const TrainingData data = input_step([&] { return load_training_data(args, source_config, tokenizer); });
+  LoadedModel model =
+      input_step([&] { return load_model_dir(dirs.source, data.labels.names(), args.seed, args.head_init); });
   model.config.classifier_dropout = args.dropout;
   model.config.problem_type = args.data.multi_label ? "multi_label_classification" : "single_label_classification";
   // evaluate and predict must read and prepare text as training did.
@@ -534,11 +537,14 @@ json run_training(const TrainArgs& args, Communicator& comm) {
   const Batcher train_batcher(&data.train, train_batching), val_batcher(&data.val, val_batching);
 
   // Engine: its activations are sized by the most tokens of this rank's slices, not by rows × longest row.
-  const BackendChoice choice = choose_backend(args.device, args.precision, comm.info().local_rank);
+  // --device cuda without a device, or bf16 on the CPU, is a flag that does not fit this machine (an input
+  // error); what fails while the engine is built (device memory) is not.
+  const BackendChoice choice =
+      input_step([&] { return choose_backend(args.device, args.precision, comm.info().local_rank); });
   const std::unique_ptr<TrainingBackend> engine =
       make_training_backend(choice, model.config, data.labels.size(), batch_limits({&train_batcher, &val_batcher}),
                             model.params, trainer_options(args, data), comm);
-  RunState run = initial_state(args, dirs, *engine);
+  RunState run = input_step([&] { return initial_state(args, dirs, *engine); });
 
   json params = args_json(args);
   params["world_size"] = comm.size();

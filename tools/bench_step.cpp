@@ -183,7 +183,9 @@ int bench_step(const std::vector<std::string>& args) {
   if (!lengths_csv.empty()) {
     const int max_length = parser.get_int("max-length");
     if (max_length < 2) throw UsageError("bench step: --max-length must be >= 2");
-    lengths = lengths_from_dataset(lengths_csv, parser.get("vocab-file"), max_length, batch, warmup + steps, seed, padded);
+    lengths = input_step([&] {
+      return lengths_from_dataset(lengths_csv, parser.get("vocab-file"), max_length, batch, warmup + steps, seed, padded);
+    });
   } else {
     const RandomKey key{seed, 0, 0xbe7c4u};
     std::vector<int> rows;

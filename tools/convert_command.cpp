@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -31,6 +33,51 @@ std::string read_bytes(const std::string& path) {
   return os.str();
 }
 
+// What convert reads from DIR: the weights in the layout bertrain writes (`present`: the entries DIR has; a
+// BertModel checkpoint has no classifier), and the bytes of config.json and vocab.txt.
+struct ConvertSource {
+  ParamLayout layout;
+  std::vector<float> params;
+  std::vector<bool> present;  // per layout entry
+  std::string weights_path, config_text, vocab_text;
+  bool has_vocab = false;
+};
+
+ConvertSource read_source(const std::string& dir) {
+  const BertConfig config = BertConfig::load(dir + "/config.json");
+  const std::unique_ptr<CheckpointTensors> checkpoint = open_checkpoint(dir);
+  // The classifier's row count comes from the checkpoint when it has one (BertForPreTraining has none).
+  int num_labels = std::max(config.num_labels(), 1);
+  for (const CheckpointTensors::Entry& e : checkpoint->entries()) {
+    if (e.name == "classifier.weight" && e.shape.size() == 2 && e.shape[0] > 0) num_labels = static_cast<int>(e.shape[0]);
+  }
+  ConvertSource source;
+  source.layout = bert_classifier_layout(config, num_labels);
+  source.weights_path = checkpoint->path();
+  const std::map<std::string, std::string> source_of =
+      map_checkpoint_names(*checkpoint, source.layout, config.num_hidden_layers);
+  std::map<std::string, std::vector<int64_t>> shape_of;
+  for (const CheckpointTensors::Entry& e : checkpoint->entries()) shape_of[e.name] = e.shape;
+  source.params.assign(source.layout.total(), 0.0f);
+  for (const ParamEntry& entry : source.layout.entries()) {
+    const auto it = source_of.find(entry.name);
+    const bool no_head = it == source_of.end() && entry.name.rfind("classifier.", 0) == 0;  // BertModel weights
+    source.present.push_back(!no_head);
+    if (no_head) continue;
+    BERTRAIN_CHECK(it != source_of.end(), checkpoint->path() << ": missing tensor '" << entry.name << "' with shape "
+                                                             << shape_string(entry.shape));
+    const std::vector<int64_t>& shape = shape_of.at(it->second);
+    BERTRAIN_CHECK(shape == entry.shape, checkpoint->path() << ": tensor '" << it->second << "' has shape "
+                                                            << shape_string(shape) << " but config.json implies "
+                                                            << shape_string(entry.shape));
+    checkpoint->read_float_into(it->second, source.params.data() + entry.offset, entry.numel);
+  }
+  source.config_text = read_bytes(dir + "/config.json");
+  source.has_vocab = file_exists(dir + "/vocab.txt");
+  if (source.has_vocab) source.vocab_text = read_bytes(dir + "/vocab.txt");
+  return source;
+}
+
 }  // namespace
 
 int run_convert(const std::vector<std::string>& args) {
@@ -51,46 +98,24 @@ int run_convert(const std::vector<std::string>& args) {
   if (dir.empty()) throw UsageError("convert: give the model directory (bertrain convert DIR [--out DIR2])");
   const std::string out = p.get("out").empty() ? dir : p.get("out");
 
-  const BertConfig config = BertConfig::load(dir + "/config.json");
-  const std::unique_ptr<CheckpointTensors> checkpoint = open_checkpoint(dir);
-  // The classifier's row count comes from the checkpoint when it has one (BertForPreTraining has none).
-  int num_labels = std::max(config.num_labels(), 1);
-  for (const CheckpointTensors::Entry& e : checkpoint->entries()) {
-    if (e.name == "classifier.weight" && e.shape.size() == 2 && e.shape[0] > 0) num_labels = static_cast<int>(e.shape[0]);
-  }
-  const ParamLayout layout = bert_classifier_layout(config, num_labels);
-  const std::map<std::string, std::string> source_of = map_checkpoint_names(*checkpoint, layout, config.num_hidden_layers);
-  std::map<std::string, std::vector<int64_t>> shape_of;
-  for (const CheckpointTensors::Entry& e : checkpoint->entries()) shape_of[e.name] = e.shape;
-
-  std::vector<float> params(layout.total(), 0.0f);
+  // Everything is read and checked before anything is written (DIR2 may be DIR); what fails while reading is the
+  // user's input (exit 2).
+  const ConvertSource source = input_step([&] { return read_source(dir); });
   SafetensorsWriter writer;
   int written = 0;
-  for (const ParamEntry& entry : layout.entries()) {
-    const auto it = source_of.find(entry.name);
-    if (it == source_of.end() && entry.name.rfind("classifier.", 0) == 0) continue;  // no head: BertModel weights
-    BERTRAIN_CHECK(it != source_of.end(), checkpoint->path() << ": missing tensor '" << entry.name << "' with shape "
-                                                             << shape_string(entry.shape));
-    const std::vector<int64_t>& shape = shape_of.at(it->second);
-    BERTRAIN_CHECK(shape == entry.shape, checkpoint->path() << ": tensor '" << it->second << "' has shape "
-                                                            << shape_string(shape) << " but config.json implies "
-                                                            << shape_string(entry.shape));
-    checkpoint->read_float_into(it->second, params.data() + entry.offset, entry.numel);
-    writer.add_f32(entry.name, entry.shape, params.data() + entry.offset);
+  for (std::size_t i = 0; i < source.layout.entries().size(); ++i) {
+    if (!source.present[i]) continue;
+    const ParamEntry& entry = source.layout.entries()[i];
+    writer.add_f32(entry.name, entry.shape, source.params.data() + entry.offset);
     ++written;
   }
   writer.set_metadata("format", "pt");  // transformers refuses safetensors files without it
-
-  // Read everything before writing: DIR2 may be DIR.
-  const std::string config_text = read_bytes(dir + "/config.json");
-  const bool has_vocab = file_exists(dir + "/vocab.txt");
-  const std::string vocab_text = has_vocab ? read_bytes(dir + "/vocab.txt") : std::string();
   make_directories(out);
   writer.write(out + "/model.safetensors");
-  write_file_atomically(out + "/config.json", config_text);
-  if (has_vocab) write_file_atomically(out + "/vocab.txt", vocab_text);
-  std::printf("wrote %s/model.safetensors: %d tensors from %s%s\n", out.c_str(), written, checkpoint->path().c_str(),
-              has_vocab ? "" : " (DIR has no vocab.txt)");
+  write_file_atomically(out + "/config.json", source.config_text);
+  if (source.has_vocab) write_file_atomically(out + "/vocab.txt", source.vocab_text);
+  std::printf("wrote %s/model.safetensors: %d tensors from %s%s\n", out.c_str(), written, source.weights_path.c_str(),
+              source.has_vocab ? "" : " (DIR has no vocab.txt)");
   return 0;
 }
 

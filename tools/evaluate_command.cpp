@@ -138,13 +138,16 @@ int run_evaluate(const std::vector<std::string>& args) {
   const double threshold = p.get_double("threshold");
   if (!(threshold >= 0 && threshold <= 1)) throw UsageError("evaluate: --threshold must be in [0, 1]");
 
-  Predictor predictor(p.get("model"), inference_options(p));
-  DatasetOptions options = predictor.dataset_options();
-  apply_data_flags(p, &options);
-  predictor.check_dataset_options(options);
-  options.read_labels = true;
-  // Labels are checked here: a label the model does not know is an error naming the file and line.
-  const TextDataset data = load_text_dataset(p.get("data"), predictor.tokenizer(), &predictor.labels(), options);
+  // The model, the flags and the data are the user's input: what fails here exits 2.
+  Predictor predictor = input_step([&] { return Predictor(p.get("model"), inference_options(p)); });
+  const TextDataset data = input_step([&] {
+    DatasetOptions options = predictor.dataset_options();
+    apply_data_flags(p, &options);
+    predictor.check_dataset_options(options);
+    options.read_labels = true;
+    // Labels are checked here: a label the model does not know is an error naming the file and line.
+    return load_text_dataset(p.get("data"), predictor.tokenizer(), &predictor.labels(), options);
+  });
   const auto start = std::chrono::steady_clock::now();
   const std::vector<float> probs = predictor.predict_proba(data.examples);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -57,6 +57,16 @@ std::string describe_status(int status) {
   return "status " + std::to_string(status);
 }
 
+// bertrain's exit codes: 1 a failure while working, 75 stopped with a checkpoint; a signal (or 128 + its number,
+// as a shell or mpirun reports a rank killed by one) is a preemption or a crash. Those are retried. 2 is a usage or
+// input error, and anything else (127: the command was not found) cannot be mended by running it again.
+bool worth_a_restart(int status) {
+  if (WIFSIGNALED(status)) return true;
+  if (!WIFEXITED(status)) return false;
+  const int code = WEXITSTATUS(status);
+  return code == 1 || code == 75 || code > 128;
+}
+
 // Runs `argv` with BERTRAIN_RESTARTS=`restarts` in its environment; returns its wait status.
 int run_attempt(const std::vector<std::string>& argv, const std::string& restarts) {
   std::vector<char*> args;
@@ -87,9 +97,9 @@ int run_launch(const std::vector<std::string>& args) {
   own.assign(args.begin(), dashes);
   if (dashes != args.end()) command.assign(dashes + 1, args.end());
   ArgParser p("launch",
-              "Runs COMMAND (after --) and, when it fails or is stopped (any exit but 0 and the usage error 2), runs\n"
-              "it again with --resume (added when the run directory of its --out has last/), up to --max-restarts\n"
-              "times. Each attempt's end and every restart are logged on stderr and recorded in results.json\n"
+              "Runs COMMAND (after --) and, when it fails while working (exit 1), is stopped with a checkpoint (75)\n"
+              "or is killed by a signal, runs it again with --resume (added when the run directory of its --out has\n"
+              "last/), up to --max-restarts times; a usage or input error (2) or any other exit is not retried. Each attempt's end and every restart are logged on stderr and recorded in results.json\n"
               "(\"restarts\"). SIGTERM, SIGINT and SIGUSR1 are passed on to COMMAND, which then ends without a restart.\n"
               "usage: bertrain launch [--max-restarts 3] [--restart-delay 10] -- COMMAND [ARGS...]");
   p.option("max-restarts", "3", "how many times COMMAND is run again");
@@ -133,8 +143,9 @@ int run_launch(const std::vector<std::string>& args) {
                    why.c_str());
       return code;
     }
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 2) {
-      std::fprintf(stderr, "bertrain launch: %s (a usage error): not restarting\n", why.c_str());
+    if (!worth_a_restart(status)) {
+      std::fprintf(stderr, "bertrain launch: %s%s: not restarting\n", why.c_str(),
+                   WEXITSTATUS(status) == 2 ? " (a usage or input error)" : " (not a failure a restart can mend)");
       return code;
     }
     if (attempt >= max_restarts) {

@@ -1,5 +1,6 @@
 // bertrain: the command-line entry point. Dispatches to subcommands and turns every failure into one line
-// on stderr and a non-zero exit code (1 for errors, 2 for usage errors).
+// on stderr and the exit code a launcher acts on: 2 for usage and input errors (never worth a retry), 1 for a
+// failure while working (retryable). 75, stopped with a checkpoint, comes from train itself.
 #include <csignal>
 #include <cstdio>
 #include <exception>
@@ -71,6 +72,9 @@ int main(int argc, char** argv) {
     return dispatch(std::vector<std::string>(argv + 1, argv + argc));
   } catch (const bertrain::UsageError& e) {
     std::fprintf(stderr, "bertrain: %s\n", e.what());
+    return 2;
+  } catch (const bertrain::InputError& e) {
+    std::fprintf(stderr, "bertrain: error: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bertrain: error: %s\n", e.what());

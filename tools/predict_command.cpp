@@ -71,7 +71,7 @@ class LineSink {
 // Predicts every row of `path` in batches of `batch_size` rows; returns the rows written.
 long predict_file(Predictor& predictor, const std::string& path, const DatasetOptions& options, int batch_size,
                   const PredictionRule& rule, LineSink& sink) {
-  TextRowReader reader(path, predictor.tokenizer(), options);
+  TextRowReader reader = input_step([&] { return TextRowReader(path, predictor.tokenizer(), options); });
   const int classes = predictor.labels().size();
   std::vector<Example> examples;
   std::vector<std::string> ids;
@@ -82,7 +82,8 @@ long predict_file(Predictor& predictor, const std::string& path, const DatasetOp
   while (more) {
     examples.clear();
     ids.clear();
-    while (static_cast<int>(examples.size()) < batch_size && (more = reader.next(&row))) {
+    // A bad row is the input's fault (exit 2), wherever in the file it is.
+    while (static_cast<int>(examples.size()) < batch_size && (more = input_step([&] { return reader.next(&row); }))) {
       examples.push_back(std::move(row.example));
       ids.push_back(std::move(row.id));
       row = TextRow{};
@@ -141,16 +142,21 @@ int run_predict(const std::vector<std::string>& args) {
   }
   const InferenceOptions inference = inference_options(p);
 
-  Predictor predictor(p.get("model"), inference);
+  // The model and the flags are the user's input: what fails here exits 2.
+  Predictor predictor = input_step([&] { return Predictor(p.get("model"), inference); });
   const LabelSet& labels = predictor.labels();
   rule.multi_label = predictor.multi_label();
   rule.other = labels.find("other");
-  BERTRAIN_CHECK(rule.multi_label || rule.threshold < 0 || rule.other >= 0,
-                 "--threshold needs a tag named 'other' but the model's tags are " << nlohmann::json(labels.names()).dump());
-  DatasetOptions options = predictor.dataset_options();
-  apply_data_flags(p, &options);
-  predictor.check_dataset_options(options);
-  options.read_labels = false;
+  const DatasetOptions options = input_step([&] {
+    BERTRAIN_CHECK(rule.multi_label || rule.threshold < 0 || rule.other >= 0,
+                   "--threshold needs a tag named 'other' but the model's tags are "
+                       << nlohmann::json(labels.names()).dump());
+    DatasetOptions o = predictor.dataset_options();
+    apply_data_flags(p, &o);
+    predictor.check_dataset_options(o);
+    o.read_labels = false;
+    return o;
+  });
 
   if (!has_data) {
     const std::string text = has_title ? p.get("title") + " " + p.get("description") : p.get("text");

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/atomic_file.h"
+#include "core/error.h"
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/report/run_report.h"
@@ -36,7 +37,8 @@ int run_report(const std::vector<std::string>& args) {
   if (!p.parse(args)) return 0;
   const std::vector<std::string>& dirs = p.positional_values();
   std::vector<report::RunRecord> runs;
-  for (const std::string& dir : dirs) runs.push_back(report::load_run(dir));
+  // An unreadable run directory is the input's fault (exit 2); a failed write is not.
+  for (const std::string& dir : dirs) runs.push_back(input_step([&] { return report::load_run(dir); }));
   report::name_runs(&runs);
   std::string out = p.get("out");
   if (out.empty()) out = dirs.size() == 1 ? dirs[0] + "/report.html" : "report.html";

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <string>
 
+#include "core/error.h"
 #include "data/dataset.h"
 #include "data/tokenizer.h"
 #include "tools/args.h"
@@ -42,9 +43,10 @@ int run_tokenize(const std::vector<std::string>& args) {
   options.max_length = p.get_int("max-length");
   if (options.max_length < 2) throw UsageError("tokenize: --max-length must be >= 2");
   options.format = p.get("format");
-  options.text_columns = parse_column_list(p.get("text-columns"), "--text-columns");
+  options.text_columns = input_step([&] { return parse_column_list(p.get("text-columns"), "--text-columns"); });
 
-  const BertTokenizer tokenizer(Vocab::load(p.get("vocab")));
+  // Every failure here is in the input (the vocabulary, the file or a row): exit 2.
+  const BertTokenizer tokenizer = input_step([&] { return BertTokenizer(Vocab::load(p.get("vocab"))); });
   std::string line;
   int truncated = 0;
   if (has_text) {
@@ -52,7 +54,7 @@ int run_tokenize(const std::vector<std::string>& args) {
     print_ids(encode_text(p.get("text"), tokenizer, options, &cut).ids, &line);
     truncated += cut ? 1 : 0;
   } else {
-    const TextDataset data = load_text_dataset(p.get("data"), tokenizer, nullptr, options);
+    const TextDataset data = input_step([&] { return load_text_dataset(p.get("data"), tokenizer, nullptr, options); });
     for (const Example& e : data.examples) print_ids(e.ids, &line);
     truncated = data.truncated;
   }

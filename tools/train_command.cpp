@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "core/error.h"
 #include "dist/communicator.h"
 #include "engine/stop_signals.h"
 #include "engine/trainer.h"
@@ -89,7 +90,7 @@ int run_train(const std::vector<std::string>& args) {
   apply_data_flags(p, &a.data);
   a.data.max_length = p.get_int("max-length");
   a.data.multi_label = p.get_flag("multi-label");
-  a.head_init = parse_head_init(p.get("head-init"));
+  a.head_init = input_step([&] { return parse_head_init(p.get("head-init")); });
   a.device = p.get("device");
   a.precision = p.get("precision");
   a.collective_timeout_s = p.get_double("collective-timeout");
@@ -118,7 +119,8 @@ int run_train(const std::vector<std::string>& args) {
     // The other ranks may be waiting in a collective: end the whole job, naming who failed.
     // Errors from dist/ already start with "<host> rank <r>": name the rank once.
     const std::string what = e.what(), who = comm->where();
-    comm->abort(1, "bertrain: error: " + (what.rfind(who, 0) == 0 ? what : who + ": " + what));
+    const int code = dynamic_cast<const InputError*>(&e) != nullptr ? 2 : 1;
+    comm->abort(code, "bertrain: error: " + (what.rfind(who, 0) == 0 ? what : who + ": " + what));
   }
   if (!a.quiet && comm->rank() == 0) {
     const int best = results.at("best_epoch").get<int>();

@@ -1,6 +1,4 @@
-// End-to-end tests of the bertrain CLI: runs the real binary (BERTRAIN_BINARY) with stdout and stderr
-// captured separately, on the tiny fixture model with a vocabulary of real words and a small synthetic
-// Made-With-ML-like CSV. Covers usage errors (exit 2), train / resume / evaluate / predict / tokenize, and
+// End-to-end tests of the bertrain CLI (harness: tests/tools/cli_test.h). Covers usage errors (exit 2), train / resume / evaluate / predict / tokenize, and
 // bad inputs (exit 1, one line on stderr naming the problem, no signal, nothing half-written).
 #include <fcntl.h>
 #include <poll.h>
@@ -31,241 +29,13 @@
 #include "model/safetensors.h"
 #include "tests/run_process.h"
 #include "tests/temp_dir.h"
+#include "tests/tools/cli_test.h"
 #include "tests/xml_check.h"
-
-#ifndef BERTRAIN_BINARY
-#error "BERTRAIN_BINARY must name the bertrain executable"
-#endif
 
 namespace bertrain {
 namespace {
 
-namespace fs = std::filesystem;
-using nlohmann::json;
-using nlohmann::ordered_json;
-
-// ---- running the binary ---------------------------------------------------------------------------------
-
-using testing::RunResult;
-
-// The binary under test: BERTRAIN_BINARY, or the environment variable of that name (to test another build).
-std::string binary() {
-  const char* from_env = std::getenv("BERTRAIN_BINARY");
-  return from_env != nullptr && *from_env != '\0' ? from_env : BERTRAIN_BINARY;
-}
-
-// Runs bertrain with `args`.
-// Runs bertrain. `train` runs on the CPU unless the test names a --device: the default (auto) would take a
-// GPU where one is visible, and these tests are about the command-line contract, the same on every engine.
-RunResult run(const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {},
-              double timeout_s = 120) {
-  std::vector<std::string> argv{binary()};
-  argv.insert(argv.end(), args.begin(), args.end());
-  if (!args.empty() && args[0] == "train" && std::find(args.begin(), args.end(), "--device") == args.end()) {
-    argv.insert(argv.end(), {"--device", "cpu"});
-  }
-  return testing::run_process(argv, extra_env, timeout_s);
-}
-
-// ---- files ----------------------------------------------------------------------------------------------
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-void spit(const fs::path& p, const std::string& contents) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << contents;
-  ASSERT_TRUE(out.good()) << p;
-}
-
-// Every regular file under `root` (relative path -> bytes).
-std::map<std::string, std::string> snapshot(const fs::path& root) {
-  std::map<std::string, std::string> files;
-  for (const auto& e : fs::recursive_directory_iterator(root)) {
-    if (e.is_regular_file()) files[fs::relative(e.path(), root).string()] = slurp(e.path());
-  }
-  return files;
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
-// A one-line diagnostic: non-empty, ends in one newline, no other newline.
-::testing::AssertionResult is_one_line(const std::string& err) {
-  if (err.empty()) return ::testing::AssertionFailure() << "stderr is empty";
-  if (err.back() != '\n' || err.find('\n') != err.size() - 1) {
-    return ::testing::AssertionFailure() << "stderr is not exactly one line:\n" << err;
-  }
-  return ::testing::AssertionSuccess();
-}
-
-// ---- the synthetic model and data -----------------------------------------------------------------------
-
-const std::vector<std::string> kTags = {"computer-vision", "mlops", "natural-language-processing", "other"};
-const std::vector<int> kRowsPerTag = {12, 11, 9, 8};  // 40 rows; ceil(0.2·n) = 3, 3, 2, 2 → 10 validation rows
-constexpr int kRows = 40;
-
-// 15 words per tag (+ 2 shared), none an NLTK stopword: 62 words + 5 special tokens = the fixture's 67 rows.
-const std::vector<std::vector<std::string>> kWords = {
-    {"image", "images", "segmentation", "detection", "object", "pixel", "camera", "video", "convolutional", "resnet",
-     "yolo", "vision", "face", "recognition", "pose"},
-    {"deployment", "monitoring", "pipeline", "serving", "kubernetes", "docker", "mlflow", "tracking", "production",
-     "feature", "store", "workflow", "orchestration", "versioning", "ci"},
-    {"language", "text", "transformer", "bert", "translation", "sentiment", "tokenizer", "summarization", "chatbot",
-     "llm", "gpt", "embeddings", "question", "answering", "named"},
-    {"graph", "reinforcement", "learning", "tabular", "time", "series", "recommendation", "audio", "speech", "music",
-     "survey", "tutorial", "dataset", "benchmark", "math"}};
-const std::vector<std::string> kShared = {"model", "neural"};
-
-struct Row {
-  std::string title, description, tag;
-};
-
-std::vector<Row> synthetic_rows() {
-  std::vector<Row> rows;
-  std::vector<int> used(kTags.size(), 0);
-  // Round-robin over the tags so that every tag is spread over the file.
-  while (static_cast<int>(rows.size()) < kRows) {
-    for (std::size_t t = 0; t < kTags.size(); ++t) {
-      if (used[t] == kRowsPerTag[t]) continue;
-      const int i = used[t]++;
-      const std::vector<std::string>& w = kWords[t];
-      Row row;
-      row.tag = kTags[t];
-      row.title = "The " + w[i % 15] + " " + w[(i + 4) % 15];
-      if (i % 3 == 0) {
-        row.description = w[(i + 2) % 15] + " " + kShared[i % 2];  // short_text slice (< 8 words in all)
-      } else {
-        row.description = "A " + w[(i + 1) % 15] + " with " + w[(i + 6) % 15] + " and the " + w[(i + 9) % 15] + " " +
-                          kShared[i % 2] + " for " + w[(i + 11) % 15];
-      }
-      rows.push_back(row);
-    }
-  }
-  // One quoted field with a comma, a doubled quote and a newline.
-  rows[0].description = "pixel segmentation, \"with\" a camera\nand the video model";
-  return rows;
-}
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char c : s) {
-    if (c == '"') q += '"';
-    q += c;
-  }
-  return q + "\"";
-}
-
-std::string to_csv(const std::vector<Row>& rows, bool with_tag = true) {
-  std::string text = with_tag ? "id,title,description,tag\n" : "id,title,description\n";
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    text += std::to_string(i) + "," + csv_field(rows[i].title) + "," + csv_field(rows[i].description);
-    if (with_tag) text += "," + csv_field(rows[i].tag);
-    text += "\n";
-  }
-  return text;
-}
-
-const char* const kRequiredMetricKeys[] = {"epoch", "lr", "train_loss", "val_loss", "samples_per_s", "elapsed_s"};
-
-class CliTest : public ::testing::Test {
- protected:
-  // One trained run shared by the tests that only read it (evaluate, predict, the run layout).
-  static void SetUpTestSuite() {
-    suite_temp_ = new testing::TempDir("bertrain_cli_suite");
-    suite_dir_ = new fs::path(suite_temp_->path());
-    make_model_dir(*suite_dir_ / "model");
-    spit(*suite_dir_ / "data.csv", to_csv(synthetic_rows()));
-    suite_train_ = new RunResult(run({"train", "--model", (*suite_dir_ / "model").string(), "--train-data",
-                                      (*suite_dir_ / "data.csv").string(), "--out", (*suite_dir_ / "run").string(),
-                                      "--epochs", "3", "--batch-size", "8", "--lr", "1e-3", "--quiet"}));
-  }
-  static void TearDownTestSuite() {
-    delete suite_temp_;
-    suite_temp_ = nullptr;
-    delete suite_dir_;
-    delete suite_train_;
-    suite_dir_ = nullptr;
-    suite_train_ = nullptr;
-  }
-
-  void SetUp() override {
-    make_model_dir(dir_ / "model");
-    spit(dir_ / "data.csv", to_csv(synthetic_rows()));
-  }
-  // The fixture's weights and config with a vocabulary of real words (67 rows, as the embedding).
-  static void make_model_dir(const fs::path& dir) {
-    fs::create_directories(dir);
-    const fs::path fixture = fs::path(BERTRAIN_FIXTURES_DIR) / "tiny_gelu_bce_adam";
-    fs::copy_file(fixture / "config.json", dir / "config.json");
-    fs::copy_file(fixture / "model.safetensors", dir / "model.safetensors");
-    std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
-    for (const auto& words : kWords) {
-      for (const std::string& w : words) vocab += w + "\n";
-    }
-    for (const std::string& w : kShared) vocab += w + "\n";
-    spit(dir / "vocab.txt", vocab);
-  }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  std::string model() const { return path("model"); }
-  std::string data() const { return path("data.csv"); }
-  static std::string suite_run() { return (*suite_dir_ / "run").string(); }
-
-  std::vector<std::string> train_args(const std::string& out, std::vector<std::string> extra = {}) const {
-    std::vector<std::string> a{"train", "--model", model(), "--train-data", data(), "--out", out,
-                               "--epochs", "2", "--batch-size", "8", "--quiet"};
-    a.insert(a.end(), extra.begin(), extra.end());
-    return a;
-  }
-
-  // The run directory holds nothing of a run: no checkpoint, no metrics.
-  static void expect_no_run(const fs::path& run_dir) {
-    for (const char* name : {"best", "last", "metrics.jsonl", "results.json"}) {
-      EXPECT_FALSE(fs::exists(run_dir / name)) << (run_dir / name) << " was written by a failed run";
-    }
-  }
-
-  static std::vector<json> read_jsonl(const fs::path& p) {
-    std::vector<json> objects;
-    for (const std::string& line : lines_of(slurp(p))) {
-      objects.push_back(json::parse(line));  // throws (fails the test) on invalid JSON
-    }
-    return objects;
-  }
-
-  testing::TempDir temp_{"bertrain_cli"};
-  const fs::path dir_ = temp_.path();
-  static testing::TempDir* suite_temp_;
-  static fs::path* suite_dir_;
-  static RunResult* suite_train_;
-};
-
-testing::TempDir* CliTest::suite_temp_ = nullptr;
-fs::path* CliTest::suite_dir_ = nullptr;
-RunResult* CliTest::suite_train_ = nullptr;
-
-// A failure that must be exit 1 (not a signal, not a usage error) with one stderr line containing `needle`.
-void expect_error(const RunResult& r, const std::string& needle, int code = 1) {
-  EXPECT_FALSE(r.timed_out) << r.describe();
-  EXPECT_EQ(r.signal, 0) << "killed by a signal\n" << r.describe();
-  EXPECT_EQ(r.exit_code, code) << r.describe();
-  EXPECT_TRUE(is_one_line(r.err)) << r.describe();
-  EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr does not mention '" << needle << "'\n" << r.describe();
-}
-
-// Exit 0, no signal, no timeout (use as ASSERT_TRUE(succeeded(run(...)))).
-::testing::AssertionResult succeeded(const RunResult& r) {
-  if (r.timed_out || r.signal != 0 || r.exit_code != 0) return ::testing::AssertionFailure() << r.describe();
-  return ::testing::AssertionSuccess();
-}
+using namespace cli_test;
 
 // ---- help, version, usage errors ------------------------------------------------------------------------
 
@@ -327,7 +97,7 @@ TEST_F(CliTest, UsageErrorsExitTwoWithOneLineNamingTheProblem) {
 // ---- train ----------------------------------------------------------------------------------------------
 
 TEST_F(CliTest, TrainWritesTheRunDirectory) {
-  ASSERT_TRUE(succeeded(*suite_train_));
+  ASSERT_TRUE(succeeded(suite_train()));
   const fs::path run_dir = suite_run();
 
   const std::vector<json> metrics = read_jsonl(run_dir / "metrics.jsonl");
@@ -373,11 +143,11 @@ TEST_F(CliTest, TrainWritesTheRunDirectory) {
   }
   EXPECT_TRUE(fs::is_regular_file(run_dir / "last" / "optimizer.safetensors"));
   EXPECT_TRUE(fs::is_regular_file(run_dir / "last" / "trainer_state.json"));
-  EXPECT_EQ(slurp(run_dir / "best" / "vocab.txt"), slurp(*suite_dir_ / "model" / "vocab.txt"));
+  EXPECT_EQ(slurp(run_dir / "best" / "vocab.txt"), slurp(suite_model() / "vocab.txt"));
   // best/ holds the best epoch's weights: the last epoch's exactly when the last epoch was the best.
   const bool same_weights = slurp(run_dir / "best" / "model.safetensors") == slurp(run_dir / "last" / "model.safetensors");
   EXPECT_EQ(same_weights, best == static_cast<int>(metrics.size()) - 1) << "best_epoch " << best;
-  EXPECT_NE(slurp(run_dir / "last" / "model.safetensors"), slurp(*suite_dir_ / "model" / "model.safetensors"));
+  EXPECT_NE(slurp(run_dir / "last" / "model.safetensors"), slurp(suite_model() / "model.safetensors"));
 
   const json config = json::parse(slurp(run_dir / "best" / "config.json"));
   ASSERT_TRUE(config.contains("id2label") && config.contains("label2id")) << config.dump();
@@ -584,7 +354,7 @@ TEST_F(CliTest, AFullDiskLeavesThePreviousCheckpointIntact) {
   std::string command = "ulimit -f " + std::to_string(model_bytes / 1024 / 2) + " && exec '" + binary() + "'";
   for (const std::string& a : resume) command += " '" + a + "'";
   const RunResult full = testing::run_process({"/bin/sh", "-c", command});
-  expect_error(full, "model.safetensors");
+  expect_error(full, "model.safetensors", 1);
   EXPECT_NE(full.err.find("File too large"), std::string::npos) << full.describe();
   EXPECT_EQ(snapshot(path("run")), before);  // last/, best/, metrics: as they were, no temporary directory
   ASSERT_TRUE(succeeded(run(resume)));
@@ -593,7 +363,7 @@ TEST_F(CliTest, AFullDiskLeavesThePreviousCheckpointIntact) {
 
 // bertrain launch: a run that dies (here right after its step-6 checkpoint) is run again with --resume and ends
 // as the uninterrupted run; results.json and the log say why and how often. A command that keeps failing is
-// given up after --max-restarts; a usage error is not retried.
+// given up after --max-restarts; usage and input errors are not retried.
 TEST_F(CliTest, LaunchRestartsAFailedRunWithResume) {
   const std::vector<std::string> knobs{"--dropout", "0.3", "--shuffle", "--lr", "5e-3", "--epochs", "3",
                                        "--save-steps", "3", "--device", "cpu"};
@@ -615,17 +385,31 @@ TEST_F(CliTest, LaunchRestartsAFailedRunWithResume) {
   EXPECT_EQ(results["restarts"][0]["restart"], 1);
   EXPECT_EQ(results["restarts"][0]["after"], "exit status 137");
 
+  // A failure while working (exit 1: here a diverging loss) is retried until --max-restarts.
   std::vector<std::string> failing{"launch", "--max-restarts", "2", "--restart-delay", "0", "--", binary()};
-  const std::vector<std::string> bad = train_args(path("failing"), {"--train-data", path("missing.csv")});
-  failing.insert(failing.end(), bad.begin(), bad.end());
+  const std::vector<std::string> diverging = train_args(path("failing"), {"--lr", "1e30"});
+  failing.insert(failing.end(), diverging.begin(), diverging.end());
   const RunResult gave_up = run(failing);
   EXPECT_EQ(gave_up.exit_code, 1) << gave_up.describe();
   EXPECT_NE(gave_up.err.find("giving up after 2 restarts"), std::string::npos) << gave_up.describe();
   EXPECT_NE(gave_up.err.find("restart 2 of 2 (no checkpoint yet)"), std::string::npos) << gave_up.describe();
-  std::vector<std::string> usage{"launch", "--", binary(), "train", "--out", path("u"), "--bogus"};
-  const RunResult not_retried = run(usage);
-  EXPECT_EQ(not_retried.exit_code, 2) << not_retried.describe();
-  EXPECT_NE(not_retried.err.find("not restarting"), std::string::npos) << not_retried.describe();
+  // Usage and input errors (exit 2), and a command that cannot run (127), are not retried.
+  const std::vector<std::vector<std::string>> never_retried{
+      {binary(), "train", "--out", path("u"), "--bogus"},
+      train_args(path("missing-data"), {"--train-data", path("missing.csv")}),
+      train_args(path("zero-batch"), {"--batch-size", "0"})};
+  for (std::vector<std::string> command : never_retried) {
+    if (command[0] == "train") command.insert(command.begin(), binary());
+    std::vector<std::string> args{"launch", "--max-restarts", "2", "--restart-delay", "0", "--"};
+    args.insert(args.end(), command.begin(), command.end());
+    const RunResult r = run(args);
+    EXPECT_EQ(r.exit_code, 2) << r.describe();
+    EXPECT_NE(r.err.find("(a usage or input error): not restarting"), std::string::npos) << r.describe();
+    EXPECT_EQ(r.err.find("restart 1"), std::string::npos) << r.describe();
+  }
+  const RunResult not_found = run({"launch", "--restart-delay", "0", "--", path("no-such-program"), "--out", path("n")});
+  EXPECT_EQ(not_found.exit_code, 127) << not_found.describe();
+  EXPECT_NE(not_found.err.find("not restarting"), std::string::npos) << not_found.describe();
   expect_error(run({"launch", "--", binary(), "train"}), "--out", 2);
 
   // A signal to the launcher is passed on (the run checkpoints and exits 75) and ends it without a restart.
@@ -731,7 +515,7 @@ std::vector<double> chart_series(const testing::XmlElement& svg, const std::stri
 }
 
 TEST_F(CliTest, ReportOfATrainedAndEvaluatedRun) {
-  ASSERT_TRUE(succeeded(*suite_train_));
+  ASSERT_TRUE(succeeded(suite_train()));
   fs::copy(suite_run(), path("run"), fs::copy_options::recursive);
   ASSERT_TRUE(succeeded(run({"evaluate", "--model", path("run"), "--data", data(), "--out", path("run/evaluation.json")})));
   const RunResult r = run({"report", path("run")});
@@ -774,7 +558,7 @@ TEST_F(CliTest, ReportOfATrainedAndEvaluatedRun) {
   // Errors: a one-line message, exit 1 (2 for usage), no report written.
   expect_error(run({"report"}), "RUN_DIR is required", 2);
   expect_error(run({"report", path("nothing-here")}), "nothing-here' not found");
-  expect_error(run({"report", path("run"), "--out", path("no-such-dir/report.html")}), "no-such-dir/report.html");
+  expect_error(run({"report", path("run"), "--out", path("no-such-dir/report.html")}), "no-such-dir/report.html", 1);
   EXPECT_FALSE(fs::exists(path("nothing-here")));
   EXPECT_FALSE(fs::exists(path("no-such-dir")));
 }
@@ -925,7 +709,7 @@ TEST_F(CliTest, ConfigWithInvalidJson) {
 // one-line error naming the epoch and step, and nothing of that epoch is saved.
 TEST_F(CliTest, NonFiniteLossStopsTrainingNamingTheStep) {
   const RunResult r = run(train_args(path("run"), {"--lr", "1e30"}));
-  expect_error(r, "training stopped");
+  expect_error(r, "training stopped", 1);
   EXPECT_NE(r.err.find("epoch 1, step "), std::string::npos) << r.describe();
   EXPECT_FALSE(fs::exists(path("run/last"))) << "a checkpoint of the diverged epoch was written";
   EXPECT_FALSE(fs::exists(path("run/best")));
@@ -978,7 +762,7 @@ TEST_F(CliTest, NonexistentValData) {
 // ---- evaluate -------------------------------------------------------------------------------------------
 
 TEST_F(CliTest, EvaluateReportsMetricsOverEveryRow) {
-  ASSERT_TRUE(succeeded(*suite_train_));
+  ASSERT_TRUE(succeeded(suite_train()));
   const RunResult r = run({"evaluate", "--model", suite_run(), "--data", data(), "--out", path("eval.json")});
   ASSERT_TRUE(succeeded(r));
   const ordered_json out = ordered_json::parse(r.out);
@@ -1040,7 +824,7 @@ TEST_F(CliTest, EvaluateReportsMetricsOverEveryRow) {
 }
 
 TEST_F(CliTest, EvaluateRejectsAnUnknownTag) {
-  ASSERT_TRUE(succeeded(*suite_train_));
+  ASSERT_TRUE(succeeded(suite_train()));
   std::vector<Row> rows = synthetic_rows();
   rows[5].tag = "robotics";
   spit(path("unknown.csv"), to_csv(rows));
@@ -1053,7 +837,7 @@ TEST_F(CliTest, EvaluateRejectsAnUnknownTag) {
 }
 
 TEST_F(CliTest, EvaluateNeedsTheTagColumn) {
-  ASSERT_TRUE(succeeded(*suite_train_));
+  ASSERT_TRUE(succeeded(suite_train()));
   spit(path("untagged.csv"), to_csv(synthetic_rows(), /*with_tag=*/false));
   const RunResult r = run({"evaluate", "--model", suite_run(), "--data", path("untagged.csv")});
   expect_error(r, "'tag'");
@@ -1097,7 +881,7 @@ std::string argmax(const std::map<std::string, double>& probs) {
 }
 
 TEST_F(CliTest, PredictOneText) {
-  ASSERT_TRUE(succeeded(*suite_train_));
+  ASSERT_TRUE(succeeded(suite_train()));
   const RunResult r = run({"predict", "--model", suite_run(), "--title", "Image segmentation", "--description",
                            "a camera and video model"});
   ASSERT_TRUE(succeeded(r));
@@ -1116,7 +900,7 @@ TEST_F(CliTest, PredictOneText) {
 }
 
 TEST_F(CliTest, PredictEveryRowInOrder) {
-  ASSERT_TRUE(succeeded(*suite_train_));
+  ASSERT_TRUE(succeeded(suite_train()));
   const std::vector<Row> rows = synthetic_rows();
   spit(path("untagged.csv"), to_csv(rows, /*with_tag=*/false));  // predict needs no tag column
   const RunResult r = run({"predict", "--model", suite_run(), "--data", path("untagged.csv"), "--batch-size", "7"});
@@ -1150,7 +934,7 @@ TEST_F(CliTest, PredictEveryRowInOrder) {
 }
 
 TEST_F(CliTest, PredictLeavesNoFileBehindOnABadRow) {
-  ASSERT_TRUE(succeeded(*suite_train_));
+  ASSERT_TRUE(succeeded(suite_train()));
   std::string csv = to_csv(synthetic_rows(), /*with_tag=*/false);
   csv += "40,,an empty title\n";  // line 43 (row 0's description spans two lines)
   spit(path("bad.csv"), csv);
@@ -1167,7 +951,7 @@ TEST_F(CliTest, PredictLeavesNoFileBehindOnABadRow) {
 }
 
 TEST_F(CliTest, PredictThreshold) {
-  ASSERT_TRUE(succeeded(*suite_train_));
+  ASSERT_TRUE(succeeded(suite_train()));
   const RunResult all = run({"predict", "--model", suite_run(), "--data", data(), "--threshold", "1.0"});
   ASSERT_TRUE(succeeded(all));
   const json out = parse_jsonl(all.out);
@@ -1304,7 +1088,7 @@ TEST_F(CliTest, MaxLengthTruncatesAndCounts) {
 
 TEST_F(CliTest, HeadInitIsRecorded) {
   // The fixture's head was trained for kTags: training on them keeps it; the five topics need a new one.
-  ASSERT_TRUE(succeeded(*suite_train_));
+  ASSERT_TRUE(succeeded(suite_train()));
   EXPECT_EQ(json::parse(slurp(suite_run() + "/results.json"))["head_init"], "loaded");
   spit(path("topics.jsonl"), to_multilabel_jsonl(synthetic_rows()));
   for (const char* init : {"torch", "hf"}) {

@@ -1,0 +1,264 @@
+// The harness of the CLI suites (test_cli*.cpp): runs the real binary (BERTRAIN_BINARY) with stdout and stderr
+// captured separately, on the tiny fixture model with a vocabulary of real words and a small synthetic
+// Made-With-ML-like CSV. Each suite file derives its own fixture from CliTest (one name per file).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/run_process.h"
+#include "tests/temp_dir.h"
+
+#ifndef BERTRAIN_BINARY
+#error "BERTRAIN_BINARY must name the bertrain executable"
+#endif
+
+namespace bertrain {
+namespace cli_test {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+// ---- running the binary ---------------------------------------------------------------------------------
+
+using ::bertrain::testing::RunResult;
+
+// The binary under test: BERTRAIN_BINARY, or the environment variable of that name (to test another build).
+inline std::string binary() {
+  const char* from_env = std::getenv("BERTRAIN_BINARY");
+  return from_env != nullptr && *from_env != '\0' ? from_env : BERTRAIN_BINARY;
+}
+
+// Runs bertrain. `train` runs on the CPU unless the test names a --device: the default (auto) would take a
+// GPU where one is visible, and these tests are about the command-line contract, the same on every engine.
+inline RunResult run(const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {},
+                     double timeout_s = 120) {
+  std::vector<std::string> argv{binary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  if (!args.empty() && args[0] == "train" && std::find(args.begin(), args.end(), "--device") == args.end()) {
+    argv.insert(argv.end(), {"--device", "cpu"});
+  }
+  return ::bertrain::testing::run_process(argv, extra_env, timeout_s);
+}
+
+// ---- files ----------------------------------------------------------------------------------------------
+
+inline std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+inline void spit(const fs::path& p, const std::string& contents) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << contents;
+  ASSERT_TRUE(out.good()) << p;
+}
+
+// Every regular file under `root` (relative path -> bytes).
+inline std::map<std::string, std::string> snapshot(const fs::path& root) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(root)) {
+    if (e.is_regular_file()) files[fs::relative(e.path(), root).string()] = slurp(e.path());
+  }
+  return files;
+}
+
+inline std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// A one-line diagnostic: non-empty, ends in one newline, no other newline.
+inline ::testing::AssertionResult is_one_line(const std::string& err) {
+  if (err.empty()) return ::testing::AssertionFailure() << "stderr is empty";
+  if (err.back() != '\n' || err.find('\n') != err.size() - 1) {
+    return ::testing::AssertionFailure() << "stderr is not exactly one line:\n" << err;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// ---- the synthetic model and data -----------------------------------------------------------------------
+
+inline const std::vector<std::string> kTags = {"computer-vision", "mlops", "natural-language-processing", "other"};
+inline const std::vector<int> kRowsPerTag = {12, 11, 9, 8};  // 40 rows; ceil(0.2·n) = 3, 3, 2, 2 → 10 validation rows
+inline constexpr int kRows = 40;
+
+// 15 words per tag (+ 2 shared), none an NLTK stopword: 62 words + 5 special tokens = the fixture's 67 rows.
+inline const std::vector<std::vector<std::string>> kWords = {
+    {"image", "images", "segmentation", "detection", "object", "pixel", "camera", "video", "convolutional", "resnet",
+     "yolo", "vision", "face", "recognition", "pose"},
+    {"deployment", "monitoring", "pipeline", "serving", "kubernetes", "docker", "mlflow", "tracking", "production",
+     "feature", "store", "workflow", "orchestration", "versioning", "ci"},
+    {"language", "text", "transformer", "bert", "translation", "sentiment", "tokenizer", "summarization", "chatbot",
+     "llm", "gpt", "embeddings", "question", "answering", "named"},
+    {"graph", "reinforcement", "learning", "tabular", "time", "series", "recommendation", "audio", "speech", "music",
+     "survey", "tutorial", "dataset", "benchmark", "math"}};
+inline const std::vector<std::string> kShared = {"model", "neural"};
+
+struct Row {
+  std::string title, description, tag;
+};
+
+inline std::vector<Row> synthetic_rows() {
+  std::vector<Row> rows;
+  std::vector<int> used(kTags.size(), 0);
+  // Round-robin over the tags so that every tag is spread over the file.
+  while (static_cast<int>(rows.size()) < kRows) {
+    for (std::size_t t = 0; t < kTags.size(); ++t) {
+      if (used[t] == kRowsPerTag[t]) continue;
+      const int i = used[t]++;
+      const std::vector<std::string>& w = kWords[t];
+      Row row;
+      row.tag = kTags[t];
+      row.title = "The " + w[i % 15] + " " + w[(i + 4) % 15];
+      if (i % 3 == 0) {
+        row.description = w[(i + 2) % 15] + " " + kShared[i % 2];  // short_text slice (< 8 words in all)
+      } else {
+        row.description = "A " + w[(i + 1) % 15] + " with " + w[(i + 6) % 15] + " and the " + w[(i + 9) % 15] + " " +
+                          kShared[i % 2] + " for " + w[(i + 11) % 15];
+      }
+      rows.push_back(row);
+    }
+  }
+  // One quoted field with a comma, a doubled quote and a newline.
+  rows[0].description = "pixel segmentation, \"with\" a camera\nand the video model";
+  return rows;
+}
+
+inline std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) {
+    if (c == '"') q += '"';
+    q += c;
+  }
+  return q + "\"";
+}
+
+inline std::string to_csv(const std::vector<Row>& rows, bool with_tag = true) {
+  std::string text = with_tag ? "id,title,description,tag\n" : "id,title,description\n";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    text += std::to_string(i) + "," + csv_field(rows[i].title) + "," + csv_field(rows[i].description);
+    if (with_tag) text += "," + csv_field(rows[i].tag);
+    text += "\n";
+  }
+  return text;
+}
+
+inline const char* const kRequiredMetricKeys[] = {"epoch", "lr", "train_loss", "val_loss", "samples_per_s", "elapsed_s"};
+
+class CliTest : public ::testing::Test {
+ protected:
+  // One trained run shared by the tests that only read it (evaluate, predict, the run layout), trained on first
+  // use: ctest runs every test in its own process, so a suite-wide set-up would train it for every test.
+  static const RunResult& suite_train() {
+    if (suite_train_ == nullptr) {
+      suite_temp_ = new testing::TempDir("bertrain_cli_suite");
+      suite_dir_ = new fs::path(suite_temp_->path());
+      make_model_dir(*suite_dir_ / "model");
+      spit(*suite_dir_ / "data.csv", to_csv(synthetic_rows()));
+      suite_train_ = new RunResult(run({"train", "--model", (*suite_dir_ / "model").string(), "--train-data",
+                                        (*suite_dir_ / "data.csv").string(), "--out", (*suite_dir_ / "run").string(),
+                                        "--epochs", "3", "--batch-size", "8", "--lr", "1e-3", "--quiet"}));
+    }
+    return *suite_train_;
+  }
+  static void TearDownTestSuite() {
+    delete suite_temp_;
+    suite_temp_ = nullptr;
+    delete suite_dir_;
+    delete suite_train_;
+    suite_dir_ = nullptr;
+    suite_train_ = nullptr;
+  }
+
+  void SetUp() override {
+    make_model_dir(dir_ / "model");
+    spit(dir_ / "data.csv", to_csv(synthetic_rows()));
+  }
+  // The fixture's weights and config with a vocabulary of real words (67 rows, as the embedding).
+  static void make_model_dir(const fs::path& dir) {
+    fs::create_directories(dir);
+    const fs::path fixture = fs::path(BERTRAIN_FIXTURES_DIR) / "tiny_gelu_bce_adam";
+    fs::copy_file(fixture / "config.json", dir / "config.json");
+    fs::copy_file(fixture / "model.safetensors", dir / "model.safetensors");
+    std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
+    for (const auto& words : kWords) {
+      for (const std::string& w : words) vocab += w + "\n";
+    }
+    for (const std::string& w : kShared) vocab += w + "\n";
+    spit(dir / "vocab.txt", vocab);
+  }
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string model() const { return path("model"); }
+  std::string data() const { return path("data.csv"); }
+  static std::string suite_run() {
+    suite_train();
+    return (*suite_dir_ / "run").string();
+  }
+  static fs::path suite_model() {
+    suite_train();
+    return *suite_dir_ / "model";
+  }
+
+  std::vector<std::string> train_args(const std::string& out, std::vector<std::string> extra = {}) const {
+    std::vector<std::string> a{"train", "--model", model(), "--train-data", data(), "--out", out,
+                               "--epochs", "2", "--batch-size", "8", "--quiet"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+
+  // The run directory holds nothing of a run: no checkpoint, no metrics.
+  static void expect_no_run(const fs::path& run_dir) {
+    for (const char* name : {"best", "last", "metrics.jsonl", "results.json"}) {
+      EXPECT_FALSE(fs::exists(run_dir / name)) << (run_dir / name) << " was written by a failed run";
+    }
+  }
+
+  static std::vector<json> read_jsonl(const fs::path& p) {
+    std::vector<json> objects;
+    for (const std::string& line : lines_of(slurp(p))) {
+      objects.push_back(json::parse(line));  // throws (fails the test) on invalid JSON
+    }
+    return objects;
+  }
+
+  testing::TempDir temp_{"bertrain_cli"};
+  const fs::path dir_ = temp_.path();
+  inline static testing::TempDir* suite_temp_ = nullptr;
+  inline static fs::path* suite_dir_ = nullptr;
+  inline static RunResult* suite_train_ = nullptr;
+};
+
+// A failure with one stderr line containing `needle`, exit `code` (not a signal): 2 for usage and input errors,
+// 1 for failures while working.
+inline void expect_error(const RunResult& r, const std::string& needle, int code = 2) {
+  EXPECT_FALSE(r.timed_out) << r.describe();
+  EXPECT_EQ(r.signal, 0) << "killed by a signal\n" << r.describe();
+  EXPECT_EQ(r.exit_code, code) << r.describe();
+  EXPECT_TRUE(is_one_line(r.err)) << r.describe();
+  EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr does not mention '" << needle << "'\n" << r.describe();
+}
+
+// Exit 0, no signal, no timeout (use as ASSERT_TRUE(succeeded(run(...)))).
+inline ::testing::AssertionResult succeeded(const RunResult& r) {
+  if (r.timed_out || r.signal != 0 || r.exit_code != 0) return ::testing::AssertionFailure() << r.describe();
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace cli_test
+}  // namespace bertrain
