@@ -4,12 +4,12 @@
 // classification_report computes them, with a label predicted when its probability reaches --threshold.
 #include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "core/timestamp.h"
 #include "engine/metrics.h"
 #include "engine/mlflow_run.h"
 #include "engine/multilabel_metrics.h"
@@ -27,13 +27,6 @@ using ordered_json = nlohmann::ordered_json;
 ordered_json metrics_json(const ClassMetrics& m) {
   return ordered_json{{"precision", m.precision}, {"recall", m.recall}, {"f1", m.f1},
                       {"num_samples", static_cast<double>(m.support)}};
-}
-
-std::string timestamp() {
-  const std::time_t now = std::time(nullptr);
-  char text[64];
-  std::strftime(text, sizeof text, "%B %d, %Y %I:%M:%S %p", std::localtime(&now));
-  return text;
 }
 
 // Per-class metrics keyed by label name, highest F1 first (Made-With-ML's order).
@@ -155,7 +148,7 @@ int run_evaluate(const std::vector<std::string>& args) {
                data.examples.size() / seconds, predictor.engine_description().c_str());
 
   ordered_json out;
-  out["timestamp"] = timestamp();
+  out["timestamp"] = iso_timestamp_now();
   out["model"] = predictor.model_dir();
   out["data"] = p.get("data");
   out["problem_type"] = predictor.multi_label() ? "multi_label_classification" : "single_label_classification";

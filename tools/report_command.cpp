@@ -2,27 +2,16 @@
 // fetched) with a run's loss, learning-rate and throughput curves, and its evaluation's per-class metrics and
 // confusion matrix; several runs overlay their curves.
 #include <cstdio>
-#include <ctime>
 #include <vector>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/timestamp.h"
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/report/run_report.h"
 
 namespace bertrain {
-
-namespace {
-
-std::string local_time_now() {
-  const std::time_t now = std::time(nullptr);
-  char text[64];
-  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S %Z", std::localtime(&now));
-  return text;
-}
-
-}  // namespace
 
 int run_report(const std::vector<std::string>& args) {
   ArgParser p("report",
@@ -42,7 +31,7 @@ int run_report(const std::vector<std::string>& args) {
   report::name_runs(&runs);
   std::string out = p.get("out");
   if (out.empty()) out = dirs.size() == 1 ? dirs[0] + "/report.html" : "report.html";
-  write_file_atomically(out, report::render_report(runs, local_time_now()));
+  write_file_atomically(out, report::render_report(runs, iso_timestamp_now()));
   std::printf("report: %zu run%s -> %s\n", runs.size(), runs.size() == 1 ? "" : "s", out.c_str());
   return 0;
 }
