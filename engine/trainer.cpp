@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "core/atomic_file.h"
+#include "core/count_text.h"
 #include "core/cpu_threads.h"
 #include "core/error.h"
 #include "core/files.h"
@@ -132,14 +133,22 @@ void write_run_files(const std::string& out, const json& history, const json* re
 // Where a run reads and writes: RUN_DIR/last and best, and the model directory it starts from.
 struct RunDirs {
   std::string last, best;
-  std::string source;  // last/ when resuming, else --model
+  std::string source;  // last/ when resuming, else --model (a RUN_DIR given as --model: its best/)
   std::string vocab;   // copied into every checkpoint
+  std::vector<std::string> to_clear;  // --overwrite: the earlier run's files, removed once the inputs are checked
+  bool finished = false;              // --resume of a run that already trained its --epochs (results.json written)
 };
+
+// What a run writes into RUN_DIR; a fresh run refuses a RUN_DIR that holds any of them (unless --overwrite).
+constexpr const char* kRunFiles[] = {"last", "best", "checkpoints", "metrics.jsonl", "results.json", "evaluation.json",
+                                     "report.html"};
 
 // Repairs an interrupted checkpoint swap (rank 0), then checks that --resume finds a run to continue, or
 // that a fresh run does not overwrite one.
 RunDirs prepare_run_dir(const TrainArgs& args, Communicator& comm) {
-  RunDirs dirs{args.out_dir + "/last", args.out_dir + "/best", "", ""};
+  RunDirs dirs{args.out_dir + "/last", args.out_dir + "/best", "", "", {}, false};
+  BERTRAIN_CHECK(!(args.resume && args.overwrite), "--resume continues the run in --out and --overwrite replaces it: "
+                                                   "give one of them");
   BERTRAIN_CHECK(!path_exists(args.out_dir) || directory_exists(args.out_dir),
                  "--out " << args.out_dir << " is a file, not a run directory");
   if (comm.rank() == 0) {
@@ -152,11 +161,26 @@ RunDirs prepare_run_dir(const TrainArgs& args, Communicator& comm) {
     BERTRAIN_CHECK(file_exists(dirs.last + "/trainer_state.json"),
                    "--resume: " << dirs.last << "/trainer_state.json not found (no run to continue in " << args.out_dir
                                 << ")");
+    // results.json is written last: with it, the run trained all its epochs. Asked for no more, there is nothing to
+    // do, and saying so with exit status 0 makes a requeued or retried job step idempotent.
+    if (file_exists(args.out_dir + "/results.json")) {
+      const json state = read_json_file(dirs.last + "/trainer_state.json");
+      dirs.finished = !state.contains("steps_in_epoch") && state.value("epochs_done", 0) >= args.epochs;
+    }
   } else {
-    BERTRAIN_CHECK(!directory_exists(dirs.last), args.out_dir << " already holds a run (last/); pass --resume to "
-                                                                 "continue it or choose another --out");
+    std::vector<std::string> present;
+    for (const char* name : kRunFiles) {
+      if (path_exists(args.out_dir + "/" + name)) present.push_back(name);
+    }
+    if (!present.empty() && !args.overwrite) {
+      std::string names;
+      for (const std::string& name : present) names += (names.empty() ? "" : ", ") + name;
+      BERTRAIN_FAIL(args.out_dir << " already holds a run (" << names << "); pass --resume to continue it, --overwrite "
+                                 << "to replace it, or choose another --out");
+    }
+    for (const std::string& name : present) dirs.to_clear.push_back(args.out_dir + "/" + name);
   }
-  dirs.source = args.resume ? dirs.last : args.model_dir;
+  dirs.source = args.resume ? dirs.last : resolve_model_dir(args.model_dir);
   dirs.vocab = dirs.source + "/vocab.txt";
   return dirs;
 }
@@ -300,27 +324,25 @@ RunState initial_state(const TrainArgs& args, const RunDirs& dirs, TrainingBacke
   }
   engine.load_optimizer(dirs.last + "/optimizer.safetensors");
   engine.set_learning_rate(run.scheduler.learning_rate());
-  // A finished run whose results.json exists has nothing left to do; without it, the run was stopped between its
-  // last checkpoint and its run files, and resuming writes them (from the checkpoint's history).
-  BERTRAIN_CHECK(run.first_epoch < args.epochs || !file_exists(args.out_dir + "/results.json"),
-                 "--resume: the run already finished " << run.first_epoch << " epochs; raise --epochs");
+  // (A run that trained all its epochs without writing results.json was stopped between its last checkpoint and its
+  // run files: resuming writes them, from the checkpoint's history. One with results.json never gets here.)
   return run;
 }
 
 void print_start(const TrainArgs& args, const TrainingData& data, const LoadedModel& model,
                  const TrainingBackend& engine, const Communicator& comm) {
   if (data.skipped > 0) {
-    std::printf("note: skipped %zu bad rows (--skip-bad-rows); the first:\n", data.skipped);
+    std::printf("note: skipped %s (--skip-bad-rows); the first:\n", count_of(data.skipped, "bad row").c_str());
     for (const std::string& why : data.skip_reasons) std::printf("  %s\n", why.c_str());
   }
   if (data.truncated > 0) {
-    std::printf("note: %zu rows were longer than %d tokens and were truncated\n", data.truncated,
-                data.options.max_length);
+    std::printf("note: %s longer than %d tokens %s truncated\n", count_of(data.truncated, "row").c_str(),
+                data.options.max_length, data.truncated == 1 ? "was" : "were");
   }
-  std::printf("training %s on %zu rows, validating on %zu; %d labels%s; %zu parameters; batch %d, %d epochs\n",
-              args.model_dir.c_str(), data.train.size(), data.val.size(), data.labels.size(),
-              args.data.multi_label ? " (multi-label)" : "",
-              model.layout.parameter_count(), args.batch_size, args.epochs);
+  std::printf("training %s on %s, validating on %zu; %d labels%s; %zu parameters; batch %d, %s\n",
+              args.model_dir.c_str(), count_of(data.train.size(), "row").c_str(), data.val.size(), data.labels.size(),
+              args.data.multi_label ? " (multi-label)" : "", model.layout.parameter_count(), args.batch_size,
+              count_of(args.epochs, "epoch").c_str());
   std::printf("engine: %s%s", engine.description().c_str(), comm.size() > 1 ? " (rank 0)" : "");
   if (engine.device_memory_bytes() > 0) {
     std::printf("; %.2f GiB of device memory for parameters, gradients, optimizer state and activations",
@@ -447,18 +469,23 @@ json trainer_state(const TrainArgs& args, const RunState& run, const TrainingBac
               {"params", params},                      {"mlflow_run_id", run.mlflow_run_id}};
 }
 
-// Rank 0, after each epoch: best/ when it improved, last/ always (model, optimizer, trainer state), then
+// best/: the model directory of the best epoch so far, swapped in atomically.
+void save_best(const RunDirs& dirs, const LoadedModel& model, const std::vector<float>& weights) {
+  replace_directory_atomically(dirs.best, [&](const std::string& dir) {
+    save_model_dir(dir, model.config, model.layout, weights.data(), dirs.vocab);
+  });
+}
+
+// Rank 0, after each epoch: last/ (model, optimizer, trainer state), best/ when the epoch improved, then
 // metrics.jsonl; each directory swapped in atomically.
 void save_epoch(const TrainArgs& args, const RunDirs& dirs, const LoadedModel& model, TrainingBackend& engine,
                 const RunState& run, int epoch, bool improved, double elapsed, const json& params) {
   const std::vector<float>& weights = engine.parameters();
-  if (improved) {
-    replace_directory_atomically(dirs.best, [&](const std::string& dir) {
-      save_model_dir(dir, model.config, model.layout, weights.data(), dirs.vocab);
-    });
-  }
+  // last/ first: until it exists a killed first epoch leaves no run files, so the restart is a fresh run and not
+  // refused as a RUN_DIR holding one; a kill between last/ and best/ is repaired when the run resumes.
   write_checkpoint(args, dirs, model, engine, weights, trainer_state(args, run, engine, epoch + 1, elapsed, params),
                    false);
+  if (improved) save_best(dirs, model, weights);
   write_run_files(args.out_dir, run.history, nullptr);
 }
 
@@ -494,9 +521,24 @@ long test_crash_step() {
   return v != nullptr && *v != '\0' ? std::atol(v) : -1;
 }
 
+// --resume of a run that already trained its epochs: nothing to do; results.json as it is.
+TrainingOutcome finished_run(const TrainArgs& args, bool verbose) {
+  TrainingOutcome outcome{input_step([&] { return read_json_file(args.out_dir + "/results.json"); }), true};
+  if (verbose) {
+    const json& r = outcome.results;
+    const int epochs = static_cast<int>(r.value("metrics", json::array()).size());
+    std::printf("%s already finished %s; nothing to do (best/: epoch %d, val_loss %.5f; raise --epochs to train "
+                "more)\n",
+                args.out_dir.c_str(), count_of(epochs, "epoch").c_str(), r.value("best_epoch", -1) + 1,
+                r.value("best_val_loss", std::nan("")));
+    std::fflush(stdout);
+  }
+  return outcome;
+}
+
 }  // namespace
 
-json run_training(const TrainArgs& args, Communicator& comm) {
+TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
   input_step([&] { validate(args); });
   // From here on SIGTERM, SIGINT and SIGUSR1 stop the run at its next step with a checkpoint (one that arrives
   // while the data and model load is acted on after the first step).
@@ -506,6 +548,7 @@ json run_training(const TrainArgs& args, Communicator& comm) {
   const auto start = Clock::now();
   configure_cpu_threads(args.threads, comm.info().local_rank);
   const RunDirs dirs = input_step([&] { return prepare_run_dir(args, comm); });
+  if (dirs.finished) return finished_run(args, verbose);
 
   // Data and model: what fails here is the user's input (exit status 2, never retried).
   const BertConfig source_config = input_step([&] { return BertConfig::load(dirs.source + "/config.json"); });
@@ -545,13 +588,31 @@ json run_training(const TrainArgs& args, Communicator& comm) {
       make_training_backend(choice, model.config, data.labels.size(), batch_limits({&train_batcher, &val_batcher}),
                             model.params, trainer_options(args, data), comm);
   RunState run = input_step([&] { return initial_state(args, dirs, *engine); });
+  if (verbose && args.resume) {
+    if (run.first_epoch < args.epochs) {
+      std::printf("resuming from epoch %d, step %ld (%s)\n", run.first_epoch + 1,
+                  static_cast<long>(engine->optimizer_steps()), dirs.last.c_str());
+    } else {  // stopped after its last checkpoint, before results.json
+      std::printf("resuming after the last epoch, step %ld (%s): writing the run files\n",
+                  static_cast<long>(engine->optimizer_steps()), dirs.last.c_str());
+    }
+  }
 
   json params = args_json(args);
   params["world_size"] = comm.size();
   params["engine"] = engine->description();
   params["device_memory_bytes"] = engine->device_memory_bytes();
   if (verbose) print_start(args, data, model, *engine, comm);
-  if (leader) make_directories(args.out_dir);
+  if (leader) {
+    // --overwrite: the earlier run goes only now, once the new run's inputs have been read and checked.
+    for (const std::string& path : dirs.to_clear) remove_tree(path);
+    make_directories(args.out_dir);
+    // best/ is written after last/ (save_epoch): a run stopped between the two has last/ of an epoch that improved
+    // and best/ of an older one, or none. That epoch's weights are last/'s; write them into best/ again.
+    if (run.first_step == 0 && run.best_epoch >= 0 && run.best_epoch == run.first_epoch - 1) {
+      save_best(dirs, model, engine->parameters());
+    }
+  }
   // MLflow (rank 0): a new run, or the resumed training's own, RUNNING until the end.
   std::unique_ptr<MlflowRun> mlflow;
   if (leader && !args.mlflow_dir.empty()) {
@@ -665,7 +726,7 @@ json run_training(const TrainArgs& args, Communicator& comm) {
     mlflow->log_artifact(args.out_dir + "/results.json", "results.json");
     mlflow->set_status(MlflowStatus::kFinished);
   }
-  return results;
+  return TrainingOutcome{results, false};
 }
 
 }  // namespace bertrain

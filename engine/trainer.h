@@ -54,11 +54,17 @@ struct TrainArgs {
   std::string run_name;        // MLflow run name; empty: RUN_DIR's folder name
   int log_steps = 0;           // > 0: also the MLflow metric step_train_loss every this many batches
   bool resume = false;
+  bool overwrite = false;      // a fresh run into a RUN_DIR holding an earlier run's files: remove them first
   int threads = 0;             // OpenMP threads, 0: default
   bool quiet = false;          // no per-epoch log lines
 };
 
 class Communicator;
+
+struct TrainingOutcome {
+  nlohmann::json results;         // results.json's content
+  bool already_finished = false;  // --resume of a run that had trained its --epochs: nothing was done
+};
 
 // Runs the training and returns results.json's content. Throws Error on bad input, before writing anything
 // when the inputs can be checked up front.
@@ -68,6 +74,6 @@ class Communicator;
 // are summed over ranks, so all ranks take the same optimizer steps and learning-rate decisions, and N
 // ranks compute what one process computes with the same global batch (up to float32 summation order).
 // Only rank 0 prints and writes RUN_DIR.
-nlohmann::json run_training(const TrainArgs& args, Communicator& comm);
+TrainingOutcome run_training(const TrainArgs& args, Communicator& comm);
 
 }  // namespace bertrain

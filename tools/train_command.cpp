@@ -60,7 +60,10 @@ int run_train(const std::vector<std::string>& args) {
   p.option("experiment", "bertrain", "MLflow experiment name (with --mlflow-dir)");
   p.option("run-name", "", "MLflow run name (with --mlflow-dir; default: RUN_DIR's folder name)");
   p.option("log-steps", "0", "with --mlflow-dir: also log step_train_loss every N batches (0: per epoch only)");
-  p.flag("resume", "continue the run in --out from RUN_DIR/last (an epoch's end or a step checkpoint)");
+  p.flag("resume", "continue the run in --out from RUN_DIR/last (an epoch's end or a step checkpoint); a run that "
+                   "already trained its --epochs exits 0 at once");
+  p.flag("overwrite", "train into an --out that holds an earlier run, removing its files (last/, best/, checkpoints/, "
+                      "metrics.jsonl, results.json, evaluation.json, report.html) once the inputs are checked");
   p.option("threads", "0", "CPU threads (0: all cores, or OMP_NUM_THREADS)");
   p.flag("quiet", "no progress or epoch lines");
   if (!p.parse(args)) return 0;
@@ -102,14 +105,15 @@ int run_train(const std::vector<std::string>& args) {
   a.run_name = p.get("run-name");
   a.log_steps = p.get_int("log-steps");
   a.resume = p.get_flag("resume");
+  a.overwrite = p.get_flag("overwrite");
   a.threads = p.get_int("threads");
   a.quiet = p.get_flag("quiet");
   if (a.threads < 0) throw UsageError("train: --threads must be >= 0");
 
   const std::unique_ptr<Communicator> comm = make_communicator(detect_launch());
-  nlohmann::json results;
+  TrainingOutcome outcome;
   try {
-    results = run_training(a, *comm);
+    outcome = run_training(a, *comm);
   } catch (const TrainingStopped& stopped) {
     // Every rank stops here after rank 0 wrote the checkpoint: a clean exit that asks to be resumed.
     if (comm->rank() == 0) std::fprintf(stderr, "bertrain: %s\n", stopped.what());
@@ -122,11 +126,11 @@ int run_train(const std::vector<std::string>& args) {
     const int code = dynamic_cast<const InputError*>(&e) != nullptr ? 2 : 1;
     comm->abort(code, "bertrain: error: " + (what.rfind(who, 0) == 0 ? what : who + ": " + what));
   }
-  if (!a.quiet && comm->rank() == 0) {
-    const int best = results.at("best_epoch").get<int>();
-    std::printf("best: epoch %d/%d (\"epoch\": %d in metrics.jsonl), val_loss %.5f; model in %s/best, results in "
-                "%s/results.json\n",
-                best + 1, a.epochs, best, results.at("best_val_loss").get<double>(), a.out_dir.c_str(), a.out_dir.c_str());
+  if (!a.quiet && comm->rank() == 0 && !outcome.already_finished) {
+    const nlohmann::json& results = outcome.results;
+    std::printf("best: epoch %d of %d, val_loss %.5f; model in %s/best, results in %s/results.json\n",
+                results.at("best_epoch").get<int>() + 1, static_cast<int>(results.at("metrics").size()),
+                results.at("best_val_loss").get<double>(), a.out_dir.c_str(), a.out_dir.c_str());
   }
   return 0;
 }

@@ -641,10 +641,20 @@ TEST_F(CliTest, TrainingIntoAnExistingRunFailsAndLeavesItUntouched) {
   EXPECT_EQ(snapshot(path("run")), before) << "the existing run was modified";
 }
 
-TEST_F(CliTest, ResumeAfterTheRunFinishedAsksForMoreEpochs) {
+// A Slurm requeue or a retried job step resumes a run that may have finished: that is done, exit 0, nothing touched.
+TEST_F(CliTest, ResumeOfAFinishedRunExitsZeroAndChangesNothing) {
   ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--epochs", "1"}))));
   const auto before = snapshot(path("run"));
-  expect_error(run(train_args(path("run"), {"--epochs", "1", "--resume"})), "--epochs");
+  std::vector<std::string> resume = train_args(path("run"), {"--epochs", "1", "--resume"});
+  resume.erase(std::find(resume.begin(), resume.end(), "--quiet"));
+  const RunResult again = run(resume);
+  ASSERT_TRUE(succeeded(again));
+  EXPECT_NE(again.out.find(path("run") + " already finished 1 epoch; nothing to do (best/: epoch 1, val_loss "),
+            std::string::npos)
+      << again.describe();
+  EXPECT_EQ(again.out.find("training "), std::string::npos) << "it loaded the data and model again\n" << again.out;
+  EXPECT_EQ(snapshot(path("run")), before);
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--epochs", "1", "--resume", "--quiet"}))));
   EXPECT_EQ(snapshot(path("run")), before);
   // Stopped after its last checkpoint but before its run files: --resume writes them, and trains nothing.
   const std::string results = slurp(path("run/results.json")), metrics = slurp(path("run/metrics.jsonl"));
@@ -1082,7 +1092,7 @@ TEST_F(CliTest, MaxLengthTruncatesAndCounts) {
   const RunResult verbose = run({"train", "--model", model(), "--train-data", data(), "--out", path("run2"),
                                  "--epochs", "1", "--max-length", "6"});
   ASSERT_TRUE(succeeded(verbose));
-  EXPECT_NE(verbose.out.find("were longer than 6 tokens and were truncated"), std::string::npos) << verbose.out;
+  EXPECT_NE(verbose.out.find("longer than 6 tokens were truncated"), std::string::npos) << verbose.out;
   expect_error(run(train_args(path("run3"), {"--max-length", "100000"})), "max_position_embeddings");
 }
 

@@ -1,0 +1,113 @@
+// CLI tests of run directories: what a fresh run refuses, --overwrite, --resume's messages, a best/ repaired after
+// a kill between the two checkpoint writes of an epoch, and a RUN_DIR as the model to start from.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tests/tools/cli_test.h"
+
+namespace bertrain {
+namespace {
+
+using namespace cli_test;
+
+std::vector<std::string> without_quiet(std::vector<std::string> args) {
+  args.erase(std::remove(args.begin(), args.end(), "--quiet"), args.end());
+  return args;
+}
+
+// Each file a run writes makes RUN_DIR a run's: a fresh run there is refused (exit 2), naming what is there,
+// unless --overwrite, which replaces the earlier run.
+TEST_F(CliTest, ARunDirectoryHoldingRunFilesIsRefusedUnlessOverwrite) {
+  for (const char* name : {"results.json", "metrics.jsonl", "evaluation.json", "best"}) {
+    const fs::path dir = path(std::string("run-") + name);
+    fs::create_directories(dir);
+    if (std::string(name) == "best") {
+      fs::create_directories(dir / name);
+    } else {
+      spit(dir / name, "{}\n");
+    }
+    spit(dir / "notes.txt", "the user's own file\n");
+    const auto before = snapshot(dir);
+    const RunResult r = run(train_args(dir.string()));
+    expect_error(r, std::string("already holds a run (") + name + ")");
+    EXPECT_NE(r.err.find("--overwrite"), std::string::npos) << r.describe();
+    EXPECT_EQ(snapshot(dir), before) << name;
+    ASSERT_TRUE(succeeded(run(train_args(dir.string(), {"--overwrite"})))) << name;
+    EXPECT_TRUE(fs::exists(dir / "best/model.safetensors")) << name;
+    EXPECT_NE(slurp(dir / "results.json"), "{}\n") << name;
+    EXPECT_EQ(slurp(dir / "notes.txt"), "the user's own file\n") << "--overwrite removes only run files";
+    if (std::string(name) == "evaluation.json") {
+      EXPECT_FALSE(fs::exists(dir / name)) << "the earlier run's evaluation would describe another model";
+    }
+  }
+  // An empty RUN_DIR, or one with other files only, is not a run.
+  fs::create_directories(path("empty"));
+  ASSERT_TRUE(succeeded(run(train_args(path("empty"), {"--epochs", "1"}))));
+  expect_error(run(train_args(path("empty"), {"--resume", "--overwrite"})), "give one of them");
+}
+
+// --overwrite removes the earlier run only once the new run's inputs are read and checked.
+TEST_F(CliTest, OverwriteKeepsTheEarlierRunWhenTheInputsAreBad) {
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--epochs", "1"}))));
+  const auto before = snapshot(path("run"));
+  expect_error(run(train_args(path("run"), {"--overwrite", "--train-data", path("missing.csv")})), "missing.csv");
+  expect_error(run(train_args(path("run"), {"--overwrite", "--text-columns", "headline"})), "headline");
+  EXPECT_EQ(snapshot(path("run")), before);
+}
+
+// A resumed run says where it continues: the epoch counted from 1 and the optimizer steps done.
+TEST_F(CliTest, ResumeSaysWhereItContinues) {
+  // 40 rows, 10 for validation: 30 training rows, batches of 8, 4 steps an epoch; a checkpoint after step 6.
+  ASSERT_EQ(run(train_args(path("run"), {"--epochs", "2", "--save-steps", "3"}), {"BERTRAIN_TEST_CRASH_AFTER_STEP=6"})
+                .exit_code,
+            137);
+  const RunResult mid = run(without_quiet(train_args(path("run"), {"--epochs", "2", "--save-steps", "3", "--resume"})));
+  ASSERT_TRUE(succeeded(mid));
+  EXPECT_NE(mid.out.find("resuming from epoch 2, step 6 (" + path("run") + "/last)\n"), std::string::npos)
+      << mid.out;
+  const RunResult more = run(without_quiet(train_args(path("run"), {"--epochs", "3", "--resume"})));
+  ASSERT_TRUE(succeeded(more));
+  EXPECT_NE(more.out.find("resuming from epoch 3, step 8 (" + path("run") + "/last)\n"), std::string::npos)
+      << more.out;
+  EXPECT_NE(more.out.find("best: epoch "), std::string::npos) << more.out;
+  EXPECT_NE(more.out.find(" of 3, val_loss "), std::string::npos) << more.out;
+}
+
+// best/ is written after last/: a run killed between them resumes with best/ rewritten from last/ when last/ is the
+// best epoch, so it ends with the uninterrupted run's best/, bit for bit.
+TEST_F(CliTest, ABestMissedByAKillIsWrittenOnResume) {
+  ASSERT_TRUE(succeeded(run(train_args(path("full"), {"--epochs", "1"}))));
+  ASSERT_TRUE(succeeded(run(train_args(path("killed"), {"--epochs", "1"}))));
+  // What a kill right after last/ of the first epoch leaves: last/ only.
+  for (const char* name : {"best", "metrics.jsonl", "results.json"}) fs::remove_all(path("killed") + "/" + name);
+  ASSERT_TRUE(succeeded(run(train_args(path("killed"), {"--epochs", "1", "--resume"}))));
+  for (const char* file : {"best/model.safetensors", "best/config.json", "best/vocab.txt"}) {
+    EXPECT_TRUE(fs::exists(path("killed") + "/" + file)) << file;
+    EXPECT_TRUE(slurp(path("full") + "/" + file) == slurp(path("killed") + "/" + file)) << file;
+  }
+  const std::vector<json> a = read_jsonl(path("full") + "/metrics.jsonl"), b = read_jsonl(path("killed") + "/metrics.jsonl");
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(a[0]["val_loss"], b[0]["val_loss"]);
+  EXPECT_EQ(a[0]["train_loss"], b[0]["train_loss"]);
+}
+
+// A RUN_DIR as --model is its best/, as evaluate and predict take it.
+TEST_F(CliTest, TrainFromARunDirectoryStartsFromItsBest) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  ASSERT_TRUE(succeeded(run({"train", "--model", suite_run(), "--train-data", data(), "--out", path("from-run"),
+                             "--epochs", "1", "--batch-size", "8", "--quiet", "--device", "cpu"})));
+  ASSERT_TRUE(succeeded(run({"train", "--model", suite_run() + "/best", "--train-data", data(), "--out",
+                             path("from-best"), "--epochs", "1", "--batch-size", "8", "--quiet", "--device", "cpu"})));
+  EXPECT_TRUE(slurp(path("from-run/best/model.safetensors")) == slurp(path("from-best/best/model.safetensors")));
+  const nlohmann::json results = nlohmann::json::parse(slurp(path("from-run/results.json")));
+  EXPECT_EQ(results["head_init"], "loaded");  // the run's classifier, not a fresh one
+  expect_error(run(train_args(path("x"), {"--model", path("no-model")})), "no-model");
+}
+
+}  // namespace
+}  // namespace bertrain
