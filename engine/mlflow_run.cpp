@@ -76,11 +76,9 @@ void write_experiment(const std::string& root, const std::string& id, const std:
   write_file_atomically(dir + "/meta.yaml", yaml.str());
 }
 
-// The id of the experiment named `name` in `root`, created (with MLflow's Default experiment 0 in a new store)
-// when missing.
-std::string find_or_create_experiment(const std::string& root, const std::string& name) {
-  make_directories(root + "/.trash");
-  if (!directory_exists(root + "/0")) write_experiment(root, "0", "Default");
+// The id of the active experiment named `name` in `root`; "" when there is none.
+std::string find_experiment(const std::string& root, const std::string& name) {
+  if (!directory_exists(root)) return "";
   for (const auto& entry : fs::directory_iterator(root)) {
     const std::string meta = entry.path().string() + "/meta.yaml";
     if (entry.is_directory() && file_exists(meta) && yaml_field(meta, "name") == name &&
@@ -88,6 +86,15 @@ std::string find_or_create_experiment(const std::string& root, const std::string
       return entry.path().filename().string();
     }
   }
+  return "";
+}
+
+// The id of the experiment named `name` in `root`, created (with MLflow's Default experiment 0 in a new store)
+// when missing.
+std::string find_or_create_experiment(const std::string& root, const std::string& name) {
+  make_directories(root + "/.trash");
+  if (!directory_exists(root + "/0")) write_experiment(root, "0", "Default");
+  if (std::string id = find_experiment(root, name); !id.empty()) return id;
   // MLflow's file store numbers new experiments with random positive integers.
   std::random_device device;
   const std::string id = std::to_string(100000000000ULL + (static_cast<uint64_t>(device()) << 20 ^ device()) % 899999999999ULL);
@@ -133,6 +140,15 @@ void write_metric(const std::string& path, const std::vector<MetricPoint>& point
 }
 
 }  // namespace
+
+void MlflowRun::check_exists(const std::string& root, const std::string& experiment, const std::string& run_id) {
+  BERTRAIN_CHECK(directory_exists(root), root << ": no MLflow file store here (--mlflow-dir)");
+  const std::string experiment_id = find_experiment(root, experiment);
+  BERTRAIN_CHECK(!experiment_id.empty(), root << ": no MLflow experiment named '" << experiment << "' (--experiment)");
+  const std::string meta = root + "/" + experiment_id + "/" + run_id + "/meta.yaml";
+  BERTRAIN_CHECK(file_exists(meta), meta << ": the MLflow run of this training is missing (was --mlflow-dir or "
+                                            "--experiment different?)");
+}
 
 MlflowRun::MlflowRun(const std::string& root, const std::string& experiment, const std::string& run_name,
                      const std::string& run_id)

@@ -29,6 +29,9 @@ class MlflowRun {
   MlflowRun(const std::string& root, const std::string& experiment, const std::string& run_name,
             const std::string& run_id);
 
+  // Throws Error naming what is missing unless run `run_id` of experiment `experiment` is in `root`; writes nothing.
+  static void check_exists(const std::string& root, const std::string& experiment, const std::string& run_id);
+
   const std::string& run_id() const { return run_id_; }
   const std::string& experiment_id() const { return experiment_id_; }
   const std::string& run_dir() const { return run_dir_; }

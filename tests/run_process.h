@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -36,10 +37,12 @@ struct RunResult {
   }
 };
 
-// A signal to send to the child `after_s` seconds after it started.
+// A signal to send to the child `after_s` seconds after it started, and once `ready()` (when given) says so, e.g.
+// when a file the child writes exists (checked every 10 ms).
 struct TimedSignal {
   double after_s;
   int signal;
+  std::function<bool()> ready = nullptr;
 };
 
 // Runs argv_storage[0] (a path) with its arguments (and `extra_env`, "NAME=value" entries); stdin is
@@ -92,7 +95,8 @@ inline RunResult run_process(std::vector<std::string> argv_storage, const std::v
   char buffer[65536];
   while (open_fds > 0) {
     while (next_signal < signals.size() &&
-           std::chrono::steady_clock::now() >= started + std::chrono::duration<double>(signals[next_signal].after_s)) {
+           std::chrono::steady_clock::now() >= started + std::chrono::duration<double>(signals[next_signal].after_s) &&
+           (!signals[next_signal].ready || signals[next_signal].ready())) {
       ::kill(pid, signals[next_signal++].signal);
     }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
@@ -106,6 +110,7 @@ inline RunResult run_process(std::vector<std::string> argv_storage, const std::v
       const auto until_signal = std::chrono::duration_cast<std::chrono::milliseconds>(
           started + std::chrono::duration<double>(signals[next_signal].after_s) - std::chrono::steady_clock::now());
       wait_ms = std::max<long long>(1, std::min<long long>(wait_ms, until_signal.count()));
+      if (signals[next_signal].ready) wait_ms = std::min<long long>(wait_ms, 10);
     }
     const int ready = ::poll(fds, 2, static_cast<int>(wait_ms));
     if (ready < 0 && errno != EINTR) break;

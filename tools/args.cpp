@@ -1,25 +1,57 @@
 #include "tools/args.h"
 
+#include <cctype>
 #include <cstdio>
 #include <sstream>
 
 namespace bertrain {
 
-void ArgParser::option(const std::string& name, const std::string& default_value, const std::string& help,
-                       bool required) {
-  options_[name] = Option{default_value, help, required, false};
+namespace {
+
+// What --help shows for an option's value when nothing better was said: N for an integer default, X for a real
+// one, else the option's name in capitals (as Python's argparse does).
+std::string inferred_value_name(const std::string& name, const std::string& default_value) {
+  if (!default_value.empty()) {
+    std::size_t used = 0;
+    try {
+      (void)std::stod(default_value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == default_value.size()) {
+      return default_value.find_first_of(".eE") == std::string::npos ? "N" : "X";
+    }
+  }
+  std::string upper;
+  for (char c : name) upper += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return upper;
+}
+
+}  // namespace
+
+ArgParser& ArgParser::option(const std::string& name, const std::string& default_value, const std::string& help,
+                             bool required) {
+  options_[name] = Option{default_value, help, inferred_value_name(name, default_value), required, false};
   order_.push_back(name);
+  return *this;
+}
+
+ArgParser& ArgParser::value_name(const std::string& placeholder) {
+  options_.at(order_.back()).value_name = placeholder;
+  return *this;
 }
 
 void ArgParser::flag(const std::string& name, const std::string& help) {
-  options_[name] = Option{"", help, false, true};
+  options_[name] = Option{"", help, "", false, true};
   order_.push_back(name);
 }
 
-void ArgParser::positionals(const std::string& name, const std::string& help, std::size_t min_count) {
+void ArgParser::positionals(const std::string& name, const std::string& help, std::size_t min_count,
+                            std::size_t max_count) {
   positional_name_ = name;
   positional_help_ = help;
   positional_min_ = min_count;
+  positional_max_ = max_count;
 }
 
 bool ArgParser::parse(const std::vector<std::string>& args) {
@@ -30,7 +62,9 @@ bool ArgParser::parse(const std::vector<std::string>& args) {
       return false;
     }
     if (arg.rfind("--", 0) != 0) {
-      if (positional_name_.empty()) throw UsageError(command_ + ": unexpected argument '" + arg + "'");
+      if (positional_name_.empty() || positional_values_.size() == positional_max_) {
+        throw UsageError(command_ + ": unexpected argument '" + arg + "'");
+      }
       positional_values_.push_back(arg);
       continue;
     }
@@ -95,25 +129,72 @@ double ArgParser::get_double(const std::string& name) const {
 
 bool ArgParser::get_flag(const std::string& name) const { return values_.count(name) != 0; }
 
+bool ArgParser::given(const std::string& name) const {
+  if (options_.count(name) == 0) throw std::logic_error("undeclared option --" + name);
+  return values_.count(name) != 0;
+}
+
+namespace {
+
+// One entry of --help: the option in a column of kHelpIndent characters (a longer one gets its own line), then its
+// text wrapped at word boundaries to kHelpWidth columns, continuation lines under the text's start.
+constexpr std::size_t kHelpIndent = 28, kHelpWidth = 110;
+
+std::string help_line(const std::string& left, const std::string& text) {
+  std::string out = left;
+  if (left.size() + 1 > kHelpIndent) {
+    out += "\n" + std::string(kHelpIndent, ' ');
+  } else {
+    out += std::string(kHelpIndent - left.size(), ' ');
+  }
+  std::size_t column = kHelpIndent, pos = 0;
+  bool first = true;
+  while (pos < text.size()) {
+    std::size_t end = text.find(' ', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string word = text.substr(pos, end - pos);
+    if (!first && column + 1 + word.size() > kHelpWidth) {
+      out += "\n" + std::string(kHelpIndent, ' ');
+      column = kHelpIndent;
+      first = true;
+    }
+    if (!first) {
+      out += ' ';
+      ++column;
+    }
+    out += word;
+    column += word.size();
+    first = false;
+    pos = end + 1;
+  }
+  return out + "\n";
+}
+
+}  // namespace
+
 std::string ArgParser::help() const {
   std::ostringstream os;
-  os << "usage: bertrain " << command_ << " [options]" << (positional_name_.empty() ? "" : " " + positional_name_ + "...")
-     << "\n\n" << summary_ << "\n\n";
+  if (!usage_.empty()) {
+    os << "usage: " << usage_;
+  } else {
+    os << "usage: bertrain " << command_ << " [options]" << (positional_name_.empty() ? "" : " " + positional_usage());
+  }
+  os << "\n\n" << summary_ << "\n\n";
   if (!positional_name_.empty()) {
-    const std::string left = "  " + positional_name_ + "...";
-    os << "arguments:\n" << left << std::string(left.size() < 28 ? 28 - left.size() : 1, ' ') << positional_help_
-       << "\n\n";
+    os << "arguments:\n" << help_line("  " + positional_usage(), positional_help_) << "\n";
   }
   os << "options:\n";
   for (const std::string& name : order_) {
     const Option& o = options_.at(name);
-    std::string left = "  --" + name + (o.is_flag ? "" : " VALUE");
-    os << left << std::string(left.size() < 28 ? 28 - left.size() : 1, ' ') << o.help;
-    if (o.required) os << " (required)";
-    else if (!o.is_flag && !o.default_value.empty()) os << " (default " << o.default_value << ")";
-    os << "\n";
+    std::string text = o.help;
+    if (o.required) {
+      text += " (required)";
+    } else if (!o.is_flag && !o.default_value.empty() && o.help.find("(default") == std::string::npos) {
+      text += " (default " + o.default_value + ")";  // once: a help text that states its default keeps its own words
+    }
+    os << help_line("  --" + name + (o.is_flag ? "" : " " + o.value_name), text);
   }
-  os << "  --help                    show this help\n";
+  os << help_line("  --help", "show this help");
   return os.str();
 }
 

@@ -18,18 +18,27 @@ class ArgParser {
  public:
   ArgParser(std::string command, std::string summary) : command_(std::move(command)), summary_(std::move(summary)) {}
 
-  // An option taking a value; `default_value` empty with `required` means it must be given.
-  void option(const std::string& name, const std::string& default_value, const std::string& help, bool required = false);
+  // An option taking a value; `default_value` empty with `required` means it must be given. Its value is shown in
+  // --help as N (an integer default), X (a real one) or the name in capitals, unless value_name() says better.
+  ArgParser& option(const std::string& name, const std::string& default_value, const std::string& help,
+                    bool required = false);
+  // The placeholder of the option declared last, in --help: FILE, DIR, RATE, ...
+  ArgParser& value_name(const std::string& placeholder);
   void flag(const std::string& name, const std::string& help);  // a boolean switch, off by default
-  // Arguments that are not options (e.g. RUN_DIR...), at least `min_count` of them; without this call any
-  // such argument is a UsageError.
-  void positionals(const std::string& name, const std::string& help, std::size_t min_count);
+  // Arguments that are not options (e.g. RUN_DIR...), from `min_count` to `max_count` of them; without this call
+  // any such argument is a UsageError.
+  void positionals(const std::string& name, const std::string& help, std::size_t min_count,
+                   std::size_t max_count = static_cast<std::size_t>(-1));
 
   // Parses args (without the program and command names). Returns false when --help was asked for
   // (the help text has then been printed to stdout). Throws UsageError on unknown or malformed options.
   bool parse(const std::vector<std::string>& args);
 
+  // The usage line of --help, when "bertrain COMMAND [options] [NAME...]" does not say it (e.g. a command after --).
+  void usage(const std::string& line) { usage_ = line; }
+
   std::string get(const std::string& name) const;
+  bool given(const std::string& name) const;  // the command line set it (a flag, or an option even to its default)
   int get_int(const std::string& name) const;        // UsageError naming the flag when not an integer
   double get_double(const std::string& name) const;  // UsageError naming the flag when not a number
   bool get_flag(const std::string& name) const;
@@ -37,16 +46,19 @@ class ArgParser {
   std::string help() const;
 
  private:
+  std::string positional_usage() const {  // "DIR" for one, "RUN_DIR..." for several
+    return positional_name_ + (positional_max_ == 1 ? "" : "...");
+  }
   struct Option {
-    std::string default_value, help;
+    std::string default_value, help, value_name;
     bool required = false, is_flag = false;
   };
-  std::string command_, summary_;
+  std::string command_, summary_, usage_;
   std::vector<std::string> order_;
   std::map<std::string, Option> options_;
   std::map<std::string, std::string> values_;
   std::string positional_name_, positional_help_;  // empty name: no positional arguments
-  std::size_t positional_min_ = 0;
+  std::size_t positional_min_ = 0, positional_max_ = 0;
   std::vector<std::string> positional_values_;
 };
 

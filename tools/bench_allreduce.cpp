@@ -88,7 +88,7 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
   p.option("max-bytes", "440000000", "largest message (BERT-base gradient: 110 M float32)");
   p.option("iters", "10", "timed repetitions per size (the median is reported)");
   p.option("warmup", "2", "untimed repetitions per size");
-  p.option("device", "cpu", "cpu (MPI on host memory) | cuda (NCCL on GPU memory, one GPU per local rank)");
+  p.option("device", "cpu", "cpu: MPI on host memory; cuda: NCCL on GPU memory, one GPU per local rank").value_name("cpu|cuda");
   p.flag("json", "one JSON object per size instead of the table");
   if (!p.parse(args)) return 0;
   const double min_bytes = p.get_double("min-bytes"), max_bytes = p.get_double("max-bytes");

@@ -61,8 +61,8 @@ int run_bench_tokenize(const std::vector<std::string>& args) {
                    "Times Made-With-ML's clean_text and the WordPiece tokenizer on one thread: clean only, tokenize\n"
                    "only (text cleaned beforehand) and clean + tokenize, over a CSV's title + \" \" + description\n"
                    "with its rows repeated. Compare with tools/reference/bench_hf_tokenizer.py.");
-  parser.option("vocab", "", "WordPiece vocabulary (vocab.txt)", true);
-  parser.option("data", "", "CSV with title and description columns", true);
+  parser.option("vocab", "", "WordPiece vocabulary (vocab.txt)", true).value_name("FILE");
+  parser.option("data", "", "CSV with title and description columns", true).value_name("FILE");
   parser.option("rows", "100000", "rows per timed pass (the CSV's rows, repeated)");
   parser.option("max-length", "512", "max_length of every encoding");
   parser.option("repeats", "3", "timed passes per variant; the fastest is reported");

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/param_store.h"
+#include "engine/predictor.h"
 #include "model/bert_config.h"
 #include "model/bert_params.h"
 #include "model/model_dir.h"
@@ -81,21 +82,17 @@ ConvertSource read_source(const std::string& dir) {
 }  // namespace
 
 int run_convert(const std::vector<std::string>& args) {
-  ArgParser p("convert DIR",
+  ArgParser p("convert",
               "Writes DIR's weights (pytorch_model.bin, or model.safetensors when DIR has one) as model.safetensors:\n"
               "float32, Hugging Face names as bertrain writes them (bert.*, classifier.* when DIR has a classifier),\n"
               "cls.* pre-training heads and position_ids dropped, LayerNorm gamma/beta renamed. config.json and\n"
               "vocab.txt are copied beside it. Each file is replaced atomically. transformers loads the result.\n"
               "pytorch_model.bin is read without Python and without executing its pickle (zip or legacy format).");
-  p.option("out", "", "output directory (created if missing; default DIR)");
-  std::vector<std::string> rest = args;
-  std::string dir;
-  if (!rest.empty() && rest[0].rfind("-", 0) != 0) {
-    dir = rest[0];
-    rest.erase(rest.begin());
-  }
-  if (!p.parse(rest)) return 0;
-  if (dir.empty()) throw UsageError("convert: give the model directory (bertrain convert DIR [--out DIR2])");
+  p.positionals("DIR", "a model directory, or a RUN_DIR (its best/)", 1, 1);
+  p.option("out", "", "output directory (created if missing; default DIR)").value_name("DIR2");
+  if (!p.parse(args)) return 0;
+  // A RUN_DIR means its best/, as for evaluate and predict.
+  const std::string dir = input_step([&] { return resolve_model_dir(p.positional_values()[0]); });
   const std::string out = p.get("out").empty() ? dir : p.get("out");
 
   // Everything is read and checked before anything is written (DIR2 may be DIR); what fails while reading is the

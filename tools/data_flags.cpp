@@ -3,20 +3,24 @@
 namespace bertrain {
 
 void add_data_flags(ArgParser& p, bool training) {
-  const char* as_trained = "as the model was trained";
-  p.option("format", "auto", "csv | tsv | jsonl; auto: from the extension (.csv, .tsv/.tab, .jsonl/.ndjson)");
+  // Training's defaults are Made-With-ML's; evaluate and predict read files as the model was trained (config.json).
+  const std::string as_trained = " (default: as the model was trained)";
+  p.option("format", "auto", "auto: from the extension (.csv; .tsv, .tab; .jsonl, .ndjson)").value_name("csv|tsv|jsonl");
   p.option("text-columns", training ? "title,description" : "",
-           std::string("columns joined with one space into the text (default: ") +
-               (training ? "Made-With-ML's title and description" : as_trained) + ")");
-  p.option("label-column", training ? "tag" : "", std::string("column with the label(s)") + (training ? "" : " (default: as trained)"));
+           "columns joined with one space into the text" + (training ? std::string() : as_trained))
+      .value_name("A,B,...");
+  p.option("label-column", training ? "tag" : "", "column with the label(s)" + (training ? std::string() : as_trained))
+      .value_name("NAME");
   p.option("label-separator", training ? "," : "",
-           std::string("multi-label: separator of the labels in a text field; a JSON array needs none") +
-               (training ? "" : " (default: as trained)"));
+           "multi-label: separator of the labels in a text field; a JSON array needs none" +
+               (training ? std::string() : as_trained))
+      .value_name("SEP");
   p.flag("skip-bad-rows", "skip rows with a missing or empty text or label column (counted and reported) "
                           "instead of stopping with an error");
   p.option("max-length", training ? "0" : "",
-           std::string("tokens per text, [CLS] and [SEP] included; longer texts are truncated (default: ") +
-               (training ? "0 = the model's max_position_embeddings" : as_trained) + ")");
+           "tokens per text, [CLS] and [SEP] included; longer texts are truncated" +
+               (training ? std::string(" (default 0: the model's max_position_embeddings)") : as_trained))
+      .value_name("N");
 }
 
 void apply_data_flags(const ArgParser& p, DatasetOptions* options) {
@@ -32,8 +36,8 @@ void apply_data_flags(const ArgParser& p, DatasetOptions* options) {
 }
 
 void add_inference_flags(ArgParser& p) {
-  p.option("device", "auto", "auto (CUDA when a device is visible) | cpu | cuda");
-  p.option("precision", "fp32", "fp32 | bf16 (CUDA only)");
+  p.option("device", "auto", "auto: CUDA when a device is visible").value_name("auto|cpu|cuda");
+  p.option("precision", "fp32", "bf16: on CUDA only").value_name("fp32|bf16");
   p.option("batch-size", "256", "rows per forward pass");
 }
 

@@ -86,14 +86,21 @@ void add_multi_label_metrics(const TextDataset& data, const std::vector<float>& 
   (*out)["per_class"] = per_class_json(m.per_label, labels);
 }
 
-// evaluate --mlflow-dir: the overall metrics as eval_<average>_<metric> (single-label: eval_<metric>, weighted) and
-// the JSON as evaluation.json, in the run that trained the model (its id is in RUN_DIR/last/trainer_state.json).
-void log_to_mlflow(const ArgParser& p, const ordered_json& out, const std::string& text) {
+// evaluate --mlflow-dir: the id of the MLflow run that trained the model (in RUN_DIR/last/trainer_state.json), checked
+// to be in the store before anything is evaluated.
+std::string mlflow_run_id(const ArgParser& p) {
   const std::string state_path = p.get("model") + "/last/trainer_state.json";
   BERTRAIN_CHECK(file_exists(state_path), "--mlflow-dir needs --model RUN_DIR of a training run; " << state_path
                                                                                                      << " not found");
   const std::string run_id = read_json_file(state_path).value("mlflow_run_id", "");
   BERTRAIN_CHECK(!run_id.empty(), state_path << ": the run was trained without --mlflow-dir");
+  MlflowRun::check_exists(p.get("mlflow-dir"), p.get("experiment"), run_id);
+  return run_id;
+}
+
+// The overall metrics as eval_<average>_<metric> (single-label: eval_<metric>, weighted) and the JSON as
+// evaluation.json, in that run.
+void log_to_mlflow(const ArgParser& p, const std::string& run_id, const ordered_json& out, const std::string& text) {
   MlflowRun run(p.get("mlflow-dir"), p.get("experiment"), "", run_id);
   const ordered_json& overall = out["overall"];
   for (const char* metric : {"precision", "recall", "f1"}) {
@@ -118,13 +125,15 @@ int run_evaluate(const std::vector<std::string>& args) {
               "nlp_llm and short_text, confusion matrix). Multi-label models: overall micro, macro, weighted and\n"
               "samples averages and per_class metrics (scikit-learn's), a label predicted at p >= --threshold.\n"
               "Throughput goes to stderr.");
-  p.option("model", "", "RUN_DIR (uses its best/) or a model directory", true);
-  p.option("data", "", "labelled dataset file (the text and label columns the model was trained on)", true);
-  p.option("out", "", "also write the JSON to this file (replaced atomically)");
-  p.option("threshold", "0.5", "multi-label models: predict a label when its probability is >= this");
+  p.option("model", "", "RUN_DIR (uses its best/) or a model directory", true).value_name("DIR");
+  p.option("data", "", "labelled dataset file (the text and label columns the model was trained on)", true).value_name("FILE");
+  p.option("out", "", "also write the JSON to this file (replaced atomically)").value_name("FILE");
+  p.option("threshold", "0.5", "multi-label models: predict a label when its probability is >= RATE (single-label "
+                               "models take the top label)")
+      .value_name("RATE");
   p.option("mlflow-dir", "", "with --model RUN_DIR trained with --mlflow-dir: log the overall metrics (eval_*) and "
-                             "this JSON into that run");
-  p.option("experiment", "bertrain", "the MLflow experiment of the training run (with --mlflow-dir)");
+                             "this JSON into that run").value_name("DIR");
+  p.option("experiment", "bertrain", "the MLflow experiment of the training run (with --mlflow-dir)").value_name("NAME");
   add_data_flags(p, false);
   add_inference_flags(p);
   if (!p.parse(args)) return 0;
@@ -132,6 +141,7 @@ int run_evaluate(const std::vector<std::string>& args) {
   if (!(threshold >= 0 && threshold <= 1)) throw UsageError("evaluate: --threshold must be in [0, 1]");
 
   // The model, the flags and the data are the user's input: what fails here exits 2.
+  const std::string run_id = p.get("mlflow-dir").empty() ? "" : input_step([&] { return mlflow_run_id(p); });
   Predictor predictor = input_step([&] { return Predictor(p.get("model"), inference_options(p)); });
   const TextDataset data = input_step([&] {
     DatasetOptions options = predictor.dataset_options();
@@ -161,8 +171,9 @@ int run_evaluate(const std::vector<std::string>& args) {
     add_single_label_metrics(data, probs, predictor.labels(), &out);
   }
   const std::string text = out.dump(2) + "\n";
+  // --out last: a failed evaluate leaves none.
+  if (!run_id.empty()) log_to_mlflow(p, run_id, out, text);
   if (!p.get("out").empty()) write_file_atomically(p.get("out"), text);
-  if (!p.get("mlflow-dir").empty()) log_to_mlflow(p, out, text);
   std::fputs(text.c_str(), stdout);
   return 0;
 }

@@ -97,13 +97,14 @@ int run_launch(const std::vector<std::string>& args) {
   own.assign(args.begin(), dashes);
   if (dashes != args.end()) command.assign(dashes + 1, args.end());
   ArgParser p("launch",
-              "Runs COMMAND (after --) and, when it fails while working (exit 1), is stopped with a checkpoint (75)\n"
-              "or is killed by a signal, runs it again with --resume (added when the run directory of its --out has\n"
-              "last/), up to --max-restarts times; a usage or input error (2) or any other exit is not retried. Each attempt's end and every restart are logged on stderr and recorded in results.json\n"
-              "(\"restarts\"). SIGTERM, SIGINT and SIGUSR1 are passed on to COMMAND, which then ends without a restart.\n"
-              "usage: bertrain launch [--max-restarts 3] [--restart-delay 10] -- COMMAND [ARGS...]");
+              "Runs COMMAND and, when it fails while working (exit 1), is stopped with a checkpoint (75) or is killed\n"
+              "by a signal, runs it again with --resume (added when the run directory of its --out has last/), up to\n"
+              "--max-restarts times; a usage or input error (2) or any other exit is not retried. Each attempt's end\n"
+              "and every restart are logged on stderr and recorded in results.json (\"restarts\"). SIGTERM, SIGINT\n"
+              "and SIGUSR1 are passed on to COMMAND, which then ends without a restart.");
+  p.usage("bertrain launch [--max-restarts N] [--restart-delay SECONDS] -- COMMAND [ARGS...]");
   p.option("max-restarts", "3", "how many times COMMAND is run again");
-  p.option("restart-delay", "10", "seconds to wait before a restart");
+  p.option("restart-delay", "10", "seconds to wait before a restart").value_name("SECONDS");
   if (!p.parse(own)) return 0;
   const int max_restarts = p.get_int("max-restarts");
   const double delay = p.get_double("restart-delay");
@@ -123,7 +124,11 @@ int run_launch(const std::vector<std::string>& args) {
   for (int attempt = 0;; ++attempt) {
     std::vector<std::string> argv = command;
     const bool has_checkpoint = file_exists(run_dir + "/last/trainer_state.json");
-    if (has_checkpoint && std::find(argv.begin(), argv.end(), "--resume") == argv.end()) argv.push_back("--resume");
+    if (has_checkpoint) {
+      // The checkpoint is this job's own now: --overwrite (replace an earlier run) would refuse to go with --resume.
+      argv.erase(std::remove(argv.begin(), argv.end(), "--overwrite"), argv.end());
+      if (std::find(argv.begin(), argv.end(), "--resume") == argv.end()) argv.push_back("--resume");
+    }
     const auto attempt_start = std::filesystem::file_time_type::clock::now();
     const int status = run_attempt(argv, restarts.dump());
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;

@@ -2,13 +2,17 @@
 // read, tokenized and predicted one batch at a time and written as JSON Lines, so a file of any length needs
 // the memory of one batch.
 #include <chrono>
+#include <csignal>
+#include <cstring>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
+#include "core/count_text.h"
 #include "core/error.h"
 #include "engine/predictor.h"
+#include "engine/stop_signals.h"
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/data_flags.h"
@@ -22,7 +26,7 @@ namespace {
 struct PredictionRule {
   bool multi_label = false;
   double threshold = -1;  // < 0: not given
-  int other = -1;         // index of "other"
+  std::string other;      // single-label: the prediction when the top probability is below the threshold
 
   nlohmann::ordered_json predict(const float* row, const LabelSet& labels) const {
     nlohmann::ordered_json out;
@@ -36,7 +40,7 @@ struct PredictionRule {
       out["prediction"] = predicted;
     } else {
       const int top = top_class(row, classes);
-      out["prediction"] = labels.name(threshold >= 0 && row[top] < threshold ? other : top);
+      out["prediction"] = threshold >= 0 && row[top] < threshold ? other : labels.name(top);
     }
     nlohmann::ordered_json probabilities = nlohmann::ordered_json::object();
     for (int c = 0; c < classes; ++c) probabilities[labels.name(c)] = row[c];
@@ -68,7 +72,13 @@ class LineSink {
   std::unique_ptr<AtomicFile> file_;
 };
 
-// Predicts every row of `path` in batches of `batch_size` rows; returns the rows written.
+// A signal (SIGTERM, SIGINT, SIGUSR1) that stopped predict between two batches.
+struct PredictionStopped {
+  int signal;
+};
+
+// Predicts every row of `path` in batches of `batch_size` rows; returns the rows written. Throws PredictionStopped
+// after the batch in which a stop signal came (StopSignals).
 long predict_file(Predictor& predictor, const std::string& path, const DatasetOptions& options, int batch_size,
                   const PredictionRule& rule, LineSink& sink) {
   TextRowReader reader = input_step([&] { return TextRowReader(path, predictor.tokenizer(), options); });
@@ -98,14 +108,15 @@ long predict_file(Predictor& predictor, const std::string& path, const DatasetOp
     }
     sink.write(lines);
     written += static_cast<long>(examples.size());
+    if (StopSignals::received() != 0) throw PredictionStopped{StopSignals::received()};
   }
   if (reader.skipped() > 0) {
-    std::fprintf(stderr, "predict: skipped %d bad rows of %s (first: %s)\n", reader.skipped(), path.c_str(),
-                 reader.skip_reasons().front().c_str());
+    std::fprintf(stderr, "predict: skipped %s of %s (first: %s)\n", count_of(reader.skipped(), "bad row").c_str(),
+                 path.c_str(), reader.skip_reasons().front().c_str());
   }
   if (reader.truncated() > 0) {
-    std::fprintf(stderr, "predict: %d rows were longer than %d tokens and were truncated\n", reader.truncated(),
-                 options.max_length);
+    std::fprintf(stderr, "predict: %s longer than %d tokens %s truncated\n", count_of(reader.truncated(), "row").c_str(),
+                 options.max_length, reader.truncated() == 1 ? "was" : "were");
   }
   return written;
 }
@@ -114,20 +125,24 @@ long predict_file(Predictor& predictor, const std::string& path, const DatasetOp
 
 int run_predict(const std::vector<std::string>& args) {
   ArgParser p("predict",
-              "Label probabilities of one text (--text, or Made-With-ML's --title and --description), printed as a\n"
-              "JSON array, or of every row of a CSV, TSV or JSON Lines file (--data), streamed in batches and\n"
+              "Label probabilities of one text (--text, or Made-With-ML's --title and --description), printed as one\n"
+              "JSON object on one line, or of every row of a CSV, TSV or JSON Lines file (--data), streamed in batches and\n"
               "written as JSON Lines ({\"id\", \"prediction\", \"probabilities\"} per row, in file order) to --out\n"
               "or stdout. Single-label models: softmax, the arg-max label; multi-label models: one sigmoid per\n"
               "label, every label at p >= --threshold. Text is read and cleaned as in training.");
-  p.option("model", "", "RUN_DIR (uses its best/) or a model directory", true);
-  p.option("text", "", "one text");
-  p.option("title", "", "title of one project (Made-With-ML)");
-  p.option("description", "", "description of that project (with --title)");
-  p.option("data", "", "dataset file: one prediction per row");
-  p.option("out", "", "with --data: write the JSON Lines to this file (replaced atomically when done)");
+  p.option("model", "", "RUN_DIR (uses its best/) or a model directory", true).value_name("DIR");
+  p.option("text", "", "one text").value_name("TEXT");
+  p.option("title", "", "title of one project (Made-With-ML)").value_name("TEXT");
+  p.option("description", "", "description of that project (with --title)").value_name("TEXT");
+  p.option("data", "", "dataset file: one prediction per row").value_name("FILE");
+  p.option("out", "", "with --data: write the JSON Lines to this file (replaced atomically when done)").value_name("FILE");
   p.option("threshold", "",
-           "single-label: predict \"other\" when the top probability is below this (Made-With-ML's serving rule, "
-           "0.9); multi-label: the probability a label needs (default 0.5)");
+           "single-label models: predict --other-label when the top probability is below RATE (Made-With-ML's "
+           "serving rule uses 0.9; default: none, always the top label); multi-label models: the probability a "
+           "label needs (default 0.5)").value_name("RATE");
+  p.option("other-label", "other",
+           "single-label models with --threshold: the prediction below it (need not be one of the model's labels "
+           "when given)").value_name("NAME");
   add_data_flags(p, false);
   add_inference_flags(p);
   if (!p.parse(args)) return 0;
@@ -146,11 +161,12 @@ int run_predict(const std::vector<std::string>& args) {
   Predictor predictor = input_step([&] { return Predictor(p.get("model"), inference); });
   const LabelSet& labels = predictor.labels();
   rule.multi_label = predictor.multi_label();
-  rule.other = labels.find("other");
+  rule.other = p.get("other-label");
   const DatasetOptions options = input_step([&] {
-    BERTRAIN_CHECK(rule.multi_label || rule.threshold < 0 || rule.other >= 0,
-                   "--threshold needs a tag named 'other' but the model's tags are "
-                       << nlohmann::json(labels.names()).dump());
+    // The default "other" is Made-With-ML's label; a model without it needs the fallback named.
+    BERTRAIN_CHECK(rule.multi_label || rule.threshold < 0 || p.given("other-label") || labels.find(rule.other) >= 0,
+                   "--threshold predicts the label 'other' below it, but the model's labels are "
+                       << nlohmann::json(labels.names()).dump() << ": name the prediction with --other-label NAME");
     DatasetOptions o = predictor.dataset_options();
     apply_data_flags(p, &o);
     predictor.check_dataset_options(o);
@@ -161,17 +177,30 @@ int run_predict(const std::vector<std::string>& args) {
   if (!has_data) {
     const std::string text = has_title ? p.get("title") + " " + p.get("description") : p.get("text");
     const std::vector<float> probs = predictor.predict_proba({encode_text(text, predictor.tokenizer(), options, nullptr)});
-    nlohmann::ordered_json out = nlohmann::ordered_json::array({rule.predict(probs.data(), labels)});
-    std::printf("%s\n", out.dump(2).c_str());
+    // One JSON object on one line: the shape of a --data line, without the id.
+    std::printf("%s\n", rule.predict(probs.data(), labels).dump().c_str());
     return 0;
   }
-  LineSink sink(p.get("out"));
   const auto start = std::chrono::steady_clock::now();
-  const long rows = predict_file(predictor, p.get("data"), options, inference.batch_size, rule, sink);
-  sink.commit();
+  long rows = 0;
+  try {
+    // A stop signal ends the stream after its batch; --out's temporary file goes with the sink, and the process
+    // then ends by that signal, as it would have without the handler.
+    const StopSignals stop_signals;
+    LineSink sink(p.get("out"));
+    rows = predict_file(predictor, p.get("data"), options, inference.batch_size, rule, sink);
+    sink.commit();
+  } catch (const PredictionStopped& stopped) {
+    std::fprintf(stderr, "bertrain: predict: stopped by signal %d (%s)%s\n", stopped.signal, strsignal(stopped.signal),
+                 p.get("out").empty() ? "" : ("; " + p.get("out") + " not written").c_str());
+    std::fflush(stderr);
+    std::signal(stopped.signal, SIG_DFL);
+    std::raise(stopped.signal);
+    return 128 + stopped.signal;  // not reached: the signal's default action ends the process
+  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::fprintf(stderr, "predict: %ld rows in %.2f s (%.0f rows/s) on %s%s%s\n", rows, seconds, rows / seconds,
-               predictor.engine_description().c_str(), p.get("out").empty() ? "" : "; written to ",
+  std::fprintf(stderr, "predict: %s in %.2f s (%.0f rows/s) on %s%s%s\n", count_of(rows, "row").c_str(), seconds,
+               rows / seconds, predictor.engine_description().c_str(), p.get("out").empty() ? "" : "; written to ",
                p.get("out").c_str());
   return 0;
 }

@@ -22,7 +22,7 @@ int run_report(const std::vector<std::string>& args) {
               "open it in any browser, attach it, archive it. Reads metrics.jsonl, so a running run can be reported.");
   p.positionals("RUN_DIR", "training run directories (bertrain train --out)", 1);
   p.option("out", "", "the HTML file to write (replaced atomically; default RUN_DIR/report.html for one run, "
-                      "report.html for several)");
+                      "report.html for several)").value_name("FILE");
   if (!p.parse(args)) return 0;
   const std::vector<std::string>& dirs = p.positional_values();
   std::vector<report::RunRecord> runs;

@@ -28,13 +28,13 @@ int run_tokenize(const std::vector<std::string>& args) {
               "WordPiece. For a dataset file (CSV, TSV or JSON Lines), the text of a row is its --text-columns\n"
               "joined with one space (title + \" \" + description by default), rows in file order.\n"
               "The text is cleaned as Made-With-ML's clean_text first unless --no-clean.");
-  p.option("vocab", "", "vocab.txt of the model", true);
-  p.option("text", "", "one text");
-  p.option("data", "", "dataset file (CSV, TSV or JSON Lines)");
-  p.option("format", "auto", "csv | tsv | jsonl; auto: from the extension");
-  p.option("text-columns", "title,description", "columns joined with one space into the text");
+  p.option("vocab", "", "vocab.txt of the model", true).value_name("FILE");
+  p.option("text", "", "one text").value_name("TEXT");
+  p.option("data", "", "dataset file (CSV, TSV or JSON Lines)").value_name("FILE");
+  p.option("format", "auto", "auto: from the extension (.csv; .tsv, .tab; .jsonl, .ndjson)").value_name("csv|tsv|jsonl");
+  p.option("text-columns", "title,description", "columns joined with one space into the text").value_name("A,B,...");
   p.flag("no-clean", "tokenize the text as given");
-  p.option("max-length", "512", "longest sequence, [CLS] and [SEP] included (longer rows are truncated)");
+  p.option("max-length", "512", "tokens per text, [CLS] and [SEP] included; longer texts are truncated");
   if (!p.parse(args)) return 0;
   const bool has_text = !p.get("text").empty(), has_data = !p.get("data").empty();
   if (has_text == has_data) throw UsageError("tokenize: give either --text or --data");

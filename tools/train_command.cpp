@@ -20,26 +20,26 @@ int run_train(const std::vector<std::string>& args) {
               "file (Made-With-ML's title, description and tag columns by default; --text-columns, --label-column,\n"
               "--multi-label for others), keeps the epoch with the lowest val_loss (RUN_DIR/best) and the latest\n"
               "(RUN_DIR/last, resumable), and writes RUN_DIR/metrics.jsonl and RUN_DIR/results.json.");
-  p.option("model", "", "Hugging Face BERT directory: config.json, model.safetensors, vocab.txt", true);
-  p.option("train-data", "", "training dataset file (CSV, TSV or JSON Lines)", true);
-  p.option("val-data", "", "validation dataset file; without it a split of --train-data is used");
+  p.option("model", "", "Hugging Face BERT directory: config.json, model.safetensors, vocab.txt", true).value_name("DIR");
+  p.option("train-data", "", "training dataset file (CSV, TSV or JSON Lines)", true).value_name("FILE");
+  p.option("val-data", "", "validation dataset file; without it a split of --train-data is used").value_name("FILE");
   p.option("val-fraction", "0.2",
            "held out for validation when no --val-data: this fraction of each label (rounded up), or of all rows "
-           "with --multi-label");
+           "with --multi-label").value_name("FRACTION");
   add_data_flags(p, true);
   p.flag("multi-label", "each row has a set of labels (a JSON array, or --label-separator in a text field): "
                         "one sigmoid per label");
-  p.option("out", "", "run directory RUN_DIR", true);
+  p.option("out", "", "the run directory (RUN_DIR below)", true).value_name("DIR");
   p.option("epochs", "10", "epochs");
   p.option("batch-size", "256", "global batch size");
-  p.option("lr", "1e-4", "Adam learning rate");
-  p.option("dropout", "0.5", "dropout before the classifier (BERT's own dropouts come from config.json)");
-  p.option("lr-factor", "0.8", "ReduceLROnPlateau factor");
+  p.option("lr", "1e-4", "Adam learning rate").value_name("RATE");
+  p.option("dropout", "0.5", "dropout before the classifier (BERT's own dropouts come from config.json)").value_name("P");
+  p.option("lr-factor", "0.8", "ReduceLROnPlateau factor").value_name("FACTOR");
   p.option("lr-patience", "3", "ReduceLROnPlateau patience (epochs)");
   p.option("adam-beta1", "0.9", "Adam beta1");
   p.option("adam-beta2", "0.999", "Adam beta2");
   p.option("adam-eps", "1e-8", "Adam epsilon");
-  p.option("weight-decay", "0", "decoupled weight decay (AdamW) when > 0");
+  p.option("weight-decay", "0", "decoupled weight decay (AdamW) when > 0").value_name("X");
   p.flag("class-weights", "weight the BCE loss of each tag by 1 / its training rows");
   p.option("num-samples", "0", "use only N rows of --train-data (seeded shuffle), 0: all");
   p.option("seed", "42", "seed of the classifier initialisation, dropout and shuffling");
@@ -47,18 +47,18 @@ int run_train(const std::vector<std::string>& args) {
   p.flag("shuffle", "reshuffle training batches every epoch (the original uses one fixed order)");
   p.flag("no-clean", "tokenize the raw text instead of Made-With-ML's cleaned text");
   p.option("head-init", "torch",
-           "a new classifier head: torch (nn.Linear's uniform ±1/sqrt(hidden), as Made-With-ML) | hf (normal, std "
-           "initializer_range, bias 0)");
-  p.option("device", "auto", "auto (CUDA when a device is visible) | cpu | cuda; rank r uses GPU r mod count");
-  p.option("precision", "fp32", "fp32 | bf16 (CUDA: bf16 weights and activations, fp32 master weights)");
-  p.option("collective-timeout", "300", "seconds a multi-GPU collective may take before the job is aborted");
-  p.option("grad-reduce", "fp32", "fp32 | bf16: precision of gradients in the multi-GPU allreduce");
+           "a new classifier head: torch is nn.Linear's uniform ±1/sqrt(hidden), as Made-With-ML; hf is "
+           "Hugging Face's normal with std initializer_range, bias 0").value_name("torch|hf");
+  p.option("device", "auto", "auto: CUDA when a device is visible; rank r uses GPU r mod count").value_name("auto|cpu|cuda");
+  p.option("precision", "fp32", "bf16 (CUDA only): bf16 weights and activations, fp32 master weights").value_name("fp32|bf16");
+  p.option("collective-timeout", "300", "how long a multi-GPU collective may take before the job is aborted").value_name("SECONDS");
+  p.option("grad-reduce", "fp32", "precision of the gradients in the multi-GPU allreduce").value_name("fp32|bf16");
   p.option("save-steps", "0", "also write the resumable checkpoint RUN_DIR/last every N optimizer steps (0: at "
                                 "the end of each epoch only)");
-  p.option("keep", "0", "with --save-steps: keep the newest K step checkpoints as RUN_DIR/checkpoints/step-<S>");
-  p.option("mlflow-dir", "", "also log the run (params, metrics per epoch, best/ and results.json) to this MLflow file store");
-  p.option("experiment", "bertrain", "MLflow experiment name (with --mlflow-dir)");
-  p.option("run-name", "", "MLflow run name (with --mlflow-dir; default: RUN_DIR's folder name)");
+  p.option("keep", "0", "with --save-steps: keep the newest N step checkpoints as RUN_DIR/checkpoints/step-<S>");
+  p.option("mlflow-dir", "", "also log the run (params, metrics per epoch, best/ and results.json) to this MLflow file store").value_name("DIR");
+  p.option("experiment", "bertrain", "MLflow experiment name (with --mlflow-dir)").value_name("NAME");
+  p.option("run-name", "", "MLflow run name (with --mlflow-dir; default: RUN_DIR's folder name)").value_name("NAME");
   p.option("log-steps", "0", "with --mlflow-dir: also log step_train_loss every N batches (0: per epoch only)");
   p.flag("resume", "continue the run in --out from RUN_DIR/last (an epoch's end or a step checkpoint); a run that "
                    "already trained its --epochs exits 0 at once");

@@ -895,18 +895,24 @@ TEST_F(CliTest, PredictOneText) {
   const RunResult r = run({"predict", "--model", suite_run(), "--title", "Image segmentation", "--description",
                            "a camera and video model"});
   ASSERT_TRUE(succeeded(r));
+  // One JSON object on one line, as a line of predict --data (without the id).
+  ASSERT_TRUE(is_one_line(r.out)) << r.out;
   const json out = json::parse(r.out);
-  ASSERT_TRUE(out.is_array());
-  ASSERT_EQ(out.size(), 1u);
-  const auto probs = check_prediction(out[0]);
-  EXPECT_EQ(out[0]["prediction"], argmax(probs));
+  ASSERT_TRUE(out.is_object()) << r.out;
+  EXPECT_FALSE(out.contains("id"));
+  const auto probs = check_prediction(out);
+  EXPECT_EQ(out["prediction"], argmax(probs));
 
-  // Without --description as well.
-  const RunResult title_only = run({"predict", "--model", suite_run(), "--title", "docker kubernetes serving"});
-  ASSERT_TRUE(succeeded(title_only));
-  const json t = json::parse(title_only.out);
-  ASSERT_EQ(t.size(), 1u);
-  check_prediction(t[0]);
+  // Without --description as well, and --text.
+  for (const std::vector<std::string>& input : std::vector<std::vector<std::string>>{
+           {"--title", "docker kubernetes serving"}, {"--text", "docker kubernetes serving"}}) {
+    std::vector<std::string> args{"predict", "--model", suite_run()};
+    args.insert(args.end(), input.begin(), input.end());
+    const RunResult one = run(args);
+    ASSERT_TRUE(succeeded(one));
+    ASSERT_TRUE(is_one_line(one.out)) << one.out;
+    check_prediction(json::parse(one.out));
+  }
 }
 
 TEST_F(CliTest, PredictEveryRowInOrder) {
@@ -934,10 +940,9 @@ TEST_F(CliTest, PredictEveryRowInOrder) {
                                rows[i].description});
     ASSERT_TRUE(succeeded(one));
     const json single = json::parse(one.out);
-    ASSERT_EQ(single.size(), 1u);
-    EXPECT_EQ(single[0]["prediction"], out[i]["prediction"]) << "row " << i;
+    EXPECT_EQ(single["prediction"], out[i]["prediction"]) << "row " << i;
     for (const std::string& tag : kTags) {
-      EXPECT_NEAR(single[0]["probabilities"][tag].get<double>(), out[i]["probabilities"][tag].get<double>(), 1e-5)
+      EXPECT_NEAR(single["probabilities"][tag].get<double>(), out[i]["probabilities"][tag].get<double>(), 1e-5)
           << "row " << i << " " << tag;
     }
   }
@@ -956,7 +961,7 @@ TEST_F(CliTest, PredictLeavesNoFileBehindOnABadRow) {
   const RunResult skipped = run({"predict", "--model", suite_run(), "--data", path("bad.csv"), "--batch-size", "8",
                                  "--out", path("p.jsonl"), "--skip-bad-rows"});
   ASSERT_TRUE(succeeded(skipped));
-  EXPECT_NE(skipped.err.find("skipped 1 bad rows"), std::string::npos) << skipped.err;
+  EXPECT_NE(skipped.err.find("skipped 1 bad row of"), std::string::npos) << skipped.err;
   EXPECT_EQ(parse_jsonl(slurp(path("p.jsonl"))).size(), static_cast<std::size_t>(kRows));
 }
 
@@ -1208,7 +1213,7 @@ TEST_F(CliTest, ConvertWritesSafetensorsThatLoadAsTheOriginal) {
 }
 
 TEST_F(CliTest, ConvertErrors) {
-  expect_error(run({"convert"}), "model directory", 2);
+  expect_error(run({"convert"}), "DIR is required", 2);
   const RunResult help = run({"convert", "--help"});
   ASSERT_TRUE(succeeded(help));
   EXPECT_NE(help.out.find("--out "), std::string::npos) << help.out;

@@ -59,6 +59,20 @@ TEST_F(CliTest, OverwriteKeepsTheEarlierRunWhenTheInputsAreBad) {
   EXPECT_EQ(snapshot(path("run")), before);
 }
 
+// bertrain launch of a command with --overwrite: once the job has its own checkpoint, a restart resumes it (without
+// --overwrite, which would replace it).
+TEST_F(CliTest, LaunchResumesARunStartedWithOverwrite) {
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--epochs", "1"}))));
+  ASSERT_TRUE(succeeded(run(train_args(path("full"), {"--save-steps", "3"}))));
+  std::vector<std::string> launch{"launch", "--max-restarts", "1", "--restart-delay", "0", "--", binary()};
+  const std::vector<std::string> train = train_args(path("run"), {"--overwrite", "--save-steps", "3"});
+  launch.insert(launch.end(), train.begin(), train.end());
+  const RunResult r = run(launch, {"BERTRAIN_TEST_CRASH_AFTER_STEP=6"});
+  ASSERT_TRUE(succeeded(r));
+  EXPECT_NE(r.err.find("restart 1 of 1 with --resume"), std::string::npos) << r.describe();
+  EXPECT_TRUE(slurp(path("full/last/model.safetensors")) == slurp(path("run/last/model.safetensors")));
+}
+
 // A resumed run says where it continues: the epoch counted from 1 and the optimizer steps done.
 TEST_F(CliTest, ResumeSaysWhereItContinues) {
   // 40 rows, 10 for validation: 30 training rows, batches of 8, 4 steps an epoch; a checkpoint after step 6.

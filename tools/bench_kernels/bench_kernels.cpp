@@ -108,13 +108,13 @@ int run_bench_kernels(const std::vector<std::string>& args) {
   p.option("vocab", "31090", "vocabulary size V (SciBERT's)");
   p.option("labels", "4", "classes C");
   p.option("layers", "12", "encoder layers (sizes the parameter buffer of Adam, casts, sum_of_squares)");
-  p.option("precision", "bf16", "bf16 | fp32: the type of activations and weights (gradients, Adam: fp32)");
+  p.option("precision", "bf16", "bf16 | fp32: the type of activations and weights (gradients, Adam: fp32)").value_name("fp32|bf16");
   p.option("repeat", "20", "timed runs per kernel (the median is reported)");
   p.option("warmup", "3", "untimed runs per kernel before timing");
-  p.option("only", "", "only kernels whose name contains this text (e.g. layernorm; for Nsight Compute)");
-  p.option("device", "0", "CUDA device index");
-  p.option("peak-tflops", "0", "compute peak for %peak of GEMMs and attention (0: datasheet table, else n/a)");
-  p.option("peak-gbps", "0", "memory bandwidth peak in GB/s (0: 2 x memory clock x bus width)");
+  p.option("only", "", "only kernels whose name contains this text (e.g. layernorm; for Nsight Compute)").value_name("NAMES");
+  p.option("device", "0", "CUDA device index").value_name("N");
+  p.option("peak-tflops", "0", "compute peak for %peak of GEMMs and attention (0: datasheet table, else n/a)").value_name("X");
+  p.option("peak-gbps", "0", "memory bandwidth peak in GB/s (0: 2 x memory clock x bus width)").value_name("X");
   p.option("seed", "1", "seed of the random inputs and dropout masks");
   p.flag("json", "one JSON object per line (a device record, then one per kernel) instead of the table");
   if (!p.parse(args)) return 0;

@@ -1,0 +1,152 @@
+// CLI tests of what evaluate, predict, convert and --help promise a new user: predict's fallback label and its
+// cleanup on a signal, evaluate --mlflow-dir checked before anything is evaluated, convert of a RUN_DIR, and help
+// texts with real placeholders and each default once.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "tests/tools/cli_test.h"
+
+namespace bertrain {
+namespace {
+
+using namespace cli_test;
+
+// Files in `dir` whose name starts with `prefix`.
+std::vector<std::string> files_starting(const fs::path& dir, const std::string& prefix) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) == 0) names.push_back(name);
+  }
+  return names;
+}
+
+// Made-With-ML's serving rule predicts "other" below the threshold; a model without that label names its fallback.
+TEST_F(CliTest, PredictThresholdFallsBackToOtherLabel) {
+  std::vector<Row> rows;
+  for (const Row& row : synthetic_rows()) {
+    if (row.tag != "other") rows.push_back(row);
+  }
+  spit(path("no-other.csv"), to_csv(rows));
+  ASSERT_TRUE(succeeded(run({"train", "--model", model(), "--train-data", path("no-other.csv"), "--out", path("run"),
+                             "--epochs", "1", "--batch-size", "8", "--quiet"})));
+  const RunResult refused = run({"predict", "--model", path("run"), "--text", "image", "--threshold", "0.9"});
+  expect_error(refused, "--other-label NAME");
+  EXPECT_NE(refused.err.find("\"computer-vision\""), std::string::npos) << refused.describe();
+  // Every top probability of 3 labels is below 1.0: always the fallback, a name of the user's choosing.
+  const RunResult fallback = run({"predict", "--model", path("run"), "--text", "image", "--threshold", "1.0",
+                                  "--other-label", "needs-review"});
+  ASSERT_TRUE(succeeded(fallback));
+  EXPECT_EQ(json::parse(fallback.out)["prediction"], "needs-review");
+  const RunResult low = run({"predict", "--model", path("run"), "--text", "image", "--threshold", "0.0",
+                             "--other-label", "needs-review"});
+  ASSERT_TRUE(succeeded(low));
+  EXPECT_NE(json::parse(low.out)["prediction"], "needs-review");
+  // A model with "other" needs no --other-label (Made-With-ML's rule).
+  ASSERT_TRUE(succeeded(suite_train()));
+  const RunResult other = run({"predict", "--model", suite_run(), "--text", "image", "--threshold", "1.0"});
+  ASSERT_TRUE(succeeded(other));
+  EXPECT_EQ(json::parse(other.out)["prediction"], "other");
+}
+
+// A signal stops predict --out between two batches: the temporary file goes, the process ends by that signal.
+TEST_F(CliTest, PredictStoppedBySignalLeavesNoTemporaryFile) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  const std::vector<Row> rows = synthetic_rows();
+  std::string big = "id,title,description\n";
+  for (int copy = 0; copy < 5000; ++copy) {  // 200 000 rows: far longer than the signal takes to come
+    for (const Row& row : rows) big += std::to_string(copy) + "," + csv_field(row.title) + "," + csv_field(row.description) + "\n";
+  }
+  spit(path("big.csv"), big);
+  for (int sig : {SIGTERM, SIGINT}) {
+    const fs::path dir = path("predict-" + std::to_string(sig));
+    fs::create_directories(dir);
+    const auto writing = [&] { return !files_starting(dir, "p.jsonl.tmp").empty(); };
+    const RunResult r = ::bertrain::testing::run_process(
+        {binary(), "predict", "--model", suite_run(), "--data", path("big.csv"), "--out", (dir / "p.jsonl").string(),
+         "--batch-size", "4", "--device", "cpu"},
+        {}, 120, {{0.0, sig, writing}});
+    EXPECT_EQ(r.signal, sig) << r.describe();
+    EXPECT_NE(r.err.find("stopped by signal " + std::to_string(sig)), std::string::npos) << r.describe();
+    EXPECT_NE(r.err.find("p.jsonl not written"), std::string::npos) << r.describe();
+    EXPECT_TRUE(files_starting(dir, "p.jsonl").empty()) << "left behind: " << files_starting(dir, "p.jsonl")[0];
+  }
+}
+
+// evaluate --mlflow-dir checks the run it logs into before evaluating: a wrong store, experiment or run is an input
+// error, and neither --out nor anything in the store is written.
+TEST_F(CliTest, EvaluateChecksTheMlflowRunBeforeEvaluating) {
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--epochs", "1", "--mlflow-dir", path("mlruns")}))));
+  ASSERT_TRUE(succeeded(run(train_args(path("plain"), {"--epochs", "1"}))));
+  const auto store = snapshot(path("mlruns"));
+  const std::vector<std::vector<std::string>> bad{
+      {"--model", path("run"), "--mlflow-dir", path("elsewhere")},
+      {"--model", path("run"), "--mlflow-dir", path("mlruns"), "--experiment", "other"},
+      {"--model", path("plain"), "--mlflow-dir", path("mlruns")},
+      {"--model", path("run") + "/best", "--mlflow-dir", path("mlruns")}};
+  const std::vector<std::string> why{"no MLflow file store", "no MLflow experiment named 'other'",
+                                     "trained without --mlflow-dir", "needs --model RUN_DIR"};
+  for (std::size_t i = 0; i < bad.size(); ++i) {
+    std::vector<std::string> args{"evaluate", "--data", data(), "--out", path("eval.json")};
+    args.insert(args.end(), bad[i].begin(), bad[i].end());
+    const RunResult r = run(args);
+    expect_error(r, why[i]);
+    EXPECT_EQ(r.err.find("rows/s"), std::string::npos) << "it evaluated first\n" << r.describe();
+    EXPECT_FALSE(fs::exists(path("eval.json"))) << i;
+    EXPECT_FALSE(fs::exists(path("elsewhere"))) << i;
+    EXPECT_EQ(snapshot(path("mlruns")), store) << i;
+  }
+  ASSERT_TRUE(succeeded(run({"evaluate", "--model", path("run"), "--data", data(), "--out", path("eval.json"),
+                             "--mlflow-dir", path("mlruns")})));
+  EXPECT_TRUE(fs::exists(path("eval.json")));
+}
+
+// convert RUN_DIR converts its best/, as evaluate and predict read a RUN_DIR.
+TEST_F(CliTest, ConvertOfARunDirectoryConvertsItsBest) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  ASSERT_TRUE(succeeded(run({"convert", suite_run(), "--out", path("from-run")})));
+  ASSERT_TRUE(succeeded(run({"convert", suite_run() + "/best", "--out", path("from-best")})));
+  EXPECT_TRUE(slurp(path("from-run/model.safetensors")) == slurp(path("from-best/model.safetensors")));
+  EXPECT_EQ(slurp(path("from-run/config.json")), slurp(suite_run() + "/best/config.json"));
+  expect_error(run({"convert", suite_run(), path("second")}), "unexpected argument", 2);
+}
+
+// Every --help: real placeholders (no VALUE), each default said once, one usage line.
+TEST_F(CliTest, HelpTextsHaveRealPlaceholdersAndEachDefaultOnce) {
+  for (const char* command : {"train", "evaluate", "predict", "tokenize", "convert", "launch", "report"}) {
+    const RunResult r = run({command, "--help"});
+    ASSERT_TRUE(succeeded(r));
+    EXPECT_EQ(r.out.find("VALUE"), std::string::npos) << command << "\n" << r.out;
+    EXPECT_EQ(r.out.find("usage:"), 0u) << command;
+    EXPECT_EQ(r.out.find("usage:", 1), std::string::npos) << command << " prints usage twice\n" << r.out;
+    for (const std::string& line : lines_of(r.out)) {
+      const std::size_t first = line.find("default");
+      if (first == std::string::npos) continue;
+      EXPECT_EQ(line.find("(default", first + 1), std::string::npos) << command << ": two defaults in\n" << line;
+    }
+  }
+  const std::string train = run({"train", "--help"}).out;
+  for (const char* entry : {"--model DIR", "--train-data FILE", "--out DIR", "--epochs N", "--lr RATE",
+                            "--device auto|cpu|cuda", "--text-columns A,B,..."}) {
+    EXPECT_NE(train.find(entry), std::string::npos) << entry;
+  }
+  const std::string predict = run({"predict", "--help"}).out;
+  // --threshold's default differs by problem type: each stated.
+  EXPECT_NE(predict.find("Made-With-ML's serving rule uses 0.9; default: none"), std::string::npos) << predict;
+  EXPECT_NE(predict.find("multi-label models: the probability a label needs (default 0.5)"), std::string::npos)
+      << predict;
+  EXPECT_EQ(run({"launch", "--help"}).out.rfind("usage: bertrain launch [--max-restarts N] [--restart-delay SECONDS] "
+                                                "-- COMMAND [ARGS...]\n",
+                                                0),
+            0u);
+  EXPECT_EQ(run({"convert", "--help"}).out.rfind("usage: bertrain convert [options] DIR\n", 0), 0u);
+}
+
+}  // namespace
+}  // namespace bertrain
