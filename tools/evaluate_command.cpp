@@ -8,6 +8,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/count_text.h"
 #include "core/files.h"
 #include "core/timestamp.h"
 #include "engine/metrics.h"
@@ -154,7 +155,7 @@ int run_evaluate(const std::vector<std::string>& args) {
   const auto start = std::chrono::steady_clock::now();
   const std::vector<float> probs = predictor.predict_proba(data.examples);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::fprintf(stderr, "evaluate: %zu rows in %.2f s (%.0f rows/s) on %s\n", data.examples.size(), seconds,
+  std::fprintf(stderr, "evaluate: %s in %.2f s (%.0f rows/s) on %s\n", count_of(data.examples.size(), "row").c_str(), seconds,
                data.examples.size() / seconds, predictor.engine_description().c_str());
 
   ordered_json out;

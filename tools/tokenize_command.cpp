@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <string>
 
+#include "core/count_text.h"
 #include "core/error.h"
 #include "data/dataset.h"
 #include "data/tokenizer.h"
@@ -59,7 +60,8 @@ int run_tokenize(const std::vector<std::string>& args) {
     truncated = data.truncated;
   }
   if (truncated > 0) {
-    std::fprintf(stderr, "tokenize: %d input(s) longer than %d tokens were truncated\n", truncated, options.max_length);
+    std::fprintf(stderr, "tokenize: %s longer than %d tokens %s truncated\n", count_of(truncated, "input").c_str(),
+                 options.max_length, truncated == 1 ? "was" : "were");
   }
   return 0;
 }

@@ -9,15 +9,38 @@
 
 namespace bertrain {
 
+namespace {
+
+// Why no device can be used, in the terms of the machine: the runtime reports a missing driver as "CUDA driver
+// version is insufficient for CUDA runtime version", which sends a user on a laptop without a GPU looking for
+// driver updates.
+std::string no_device_reason(cudaError_t status) {
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);  // 0 when no NVIDIA driver is installed
+  cudaRuntimeGetVersion(&runtime);
+  if (status == cudaErrorNoDevice || (status == cudaErrorInsufficientDriver && driver == 0)) {
+    return "no NVIDIA driver or GPU found";
+  }
+  if (status == cudaErrorInsufficientDriver) {
+    char text[160];
+    std::snprintf(text, sizeof text, "the NVIDIA driver supports CUDA %d.%d, older than the CUDA %d.%d bertrain was "
+                  "built with", driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+    return text;
+  }
+  return cudaGetErrorString(status);
+}
+
+}  // namespace
+
 int cuda_device_count(std::string* why) {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
-    if (why != nullptr) *why = cudaGetErrorString(status);
+    if (why != nullptr) *why = no_device_reason(status);
     cudaGetLastError();  // clear the sticky error so later queries start clean
     return 0;
   }
-  if (count == 0 && why != nullptr) *why = "no CUDA device";
+  if (count == 0 && why != nullptr) *why = "no NVIDIA GPU found (check CUDA_VISIBLE_DEVICES)";
   return count;
 }
 

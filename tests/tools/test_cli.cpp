@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "core/build_config.h"
 #include "core/build_info.h"
 #include "model/model_dir.h"
 #include "model/safetensors.h"
@@ -679,6 +680,11 @@ TEST_F(CliTest, CudaAndBf16AreRejectedWithoutADevice) {
   if (cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is visible: --device cuda and bf16 are valid here";
   const RunResult cuda = run(train_args(path("run"), {"--device", "cuda"}));
   expect_error(cuda, "cuda");
+  // Said as the machine is: no GPU, not a driver to update ("CUDA driver version is insufficient").
+#if BERTRAIN_HAS_CUDA
+  EXPECT_NE(cuda.err.find("no NVIDIA driver or GPU found"), std::string::npos) << cuda.describe();
+  EXPECT_NE(run({"--version"}).out.find("CUDA devices: 0 (no NVIDIA driver or GPU found)"), std::string::npos);
+#endif
   expect_no_run(path("run"));
   const RunResult bf16 = run(train_args(path("run"), {"--precision", "bf16"}));
   expect_error(bf16, "bf16");

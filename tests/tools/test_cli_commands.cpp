@@ -117,6 +117,24 @@ TEST_F(CliTest, ConvertOfARunDirectoryConvertsItsBest) {
   expect_error(run({"convert", suite_run(), path("second")}), "unexpected argument", 2);
 }
 
+// Counts read as English: "1 row", "1 epoch", not "1 rows".
+TEST_F(CliTest, CountsOfOneAreSingular) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  const std::vector<Row> rows = synthetic_rows();
+  spit(path("one.csv"), to_csv({rows[1]}));
+  const RunResult evaluated = run({"evaluate", "--model", suite_run(), "--data", path("one.csv")});
+  ASSERT_TRUE(succeeded(evaluated));
+  EXPECT_NE(evaluated.err.find("evaluate: 1 row in "), std::string::npos) << evaluated.err;
+  const RunResult predicted = run({"predict", "--model", suite_run(), "--data", path("one.csv")});
+  ASSERT_TRUE(succeeded(predicted));
+  EXPECT_NE(predicted.err.find("predict: 1 row in "), std::string::npos) << predicted.err;
+  const RunResult trained = run({"train", "--model", model(), "--train-data", data(), "--out", path("run"), "--epochs",
+                                 "1", "--batch-size", "8"});
+  ASSERT_TRUE(succeeded(trained));
+  EXPECT_NE(trained.out.find(", 1 epoch\n"), std::string::npos) << trained.out;
+  EXPECT_NE(trained.out.find("best: epoch 1 of 1, val_loss "), std::string::npos) << trained.out;
+}
+
 // Every --help: real placeholders (no VALUE), each default said once, one usage line.
 TEST_F(CliTest, HelpTextsHaveRealPlaceholdersAndEachDefaultOnce) {
   for (const char* command : {"train", "evaluate", "predict", "tokenize", "convert", "launch", "report"}) {
