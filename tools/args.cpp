@@ -195,6 +195,7 @@ std::string ArgParser::help() const {
     os << help_line("  --" + name + (o.is_flag ? "" : " " + o.value_name), text);
   }
   os << help_line("  --help", "show this help");
+  if (!epilog_.empty()) os << "\n" << epilog_;
   return os.str();
 }
 

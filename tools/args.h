@@ -36,6 +36,8 @@ class ArgParser {
 
   // The usage line of --help, when "bertrain COMMAND [options] [NAME...]" does not say it (e.g. a command after --).
   void usage(const std::string& line) { usage_ = line; }
+  // Text printed after the options in --help (e.g. the exit statuses).
+  void epilog(const std::string& text) { epilog_ = text; }
 
   std::string get(const std::string& name) const;
   bool given(const std::string& name) const;  // the command line set it (a flag, or an option even to its default)
@@ -53,7 +55,7 @@ class ArgParser {
     std::string default_value, help, value_name;
     bool required = false, is_flag = false;
   };
-  std::string command_, summary_, usage_;
+  std::string command_, summary_, usage_, epilog_;
   std::vector<std::string> order_;
   std::map<std::string, Option> options_;
   std::map<std::string, std::string> values_;

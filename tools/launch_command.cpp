@@ -103,6 +103,7 @@ int run_launch(const std::vector<std::string>& args) {
               "and every restart are logged on stderr and recorded in results.json (\"restarts\"). SIGTERM, SIGINT\n"
               "and SIGUSR1 are passed on to COMMAND, which then ends without a restart.");
   p.usage("bertrain launch [--max-restarts N] [--restart-delay SECONDS] -- COMMAND [ARGS...]");
+  p.epilog(kExitStatusHelp);
   p.option("max-restarts", "3", "how many times COMMAND is run again");
   p.option("restart-delay", "10", "seconds to wait before a restart").value_name("SECONDS");
   if (!p.parse(own)) return 0;

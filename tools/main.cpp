@@ -34,7 +34,8 @@ const char kUsage[] =
     "  bench allreduce  gradient allreduce bandwidth across the ranks of an mpirun job\n"
     "  bench kernels  check each CUDA kernel against its CPU twin, then time it (GB/s, TFLOP/s, % of peak)\n"
     "\n"
-    "Run 'bertrain COMMAND --help' for the options of a command.\n";
+    "Run 'bertrain COMMAND --help' for the options of a command.\n"
+    "\n";
 
 int dispatch(const std::vector<std::string>& args) {
   if (args.empty()) {
@@ -44,6 +45,7 @@ int dispatch(const std::vector<std::string>& args) {
   const std::string& command = args[0];
   if (command == "--help" || command == "-h" || command == "help") {
     std::fputs(kUsage, stdout);
+    std::fputs(bertrain::kExitStatusHelp, stdout);
     return 0;
   }
   if (command == "--version" || command == "version") {

@@ -66,6 +66,7 @@ int run_train(const std::vector<std::string>& args) {
                       "metrics.jsonl, results.json, evaluation.json, report.html) once the inputs are checked");
   p.option("threads", "0", "CPU threads (0: all cores, or OMP_NUM_THREADS)");
   p.flag("quiet", "no progress or epoch lines");
+  p.epilog(kExitStatusHelp);
   if (!p.parse(args)) return 0;
 
   TrainArgs a;

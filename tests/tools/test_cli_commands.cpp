@@ -164,6 +164,15 @@ TEST_F(CliTest, HelpTextsHaveRealPlaceholdersAndEachDefaultOnce) {
                                                 0),
             0u);
   EXPECT_EQ(run({"convert", "--help"}).out.rfind("usage: bertrain convert [options] DIR\n", 0), 0u);
+  // The exit statuses a launcher acts on, in the help of bertrain, train and launch.
+  for (const std::vector<std::string>& help : std::vector<std::vector<std::string>>{{"--help"}, {"train", "--help"},
+                                                                                    {"launch", "--help"}}) {
+    const std::string out = run(help).out;
+    for (const char* line : {"\n  0   done", "\n  1   a failure while working", "\n  2   a usage or input error",
+                             "\n  75  train stopped by SIGTERM"}) {
+      EXPECT_NE(out.find(line), std::string::npos) << help[0] << ": " << line;
+    }
+  }
 }
 
 }  // namespace
