@@ -91,10 +91,24 @@ main_job() {
     fi
   fi
   local run=${RUN_DIR:-runs/$(basename "$model")-$(date +%Y%m%d-%H%M%S)}
+  local status=0
   "$BUILD_DIR/bertrain" train --model "$model" --train-data "$data/madewithml/dataset.csv" --out "$run" \
-    "${defaults[@]}" "$@"
-  echo "== evaluation on holdout.csv (also in $run/evaluation.json)"
-  "$BUILD_DIR/bertrain" evaluate --model "$run" --data "$data/madewithml/holdout.csv" --out "$run/evaluation.json"
+    "${defaults[@]}" "$@" || status=$?
+  if [ "$status" -ne 0 ]; then
+    # Stopped (Ctrl-C, SIGTERM: exit 75) or failed after a checkpoint: say how to go on from it, in this run directory.
+    if [ -f "$run/last/trainer_state.json" ] && [ "$status" -ne 2 ]; then
+      local again="" a
+      for a in "$@"; do
+        if [ "$a" != --resume ] && [ "$a" != --overwrite ]; then again+=" $(printf %q "$a")"; fi
+      done
+      echo "bertrain.sh: training stopped (exit status $status) with its checkpoint in $run/last; to resume it:" >&2
+      echo "  RUN_DIR=$(printf %q "$run") ./bertrain.sh run$again --resume" >&2
+    fi
+    exit "$status"
+  fi
+  echo "== evaluation on holdout.csv (written to $run/evaluation.json)"
+  "$BUILD_DIR/bertrain" evaluate --model "$run" --data "$data/madewithml/holdout.csv" --out "$run/evaluation.json" \
+    >/dev/null
   echo "== prediction"
   "$BUILD_DIR/bertrain" predict --model "$run" --title "Transfer learning with transformers" \
     --description "Using transformers for transfer learning on text classification tasks." --threshold 0.9

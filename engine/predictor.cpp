@@ -36,10 +36,10 @@ Predictor::Predictor(const std::string& path, const InferenceOptions& options)
       model_(load_model_dir(dir_, {}, 0)),
       labels_(model_.config.labels),
       tokenizer_(load_model_tokenizer(dir_)),
-      multi_label_(is_multi_label(model_.config)),
-      batch_size_(options.batch_size) {
-  BERTRAIN_CHECK(options.batch_size >= 1, "--batch-size must be at least 1, got " << options.batch_size);
+      multi_label_(is_multi_label(model_.config)) {
+  BERTRAIN_CHECK(options.batch_size >= 0, "--batch-size must be at least 1, got " << options.batch_size);
   const BackendChoice choice = choose_backend(options.device, options.precision, 0);
+  batch_size_ = options.batch_size > 0 ? options.batch_size : choice.cuda ? kGpuInferenceBatch : kCpuInferenceBatch;
   engine_ = make_inference_backend(choice, model_.config, labels_.size(), model_.params);
 }
 

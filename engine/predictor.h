@@ -37,10 +37,15 @@ int top_class(const float* row, int n);
 // no bertrain_data, and stay single-label.
 bool is_multi_label(const BertConfig& config);
 
+// Rows per forward pass when none is asked for, the fastest measured on each engine (docs/PERFORMANCE.md:
+// "Inference batch size"): on the CPU a batch's activations must stay in the caches; a GPU needs many rows to fill it.
+inline constexpr int kCpuInferenceBatch = 64;
+inline constexpr int kGpuInferenceBatch = 256;
+
 struct InferenceOptions {
   std::string device = "auto";     // auto | cpu | cuda
   std::string precision = "fp32";  // fp32 | bf16 (CUDA)
-  int batch_size = 256;            // rows per forward pass
+  int batch_size = 0;              // rows per forward pass; 0: the engine's default (above)
 };
 
 class Predictor {
@@ -54,6 +59,7 @@ class Predictor {
   const BertTokenizer& tokenizer() const { return tokenizer_; }
   bool multi_label() const { return multi_label_; }
   std::string engine_description() const { return engine_->description(); }
+  int batch_size() const { return batch_size_; }
   // Cleaning, columns, label separator and max_length as in training (defaults for models from elsewhere).
   DatasetOptions dataset_options() const;
   // Throws Error naming --max-length when `options` ask for more tokens than the position table holds.

@@ -38,15 +38,17 @@ void apply_data_flags(const ArgParser& p, DatasetOptions* options) {
 void add_inference_flags(ArgParser& p) {
   p.option("device", "auto", "auto: CUDA when a device is visible").value_name("auto|cpu|cuda");
   p.option("precision", "fp32", "bf16: on CUDA only").value_name("fp32|bf16");
-  p.option("batch-size", "256", "rows per forward pass");
+  p.option("batch-size", "auto", "rows per forward pass; auto: " + std::to_string(kCpuInferenceBatch) +
+                                      " on the CPU, " + std::to_string(kGpuInferenceBatch) + " on a GPU (the fastest measured)")
+      .value_name("N");
 }
 
 InferenceOptions inference_options(const ArgParser& p) {
   InferenceOptions options;
   options.device = p.get("device");
   options.precision = p.get("precision");
-  options.batch_size = p.get_int("batch-size");
-  if (options.batch_size < 1) throw UsageError("--batch-size must be >= 1");
+  options.batch_size = p.get("batch-size") == "auto" ? 0 : p.get_int("batch-size");
+  if (p.get("batch-size") != "auto" && options.batch_size < 1) throw UsageError("--batch-size must be >= 1 or auto");
   return options;
 }
 

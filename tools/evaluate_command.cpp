@@ -155,8 +155,9 @@ int run_evaluate(const std::vector<std::string>& args) {
   const auto start = std::chrono::steady_clock::now();
   const std::vector<float> probs = predictor.predict_proba(data.examples);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::fprintf(stderr, "evaluate: %s in %.2f s (%.0f rows/s) on %s\n", count_of(data.examples.size(), "row").c_str(), seconds,
-               data.examples.size() / seconds, predictor.engine_description().c_str());
+  std::fprintf(stderr, "evaluate: %s in %.2f s (%.0f rows/s) on %s, batches of %d\n",
+               count_of(data.examples.size(), "row").c_str(), seconds, data.examples.size() / seconds,
+               predictor.engine_description().c_str(), predictor.batch_size());
 
   ordered_json out;
   out["timestamp"] = iso_timestamp_now();

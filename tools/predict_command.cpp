@@ -188,7 +188,7 @@ int run_predict(const std::vector<std::string>& args) {
     // then ends by that signal, as it would have without the handler.
     const StopSignals stop_signals;
     LineSink sink(p.get("out"));
-    rows = predict_file(predictor, p.get("data"), options, inference.batch_size, rule, sink);
+    rows = predict_file(predictor, p.get("data"), options, predictor.batch_size(), rule, sink);
     sink.commit();
   } catch (const PredictionStopped& stopped) {
     std::fprintf(stderr, "bertrain: predict: stopped by signal %d (%s)%s\n", stopped.signal, strsignal(stopped.signal),
@@ -199,9 +199,9 @@ int run_predict(const std::vector<std::string>& args) {
     return 128 + stopped.signal;  // not reached: the signal's default action ends the process
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::fprintf(stderr, "predict: %s in %.2f s (%.0f rows/s) on %s%s%s\n", count_of(rows, "row").c_str(), seconds,
-               rows / seconds, predictor.engine_description().c_str(), p.get("out").empty() ? "" : "; written to ",
-               p.get("out").c_str());
+  std::fprintf(stderr, "predict: %s in %.2f s (%.0f rows/s) on %s, batches of %d%s%s\n", count_of(rows, "row").c_str(),
+               seconds, rows / seconds, predictor.engine_description().c_str(), predictor.batch_size(),
+               p.get("out").empty() ? "" : "; written to ", p.get("out").c_str());
   return 0;
 }
 

@@ -135,6 +135,32 @@ TEST_F(CliTest, CountsOfOneAreSingular) {
   EXPECT_NE(trained.out.find("best: epoch 1 of 1, val_loss "), std::string::npos) << trained.out;
 }
 
+// Without --batch-size, evaluate and predict take the engine's fastest measured batch (64 rows on the CPU).
+TEST_F(CliTest, InferenceBatchSizeDefaultsPerDevice) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  const RunResult cpu = run({"predict", "--model", suite_run(), "--data", data(), "--device", "cpu"});
+  ASSERT_TRUE(succeeded(cpu));
+  EXPECT_NE(cpu.err.find("on cpu (1 threads, fp32), batches of 64"), std::string::npos) << cpu.err;
+  const RunResult evaluated = run({"evaluate", "--model", suite_run(), "--data", data(), "--device", "cpu",
+                                   "--batch-size", "auto"});
+  ASSERT_TRUE(succeeded(evaluated));
+  EXPECT_NE(evaluated.err.find(", batches of 64"), std::string::npos) << evaluated.err;
+  const RunResult seven = run({"predict", "--model", suite_run(), "--data", data(), "--device", "cpu", "--batch-size", "7"});
+  ASSERT_TRUE(succeeded(seven));
+  EXPECT_NE(seven.err.find(", batches of 7"), std::string::npos) << seven.err;
+  // The batch changes the speed, and the probabilities only by float32 rounding (other GEMM shapes).
+  const std::vector<std::string> a = lines_of(seven.out), b = lines_of(cpu.out);
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const json x = json::parse(a[i]), y = json::parse(b[i]);
+    EXPECT_EQ(x["prediction"], y["prediction"]) << i;
+    for (const auto& [label, p] : y["probabilities"].items()) {
+      EXPECT_NEAR(x["probabilities"][label].get<double>(), p.get<double>(), 1e-6) << i << " " << label;
+    }
+  }
+  expect_error(run({"predict", "--model", suite_run(), "--data", data(), "--batch-size", "0"}), "--batch-size", 2);
+}
+
 // Every --help: real placeholders (no VALUE), each default said once, one usage line.
 TEST_F(CliTest, HelpTextsHaveRealPlaceholdersAndEachDefaultOnce) {
   for (const char* command : {"train", "evaluate", "predict", "tokenize", "convert", "launch", "report"}) {
