@@ -209,6 +209,54 @@ TEST(ReportLineChart, LogAxisMapsDecadesToEqualHeights) {
   EXPECT_LT(points[0].second, points[2].second);  // the larger rate higher up
 }
 
+// The widest a tick label of 12 px glyphs can be: 0.64 em a character bounds DejaVu Sans' digits (0.636 em) and
+// 'e' (0.615 em), 0.37 em its '.' and '-' (0.318 and 0.361 em); Helvetica and Arial are narrower.
+double tick_label_width_bound(const std::string& label) {
+  double ems = 0;
+  for (const char c : label) ems += c == '.' || c == '-' ? 0.37 : 0.64;
+  return ems * 12;
+}
+
+// The line chart's y axis title (the <text> turned upright) ends left of every y tick label (the end-anchored
+// <text>s beside the axis), by at least 2 px: its baseline's x plus its descenders against each label's
+// widest extent. Returns how many tick labels it checked.
+int expect_y_title_clear_of_ticks(const XmlElement& svg) {
+  const XmlElement* title = nullptr;
+  std::vector<const XmlElement*> ticks;
+  for (const XmlElement* t : svg.find_all("text")) {
+    if (attr(*t, "transform").rfind("rotate(-90", 0) == 0) title = t;
+    if (attr(*t, "text-anchor") == "end" && attr(*t, "dy") == "0.35em") ticks.push_back(t);
+  }
+  EXPECT_NE(title, nullptr) << "no upright y axis title";
+  if (title == nullptr) return 0;
+  const double title_right = attr_number(*title, "x") + 0.3 * 12;  // descenders of the turned text
+  for (const XmlElement* t : ticks) {
+    const double label_left = attr_number(*t, "x") - tick_label_width_bound(t->text);
+    EXPECT_LE(title_right + 2, label_left) << "'" << title->text << "' overlaps tick label '" << t->text << "'";
+  }
+  return static_cast<int>(ticks.size());
+}
+
+TEST(ReportLineChart, TheYAxisTitleClearsTheWidestTickLabel) {
+  // Long tick labels: a learning rate that fell a little (1.000e-4 ... 9.80e-5), and a large value.
+  for (const std::vector<double>& ys : {std::vector<double>{1e-4, 1e-4, 9.8e-5, 9.8e-5},
+                                        std::vector<double>{1000000.2, 1000000.4, 1000000.6, 1000000.9},
+                                        std::vector<double>{0.59, 0.43, 0.30, 0.21}}) {
+    LineChart chart;
+    chart.title = "Learning rate after each epoch";
+    chart.x_title = "epoch";
+    chart.y_title = "learning rate";
+    chart.series.push_back({"lr", "#000000", false, {1, 2, 3, 4}, ys, std::nullopt});
+    const XmlElement svg = parse_xml(render_line_chart(chart));
+    EXPECT_GE(expect_y_title_clear_of_ticks(svg), 3) << "y = " << ys[0];
+    // The plot moved right, not off the chart: every point is inside the drawing.
+    for (const XmlElement* p : with_class(svg, "circle", "point")) {
+      EXPECT_GT(attr_number(*p, "cx"), 0);
+      EXPECT_LT(attr_number(*p, "cx"), attr_number(svg, "width"));
+    }
+  }
+}
+
 TEST(ReportLineChart, EscapesNamesAndOverridesTheLegend) {
   LineChart chart = two_series_chart();
   chart.series[0].name = "run <a> & \"b\"";

@@ -12,24 +12,45 @@ namespace bertrain::report {
 namespace {
 
 constexpr double kWidth = 560;        // every chart's drawing width; the page sets two side by side at 1280 px
-constexpr double kCharWidth = 0.6;    // average glyph width of a sans-serif font, in ems, for layout estimates
 constexpr double kTitleBaseline = 22;
 const char kAxisColor[] = "#444", kGridColor[] = "#e3e3e3", kMutedText[] = "#666";
 
+// Advance widths of ASCII ' ' to '~' in DejaVu Sans, in 1/2048 em (its hmtx table). It is the first font the
+// charts ask for and the widest of those they name (Helvetica and Arial are narrower), so a layout measured
+// with it leaves room whichever of them the browser has.
+constexpr unsigned short kDejaVuWidths[95] = {
+    651,  821,  942,  1716, 1303, 1946, 1597, 563,  799,  799,  1024, 1716, 651,  739,  651,  690,  1303, 1303, 1303,
+    1303, 1303, 1303, 1303, 1303, 1303, 1303, 690,  690,  1716, 1716, 1716, 1087, 2048, 1401, 1405, 1430, 1577, 1294,
+    1178, 1587, 1540, 604,  604,  1343, 1141, 1767, 1532, 1612, 1235, 1612, 1423, 1300, 1251, 1499, 1401, 2025, 1403,
+    1251, 1403, 799,  690,  799,  1716, 1024, 1024, 1255, 1300, 1126, 1300, 1260, 721,  1300, 1298, 569,  569,  1186,
+    569,  1995, 1298, 1253, 1300, 1300, 842,  1067, 803,  1298, 1212, 1675, 1212, 1212, 1075, 1303, 690,  1303, 1716};
+
+// The width of the UTF-8 character starting at text[i], in ems; anything beyond ASCII (accents, CJK, the
+// ellipsis) counts as a whole em, the widest it is likely to be.
+double glyph_em(const std::string& text, std::size_t i) {
+  const unsigned char c = text[i];
+  return c >= ' ' && c <= '~' ? kDejaVuWidths[c - ' '] / 2048.0 : 1.0;
+}
+
+bool continuation_byte(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
+
 double text_width(const std::string& text, double font_px) {
-  std::size_t glyphs = 0;
-  for (const unsigned char c : text) glyphs += (c & 0xC0) != 0x80;  // UTF-8 continuation bytes are no glyph
-  return static_cast<double>(glyphs) * font_px * kCharWidth;
+  double ems = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (!continuation_byte(text[i])) ems += glyph_em(text, i);
+  }
+  return ems * font_px;
 }
 
 // The text cut to `max_px` wide with an ellipsis (the full text stays in the element's hover title).
 std::string fit_text(const std::string& text, double font_px, double max_px) {
   if (text_width(text, font_px) <= max_px) return text;
-  const auto keep = static_cast<std::size_t>(std::max(1.0, max_px / (font_px * kCharWidth) - 1));
-  std::size_t glyphs = 0, end = 0;
+  double width = font_px;  // the ellipsis
+  std::size_t end = 0;
   for (; end < text.size(); ++end) {
-    if ((static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) continue;  // inside a UTF-8 character
-    if (glyphs++ == keep) break;
+    if (continuation_byte(text[end])) continue;  // inside a UTF-8 character
+    width += glyph_em(text, end) * font_px;
+    if (end > 0 && width > max_px) break;
   }
   return text.substr(0, end) + "\u2026";
 }
@@ -111,7 +132,7 @@ std::string shade(double share) {
 }  // namespace
 
 std::string render_line_chart(const LineChart& chart) {
-  constexpr double kLeft = 72, kRight = 18, kTop = 40, kPlotHeight = 230;
+  constexpr double kRight = 18, kTop = 40, kPlotHeight = 230;
   const double plot_right = kWidth - kRight, plot_bottom = kTop + kPlotHeight;
 
   // A diverged epoch (loss NaN), or a value a log axis cannot show, is not drawn: a gap in its line.
@@ -127,25 +148,31 @@ std::string render_line_chart(const LineChart& chart) {
   if (!(x_hi >= x_lo)) x_lo = 0, x_hi = 1, y_lo = 0, y_hi = 1;  // nothing to draw: empty axes
   const Axis x_axis = linear_axis(x_lo, std::max(x_hi, x_lo + 1), 10, false, true);
   const Axis y_axis = chart.log_y ? log_axis(y_lo, y_hi) : linear_axis(y_lo, y_hi, 5, chart.y_from_zero, false);
-  auto px = [&](double x) { return x_axis.to_pixel(x, kLeft, plot_right); };
+  // The y axis' title, turned upright, stands at the card's left edge; its tick labels end beside the axis.
+  // The plot starts where the widest tick label leaves room for both ("1.000e-4" needs more than "0.2").
+  constexpr double kYTitleX = 18, kYTitleDescent = 4, kTitleGap = 8, kTickGap = 7;
+  double widest_tick = 0;
+  for (const std::string& label : y_axis.labels) widest_tick = std::max(widest_tick, text_width(label, 12));
+  const double left = std::max(72.0, kYTitleX + kYTitleDescent + kTitleGap + widest_tick + kTickGap);
+  auto px = [&](double x) { return x_axis.to_pixel(x, left, plot_right); };
   auto py = [&](double y) { return y_axis.to_pixel(y, plot_bottom, kTop); };
 
   std::string body;
   for (std::size_t t = 0; t < y_axis.ticks.size(); ++t) {
     const double y = py(y_axis.ticks[t]);
-    body += line(kLeft, y, plot_right, y, kGridColor);
-    body += text_at(kLeft - 7, y, y_axis.labels[t], "text-anchor=\"end\" dy=\"0.35em\"");
+    body += line(left, y, plot_right, y, kGridColor);
+    body += text_at(left - kTickGap, y, y_axis.labels[t], "text-anchor=\"end\" dy=\"0.35em\"");
   }
   for (std::size_t t = 0; t < x_axis.ticks.size(); ++t) {
     const double x = px(x_axis.ticks[t]);
     body += line(x, plot_bottom, x, plot_bottom + 5, kAxisColor);
     body += text_at(x, plot_bottom + 19, x_axis.labels[t], "text-anchor=\"middle\"");
   }
-  body += line(kLeft, kTop, kLeft, plot_bottom, kAxisColor) + line(kLeft, plot_bottom, plot_right, plot_bottom, kAxisColor);
-  body += text_at((kLeft + plot_right) / 2, plot_bottom + 40, chart.x_title, "text-anchor=\"middle\"");
+  body += line(left, kTop, left, plot_bottom, kAxisColor) + line(left, plot_bottom, plot_right, plot_bottom, kAxisColor);
+  body += text_at((left + plot_right) / 2, plot_bottom + 40, chart.x_title, "text-anchor=\"middle\"");
   const double y_mid = (kTop + plot_bottom) / 2;
-  body += text_at(18, y_mid, chart.y_title,
-                  "text-anchor=\"middle\" transform=\"rotate(-90 18 " + format_px(y_mid) + ")\"");
+  body += text_at(kYTitleX, y_mid, chart.y_title,
+                  "text-anchor=\"middle\" transform=\"rotate(-90 " + format_px(kYTitleX) + " " + format_px(y_mid) + ")\"");
 
   std::vector<LegendEntry> legend;
   std::string marks;
@@ -184,7 +211,7 @@ std::string render_line_chart(const LineChart& chart) {
   if (!chart.legend.empty()) legend = chart.legend;
 
   int rows = 0;
-  const std::string legend_svg = render_legend(legend, kLeft, plot_bottom + 64, plot_right, &rows);
+  const std::string legend_svg = render_legend(legend, left, plot_bottom + 64, plot_right, &rows);
   const double height = plot_bottom + 64 + 18 * std::max(0, rows - 1) + 10;
   return svg_open(kWidth, height, chart.title) + body + legend_svg + "</svg>\n";
 }
