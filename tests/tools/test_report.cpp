@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -386,7 +387,7 @@ TEST_F(ReportRunTest, APageWithEveryChartOfAnEvaluatedRun) {
   EXPECT_EQ(points_of(loss, "val_loss", "data-y", "cy")[2].first, 0.35);
   const auto marks = with_class(loss, "circle", "mark");
   ASSERT_EQ(marks.size(), 1u);
-  EXPECT_EQ(attr_number(*marks[0], "data-x"), 2);
+  EXPECT_EQ(attr_number(*marks[0], "data-x"), 3);  // the file's epoch 2, shown as epoch 3
   // The rate falls tenfold: a log axis.
   EXPECT_NE(all_text(*charts[1]).find("(log scale)"), std::string::npos);
   EXPECT_EQ(points_of(*charts[2], "run-a", "data-y", "cy")[3].first, 83);
@@ -403,6 +404,65 @@ TEST_F(ReportRunTest, APageWithEveryChartOfAnEvaluatedRun) {
                              "slice short_text", "holdout.csv", "2026-11-23 10:00:00 UTC"}) {
     EXPECT_NE(text.find(needle), std::string::npos) << needle;
   }
+}
+
+// The first <table>'s cell in column `header` of body row `row`.
+std::string table_cell(const XmlElement& page, const std::string& header, std::size_t row) {
+  const XmlElement& table = *page.find_all("table").at(0);
+  const auto headers = table.find_all("th");
+  std::size_t column = 0;
+  while (column < headers.size() && headers[column]->text != header) ++column;
+  if (column == headers.size()) throw std::runtime_error("no column '" + header + "'");
+  const auto rows = table.find_all("tbody").at(0)->find_all("tr");
+  return rows.at(row)->find_all("td").at(column)->text;
+}
+
+// The x axis' tick labels of a line chart: the centred numbers under the plot.
+std::vector<std::string> x_tick_labels(const XmlElement& svg) {
+  std::vector<std::string> labels;
+  for (const XmlElement* t : svg.find_all("text")) {
+    if (attr(*t, "text-anchor") == "middle" && t->attribute("transform") == nullptr && !t->text.empty() &&
+        t->text.find_first_not_of("0123456789") == std::string::npos) {
+      labels.push_back(t->text);
+    }
+  }
+  return labels;
+}
+
+TEST_F(ReportRunTest, EveryEpochAPersonReadsCountsFromOne) {
+  // metrics.jsonl counts epochs 0..3 (Made-With-ML's numbering); the lowest val_loss is the file's epoch 2.
+  const fs::path dir = make_run("run-a", {0.5, 0.4, 0.35, 0.38}, false);
+  std::vector<RunRecord> runs{load_run(dir.string())};
+  name_runs(&runs);
+  EXPECT_EQ(runs[0].epochs[2].epoch, 2);  // the record keeps the file's value
+  const XmlElement page = parse_xml(render_report(runs, "now"));
+  EXPECT_EQ(table_cell(page, "best epoch", 0), "3");
+  EXPECT_EQ(table_cell(page, "epochs", 0), "4 of 4");
+  int line_charts = 0;
+  for (const XmlElement* svg : page.find_all("svg")) {
+    const auto points = with_class(*svg, "circle", "point");
+    if (points.empty()) continue;
+    ++line_charts;
+    // The axis runs from epoch 1; the points sit at 1..4 and say so on hover.
+    const auto ticks = x_tick_labels(*svg);
+    ASSERT_FALSE(ticks.empty()) << attr(*svg, "aria-label");
+    EXPECT_EQ(ticks.front(), "1") << attr(*svg, "aria-label");
+    EXPECT_EQ(ticks.back(), "4") << attr(*svg, "aria-label");
+    std::set<double> xs;
+    for (const XmlElement* p : points) {
+      xs.insert(attr_number(*p, "data-x"));
+      EXPECT_NE(p->children.at(0).text.find(", epoch " + format_value(attr_number(*p, "data-x")) + ": "),
+                std::string::npos)
+          << p->children.at(0).text;
+    }
+    EXPECT_EQ(xs, (std::set<double>{1, 2, 3, 4})) << attr(*svg, "aria-label");
+  }
+  EXPECT_GE(line_charts, 2);  // loss and throughput at least
+  const auto marks = with_class(*page.find_all("svg")[0], "circle", "mark");
+  ASSERT_EQ(marks.size(), 1u);
+  EXPECT_EQ(attr_number(*marks[0], "data-x"), 3);
+  EXPECT_NE(all_text(*marks[0]).find("best epoch (lowest val_loss): val_loss, epoch 3: 0.35"), std::string::npos);
+  EXPECT_EQ(all_text(page).find("epoch 0"), std::string::npos);
 }
 
 TEST_F(ReportRunTest, SeveralRunsOverlayTheirCurves) {

@@ -119,6 +119,10 @@ std::string headline_f1(const RunRecord& run) {
   return "n/a";
 }
 
+// The epoch as the page shows it: counted from 1 (epoch 1 is the first finished one), as the train command
+// prints it, where metrics.jsonl and results.json count from 0 as Made-With-ML writes them.
+double shown_epoch(const EpochRecord& e) { return e.epoch + 1; }
+
 std::string cell(const std::string& text, bool number = false) {
   return std::string(number ? "<td class=\"num\">" : "<td>") + xml_escape(text) + "</td>";
 }
@@ -137,20 +141,21 @@ std::string summary_table(const std::vector<RunRecord>& runs) {
     html += "<tr><td><span class=\"swatch\" style=\"background:" + std::string(run_color(r)) + "\"></span>" +
             xml_escape(run.name) + "</td>" + cell(param(run, "model")) + cell(param(run, "engine")) +
             cell(param(run, "world_size"), true) + cell(param(run, "batch_size"), true) + cell(param(run, "lr"), true) +
-            cell(epochs) + cell(best ? format_value(best->epoch) : "none", true) +
+            cell(epochs) + cell(best ? format_value(shown_epoch(*best)) : "none", true) +
             cell(best ? format_fixed(best->val_loss, 4) : "n/a", true) + cell(duration(run.epochs.back().elapsed_s), true) +
             cell(headline_f1(run), true) + "</tr>\n";
   }
   return html + "</tbody>\n</table>\n";
 }
 
-// One per-epoch quantity of one run as a line.
+// One per-epoch quantity of one run as a line. Its x is the shown epoch, so the axis, the hover text and the
+// points' data-x all say the same number (data-x is what the chart plots, not the file's field).
 LineSeries epoch_series(const RunRecord& run, double EpochRecord::*field, std::string name, std::string color) {
   LineSeries s;
   s.name = std::move(name);
   s.color = std::move(color);
   for (const EpochRecord& e : run.epochs) {
-    s.x.push_back(e.epoch);
+    s.x.push_back(shown_epoch(e));
     s.y.push_back(e.*field);
   }
   return s;

@@ -9,7 +9,8 @@
 
 namespace bertrain::report {
 
-// One line of metrics.jsonl; a value the trainer wrote as null (a diverged, non-finite loss) is NaN.
+// One line of metrics.jsonl; a value the trainer wrote as null (a diverged, non-finite loss) is NaN. `epoch` is
+// the file's, counted from 0; the page shows epoch + 1.
 struct EpochRecord {
   double epoch = 0, train_loss = 0, val_loss = 0, lr = 0, samples_per_s = 0, elapsed_s = 0;
 };
