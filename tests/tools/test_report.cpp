@@ -465,6 +465,74 @@ TEST_F(ReportRunTest, EveryEpochAPersonReadsCountsFromOne) {
   EXPECT_EQ(all_text(page).find("epoch 0"), std::string::npos);
 }
 
+// The chart whose title (aria-label) is `title`, or nullptr.
+const XmlElement* chart_titled(const XmlElement& page, const std::string& title) {
+  for (const XmlElement* svg : page.find_all("svg")) {
+    if (attr(*svg, "aria-label") == title) return svg;
+  }
+  return nullptr;
+}
+
+// The text of the page's <p class="note">s.
+std::string notes(const XmlElement& page) {
+  std::string text;
+  for (const XmlElement* p : with_class(page, "p", "note")) text += all_text(*p) + "\n";
+  return text;
+}
+
+TEST_F(ReportRunTest, AConstantLearningRateIsOneLineOfText) {
+  const std::string kChart = "Learning rate after each epoch";
+  // One run whose rate never changed: a sentence, no flat chart.
+  const fs::path a = make_run("a", {0.5, 0.4}, false);
+  std::vector<RunRecord> one{load_run(a.string())};
+  name_runs(&one);
+  const XmlElement page = parse_xml(render_report(one, "now"));
+  EXPECT_EQ(chart_titled(page, kChart), nullptr);
+  EXPECT_NE(chart_titled(page, "Loss per epoch"), nullptr);
+  EXPECT_EQ(notes(page), "Learning rate: 1e-4 throughout (no ReduceLROnPlateau reduction).\n");
+
+  // Several runs, none changed: one sentence naming each run's rate.
+  const fs::path b = temp_.path() / "b";
+  write(b / "metrics.jsonl", metrics_line(0, 0.7, 0.6, 3e-4).dump() + "\n" + metrics_line(1, 0.5, 0.5, 3e-4).dump() + "\n");
+  std::vector<RunRecord> two{load_run(a.string()), load_run(b.string())};
+  name_runs(&two);
+  const XmlElement both = parse_xml(render_report(two, "now"));
+  EXPECT_EQ(chart_titled(both, kChart), nullptr);
+  const std::string note = notes(both);  // the <p>'s own text, then its swatches' (empty) text
+  EXPECT_EQ(note.rfind("Learning rate constant in every run (no ReduceLROnPlateau reduction): a 1e-4, b 3e-4.", 0), 0u)
+      << note;
+
+  // One run's rate dropped: the chart, with every run on it (the constant one for comparison), and no sentence.
+  const fs::path c = make_run("c", {0.5, 0.4, 0.45}, false);  // 1e-4, 1e-4, then 1e-5
+  std::vector<RunRecord> three{load_run(a.string()), load_run(b.string()), load_run(c.string())};
+  name_runs(&three);
+  const XmlElement changed = parse_xml(render_report(three, "now"));
+  const XmlElement* chart = chart_titled(changed, kChart);
+  ASSERT_NE(chart, nullptr);
+  EXPECT_EQ(points_of(*chart, "a", "data-y", "cy").size(), 2u);
+  EXPECT_EQ(points_of(*chart, "b", "data-y", "cy").size(), 2u);
+  EXPECT_EQ(points_of(*chart, "c", "data-y", "cy").back().first, 1e-5);
+  EXPECT_EQ(notes(changed), "");
+}
+
+TEST_F(ReportRunTest, ARateThatFellALittleGetsReadableTicks) {
+  // 1e-4 to 9.8e-5: a linear axis with long tick labels (9.80e-5 ... 1.000e-4) beside 'learning rate'.
+  const fs::path dir = temp_.path() / "small-drop";
+  write(dir / "metrics.jsonl", metrics_line(0, 0.7, 0.6, 1e-4).dump() + "\n" + metrics_line(1, 0.5, 0.5, 9.8e-5).dump() + "\n");
+  std::vector<RunRecord> runs{load_run(dir.string())};
+  name_runs(&runs);
+  const XmlElement page = parse_xml(render_report(runs, "now"));
+  const XmlElement* chart = chart_titled(page, "Learning rate after each epoch");
+  ASSERT_NE(chart, nullptr);
+  EXPECT_EQ(all_text(*chart).find("log scale"), std::string::npos);
+  EXPECT_NE(all_text(*chart).find("1.000e-4"), std::string::npos);
+  int ticks = 0;
+  for (const XmlElement* svg : page.find_all("svg")) {
+    if (!with_class(*svg, "circle", "point").empty()) ticks += expect_y_title_clear_of_ticks(*svg);
+  }
+  EXPECT_GE(ticks, 9);  // three charts' y axes
+}
+
 TEST_F(ReportRunTest, SeveralRunsOverlayTheirCurves) {
   const fs::path a = make_run("a/run", {0.5, 0.4}, false), b = make_run("b/run", {0.6, 0.45, 0.44}, true);
   std::vector<RunRecord> runs{load_run(a.string()), load_run(b.string())};
@@ -492,7 +560,7 @@ TEST_F(ReportRunTest, AMultiLabelEvaluationHasNoConfusionMatrix) {
   std::vector<RunRecord> runs{load_run(dir.string())};
   name_runs(&runs);
   const XmlElement page = parse_xml(render_report(runs, "now"));
-  EXPECT_EQ(page.find_all("svg").size(), 4u);
+  EXPECT_EQ(page.find_all("svg").size(), 3u);  // loss, throughput (one epoch: its rate in a sentence), bars
   const std::string text = all_text(page);
   for (const char* needle : {"0.924 (micro)", "support", "no single confusion matrix", "robotics"}) {
     EXPECT_NE(text.find(needle), std::string::npos) << needle;

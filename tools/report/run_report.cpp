@@ -212,6 +212,29 @@ LineChart learning_rate_chart(const std::vector<RunRecord>& runs) {
   return chart;
 }
 
+// Whether the plateau scheduler ever changed the run's learning rate.
+bool learning_rate_changed(const RunRecord& run) {
+  for (const EpochRecord& e : run.epochs) {
+    if (!(e.lr == run.epochs.front().lr)) return true;
+  }
+  return false;
+}
+
+// Where no run's learning rate changed, a chart would be flat lines around a made-up band of ticks: one line
+// of text says it instead. Where any run's did, the chart overlays them all (the constant ones for comparison).
+std::string constant_learning_rate_note(const std::vector<RunRecord>& runs) {
+  if (runs.size() == 1) {
+    return "<p class=\"note\">Learning rate: " + xml_escape(format_value(runs[0].epochs.front().lr)) +
+           " throughout (no ReduceLROnPlateau reduction).</p>\n";
+  }
+  std::string html = "<p class=\"note\">Learning rate constant in every run (no ReduceLROnPlateau reduction): ";
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    html += std::string(r == 0 ? "" : ", ") + "<span class=\"swatch\" style=\"background:" + run_color(r) +
+            "\"></span>" + xml_escape(runs[r].name + " " + format_value(runs[r].epochs.front().lr));
+  }
+  return html + ".</p>\n";
+}
+
 std::string overall_table(const json& evaluation) {
   const bool multi = multi_label(evaluation);
   auto row = [](const std::string& name, const json& m) {
@@ -306,6 +329,7 @@ const char kStyle[] =
     "th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}"
     "th{background:#f0f0f0}td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}"
     ".swatch{display:inline-block;width:10px;height:10px;margin-right:6px;border-radius:2px}"
+    ".note{font-size:14px;margin:4px 0 12px}"
     // Two charts side by side from about 1100 px of window, one below the other on narrower screens.
     ".charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,540px),1fr));gap:16px;"
     "align-items:start}"
@@ -346,8 +370,10 @@ std::string render_report(const std::vector<RunRecord>& runs, const std::string&
                      (runs.size() == 1 ? " run" : " runs") + ", generated " + xml_escape(generated) +
                      ". Hover over a point, bar or cell for its exact value.</p>\n";
   html += "<section>\n<h2>Runs</h2>\n" + summary_table(runs) + "</section>\n";
-  html += "<section>\n<h2>Training</h2>\n<div class=\"charts\">\n" + render_line_chart(loss_chart(runs)) +
-          render_line_chart(learning_rate_chart(runs));
+  const bool any_lr_change = std::any_of(runs.begin(), runs.end(), learning_rate_changed);
+  html += "<section>\n<h2>Training</h2>\n" + (any_lr_change ? "" : constant_learning_rate_note(runs)) +
+          "<div class=\"charts\">\n" + render_line_chart(loss_chart(runs));
+  if (any_lr_change) html += render_line_chart(learning_rate_chart(runs));
   LineChart throughput = epoch_chart(runs, "Training throughput per epoch", "samples / s", &EpochRecord::samples_per_s);
   throughput.y_from_zero = true;
   html += render_line_chart(throughput) + "</div>\n</section>\n";

@@ -31,8 +31,9 @@ RunRecord load_run(const std::string& dir);
 // Names the runs for the page: each directory's base name, or the whole path where base names repeat.
 void name_runs(std::vector<RunRecord>* runs);
 
-// The whole page: a summary table, loss / learning-rate / throughput curves with every run overlaid, and
-// for each evaluated run its overall metrics, per-class precision / recall / F1 bars and confusion matrix.
+// The whole page: a summary table, loss / learning-rate / throughput curves with every run overlaid (the
+// learning rate as one line of text when no run's ever changed), and for each evaluated run its overall
+// metrics, per-class precision / recall / F1 bars and confusion matrix.
 // `generated` is printed in the header (the caller's clock, so that the page is otherwise deterministic).
 std::string render_report(const std::vector<RunRecord>& runs, const std::string& generated);
 
