@@ -78,6 +78,16 @@ TEST(ReportText, EscapesEveryXmlSpecialCharacter) {
   EXPECT_EQ(xml_escape("naïve"), "naïve");
 }
 
+TEST(ReportText, TextIsMeasuredInDejaVuSans) {
+  // Advance widths from DejaVuSans.ttf's hmtx table (2048 units an em): digits 1303, '.' 651, 'm' 1995, 'l' 569.
+  EXPECT_DOUBLE_EQ(text_width("0123456789", 12), 10 * 1303 / 2048.0 * 12);
+  EXPECT_DOUBLE_EQ(text_width("1.5", 10), (1303 + 651 + 1303) / 2048.0 * 10);
+  EXPECT_DOUBLE_EQ(text_width("mlops", 12), (1995 + 569 + 1253 + 1300 + 1067) / 2048.0 * 12);
+  EXPECT_DOUBLE_EQ(text_width("", 12), 0);
+  // Beyond ASCII: an em a character, whatever its UTF-8 length.
+  EXPECT_DOUBLE_EQ(text_width("\u00ef\u2026", 12), 24);
+}
+
 TEST(ReportText, TickLabelsShowJustTheDigitsTheStepNeeds) {
   EXPECT_EQ(format_tick(0.30000000000000004, 0.1), "0.3");
   EXPECT_EQ(format_tick(0.25, 0.05), "0.25");

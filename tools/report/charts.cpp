@@ -15,44 +15,20 @@ constexpr double kWidth = 560;        // every chart's drawing width; the page s
 constexpr double kTitleBaseline = 22;
 const char kAxisColor[] = "#444", kGridColor[] = "#e3e3e3", kMutedText[] = "#666";
 
-// Advance widths of ASCII ' ' to '~' in DejaVu Sans, in 1/2048 em (its hmtx table). It is the first font the
-// charts ask for and the widest of those they name (Helvetica and Arial are narrower), so a layout measured
-// with it leaves room whichever of them the browser has.
-constexpr unsigned short kDejaVuWidths[95] = {
-    651,  821,  942,  1716, 1303, 1946, 1597, 563,  799,  799,  1024, 1716, 651,  739,  651,  690,  1303, 1303, 1303,
-    1303, 1303, 1303, 1303, 1303, 1303, 1303, 690,  690,  1716, 1716, 1716, 1087, 2048, 1401, 1405, 1430, 1577, 1294,
-    1178, 1587, 1540, 604,  604,  1343, 1141, 1767, 1532, 1612, 1235, 1612, 1423, 1300, 1251, 1499, 1401, 2025, 1403,
-    1251, 1403, 799,  690,  799,  1716, 1024, 1024, 1255, 1300, 1126, 1300, 1260, 721,  1300, 1298, 569,  569,  1186,
-    569,  1995, 1298, 1253, 1300, 1300, 842,  1067, 803,  1298, 1212, 1675, 1212, 1212, 1075, 1303, 690,  1303, 1716};
-
-// The width of the UTF-8 character starting at text[i], in ems; anything beyond ASCII (accents, CJK, the
-// ellipsis) counts as a whole em, the widest it is likely to be.
-double glyph_em(const std::string& text, std::size_t i) {
-  const unsigned char c = text[i];
-  return c >= ' ' && c <= '~' ? kDejaVuWidths[c - ' '] / 2048.0 : 1.0;
-}
-
-bool continuation_byte(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
-
-double text_width(const std::string& text, double font_px) {
-  double ems = 0;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (!continuation_byte(text[i])) ems += glyph_em(text, i);
-  }
-  return ems * font_px;
-}
-
 // The text cut to `max_px` wide with an ellipsis (the full text stays in the element's hover title).
 std::string fit_text(const std::string& text, double font_px, double max_px) {
   if (text_width(text, font_px) <= max_px) return text;
-  double width = font_px;  // the ellipsis
+  const std::string ellipsis = "\u2026";
+  double width = text_width(ellipsis, font_px);
   std::size_t end = 0;
-  for (; end < text.size(); ++end) {
-    if (continuation_byte(text[end])) continue;  // inside a UTF-8 character
-    width += glyph_em(text, end) * font_px;
+  while (end < text.size()) {
+    std::size_t next = end + 1;
+    while (next < text.size() && (static_cast<unsigned char>(text[next]) & 0xC0) == 0x80) ++next;  // one character
+    width += text_width(std::string_view(text).substr(end, next - end), font_px);
     if (end > 0 && width > max_px) break;
+    end = next;
   }
-  return text.substr(0, end) + "\u2026";
+  return text.substr(0, end) + ellipsis;
 }
 
 std::string svg_open(double width, double height, const std::string& title) {
