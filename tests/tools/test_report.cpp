@@ -336,6 +336,38 @@ TEST(ReportHeatMap, EveryCellCarriesItsCountAndShadeByRowShare) {
   }
 }
 
+TEST(ReportHeatMap, TurnedColumnLabelsStayInsideTheChartAndBelowTheColumnTitle) {
+  // Twelve classes with long names, the longest in the last column (its label reaches furthest right).
+  HeatMap map;
+  map.title = "Confusion matrix";
+  map.row_title = "true tag";
+  map.column_title = "predicted tag";
+  for (int i = 0; i < 11; ++i) map.labels.push_back("class-" + std::to_string(i));
+  map.labels.push_back("natural-language-processing-and-understanding");
+  map.counts.assign(12, std::vector<long>(12, 1));
+  const XmlElement svg = parse_xml(render_heat_map(map));
+  const double width = attr_number(svg, "width");
+  const double turn = 40 * std::acos(-1.0) / 180, sin40 = std::sin(turn), cos40 = std::cos(turn);
+  const double ascent = 0.93 * 12, descent = 0.24 * 12;  // DejaVu Sans at 12 px
+  double column_title_bottom = 0;
+  int turned = 0;
+  for (const XmlElement* t : svg.find_all("text")) {
+    if (t->text == "predicted tag") column_title_bottom = attr_number(*t, "y") + descent;
+  }
+  ASSERT_GT(column_title_bottom, 0);
+  for (const XmlElement* t : svg.find_all("text")) {
+    if (attr(*t, "transform").rfind("rotate(-40", 0) != 0) continue;
+    ++turned;
+    // The label runs up and to the right from (x, y): its far end, and its glyphs' tops above that.
+    const double x = attr_number(*t, "x"), y = attr_number(*t, "y"), w = text_width(t->text, 12);
+    EXPECT_LE(x + cos40 * w + sin40 * descent, width - 4) << t->text << " runs off the chart's right edge";
+    EXPECT_GE(y - sin40 * w - cos40 * ascent, column_title_bottom + 2) << t->text << " runs into the column title";
+  }
+  EXPECT_EQ(turned, 12);
+  // What the shades mean is the page's caption (HTML wraps it to the card), not a line of SVG text.
+  EXPECT_EQ(all_text(svg).find("Numbers are rows"), std::string::npos);
+}
+
 // A run directory as train and evaluate leave it.
 class ReportRunTest : public ::testing::Test {
  protected:
@@ -409,6 +441,16 @@ TEST_F(ReportRunTest, APageWithEveryChartOfAnEvaluatedRun) {
   const auto cells = with_class(*charts[4], "rect", "cell");
   ASSERT_EQ(cells.size(), 9u);
   EXPECT_EQ(attr(*cells[4], "data-count"), "7");
+  // The confusion matrix and its caption share one card: a <figure> (a grid item, bordered) holding both; the
+  // caption is HTML text, so it wraps inside the card at any window width.
+  const auto figures = page.find_all("figure");
+  ASSERT_EQ(figures.size(), 1u);
+  const auto figure_charts = figures[0]->find_all("svg");
+  ASSERT_EQ(figure_charts.size(), 1u);
+  EXPECT_EQ(attr(*figure_charts[0], "aria-label"), "Confusion matrix");
+  const auto captions = figures[0]->find_all("figcaption");
+  ASSERT_EQ(captions.size(), 1u);
+  EXPECT_EQ(captions[0]->text, "Numbers are rows; the shade is each cell's share of its true tag's rows.");
   const std::string text = all_text(page);
   for (const char* needle : {"run-a", "models/tiny", "cpu (2 threads, fp32)", "0.3500", "34.0 s", "0.760 (weighted)",
                              "slice short_text", "holdout.csv", "2026-11-23 10:00:00 UTC"}) {

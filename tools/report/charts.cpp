@@ -250,10 +250,15 @@ std::string render_heat_map(const HeatMap& map) {
     row_label = std::max(row_label, std::min(text_width(l, 12), 220.0));
     column_label = std::max(column_label, std::min(text_width(l, 12), 220.0));
   }
-  // Column labels are turned 40 degrees, so they rise sin(40°) of their length above the grid.
-  const double left = 34 + row_label + 10, top = kTitleBaseline + 30 + column_label * 0.643 + 12;
+  // Column labels are turned 40 degrees, so they rise sin(40°) of their length above the grid (clear of the
+  // column title above them) and reach cos(40°) of it to the right of their column (inside the chart).
+  const double left = 34 + row_label + 10, top = kTitleBaseline + 30 + column_label * 0.643 + 22;
   const double grid = cell * n, key_x = left + grid + 28;
-  const double width = std::max(kWidth, key_x + 80), height = top + grid + 44;
+  double labels_right = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    labels_right = std::max(labels_right, left + cell * (i + 0.5) + 0.766 * text_width(fit_text(map.labels[i], 12, 220), 12));
+  }
+  const double width = std::max({kWidth, key_x + 80, labels_right + 12}), height = top + grid + 20;
 
   std::string body = text_at(left + grid / 2, kTitleBaseline + 24, map.column_title, "text-anchor=\"middle\" font-weight=\"bold\"");
   const double row_mid = top + grid / 2;
@@ -294,9 +299,6 @@ std::string render_heat_map(const HeatMap& map) {
             shade(k / 4.0) + "\" stroke=\"#999999\" stroke-width=\"0.5\"/>\n";
     body += text_at(key_x + 22, y + 8, std::to_string(25 * k) + " %", "dy=\"0.35em\" font-size=\"11\"");
   }
-  body += text_at(left, top + grid + 24,
-                  "Numbers are rows; the shade is each cell's share of its " + map.row_title + "'s rows.",
-                  "font-size=\"11\" fill=\"" + std::string(kMutedText) + "\"");
   return svg_open(width, height, map.title) + body + "</svg>\n";
 }
 

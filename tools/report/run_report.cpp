@@ -313,7 +313,9 @@ std::string evaluation_section(const RunRecord& run) {
   if (e.contains("timestamp") && e["timestamp"].is_string()) html += ", " + xml_escape(e["timestamp"].get<std::string>());
   html += "</p>\n" + overall_table(e) + "<div class=\"charts\">\n" + render_bar_chart(per_class_chart(e));
   if (e.contains("confusion_matrix")) {
-    html += render_heat_map(confusion_heat_map(e));
+    const HeatMap map = confusion_heat_map(e);
+    html += "<figure>\n" + render_heat_map(map) + "<figcaption>Numbers are rows; the shade is each cell's share of its " +
+            xml_escape(map.row_title) + "'s rows.</figcaption>\n</figure>\n";
   } else if (multi_label(e)) {
     html += "<p class=\"meta\">Multi-label: each row may have several labels, so there is no single confusion matrix.</p>\n";
   }
@@ -333,7 +335,10 @@ const char kStyle[] =
     // Two charts side by side from about 1100 px of window, one below the other on narrower screens.
     ".charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,540px),1fr));gap:16px;"
     "align-items:start}"
-    ".charts svg{width:100%;height:auto;background:#fff;border:1px solid #e5e5e5}";
+    ".charts svg{width:100%;height:auto;background:#fff;border:1px solid #e5e5e5}"
+    // A chart with a caption: one card around both, the caption wrapping inside it.
+    ".charts figure{margin:0;background:#fff;border:1px solid #e5e5e5}.charts figure svg{border:0;display:block}"
+    "figcaption{color:#666;font-size:12px;padding:0 12px 12px;overflow-wrap:anywhere}";
 
 }  // namespace
 
