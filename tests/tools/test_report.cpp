@@ -640,6 +640,32 @@ TEST_F(ReportRunTest, TheBestEpochIsTheFirstWithTheLowestValidationLoss) {
   EXPECT_EQ(*load_run(make_run("late", {0.5, 0.45, 0.4, 0.38}, false).string()).best, 3u);
 }
 
+TEST_F(ReportRunTest, ARunDirectoryNamedTwiceIsOneRun) {
+  const std::string a = make_run("a", {0.5}, false).string(), b = make_run("b", {0.5}, false).string();
+  fs::create_directory_symlink(a, temp_.path() / "link");
+  std::vector<std::pair<std::string, std::string>> repeats;
+  const std::vector<std::string> dirs = distinct_run_dirs(
+      {a, a + "/", a + "/.", (temp_.path() / "b" / ".." / "a").string(), (temp_.path() / "link").string(), b, a + "//",
+       b + "/"},
+      &repeats);
+  EXPECT_EQ(dirs, (std::vector<std::string>{a, b}));  // the first spelling of each, in the order given
+  ASSERT_EQ(repeats.size(), 6u);
+  EXPECT_EQ(repeats[0], std::make_pair(a + "/", a));
+  EXPECT_EQ(repeats[3], std::make_pair((temp_.path() / "link").string(), a));
+  EXPECT_EQ(repeats[5], std::make_pair(b + "/", b));
+  // A directory that does not exist is compared as written (made absolute and normal); load_run reports it.
+  repeats.clear();
+  const std::string missing = (temp_.path() / "missing").string();
+  EXPECT_EQ(distinct_run_dirs({missing, missing + "/", missing + "/../missing"}, &repeats),
+            std::vector<std::string>{missing});
+  EXPECT_EQ(repeats.size(), 2u);
+  // Two runs that only share a base name stay two.
+  repeats.clear();
+  const std::string other = make_run("elsewhere/a", {0.5}, false).string();
+  EXPECT_EQ(distinct_run_dirs({a, other}, &repeats), (std::vector<std::string>{a, other}));
+  EXPECT_TRUE(repeats.empty());
+}
+
 void expect_load_error(const fs::path& dir, const std::string& needle) {
   try {
     load_run(dir.string());

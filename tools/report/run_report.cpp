@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 
@@ -357,6 +358,26 @@ RunRecord load_run(const std::string& dir) {
   run.evaluation = read_optional_json(dir + "/evaluation.json");
   if (!run.evaluation.is_null()) check_evaluation(run.evaluation, dir + "/evaluation.json");
   return run;
+}
+
+std::vector<std::string> distinct_run_dirs(const std::vector<std::string>& dirs,
+                                           std::vector<std::pair<std::string, std::string>>* repeats) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> distinct;
+  std::map<fs::path, std::string> first_spelling;  // canonical path -> as first given
+  for (const std::string& dir : dirs) {
+    std::error_code error;
+    fs::path key = fs::weakly_canonical(fs::absolute(dir, error), error);
+    if (error) key = fs::absolute(dir, error).lexically_normal();
+    if (!key.has_filename()) key = key.parent_path();  // "a/" normalises to "a/": the same folder as "a"
+    const auto [it, inserted] = first_spelling.emplace(key, dir);
+    if (inserted) {
+      distinct.push_back(dir);
+    } else {
+      repeats->emplace_back(dir, it->second);
+    }
+  }
+  return distinct;
 }
 
 void name_runs(std::vector<RunRecord>* runs) {

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bertrain::report {
@@ -27,6 +28,12 @@ struct RunRecord {
 // Reads RUN_DIR/metrics.jsonl (required: at least one epoch), and results.json and evaluation.json when
 // present. Throws Error naming the file (and line or field) on anything it cannot read.
 RunRecord load_run(const std::string& dir);
+
+// The run directories to report, each once, in the order first given: "a", "a/", "./a" and a symbolic link to
+// it are one run (their canonical paths are equal; a path that does not exist is compared made absolute and
+// normal, and load_run reports it). Each later spelling goes into *repeats with the first one.
+std::vector<std::string> distinct_run_dirs(const std::vector<std::string>& dirs,
+                                           std::vector<std::pair<std::string, std::string>>* repeats);
 
 // Names the runs for the page: each directory's base name, or the whole path where base names repeat.
 void name_runs(std::vector<RunRecord>* runs);
