@@ -585,6 +585,22 @@ TEST_F(ReportRunTest, ARateThatFellALittleGetsReadableTicks) {
   EXPECT_GE(ticks, 9);  // three charts' y axes
 }
 
+TEST_F(ReportRunTest, TablesScrollInTheirOwnBoxOnANarrowWindow) {
+  // The runs table is about 1100 px wide: on a 700 px window its last columns went off the page's edge.
+  std::vector<RunRecord> runs{load_run(make_run("run-a", {0.5, 0.4}, true).string())};
+  name_runs(&runs);
+  const XmlElement page = parse_xml(render_report(runs, "now"));
+  const auto tables = page.find_all("table");
+  ASSERT_EQ(tables.size(), 2u);  // the runs, the overall metrics
+  std::size_t wrapped = 0;
+  for (const XmlElement* box : with_class(page, "div", "scroll")) {
+    EXPECT_EQ(box->children.size(), 1u);
+    wrapped += box->find_all("table").size();
+  }
+  EXPECT_EQ(wrapped, tables.size());
+  EXPECT_NE(page.find_all("style").at(0)->text.find(".scroll{overflow-x:auto}"), std::string::npos);
+}
+
 TEST_F(ReportRunTest, SeveralRunsOverlayTheirCurves) {
   const fs::path a = make_run("a/run", {0.5, 0.4}, false), b = make_run("b/run", {0.6, 0.45, 0.44}, true);
   std::vector<RunRecord> runs{load_run(a.string()), load_run(b.string())};

@@ -130,7 +130,7 @@ std::string cell(const std::string& text, bool number = false) {
 
 std::string summary_table(const std::vector<RunRecord>& runs) {
   std::string html =
-      "<table>\n<thead><tr><th>run</th><th>model</th><th>engine</th><th>ranks</th><th>batch</th><th>lr</th>"
+      "<div class=\"scroll\">\n<table>\n<thead><tr><th>run</th><th>model</th><th>engine</th><th>ranks</th><th>batch</th><th>lr</th>"
       "<th>epochs</th><th>best epoch</th><th>best val_loss</th><th>training time</th><th>holdout F1</th></tr></thead>\n"
       "<tbody>\n";
   for (std::size_t r = 0; r < runs.size(); ++r) {
@@ -146,7 +146,7 @@ std::string summary_table(const std::vector<RunRecord>& runs) {
             cell(best ? format_fixed(best->val_loss, 4) : "n/a", true) + cell(duration(run.epochs.back().elapsed_s), true) +
             cell(headline_f1(run), true) + "</tr>\n";
   }
-  return html + "</tbody>\n</table>\n";
+  return html + "</tbody>\n</table>\n</div>\n";
 }
 
 // One per-epoch quantity of one run as a line. Its x is the shown epoch, so the axis, the hover text and the
@@ -245,7 +245,7 @@ std::string overall_table(const json& evaluation) {
            cell(format_fixed(number_or_nan(m.value("num_samples", json())), 0), true) + "</tr>\n";
   };
   // Multi-label support counts label occurrences, not rows.
-  std::string html = std::string("<table>\n<thead><tr><th>") + (multi ? "average" : "subset") +
+  std::string html = std::string("<div class=\"scroll\">\n<table>\n<thead><tr><th>") + (multi ? "average" : "subset") +
                      "</th><th>precision</th><th>recall</th><th>F1</th><th>" + (multi ? "support" : "rows") +
                      "</th></tr></thead>\n<tbody>\n";
   const json& overall = evaluation["overall"];
@@ -266,7 +266,7 @@ std::string overall_table(const json& evaluation) {
       if (m.is_object()) html += row("slice " + slice, m);
     }
   }
-  return html + "</tbody>\n</table>\n";
+  return html + "</tbody>\n</table>\n</div>\n";
 }
 
 BarChart per_class_chart(const json& evaluation) {
@@ -328,7 +328,8 @@ const char kStyle[] =
     "main{max-width:1180px;margin:0 auto;padding:8px 20px 40px}"
     "h1{font-size:24px;margin:16px 0 4px}h2{font-size:19px;margin:28px 0 8px}"
     ".meta{color:#666;font-size:13px;margin:4px 0 12px}"
-    "table{border-collapse:collapse;font-size:13px;background:#fff;margin:8px 0 16px}"
+    // A table wider than a narrow window scrolls in its own box, not off the page's edge.
+    ".scroll{overflow-x:auto}table{border-collapse:collapse;font-size:13px;background:#fff;margin:8px 0 16px}"
     "th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}"
     "th{background:#f0f0f0}td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}"
     ".swatch{display:inline-block;width:10px;height:10px;margin-right:6px;border-radius:2px}"
