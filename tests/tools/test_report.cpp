@@ -515,6 +515,28 @@ TEST_F(ReportRunTest, EveryEpochAPersonReadsCountsFromOne) {
   EXPECT_EQ(attr_number(*marks[0], "data-x"), 3);
   EXPECT_NE(all_text(*marks[0]).find("best epoch (lowest val_loss): val_loss, epoch 3: 0.35"), std::string::npos);
   EXPECT_EQ(all_text(page).find("epoch 0"), std::string::npos);
+
+  // 20 epochs: ticks 2 apart, and still no epoch 0 where the axis starts; the first epoch sits on the y axis.
+  std::vector<RunRecord> long_run{load_run(make_run("long", std::vector<double>(20, 0.5), false).string())};
+  name_runs(&long_run);
+  const XmlElement long_page = parse_xml(render_report(long_run, "now"));
+  for (const XmlElement* svg : long_page.find_all("svg")) {
+    const auto points = with_class(*svg, "circle", "point");
+    ASSERT_FALSE(points.empty());
+    const auto ticks = x_tick_labels(*svg);
+    ASSERT_FALSE(ticks.empty());
+    EXPECT_EQ(ticks.front(), "2") << attr(*svg, "aria-label");
+    EXPECT_EQ(ticks.back(), "20") << attr(*svg, "aria-label");
+    const XmlElement* y_axis = nullptr;  // the longest vertical line: the plot's left edge (not a tick mark)
+    for (const XmlElement* l : svg->find_all("line")) {
+      if (attr(*l, "x1") != attr(*l, "x2")) continue;
+      const double length = std::fabs(attr_number(*l, "y2") - attr_number(*l, "y1"));
+      if (y_axis == nullptr || length > std::fabs(attr_number(*y_axis, "y2") - attr_number(*y_axis, "y1"))) y_axis = l;
+    }
+    ASSERT_NE(y_axis, nullptr);
+    EXPECT_EQ(attr_number(*points[0], "data-x"), 1);
+    EXPECT_NEAR(attr_number(*points[0], "cx"), attr_number(*y_axis, "x1"), 0.01) << attr(*svg, "aria-label");
+  }
 }
 
 // The chart whose title (aria-label) is `title`, or nullptr.
