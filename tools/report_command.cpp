@@ -20,14 +20,19 @@ int run_report(const std::vector<std::string>& args) {
               "each run with RUN_DIR/evaluation.json (bertrain evaluate --out) its overall metrics, per-class\n"
               "precision / recall / F1 bars and the confusion matrix as a heat map. One file, no scripts, no network:\n"
               "open it in any browser, attach it, archive it. Reads metrics.jsonl, so a running run can be reported.");
-  p.positionals("RUN_DIR", "training run directories (bertrain train --out)", 1);
+  p.positionals("RUN_DIR", "training run directories (bertrain train --out); one named twice is reported once", 1);
   p.option("out", "", "the HTML file to write (replaced atomically; default RUN_DIR/report.html for one run, "
                       "report.html for several)").value_name("FILE");
   if (!p.parse(args)) return 0;
-  const std::vector<std::string>& dirs = p.positional_values();
+  // A directory named twice is one run: overlaid on itself it would only hide its own lines and count twice.
+  std::vector<std::pair<std::string, std::string>> repeats;
+  const std::vector<std::string> dirs = report::distinct_run_dirs(p.positional_values(), &repeats);
   std::vector<report::RunRecord> runs;
   // An unreadable run directory is the input's fault (exit 2); a failed write is not.
   for (const std::string& dir : dirs) runs.push_back(input_step([&] { return report::load_run(dir); }));
+  for (const auto& [again, first] : repeats) {
+    std::fprintf(stderr, "report: '%s' is the run directory '%s' again; reported once\n", again.c_str(), first.c_str());
+  }
   report::name_runs(&runs);
   std::string out = p.get("out");
   if (out.empty()) out = dirs.size() == 1 ? dirs[0] + "/report.html" : "report.html";

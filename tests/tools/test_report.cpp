@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -75,6 +76,16 @@ double expect_affine(const std::vector<std::pair<double, double>>& points) {
 TEST(ReportText, EscapesEveryXmlSpecialCharacter) {
   EXPECT_EQ(xml_escape("a&b <c> \"d\" 'e'"), "a&amp;b &lt;c&gt; &quot;d&quot; &apos;e&apos;");
   EXPECT_EQ(xml_escape("naïve"), "naïve");
+}
+
+TEST(ReportText, TextIsMeasuredInDejaVuSans) {
+  // Advance widths from DejaVuSans.ttf's hmtx table (2048 units an em): digits 1303, '.' 651, 'm' 1995, 'l' 569.
+  EXPECT_DOUBLE_EQ(text_width("0123456789", 12), 10 * 1303 / 2048.0 * 12);
+  EXPECT_DOUBLE_EQ(text_width("1.5", 10), (1303 + 651 + 1303) / 2048.0 * 10);
+  EXPECT_DOUBLE_EQ(text_width("mlops", 12), (1995 + 569 + 1253 + 1300 + 1067) / 2048.0 * 12);
+  EXPECT_DOUBLE_EQ(text_width("", 12), 0);
+  // Beyond ASCII: an em a character, whatever its UTF-8 length.
+  EXPECT_DOUBLE_EQ(text_width("\u00ef\u2026", 12), 24);
 }
 
 TEST(ReportText, TickLabelsShowJustTheDigitsTheStepNeeds) {
@@ -209,6 +220,54 @@ TEST(ReportLineChart, LogAxisMapsDecadesToEqualHeights) {
   EXPECT_LT(points[0].second, points[2].second);  // the larger rate higher up
 }
 
+// The widest a tick label of 12 px glyphs can be: 0.64 em a character bounds DejaVu Sans' digits (0.636 em) and
+// 'e' (0.615 em), 0.37 em its '.' and '-' (0.318 and 0.361 em); Helvetica and Arial are narrower.
+double tick_label_width_bound(const std::string& label) {
+  double ems = 0;
+  for (const char c : label) ems += c == '.' || c == '-' ? 0.37 : 0.64;
+  return ems * 12;
+}
+
+// The line chart's y axis title (the <text> turned upright) ends left of every y tick label (the end-anchored
+// <text>s beside the axis), by at least 2 px: its baseline's x plus its descenders against each label's
+// widest extent. Returns how many tick labels it checked.
+int expect_y_title_clear_of_ticks(const XmlElement& svg) {
+  const XmlElement* title = nullptr;
+  std::vector<const XmlElement*> ticks;
+  for (const XmlElement* t : svg.find_all("text")) {
+    if (attr(*t, "transform").rfind("rotate(-90", 0) == 0) title = t;
+    if (attr(*t, "text-anchor") == "end" && attr(*t, "dy") == "0.35em") ticks.push_back(t);
+  }
+  EXPECT_NE(title, nullptr) << "no upright y axis title";
+  if (title == nullptr) return 0;
+  const double title_right = attr_number(*title, "x") + 0.3 * 12;  // descenders of the turned text
+  for (const XmlElement* t : ticks) {
+    const double label_left = attr_number(*t, "x") - tick_label_width_bound(t->text);
+    EXPECT_LE(title_right + 2, label_left) << "'" << title->text << "' overlaps tick label '" << t->text << "'";
+  }
+  return static_cast<int>(ticks.size());
+}
+
+TEST(ReportLineChart, TheYAxisTitleClearsTheWidestTickLabel) {
+  // Long tick labels: a learning rate that fell a little (1.000e-4 ... 9.80e-5), and a large value.
+  for (const std::vector<double>& ys : {std::vector<double>{1e-4, 1e-4, 9.8e-5, 9.8e-5},
+                                        std::vector<double>{1000000.2, 1000000.4, 1000000.6, 1000000.9},
+                                        std::vector<double>{0.59, 0.43, 0.30, 0.21}}) {
+    LineChart chart;
+    chart.title = "Learning rate after each epoch";
+    chart.x_title = "epoch";
+    chart.y_title = "learning rate";
+    chart.series.push_back({"lr", "#000000", false, {1, 2, 3, 4}, ys, std::nullopt});
+    const XmlElement svg = parse_xml(render_line_chart(chart));
+    EXPECT_GE(expect_y_title_clear_of_ticks(svg), 3) << "y = " << ys[0];
+    // The plot moved right, not off the chart: every point is inside the drawing.
+    for (const XmlElement* p : with_class(svg, "circle", "point")) {
+      EXPECT_GT(attr_number(*p, "cx"), 0);
+      EXPECT_LT(attr_number(*p, "cx"), attr_number(svg, "width"));
+    }
+  }
+}
+
 TEST(ReportLineChart, EscapesNamesAndOverridesTheLegend) {
   LineChart chart = two_series_chart();
   chart.series[0].name = "run <a> & \"b\"";
@@ -277,6 +336,38 @@ TEST(ReportHeatMap, EveryCellCarriesItsCountAndShadeByRowShare) {
   }
 }
 
+TEST(ReportHeatMap, TurnedColumnLabelsStayInsideTheChartAndBelowTheColumnTitle) {
+  // Twelve classes with long names, the longest in the last column (its label reaches furthest right).
+  HeatMap map;
+  map.title = "Confusion matrix";
+  map.row_title = "true tag";
+  map.column_title = "predicted tag";
+  for (int i = 0; i < 11; ++i) map.labels.push_back("class-" + std::to_string(i));
+  map.labels.push_back("natural-language-processing-and-understanding");
+  map.counts.assign(12, std::vector<long>(12, 1));
+  const XmlElement svg = parse_xml(render_heat_map(map));
+  const double width = attr_number(svg, "width");
+  const double turn = 40 * std::acos(-1.0) / 180, sin40 = std::sin(turn), cos40 = std::cos(turn);
+  const double ascent = 0.93 * 12, descent = 0.24 * 12;  // DejaVu Sans at 12 px
+  double column_title_bottom = 0;
+  int turned = 0;
+  for (const XmlElement* t : svg.find_all("text")) {
+    if (t->text == "predicted tag") column_title_bottom = attr_number(*t, "y") + descent;
+  }
+  ASSERT_GT(column_title_bottom, 0);
+  for (const XmlElement* t : svg.find_all("text")) {
+    if (attr(*t, "transform").rfind("rotate(-40", 0) != 0) continue;
+    ++turned;
+    // The label runs up and to the right from (x, y): its far end, and its glyphs' tops above that.
+    const double x = attr_number(*t, "x"), y = attr_number(*t, "y"), w = text_width(t->text, 12);
+    EXPECT_LE(x + cos40 * w + sin40 * descent, width - 4) << t->text << " runs off the chart's right edge";
+    EXPECT_GE(y - sin40 * w - cos40 * ascent, column_title_bottom + 2) << t->text << " runs into the column title";
+  }
+  EXPECT_EQ(turned, 12);
+  // What the shades mean is the page's caption (HTML wraps it to the card), not a line of SVG text.
+  EXPECT_EQ(all_text(svg).find("Numbers are rows"), std::string::npos);
+}
+
 // A run directory as train and evaluate leave it.
 class ReportRunTest : public ::testing::Test {
  protected:
@@ -338,7 +429,7 @@ TEST_F(ReportRunTest, APageWithEveryChartOfAnEvaluatedRun) {
   EXPECT_EQ(points_of(loss, "val_loss", "data-y", "cy")[2].first, 0.35);
   const auto marks = with_class(loss, "circle", "mark");
   ASSERT_EQ(marks.size(), 1u);
-  EXPECT_EQ(attr_number(*marks[0], "data-x"), 2);
+  EXPECT_EQ(attr_number(*marks[0], "data-x"), 3);  // the file's epoch 2, shown as epoch 3
   // The rate falls tenfold: a log axis.
   EXPECT_NE(all_text(*charts[1]).find("(log scale)"), std::string::npos);
   EXPECT_EQ(points_of(*charts[2], "run-a", "data-y", "cy")[3].first, 83);
@@ -350,11 +441,186 @@ TEST_F(ReportRunTest, APageWithEveryChartOfAnEvaluatedRun) {
   const auto cells = with_class(*charts[4], "rect", "cell");
   ASSERT_EQ(cells.size(), 9u);
   EXPECT_EQ(attr(*cells[4], "data-count"), "7");
+  // The confusion matrix and its caption share one card: a <figure> (a grid item, bordered) holding both; the
+  // caption is HTML text, so it wraps inside the card at any window width.
+  const auto figures = page.find_all("figure");
+  ASSERT_EQ(figures.size(), 1u);
+  const auto figure_charts = figures[0]->find_all("svg");
+  ASSERT_EQ(figure_charts.size(), 1u);
+  EXPECT_EQ(attr(*figure_charts[0], "aria-label"), "Confusion matrix");
+  const auto captions = figures[0]->find_all("figcaption");
+  ASSERT_EQ(captions.size(), 1u);
+  EXPECT_EQ(captions[0]->text, "Numbers are rows; the shade is each cell's share of its true tag's rows.");
   const std::string text = all_text(page);
   for (const char* needle : {"run-a", "models/tiny", "cpu (2 threads, fp32)", "0.3500", "34.0 s", "0.760 (weighted)",
                              "slice short_text", "holdout.csv", "2026-11-23 10:00:00 UTC"}) {
     EXPECT_NE(text.find(needle), std::string::npos) << needle;
   }
+}
+
+// The first <table>'s cell in column `header` of body row `row`.
+std::string table_cell(const XmlElement& page, const std::string& header, std::size_t row) {
+  const XmlElement& table = *page.find_all("table").at(0);
+  const auto headers = table.find_all("th");
+  std::size_t column = 0;
+  while (column < headers.size() && headers[column]->text != header) ++column;
+  if (column == headers.size()) throw std::runtime_error("no column '" + header + "'");
+  const auto rows = table.find_all("tbody").at(0)->find_all("tr");
+  return rows.at(row)->find_all("td").at(column)->text;
+}
+
+// The x axis' tick labels of a line chart: the centred numbers under the plot.
+std::vector<std::string> x_tick_labels(const XmlElement& svg) {
+  std::vector<std::string> labels;
+  for (const XmlElement* t : svg.find_all("text")) {
+    if (attr(*t, "text-anchor") == "middle" && t->attribute("transform") == nullptr && !t->text.empty() &&
+        t->text.find_first_not_of("0123456789") == std::string::npos) {
+      labels.push_back(t->text);
+    }
+  }
+  return labels;
+}
+
+TEST_F(ReportRunTest, EveryEpochAPersonReadsCountsFromOne) {
+  // metrics.jsonl counts epochs 0..3 (Made-With-ML's numbering); the lowest val_loss is the file's epoch 2.
+  const fs::path dir = make_run("run-a", {0.5, 0.4, 0.35, 0.38}, false);
+  std::vector<RunRecord> runs{load_run(dir.string())};
+  name_runs(&runs);
+  EXPECT_EQ(runs[0].epochs[2].epoch, 2);  // the record keeps the file's value
+  const XmlElement page = parse_xml(render_report(runs, "now"));
+  EXPECT_EQ(table_cell(page, "best epoch", 0), "3");
+  EXPECT_EQ(table_cell(page, "epochs", 0), "4 of 4");
+  int line_charts = 0;
+  for (const XmlElement* svg : page.find_all("svg")) {
+    const auto points = with_class(*svg, "circle", "point");
+    if (points.empty()) continue;
+    ++line_charts;
+    // The axis runs from epoch 1; the points sit at 1..4 and say so on hover.
+    const auto ticks = x_tick_labels(*svg);
+    ASSERT_FALSE(ticks.empty()) << attr(*svg, "aria-label");
+    EXPECT_EQ(ticks.front(), "1") << attr(*svg, "aria-label");
+    EXPECT_EQ(ticks.back(), "4") << attr(*svg, "aria-label");
+    std::set<double> xs;
+    for (const XmlElement* p : points) {
+      xs.insert(attr_number(*p, "data-x"));
+      EXPECT_NE(p->children.at(0).text.find(", epoch " + format_value(attr_number(*p, "data-x")) + ": "),
+                std::string::npos)
+          << p->children.at(0).text;
+    }
+    EXPECT_EQ(xs, (std::set<double>{1, 2, 3, 4})) << attr(*svg, "aria-label");
+  }
+  EXPECT_GE(line_charts, 2);  // loss and throughput at least
+  const auto marks = with_class(*page.find_all("svg")[0], "circle", "mark");
+  ASSERT_EQ(marks.size(), 1u);
+  EXPECT_EQ(attr_number(*marks[0], "data-x"), 3);
+  EXPECT_NE(all_text(*marks[0]).find("best epoch (lowest val_loss): val_loss, epoch 3: 0.35"), std::string::npos);
+  EXPECT_EQ(all_text(page).find("epoch 0"), std::string::npos);
+
+  // 20 epochs: ticks 2 apart, and still no epoch 0 where the axis starts; the first epoch sits on the y axis.
+  std::vector<RunRecord> long_run{load_run(make_run("long", std::vector<double>(20, 0.5), false).string())};
+  name_runs(&long_run);
+  const XmlElement long_page = parse_xml(render_report(long_run, "now"));
+  for (const XmlElement* svg : long_page.find_all("svg")) {
+    const auto points = with_class(*svg, "circle", "point");
+    ASSERT_FALSE(points.empty());
+    const auto ticks = x_tick_labels(*svg);
+    ASSERT_FALSE(ticks.empty());
+    EXPECT_EQ(ticks.front(), "2") << attr(*svg, "aria-label");
+    EXPECT_EQ(ticks.back(), "20") << attr(*svg, "aria-label");
+    const XmlElement* y_axis = nullptr;  // the longest vertical line: the plot's left edge (not a tick mark)
+    for (const XmlElement* l : svg->find_all("line")) {
+      if (attr(*l, "x1") != attr(*l, "x2")) continue;
+      const double length = std::fabs(attr_number(*l, "y2") - attr_number(*l, "y1"));
+      if (y_axis == nullptr || length > std::fabs(attr_number(*y_axis, "y2") - attr_number(*y_axis, "y1"))) y_axis = l;
+    }
+    ASSERT_NE(y_axis, nullptr);
+    EXPECT_EQ(attr_number(*points[0], "data-x"), 1);
+    EXPECT_NEAR(attr_number(*points[0], "cx"), attr_number(*y_axis, "x1"), 0.01) << attr(*svg, "aria-label");
+  }
+}
+
+// The chart whose title (aria-label) is `title`, or nullptr.
+const XmlElement* chart_titled(const XmlElement& page, const std::string& title) {
+  for (const XmlElement* svg : page.find_all("svg")) {
+    if (attr(*svg, "aria-label") == title) return svg;
+  }
+  return nullptr;
+}
+
+// The text of the page's <p class="note">s.
+std::string notes(const XmlElement& page) {
+  std::string text;
+  for (const XmlElement* p : with_class(page, "p", "note")) text += all_text(*p) + "\n";
+  return text;
+}
+
+TEST_F(ReportRunTest, AConstantLearningRateIsOneLineOfText) {
+  const std::string kChart = "Learning rate after each epoch";
+  // One run whose rate never changed: a sentence, no flat chart.
+  const fs::path a = make_run("a", {0.5, 0.4}, false);
+  std::vector<RunRecord> one{load_run(a.string())};
+  name_runs(&one);
+  const XmlElement page = parse_xml(render_report(one, "now"));
+  EXPECT_EQ(chart_titled(page, kChart), nullptr);
+  EXPECT_NE(chart_titled(page, "Loss per epoch"), nullptr);
+  EXPECT_EQ(notes(page), "Learning rate: 1e-4 throughout (no ReduceLROnPlateau reduction).\n");
+
+  // Several runs, none changed: one sentence naming each run's rate.
+  const fs::path b = temp_.path() / "b";
+  write(b / "metrics.jsonl", metrics_line(0, 0.7, 0.6, 3e-4).dump() + "\n" + metrics_line(1, 0.5, 0.5, 3e-4).dump() + "\n");
+  std::vector<RunRecord> two{load_run(a.string()), load_run(b.string())};
+  name_runs(&two);
+  const XmlElement both = parse_xml(render_report(two, "now"));
+  EXPECT_EQ(chart_titled(both, kChart), nullptr);
+  const std::string note = notes(both);  // the <p>'s own text, then its swatches' (empty) text
+  EXPECT_EQ(note.rfind("Learning rate constant in every run (no ReduceLROnPlateau reduction): a 1e-4, b 3e-4.", 0), 0u)
+      << note;
+
+  // One run's rate dropped: the chart, with every run on it (the constant one for comparison), and no sentence.
+  const fs::path c = make_run("c", {0.5, 0.4, 0.45}, false);  // 1e-4, 1e-4, then 1e-5
+  std::vector<RunRecord> three{load_run(a.string()), load_run(b.string()), load_run(c.string())};
+  name_runs(&three);
+  const XmlElement changed = parse_xml(render_report(three, "now"));
+  const XmlElement* chart = chart_titled(changed, kChart);
+  ASSERT_NE(chart, nullptr);
+  EXPECT_EQ(points_of(*chart, "a", "data-y", "cy").size(), 2u);
+  EXPECT_EQ(points_of(*chart, "b", "data-y", "cy").size(), 2u);
+  EXPECT_EQ(points_of(*chart, "c", "data-y", "cy").back().first, 1e-5);
+  EXPECT_EQ(notes(changed), "");
+}
+
+TEST_F(ReportRunTest, ARateThatFellALittleGetsReadableTicks) {
+  // 1e-4 to 9.8e-5: a linear axis with long tick labels (9.80e-5 ... 1.000e-4) beside 'learning rate'.
+  const fs::path dir = temp_.path() / "small-drop";
+  write(dir / "metrics.jsonl", metrics_line(0, 0.7, 0.6, 1e-4).dump() + "\n" + metrics_line(1, 0.5, 0.5, 9.8e-5).dump() + "\n");
+  std::vector<RunRecord> runs{load_run(dir.string())};
+  name_runs(&runs);
+  const XmlElement page = parse_xml(render_report(runs, "now"));
+  const XmlElement* chart = chart_titled(page, "Learning rate after each epoch");
+  ASSERT_NE(chart, nullptr);
+  EXPECT_EQ(all_text(*chart).find("log scale"), std::string::npos);
+  EXPECT_NE(all_text(*chart).find("1.000e-4"), std::string::npos);
+  int ticks = 0;
+  for (const XmlElement* svg : page.find_all("svg")) {
+    if (!with_class(*svg, "circle", "point").empty()) ticks += expect_y_title_clear_of_ticks(*svg);
+  }
+  EXPECT_GE(ticks, 9);  // three charts' y axes
+}
+
+TEST_F(ReportRunTest, TablesScrollInTheirOwnBoxOnANarrowWindow) {
+  // The runs table is about 1100 px wide: on a 700 px window its last columns went off the page's edge.
+  std::vector<RunRecord> runs{load_run(make_run("run-a", {0.5, 0.4}, true).string())};
+  name_runs(&runs);
+  const XmlElement page = parse_xml(render_report(runs, "now"));
+  const auto tables = page.find_all("table");
+  ASSERT_EQ(tables.size(), 2u);  // the runs, the overall metrics
+  std::size_t wrapped = 0;
+  for (const XmlElement* box : with_class(page, "div", "scroll")) {
+    EXPECT_EQ(box->children.size(), 1u);
+    wrapped += box->find_all("table").size();
+  }
+  EXPECT_EQ(wrapped, tables.size());
+  EXPECT_NE(page.find_all("style").at(0)->text.find(".scroll{overflow-x:auto}"), std::string::npos);
 }
 
 TEST_F(ReportRunTest, SeveralRunsOverlayTheirCurves) {
@@ -384,7 +650,7 @@ TEST_F(ReportRunTest, AMultiLabelEvaluationHasNoConfusionMatrix) {
   std::vector<RunRecord> runs{load_run(dir.string())};
   name_runs(&runs);
   const XmlElement page = parse_xml(render_report(runs, "now"));
-  EXPECT_EQ(page.find_all("svg").size(), 4u);
+  EXPECT_EQ(page.find_all("svg").size(), 3u);  // loss, throughput (one epoch: its rate in a sentence), bars
   const std::string text = all_text(page);
   for (const char* needle : {"0.924 (micro)", "support", "no single confusion matrix", "robotics"}) {
     EXPECT_NE(text.find(needle), std::string::npos) << needle;
@@ -410,6 +676,32 @@ TEST_F(ReportRunTest, TheBestEpochIsTheFirstWithTheLowestValidationLoss) {
   // As the trainer keeps best/: a later epoch that only ties does not replace it.
   EXPECT_EQ(*load_run(make_run("tie", {0.5, 0.35, 0.35, 0.38}, false).string()).best, 1u);
   EXPECT_EQ(*load_run(make_run("late", {0.5, 0.45, 0.4, 0.38}, false).string()).best, 3u);
+}
+
+TEST_F(ReportRunTest, ARunDirectoryNamedTwiceIsOneRun) {
+  const std::string a = make_run("a", {0.5}, false).string(), b = make_run("b", {0.5}, false).string();
+  fs::create_directory_symlink(a, temp_.path() / "link");
+  std::vector<std::pair<std::string, std::string>> repeats;
+  const std::vector<std::string> dirs = distinct_run_dirs(
+      {a, a + "/", a + "/.", (temp_.path() / "b" / ".." / "a").string(), (temp_.path() / "link").string(), b, a + "//",
+       b + "/"},
+      &repeats);
+  EXPECT_EQ(dirs, (std::vector<std::string>{a, b}));  // the first spelling of each, in the order given
+  ASSERT_EQ(repeats.size(), 6u);
+  EXPECT_EQ(repeats[0], std::make_pair(a + "/", a));
+  EXPECT_EQ(repeats[3], std::make_pair((temp_.path() / "link").string(), a));
+  EXPECT_EQ(repeats[5], std::make_pair(b + "/", b));
+  // A directory that does not exist is compared as written (made absolute and normal); load_run reports it.
+  repeats.clear();
+  const std::string missing = (temp_.path() / "missing").string();
+  EXPECT_EQ(distinct_run_dirs({missing, missing + "/", missing + "/../missing"}, &repeats),
+            std::vector<std::string>{missing});
+  EXPECT_EQ(repeats.size(), 2u);
+  // Two runs that only share a base name stay two.
+  repeats.clear();
+  const std::string other = make_run("elsewhere/a", {0.5}, false).string();
+  EXPECT_EQ(distinct_run_dirs({a, other}, &repeats), (std::vector<std::string>{a, other}));
+  EXPECT_TRUE(repeats.empty());
 }
 
 void expect_load_error(const fs::path& dir, const std::string& needle) {

@@ -12,26 +12,23 @@ namespace bertrain::report {
 namespace {
 
 constexpr double kWidth = 560;        // every chart's drawing width; the page sets two side by side at 1280 px
-constexpr double kCharWidth = 0.6;    // average glyph width of a sans-serif font, in ems, for layout estimates
 constexpr double kTitleBaseline = 22;
 const char kAxisColor[] = "#444", kGridColor[] = "#e3e3e3", kMutedText[] = "#666";
-
-double text_width(const std::string& text, double font_px) {
-  std::size_t glyphs = 0;
-  for (const unsigned char c : text) glyphs += (c & 0xC0) != 0x80;  // UTF-8 continuation bytes are no glyph
-  return static_cast<double>(glyphs) * font_px * kCharWidth;
-}
 
 // The text cut to `max_px` wide with an ellipsis (the full text stays in the element's hover title).
 std::string fit_text(const std::string& text, double font_px, double max_px) {
   if (text_width(text, font_px) <= max_px) return text;
-  const auto keep = static_cast<std::size_t>(std::max(1.0, max_px / (font_px * kCharWidth) - 1));
-  std::size_t glyphs = 0, end = 0;
-  for (; end < text.size(); ++end) {
-    if ((static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) continue;  // inside a UTF-8 character
-    if (glyphs++ == keep) break;
+  const std::string ellipsis = "\u2026";
+  double width = text_width(ellipsis, font_px);
+  std::size_t end = 0;
+  while (end < text.size()) {
+    std::size_t next = end + 1;
+    while (next < text.size() && (static_cast<unsigned char>(text[next]) & 0xC0) == 0x80) ++next;  // one character
+    width += text_width(std::string_view(text).substr(end, next - end), font_px);
+    if (end > 0 && width > max_px) break;
+    end = next;
   }
-  return text.substr(0, end) + "\u2026";
+  return text.substr(0, end) + ellipsis;
 }
 
 std::string svg_open(double width, double height, const std::string& title) {
@@ -111,7 +108,7 @@ std::string shade(double share) {
 }  // namespace
 
 std::string render_line_chart(const LineChart& chart) {
-  constexpr double kLeft = 72, kRight = 18, kTop = 40, kPlotHeight = 230;
+  constexpr double kRight = 18, kTop = 40, kPlotHeight = 230;
   const double plot_right = kWidth - kRight, plot_bottom = kTop + kPlotHeight;
 
   // A diverged epoch (loss NaN), or a value a log axis cannot show, is not drawn: a gap in its line.
@@ -125,27 +122,40 @@ std::string render_line_chart(const LineChart& chart) {
     }
   }
   if (!(x_hi >= x_lo)) x_lo = 0, x_hi = 1, y_lo = 0, y_hi = 1;  // nothing to draw: empty axes
-  const Axis x_axis = linear_axis(x_lo, std::max(x_hi, x_lo + 1), 10, false, true);
+  Axis x_axis = linear_axis(x_lo, std::max(x_hi, x_lo + 1), 10, false, true);
+  // The x axis starts at the first epoch, not at the round number before it: a 20-epoch run's ticks 2 apart
+  // would begin at an epoch 0 that never was.
+  while (!x_axis.ticks.empty() && x_axis.ticks.front() < x_lo) {
+    x_axis.ticks.erase(x_axis.ticks.begin());
+    x_axis.labels.erase(x_axis.labels.begin());
+  }
+  x_axis.lo = std::max(x_axis.lo, x_lo);
   const Axis y_axis = chart.log_y ? log_axis(y_lo, y_hi) : linear_axis(y_lo, y_hi, 5, chart.y_from_zero, false);
-  auto px = [&](double x) { return x_axis.to_pixel(x, kLeft, plot_right); };
+  // The y axis' title, turned upright, stands at the card's left edge; its tick labels end beside the axis.
+  // The plot starts where the widest tick label leaves room for both ("1.000e-4" needs more than "0.2").
+  constexpr double kYTitleX = 18, kYTitleDescent = 4, kTitleGap = 8, kTickGap = 7;
+  double widest_tick = 0;
+  for (const std::string& label : y_axis.labels) widest_tick = std::max(widest_tick, text_width(label, 12));
+  const double left = std::max(72.0, kYTitleX + kYTitleDescent + kTitleGap + widest_tick + kTickGap);
+  auto px = [&](double x) { return x_axis.to_pixel(x, left, plot_right); };
   auto py = [&](double y) { return y_axis.to_pixel(y, plot_bottom, kTop); };
 
   std::string body;
   for (std::size_t t = 0; t < y_axis.ticks.size(); ++t) {
     const double y = py(y_axis.ticks[t]);
-    body += line(kLeft, y, plot_right, y, kGridColor);
-    body += text_at(kLeft - 7, y, y_axis.labels[t], "text-anchor=\"end\" dy=\"0.35em\"");
+    body += line(left, y, plot_right, y, kGridColor);
+    body += text_at(left - kTickGap, y, y_axis.labels[t], "text-anchor=\"end\" dy=\"0.35em\"");
   }
   for (std::size_t t = 0; t < x_axis.ticks.size(); ++t) {
     const double x = px(x_axis.ticks[t]);
     body += line(x, plot_bottom, x, plot_bottom + 5, kAxisColor);
     body += text_at(x, plot_bottom + 19, x_axis.labels[t], "text-anchor=\"middle\"");
   }
-  body += line(kLeft, kTop, kLeft, plot_bottom, kAxisColor) + line(kLeft, plot_bottom, plot_right, plot_bottom, kAxisColor);
-  body += text_at((kLeft + plot_right) / 2, plot_bottom + 40, chart.x_title, "text-anchor=\"middle\"");
+  body += line(left, kTop, left, plot_bottom, kAxisColor) + line(left, plot_bottom, plot_right, plot_bottom, kAxisColor);
+  body += text_at((left + plot_right) / 2, plot_bottom + 40, chart.x_title, "text-anchor=\"middle\"");
   const double y_mid = (kTop + plot_bottom) / 2;
-  body += text_at(18, y_mid, chart.y_title,
-                  "text-anchor=\"middle\" transform=\"rotate(-90 18 " + format_px(y_mid) + ")\"");
+  body += text_at(kYTitleX, y_mid, chart.y_title,
+                  "text-anchor=\"middle\" transform=\"rotate(-90 " + format_px(kYTitleX) + " " + format_px(y_mid) + ")\"");
 
   std::vector<LegendEntry> legend;
   std::string marks;
@@ -184,7 +194,7 @@ std::string render_line_chart(const LineChart& chart) {
   if (!chart.legend.empty()) legend = chart.legend;
 
   int rows = 0;
-  const std::string legend_svg = render_legend(legend, kLeft, plot_bottom + 64, plot_right, &rows);
+  const std::string legend_svg = render_legend(legend, left, plot_bottom + 64, plot_right, &rows);
   const double height = plot_bottom + 64 + 18 * std::max(0, rows - 1) + 10;
   return svg_open(kWidth, height, chart.title) + body + legend_svg + "</svg>\n";
 }
@@ -247,10 +257,15 @@ std::string render_heat_map(const HeatMap& map) {
     row_label = std::max(row_label, std::min(text_width(l, 12), 220.0));
     column_label = std::max(column_label, std::min(text_width(l, 12), 220.0));
   }
-  // Column labels are turned 40 degrees, so they rise sin(40°) of their length above the grid.
-  const double left = 34 + row_label + 10, top = kTitleBaseline + 30 + column_label * 0.643 + 12;
+  // Column labels are turned 40 degrees, so they rise sin(40°) of their length above the grid (clear of the
+  // column title above them) and reach cos(40°) of it to the right of their column (inside the chart).
+  const double left = 34 + row_label + 10, top = kTitleBaseline + 30 + column_label * 0.643 + 22;
   const double grid = cell * n, key_x = left + grid + 28;
-  const double width = std::max(kWidth, key_x + 80), height = top + grid + 44;
+  double labels_right = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    labels_right = std::max(labels_right, left + cell * (i + 0.5) + 0.766 * text_width(fit_text(map.labels[i], 12, 220), 12));
+  }
+  const double width = std::max({kWidth, key_x + 80, labels_right + 12}), height = top + grid + 20;
 
   std::string body = text_at(left + grid / 2, kTitleBaseline + 24, map.column_title, "text-anchor=\"middle\" font-weight=\"bold\"");
   const double row_mid = top + grid / 2;
@@ -291,9 +306,6 @@ std::string render_heat_map(const HeatMap& map) {
             shade(k / 4.0) + "\" stroke=\"#999999\" stroke-width=\"0.5\"/>\n";
     body += text_at(key_x + 22, y + 8, std::to_string(25 * k) + " %", "dy=\"0.35em\" font-size=\"11\"");
   }
-  body += text_at(left, top + grid + 24,
-                  "Numbers are rows; the shade is each cell's share of its " + map.row_title + "'s rows.",
-                  "font-size=\"11\" fill=\"" + std::string(kMutedText) + "\"");
   return svg_open(width, height, map.title) + body + "</svg>\n";
 }
 

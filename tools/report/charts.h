@@ -56,7 +56,8 @@ struct BarChart {
 };
 
 // A square matrix of counts, each cell shaded by its share of its row (for a confusion matrix: the share
-// of the true class's rows predicted as the column's class) and labelled with the count.
+// of the true class's rows predicted as the column's class) and labelled with the count. Its caption (what
+// the numbers and shades mean) is the page's: prose in HTML wraps to its card at any width, an SVG line does not.
 struct HeatMap {
   std::string title, row_title, column_title;  // "true tag", "predicted tag"
   std::vector<std::string> labels;             // row i and column i

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 
@@ -119,13 +120,17 @@ std::string headline_f1(const RunRecord& run) {
   return "n/a";
 }
 
+// The epoch as the page shows it: counted from 1 (epoch 1 is the first finished one), as the train command
+// prints it, where metrics.jsonl and results.json count from 0 as Made-With-ML writes them.
+double shown_epoch(const EpochRecord& e) { return e.epoch + 1; }
+
 std::string cell(const std::string& text, bool number = false) {
   return std::string(number ? "<td class=\"num\">" : "<td>") + xml_escape(text) + "</td>";
 }
 
 std::string summary_table(const std::vector<RunRecord>& runs) {
   std::string html =
-      "<table>\n<thead><tr><th>run</th><th>model</th><th>engine</th><th>ranks</th><th>batch</th><th>lr</th>"
+      "<div class=\"scroll\">\n<table>\n<thead><tr><th>run</th><th>model</th><th>engine</th><th>ranks</th><th>batch</th><th>lr</th>"
       "<th>epochs</th><th>best epoch</th><th>best val_loss</th><th>training time</th><th>holdout F1</th></tr></thead>\n"
       "<tbody>\n";
   for (std::size_t r = 0; r < runs.size(); ++r) {
@@ -137,20 +142,21 @@ std::string summary_table(const std::vector<RunRecord>& runs) {
     html += "<tr><td><span class=\"swatch\" style=\"background:" + std::string(run_color(r)) + "\"></span>" +
             xml_escape(run.name) + "</td>" + cell(param(run, "model")) + cell(param(run, "engine")) +
             cell(param(run, "world_size"), true) + cell(param(run, "batch_size"), true) + cell(param(run, "lr"), true) +
-            cell(epochs) + cell(best ? format_value(best->epoch) : "none", true) +
+            cell(epochs) + cell(best ? format_value(shown_epoch(*best)) : "none", true) +
             cell(best ? format_fixed(best->val_loss, 4) : "n/a", true) + cell(duration(run.epochs.back().elapsed_s), true) +
             cell(headline_f1(run), true) + "</tr>\n";
   }
-  return html + "</tbody>\n</table>\n";
+  return html + "</tbody>\n</table>\n</div>\n";
 }
 
-// One per-epoch quantity of one run as a line.
+// One per-epoch quantity of one run as a line. Its x is the shown epoch, so the axis, the hover text and the
+// points' data-x all say the same number (data-x is what the chart plots, not the file's field).
 LineSeries epoch_series(const RunRecord& run, double EpochRecord::*field, std::string name, std::string color) {
   LineSeries s;
   s.name = std::move(name);
   s.color = std::move(color);
   for (const EpochRecord& e : run.epochs) {
-    s.x.push_back(e.epoch);
+    s.x.push_back(shown_epoch(e));
     s.y.push_back(e.*field);
   }
   return s;
@@ -207,6 +213,29 @@ LineChart learning_rate_chart(const std::vector<RunRecord>& runs) {
   return chart;
 }
 
+// Whether the plateau scheduler ever changed the run's learning rate.
+bool learning_rate_changed(const RunRecord& run) {
+  for (const EpochRecord& e : run.epochs) {
+    if (!(e.lr == run.epochs.front().lr)) return true;
+  }
+  return false;
+}
+
+// Where no run's learning rate changed, a chart would be flat lines around a made-up band of ticks: one line
+// of text says it instead. Where any run's did, the chart overlays them all (the constant ones for comparison).
+std::string constant_learning_rate_note(const std::vector<RunRecord>& runs) {
+  if (runs.size() == 1) {
+    return "<p class=\"note\">Learning rate: " + xml_escape(format_value(runs[0].epochs.front().lr)) +
+           " throughout (no ReduceLROnPlateau reduction).</p>\n";
+  }
+  std::string html = "<p class=\"note\">Learning rate constant in every run (no ReduceLROnPlateau reduction): ";
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    html += std::string(r == 0 ? "" : ", ") + "<span class=\"swatch\" style=\"background:" + run_color(r) +
+            "\"></span>" + xml_escape(runs[r].name + " " + format_value(runs[r].epochs.front().lr));
+  }
+  return html + ".</p>\n";
+}
+
 std::string overall_table(const json& evaluation) {
   const bool multi = multi_label(evaluation);
   auto row = [](const std::string& name, const json& m) {
@@ -216,7 +245,7 @@ std::string overall_table(const json& evaluation) {
            cell(format_fixed(number_or_nan(m.value("num_samples", json())), 0), true) + "</tr>\n";
   };
   // Multi-label support counts label occurrences, not rows.
-  std::string html = std::string("<table>\n<thead><tr><th>") + (multi ? "average" : "subset") +
+  std::string html = std::string("<div class=\"scroll\">\n<table>\n<thead><tr><th>") + (multi ? "average" : "subset") +
                      "</th><th>precision</th><th>recall</th><th>F1</th><th>" + (multi ? "support" : "rows") +
                      "</th></tr></thead>\n<tbody>\n";
   const json& overall = evaluation["overall"];
@@ -237,7 +266,7 @@ std::string overall_table(const json& evaluation) {
       if (m.is_object()) html += row("slice " + slice, m);
     }
   }
-  return html + "</tbody>\n</table>\n";
+  return html + "</tbody>\n</table>\n</div>\n";
 }
 
 BarChart per_class_chart(const json& evaluation) {
@@ -285,7 +314,9 @@ std::string evaluation_section(const RunRecord& run) {
   if (e.contains("timestamp") && e["timestamp"].is_string()) html += ", " + xml_escape(e["timestamp"].get<std::string>());
   html += "</p>\n" + overall_table(e) + "<div class=\"charts\">\n" + render_bar_chart(per_class_chart(e));
   if (e.contains("confusion_matrix")) {
-    html += render_heat_map(confusion_heat_map(e));
+    const HeatMap map = confusion_heat_map(e);
+    html += "<figure>\n" + render_heat_map(map) + "<figcaption>Numbers are rows; the shade is each cell's share of its " +
+            xml_escape(map.row_title) + "'s rows.</figcaption>\n</figure>\n";
   } else if (multi_label(e)) {
     html += "<p class=\"meta\">Multi-label: each row may have several labels, so there is no single confusion matrix.</p>\n";
   }
@@ -297,14 +328,19 @@ const char kStyle[] =
     "main{max-width:1180px;margin:0 auto;padding:8px 20px 40px}"
     "h1{font-size:24px;margin:16px 0 4px}h2{font-size:19px;margin:28px 0 8px}"
     ".meta{color:#666;font-size:13px;margin:4px 0 12px}"
-    "table{border-collapse:collapse;font-size:13px;background:#fff;margin:8px 0 16px}"
+    // A table wider than a narrow window scrolls in its own box, not off the page's edge.
+    ".scroll{overflow-x:auto}table{border-collapse:collapse;font-size:13px;background:#fff;margin:8px 0 16px}"
     "th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}"
     "th{background:#f0f0f0}td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}"
     ".swatch{display:inline-block;width:10px;height:10px;margin-right:6px;border-radius:2px}"
+    ".note{font-size:14px;margin:4px 0 12px}"
     // Two charts side by side from about 1100 px of window, one below the other on narrower screens.
     ".charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,540px),1fr));gap:16px;"
     "align-items:start}"
-    ".charts svg{width:100%;height:auto;background:#fff;border:1px solid #e5e5e5}";
+    ".charts svg{width:100%;height:auto;background:#fff;border:1px solid #e5e5e5}"
+    // A chart with a caption: one card around both, the caption wrapping inside it.
+    ".charts figure{margin:0;background:#fff;border:1px solid #e5e5e5}.charts figure svg{border:0;display:block}"
+    "figcaption{color:#666;font-size:12px;padding:0 12px 12px;overflow-wrap:anywhere}";
 
 }  // namespace
 
@@ -325,6 +361,26 @@ RunRecord load_run(const std::string& dir) {
   return run;
 }
 
+std::vector<std::string> distinct_run_dirs(const std::vector<std::string>& dirs,
+                                           std::vector<std::pair<std::string, std::string>>* repeats) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> distinct;
+  std::map<fs::path, std::string> first_spelling;  // canonical path -> as first given
+  for (const std::string& dir : dirs) {
+    std::error_code error;
+    fs::path key = fs::weakly_canonical(fs::absolute(dir, error), error);
+    if (error) key = fs::absolute(dir, error).lexically_normal();
+    if (!key.has_filename()) key = key.parent_path();  // "a/" normalises to "a/": the same folder as "a"
+    const auto [it, inserted] = first_spelling.emplace(key, dir);
+    if (inserted) {
+      distinct.push_back(dir);
+    } else {
+      repeats->emplace_back(dir, it->second);
+    }
+  }
+  return distinct;
+}
+
 void name_runs(std::vector<RunRecord>* runs) {
   std::map<std::string, int> uses;
   for (const RunRecord& run : *runs) ++uses[folder_name(run.dir)];
@@ -341,8 +397,10 @@ std::string render_report(const std::vector<RunRecord>& runs, const std::string&
                      (runs.size() == 1 ? " run" : " runs") + ", generated " + xml_escape(generated) +
                      ". Hover over a point, bar or cell for its exact value.</p>\n";
   html += "<section>\n<h2>Runs</h2>\n" + summary_table(runs) + "</section>\n";
-  html += "<section>\n<h2>Training</h2>\n<div class=\"charts\">\n" + render_line_chart(loss_chart(runs)) +
-          render_line_chart(learning_rate_chart(runs));
+  const bool any_lr_change = std::any_of(runs.begin(), runs.end(), learning_rate_changed);
+  html += "<section>\n<h2>Training</h2>\n" + (any_lr_change ? "" : constant_learning_rate_note(runs)) +
+          "<div class=\"charts\">\n" + render_line_chart(loss_chart(runs));
+  if (any_lr_change) html += render_line_chart(learning_rate_chart(runs));
   LineChart throughput = epoch_chart(runs, "Training throughput per epoch", "samples / s", &EpochRecord::samples_per_s);
   throughput.y_from_zero = true;
   html += render_line_chart(throughput) + "</div>\n</section>\n";

@@ -5,11 +5,13 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bertrain::report {
 
-// One line of metrics.jsonl; a value the trainer wrote as null (a diverged, non-finite loss) is NaN.
+// One line of metrics.jsonl; a value the trainer wrote as null (a diverged, non-finite loss) is NaN. `epoch` is
+// the file's, counted from 0; the page shows epoch + 1.
 struct EpochRecord {
   double epoch = 0, train_loss = 0, val_loss = 0, lr = 0, samples_per_s = 0, elapsed_s = 0;
 };
@@ -27,11 +29,18 @@ struct RunRecord {
 // present. Throws Error naming the file (and line or field) on anything it cannot read.
 RunRecord load_run(const std::string& dir);
 
+// The run directories to report, each once, in the order first given: "a", "a/", "./a" and a symbolic link to
+// it are one run (their canonical paths are equal; a path that does not exist is compared made absolute and
+// normal, and load_run reports it). Each later spelling goes into *repeats with the first one.
+std::vector<std::string> distinct_run_dirs(const std::vector<std::string>& dirs,
+                                           std::vector<std::pair<std::string, std::string>>* repeats);
+
 // Names the runs for the page: each directory's base name, or the whole path where base names repeat.
 void name_runs(std::vector<RunRecord>* runs);
 
-// The whole page: a summary table, loss / learning-rate / throughput curves with every run overlaid, and
-// for each evaluated run its overall metrics, per-class precision / recall / F1 bars and confusion matrix.
+// The whole page: a summary table, loss / learning-rate / throughput curves with every run overlaid (the
+// learning rate as one line of text when no run's ever changed), and for each evaluated run its overall
+// metrics, per-class precision / recall / F1 bars and confusion matrix.
 // `generated` is printed in the header (the caller's clock, so that the page is otherwise deterministic).
 std::string render_report(const std::vector<RunRecord>& runs, const std::string& generated);
 

@@ -25,7 +25,25 @@ std::string printf_double(const char* format, int precision, double value) {
   return text;
 }
 
+// Advance widths of ASCII ' ' to '~' in DejaVu Sans, in 1/2048 em (the font's hmtx table).
+constexpr unsigned short kDejaVuWidths[95] = {
+    651,  821,  942,  1716, 1303, 1946, 1597, 563,  799,  799,  1024, 1716, 651,  739,  651,  690,  1303, 1303, 1303,
+    1303, 1303, 1303, 1303, 1303, 1303, 1303, 690,  690,  1716, 1716, 1716, 1087, 2048, 1401, 1405, 1430, 1577, 1294,
+    1178, 1587, 1540, 604,  604,  1343, 1141, 1767, 1532, 1612, 1235, 1612, 1423, 1300, 1251, 1499, 1401, 2025, 1403,
+    1251, 1403, 799,  690,  799,  1716, 1024, 1024, 1255, 1300, 1126, 1300, 1260, 721,  1300, 1298, 569,  569,  1186,
+    569,  1995, 1298, 1253, 1300, 1300, 842,  1067, 803,  1298, 1212, 1675, 1212, 1212, 1075, 1303, 690,  1303, 1716};
+
 }  // namespace
+
+double text_width(std::string_view text, double font_px) {
+  double ems = 0;
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if ((c & 0xC0) == 0x80) continue;  // a UTF-8 continuation byte: no glyph of its own
+    ems += c >= ' ' && c <= '~' ? kDejaVuWidths[c - ' '] / 2048.0 : 1.0;
+  }
+  return ems * font_px;
+}
 
 std::string xml_escape(std::string_view text) {
   std::string out;

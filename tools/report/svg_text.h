@@ -10,6 +10,12 @@ namespace bertrain::report {
 // & < > " ' replaced by entities: safe in element text and in attribute values of either quote.
 std::string xml_escape(std::string_view text);
 
+// How wide `text` is drawn at `font_px` in DejaVu Sans: what the charts lay their labels out with. It is the
+// first font they ask for and the widest of those they name (Helvetica and Arial are narrower), so a layout
+// measured with it leaves room whichever the browser has. A character beyond ASCII (an accent, CJK, the
+// ellipsis) counts as a whole em, about the widest it can be.
+double text_width(std::string_view text, double font_px);
+
 // A tick label for `value` on an axis whose ticks are `step` apart: just enough decimals to tell
 // neighbouring ticks apart; values below 0.001 in scientific notation ("5e-5").
 std::string format_tick(double value, double step);
