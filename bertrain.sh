@@ -112,7 +112,9 @@ main_job() {
   echo "== prediction"
   "$BUILD_DIR/bertrain" predict --model "$run" --title "Transfer learning with transformers" \
     --description "Using transformers for transfer learning on text classification tasks." --threshold 0.9
-  echo "== report (loss, learning rate and throughput per epoch, per-class metrics, confusion matrix)"
+  # The report's summary ends the job: the run, its best epoch and time, the holdout metrics, and where the model,
+  # evaluation.json and the HTML report (loss, learning rate, throughput, per-class metrics, confusion matrix) are.
+  echo "== summary"
   "$BUILD_DIR/bertrain" report "$run"
 }
 

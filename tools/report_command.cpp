@@ -37,6 +37,7 @@ int run_report(const std::vector<std::string>& args) {
   std::string out = p.get("out");
   if (out.empty()) out = dirs.size() == 1 ? dirs[0] + "/report.html" : "report.html";
   write_file_atomically(out, report::render_report(runs, iso_timestamp_now()));
+  for (const report::RunRecord& run : runs) std::fputs(report::run_summary(run).c_str(), stdout);
   std::printf("report: %zu run%s -> %s\n", runs.size(), runs.size() == 1 ? "" : "s", out.c_str());
   return 0;
 }

@@ -521,7 +521,9 @@ TEST_F(CliTest, ReportOfATrainedAndEvaluatedRun) {
   ASSERT_TRUE(succeeded(run({"evaluate", "--model", path("run"), "--data", data(), "--out", path("run/evaluation.json")})));
   const RunResult r = run({"report", path("run")});
   ASSERT_TRUE(succeeded(r));
-  EXPECT_EQ(r.out, "report: 1 run -> " + path("run") + "/report.html\n");
+  EXPECT_EQ(lines_of(r.out).back(), "report: 1 run -> " + path("run") + "/report.html");
+  EXPECT_EQ(r.out.rfind(path("run") + ": finished 3 epochs in ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("\n  evaluated on "), std::string::npos) << r.out;
   const std::string html = slurp(path("run/report.html"));
   const testing::XmlElement page = testing::parse_xml(html);  // throws (fails the test) unless well-formed
   const auto charts = page.find_all("svg");

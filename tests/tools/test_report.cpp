@@ -672,6 +672,31 @@ TEST_F(ReportRunTest, ARunWithoutResultsOrWithADivergedEpochIsStillReported) {
   EXPECT_NE(all_text(page).find("no results.json"), std::string::npos);
 }
 
+// The lines report prints on the terminal (the main job ends with them): progress, best epoch and its model,
+// and the evaluation's headline metrics with the file they come from.
+TEST_F(ReportRunTest, TheTerminalSummarySaysWhatARunReachedAndWhereItIs) {
+  const fs::path done = make_run("done", {0.5, 0.3, 0.4}, true);
+  EXPECT_EQ(run_summary(load_run(done.string())),
+            done.string() + ": finished 3 epochs in 25.5 s; best epoch 2 (val_loss 0.3000), its model in " +
+                done.string() + "/best\n  evaluated on holdout.csv (14 rows): precision 0.800, recall 0.750, f1 0.760 "
+                "(weighted); " + done.string() + "/evaluation.json\n");
+  const fs::path papers = make_run("papers", {0.3}, false);
+  write(papers / "evaluation.json", R"({"problem_type": "multi_label_classification", "num_rows": 1,
+    "overall": {"micro": {"precision": 0.9, "recall": 0.95, "f1": 0.924, "num_samples": 120.0},
+                "macro": {"precision": 0.8, "recall": 0.9, "f1": 0.85, "num_samples": 120.0}},
+    "per_class": {}})");
+  EXPECT_EQ(run_summary(load_run(papers.string())),
+            papers.string() + ": finished 1 epoch in 8.5 s; best epoch 1 (val_loss 0.3000), its model in " +
+                papers.string() + "/best\n  evaluated on its data (1 row): micro precision 0.900, recall 0.950, "
+                "f1 0.924; macro f1 0.850; " + papers.string() + "/evaluation.json\n");
+  const fs::path going = temp_.path() / "going";
+  write(going / "metrics.jsonl", metrics_line(0, 0.7, 0.6, 1e-4).dump() + "\n" + metrics_line(1, 0.6, 0.5, 1e-4).dump() +
+                                     "\n");
+  EXPECT_EQ(run_summary(load_run(going.string())),
+            going.string() + ": trained 2 epochs so far in 17.0 s; best epoch 2 (val_loss 0.5000), its model in " +
+                going.string() + "/best\n");
+}
+
 TEST_F(ReportRunTest, TheBestEpochIsTheFirstWithTheLowestValidationLoss) {
   // As the trainer keeps best/: a later epoch that only ties does not replace it.
   EXPECT_EQ(*load_run(make_run("tie", {0.5, 0.35, 0.35, 0.38}, false).string()).best, 1u);

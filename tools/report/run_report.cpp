@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 
+#include "core/count_text.h"
 #include "core/error.h"
 #include "core/files.h"
 #include "tools/report/charts.h"
@@ -118,6 +119,14 @@ std::string headline_f1(const RunRecord& run) {
     return format_fixed(number_or_nan(overall["micro"].value("f1", json())), 3) + " (micro)";
   }
   return "n/a";
+}
+
+// "precision 0.917, recall 0.914, f1 0.914" of one averages object of evaluation.json.
+std::string prf(const json& m) {
+  if (!m.is_object()) return "n/a";
+  return "precision " + format_fixed(number_or_nan(m.value("precision", json())), 3) + ", recall " +
+         format_fixed(number_or_nan(m.value("recall", json())), 3) + ", f1 " +
+         format_fixed(number_or_nan(m.value("f1", json())), 3);
 }
 
 // The epoch as the page shows it: counted from 1 (epoch 1 is the first finished one), as the train command
@@ -385,6 +394,36 @@ void name_runs(std::vector<RunRecord>* runs) {
   std::map<std::string, int> uses;
   for (const RunRecord& run : *runs) ++uses[folder_name(run.dir)];
   for (RunRecord& run : *runs) run.name = uses[folder_name(run.dir)] == 1 ? folder_name(run.dir) : run.dir;
+}
+
+std::string run_summary(const RunRecord& run) {
+  // results.json is written at the end: without it the run is going, or was stopped.
+  std::string out = run.dir + ": " + (run.results.is_null() ? "trained " : "finished ") +
+                    count_of(static_cast<long long>(run.epochs.size()), "epoch") + (run.results.is_null() ? " so far" : "") +
+                    " in " + duration(run.epochs.back().elapsed_s);
+  if (run.best) {
+    const EpochRecord& best = run.epochs[*run.best];
+    out += "; best epoch " + format_value(shown_epoch(best)) + " (val_loss " + format_fixed(best.val_loss, 4) +
+           "), its model in " + run.dir + "/best";
+  }
+  out += "\n";
+  if (!run.evaluation.is_null()) {
+    const json& e = run.evaluation;
+    const json overall = e.value("overall", json::object());
+    const json data = e.value("data", json()), rows = e.value("num_rows", json());
+    out += "  evaluated on " + (data.is_string() ? data.get<std::string>() : std::string("its data"));
+    if (rows.is_number()) out += " (" + count_of(rows.get<long long>(), "row") + ")";
+    out += ": ";
+    if (multi_label(e)) {
+      const json macro = overall.value("macro", json::object());
+      out += "micro " + prf(overall.value("micro", json())) + "; macro f1 " +
+             format_fixed(number_or_nan(macro.is_object() ? macro.value("f1", json()) : json()), 3);
+    } else {
+      out += prf(overall) + " (weighted)";
+    }
+    out += "; " + run.dir + "/evaluation.json\n";
+  }
+  return out;
 }
 
 std::string render_report(const std::vector<RunRecord>& runs, const std::string& generated) {

@@ -38,6 +38,10 @@ std::vector<std::string> distinct_run_dirs(const std::vector<std::string>& dirs,
 // Names the runs for the page: each directory's base name, or the whole path where base names repeat.
 void name_runs(std::vector<RunRecord>* runs);
 
+// A few lines for the terminal: how far the run got and in how long, its best epoch and where that model is, and,
+// evaluated, the headline metrics and where evaluation.json is ("RUN_DIR: ...\n  evaluated on ...\n").
+std::string run_summary(const RunRecord& run);
+
 // The whole page: a summary table, loss / learning-rate / throughput curves with every run overlaid (the
 // learning rate as one line of text when no run's ever changed), and for each evaluated run its overall
 // metrics, per-class precision / recall / F1 bars and confusion matrix.
