@@ -15,7 +15,7 @@
 #                and SciBERT's shape in bf16 at batch 256 on Made-With-ML's own lengths (tokenized with
 #                $BERTRAIN_DATA_DIR/scibert_scivocab_uncased/vocab.txt, else MODEL_DIR/vocab.txt), packed and
 #                --padded (the padded engine's work)
-#   torch-*      tools/reference/bench_torch_step.py on the same GPU, shapes and lengths (dynamic padding),
+#   torch-*      tests/reference/bench_torch_step.py on the same GPU, shapes and lengths (dynamic padding),
 #                when torch imports; torch-compile-bf16-256x128-full is the same model under torch.compile
 #   finetune-*   with MODEL_DIR: a short fine-tune on Made-With-ML's data ($BERTRAIN_DATA_DIR/madewithml,
 #                default ../shared/data), GPU bf16, GPU fp32 and CPU, then evaluate on holdout.csv
@@ -129,13 +129,13 @@ bench_step() {  # bench_step BATCH SEQ PRECISION [extra...]
     --precision "$precision" --steps 20 --warmup 5 "$@"
 }
 torch_full_step() {  # torch_full_step [extra...]: BERT-base 256 x 128, every row full length
-  python3 tools/reference/bench_torch_step.py --device cuda --layers 12 --hidden 768 --heads 12 \
+  python3 tests/reference/bench_torch_step.py --device cuda --layers 12 --hidden 768 --heads 12 \
     --intermediate 3072 --batch 256 --seq 128 --attn sdpa --autocast-bf16 --fused-adam --steps 20 --warmup 5 "$@"
 }
 torch_step() {  # torch_step BATCH SEQ [extra...]
   local batch=$1 seq=$2
   shift 2
-  python3 tools/reference/bench_torch_step.py --device cuda --layers 12 --hidden 768 --heads 12 \
+  python3 tests/reference/bench_torch_step.py --device cuda --layers 12 --hidden 768 --heads 12 \
     --intermediate 3072 --batch "$batch" --seq "$seq" --padding --attn sdpa --steps 20 --warmup 5 "$@"
 }
 
@@ -152,7 +152,7 @@ mwml_step() {  # mwml_step [extra...]: SciBERT shape, bf16, batch 256, Made-With
     --vocab-file "$(mwml_vocab)" --batch 256 --device cuda --precision bf16 --steps 20 --warmup 5 "$@"
 }
 torch_mwml_step() {  # the same lengths (the file the packed step wrote), dynamic padding
-  python3 tools/reference/bench_torch_step.py --device cuda --layers 12 --hidden 768 --heads 12 \
+  python3 tests/reference/bench_torch_step.py --device cuda --layers 12 --hidden 768 --heads 12 \
     --intermediate 3072 --lengths "$OUT/mwml-lengths.json" --attn sdpa --autocast-bf16 --fused-adam \
     --steps 20 --warmup 5
 }
@@ -191,7 +191,7 @@ inference_check() {
       --precision "$2" --out "$OUT/inference-predict-$1-$2.jsonl" || return 1
   done
   # PyTorch on the same rows and GPU, beside predict's rows/s above.
-  python3 tools/reference/bench_torch_inference.py --model "$run/best" --data "$DATA/madewithml/dataset.csv" \
+  python3 tests/reference/bench_torch_inference.py --model "$run/best" --data "$DATA/madewithml/dataset.csv" \
     --device cuda --bf16 || echo "(PyTorch inference comparison failed)"
   python3 - "$OUT" <<'PY'
 import json, sys
