@@ -18,19 +18,30 @@
 #   torch-*      tests/reference/bench_torch_step.py on the same GPU, shapes and lengths (dynamic padding),
 #                when torch imports; torch-compile-bf16-256x128-full is the same model under torch.compile
 #   finetune-*   with MODEL_DIR: a short fine-tune on Made-With-ML's data ($BERTRAIN_DATA_DIR/madewithml,
-#                default ../shared/data), GPU bf16, GPU fp32 and CPU, then evaluate on holdout.csv
+#                default datasets/madewithml in the checkout), GPU bf16, GPU fp32 and CPU, then evaluate on holdout.csv
 #   finetune-report  the three fine-tunes overlaid in OUT_DIR/finetune-report.html (bertrain report)
 #   inference-gpu-vs-cpu  evaluate and predict on the GPU (fp32, bf16) and the CPU: rows/s and the probability
 #                differences
 # OUT_DIR/summary.md gets one line per step and the headline numbers. Exit status: 0 when every step passed.
 set -uo pipefail
+if [ -n "${BERTRAIN_DATA_DIR:-}" ] && [[ $BERTRAIN_DATA_DIR != /* ]]; then BERTRAIN_DATA_DIR=$PWD/$BERTRAIN_DATA_DIR; fi
 cd "$(dirname "$0")/.."
 
 OUT=${1:-gpu-check-$(date +%Y%m%d-%H%M%S)}
 MODEL=${2:-}
 BUILD_DIR=${BUILD_DIR:-build-gpu}
 DEPS=${BERTRAIN_DEPS_DIR:-.deps}
-DATA=${BERTRAIN_DATA_DIR:-../shared/data}
+# The data folder as ./bertrain.sh finds it (never downloaded here: GPU machines have no network):
+# $BERTRAIN_DATA_DIR, else datasets/ in the checkout when it holds the CSVs, else ../shared/data beside the
+# checkout (the development machines keep the data there).
+if [ -n "${BERTRAIN_DATA_DIR:-}" ]; then
+  DATA=$BERTRAIN_DATA_DIR
+elif [ -f datasets/madewithml/dataset.csv ] && [ -f datasets/madewithml/holdout.csv ]; then
+  DATA=$PWD/datasets
+else
+  DATA=$(cd .. && pwd)/shared/data
+fi
+export BERTRAIN_DATA_DIR=$DATA  # the tests that read the real data find it there
 JOBS=${JOBS:-$(nproc)}
 mkdir -p "$OUT"
 SUMMARY=$OUT/summary.md
