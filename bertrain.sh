@@ -263,9 +263,9 @@ fuzz() {
   echo "bertrain.sh fuzz: no findings"
 }
 
-run_tests() {  # run_tests DIR
-  # The tests that read the real Made-With-ML files and SciBERT's vocabulary find them through
-  # BERTRAIN_DATA_DIR (found as `run` finds it, never downloaded); without it they skip, saying so.
+# export_data_dir: the tests that read the real Made-With-ML files and SciBERT's vocabulary find them through
+# BERTRAIN_DATA_DIR, exported here as `run` finds the folder (never downloaded); without it they skip, saying so.
+export_data_dir() {
   local data
   data=$(data_dir)
   if [ -n "$data" ]; then
@@ -275,6 +275,10 @@ run_tests() {  # run_tests DIR
     echo "bertrain.sh: no Made-With-ML data (BERTRAIN_DATA_DIR unset, no datasets/madewithml/); the tests that need" \
       "it skip (./bertrain.sh run downloads it)"
   fi
+}
+
+run_tests() {  # run_tests DIR
+  export_data_dir
   # One test process per core; ctest prints the summary line CI reads.
   (cd "$1" && ctest --output-on-failure -j "$JOBS")
 }
@@ -297,6 +301,7 @@ case "${1:-}" in
     # Portable code paths (no -march=native): GCC reports false uninitialized-use warnings inside its
     # AVX-512 headers under the sanitizers, and the sanitizers check our code, not the vector units.
     build build-asan -DBERTRAIN_SANITIZE=ON -DBERTRAIN_CUDA=OFF -DBERTRAIN_NATIVE=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+    export_data_dir
     (cd build-asan && ctest --output-on-failure -j "$JOBS" -LE mpi)
     # Open MPI leaks from components it unloads at MPI_Finalize (frames without a module name, so no
     # suppression can match them): the mpi tests run with leak detection off, everything else with it on.
