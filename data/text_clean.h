@@ -1,4 +1,4 @@
-// Made-With-ML's clean_text, reproduced exactly (see ../shared/data/README.md, "The original preprocessing"):
+// Made-With-ML's clean_text (madewithml/data.py), reproduced exactly (README: Predicting with transformers):
 // lowercase; drop NLTK English stopwords as whole words (Python re \b semantics: any Unicode letter,
 // digit or '_' is a word character) with the whitespace after them; pad ASCII punctuation with spaces;
 // collapse every run of characters outside [A-Za-z0-9] to one space; collapse spaces and strip;

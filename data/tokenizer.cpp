@@ -11,7 +11,7 @@
 //  3. NFC of the whole text: skipped here. It cannot change the result: the only later steps that see it
 //     are lower() (which maps canonically equivalent strings to canonically equivalent strings, final
 //     sigma included, since cased / case-ignorable status survives composition) and NFD, which undoes
-//     it. The per-code-point sweep (tools/reference/make_token_fixtures.py --sweep) and the combining-
+//     it. The per-code-point sweep (tests/reference/make_token_fixtures.py --sweep) and the combining-
 //     mark, Hangul and kana fixtures check this;
 //  4. whitespace_tokenize: str.split(), i.e. Python whitespace; after step 1 only ' ', U+2028 and U+2029
 //     are left of it;

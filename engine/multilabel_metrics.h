@@ -2,7 +2,7 @@
 // precision_recall_fscore_support(y_true, y_pred, average=..., labels=None, zero_division="warn") does on
 // multilabel-indicator input (read from sklearn/metrics/_classification.py of scikit-learn 1.9.1, numpy
 // 2.4.6; checked against tests/fixtures/multilabel_metrics.json, made by
-// tools/reference/make_multilabel_metric_cases.py).
+// tests/reference/make_multilabel_metric_cases.py).
 //
 // y_true and y_pred are [num_samples x num_labels] row-major 0/1 indicator matrices: entry i·L + c says
 // whether sample i has (is predicted to have) label c. labels=None means every column is a label, in

@@ -29,7 +29,7 @@ struct PackedRows {
     }
   }
 
-  // The batch of a golden fixture file (tools/reference/make_fixtures.py): its input_ids and attention_mask.
+  // The batch of a golden fixture file (tests/reference/make_fixtures.py): its input_ids and attention_mask.
   static PackedRows from_golden(const SafetensorsFile& golden) {
     const auto int32 = [&](const std::string& name) {
       std::vector<int32_t> out;

@@ -3,7 +3,7 @@
 // that one can see it learn. Batches are packed (the engine computes only real tokens): either one synthetic
 // batch (lengths from S/2 to S, or all S with --full-rows), or batches whose row lengths are drawn from a tokenized dataset
 // (--lengths-from), optionally extended to their longest row (--padded: the work a padded engine does).
-// Compare with tools/reference/bench_torch_step.py (--lengths takes the file --lengths-out writes).
+// Compare with tests/reference/bench_torch_step.py (--lengths takes the file --lengths-out writes).
 // --forward-only times evaluation steps instead (forward + loss; on a GPU a repeated shape replays as a CUDA graph).
 #include <omp.h>
 
@@ -65,7 +65,7 @@ BatchLengths lengths_from_dataset(const std::string& csv, const std::string& voc
   return batches;
 }
 
-// {"batches": [[L, ...], ...]}: what tools/reference/bench_torch_step.py --lengths reads.
+// {"batches": [[L, ...], ...]}: what tests/reference/bench_torch_step.py --lengths reads.
 void write_lengths(const std::string& path, const BatchLengths& batches) {
   std::string text = "{\"batches\": [";
   for (std::size_t i = 0; i < batches.size(); ++i) {

@@ -2,7 +2,7 @@
 // tokenizer on a CSV's title + " " + description, its rows repeated to --rows. Three variants: clean only,
 // tokenize only (on text cleaned beforehand) and clean + tokenize. Each prints rows/s and MB/s (of the
 // variant's input text) and one JSON line; the total token count and id sum are printed so that runs
-// can be checked against each other and against tools/reference/bench_hf_tokenizer.py (same numbers
+// can be checked against each other and against tests/reference/bench_hf_tokenizer.py (same numbers
 // for the same rows), and the two tokenizing variants must agree or the benchmark fails.
 #include <algorithm>
 #include <chrono>
@@ -60,7 +60,7 @@ int run_bench_tokenize(const std::vector<std::string>& args) {
   ArgParser parser("bench tokenize",
                    "Times Made-With-ML's clean_text and the WordPiece tokenizer on one thread: clean only, tokenize\n"
                    "only (text cleaned beforehand) and clean + tokenize, over a CSV's title + \" \" + description\n"
-                   "with its rows repeated. Compare with tools/reference/bench_hf_tokenizer.py.");
+                   "with its rows repeated. Compare with tests/reference/bench_hf_tokenizer.py.");
   parser.option("vocab", "", "WordPiece vocabulary (vocab.txt)", true).value_name("FILE");
   parser.option("data", "", "CSV with title and description columns", true).value_name("FILE");
   parser.option("rows", "100000", "rows per timed pass (the CSV's rows, repeated)");

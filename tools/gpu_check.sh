@@ -15,22 +15,33 @@
 #                and SciBERT's shape in bf16 at batch 256 on Made-With-ML's own lengths (tokenized with
 #                $BERTRAIN_DATA_DIR/scibert_scivocab_uncased/vocab.txt, else MODEL_DIR/vocab.txt), packed and
 #                --padded (the padded engine's work)
-#   torch-*      tools/reference/bench_torch_step.py on the same GPU, shapes and lengths (dynamic padding),
+#   torch-*      tests/reference/bench_torch_step.py on the same GPU, shapes and lengths (dynamic padding),
 #                when torch imports; torch-compile-bf16-256x128-full is the same model under torch.compile
 #   finetune-*   with MODEL_DIR: a short fine-tune on Made-With-ML's data ($BERTRAIN_DATA_DIR/madewithml,
-#                default ../shared/data), GPU bf16, GPU fp32 and CPU, then evaluate on holdout.csv
+#                default datasets/madewithml in the checkout), GPU bf16, GPU fp32 and CPU, then evaluate on holdout.csv
 #   finetune-report  the three fine-tunes overlaid in OUT_DIR/finetune-report.html (bertrain report)
 #   inference-gpu-vs-cpu  evaluate and predict on the GPU (fp32, bf16) and the CPU: rows/s and the probability
 #                differences
 # OUT_DIR/summary.md gets one line per step and the headline numbers. Exit status: 0 when every step passed.
 set -uo pipefail
+if [ -n "${BERTRAIN_DATA_DIR:-}" ] && [[ $BERTRAIN_DATA_DIR != /* ]]; then BERTRAIN_DATA_DIR=$PWD/$BERTRAIN_DATA_DIR; fi
 cd "$(dirname "$0")/.."
 
 OUT=${1:-gpu-check-$(date +%Y%m%d-%H%M%S)}
 MODEL=${2:-}
 BUILD_DIR=${BUILD_DIR:-build-gpu}
 DEPS=${BERTRAIN_DEPS_DIR:-.deps}
-DATA=${BERTRAIN_DATA_DIR:-../shared/data}
+# The data folder as ./bertrain.sh finds it (never downloaded here: GPU machines have no network):
+# $BERTRAIN_DATA_DIR, else datasets/ in the checkout when it holds the CSVs, else ../shared/data beside the
+# checkout (the development machines keep the data there).
+if [ -n "${BERTRAIN_DATA_DIR:-}" ]; then
+  DATA=$BERTRAIN_DATA_DIR
+elif [ -f datasets/madewithml/dataset.csv ] && [ -f datasets/madewithml/holdout.csv ]; then
+  DATA=$PWD/datasets
+else
+  DATA=$(cd .. && pwd)/shared/data
+fi
+export BERTRAIN_DATA_DIR=$DATA  # the tests that read the real data find it there
 JOBS=${JOBS:-$(nproc)}
 mkdir -p "$OUT"
 SUMMARY=$OUT/summary.md
@@ -129,13 +140,13 @@ bench_step() {  # bench_step BATCH SEQ PRECISION [extra...]
     --precision "$precision" --steps 20 --warmup 5 "$@"
 }
 torch_full_step() {  # torch_full_step [extra...]: BERT-base 256 x 128, every row full length
-  python3 tools/reference/bench_torch_step.py --device cuda --layers 12 --hidden 768 --heads 12 \
+  python3 tests/reference/bench_torch_step.py --device cuda --layers 12 --hidden 768 --heads 12 \
     --intermediate 3072 --batch 256 --seq 128 --attn sdpa --autocast-bf16 --fused-adam --steps 20 --warmup 5 "$@"
 }
 torch_step() {  # torch_step BATCH SEQ [extra...]
   local batch=$1 seq=$2
   shift 2
-  python3 tools/reference/bench_torch_step.py --device cuda --layers 12 --hidden 768 --heads 12 \
+  python3 tests/reference/bench_torch_step.py --device cuda --layers 12 --hidden 768 --heads 12 \
     --intermediate 3072 --batch "$batch" --seq "$seq" --padding --attn sdpa --steps 20 --warmup 5 "$@"
 }
 
@@ -152,7 +163,7 @@ mwml_step() {  # mwml_step [extra...]: SciBERT shape, bf16, batch 256, Made-With
     --vocab-file "$(mwml_vocab)" --batch 256 --device cuda --precision bf16 --steps 20 --warmup 5 "$@"
 }
 torch_mwml_step() {  # the same lengths (the file the packed step wrote), dynamic padding
-  python3 tools/reference/bench_torch_step.py --device cuda --layers 12 --hidden 768 --heads 12 \
+  python3 tests/reference/bench_torch_step.py --device cuda --layers 12 --hidden 768 --heads 12 \
     --intermediate 3072 --lengths "$OUT/mwml-lengths.json" --attn sdpa --autocast-bf16 --fused-adam \
     --steps 20 --warmup 5
 }
@@ -191,7 +202,7 @@ inference_check() {
       --precision "$2" --out "$OUT/inference-predict-$1-$2.jsonl" || return 1
   done
   # PyTorch on the same rows and GPU, beside predict's rows/s above.
-  python3 tools/reference/bench_torch_inference.py --model "$run/best" --data "$DATA/madewithml/dataset.csv" \
+  python3 tests/reference/bench_torch_inference.py --model "$run/best" --data "$DATA/madewithml/dataset.csv" \
     --device cuda --bf16 || echo "(PyTorch inference comparison failed)"
   python3 - "$OUT" <<'PY'
 import json, sys

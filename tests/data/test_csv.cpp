@@ -1,5 +1,5 @@
 // The RFC 4180 reader: quoting, line ends, BOM, UTF-8 repair, every error with its position, and the real
-// Made-With-ML files when the shared data folder is present.
+// Made-With-ML files when $BERTRAIN_DATA_DIR holds them.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "data/csv.h"
+#include "tests/data_dir.h"
 
 namespace bertrain {
 namespace {
@@ -189,10 +190,8 @@ TEST(Utf8, CsvFieldsAreSanitized) {
   EXPECT_EQ(t.rows, (Rows{{"\xEF\xBF\xBD", "x\xEF\xBF\xBD"}}));
 }
 
-// The Made-With-ML files (../shared/data), read in place; skipped with a message where they are absent.
-std::string shared_file(const char* name) { return std::string(BERTRAIN_SHARED_DIR) + "/data/madewithml/" + name; }
-
-bool exists(const std::string& path) { return std::ifstream(path).good(); }
+// The Made-With-ML files ($BERTRAIN_DATA_DIR/madewithml), read in place; skipped with a message where they are
+// absent.
 
 std::map<std::string, int> tag_counts(const CsvTable& t) {
   std::map<std::string, int> counts;
@@ -204,9 +203,9 @@ std::map<std::string, int> tag_counts(const CsvTable& t) {
 const std::vector<std::string> kColumns = {"id", "created_on", "title", "description", "tag"};
 
 TEST(CsvMadeWithMl, Dataset) {
-  const std::string path = shared_file("dataset.csv");
-  if (!exists(path)) GTEST_SKIP() << "shared data not found at " << path;
-  const CsvTable t = read_csv(path);
+  const testing::DataFile csv = testing::find_data_file("madewithml/dataset.csv");
+  if (!csv.found) GTEST_SKIP() << csv.skip_message;
+  const CsvTable t = read_csv(csv.path);
   EXPECT_EQ(t.header, kColumns);
   ASSERT_EQ(t.rows.size(), 764u);
   const std::map<std::string, int> expected = {
@@ -228,9 +227,9 @@ TEST(CsvMadeWithMl, Dataset) {
 }
 
 TEST(CsvMadeWithMl, Holdout) {
-  const std::string path = shared_file("holdout.csv");
-  if (!exists(path)) GTEST_SKIP() << "shared data not found at " << path;
-  const CsvTable t = read_csv(path);
+  const testing::DataFile csv = testing::find_data_file("madewithml/holdout.csv");
+  if (!csv.found) GTEST_SKIP() << csv.skip_message;
+  const CsvTable t = read_csv(csv.path);
   EXPECT_EQ(t.header, kColumns);
   ASSERT_EQ(t.rows.size(), 191u);
   const std::map<std::string, int> expected = {

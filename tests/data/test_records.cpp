@@ -14,6 +14,7 @@
 #include "data/csv.h"
 #include "data/csv_parser.h"
 #include "data/records.h"
+#include "tests/data_dir.h"
 #include "tests/temp_dir.h"
 
 namespace bertrain {
@@ -488,9 +489,11 @@ TEST(RecordCsv, AgreesWithReadCsv) {
 }
 
 TEST(RecordCsv, AgreesWithReadCsvOnTheMadeWithMlFiles) {
-  const std::string folder = std::string(BERTRAIN_SHARED_DIR) + "/data/madewithml/";
-  if (!std::ifstream(folder + "dataset.csv").good()) GTEST_SKIP() << "shared data not found at " << folder;
-  for (const char* name : {"dataset.csv", "holdout.csv"}) expect_agrees_with_read_csv(folder + name);
+  for (const char* name : {"madewithml/dataset.csv", "madewithml/holdout.csv"}) {
+    const testing::DataFile csv = testing::find_data_file(name);
+    if (!csv.found) GTEST_SKIP() << csv.skip_message;
+    expect_agrees_with_read_csv(csv.path);
+  }
 }
 
 TEST(RecordReader, UnreadablePathIsAnErrorNamingIt) {

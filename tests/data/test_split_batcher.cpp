@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <numeric>
 #include <set>
@@ -15,6 +14,7 @@
 #include "data/csv.h"
 #include "data/labels.h"
 #include "data/split.h"
+#include "tests/data_dir.h"
 
 namespace bertrain {
 namespace {
@@ -32,11 +32,9 @@ void expect_error(F&& f, std::initializer_list<const char*> fragments) {
   }
 }
 
-// The tags of dataset.csv, or empty when the shared data is absent.
-std::vector<std::string> dataset_tags(std::string* path) {
-  *path = std::string(BERTRAIN_SHARED_DIR) + "/data/madewithml/dataset.csv";
-  if (!std::ifstream(*path).good()) return {};
-  const CsvTable t = read_csv(*path);
+// The tags of $BERTRAIN_DATA_DIR/madewithml/dataset.csv (csv.found is false when there is none).
+std::vector<std::string> dataset_tags(const testing::DataFile& csv) {
+  const CsvTable t = read_csv(csv.path);
   const int tag = t.require_column("tag");
   std::vector<std::string> tags;
   for (const auto& row : t.rows) tags.push_back(row[static_cast<std::size_t>(tag)]);
@@ -74,9 +72,9 @@ TEST(LabelSet, RequireNamesTagPlaceAndKnownLabels) {
 }
 
 TEST(LabelSet, MadeWithMlOrder) {
-  std::string path;
-  const std::vector<std::string> tags = dataset_tags(&path);
-  if (tags.empty()) GTEST_SKIP() << "shared data not found at " << path;
+  const testing::DataFile csv = testing::find_data_file("madewithml/dataset.csv");
+  if (!csv.found) GTEST_SKIP() << csv.skip_message;
+  const std::vector<std::string> tags = dataset_tags(csv);
   EXPECT_EQ(LabelSet::from_tags(tags).names(), kMadeWithMlLabels);
 }
 
@@ -100,12 +98,12 @@ std::vector<int> class_counts(const std::vector<int>& rows, const std::vector<in
 }
 
 TEST(Split, MadeWithMlDataset) {
-  std::string path;
-  const std::vector<std::string> tags = dataset_tags(&path);
-  if (tags.empty()) GTEST_SKIP() << "shared data not found at " << path;
+  const testing::DataFile csv = testing::find_data_file("madewithml/dataset.csv");
+  if (!csv.found) GTEST_SKIP() << csv.skip_message;
+  const std::vector<std::string> tags = dataset_tags(csv);
   const LabelSet set = LabelSet::from_tags(tags);
   std::vector<int> labels;
-  for (const auto& t : tags) labels.push_back(set.require(t, path));
+  for (const auto& t : tags) labels.push_back(set.require(t, csv.path));
   const Split s = stratified_split(labels, 0.2, 1234);
   EXPECT_EQ(s.train.size(), 610u);
   EXPECT_EQ(s.val.size(), 154u);

@@ -1,11 +1,10 @@
 // Made-With-ML's clean_text: hand-written cases for every regex step and its Unicode traps, the
 // Python-generated cases of tests/fixtures/tokens/unicode_cases.jsonl, and every row of the real
-// dataset.csv / holdout.csv against tests/fixtures/tokens/*.jsonl when ../shared/data is present.
+// dataset.csv / holdout.csv against tests/fixtures/tokens/*.jsonl when $BERTRAIN_DATA_DIR holds them.
 #include <gtest/gtest.h>
 #include <utf8proc.h>
 
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -14,13 +13,13 @@
 
 #include "data/csv.h"
 #include "data/text_clean.h"
+#include "tests/data_dir.h"
 #include "tests/jsonl.h"
 
 namespace bertrain {
 namespace {
 
 const std::string kFixtures = std::string(BERTRAIN_FIXTURES_DIR) + "/tokens";
-const std::string kShared = std::string(BERTRAIN_SHARED_DIR) + "/data";
 
 using testing::read_jsonl;
 
@@ -29,9 +28,10 @@ TEST(TextClean, StopwordListIsNltkEnglish) {
   ASSERT_EQ(words.size(), 179u);
   EXPECT_EQ(words.front(), "i");
   EXPECT_EQ(words.back(), "wouldn't");
-  const std::string path = kShared + "/madewithml/STOPWORDS.txt";
-  std::ifstream in(path);
-  if (!in) GTEST_SKIP() << "SKIPPED: " << path << " not found; the list was only checked by size";
+  const testing::DataFile list = testing::find_data_file("madewithml/STOPWORDS.txt");
+  if (!list.found) GTEST_SKIP() << list.skip_message << "; the list was only checked by size";
+  std::ifstream in(list.path);
+  ASSERT_TRUE(in) << "cannot open " << list.path;
   std::vector<std::string> file_words;
   std::string line;
   while (std::getline(in, line)) {
@@ -104,16 +104,16 @@ TEST(TextClean, UnicodeCasesFromPython) {
 
 // Every row of the real data: clean_text(title + " " + description) against the Python output.
 void check_split(const std::string& split) {
-  const std::string csv_path = kShared + "/madewithml/" + split + ".csv";
-  if (!std::filesystem::exists(csv_path)) GTEST_SKIP() << "SKIPPED: " << csv_path << " not found";
-  const CsvTable table = read_csv(csv_path);
+  const testing::DataFile csv = testing::find_data_file("madewithml/" + split + ".csv");
+  if (!csv.found) GTEST_SKIP() << csv.skip_message;
+  const CsvTable table = read_csv(csv.path);
   const int id = table.require_column("id"), title = table.require_column("title"),
             description = table.require_column("description");
   std::map<std::string, std::string> expected;
   for (const nlohmann::json& row : read_jsonl(kFixtures + "/" + split + ".jsonl")) {
     expected[std::to_string(row["id"].get<long long>())] = row["clean"].get<std::string>();
   }
-  ASSERT_EQ(expected.size(), table.rows.size()) << split << ".jsonl and " << csv_path << " differ in rows";
+  ASSERT_EQ(expected.size(), table.rows.size()) << split << ".jsonl and " << csv.path << " differ in rows";
   int mismatches = 0;
   for (const std::vector<std::string>& row : table.rows) {
     const auto it = expected.find(row[static_cast<std::size_t>(id)]);

@@ -1,12 +1,11 @@
 // The WordPiece tokenizer against Hugging Face's slow BertTokenizer: a small hand-made vocabulary for
-// the algorithm, Vocab::load's file rules and errors, and with the SciBERT vocabulary from ../shared/data
+// the algorithm, Vocab::load's file rules and errors, and with the SciBERT vocabulary from $BERTRAIN_DATA_DIR
 // every row of dataset / holdout plus the Unicode cases of tests/fixtures/tokens (ids from Python).
 #include <gtest/gtest.h>
 #include <utf8proc.h>
 
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -17,6 +16,7 @@
 #include "data/csv.h"
 #include "data/text_clean.h"
 #include "data/tokenizer.h"
+#include "tests/data_dir.h"
 #include "tests/jsonl.h"
 #include "tests/temp_dir.h"
 
@@ -24,8 +24,6 @@ namespace bertrain {
 namespace {
 
 const std::string kFixtures = std::string(BERTRAIN_FIXTURES_DIR) + "/tokens";
-const std::string kShared = std::string(BERTRAIN_SHARED_DIR) + "/data";
-const std::string kSciVocab = kShared + "/scibert_scivocab_uncased/vocab.txt";
 
 using Ids = std::vector<int32_t>;
 
@@ -195,11 +193,17 @@ TEST(Vocab, ErrorsNameTheFile) {
 
 // ---- With the SciBERT vocabulary ----------------------------------------------------------------
 
-#define REQUIRE_SCIVOCAB()                                                                 \
-  if (!std::filesystem::exists(kSciVocab)) GTEST_SKIP() << "SKIPPED: " << kSciVocab << " not found"
+// $BERTRAIN_DATA_DIR/scibert_scivocab_uncased/vocab.txt; a test that needs it starts with REQUIRE_SCIVOCAB().
+const testing::DataFile& scivocab() {
+  static const testing::DataFile f = testing::find_data_file("scibert_scivocab_uncased/vocab.txt");
+  return f;
+}
+
+#define REQUIRE_SCIVOCAB() \
+  if (!scivocab().found) GTEST_SKIP() << scivocab().skip_message
 
 const BertTokenizer& scibert() {
-  static const BertTokenizer t(Vocab::load(kSciVocab));
+  static const BertTokenizer t(Vocab::load(scivocab().path));
   return t;
 }
 
@@ -264,9 +268,9 @@ void check_split(const std::string& split) {
   EXPECT_EQ(mismatches, 0);
   EXPECT_LE(longest, 40u) << "the data README: the longest sequence is 40 tokens";
 
-  const std::string csv_path = kShared + "/madewithml/" + split + ".csv";
-  if (!std::filesystem::exists(csv_path)) GTEST_SKIP() << "SKIPPED: " << csv_path << " not found";
-  const CsvTable table = read_csv(csv_path);
+  const testing::DataFile csv = testing::find_data_file("madewithml/" + split + ".csv");
+  if (!csv.found) GTEST_SKIP() << csv.skip_message;
+  const CsvTable table = read_csv(csv.path);
   const auto id = static_cast<std::size_t>(table.require_column("id"));
   const auto title = static_cast<std::size_t>(table.require_column("title"));
   const auto description = static_cast<std::size_t>(table.require_column("description"));

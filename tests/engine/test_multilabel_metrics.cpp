@@ -1,5 +1,5 @@
 // Multi-label metrics against scikit-learn's precision_recall_fscore_support on indicator matrices: every
-// number of every case of tests/fixtures/multilabel_metrics.json (tools/reference/
+// number of every case of tests/fixtures/multilabel_metrics.json (tests/reference/
 // make_multilabel_metric_cases.py, scikit-learn 1.9.1), hand-computed cases of the zero-division rules,
 // and argument errors.
 #include "engine/multilabel_metrics.h"

@@ -1,5 +1,5 @@
 // Golden tests: the CPU engine against Hugging Face transformers on the committed fixtures
-// (tests/fixtures/<case>/, made by tools/reference/make_fixtures.py): logits, pooled and sequence
+// (tests/fixtures/<case>/, made by tests/reference/make_fixtures.py): logits, pooled and sequence
 // outputs, loss, the gradient of every parameter, and the parameters after two optimizer steps.
 #include <gtest/gtest.h>
 

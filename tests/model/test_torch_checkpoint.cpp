@@ -1,4 +1,4 @@
-// torch.save'd checkpoints (pytorch_model.bin): the fixtures torch 2.15 wrote (tools/reference/
+// torch.save'd checkpoints (pytorch_model.bin): the fixtures torch 2.15 wrote (tests/reference/
 // make_torch_fixtures.py: zip and legacy formats, fp32 and fp16, gamma/beta names, shared storages) load to
 // exactly the parameters of tests/fixtures/tiny_gelu_bce_adam; every corrupted or hostile variant (built
 // here from the good files or from hand-written pickle bytes, so nothing is ever executed) is a one-line

@@ -425,7 +425,7 @@ TEST_F(CliTest, LaunchRestartsAFailedRunWithResume) {
 }
 
 // --mlflow-dir: the run as an MLflow 2.x file-store run (the layout MlflowClient reads: checked with the real
-// mlflow package by tools/reference/check_mlflow_run.py): params, per-epoch metrics, tags, status, artifacts; a
+// mlflow package by tests/reference/check_mlflow_run.py): params, per-epoch metrics, tags, status, artifacts; a
 // killed and resumed training continues its own run; a second training adds a second run to the experiment.
 TEST_F(CliTest, MlflowRunIsWrittenAndContinuedOnResume) {
   const std::vector<std::string> mlflow{"--mlflow-dir", path("mlruns"), "--experiment", "tags", "--lr", "1e-3",

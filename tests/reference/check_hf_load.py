@@ -5,7 +5,7 @@ unexpected weights, has the expected label config, and optionally reproduces the
 logits stored in a golden.safetensors file.
 
 Usage:
-  python tools/reference/check_hf_load.py DIR [--golden DIR/golden.safetensors]
+  python tests/reference/check_hf_load.py DIR [--golden DIR/golden.safetensors]
 
 Exit status 0 if all checks pass, 1 otherwise.
 """

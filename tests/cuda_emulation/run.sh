@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds one of the emulated GPU test binaries (tools/cuda_emulation/README.md) and runs it; what follows the
+# Builds one of the emulated GPU test binaries (tests/cuda_emulation/README.md) and runs it; what follows the
 # suite name goes to GoogleTest. A developer tool: never needed to build, run or test bertrain.
 #
-#   tools/cuda_emulation/run.sh [--build-dir DIR] [attention|elementwise|embedding|model] [gtest arguments...]
+#   tests/cuda_emulation/run.sh [--build-dir DIR] [attention|elementwise|embedding|model] [gtest arguments...]
 #
 #   --build-dir DIR  where to configure and build (default: build-emu/ under the repository root, git-ignored)
 #   attention        tests/cuda/test_cuda_gemm_attention.cpp on attention.cu, linear.cu (fake cuBLAS) (the default)

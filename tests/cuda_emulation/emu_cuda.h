@@ -1,6 +1,6 @@
 // CPU emulation of the subset of CUDA that bertrain's kernels use, so that a kernel file (run through
 // transform.py) and its real GPU test can be built with g++ and run on a machine without a GPU. A developer tool
-// (tools/cuda_emulation/README.md says what it proves and what it cannot); never part of the bertrain build.
+// (tests/cuda_emulation/README.md says what it proves and what it cannot); never part of the bertrain build.
 //
 // Why it looks the way it does:
 //  - Every CUDA thread of a block is a cooperative fibre (emu_runtime.cpp). A fibre runs until it reaches a barrier

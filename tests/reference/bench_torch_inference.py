@@ -8,7 +8,7 @@ Face and Made-With-ML do), and runs BertForSequenceClassification in eval mode u
 batches of --batch-size rows. Prints one JSON line: rows, seconds (tokenization + forward, as bertrain's
 predict reports), rows_per_s. Text is not cleaned (cleaning is a few percent of bertrain's time).
 
-    python tools/reference/bench_torch_inference.py --model RUN_DIR/best --data holdout.csv [--device cpu|cuda]
+    python tests/reference/bench_torch_inference.py --model RUN_DIR/best --data holdout.csv [--device cpu|cuda]
         [--batch-size 256] [--threads 2] [--bf16] [--repeat 3]
 """
 import argparse

@@ -1,4 +1,4 @@
-// Stands in for CUB's <cub/device/device_radix_sort.cuh> in the CPU emulation (tools/cuda_emulation/README.md).
+// Stands in for CUB's <cub/device/device_radix_sort.cuh> in the CPU emulation (tests/cuda_emulation/README.md).
 // A STAND-IN, not CUB: DeviceRadixSort::SortPairs does what CUB documents (the temporary-storage size query when
 // d_temp_storage is null; a stable sort of (key, value) pairs by the key bits [begin_bit, end_bit), full keys
 // written out; cudaErrorInvalidValue when temp_storage_bytes is too small), with host code on the emulated device

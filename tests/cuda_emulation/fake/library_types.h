@@ -1,4 +1,4 @@
-// Stands in for the CUDA toolkit's <mma.h> in the CPU emulation (tools/cuda_emulation/README.md): everything
+// Stands in for the CUDA toolkit's <library_types.h> in the CPU emulation (tests/cuda_emulation/README.md): everything
 // the emulation provides is declared in one header, so every toolkit header the kernels include maps to it.
 #pragma once
 

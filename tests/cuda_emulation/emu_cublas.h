@@ -1,5 +1,5 @@
 // A FAKE of the part of cuBLAS and cuBLASLt that kernels/cuda/linear.cu calls, for the CPU emulation
-// (tools/cuda_emulation/README.md). It computes what NVIDIA's cuBLAS documentation defines (column-major
+// (tests/cuda_emulation/README.md). It computes what NVIDIA's cuBLAS documentation defines (column-major
 // D = alpha·op(A)·op(B) + beta·C, fp32 accumulation in ascending k, C not read when beta = 0, the epilogues DEFAULT,
 // BIAS, GELU(_AUX)(_BIAS), DGELU(_BGRAD), BGRADA/B) on host memory, and rejects what the documentation forbids
 // (inconsistent shapes, leading dimensions below the rows, operands outside device allocations, D overlapping A

@@ -16,8 +16,9 @@ BertPreTokenizer + WordPiece) and every difference is printed and recorded in th
 one line per code point {"cp", "cat" (Python's category), "text", "ids", "fast_ids", "clean_text",
 "clean"}; test_tokenizer / test_text_clean check it when BERTRAIN_UNICODE_SWEEP=FILE is set.
 
-Needs: transformers (5.x) with tokenizers. Reads ../shared/data relative to the repository root
-unless --data-dir is given. Deterministic: the same inputs give byte-identical files.
+Needs: transformers (5.x) with tokenizers. Reads the data folder ./bertrain.sh uses ($BERTRAIN_DATA_DIR, else
+datasets/ in the checkout) unless --data-dir is given; it needs madewithml/dataset.csv, holdout.csv, STOPWORDS.txt
+and scibert_scivocab_uncased/vocab.txt. Deterministic: the same inputs give byte-identical files.
 """
 
 import argparse
@@ -29,7 +30,20 @@ import sys
 import unicodedata
 
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-DEFAULT_DATA = os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "data"))
+
+
+def default_data_dir():
+    """The data folder as ./bertrain.sh finds it: $BERTRAIN_DATA_DIR; else datasets/ in the checkout when it holds
+    Made-With-ML's dataset.csv; else ../shared/data beside the checkout (where the development machines keep it)."""
+    if os.environ.get("BERTRAIN_DATA_DIR"):
+        return os.environ["BERTRAIN_DATA_DIR"]
+    for d in (os.path.join(REPO_ROOT, "datasets"), os.path.join(REPO_ROOT, "..", "shared", "data")):
+        if os.path.isfile(os.path.join(d, "madewithml", "dataset.csv")):
+            return os.path.normpath(d)
+    return os.path.join(REPO_ROOT, "datasets")
+
+
+DEFAULT_DATA = default_data_dir()
 DEFAULT_OUT = os.path.join(REPO_ROOT, "tests", "fixtures", "tokens")
 
 

@@ -20,7 +20,7 @@ cases). The file is a JSON list of
 with floats in Python's repr (shortest round-trip form). Run from the repository root:
 
     pip install scikit-learn==1.9.1 numpy==2.4.6   # the versions that wrote the committed file
-    python tools/reference/make_multilabel_metric_cases.py [--out PATH]
+    python tests/reference/make_multilabel_metric_cases.py [--out PATH]
 
 It prints the scikit-learn / numpy / Python versions and one line per case. The output is
 deterministic: the same versions write the same bytes.

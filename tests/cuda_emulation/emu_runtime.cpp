@@ -1,6 +1,6 @@
 // The runtime behind emu_cuda.h: the fibre scheduler that runs a block's threads, barriers and warp collectives,
 // shared memory, and host memory standing in for device memory (with guard bytes). Developer tool only
-// (tools/cuda_emulation/README.md).
+// (tests/cuda_emulation/README.md).
 //
 // Why fibres (ucontext) rather than OS threads: a kernel's threads must be able to stop at a barrier and let the
 // others catch up, thousands of times per block, and the order in which they resume must be random but

@@ -28,10 +28,7 @@ import json  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 
-from make_token_fixtures import clean_text  # noqa: E402  (Made-With-ML's, one copy)
-
-REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-DEFAULT_DATA = os.path.normpath(os.path.join(REPO_ROOT, "..", "shared", "data"))
+from make_token_fixtures import DEFAULT_DATA, clean_text  # noqa: E402  (Made-With-ML's, one copy; the data folder)
 
 
 def best_of(repeats, fn):

@@ -4,7 +4,7 @@
 Needs torch and numpy (any torch >= 2.0; the committed files were written by torch 2.15.0). Run from the
 repository root:
 
-    python3 tools/reference/make_torch_fixtures.py
+    python3 tests/reference/make_torch_fixtures.py
 
 Source: tests/fixtures/tiny_gelu_bce_adam/model.safetensors (read here without the safetensors package:
 u64 header length, JSON header, raw little-endian data). Its tensors are renamed into a

@@ -3,7 +3,7 @@
 and compares every param and metric with the run directory's results.json; exits 1 on any difference.
 
     pip install "mlflow<3"
-    python tools/reference/check_mlflow_run.py --mlflow-dir STORE --run-dir RUN_DIR [--experiment bertrain]
+    python tests/reference/check_mlflow_run.py --mlflow-dir STORE --run-dir RUN_DIR [--experiment bertrain]
 
 Checks: the experiment is found by name; exactly one run has the run directory's run id (trainer_state.json's
 mlflow_run_id); its status is FINISHED with an end time; every results.json param is an MLflow param with the

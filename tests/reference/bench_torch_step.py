@@ -16,17 +16,17 @@ the real (unpadded) tokens of the timed steps; padded_tokens_per_step is the mea
 rows x longest row over the timed steps.
 
 Examples:
-  python tools/reference/bench_torch_step.py --threads 1 --steps 20 --warmup 3
+  python tests/reference/bench_torch_step.py --threads 1 --steps 20 --warmup 3
   # BERT-base on a GPU with bf16 autocast, as `bertrain bench step --device cuda --precision bf16`:
-  python tools/reference/bench_torch_step.py --device cuda --autocast-bf16 --layers 12 --hidden 768 \
+  python tests/reference/bench_torch_step.py --device cuda --autocast-bf16 --layers 12 --hidden 768 \
       --heads 12 --intermediate 3072 --batch 256 --seq 128 --padding --attn sdpa
   # the same with every row full length (no --padding), compiled: the issue-14 comparison
-  python tools/reference/bench_torch_step.py --device cuda --autocast-bf16 --layers 12 --hidden 768 \
+  python tests/reference/bench_torch_step.py --device cuda --autocast-bf16 --layers 12 --hidden 768 \
       --heads 12 --intermediate 3072 --batch 256 --seq 128 --attn sdpa --fused-adam --compile
   # the batch lengths of the Made-With-ML dataset, as bertrain batches them:
   build/bertrain bench step --lengths-from DATA/madewithml/dataset.csv \
       --vocab-file DATA/scibert_scivocab_uncased/vocab.txt --batch 32 --lengths-out /tmp/lengths.json
-  python tools/reference/bench_torch_step.py --lengths /tmp/lengths.json --threads 2
+  python tests/reference/bench_torch_step.py --lengths /tmp/lengths.json --threads 2
 """
 
 import argparse

@@ -1,5 +1,0 @@
-// Stands in for the CUDA toolkit's <cublasLt.h> in the CPU emulation (tools/cuda_emulation/README.md): the fake
-// cuBLAS(Lt) of emu_cublas.h.
-#pragma once
-
-#include "../emu_cublas.h"
