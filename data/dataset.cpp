@@ -25,12 +25,17 @@ std::string trim(const std::string& s) {
 }  // namespace
 
 std::vector<std::string> parse_column_list(const std::string& text, const char* flag) {
+  BERTRAIN_CHECK(!trim(text).empty(), flag << " names no column (expected column names separated by commas, e.g. "
+                                            << flag << " title,description)");
   std::vector<std::string> columns;
   std::size_t start = 0;
   for (;;) {
     const std::size_t comma = text.find(',', start);
     const std::string name = trim(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    BERTRAIN_CHECK(!name.empty(), flag << " must be a comma-separated list of column names, got '" << text << "'");
+    BERTRAIN_CHECK(!name.empty(), flag << " '" << text << "' has an empty column name (expected column names "
+                                       << "separated by commas, e.g. " << flag << " title,description)");
+    BERTRAIN_CHECK(std::find(columns.begin(), columns.end(), name) == columns.end(),
+                   flag << " '" << text << "' names column '" << name << "' twice");
     columns.push_back(name);
     if (comma == std::string::npos) break;
     start = comma + 1;

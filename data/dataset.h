@@ -26,7 +26,8 @@ struct DatasetOptions {
   bool skip_bad_rows = false;  // count and skip a bad row instead of stopping at it
 };
 
-// "a,b" -> {"a", "b"} for --text-columns; throws Error naming the flag on an empty name or list.
+// "a, b" -> {"a", "b"} for --text-columns (names trimmed); throws Error naming the flag on an empty list, an
+// empty name or a name given twice.
 std::vector<std::string> parse_column_list(const std::string& text, const char* flag);
 
 // One good row of a dataset file.

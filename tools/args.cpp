@@ -95,6 +95,11 @@ double ArgParser::get_double(const std::string& name) const {
 
 bool ArgParser::get_flag(const std::string& name) const { return values_.count(name) != 0; }
 
+bool ArgParser::given(const std::string& name) const {
+  if (options_.count(name) == 0) throw std::logic_error("undeclared option --" + name);
+  return values_.count(name) != 0;
+}
+
 std::string ArgParser::help() const {
   std::ostringstream os;
   os << "usage: bertrain " << command_ << " [options]" << (positional_name_.empty() ? "" : " " + positional_name_ + "...")

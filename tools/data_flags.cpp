@@ -1,5 +1,7 @@
 #include "tools/data_flags.h"
 
+#include "core/error.h"
+
 namespace bertrain {
 
 void add_data_flags(ArgParser& p, bool training) {
@@ -20,10 +22,21 @@ void add_data_flags(ArgParser& p, bool training) {
 }
 
 void apply_data_flags(const ArgParser& p, DatasetOptions* options) {
-  options->format = p.get("format");
-  if (!p.get("text-columns").empty()) options->text_columns = parse_column_list(p.get("text-columns"), "--text-columns");
-  if (!p.get("label-column").empty()) options->label_column = p.get("label-column");
-  if (!p.get("label-separator").empty()) options->label_separator = p.get("label-separator");
+  // A flag given with an empty value is a mistake, not "the default": --text-columns "" must not train on
+  // title and description. Flag values are the user's input: errors exit 2.
+  input_step([&] {
+    options->format = p.get("format");
+    if (p.given("text-columns")) options->text_columns = parse_column_list(p.get("text-columns"), "--text-columns");
+    if (p.given("label-column")) {
+      BERTRAIN_CHECK(!p.get("label-column").empty(), "--label-column is empty: name the column of the labels");
+      options->label_column = p.get("label-column");
+    }
+    if (p.given("label-separator")) {
+      BERTRAIN_CHECK(!p.get("label-separator").empty(), "--label-separator is empty: give the text between two labels, "
+                                                        "e.g. --label-separator '|'");
+      options->label_separator = p.get("label-separator");
+    }
+  });
   options->skip_bad_rows = p.get_flag("skip-bad-rows");
   if (!p.get("max-length").empty()) {
     const int max_length = p.get_int("max-length");

@@ -145,6 +145,15 @@ TEST(ParseColumnList, SplitsAndTrims) {
             (std::vector<std::string>{"title", "description"}));
   EXPECT_THROW(parse_column_list("title,,body", "--text-columns"), Error);
   EXPECT_THROW(parse_column_list("", "--text-columns"), Error);
+  EXPECT_THROW(parse_column_list(" , ", "--text-columns"), Error);
+  try {
+    parse_column_list("title, body,title", "--text-columns");
+    ADD_FAILURE() << "a column named twice must be an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--text-columns 'title, body,title' names column 'title' twice"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
