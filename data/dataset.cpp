@@ -43,6 +43,16 @@ std::vector<std::string> parse_column_list(const std::string& text, const char* 
   return columns;
 }
 
+std::string join_text_columns(const std::vector<std::string>& values) {
+  std::string text;
+  for (const std::string& value : values) {
+    if (trim(value).empty()) continue;
+    if (!text.empty()) text += ' ';
+    text += value;
+  }
+  return text;
+}
+
 Example encode_text(const std::string& text, const BertTokenizer& tokenizer, const DatasetOptions& options,
                     bool* truncated) {
   Encoding encoding = tokenizer.encode(options.clean ? clean_text(text) : text, options.max_length);
@@ -70,7 +80,9 @@ TextRowReader::TextRowReader(const std::string& path, const BertTokenizer& token
       options_(options),
       records_(path, record_format(path, options.format), requested_columns(options)),
       label_field_(options.text_columns.size()),
-      id_field_(options.text_columns.size() + 1) {
+      id_field_(options.text_columns.size() + 1),
+      text_values_(options.text_columns.size()),
+      text_seen_(options.text_columns.size(), false) {
   BERTRAIN_CHECK(options.max_length >= 2, "--max-length must be at least 2 ([CLS] and [SEP]), got "
                                               << options.max_length);
   BERTRAIN_CHECK(!options.multi_label || !options.label_separator.empty(), "--label-separator must not be empty");
@@ -109,14 +121,22 @@ std::vector<std::string> TextRowReader::split_labels(const RecordField& field) c
 
 std::string TextRowReader::read_row(const Record& record, TextRow* row) {
   if (!record.error.empty()) return record.error;
-  row->raw_text.clear();
+  ++readable_;
+  bool absent = false;  // JSON Lines: some text column's key is absent or null
   for (std::size_t i = 0; i < options_.text_columns.size(); ++i) {
     const RecordField& field = record.fields[i];
-    const std::string& name = options_.text_columns[i];
-    if (!field.present) return "column '" + name + "' is missing";
-    if (field.is_list) return "column '" + name + "' is a list, not a text";
-    if (trim(field.text).empty()) return "column '" + name + "' is empty";
-    row->raw_text += (i ? " " : "") + field.text;
+    absent |= !field.present;
+    text_seen_[i] = text_seen_[i] || field.present;
+    if (field.is_list) return "text column '" + options_.text_columns[i] + "' is a list, not a text";
+    text_values_[i] = field.text;
+  }
+  row->raw_text = join_text_columns(text_values_);
+  if (row->raw_text.empty()) {
+    if (options_.text_columns.size() == 1) {
+      return "text column '" + options_.text_columns[0] + "' is " + (absent ? "absent or null" : "empty");
+    }
+    return "all text columns (" + join_names(options_.text_columns) + ") are " +
+           (absent ? "empty, absent or null" : "empty");
   }
   row->tags.clear();
   if (options_.read_labels) {
@@ -153,6 +173,13 @@ bool TextRowReader::next(TextRow* row) {
     BERTRAIN_CHECK(options_.skip_bad_rows, where << ": " << why << " (--skip-bad-rows skips such rows)");
     ++skipped_;
     if (skip_reasons_.size() < kSkipReasonsKept) skip_reasons_.push_back(where + ": " + why);
+  }
+  // A JSON object has no header to check up front: a text column no row has is a misspelt name, not a file of
+  // empty values, and would otherwise leave the text to the other columns unnoticed.
+  for (std::size_t i = 0; i < text_seen_.size() && readable_ > 0; ++i) {
+    BERTRAIN_CHECK(text_seen_[i], records_.path() << ": text column '" << options_.text_columns[i]
+                                                  << "' is in no row (absent or null in all " << readable_
+                                                  << " readable rows; check --text-columns)");
   }
   return false;
 }

@@ -8,14 +8,14 @@ void add_data_flags(ArgParser& p, bool training) {
   const char* as_trained = "as the model was trained";
   p.option("format", "auto", "csv | tsv | jsonl; auto: from the extension (.csv, .tsv/.tab, .jsonl/.ndjson)");
   p.option("text-columns", training ? "title,description" : "",
-           std::string("columns joined with one space into the text (default: ") +
+           std::string("columns joined with one space into the text, empty ones left out (default: ") +
                (training ? "Made-With-ML's title and description" : as_trained) + ")");
   p.option("label-column", training ? "tag" : "", std::string("column with the label(s)") + (training ? "" : " (default: as trained)"));
   p.option("label-separator", training ? "," : "",
            std::string("multi-label: separator of the labels in a text field; a JSON array needs none") +
                (training ? "" : " (default: as trained)"));
-  p.flag("skip-bad-rows", "skip rows with a missing or empty text or label column (counted and reported) "
-                          "instead of stopping with an error");
+  p.flag("skip-bad-rows", "skip bad rows (every text column empty, a missing or empty label, a row the format "
+                          "cannot read) instead of stopping with an error; they are counted and reported");
   p.option("max-length", training ? "0" : "",
            std::string("tokens per text, [CLS] and [SEP] included; longer texts are truncated (default: ") +
                (training ? "0 = the model's max_position_embeddings" : as_trained) + ")");

@@ -32,12 +32,14 @@ int run_tokenize(const std::vector<std::string>& args) {
   p.option("text", "", "one text");
   p.option("data", "", "dataset file (CSV, TSV or JSON Lines)");
   p.option("format", "auto", "csv | tsv | jsonl; auto: from the extension");
-  p.option("text-columns", "title,description", "columns joined with one space into the text");
+  p.option("text-columns", "title,description", "columns joined with one space into the text, empty ones left out");
   p.flag("no-clean", "tokenize the text as given");
   p.option("max-length", "512", "longest sequence, [CLS] and [SEP] included (longer rows are truncated)");
   if (!p.parse(args)) return 0;
-  const bool has_text = !p.get("text").empty(), has_data = !p.get("data").empty();
+  const bool has_text = p.given("text"), has_data = p.given("data");
   if (has_text == has_data) throw UsageError("tokenize: give either --text or --data");
+  if (has_text && join_text_columns({p.get("text")}).empty()) throw UsageError("tokenize: --text is empty");
+  if (has_data && p.get("data").empty()) throw UsageError("tokenize: --data is empty");
   DatasetOptions options;
   options.clean = !p.get_flag("no-clean");
   options.max_length = p.get_int("max-length");

@@ -86,7 +86,7 @@ TEST_F(DatasetTest, BadRowsAreErrorsOrSkippedAndCounted) {
   options.text_columns = {"text"};
   options.label_column = "label";
   options.read_labels = true;
-  expect_error(tsv, options, tsv + ":3: column 'text' is empty (--skip-bad-rows");
+  expect_error(tsv, options, tsv + ":3: text column 'text' is empty (--skip-bad-rows");
   options.skip_bad_rows = true;
   const TextDataset data = load_text_dataset(tsv, tokenizer_, nullptr, options);
   EXPECT_EQ(data.raw_text, (std::vector<std::string>{"red cat", "green dog"}));
@@ -105,12 +105,86 @@ TEST_F(DatasetTest, BadRowsAreErrorsOrSkippedAndCounted) {
   expect_error(bad, options, "no data rows (all 1 rows were bad and skipped)");
 }
 
+// Made-With-ML's text is title + " " + description, whose cleaning drops the space an empty description leaves;
+// exports leave optional fields empty, so a row is bad only when all its text columns are.
+TEST(JoinTextColumns, LeavesOutEmptyValues) {
+  EXPECT_EQ(join_text_columns({"red cat", "blue"}), "red cat blue");
+  EXPECT_EQ(join_text_columns({"red cat", ""}), "red cat");
+  EXPECT_EQ(join_text_columns({"", "blue"}), "blue");
+  EXPECT_EQ(join_text_columns({"a", " \t\n", "b"}), "a b");  // whitespace only counts as empty
+  EXPECT_EQ(join_text_columns({" a ", "b"}), " a  b");          // values are kept as written
+  EXPECT_EQ(join_text_columns({"", "  "}), "");
+  EXPECT_EQ(join_text_columns({}), "");
+}
+
+TEST_F(DatasetTest, EmptyTextColumnsAreLeftOutAndOnlyARowWithNoTextIsBad) {
+  const std::string csv = write("d.csv",
+                                "id,title,description,tag\n"
+                                "1,red cat,,pets\n"      // Made-With-ML's tests predict with "description": ""
+                                "2,,blue dog,pets\n"
+                                "3,green,\"  \",pets\n"
+                                "4,, ,pets\n"            // line 5: no text at all
+                                "5,red,cat,pets\n");
+  DatasetOptions options;
+  options.read_labels = true;
+  expect_error(csv, options, csv + ":5: all text columns (title, description) are empty (--skip-bad-rows");
+  options.skip_bad_rows = true;
+  const TextDataset data = load_text_dataset(csv, tokenizer_, nullptr, options);
+  EXPECT_EQ(data.raw_text, (std::vector<std::string>{"red cat", "blue dog", "green", "red cat"}));
+  EXPECT_EQ(data.ids, (std::vector<std::string>{"1", "2", "3", "5"}));
+  EXPECT_EQ(data.skipped, 1);
+  // The ids are the ones of Made-With-ML's joining, title + " " + "", cleaned.
+  EXPECT_EQ(data.examples[0].ids, encode_text("red cat ", tokenizer_, options, nullptr).ids);
+  EXPECT_EQ(data.examples[0].ids, (std::vector<int32_t>{2, 5, 8, 3}));
+  EXPECT_EQ(data.examples[0].ids, data.examples[3].ids);
+  // One text column: its own name in the message.
+  const std::string one = write("one.csv", "text,tag\nred,x\n ,x\n");
+  options.text_columns = {"text"};
+  options.skip_bad_rows = false;
+  expect_error(one, options, one + ":3: text column 'text' is empty");
+}
+
+// A JSON object has no header: an absent key or null is an empty value of that row.
+TEST_F(DatasetTest, JsonLinesAbsentOrNullTextIsEmpty) {
+  const std::string jsonl = write("d.jsonl",
+                                  "{\"title\": \"red\", \"description\": null, \"tag\": \"x\"}\n"
+                                  "{\"title\": \"cat\", \"tag\": \"x\"}\n"
+                                  "{\"description\": \"dog\", \"tag\": \"x\"}\n"
+                                  "{\"title\": \"\", \"description\": null, \"tag\": \"x\"}\n"
+                                  "{\"title\": [\"red\"], \"tag\": \"x\"}\n"
+                                  "{\"title\": 42, \"description\": \"blue\", \"tag\": \"x\"}\n");
+  DatasetOptions options;
+  options.read_labels = true;
+  expect_error(jsonl, options, jsonl + ":4: all text columns (title, description) are empty, absent or null");
+  options.skip_bad_rows = true;
+  const TextDataset data = load_text_dataset(jsonl, tokenizer_, nullptr, options);
+  EXPECT_EQ(data.raw_text, (std::vector<std::string>{"red", "cat", "dog", "42 blue"}));
+  EXPECT_EQ(data.skipped, 2);
+  ASSERT_EQ(data.skip_reasons.size(), 2u);
+  EXPECT_NE(data.skip_reasons[1].find(":5: text column 'title' is a list, not a text"), std::string::npos)
+      << data.skip_reasons[1];
+}
+
+// ... but a text column that no row has is a misspelt --text-columns, not a file of empty values.
+TEST_F(DatasetTest, JsonLinesTextColumnInNoRowIsAnError) {
+  const std::string jsonl = write("d.jsonl",
+                                  "{\"title\": \"red\", \"description\": null, \"tag\": \"x\"}\n"
+                                  "{\"title\": \"cat\", \"tag\": \"x\"}\n");
+  DatasetOptions options;
+  options.text_columns = {"title", "descripton"};
+  expect_error(jsonl, options, jsonl + ": text column 'descripton' is in no row (absent or null in all 2 readable rows");
+  options.text_columns = {"title", "description"};  // null in one row, absent in the other
+  expect_error(jsonl, options, "text column 'description' is in no row");
+  const std::string some = write("some.jsonl", "{\"title\": \"red\"}\n{\"title\": \"cat\", \"description\": \"\"}\n");
+  EXPECT_EQ(load_text_dataset(some, tokenizer_, nullptr, options).raw_text, (std::vector<std::string>{"red", "cat"}));
+}
+
 TEST_F(DatasetTest, MissingJsonKeysAndUnknownLabels) {
   const std::string jsonl = write("d.jsonl", "{\"text\": \"red\", \"tag\": \"a\"}\n{\"tag\": \"a\"}\n{\"text\": \"cat\", \"tag\": \"q\"}\n");
   DatasetOptions options;
   options.text_columns = {"text"};
   options.read_labels = true;
-  expect_error(jsonl, options, jsonl + ":2: column 'text' is missing");
+  expect_error(jsonl, options, jsonl + ":2: text column 'text' is absent or null");
   options.skip_bad_rows = true;
   const LabelSet labels({"a", "b"});
   try {

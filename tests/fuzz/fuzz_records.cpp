@@ -2,7 +2,8 @@
 // JSON Lines, read in 32 KiB chunks) -> every record, then TextRowReader (data/dataset.h) over the same file
 // with a tiny tokenizer. bertrain::Error is the documented rejection: RecordReader's constructor (empty file,
 // duplicate column), CSV/TSV's next() (unterminated quote, a character after a closing quote, a bare CR),
-// TextRowReader's constructor (a missing text or label column) and its next() without skip_bad_rows.
+// TextRowReader's constructor (a missing text or label column), its next() without skip_bad_rows, and its last
+// next() when a JSON Lines text column is in no readable row.
 //
 // The first byte picks the case; the rest is the file. Byte b: b % 3 is the format (csv, tsv, jsonl); v = b / 3:
 //   bit 0     the columns: {"text", "label", "id"} or {"title", "description", "tag", "id"}
@@ -17,8 +18,9 @@
 // are valid UTF-8; a JSONL list has no text; CSV/TSV fields are never lists; JSONL yields exactly one record per non-blank line and never
 // throws in next(); CSV (and TSV without commas, read as CSV) streamed agrees with parse_csv on the whole text;
 // TextRowReader throws up front exactly for a missing column, with skip_bad_rows consumes exactly the records
-// RecordReader gave (and throws exactly when it did), and every row it returns is 2..max_length ids framed by
-// [CLS] ... [SEP], with a non-blank text and well-formed labels.
+// RecordReader gave (and throws exactly when it did, or when a JSONL text column is in no readable record), and
+// every row it returns is 2..max_length ids framed by [CLS] ... [SEP], with a non-blank text and well-formed
+// labels.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -94,6 +96,8 @@ struct FirstPass {
   std::vector<int> lines;
   std::vector<bool> bad;
   bool any_error = false;
+  std::vector<bool> present;  // columns[i] has a value in some record without an error
+  bool any_readable = false;  // some record has no error
 };
 
 FirstPass read_records(const std::string& path, const std::string& content, RecordFormat format,
@@ -120,6 +124,7 @@ FirstPass read_records(const std::string& path, const std::string& content, Reco
         if (pass.header[c] != as_read(whole.table.header[c])) __builtin_trap();
       }
     }
+    pass.present.assign(columns.size(), false);
     Record record;
     int last_line = 0;
     try {
@@ -130,6 +135,8 @@ FirstPass read_records(const std::string& path, const std::string& content, Reco
         last_line = record.line;
         if (record.error.empty()) {
           if (record.fields.size() != columns.size()) __builtin_trap();
+          pass.any_readable = true;
+          for (std::size_t i = 0; i < columns.size(); ++i) pass.present[i] = pass.present[i] || record.fields[i].present;
         } else {
           if (!record.fields.empty() || !valid_utf8(record.error)) __builtin_trap();
           pass.any_error = true;
@@ -197,6 +204,11 @@ void check_text_rows(const std::string& path, const bertrain::DatasetOptions& op
   bool missing = pass.ctor_threw;
   for (std::size_t i = 0; !missing && i < options.text_columns.size(); ++i) missing = !pass.has_column[i];
   if (!missing && options.read_labels) missing = !pass.has_column[options.text_columns.size()];
+  // JSON Lines: a text column that no readable record has stops the reader at the end of the file.
+  bool in_no_row = false;
+  for (std::size_t i = 0; !pass.ctor_threw && pass.any_readable && i < options.text_columns.size(); ++i) {
+    in_no_row = in_no_row || !pass.present[i];
+  }
   try {
     bertrain::TextRowReader reader(path, tok, options);
     if (missing) __builtin_trap();
@@ -241,14 +253,17 @@ void check_text_rows(const std::string& path, const bertrain::DatasetOptions& op
     }
     if (rows != reader.rows_read() || truncated != reader.truncated()) __builtin_trap();
     if (options.skip_bad_rows) {
-      // Every record RecordReader gave is consumed, good or skipped; only what stopped it stops this reader.
-      if (threw != pass.next_threw) __builtin_trap();
+      // Every record RecordReader gave is consumed, good or skipped; only what stopped it (or a text column in no
+      // row) stops this reader.
+      if (threw != (pass.next_threw || in_no_row)) __builtin_trap();
       if (static_cast<std::size_t>(rows + reader.skipped()) != pass.lines.size()) __builtin_trap();
       if (reader.skip_reasons().size() > static_cast<std::size_t>(reader.skipped())) __builtin_trap();
     } else {
       if (reader.skipped() != 0 || static_cast<std::size_t>(rows) > pass.lines.size()) __builtin_trap();
       if (pass.any_error && !threw) __builtin_trap();  // a record RecordReader could not read stops this reader
-      if (!threw && (pass.next_threw || static_cast<std::size_t>(rows) != pass.lines.size())) __builtin_trap();
+      if (!threw && (pass.next_threw || in_no_row || static_cast<std::size_t>(rows) != pass.lines.size())) {
+        __builtin_trap();
+      }
     }
   } catch (const bertrain::Error&) {
     if (!missing) __builtin_trap();  // the constructor rejects only what RecordReader's header check finds

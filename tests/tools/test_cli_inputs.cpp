@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,119 @@ TEST_F(CliTest, EmptyOrMalformedDataFlagsAreInputErrors) {
                "--label-column is empty");
   expect_error(run({"tokenize", "--vocab", path("model/vocab.txt"), "--data", data(), "--text-columns", ","}),
                "--text-columns ',' has an empty column name");
+}
+
+// ---- empty text columns ----------------------------------------------------------------------------------
+
+json parse_lines(const std::string& text) {
+  json out = json::array();
+  for (const std::string& line : lines_of(text)) out.push_back(json::parse(line));
+  return out;
+}
+
+// Batched and single predictions agree to float32 summation order (as in test_cli.cpp's PredictEveryRowInOrder).
+void expect_same_probabilities(const json& a, const json& b) {
+  ASSERT_EQ(a.size(), b.size()) << a.dump() << " vs " << b.dump();
+  for (const auto& [tag, p] : a.items()) EXPECT_NEAR(p.get<double>(), b.at(tag).get<double>(), 1e-5) << tag;
+}
+
+std::size_t count_words(const std::string& text) {
+  std::istringstream in(text);
+  std::size_t n = 0;
+  for (std::string word; in >> word;) ++n;
+  return n;
+}
+
+// The synthetic rows with every third description left empty, as exports leave optional fields (and as
+// Made-With-ML's own tests predict with "description": "").
+std::vector<Row> rows_with_empty_descriptions() {
+  std::vector<Row> rows = synthetic_rows();
+  for (std::size_t i = 1; i < rows.size(); i += 3) rows[i].description = i % 2 == 0 ? "" : "   ";
+  return rows;
+}
+
+// A row is bad only when all its text columns are empty: train, evaluate, predict and tokenize read a row with an
+// empty description as its title alone, the text Made-With-ML's title + " " + "" cleans to.
+TEST_F(CliTest, AnEmptyDescriptionIsNotABadRow) {
+  const std::vector<Row> rows = rows_with_empty_descriptions();
+  spit(path("gaps.csv"), to_csv(rows));
+  spit(path("gaps_untagged.csv"), to_csv(rows, /*with_tag=*/false));
+
+  const RunResult train = run({"train", "--model", model(), "--train-data", path("gaps.csv"), "--out", path("run"),
+                               "--epochs", "1", "--batch-size", "8", "--quiet"});
+  ASSERT_TRUE(succeeded(train));
+  const json results = json::parse(slurp(path("run/results.json")));
+  EXPECT_EQ(results["skipped_rows"].get<int>(), 0);
+  EXPECT_EQ(results["num_train"].get<int>() + results["num_val"].get<int>(), kRows);
+
+  ASSERT_TRUE(succeeded(suite_train()));
+  const RunResult pred = run({"predict", "--model", suite_run(), "--data", path("gaps_untagged.csv")});
+  ASSERT_TRUE(succeeded(pred));
+  const json lines = parse_lines(pred.out);
+  ASSERT_EQ(lines.size(), static_cast<std::size_t>(kRows)) << pred.err;
+  for (std::size_t i : {std::size_t{1}, std::size_t{4}}) {  // "   " and "" descriptions
+    SCOPED_TRACE(i);
+    const RunResult one = run({"predict", "--model", suite_run(), "--title", rows[i].title, "--description",
+                               rows[i].description});
+    ASSERT_TRUE(succeeded(one));
+    const RunResult title_only = run({"predict", "--model", suite_run(), "--text", rows[i].title});
+    ASSERT_TRUE(succeeded(title_only));
+    expect_same_probabilities(json::parse(one.out)[0]["probabilities"], lines[i]["probabilities"]);
+    expect_same_probabilities(json::parse(title_only.out)[0]["probabilities"], lines[i]["probabilities"]);
+  }
+
+  // evaluate reads every row, and its short_text slice counts the words of the joined text.
+  const RunResult eval = run({"evaluate", "--model", suite_run(), "--data", path("gaps.csv")});
+  ASSERT_TRUE(succeeded(eval));
+  const json e = json::parse(eval.out);
+  EXPECT_EQ(e["num_rows"].get<int>(), kRows);
+  EXPECT_EQ(e["skipped_rows"].get<int>(), 0);
+  int short_rows = 0;
+  for (const Row& row : rows) short_rows += count_words(row.title + " " + row.description) < 8 ? 1 : 0;
+  EXPECT_EQ(e["slices"]["short_text"]["num_samples"].get<int>(), short_rows);
+
+  // tokenize: the row's ids are its title's.
+  const RunResult tok = run({"tokenize", "--vocab", path("model/vocab.txt"), "--data", path("gaps.csv")});
+  ASSERT_TRUE(succeeded(tok));
+  const RunResult title = run({"tokenize", "--vocab", path("model/vocab.txt"), "--text", rows[4].title});
+  ASSERT_TRUE(succeeded(title));
+  EXPECT_EQ(lines_of(tok.out).at(4), lines_of(title.out).at(0));
+
+  // Empty --text / --title is no text to classify, not a missing flag.
+  expect_error(run({"predict", "--model", suite_run(), "--title", "", "--description", " "}),
+               "--title and --description are both empty");
+  expect_error(run({"predict", "--model", suite_run(), "--text", ""}), "predict: --text is empty");
+  expect_error(run({"tokenize", "--vocab", path("model/vocab.txt"), "--text", ""}), "tokenize: --text is empty");
+  const RunResult description_only = run({"predict", "--model", suite_run(), "--title", "", "--description",
+                                          rows[4].title});
+  ASSERT_TRUE(succeeded(description_only));
+  expect_same_probabilities(json::parse(description_only.out)[0]["probabilities"], lines[4]["probabilities"]);
+}
+
+// JSON Lines: an absent key or null is an empty value of that row; a row with no text at all is bad.
+TEST_F(CliTest, JsonLinesAbsentOrNullTextColumns) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  const std::vector<Row> rows = synthetic_rows();
+  std::string text;
+  text += json{{"id", "a"}, {"title", rows[2].title}}.dump() + "\n";
+  text += json{{"id", "b"}, {"title", rows[2].title}, {"description", nullptr}}.dump() + "\n";
+  text += json{{"id", "c"}, {"title", rows[2].title}, {"description", ""}}.dump() + "\n";
+  text += json{{"id", "d"}, {"description", rows[2].title}}.dump() + "\n";
+  spit(path("rows.jsonl"), text);
+  const RunResult pred = run({"predict", "--model", suite_run(), "--data", path("rows.jsonl")});
+  ASSERT_TRUE(succeeded(pred));
+  const json lines = parse_lines(pred.out);
+  ASSERT_EQ(lines.size(), 4u);
+  for (const json& line : lines) expect_same_probabilities(line["probabilities"], lines[0]["probabilities"]);
+
+  spit(path("bad.jsonl"), text + json{{"id", "e"}, {"title", nullptr}, {"description", " "}}.dump() + "\n");
+  expect_error(run({"predict", "--model", suite_run(), "--data", path("bad.jsonl"), "--out", path("p.jsonl")}),
+               path("bad.jsonl") + ":5: all text columns (title, description) are empty, absent or null");
+  EXPECT_FALSE(fs::exists(path("p.jsonl")));
+  // A text column in no row is a misspelt name, whatever --skip-bad-rows says (row d has no text then).
+  expect_error(run({"predict", "--model", suite_run(), "--data", path("rows.jsonl"), "--text-columns",
+                    "title,descripton", "--skip-bad-rows"}),
+               "text column 'descripton' is in no row");
 }
 
 }  // namespace
