@@ -38,7 +38,7 @@ int CsvTable::require_column(const std::string& name) const {
 }
 
 CsvTable parse_csv(const std::string& text, const std::string& source) {
-  ChunkedInput input(&text);
+  ChunkedInput input(&text, source);
   CsvParser parser(&input, ',', source);
   std::vector<CsvRow> records;
   CsvRow record;

@@ -62,13 +62,14 @@ std::string json_error_detail(const nlohmann::json::exception& e) {
     const std::size_t colon = detail.find(": ");
     if (colon != std::string::npos) detail.erase(0, colon + 2);
   }
-  // "last read: '...'" can end inside a character (a U+FFFD the lexer stopped in); the message stays UTF-8.
-  sanitize_utf8_in_place(&detail);
   if (detail.size() > kMaxJsonDetail) {
     std::size_t cut = kMaxJsonDetail;
     while (cut > 0 && (static_cast<unsigned char>(detail[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
     detail = detail.substr(0, cut) + "...";
   }
+  // "last read: '...'" can end inside a character (where the lexer stopped in one): escaped, the message stays
+  // one line of valid UTF-8.
+  detail = escape_for_message(detail);
   if (const auto* parse = dynamic_cast<const nlohmann::json::parse_error*>(&e)) {
     detail += " (at byte " + std::to_string(parse->byte) + " of the line)";
   }
@@ -224,7 +225,6 @@ bool RecordReader::State::next_jsonl(Record* out) {
     out->line = this_line;
     out->error.clear();
     out->fields.clear();
-    sanitize_utf8_in_place(&text);
     nlohmann::json value;
     try {
       value = nlohmann::json::parse(text);

@@ -4,7 +4,8 @@
 // held whole, so prediction over a million-row file costs the memory of one row. A row the format cannot
 // read is reported in the row (Record::error) and the reader goes on, so a caller can skip bad rows; only
 // what leaves the rest of a CSV/TSV file unreadable (an unterminated quote, a character after a closing
-// quote) throws. Text is repaired to valid UTF-8 as in csv.h. Empty lines are skipped in every format.
+// quote) throws, and so does a file that is not UTF-8 text (a NUL byte or invalid UTF-8; chunked_input.h): it
+// is the whole file's encoding that is wrong, not one row. Empty lines are skipped in every format.
 #pragma once
 
 #include <cstddef>

@@ -179,6 +179,22 @@ TEST_F(DatasetTest, JsonLinesTextColumnInNoRowIsAnError) {
   EXPECT_EQ(load_text_dataset(some, tokenizer_, nullptr, options).raw_text, (std::vector<std::string>{"red", "cat"}));
 }
 
+// Text that is not UTF-8 is never repaired (café in Latin-1 became "caf" after cleaning) nor skipped as a bad row:
+// a wrongly encoded file would lose exactly its rows with accented characters.
+TEST_F(DatasetTest, TextThatIsNotUtf8IsAnErrorEvenWithSkipBadRows) {
+  const std::string tsv = write("d.tsv", "text\tlabel\nred cat\tx\ncaf\xE9 dog\ty\nblue\tz\n");
+  DatasetOptions options;
+  options.text_columns = {"text"};
+  options.label_column = "label";
+  options.read_labels = true;
+  options.skip_bad_rows = true;
+  expect_error(tsv, options, tsv + ":3: invalid UTF-8 (byte \\xE9 at byte offset 24 of the file, after \"caf\")");
+  const std::string jsonl = write("d.jsonl", std::string("{\"text\": \"red\"}\n{\"text\": \"a\0b\"}\n", 32));
+  options.label_column = "tag";
+  options.read_labels = false;
+  expect_error(jsonl, options, jsonl + ":2: not a text file: a NUL byte at byte offset 27 of the file");
+}
+
 TEST_F(DatasetTest, MissingJsonKeysAndUnknownLabels) {
   const std::string jsonl = write("d.jsonl", "{\"text\": \"red\", \"tag\": \"a\"}\n{\"tag\": \"a\"}\n{\"text\": \"cat\", \"tag\": \"q\"}\n");
   DatasetOptions options;

@@ -1,9 +1,10 @@
 // libFuzzer target: bytes -> a dataset file (a path, so through a scratch file) -> RecordReader (CSV, TSV or
 // JSON Lines, read in 32 KiB chunks) -> every record, then TextRowReader (data/dataset.h) over the same file
 // with a tiny tokenizer. bertrain::Error is the documented rejection: RecordReader's constructor (empty file,
-// duplicate column), CSV/TSV's next() (unterminated quote, a character after a closing quote, a bare CR),
-// TextRowReader's constructor (a missing text or label column), its next() without skip_bad_rows, and its last
-// next() when a JSON Lines text column is in no readable row.
+// duplicate column), CSV/TSV's next() (unterminated quote, a character after a closing quote, a bare CR), either
+// of them in every format for a file that is not UTF-8 text (a NUL byte, invalid UTF-8), TextRowReader's
+// constructor (a missing text or label column), its next() without skip_bad_rows, and its last next() when a
+// JSON Lines text column is in no readable row.
 //
 // The first byte picks the case; the rest is the file. Byte b: b % 3 is the format (csv, tsv, jsonl); v = b / 3:
 //   bit 0     the columns: {"text", "label", "id"} or {"title", "description", "tag", "id"}
@@ -15,8 +16,9 @@
 //   bit 6     TextRowReader cleans the text (Made-With-ML's clean_text) or not
 // Invariants checked (__builtin_trap otherwise): a record with no error has one field per requested column, one
 // with an error none; lines strictly increase and lie in the file; text, items, header names and error messages
-// are valid UTF-8; a JSONL list has no text; CSV/TSV fields are never lists; JSONL yields exactly one record per non-blank line and never
-// throws in next(); CSV (and TSV without commas, read as CSV) streamed agrees with parse_csv on the whole text;
+// are valid UTF-8; a file that is not UTF-8 text never reads to its end without an Error; a JSONL list has no
+// text; CSV/TSV fields are never lists; JSONL of UTF-8 text yields exactly one record per non-blank line and never
+// throws; CSV (and TSV without commas, read as CSV) streamed agrees with parse_csv on the whole text;
 // TextRowReader throws up front exactly for a missing column, with skip_bad_rows consumes exactly the records
 // RecordReader gave (and throws exactly when it did, or when a JSONL text column is in no readable record), and
 // every row it returns is 2..max_length ids framed by [CLS] ... [SEP], with a non-blank text and well-formed
@@ -32,7 +34,6 @@
 #include "data/dataset.h"
 #include "data/records.h"
 #include "data/tokenizer.h"
-#include "data/utf8.h"
 #include "tests/fuzz/fuzz_common.h"
 
 namespace {
@@ -40,14 +41,7 @@ namespace {
 using bertrain::Record;
 using bertrain::RecordFormat;
 
-bool valid_utf8(const std::string& s) {
-  for (std::size_t i = 0; i < s.size();) {
-    bool valid = true;
-    i += bertrain::utf8_sequence(s.data() + i, s.size() - i, &valid);
-    if (!valid) return false;
-  }
-  return true;
-}
+using bertrain_fuzz::valid_utf8;
 
 bool blank(const std::string& s) { return s.find_first_not_of(" \t\r\n") == std::string::npos; }
 
@@ -103,6 +97,7 @@ struct FirstPass {
 FirstPass read_records(const std::string& path, const std::string& content, RecordFormat format,
                        const std::vector<std::string>& columns, const WholeText& whole) {
   FirstPass pass;
+  const bool text = bertrain_fuzz::is_text(content);
   // Every record starts on its own line, so a reader that returns more records than the file has lines loops.
   const std::size_t lines = static_cast<std::size_t>(std::count(content.begin(), content.end(), '\n')) + 1;
   auto as_read = [&whole](std::string s) {
@@ -171,13 +166,15 @@ FirstPass read_records(const std::string& path, const std::string& content, Reco
         if (pass.lines.size() > lines) __builtin_trap();
       }
     } catch (const bertrain::Error&) {
-      if (format == RecordFormat::kJsonl) __builtin_trap();  // JSONL reports every bad line in its record
+      // JSONL reports every bad line in its record: only a file that is not text stops it.
+      if (format == RecordFormat::kJsonl && text) __builtin_trap();
       pass.next_threw = true;
     }
   } catch (const bertrain::Error&) {
-    if (format == RecordFormat::kJsonl) __builtin_trap();  // no header to reject
+    if (format == RecordFormat::kJsonl && text) __builtin_trap();  // no header to reject
     pass.ctor_threw = true;
   }
+  if (!text && !pass.ctor_threw && !pass.next_threw) __builtin_trap();  // bytes that are not text were read as text
   if (whole.parsed && (pass.ctor_threw || pass.next_threw)) __builtin_trap();  // parse_csv read the whole text
   if (whole.compare_rows && pass.lines.size() != whole.table.rows.size()) __builtin_trap();
   return pass;
@@ -303,7 +300,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
 
   const WholeText whole = format == RecordFormat::kJsonl ? WholeText() : parse_whole(content, format);
   const FirstPass pass = read_records(path, content, format, columns, whole);
-  if (format == RecordFormat::kJsonl) check_jsonl_lines(content, pass);
+  if (format == RecordFormat::kJsonl && bertrain_fuzz::is_text(content)) check_jsonl_lines(content, pass);
 
   options.skip_bad_rows = true;
   options.read_labels = true;

@@ -162,5 +162,56 @@ TEST_F(CliTest, JsonLinesAbsentOrNullTextColumns) {
                "text column 'descripton' is in no row");
 }
 
+// ---- text that is not UTF-8 --------------------------------------------------------------------------------
+
+// Every byte of stderr is printable ASCII but its one final newline (the paths here are ASCII): no raw byte of the
+// file made it into the message.
+::testing::AssertionResult printable_ascii(const std::string& err) {
+  for (std::size_t i = 0; i + 1 < err.size(); ++i) {
+    const auto c = static_cast<unsigned char>(err[i]);
+    if (c < 0x20 || c >= 0x7F) return ::testing::AssertionFailure() << "byte " << int(c) << " at " << i << ": " << err;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// A dataset file that is not UTF-8 text stops every command with exit 2 and one line naming the file, the line and
+// the byte offset, and saying how to convert it; --skip-bad-rows does not skip it (it used to be repaired to U+FFFD,
+// then cleaned away: "café" in Latin-1 trained as "caf").
+TEST_F(CliTest, DatasetFilesThatAreNotUtf8TextAreInputErrors) {
+  std::string latin1 = to_csv(synthetic_rows());
+  const std::size_t at = latin1.find("The image");
+  latin1.replace(at, 3, "Caf\xE9");
+  spit(path("latin1.csv"), latin1);
+  const std::string where = path("latin1.csv") + ":2: invalid UTF-8 (byte \\xE9 at byte offset " +
+                            std::to_string(at + 3) + " of the file, after \"0,Caf\")";
+  for (const bool skip : {false, true}) {
+    std::vector<std::string> args{"train", "--model", model(), "--train-data", path("latin1.csv"), "--out",
+                                  path("run"), "--epochs", "1", "--quiet"};
+    if (skip) args.push_back("--skip-bad-rows");
+    const RunResult r = run(args);
+    expect_error(r, where);
+    EXPECT_NE(r.err.find("iconv -f latin1 -t utf-8 " + path("latin1.csv")), std::string::npos) << r.err;
+    EXPECT_TRUE(printable_ascii(r.err));
+    expect_no_run(path("run"));
+  }
+  ASSERT_TRUE(succeeded(suite_train()));
+  expect_error(run({"predict", "--model", suite_run(), "--data", path("latin1.csv"), "--skip-bad-rows"}), where);
+  expect_error(run({"evaluate", "--model", suite_run(), "--data", path("latin1.csv")}), where);
+  expect_error(run({"tokenize", "--vocab", path("model/vocab.txt"), "--data", path("latin1.csv")}), where);
+
+  // UTF-16, as Excel's "Unicode text" saves it: a byte-order mark; without one, NUL bytes.
+  std::string utf16 = "\xFF\xFE";
+  for (const char c : std::string("title\tdescription\ttag\n")) utf16 += std::string{c, '\0'};
+  spit(path("excel.tsv"), utf16);
+  RunResult r = run({"predict", "--model", suite_run(), "--data", path("excel.tsv")});
+  expect_error(r, path("excel.tsv") + ":1: not UTF-8 text: the file starts with a UTF-16 byte-order mark (\\xFF\\xFE); "
+                                      "convert it to UTF-8: iconv -f utf-16 -t utf-8");
+  EXPECT_TRUE(printable_ascii(r.err));
+  spit(path("excel.csv"), utf16.substr(2));
+  r = run({"predict", "--model", suite_run(), "--data", path("excel.csv")});
+  expect_error(r, path("excel.csv") + ":1: not a text file: a NUL byte at byte offset 1 of the file, after \"t\"");
+  EXPECT_TRUE(printable_ascii(r.err));
+}
+
 }  // namespace
 }  // namespace bertrain
