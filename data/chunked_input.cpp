@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/files.h"
 #include "data/utf8.h"
 
 namespace bertrain {
@@ -16,10 +17,7 @@ ChunkedInput::ChunkedInput(const std::string& path, const std::string& kind, std
     : path_(path), kind_(kind), chunk_size_(chunk_size) {
   BERTRAIN_CHECK(chunk_size_ > 0, "chunk size must be positive");
   buf_.reserve(3 * chunk_size_);
-  // A folder opens as a stream on Linux and reads as nothing, which would pass for an empty file.
-  std::error_code ignored;
-  BERTRAIN_CHECK(!std::filesystem::is_directory(path, ignored),
-                 "cannot read " << kind << " '" << path << "': it is a folder");
+  require_readable_file(path, kind);  // a directory would read as an empty file
   file_.open(path, std::ios::binary);
   BERTRAIN_CHECK(file_, "cannot open " << kind << " '" << path << "': " << std::strerror(errno));
 }

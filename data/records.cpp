@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/files.h"
 #include "data/chunked_input.h"
 #include "data/csv_parser.h"
 #include "data/utf8.h"
@@ -125,6 +126,8 @@ RecordFormat record_format(const std::string& path, const std::string& format_fl
   if (extension == ".csv") return RecordFormat::kCsv;
   if (extension == ".tsv" || extension == ".tab") return RecordFormat::kTsv;
   if (extension == ".jsonl" || extension == ".ndjson") return RecordFormat::kJsonl;
+  // A directory or a missing path is that, not a question of format.
+  require_readable_file(path, "dataset file");
   BERTRAIN_FAIL(path << ": cannot tell the format from the extension; pass --format csv|tsv|jsonl");
 }
 

@@ -19,7 +19,8 @@ enum class RecordFormat { kCsv, kTsv, kJsonl };
 
 // format_flag "csv" | "tsv" | "jsonl" picks the format; "" or "auto" picks it from path's extension
 // (case-insensitive): .csv -> csv; .tsv, .tab -> tsv; .jsonl, .ndjson -> jsonl. Anything else throws Error
-// "<path>: cannot tell the format from the extension; pass --format csv|tsv|jsonl"; an unknown flag value
+// "<path>: cannot tell the format from the extension; pass --format csv|tsv|jsonl" (or, when path is no file,
+// require_readable_file's Error saying why); an unknown flag value
 // throws Error "--format must be auto, csv, tsv or jsonl, got 'x'".
 RecordFormat record_format(const std::string& path, const std::string& format_flag);
 const char* record_format_name(RecordFormat format);  // "csv", "tsv", "jsonl"

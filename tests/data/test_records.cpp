@@ -78,10 +78,17 @@ TEST(RecordFormat, FlagOverridesExtension) {
 }
 
 TEST(RecordFormat, Errors) {
-  for (const std::string path : {"rows.txt", "rows", "rows.json", "csv"}) {
+  TempDir dir("bertrain_records");
+  for (const std::string name : {"rows.txt", "rows", "rows.json", "csv"}) {
+    const std::string path = write_file(dir, name, "a\n1\n");
     expect_error([&] { record_format(path, "auto"); },
                  {path + ": cannot tell the format from the extension; pass --format csv|tsv|jsonl"});
   }
+  // A path that is no file is that, not a question of format.
+  expect_error([&] { record_format(dir.path("missing"), "auto"); },
+               {"cannot open dataset file '" + dir.path("missing") + "': No such file or directory"});
+  expect_error([&] { record_format(dir.path().string(), "auto"); },
+               {"cannot open dataset file '" + dir.path().string() + "': it is a directory, not a file"});
   expect_error([] { record_format("rows.csv", "xml"); }, {"--format must be auto, csv, tsv or jsonl, got 'xml'"});
   expect_error([] { record_format("rows.csv", "CSV"); }, {"got 'CSV'"});
 }
@@ -518,7 +525,7 @@ TEST(RecordReader, UnreadablePathIsAnErrorNamingIt) {
   expect_error([&] { RecordReader(dir.path("missing.csv"), RecordFormat::kCsv, {"text"}); },
                {"cannot open CSV file '" + dir.path("missing.csv") + "'"});
   expect_error([&] { RecordReader(dir.path().string(), RecordFormat::kTsv, {"text"}); },
-               {"cannot read TSV file '" + dir.path().string() + "': it is a folder"});
+               {"cannot open TSV file '" + dir.path().string() + "': it is a directory, not a file"});
 }
 
 // ---- The state machine fed in small chunks ----------------------------------------------------------------

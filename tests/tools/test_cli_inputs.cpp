@@ -213,5 +213,55 @@ TEST_F(CliTest, DatasetFilesThatAreNotUtf8TextAreInputErrors) {
   EXPECT_TRUE(printable_ascii(r.err));
 }
 
+// ---- a directory where a file belongs --------------------------------------------------------------------
+
+// A directory given (or found) where a file belongs is named as one: not "basic_filebuf::underflow error reading
+// the file: Is a directory", not "not found", not "cannot tell the format from the extension".
+TEST_F(CliTest, ADirectoryWhereAFileBelongsIsNamed) {
+  fs::create_directories(path("folder"));
+  fs::create_directories(path("folder.csv"));
+  const std::string is_dir = "': it is a directory, not a file";
+  auto expect_named = [](const RunResult& r, const std::string& needle) {
+    expect_error(r, needle);
+    EXPECT_EQ(r.err.find("basic_filebuf"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("extension"), std::string::npos) << r.err;
+  };
+  expect_named(run(train_args(path("run"), {"--train-data", path("folder")})),
+               "cannot open dataset file '" + path("folder") + is_dir);
+  expect_named(run(train_args(path("run"), {"--val-data", path("folder.csv")})),
+               "cannot open CSV file '" + path("folder.csv") + is_dir);
+  expect_named(run(train_args(path("run"), {"--train-data", path("nothing")})),
+               "cannot open dataset file '" + path("nothing") + "': No such file or directory");
+  expect_no_run(path("run"));
+  expect_named(run({"tokenize", "--vocab", path("model"), "--text", "image"}),
+               "cannot open vocabulary file '" + path("model") + is_dir);
+  expect_named(run({"tokenize", "--vocab", path("model/vocab.txt"), "--data", path("folder")}),
+               "cannot open dataset file '" + path("folder") + is_dir);
+  ASSERT_TRUE(succeeded(suite_train()));
+  expect_named(run({"predict", "--model", suite_run(), "--data", path("folder.csv")}),
+               "cannot open CSV file '" + path("folder.csv") + is_dir);
+  expect_named(run({"evaluate", "--model", suite_run(), "--data", path("folder")}),
+               "cannot open dataset file '" + path("folder") + is_dir);
+
+  // A model directory whose config.json, vocab.txt or weights are directories.
+  for (const char* name : {"config.json", "vocab.txt", "model.safetensors"}) {
+    SCOPED_TRACE(name);
+    const fs::path broken = path(std::string("broken_") + name);
+    make_model_dir(broken);
+    fs::remove(broken / name);
+    fs::create_directories(broken / name);
+    const std::string needle = "'" + (broken / name).string() + is_dir;
+    expect_named(run({"train", "--model", broken.string(), "--train-data", data(), "--out", path("run2"), "--epochs",
+                      "1", "--quiet"}),
+                 needle);
+    expect_no_run(path("run2"));
+    expect_named(run({"evaluate", "--model", broken.string(), "--data", data()}), needle);
+  }
+  // --model naming a file.
+  expect_named(run({"train", "--model", data(), "--train-data", data(), "--out", path("run3"), "--epochs", "1"}),
+               "'" + data() + "' is a file, not a directory");
+  expect_named(run({"predict", "--model", data(), "--text", "image"}), data() + ": a file, not a directory");
+}
+
 }  // namespace
 }  // namespace bertrain
