@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "data/csv_parser.h"
 #include "data/text_clean.h"
+#include "data/utf8.h"
 
 namespace bertrain {
 
@@ -64,6 +65,50 @@ Example encode_text(const std::string& text, const BertTokenizer& tokenizer, con
 
 namespace {
 
+bool offers(const DatasetOptions& options, const char* flag) {
+  return std::find(options.command_flags.begin(), options.command_flags.end(), flag) != options.command_flags.end();
+}
+
+// `text` when the command has --`flag`, else "".
+std::string hint(const DatasetOptions& options, const char* flag, const std::string& text) {
+  return offers(options, flag) ? text : std::string();
+}
+
+const char* format_title(RecordFormat format) {
+  switch (format) {
+    case RecordFormat::kCsv:
+      return "CSV";
+    case RecordFormat::kTsv:
+      return "TSV";
+    case RecordFormat::kJsonl:
+      return "JSON Lines";
+  }
+  return "?";
+}
+
+// The columns of a header, for a message (a tab in a name is shown as \x09).
+std::string header_names(const std::vector<std::string>& header) { return escape_for_message(join_names(header)); }
+
+// Why a CSV/TSV header may lack every column asked for: it is one column holding another delimiter.
+std::string delimiter_hint(const std::vector<std::string>& header, RecordFormat format, const DatasetOptions& options) {
+  if (header.size() != 1) return "";
+  const std::string& only = header[0];
+  const std::string format_flag = hint(options, "format", "--format or ");
+  if (format == RecordFormat::kCsv && only.find('\t') != std::string::npos) {
+    return "; the header is one column: the file is tab-separated, read it as TSV (" + format_flag + "a .tsv name)";
+  }
+  if (format == RecordFormat::kTsv && only.find(',') != std::string::npos) {
+    return "; the header is one column: the file is comma-separated, read it as CSV (" + format_flag + "a .csv name)";
+  }
+  for (const char delimiter : {';', '|'}) {
+    if (only.find(delimiter) != std::string::npos) {
+      return std::string("; the header is one column: fields separated by '") + delimiter +
+             "' are neither CSV nor TSV, save the file with commas or tabs";
+    }
+  }
+  return "";
+}
+
 // The columns a reader asks for: the text columns, then the label column, then "id".
 std::vector<std::string> requested_columns(const DatasetOptions& options) {
   BERTRAIN_CHECK(!options.text_columns.empty(), "--text-columns names no column");
@@ -87,15 +132,18 @@ TextRowReader::TextRowReader(const std::string& path, const BertTokenizer& token
                                               << options.max_length);
   BERTRAIN_CHECK(!options.multi_label || !options.label_separator.empty(), "--label-separator must not be empty");
   // A CSV/TSV header without a needed column fails every row: one error up front instead.
+  const std::string why_not = delimiter_hint(records_.header(), records_.format(), options);
   for (std::size_t i = 0; i < options.text_columns.size(); ++i) {
     BERTRAIN_CHECK(records_.has_column(i), path << ": missing text column '" << options.text_columns[i]
-                                                << "' (columns: " << join_names(records_.header())
-                                                << "; choose with --text-columns)");
+                                                << "' (columns: " << header_names(records_.header())
+                                                << (why_not.empty() ? hint(options, "text-columns", "; choose with --text-columns") : why_not)
+                                                << ")");
   }
   if (options.read_labels) {
     BERTRAIN_CHECK(records_.has_column(label_field_), path << ": missing label column '" << options.label_column
-                                                           << "' (columns: " << join_names(records_.header())
-                                                           << "; choose with --label-column)");
+                                                           << "' (columns: " << header_names(records_.header())
+                                                           << (why_not.empty() ? hint(options, "label-column", "; choose with --label-column") : why_not)
+                                                           << ")");
   }
 }
 
@@ -148,7 +196,10 @@ std::string TextRowReader::read_row(const Record& record, TextRow* row) {
       // An explicit empty JSON array is a row with no labels; an empty string is a missing value.
       if (row->tags.empty() && !(field.is_list && field.items.empty())) return "label column '" + name + "' is empty";
     } else {
-      if (field.is_list) return "label column '" + name + "' is a list (pass --multi-label for label sets)";
+      if (field.is_list) {
+        return "label column '" + name + "' is a list" +
+               (offers(options_, "multi-label") ? " (pass --multi-label for label sets)" : ", expected one label");
+      }
       if (trim(field.text).empty()) return "label column '" + name + "' is empty";
       row->tags.push_back(field.text);
     }
@@ -170,7 +221,19 @@ bool TextRowReader::next(TextRow* row) {
       return true;
     }
     const std::string where = records_.path() + ":" + std::to_string(record_.line);
-    BERTRAIN_CHECK(options_.skip_bad_rows, where << ": " << why << " (--skip-bad-rows skips such rows)");
+    if (!options_.skip_bad_rows) {
+      // A first row the format cannot read says more about the format than about the row: skipping it would
+      // skip them all.
+      if (index_ == 1 && !record_.error.empty()) {
+        const bool by_extension = options_.format == "auto" || options_.format.empty();
+        BERTRAIN_FAIL(where << ": " << why << " (the first row already: is the file "
+                            << format_title(records_.format())
+                            << (by_extension ? ", as its extension says?" + hint(options_, "format", " --format chooses the format")
+                                             : ", as --format says?")
+                            << ")");
+      }
+      BERTRAIN_FAIL(where << ": " << why << hint(options_, "skip-bad-rows", " (--skip-bad-rows skips such rows)"));
+    }
     ++skipped_;
     if (skip_reasons_.size() < kSkipReasonsKept) skip_reasons_.push_back(where + ": " + why);
   }
@@ -179,7 +242,8 @@ bool TextRowReader::next(TextRow* row) {
   for (std::size_t i = 0; i < text_seen_.size() && readable_ > 0; ++i) {
     BERTRAIN_CHECK(text_seen_[i], records_.path() << ": text column '" << options_.text_columns[i]
                                                   << "' is in no row (absent or null in all " << readable_
-                                                  << " readable rows; check --text-columns)");
+                                                  << " readable rows" << hint(options_, "text-columns", "; check --text-columns")
+                                                  << ")");
   }
   return false;
 }

@@ -24,6 +24,10 @@ struct DatasetOptions {
   bool multi_label = false;   // labels are sets: JSON arrays, or strings split at label_separator
   std::string label_separator = ",";
   bool skip_bad_rows = false;  // count and skip a bad row instead of stopping at it
+  // The running command's flags (names without "--") that messages may suggest, e.g. "(--skip-bad-rows skips such
+  // rows)"; a message suggests no other, so tokenize is never told of a flag it does not have. Commands fill it
+  // from their parser (tools/data_flags.h); empty: messages suggest no flag.
+  std::vector<std::string> command_flags;
 };
 
 // "a, b" -> {"a", "b"} for --text-columns (names trimmed); throws Error naming the flag on an empty list, an

@@ -21,7 +21,17 @@ void add_data_flags(ArgParser& p, bool training) {
                (training ? "0 = the model's max_position_embeddings" : as_trained) + ")");
 }
 
+std::vector<std::string> dataset_flags_of(const ArgParser& p) {
+  std::vector<std::string> flags;
+  for (const char* name : {"format", "text-columns", "label-column", "multi-label", "label-separator", "skip-bad-rows",
+                           "max-length"}) {
+    if (p.has_option(name)) flags.push_back(name);
+  }
+  return flags;
+}
+
 void apply_data_flags(const ArgParser& p, DatasetOptions* options) {
+  options->command_flags = dataset_flags_of(p);
   // A flag given with an empty value is a mistake, not "the default": --text-columns "" must not train on
   // title and description. Flag values are the user's input: errors exit 2.
   input_step([&] {

@@ -7,6 +7,7 @@
 #include "data/tokenizer.h"
 #include "tools/args.h"
 #include "tools/commands.h"
+#include "tools/data_flags.h"
 
 namespace bertrain {
 
@@ -45,6 +46,7 @@ int run_tokenize(const std::vector<std::string>& args) {
   options.max_length = p.get_int("max-length");
   if (options.max_length < 2) throw UsageError("tokenize: --max-length must be >= 2");
   options.format = p.get("format");
+  options.command_flags = dataset_flags_of(p);
   options.text_columns = input_step([&] { return parse_column_list(p.get("text-columns"), "--text-columns"); });
 
   // Every failure here is in the input (the vocabulary, the file or a row): exit 2.

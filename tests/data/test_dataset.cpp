@@ -18,6 +18,10 @@ BertTokenizer tiny_tokenizer() {
                                            "cat", "dog"}));
 }
 
+// The dataset flags of train, all of which messages may suggest.
+const std::vector<std::string> kTrainFlags = {"format", "text-columns", "label-column", "multi-label",
+                                              "label-separator", "skip-bad-rows", "max-length"};
+
 class DatasetTest : public ::testing::Test {
  protected:
   std::string write(const std::string& name, const std::string& text) {
@@ -57,6 +61,7 @@ TEST_F(DatasetTest, MultiLabelFromArraysAndSeparators) {
                                   "{\"text\": \"cat\", \"labels\": []}\n"
                                   "{\"text\": \"dog\", \"labels\": \" c | a |\"}\n");
   DatasetOptions options;
+  options.command_flags = kTrainFlags;
   options.text_columns = {"text"};
   options.label_column = "labels";
   options.read_labels = options.multi_label = true;
@@ -83,6 +88,7 @@ TEST_F(DatasetTest, BadRowsAreErrorsOrSkippedAndCounted) {
                                 "dog\t\n"      // line 5: empty label
                                 "green dog\tz\n");
   DatasetOptions options;
+  options.command_flags = kTrainFlags;
   options.text_columns = {"text"};
   options.label_column = "label";
   options.read_labels = true;
@@ -126,6 +132,7 @@ TEST_F(DatasetTest, EmptyTextColumnsAreLeftOutAndOnlyARowWithNoTextIsBad) {
                                 "4,, ,pets\n"            // line 5: no text at all
                                 "5,red,cat,pets\n");
   DatasetOptions options;
+  options.command_flags = kTrainFlags;
   options.read_labels = true;
   expect_error(csv, options, csv + ":5: all text columns (title, description) are empty (--skip-bad-rows");
   options.skip_bad_rows = true;
@@ -209,6 +216,79 @@ TEST_F(DatasetTest, MissingJsonKeysAndUnknownLabels) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("unknown tag 'q' in " + jsonl + ":3"), std::string::npos) << e.what();
   }
+}
+
+// A message suggests only flags the running command has (DatasetOptions::command_flags): tokenize has no
+// --skip-bad-rows, evaluate and predict no --multi-label (the model says it).
+TEST_F(DatasetTest, HintsNameOnlyTheCommandsFlags) {
+  const std::string tsv = write("d.tsv", "text\tlabel\nred\t[\"x\"]\n\tx\n");
+  const std::string jsonl = write("d.jsonl", "{\"text\": \"red\", \"label\": [\"x\"]}\n");
+  DatasetOptions options;
+  options.text_columns = {"body"};
+  options.label_column = "label";
+  options.read_labels = true;
+  auto message = [&](const std::string& path) {
+    try {
+      load_text_dataset(path, tokenizer_, nullptr, options);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "no error for " << path;
+    return std::string();
+  };
+  for (const auto& flags : {std::vector<std::string>{}, kTrainFlags}) {
+    SCOPED_TRACE(flags.size());
+    options.command_flags = flags;
+    const bool all = !flags.empty();
+    options.text_columns = {"body"};
+    const std::string missing = message(tsv);
+    EXPECT_NE(missing.find("missing text column 'body' (columns: text, label"), std::string::npos) << missing;
+    EXPECT_EQ(missing.find("--text-columns") != std::string::npos, all) << missing;
+    options.text_columns = {"text"};
+    options.label_column = "tag";
+    EXPECT_EQ(message(tsv).find("--label-column") != std::string::npos, all);
+    options.label_column = "label";
+    const std::string list = message(jsonl);
+    EXPECT_NE(list.find(":1: label column 'label' is a list"), std::string::npos) << list;
+    EXPECT_EQ(list.find("--multi-label") != std::string::npos, all) << list;
+    const std::string bad = message(tsv);
+    EXPECT_NE(bad.find(":3: text column 'text' is empty"), std::string::npos) << bad;
+    EXPECT_EQ(bad.find("--skip-bad-rows") != std::string::npos, all) << bad;
+    if (!all) {
+      EXPECT_EQ(bad.find("--"), std::string::npos) << bad;
+    }
+  }
+}
+
+// A first row the format cannot read says the format may be wrong, not that --skip-bad-rows would skip it.
+TEST_F(DatasetTest, AnUnreadableFirstRowQuestionsTheFormat) {
+  const std::string csv_named_jsonl = write("d.jsonl", "title,description,tag\nred,cat,x\n");
+  DatasetOptions options;
+  options.command_flags = kTrainFlags;
+  expect_error(csv_named_jsonl, options,
+               ":1: invalid JSON: syntax error while parsing value - invalid literal; last read: 'ti' (at byte 2 of the "
+               "line) (the first row already: is the file JSON Lines, as its extension says? --format chooses the "
+               "format)");
+  options.format = "jsonl";
+  expect_error(csv_named_jsonl, options, "(the first row already: is the file JSON Lines, as --format says?)");
+  // Later rows are bad rows like any other.
+  const std::string later = write("later.jsonl", "{\"title\": \"red\"}\nnot json\n");
+  expect_error(later, options, later + ":2: invalid JSON: ");
+  expect_error(later, options, "(--skip-bad-rows skips such rows)");
+}
+
+// A header of one column holding another delimiter says so instead of only listing that one column.
+TEST_F(DatasetTest, AHeaderOfOneColumnNamesTheDelimiter) {
+  DatasetOptions options;
+  options.command_flags = kTrainFlags;
+  expect_error(write("tabs.csv", "title\tdescription\ttag\nred\tcat\tx\n"), options,
+               "missing text column 'title' (columns: title\\x09description\\x09tag; the header is one column: the "
+               "file is tab-separated, read it as TSV (--format or a .tsv name))");
+  expect_error(write("commas.tsv", "title,description,tag\nred,cat,x\n"), options,
+               "the header is one column: the file is comma-separated, read it as CSV (--format or a .csv name)");
+  expect_error(write("semicolons.csv", "title;description;tag\nred;cat;x\n"), options,
+               "the header is one column: fields separated by ';' are neither CSV nor TSV, save the file with commas "
+               "or tabs");
 }
 
 TEST_F(DatasetTest, TruncationIsCountedAndRowsStream) {

@@ -4,6 +4,7 @@
 // warnings of train.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -261,6 +262,60 @@ TEST_F(CliTest, ADirectoryWhereAFileBelongsIsNamed) {
   expect_named(run({"train", "--model", data(), "--train-data", data(), "--out", path("run3"), "--epochs", "1"}),
                "'" + data() + "' is a file, not a directory");
   expect_named(run({"predict", "--model", data(), "--text", "image"}), data() + ": a file, not a directory");
+}
+
+// ---- hints name only the running command's flags -----------------------------------------------------------
+
+// Every "--flag" an error message mentions.
+std::vector<std::string> flags_in(const std::string& text) {
+  std::vector<std::string> flags;
+  for (std::size_t at = text.find("--"); at != std::string::npos; at = text.find("--", at + 2)) {
+    std::size_t end = at + 2;
+    while (end < text.size() && (std::islower(static_cast<unsigned char>(text[end])) || text[end] == '-')) ++end;
+    if (end > at + 2) flags.push_back(text.substr(at, end - at));
+  }
+  return flags;
+}
+
+// An error of `command` that suggests only flags its --help lists.
+void expect_error_naming_own_flags(const std::string& command, const RunResult& r, const std::string& needle) {
+  expect_error(r, needle);
+  const RunResult help = run({command, "--help"});
+  ASSERT_TRUE(succeeded(help));
+  for (const std::string& flag : flags_in(r.err)) {
+    EXPECT_NE(help.out.find("  " + flag + " "), std::string::npos) << command << " has no " << flag << ": " << r.err;
+  }
+}
+
+TEST_F(CliTest, HintsNameOnlyFlagsOfTheCommandThatRuns) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  spit(path("gap.csv"), "title,description,tag\nimage camera,video,computer-vision\n, ,mlops\n");
+  spit(path("lists.jsonl"), "{\"title\": \"image\", \"description\": \"camera\", \"tag\": [\"computer-vision\"]}\n");
+  spit(path("notjson.jsonl"), "title,description,tag\nimage,camera,computer-vision\n");
+  const std::string vocab = path("model/vocab.txt");
+
+  // tokenize has no --skip-bad-rows, no --label-column, no --multi-label.
+  RunResult r = run({"tokenize", "--vocab", vocab, "--data", path("gap.csv")});
+  expect_error_naming_own_flags("tokenize", r, path("gap.csv") + ":3: all text columns (title, description) are empty");
+  EXPECT_EQ(r.err.find("--skip-bad-rows"), std::string::npos) << r.err;
+  expect_error_naming_own_flags("tokenize", run({"tokenize", "--vocab", vocab, "--data", path("gap.csv"),
+                                                 "--text-columns", "abstract"}),
+                                "missing text column 'abstract' (columns: title, description, tag; choose with "
+                                "--text-columns)");
+  expect_error_naming_own_flags("tokenize", run({"tokenize", "--vocab", vocab, "--data", path("notjson.jsonl")}),
+                                "(the first row already: is the file JSON Lines, as its extension says? --format "
+                                "chooses the format)");
+  // evaluate and predict have --skip-bad-rows but not --multi-label: the model says whether labels are sets.
+  r = run({"evaluate", "--model", suite_run(), "--data", path("gap.csv")});
+  expect_error_naming_own_flags("evaluate", r, ":3: all text columns (title, description) are empty (--skip-bad-rows skips "
+                                               "such rows)");
+  r = run({"evaluate", "--model", suite_run(), "--data", path("lists.jsonl")});
+  expect_error_naming_own_flags("evaluate", r, ":1: label column 'tag' is a list, expected one label");
+  expect_error_naming_own_flags("predict", run({"predict", "--model", suite_run(), "--data", path("gap.csv")}),
+                                "(--skip-bad-rows skips such rows)");
+  // train has them all.
+  r = run({"train", "--model", model(), "--train-data", path("lists.jsonl"), "--out", path("run")});
+  expect_error_naming_own_flags("train", r, ":1: label column 'tag' is a list (pass --multi-label for label sets)");
 }
 
 }  // namespace
