@@ -224,7 +224,7 @@ bool TextRowReader::next(TextRow* row) {
     if (!options_.skip_bad_rows) {
       // A first row the format cannot read says more about the format than about the row: skipping it would
       // skip them all.
-      if (index_ == 1 && !record_.error.empty()) {
+      if (index_ == 1 && record_.malformed) {
         const bool by_extension = options_.format == "auto" || options_.format.empty();
         BERTRAIN_FAIL(where << ": " << why << " (the first row already: is the file "
                             << format_title(records_.format())

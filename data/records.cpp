@@ -187,7 +187,8 @@ bool RecordReader::State::next_csv(Record* out) {
     if (row.blank) continue;
     out->line = row.line;
     out->error.clear();
-    if (row.fields.size() != header.size()) {
+    out->malformed = row.fields.size() != header.size();
+    if (out->malformed) {
       out->fields.clear();
       out->error = "has " + plural(row.fields.size(), "field") + ", the header has " + std::to_string(header.size());
       return true;
@@ -228,6 +229,7 @@ bool RecordReader::State::next_jsonl(Record* out) {
     out->line = this_line;
     out->error.clear();
     out->fields.clear();
+    out->malformed = true;
     nlohmann::json value;
     try {
       value = nlohmann::json::parse(text);
@@ -239,6 +241,7 @@ bool RecordReader::State::next_jsonl(Record* out) {
       out->error = "expected a JSON object, found " + json_kind(value);
       return true;
     }
+    out->malformed = false;
     out->fields.resize(columns.size());
     for (std::size_t i = 0; i < columns.size(); ++i) {
       RecordField& field = out->fields[i];

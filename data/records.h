@@ -38,6 +38,8 @@ struct Record {
   std::vector<RecordField> fields;  // one per requested column, in the requested order
   std::string error;                // non-empty: this row cannot be read (fields is then empty); says why, without
                                     // file or line
+  bool malformed = false;           // with error: the format's own syntax failed (invalid JSON, not a JSON object, a
+                                    // wrong number of fields), as a file in another format would; not a value's type
 };
 
 class RecordReader {

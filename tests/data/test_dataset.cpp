@@ -271,10 +271,18 @@ TEST_F(DatasetTest, AnUnreadableFirstRowQuestionsTheFormat) {
                "format)");
   options.format = "jsonl";
   expect_error(csv_named_jsonl, options, "(the first row already: is the file JSON Lines, as --format says?)");
-  // Later rows are bad rows like any other.
+  // Later rows are bad rows like any other, and so is a first row the format reads with a value of the wrong type.
   const std::string later = write("later.jsonl", "{\"title\": \"red\"}\nnot json\n");
   expect_error(later, options, later + ":2: invalid JSON: ");
   expect_error(later, options, "(--skip-bad-rows skips such rows)");
+  const std::string object = write("object.jsonl", "{\"title\": {\"en\": \"red\"}}\n");
+  expect_error(object, options, object + ":1: column 'title' is an object (expected a string, a number, a boolean or an "
+                                         "array of them) (--skip-bad-rows skips such rows)");
+  // CSV: a first row with another number of fields than the header.
+  const std::string tsv_named_csv = write("tabs.csv", "title,description\nred\tcat,x,y\n");
+  options.format = "auto";
+  expect_error(tsv_named_csv, options, ":2: has 3 fields, the header has 2 (the first row already: is the file CSV, as "
+                                       "its extension says? --format chooses the format)");
 }
 
 // A header of one column holding another delimiter says so instead of only listing that one column.

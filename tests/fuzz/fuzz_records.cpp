@@ -15,7 +15,7 @@
 //   bit 5     labels: "," separated, single-label first; or "|" separated, multi-label first
 //   bit 6     TextRowReader cleans the text (Made-With-ML's clean_text) or not
 // Invariants checked (__builtin_trap otherwise): a record with no error has one field per requested column, one
-// with an error none; lines strictly increase and lie in the file; text, items, header names and error messages
+// with an error none (and is malformed for a CSV/TSV syntax error, as for JSONL's); lines strictly increase and lie in the file; text, items, header names and error messages
 // are valid UTF-8; a file that is not UTF-8 text never reads to its end without an Error; a JSONL list has no
 // text; CSV/TSV fields are never lists; JSONL of UTF-8 text yields exactly one record per non-blank line and never
 // throws; CSV (and TSV without commas, read as CSV) streamed agrees with parse_csv on the whole text;
@@ -128,6 +128,8 @@ FirstPass read_records(const std::string& path, const std::string& content, Reco
           __builtin_trap();
         }
         last_line = record.line;
+        if (record.malformed && record.error.empty()) __builtin_trap();
+        if (!record.error.empty() && !record.malformed && format != RecordFormat::kJsonl) __builtin_trap();
         if (record.error.empty()) {
           if (record.fields.size() != columns.size()) __builtin_trap();
           pass.any_readable = true;
