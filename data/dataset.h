@@ -23,6 +23,8 @@ struct DatasetOptions {
   bool read_labels = false;   // training / evaluation: every row needs its labels
   bool multi_label = false;   // labels are sets: JSON arrays, or strings split at label_separator
   std::string label_separator = ",";
+  bool label_separator_given = false;  // --label-separator was on the command line (train warns about labels that
+                                       // look like lists only when it was not; data/label_checks.h)
   bool skip_bad_rows = false;  // count and skip a bad row instead of stopping at it
   // The running command's flags (names without "--") that messages may suggest, e.g. "(--skip-bad-rows skips such
   // rows)"; a message suggests no other, so tokenize is never told of a flag it does not have. Commands fill it

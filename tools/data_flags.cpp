@@ -45,6 +45,7 @@ void apply_data_flags(const ArgParser& p, DatasetOptions* options) {
       BERTRAIN_CHECK(!p.get("label-separator").empty(), "--label-separator is empty: give the text between two labels, "
                                                         "e.g. --label-separator '|'");
       options->label_separator = p.get("label-separator");
+      options->label_separator_given = true;
     }
   });
   options->skip_bad_rows = p.get_flag("skip-bad-rows");

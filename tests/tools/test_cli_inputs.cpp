@@ -318,5 +318,78 @@ TEST_F(CliTest, HintsNameOnlyFlagsOfTheCommandThatRuns) {
   expect_error_naming_own_flags("train", r, ":1: label column 'tag' is a list (pass --multi-label for label sets)");
 }
 
+// ---- label warnings ---------------------------------------------------------------------------------------
+
+std::size_t count_of(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// train warns, on stderr and once, about labels it cannot learn: with --quiet too, which silences progress, not
+// problems.
+TEST_F(CliTest, TrainWarnsAboutLabelsWithoutTrainingRows) {
+  std::vector<Row> rows = synthetic_rows();
+  rows.push_back({"The camera survey", "a dataset", "rare"});  // ceil(0.2 · 1) = 1: its one row goes to validation
+  spit(path("rare.csv"), to_csv(rows));
+  const std::string warning = "bertrain: warning: label 'rare' has no training rows (1 row for validation): the model "
+                              "cannot learn it\n";
+  for (const bool quiet : {true, false}) {
+    SCOPED_TRACE(quiet);
+    const std::string out = path(quiet ? "quiet" : "verbose");
+    std::vector<std::string> args{"train", "--model", model(), "--train-data", path("rare.csv"), "--out", out,
+                                  "--epochs", "1", "--batch-size", "8"};
+    if (quiet) args.push_back("--quiet");
+    const RunResult r = run(args);
+    ASSERT_TRUE(succeeded(r));
+    EXPECT_EQ(count_of(r.err, "bertrain: warning: "), 1u) << r.err;
+    EXPECT_NE(r.err.find(warning), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("warning"), std::string::npos) << r.out;
+    if (quiet) {
+      EXPECT_EQ(r.out, "");
+    }
+  }
+  // Made-With-ML's data as it is: no warning.
+  const RunResult plain = run(train_args(path("plain"), {"--epochs", "1"}));
+  ASSERT_TRUE(succeeded(plain));
+  EXPECT_EQ(plain.err.find("warning"), std::string::npos) << plain.err;
+  // Every label with a single row: nothing left to train on, and the error says why.
+  expect_error(run(train_args(path("titles"), {"--label-column", "title"})),
+               "need at least one training and one validation row, got 0 and 40 (each of the 40 labels has a single "
+               "row, which the split holds out for validation; is --label-column 'title' the label?)");
+}
+
+// With --multi-label and no --label-separator, labels that hold '|' or ';' are likely lists: one warning naming the
+// label and the separator; none once --label-separator is given.
+TEST_F(CliTest, TrainWarnsAboutLabelsThatLookLikeLists) {
+  const std::vector<Row> rows = synthetic_rows();
+  std::string text;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const std::string topics = rows[i].tag + "|uses-model";
+    text += json{{"text", rows[i].title + " " + rows[i].description}, {"topics", topics}}.dump() + "\n";
+  }
+  spit(path("pipes.jsonl"), text);
+  std::vector<std::string> args{"train", "--model", model(), "--train-data", path("pipes.jsonl"), "--out", path("run"),
+                                "--epochs", "1", "--batch-size", "8", "--quiet", "--multi-label", "--text-columns",
+                                "text", "--label-column", "topics"};
+  const RunResult r = run(args);
+  ASSERT_TRUE(succeeded(r));
+  EXPECT_EQ(count_of(r.err, "bertrain: warning: "), 1u) << r.err;
+  EXPECT_NE(r.err.find("bertrain: warning: label 'computer-vision|uses-model' contains '|' (as do 3 more of the 4 "
+                       "labels): labels are split at ','; if '|' separates labels, pass --label-separator '|'\n"),
+            std::string::npos)
+      << r.err;
+  for (const char* separator : {"|", ","}) {
+    SCOPED_TRACE(separator);
+    std::vector<std::string> given = args;
+    given[6] = path(std::string("run_") + (separator[0] == '|' ? "pipe" : "comma"));
+    given.insert(given.end(), {"--label-separator", separator});
+    const RunResult g = run(given);
+    ASSERT_TRUE(succeeded(g));
+    EXPECT_EQ(g.err.find("contains '|'"), std::string::npos) << g.err;
+  }
+  EXPECT_EQ(json::parse(slurp(path("run_pipe/results.json")))["labels"].size(), 5u);
+}
+
 }  // namespace
 }  // namespace bertrain
