@@ -172,9 +172,11 @@ std::string TextRowReader::read_row(const Record& record, TextRow* row) {
   ++readable_;
   bool absent = false;  // JSON Lines: some text column's key is absent or null
   for (std::size_t i = 0; i < options_.text_columns.size(); ++i) {
+    absent |= !record.fields[i].present;
+    text_seen_[i] = text_seen_[i] || record.fields[i].present;  // every column of a readable row, even a bad one
+  }
+  for (std::size_t i = 0; i < options_.text_columns.size(); ++i) {
     const RecordField& field = record.fields[i];
-    absent |= !field.present;
-    text_seen_[i] = text_seen_[i] || field.present;
     if (field.is_list) return "text column '" + options_.text_columns[i] + "' is a list, not a text";
     text_values_[i] = field.text;
   }

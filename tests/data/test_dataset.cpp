@@ -184,6 +184,13 @@ TEST_F(DatasetTest, JsonLinesTextColumnInNoRowIsAnError) {
   expect_error(jsonl, options, "text column 'description' is in no row");
   const std::string some = write("some.jsonl", "{\"title\": \"red\"}\n{\"title\": \"cat\", \"description\": \"\"}\n");
   EXPECT_EQ(load_text_dataset(some, tokenizer_, nullptr, options).raw_text, (std::vector<std::string>{"red", "cat"}));
+  // A column counts as seen in a row that is bad for another column (found by fuzz_records).
+  const std::string bad_first = write("bad_first.jsonl", "{\"title\": [\"red\"], \"description\": \"x\"}\n"
+                                                         "{\"title\": \"cat\"}\n");
+  options.skip_bad_rows = true;
+  const TextDataset data = load_text_dataset(bad_first, tokenizer_, nullptr, options);
+  EXPECT_EQ(data.raw_text, (std::vector<std::string>{"cat"}));
+  EXPECT_EQ(data.skipped, 1);
 }
 
 // Text that is not UTF-8 is never repaired (café in Latin-1 became "caf" after cleaning) nor skipped as a bad row:
