@@ -102,7 +102,8 @@ namespace {
 
 // `path` as one shell word, for a command line in a message.
 std::string shell_word(const std::string& path) {
-  if (path.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./+-") == std::string::npos) {
+  static const char kPlain[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./+-";
+  if (path.find_first_not_of(kPlain) == std::string::npos) {
     return path;
   }
   std::string quoted = "'";
@@ -128,15 +129,16 @@ void ChunkedInput::not_text(std::uint64_t pos, std::size_t length) const {
   const unsigned char first = static_cast<unsigned char>(at(pos));
   if (pos == 0 && end() >= 2 && ((first == 0xFF && static_cast<unsigned char>(at(1)) == 0xFE) ||
                                  (first == 0xFE && static_cast<unsigned char>(at(1)) == 0xFF))) {
-    os << "not UTF-8 text: the file starts with a UTF-16 byte-order mark (" << escape_for_message(std::string(data(0), 2))
-       << "); convert it to UTF-8: " << iconv_command("utf-16", path_);
+    os << "not UTF-8 text: the file starts with a UTF-16 byte-order mark ("
+       << escape_for_message(std::string(data(0), 2)) << "); convert it to UTF-8: " << iconv_command("utf-16", path_);
     throw_error(__FILE__, __LINE__, os.str());
   }
   // What precedes the byte on its line, as far as the window keeps it (at least kContextBytes of it).
   std::uint64_t from = std::max({line_start_, pos > kContextBytes ? pos - kContextBytes : 0, base_});
   while (from < pos && (static_cast<unsigned char>(at(from)) & 0xC0) == 0x80) ++from;  // start at a character
   const std::string before = escape_for_message(std::string(data(from), static_cast<std::size_t>(pos - from)));
-  const std::string after = before.empty() ? "" : std::string(", after \"") + (from > line_start_ ? "..." : "") + before + "\"";
+  const std::string after =
+      before.empty() ? "" : std::string(", after \"") + (from > line_start_ ? "..." : "") + before + "\"";
   if (first == 0) {
     os << "not a text file: a NUL byte at byte offset " << pos << " of the file" << after
        << "; a dataset must be UTF-8 text (a UTF-16 file converts with " << iconv_command("utf-16", path_) << ")";

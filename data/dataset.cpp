@@ -133,17 +133,18 @@ TextRowReader::TextRowReader(const std::string& path, const BertTokenizer& token
   BERTRAIN_CHECK(!options.multi_label || !options.label_separator.empty(), "--label-separator must not be empty");
   // A CSV/TSV header without a needed column fails every row: one error up front instead.
   const std::string why_not = delimiter_hint(records_.header(), records_.format(), options);
+  const std::string columns = "(columns: " + header_names(records_.header());
   for (std::size_t i = 0; i < options.text_columns.size(); ++i) {
-    BERTRAIN_CHECK(records_.has_column(i), path << ": missing text column '" << options.text_columns[i]
-                                                << "' (columns: " << header_names(records_.header())
-                                                << (why_not.empty() ? hint(options, "text-columns", "; choose with --text-columns") : why_not)
-                                                << ")");
+    BERTRAIN_CHECK(records_.has_column(i),
+                   path << ": missing text column '" << options.text_columns[i] << "' " << columns
+                        << (why_not.empty() ? hint(options, "text-columns", "; choose with --text-columns") : why_not)
+                        << ")");
   }
   if (options.read_labels) {
-    BERTRAIN_CHECK(records_.has_column(label_field_), path << ": missing label column '" << options.label_column
-                                                           << "' (columns: " << header_names(records_.header())
-                                                           << (why_not.empty() ? hint(options, "label-column", "; choose with --label-column") : why_not)
-                                                           << ")");
+    BERTRAIN_CHECK(records_.has_column(label_field_),
+                   path << ": missing label column '" << options.label_column << "' " << columns
+                        << (why_not.empty() ? hint(options, "label-column", "; choose with --label-column") : why_not)
+                        << ")");
   }
 }
 
@@ -228,11 +229,11 @@ bool TextRowReader::next(TextRow* row) {
       // skip them all.
       if (index_ == 1 && record_.malformed) {
         const bool by_extension = options_.format == "auto" || options_.format.empty();
-        BERTRAIN_FAIL(where << ": " << why << " (the first row already: is the file "
-                            << format_title(records_.format())
-                            << (by_extension ? ", as its extension says?" + hint(options_, "format", " --format chooses the format")
-                                             : ", as --format says?")
-                            << ")");
+        const std::string as_said =
+            by_extension ? ", as its extension says?" + hint(options_, "format", " --format chooses the format")
+                         : std::string(", as --format says?");
+        BERTRAIN_FAIL(where << ": " << why << " (the first row already: is the file " << format_title(records_.format())
+                            << as_said << ")");
       }
       BERTRAIN_FAIL(where << ": " << why << hint(options_, "skip-bad-rows", " (--skip-bad-rows skips such rows)"));
     }
@@ -244,8 +245,8 @@ bool TextRowReader::next(TextRow* row) {
   for (std::size_t i = 0; i < text_seen_.size() && readable_ > 0; ++i) {
     BERTRAIN_CHECK(text_seen_[i], records_.path() << ": text column '" << options_.text_columns[i]
                                                   << "' is in no row (absent or null in all " << readable_
-                                                  << " readable rows" << hint(options_, "text-columns", "; check --text-columns")
-                                                  << ")");
+                                                  << " readable rows"
+                                                  << hint(options_, "text-columns", "; check --text-columns") << ")");
   }
   return false;
 }

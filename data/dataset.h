@@ -1,7 +1,8 @@
 // Labelled text datasets as the workflow uses them: rows of a CSV, TSV or JSON Lines file (data/records.h),
 // their text (the --text-columns that are not empty joined with one space: title + " " + description by
-// default, as Made-With-ML; join_text_columns), their labels (one per row, or a set with --multi-label), and the tokenized examples the model
-// consumes. Read whole (training, evaluation) or row by row (prediction over files of any size).
+// default, as Made-With-ML; join_text_columns), their labels (one per row, or a set with --multi-label), and
+// the tokenized examples the model consumes. Read whole (training, evaluation) or row by row (prediction over
+// files of any size).
 #pragma once
 
 #include <string>

@@ -234,13 +234,15 @@ TrainingData load_training_data(const TrainArgs& args, const BertConfig& source_
     data.val = labelled_examples(train_file, val_rows, data.labels);
   }
   const std::vector<int> val_counts = count_label_rows(data.val, data.labels.size());
-  data.warnings = label_count_warnings(data.labels.names(), count_label_rows(data.train, data.labels.size()), val_counts);
+  data.warnings =
+      label_count_warnings(data.labels.names(), count_label_rows(data.train, data.labels.size()), val_counts);
   if (args.data.multi_label && !args.data.label_separator_given) {
     for (std::string& w : label_separator_warnings(data.labels.names(), args.data.label_separator)) {
       data.warnings.push_back(std::move(w));
     }
   }
-  const bool one_row_each = data.train.empty() && std::all_of(val_counts.begin(), val_counts.end(), [](int n) { return n == 1; });
+  const bool one_row_each =
+      data.train.empty() && std::all_of(val_counts.begin(), val_counts.end(), [](int n) { return n == 1; });
   BERTRAIN_CHECK(!data.train.empty() && !data.val.empty(),
                  "need at least one training and one validation row, got "
                      << data.train.size() << " and " << data.val.size()
