@@ -17,6 +17,27 @@
 
 namespace bertrain {
 
+void require_readable_file(const std::string& path, const std::string& what) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {
+    BERTRAIN_CHECK(!S_ISDIR(st.st_mode), "cannot open " << what << " '" << path << "': it is a directory, not a file");
+    return;
+  }
+  const int error = errno;
+  if (error == ENOTDIR) {
+    // Some folder on the way is a file: name it (e.g. --model data.csv looks for data.csv/config.json).
+    for (std::filesystem::path p = std::filesystem::path(path).parent_path(); !p.empty(); p = p.parent_path()) {
+      if (::stat(p.c_str(), &st) == 0) {
+        BERTRAIN_CHECK(S_ISDIR(st.st_mode), "cannot open " << what << " '" << path << "': '" << p.string()
+                                                           << "' is a file, not a directory");
+        break;
+      }
+      if (p == p.parent_path()) break;
+    }
+  }
+  BERTRAIN_FAIL("cannot open " << what << " '" << path << "': " << std::strerror(error));
+}
+
 bool directory_exists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
@@ -132,6 +153,7 @@ void replace_directory_atomically(const std::string& dir, const std::function<vo
 }
 
 nlohmann::json read_json_file(const std::string& path) {
+  require_readable_file(path, "JSON file");
   std::ifstream in(path);
   BERTRAIN_CHECK(in, path << ": cannot open");
   try {

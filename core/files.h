@@ -17,6 +17,12 @@ void replace_directory_atomically(const std::string& dir, const std::function<vo
 // Finishes an interrupted replace: when `dir` is missing and "<dir>.old" exists, renames it back.
 void recover_directory(const std::string& dir);
 
+// Throws Error "cannot open <what> '<path>': <why>" unless `path` can be opened as a file: why is "it is a
+// directory, not a file", "'<dir>' is a file, not a directory" (a file where the path needs a directory), or
+// the system's reason ("No such file or directory"). A directory opens as a stream on Linux and then reads as
+// nothing, or throws "basic_filebuf::underflow error reading the file: Is a directory" from the first read.
+void require_readable_file(const std::string& path, const std::string& what);
+
 bool directory_exists(const std::string& path);
 bool file_exists(const std::string& path);
 bool path_exists(const std::string& path);  // anything at all: file, directory, device...

@@ -5,8 +5,11 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <sstream>
 
 #include "core/error.h"
+#include "core/files.h"
+#include "data/utf8.h"
 
 namespace bertrain {
 
@@ -14,16 +17,14 @@ ChunkedInput::ChunkedInput(const std::string& path, const std::string& kind, std
     : path_(path), kind_(kind), chunk_size_(chunk_size) {
   BERTRAIN_CHECK(chunk_size_ > 0, "chunk size must be positive");
   buf_.reserve(3 * chunk_size_);
-  // A folder opens as a stream on Linux and reads as nothing, which would pass for an empty file.
-  std::error_code ignored;
-  BERTRAIN_CHECK(!std::filesystem::is_directory(path, ignored),
-                 "cannot read " << kind << " '" << path << "': it is a folder");
+  require_readable_file(path, kind);  // a directory would read as an empty file
   file_.open(path, std::ios::binary);
   BERTRAIN_CHECK(file_, "cannot open " << kind << " '" << path << "': " << std::strerror(errno));
 }
 
-ChunkedInput::ChunkedInput(const std::string* text, std::size_t chunk_size)
-    : text_(text), chunk_size_(chunk_size > 0 ? chunk_size : std::max<std::size_t>(text->size(), 1)) {}
+ChunkedInput::ChunkedInput(const std::string* text, const std::string& source, std::size_t chunk_size)
+    : path_(source), kind_("text"), text_(text),
+      chunk_size_(chunk_size > 0 ? chunk_size : std::max<std::size_t>(text->size(), 1)) {}
 
 std::uint64_t ChunkedInput::skip_bom() {
   static constexpr char kBom[] = "\xEF\xBB\xBF";
@@ -51,10 +52,15 @@ void ChunkedInput::append(std::string* out, std::uint64_t from, std::uint64_t to
 
 bool ChunkedInput::fill() {
   if (text_ != nullptr && text_pos_ == text_->size()) ended_ = true;  // without growing the window to find out
-  if (ended_) return false;
-  // Drop what the reader has released, so the window stays one chunk plus the reader's current line.
-  if (keep_ > base_) {
-    const std::uint64_t drop = std::min<std::uint64_t>(keep_, end()) - base_;
+  if (ended_) {
+    check_text(true);
+    return false;
+  }
+  // Drop what the reader has released, so the window stays one chunk plus the reader's current line; keep what
+  // is not checked yet, and the few bytes before it that a message about it quotes.
+  const std::uint64_t keep = std::min(keep_, checked_ > kContextBytes ? checked_ - kContextBytes : 0);
+  if (keep > base_) {
+    const std::uint64_t drop = std::min<std::uint64_t>(keep, end()) - base_;
     buf_.erase(0, static_cast<std::size_t>(drop));
     base_ += drop;
   }
@@ -63,7 +69,85 @@ bool ChunkedInput::fill() {
   const std::size_t got = read_chunk(&buf_[old_size], chunk_size_);
   buf_.resize(old_size + got);
   if (got == 0) ended_ = true;
+  check_text(ended_);
   return got > 0;
+}
+
+void ChunkedInput::check_text(bool at_end) {
+  // A UTF-16 byte-order mark is told apart from a stray byte by its second byte.
+  if (checked_ == 0 && end() < 2 && !at_end) return;
+  while (checked_ < end()) {
+    const auto byte = static_cast<unsigned char>(at(checked_));
+    if (byte < 0x80) {
+      if (byte == 0) not_text(checked_, 1);
+      ++checked_;
+      if (byte == '\n') {
+        ++line_;
+        line_start_ = checked_;
+      }
+      continue;
+    }
+    bool valid = true;
+    const std::size_t n = static_cast<std::size_t>(end() - checked_);
+    const std::size_t length = utf8_sequence(data(checked_), n, &valid);
+    if (!valid) {
+      if (length == n && !at_end) return;  // perhaps a character the next chunk completes
+      not_text(checked_, length);
+    }
+    checked_ += length;
+  }
+}
+
+namespace {
+
+// `path` as one shell word, for a command line in a message.
+std::string shell_word(const std::string& path) {
+  static const char kPlain[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./+-";
+  if (path.find_first_not_of(kPlain) == std::string::npos) {
+    return path;
+  }
+  std::string quoted = "'";
+  for (char c : path) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+// "d.csv" -> "d.utf8.csv": where a converted copy could go, keeping the extension that tells the format.
+std::string converted_name(const std::string& path) {
+  const std::filesystem::path p(path);
+  return (p.parent_path() / (p.stem().string() + ".utf8" + p.extension().string())).string();
+}
+
+std::string iconv_command(const char* from, const std::string& path) {
+  return std::string("iconv -f ") + from + " -t utf-8 " + shell_word(path) + " > " + shell_word(converted_name(path));
+}
+
+}  // namespace
+
+void ChunkedInput::not_text(std::uint64_t pos, std::size_t length) const {
+  std::ostringstream os;
+  os << path_ << ":" << line_ << ": ";
+  const unsigned char first = static_cast<unsigned char>(at(pos));
+  if (pos == 0 && end() >= 2 && ((first == 0xFF && static_cast<unsigned char>(at(1)) == 0xFE) ||
+                                 (first == 0xFE && static_cast<unsigned char>(at(1)) == 0xFF))) {
+    os << "not UTF-8 text: the file starts with a UTF-16 byte-order mark ("
+       << escape_for_message(std::string(data(0), 2)) << "); convert it to UTF-8: " << iconv_command("utf-16", path_);
+    throw_error(__FILE__, __LINE__, os.str());
+  }
+  // What precedes the byte on its line, as far as the window keeps it (at least kContextBytes of it).
+  std::uint64_t from = std::max({line_start_, pos > kContextBytes ? pos - kContextBytes : 0, base_});
+  while (from < pos && (static_cast<unsigned char>(at(from)) & 0xC0) == 0x80) ++from;  // start at a character
+  const std::string before = escape_for_message(std::string(data(from), static_cast<std::size_t>(pos - from)));
+  const std::string after =
+      before.empty() ? "" : std::string(", after \"") + (from > line_start_ ? "..." : "") + before + "\"";
+  if (first == 0) {
+    os << "not a text file: a NUL byte at byte offset " << pos << " of the file" << after
+       << "; a dataset must be UTF-8 text (a UTF-16 file converts with " << iconv_command("utf-16", path_) << ")";
+  } else {
+    os << "invalid UTF-8 (" << (length == 1 ? "byte " : "bytes ") << escape_for_message(std::string(data(pos), length))
+       << " at byte offset " << pos << " of the file" << after << "): the file is not UTF-8 text; convert it, e.g. "
+       << "from Latin-1: " << iconv_command("latin1", path_);
+  }
+  throw_error(__FILE__, __LINE__, os.str());
 }
 
 std::size_t ChunkedInput::read_chunk(char* out, std::size_t max) {

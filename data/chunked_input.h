@@ -2,6 +2,15 @@
 // a reader can stream a file of any size while holding only the chunk being read plus the part its reader
 // still needs (in practice the current line). Positions are absolute byte offsets in the input, so a reader
 // keeps them across refills, which move the window.
+//
+// Every byte read is checked to be UTF-8 text: a NUL byte or an invalid UTF-8 sequence throws Error naming the
+// input, the line, the byte offset and the bytes (escaped), and saying how to convert the file. The check runs
+// as each chunk arrives, before a reader sees its bytes, except for the last up to 3 bytes of a chunk that may
+// be the start of a character the next chunk completes: those are checked by the next fill(), which every
+// reader calls before it is done with them (they are not ASCII, so no delimiter or line end lies among them).
+// A wrongly encoded file is an input error, never repaired: replacing its bytes would silently change the
+// text (café in Latin-1 became "caf" after cleaning), and skipping its rows would silently drop exactly the
+// rows with accented characters.
 #pragma once
 
 #include <cstddef>
@@ -23,7 +32,8 @@ class ChunkedInput {
   ChunkedInput(const std::string& path, const std::string& kind, std::size_t chunk_size = kChunkSize);
   // Reads `text`, which must outlive this object, through the same window (parse_csv's path): all of it in
   // one chunk by default (chunk_size 0), the copy parse_csv always made; smaller chunks are for tests.
-  explicit ChunkedInput(const std::string* text, std::size_t chunk_size = 0);
+  // `source` names it in errors.
+  ChunkedInput(const std::string* text, const std::string& source, std::size_t chunk_size = 0);
 
   ChunkedInput(const ChunkedInput&) = delete;
   ChunkedInput& operator=(const ChunkedInput&) = delete;
@@ -47,13 +57,21 @@ class ChunkedInput {
 
   // Bytes before `pos` are no longer needed; the next fill() may drop them.
   void release(std::uint64_t pos) { keep_ = pos; }
-  // Reads the next chunk after the loaded bytes; false (nothing changed) at the end of the input.
+  // Reads the next chunk after the loaded bytes; false (nothing changed) at the end of the input. Throws Error
+  // when the input is not UTF-8 text (see above).
   bool fill();
 
  private:
-  std::size_t read_chunk(char* out, std::size_t max);
+  // Bytes the window keeps before the first unchecked one, so that a message can quote what precedes a bad byte
+  // whatever the chunk size.
+  static constexpr std::uint64_t kContextBytes = 32;
 
-  std::string path_, kind_;  // for messages (file input only)
+  std::size_t read_chunk(char* out, std::size_t max);
+  // Checks the loaded bytes from checked_ on; at the end of the input an incomplete last character is an error too.
+  void check_text(bool at_end);
+  [[noreturn]] void not_text(std::uint64_t at, std::size_t length) const;
+
+  std::string path_, kind_;  // for messages: the file (or the text's source) and what it is
   std::ifstream file_;
   const std::string* text_ = nullptr;
   std::size_t text_pos_ = 0;
@@ -62,6 +80,9 @@ class ChunkedInput {
   std::uint64_t base_ = 0;
   std::uint64_t keep_ = 0;  // bytes before this may be dropped
   bool ended_ = false;
+  std::uint64_t checked_ = 0;     // bytes before this are UTF-8 text
+  std::uint64_t line_start_ = 0;  // offset of the line checked_ is on
+  int line_ = 1;                  // that line, 1-based
 };
 
 }  // namespace bertrain

@@ -4,11 +4,11 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/files.h"
 #include "data/chunked_input.h"
 #include "data/csv_parser.h"
 
@@ -38,7 +38,7 @@ int CsvTable::require_column(const std::string& name) const {
 }
 
 CsvTable parse_csv(const std::string& text, const std::string& source) {
-  ChunkedInput input(&text);
+  ChunkedInput input(&text, source);
   CsvParser parser(&input, ',', source);
   std::vector<CsvRow> records;
   CsvRow record;
@@ -63,9 +63,7 @@ CsvTable parse_csv(const std::string& text, const std::string& source) {
 }
 
 CsvTable read_csv(const std::string& path) {
-  // A folder opens as a stream on Linux and reads as nothing, which would be reported as an empty file.
-  std::error_code ignored;
-  BERTRAIN_CHECK(!std::filesystem::is_directory(path, ignored), "cannot read CSV file '" << path << "': it is a folder");
+  require_readable_file(path, "CSV file");  // a directory would read as an empty file
   std::ifstream in(path, std::ios::binary);
   BERTRAIN_CHECK(in, "cannot open CSV file '" << path << "': " << std::strerror(errno));
   std::ostringstream contents;

@@ -1,5 +1,5 @@
 // The RFC 4180 state machine (see csv_parser.h). Lines and character columns are 1-based; columns count
-// code points of the repaired text, so they match what an editor shows.
+// code points (the input is UTF-8 text, checked by ChunkedInput), so they match what an editor shows.
 #include "data/csv_parser.h"
 
 #include <algorithm>
@@ -31,7 +31,6 @@ bool CsvParser::next(CsvRow* out) {
     } else {
       read_unquoted(&field);
     }
-    sanitize_utf8_in_place(&field);
     if (in_->has(pos_) && in_->at(pos_) == delimiter_) {
       ++pos_;
       // A delimiter as the very last character still opens one final (empty) field.
@@ -51,8 +50,7 @@ bool CsvParser::next(CsvRow* out) {
 }
 
 int CsvParser::column_at(std::uint64_t pos) {
-  // pos is always at or just after an ASCII byte, where no repaired sequence crosses, so counting the
-  // sequences of [column_pos_, pos) on its own gives the count of the text repaired as a whole.
+  // pos is always at or just after an ASCII byte, so [column_pos_, pos) holds whole characters.
   if (pos < column_pos_) column_pos_ = line_start_, column_ = 1;
   while (column_pos_ < pos) {
     bool valid = true;
@@ -135,13 +133,13 @@ void CsvParser::read_quoted(std::string* field) {
                          << column_at(pos_) << ")");
 }
 
-// The character at `pos` as the repaired text has it, for a message.
+// The character at `pos`, escaped for a message (a control character as \xHH).
 std::string CsvParser::printable(std::uint64_t pos) {
   in_->has(pos + 3);  // the longest sequence, where the input has it
   const std::size_t available = static_cast<std::size_t>(std::min<std::uint64_t>(4, in_->end() - pos));
   bool valid = true;
   const std::size_t length = utf8_sequence(in_->data(pos), available, &valid);
-  return valid ? std::string(in_->data(pos), length) : std::string("\xEF\xBF\xBD");
+  return escape_for_message(std::string(in_->data(pos), length));
 }
 
 std::string join_names(const std::vector<std::string>& names) {

@@ -1,7 +1,6 @@
 // Internal to data/: the one RFC 4180 state machine behind parse_csv (csv.h) and RecordReader's CSV and TSV
 // (records.h). It reads a ChunkedInput so a file streams through it row by row, and tracks the physical
-// line and character column for error messages. Fields are repaired to valid UTF-8 one by one (utf8.h says
-// why not per chunk), which gives exactly what repairing the whole text first would.
+// line and character column for error messages. The ChunkedInput checks that the input is UTF-8 text.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +12,7 @@
 namespace bertrain {
 
 struct CsvRow {
-  std::vector<std::string> fields;  // valid UTF-8
+  std::vector<std::string> fields;  // UTF-8 text (ChunkedInput checks it)
   int line = 0;                     // 1-based line on which the row starts
   bool blank = false;               // an empty physical line: one empty, unquoted field
 };
@@ -26,7 +25,8 @@ class CsvParser {
 
   // Next row into *out (its storage reused); false at the end of the input. Throws Error naming source,
   // line and character column for an unterminated quote, a character after a closing quote or a carriage
-  // return without a line feed outside quotes: the rest of the input cannot be read after those.
+  // return without a line feed outside quotes: the rest of the input cannot be read after those; and
+  // ChunkedInput's Error for input that is not UTF-8 text.
   bool next(CsvRow* out);
 
  private:

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "data/csv_parser.h"
 #include "data/text_clean.h"
+#include "data/utf8.h"
 
 namespace bertrain {
 
@@ -25,17 +26,32 @@ std::string trim(const std::string& s) {
 }  // namespace
 
 std::vector<std::string> parse_column_list(const std::string& text, const char* flag) {
+  BERTRAIN_CHECK(!trim(text).empty(), flag << " names no column (expected column names separated by commas, e.g. "
+                                            << flag << " title,description)");
   std::vector<std::string> columns;
   std::size_t start = 0;
   for (;;) {
     const std::size_t comma = text.find(',', start);
     const std::string name = trim(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    BERTRAIN_CHECK(!name.empty(), flag << " must be a comma-separated list of column names, got '" << text << "'");
+    BERTRAIN_CHECK(!name.empty(), flag << " '" << text << "' has an empty column name (expected column names "
+                                       << "separated by commas, e.g. " << flag << " title,description)");
+    BERTRAIN_CHECK(std::find(columns.begin(), columns.end(), name) == columns.end(),
+                   flag << " '" << text << "' names column '" << name << "' twice");
     columns.push_back(name);
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
   return columns;
+}
+
+std::string join_text_columns(const std::vector<std::string>& values) {
+  std::string text;
+  for (const std::string& value : values) {
+    if (trim(value).empty()) continue;
+    if (!text.empty()) text += ' ';
+    text += value;
+  }
+  return text;
 }
 
 Example encode_text(const std::string& text, const BertTokenizer& tokenizer, const DatasetOptions& options,
@@ -48,6 +64,50 @@ Example encode_text(const std::string& text, const BertTokenizer& tokenizer, con
 }
 
 namespace {
+
+bool offers(const DatasetOptions& options, const char* flag) {
+  return std::find(options.command_flags.begin(), options.command_flags.end(), flag) != options.command_flags.end();
+}
+
+// `text` when the command has --`flag`, else "".
+std::string hint(const DatasetOptions& options, const char* flag, const std::string& text) {
+  return offers(options, flag) ? text : std::string();
+}
+
+const char* format_title(RecordFormat format) {
+  switch (format) {
+    case RecordFormat::kCsv:
+      return "CSV";
+    case RecordFormat::kTsv:
+      return "TSV";
+    case RecordFormat::kJsonl:
+      return "JSON Lines";
+  }
+  return "?";
+}
+
+// The columns of a header, for a message (a tab in a name is shown as \x09).
+std::string header_names(const std::vector<std::string>& header) { return escape_for_message(join_names(header)); }
+
+// Why a CSV/TSV header may lack every column asked for: it is one column holding another delimiter.
+std::string delimiter_hint(const std::vector<std::string>& header, RecordFormat format, const DatasetOptions& options) {
+  if (header.size() != 1) return "";
+  const std::string& only = header[0];
+  const std::string format_flag = hint(options, "format", "--format or ");
+  if (format == RecordFormat::kCsv && only.find('\t') != std::string::npos) {
+    return "; the header is one column: the file is tab-separated, read it as TSV (" + format_flag + "a .tsv name)";
+  }
+  if (format == RecordFormat::kTsv && only.find(',') != std::string::npos) {
+    return "; the header is one column: the file is comma-separated, read it as CSV (" + format_flag + "a .csv name)";
+  }
+  for (const char delimiter : {';', '|'}) {
+    if (only.find(delimiter) != std::string::npos) {
+      return std::string("; the header is one column: fields separated by '") + delimiter +
+             "' are neither CSV nor TSV, save the file with commas or tabs";
+    }
+  }
+  return "";
+}
 
 // The columns a reader asks for: the text columns, then the label column, then "id".
 std::vector<std::string> requested_columns(const DatasetOptions& options) {
@@ -65,20 +125,26 @@ TextRowReader::TextRowReader(const std::string& path, const BertTokenizer& token
       options_(options),
       records_(path, record_format(path, options.format), requested_columns(options)),
       label_field_(options.text_columns.size()),
-      id_field_(options.text_columns.size() + 1) {
+      id_field_(options.text_columns.size() + 1),
+      text_values_(options.text_columns.size()),
+      text_seen_(options.text_columns.size(), false) {
   BERTRAIN_CHECK(options.max_length >= 2, "--max-length must be at least 2 ([CLS] and [SEP]), got "
                                               << options.max_length);
   BERTRAIN_CHECK(!options.multi_label || !options.label_separator.empty(), "--label-separator must not be empty");
   // A CSV/TSV header without a needed column fails every row: one error up front instead.
+  const std::string why_not = delimiter_hint(records_.header(), records_.format(), options);
+  const std::string columns = "(columns: " + header_names(records_.header());
   for (std::size_t i = 0; i < options.text_columns.size(); ++i) {
-    BERTRAIN_CHECK(records_.has_column(i), path << ": missing text column '" << options.text_columns[i]
-                                                << "' (columns: " << join_names(records_.header())
-                                                << "; choose with --text-columns)");
+    BERTRAIN_CHECK(records_.has_column(i),
+                   path << ": missing text column '" << options.text_columns[i] << "' " << columns
+                        << (why_not.empty() ? hint(options, "text-columns", "; choose with --text-columns") : why_not)
+                        << ")");
   }
   if (options.read_labels) {
-    BERTRAIN_CHECK(records_.has_column(label_field_), path << ": missing label column '" << options.label_column
-                                                           << "' (columns: " << join_names(records_.header())
-                                                           << "; choose with --label-column)");
+    BERTRAIN_CHECK(records_.has_column(label_field_),
+                   path << ": missing label column '" << options.label_column << "' " << columns
+                        << (why_not.empty() ? hint(options, "label-column", "; choose with --label-column") : why_not)
+                        << ")");
   }
 }
 
@@ -104,14 +170,24 @@ std::vector<std::string> TextRowReader::split_labels(const RecordField& field) c
 
 std::string TextRowReader::read_row(const Record& record, TextRow* row) {
   if (!record.error.empty()) return record.error;
-  row->raw_text.clear();
+  ++readable_;
+  bool absent = false;  // JSON Lines: some text column's key is absent or null
+  for (std::size_t i = 0; i < options_.text_columns.size(); ++i) {
+    absent |= !record.fields[i].present;
+    text_seen_[i] = text_seen_[i] || record.fields[i].present;  // every column of a readable row, even a bad one
+  }
   for (std::size_t i = 0; i < options_.text_columns.size(); ++i) {
     const RecordField& field = record.fields[i];
-    const std::string& name = options_.text_columns[i];
-    if (!field.present) return "column '" + name + "' is missing";
-    if (field.is_list) return "column '" + name + "' is a list, not a text";
-    if (trim(field.text).empty()) return "column '" + name + "' is empty";
-    row->raw_text += (i ? " " : "") + field.text;
+    if (field.is_list) return "text column '" + options_.text_columns[i] + "' is a list, not a text";
+    text_values_[i] = field.text;
+  }
+  row->raw_text = join_text_columns(text_values_);
+  if (row->raw_text.empty()) {
+    if (options_.text_columns.size() == 1) {
+      return "text column '" + options_.text_columns[0] + "' is " + (absent ? "absent or null" : "empty");
+    }
+    return "all text columns (" + join_names(options_.text_columns) + ") are " +
+           (absent ? "empty, absent or null" : "empty");
   }
   row->tags.clear();
   if (options_.read_labels) {
@@ -123,7 +199,10 @@ std::string TextRowReader::read_row(const Record& record, TextRow* row) {
       // An explicit empty JSON array is a row with no labels; an empty string is a missing value.
       if (row->tags.empty() && !(field.is_list && field.items.empty())) return "label column '" + name + "' is empty";
     } else {
-      if (field.is_list) return "label column '" + name + "' is a list (pass --multi-label for label sets)";
+      if (field.is_list) {
+        return "label column '" + name + "' is a list" +
+               (offers(options_, "multi-label") ? " (pass --multi-label for label sets)" : ", expected one label");
+      }
       if (trim(field.text).empty()) return "label column '" + name + "' is empty";
       row->tags.push_back(field.text);
     }
@@ -145,9 +224,29 @@ bool TextRowReader::next(TextRow* row) {
       return true;
     }
     const std::string where = records_.path() + ":" + std::to_string(record_.line);
-    BERTRAIN_CHECK(options_.skip_bad_rows, where << ": " << why << " (--skip-bad-rows skips such rows)");
+    if (!options_.skip_bad_rows) {
+      // A first row the format cannot read says more about the format than about the row: skipping it would
+      // skip them all.
+      if (index_ == 1 && record_.malformed) {
+        const bool by_extension = options_.format == "auto" || options_.format.empty();
+        const std::string as_said =
+            by_extension ? ", as its extension says?" + hint(options_, "format", " --format chooses the format")
+                         : std::string(", as --format says?");
+        BERTRAIN_FAIL(where << ": " << why << " (the first row already: is the file " << format_title(records_.format())
+                            << as_said << ")");
+      }
+      BERTRAIN_FAIL(where << ": " << why << hint(options_, "skip-bad-rows", " (--skip-bad-rows skips such rows)"));
+    }
     ++skipped_;
     if (skip_reasons_.size() < kSkipReasonsKept) skip_reasons_.push_back(where + ": " + why);
+  }
+  // A JSON object has no header to check up front: a text column no row has is a misspelt name, not a file of
+  // empty values, and would otherwise leave the text to the other columns unnoticed.
+  for (std::size_t i = 0; i < text_seen_.size() && readable_ > 0; ++i) {
+    BERTRAIN_CHECK(text_seen_[i], records_.path() << ": text column '" << options_.text_columns[i]
+                                                  << "' is in no row (absent or null in all " << readable_
+                                                  << " readable rows"
+                                                  << hint(options_, "text-columns", "; check --text-columns") << ")");
   }
   return false;
 }

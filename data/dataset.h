@@ -1,7 +1,8 @@
 // Labelled text datasets as the workflow uses them: rows of a CSV, TSV or JSON Lines file (data/records.h),
-// their text (the --text-columns joined with one space: title + " " + description by default, as
-// Made-With-ML), their labels (one per row, or a set with --multi-label), and the tokenized examples the model
-// consumes. Read whole (training, evaluation) or row by row (prediction over files of any size).
+// their text (the --text-columns that are not empty joined with one space: title + " " + description by
+// default, as Made-With-ML; join_text_columns), their labels (one per row, or a set with --multi-label), and
+// the tokenized examples the model consumes. Read whole (training, evaluation) or row by row (prediction over
+// files of any size).
 #pragma once
 
 #include <string>
@@ -18,30 +19,46 @@ struct DatasetOptions {
   bool clean = true;          // Made-With-ML's clean_text before tokenizing (--no-clean turns it off)
   int max_length = 512;       // tokens per row, [CLS] and [SEP] included; longer texts are truncated
   std::string format = "auto";                                   // --format: auto | csv | tsv | jsonl
-  std::vector<std::string> text_columns = {"title", "description"};  // joined with one space
+  std::vector<std::string> text_columns = {"title", "description"};  // join_text_columns
   std::string label_column = "tag";
   bool read_labels = false;   // training / evaluation: every row needs its labels
   bool multi_label = false;   // labels are sets: JSON arrays, or strings split at label_separator
   std::string label_separator = ",";
+  bool label_separator_given = false;  // --label-separator was on the command line (train warns about labels that
+                                       // look like lists only when it was not; data/label_checks.h)
   bool skip_bad_rows = false;  // count and skip a bad row instead of stopping at it
+  // The running command's flags (names without "--") that messages may suggest, e.g. "(--skip-bad-rows skips such
+  // rows)"; a message suggests no other, so tokenize is never told of a flag it does not have. Commands fill it
+  // from their parser (tools/data_flags.h); empty: messages suggest no flag.
+  std::vector<std::string> command_flags;
 };
 
-// "a,b" -> {"a", "b"} for --text-columns; throws Error naming the flag on an empty name or list.
+// "a, b" -> {"a", "b"} for --text-columns (names trimmed); throws Error naming the flag on an empty list, an
+// empty name or a name given twice.
 std::vector<std::string> parse_column_list(const std::string& text, const char* flag);
+
+// The text of one row from its text columns' values, in --text-columns order: the values that are not empty
+// (whitespace only counts as empty) joined with one space, so that title "A" with an empty description is "A",
+// which cleans to what Made-With-ML's "A" + " " + "" does; "" when every value is empty, a row with no text.
+// Every reader of text columns builds the text with it: dataset files, predict --title/--description, serving.
+std::string join_text_columns(const std::vector<std::string>& values);
 
 // One good row of a dataset file.
 struct TextRow {
   int line = 0;                   // 1-based line where the row starts
   std::string id;                 // the "id" column when present, else the row number (0-based, bad rows counted)
-  std::string raw_text;           // the text columns joined with " ", before cleaning
+  std::string raw_text;           // join_text_columns of the text columns, before cleaning
   std::vector<std::string> tags;  // its labels as written (read_labels only): one, or a set with multi_label
   Example example;                // token ids; labels left empty (LabelSet assigns them)
   bool truncated = false;         // the text had more than max_length tokens
 };
 
-// Reads a dataset file row by row. A bad row — one the format cannot read, or with a text column (or, with
-// read_labels, the label column) missing or empty — is an Error naming the file, line and column, or with
-// skip_bad_rows is counted and skipped. A column missing from a CSV/TSV header is always an Error.
+// Reads a dataset file row by row. A bad row — one the format cannot read, one whose text columns are all empty
+// (JSON Lines: an absent key or null is an empty value, since a JSON object has no header), a text column that
+// is a JSON array, or with read_labels a missing or empty label (multi-label: a JSON [] is a row with no label,
+// not a bad one) — is an Error naming the file, line and what is wrong, or with skip_bad_rows is counted and
+// skipped. A text column missing from a CSV/TSV header, and in JSON Lines one that no row of the file has (a
+// misspelt --text-columns, reported at the end of the file), are always an Error.
 class TextRowReader {
  public:
   TextRowReader(const std::string& path, const BertTokenizer& tokenizer, const DatasetOptions& options);
@@ -63,6 +80,9 @@ class TextRowReader {
   DatasetOptions options_;
   RecordReader records_;
   std::size_t label_field_ = 0, id_field_ = 0;  // indices in Record::fields
+  std::vector<std::string> text_values_;        // one row's text columns (storage reused)
+  std::vector<bool> text_seen_;                 // JSON Lines: text column i had a value in some row
+  int readable_ = 0;                            // rows the format could read
   Record record_;
   int index_ = 0, good_ = 0, skipped_ = 0, truncated_ = 0;
   std::vector<std::string> skip_reasons_;

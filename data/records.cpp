@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/files.h"
 #include "data/chunked_input.h"
 #include "data/csv_parser.h"
 #include "data/utf8.h"
@@ -62,13 +63,14 @@ std::string json_error_detail(const nlohmann::json::exception& e) {
     const std::size_t colon = detail.find(": ");
     if (colon != std::string::npos) detail.erase(0, colon + 2);
   }
-  // "last read: '...'" can end inside a character (a U+FFFD the lexer stopped in); the message stays UTF-8.
-  sanitize_utf8_in_place(&detail);
   if (detail.size() > kMaxJsonDetail) {
     std::size_t cut = kMaxJsonDetail;
     while (cut > 0 && (static_cast<unsigned char>(detail[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
     detail = detail.substr(0, cut) + "...";
   }
+  // "last read: '...'" can end inside a character (where the lexer stopped in one): escaped, the message stays
+  // one line of valid UTF-8.
+  detail = escape_for_message(detail);
   if (const auto* parse = dynamic_cast<const nlohmann::json::parse_error*>(&e)) {
     detail += " (at byte " + std::to_string(parse->byte) + " of the line)";
   }
@@ -124,6 +126,8 @@ RecordFormat record_format(const std::string& path, const std::string& format_fl
   if (extension == ".csv") return RecordFormat::kCsv;
   if (extension == ".tsv" || extension == ".tab") return RecordFormat::kTsv;
   if (extension == ".jsonl" || extension == ".ndjson") return RecordFormat::kJsonl;
+  // A directory or a missing path is that, not a question of format.
+  require_readable_file(path, "dataset file");
   BERTRAIN_FAIL(path << ": cannot tell the format from the extension; pass --format csv|tsv|jsonl");
 }
 
@@ -183,7 +187,8 @@ bool RecordReader::State::next_csv(Record* out) {
     if (row.blank) continue;
     out->line = row.line;
     out->error.clear();
-    if (row.fields.size() != header.size()) {
+    out->malformed = row.fields.size() != header.size();
+    if (out->malformed) {
       out->fields.clear();
       out->error = "has " + plural(row.fields.size(), "field") + ", the header has " + std::to_string(header.size());
       return true;
@@ -224,7 +229,7 @@ bool RecordReader::State::next_jsonl(Record* out) {
     out->line = this_line;
     out->error.clear();
     out->fields.clear();
-    sanitize_utf8_in_place(&text);
+    out->malformed = true;
     nlohmann::json value;
     try {
       value = nlohmann::json::parse(text);
@@ -236,6 +241,7 @@ bool RecordReader::State::next_jsonl(Record* out) {
       out->error = "expected a JSON object, found " + json_kind(value);
       return true;
     }
+    out->malformed = false;
     out->fields.resize(columns.size());
     for (std::size_t i = 0; i < columns.size(); ++i) {
       RecordField& field = out->fields[i];

@@ -4,7 +4,8 @@
 // held whole, so prediction over a million-row file costs the memory of one row. A row the format cannot
 // read is reported in the row (Record::error) and the reader goes on, so a caller can skip bad rows; only
 // what leaves the rest of a CSV/TSV file unreadable (an unterminated quote, a character after a closing
-// quote) throws. Text is repaired to valid UTF-8 as in csv.h. Empty lines are skipped in every format.
+// quote) throws, and so does a file that is not UTF-8 text (a NUL byte or invalid UTF-8; chunked_input.h): it
+// is the whole file's encoding that is wrong, not one row. Empty lines are skipped in every format.
 #pragma once
 
 #include <cstddef>
@@ -18,7 +19,8 @@ enum class RecordFormat { kCsv, kTsv, kJsonl };
 
 // format_flag "csv" | "tsv" | "jsonl" picks the format; "" or "auto" picks it from path's extension
 // (case-insensitive): .csv -> csv; .tsv, .tab -> tsv; .jsonl, .ndjson -> jsonl. Anything else throws Error
-// "<path>: cannot tell the format from the extension; pass --format csv|tsv|jsonl"; an unknown flag value
+// "<path>: cannot tell the format from the extension; pass --format csv|tsv|jsonl" (or, when path is no file,
+// require_readable_file's Error saying why); an unknown flag value
 // throws Error "--format must be auto, csv, tsv or jsonl, got 'x'".
 RecordFormat record_format(const std::string& path, const std::string& format_flag);
 const char* record_format_name(RecordFormat format);  // "csv", "tsv", "jsonl"
@@ -36,6 +38,8 @@ struct Record {
   std::vector<RecordField> fields;  // one per requested column, in the requested order
   std::string error;                // non-empty: this row cannot be read (fields is then empty); says why, without
                                     // file or line
+  bool malformed = false;           // with error: the format's own syntax failed (invalid JSON, not a JSON object, a
+                                    // wrong number of fields), as a file in another format would; not a value's type
 };
 
 class RecordReader {

@@ -46,6 +46,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/files.h"
 
 namespace bertrain {
 
@@ -297,6 +298,7 @@ bool basic_tokens(const std::string& text, std::size_t begin, std::size_t end, S
 // ---- Vocab ------------------------------------------------------------------------------------
 
 Vocab Vocab::load(const std::string& path) {
+  require_readable_file(path, "vocabulary file");
   std::ifstream in(path, std::ios::binary);
   BERTRAIN_CHECK(in, "cannot open vocabulary file '" << path << "': " << std::strerror(errno));
   std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -1,11 +1,11 @@
-// UTF-8 repair (see utf8.h).
+// UTF-8 sequences and escaping (see utf8.h).
 #include "data/utf8.h"
+
+#include <cstdio>
 
 namespace bertrain {
 
 namespace {
-
-constexpr char kReplacement[] = "\xEF\xBF\xBD";  // U+FFFD in UTF-8
 
 bool in_range(unsigned char b, unsigned char lo, unsigned char hi) { return b >= lo && b <= hi; }
 
@@ -30,25 +30,10 @@ bool utf8_lead(unsigned char lead, int* continuations, unsigned char* lo, unsign
   return true;
 }
 
-// Offset of the first invalid sequence in text, or text.size() when it is all valid.
-std::size_t first_invalid(const std::string& text) {
-  for (std::size_t i = 0; i < text.size();) {
-    if (static_cast<unsigned char>(text[i]) < 0x80) {
-      ++i;
-      continue;
-    }
-    bool valid = true;
-    const std::size_t length = utf8_sequence(text.data() + i, text.size() - i, &valid);
-    if (!valid) return i;
-    i += length;
-  }
-  return text.size();
-}
-
 }  // namespace
 
-// A maximal subpart is the longest prefix of a well-formed sequence; Python's errors="replace" and the
-// WHATWG decoder emit one U+FFFD for each, so our output matches theirs byte for byte.
+// A maximal subpart is the longest prefix of a well-formed sequence (Python's errors="replace" and the WHATWG
+// decoder emit one U+FFFD for each).
 std::size_t utf8_sequence(const char* p, std::size_t n, bool* valid) {
   const auto lead = static_cast<unsigned char>(p[0]);
   *valid = true;
@@ -71,29 +56,30 @@ std::size_t utf8_sequence(const char* p, std::size_t n, bool* valid) {
   return length;
 }
 
-std::string sanitize_utf8(const std::string& text) {
-  std::string out = text;
-  sanitize_utf8_in_place(&out);
-  return out;
-}
-
-void sanitize_utf8_in_place(std::string* text) {
-  const std::size_t start = first_invalid(*text);
-  if (start == text->size()) return;
+std::string escape_for_message(const std::string& text) {
   std::string out;
-  out.reserve(text->size() + 16);
-  out.append(*text, 0, start);
-  for (std::size_t i = start; i < text->size();) {
+  out.reserve(text.size());
+  auto escape = [&out](const char* p, std::size_t n) {
+    char hex[5];
+    for (std::size_t k = 0; k < n; ++k) {
+      std::snprintf(hex, sizeof hex, "\\x%02X", static_cast<unsigned char>(p[k]));
+      out += hex;
+    }
+  };
+  for (std::size_t i = 0; i < text.size();) {
     bool valid = true;
-    const std::size_t length = utf8_sequence(text->data() + i, text->size() - i, &valid);
-    if (valid) {
-      out.append(*text, i, length);
+    const std::size_t length = utf8_sequence(text.data() + i, text.size() - i, &valid);
+    const auto lead = static_cast<unsigned char>(text[i]);
+    const bool control = lead < 0x20 || lead == 0x7F ||
+                         (lead == 0xC2 && length == 2 && static_cast<unsigned char>(text[i + 1]) < 0xA0);
+    if (valid && !control) {
+      out.append(text, i, length);
     } else {
-      out += kReplacement;
+      escape(text.data() + i, length);
     }
     i += length;
   }
-  text->swap(out);
+  return out;
 }
 
 }  // namespace bertrain

@@ -11,14 +11,18 @@
 namespace bertrain {
 
 std::string resolve_model_dir(const std::string& path) {
-  if (file_exists(path + "/config.json")) return path;
-  if (file_exists(path + "/best/config.json")) return path + "/best";
+  BERTRAIN_CHECK(path_exists(path), path << ": not found (expected a model directory or a training run's RUN_DIR)");
+  BERTRAIN_CHECK(directory_exists(path), path << ": a file, not a directory (expected a model directory with "
+                                                 "config.json or a training run's RUN_DIR)");
+  // Whatever is at config.json is the model's: loading it says what is wrong with it (a directory, bad JSON).
+  if (path_exists(path + "/config.json")) return path;
+  if (path_exists(path + "/best/config.json")) return path + "/best";
   BERTRAIN_FAIL(path << ": neither a model directory (config.json) nor a run directory (best/config.json)");
 }
 
 BertTokenizer load_model_tokenizer(const std::string& dir) {
   const std::string vocab = dir + "/vocab.txt";
-  BERTRAIN_CHECK(file_exists(vocab), vocab << ": not found (the model directory needs its vocab.txt)");
+  BERTRAIN_CHECK(path_exists(vocab), vocab << ": not found (the model directory needs its vocab.txt)");
   return BertTokenizer(Vocab::load(vocab));
 }
 

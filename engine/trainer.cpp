@@ -19,6 +19,7 @@
 #include "core/progress.h"
 #include "data/batcher.h"
 #include "data/dataset.h"
+#include "data/label_checks.h"
 #include "data/labels.h"
 #include "data/split.h"
 #include "data/tokenizer.h"
@@ -193,6 +194,7 @@ struct TrainingData {
   std::size_t truncated = 0;  // rows cut to max_length tokens
   std::size_t skipped = 0;    // bad rows skipped (--skip-bad-rows)
   std::vector<std::string> skip_reasons;
+  std::vector<std::string> warnings;  // about the labels (data/label_checks.h), printed by rank 0
 };
 
 // Training rows and validation rows: with --multi-label a seeded random split (label sets do not stratify), else
@@ -233,7 +235,7 @@ TrainingData load_training_data(const TrainArgs& args, const BertConfig& source_
     for (const std::string& tag : train_file.tags[static_cast<std::size_t>(r)]) tags.push_back(tag);
   }
   TrainingData data{args.resume ? LabelSet(source_config.labels) : LabelSet::from_tags(tags), {}, {}, data_options,
-                    0, 0, {}};
+                    0, 0, {}, {}};
   BERTRAIN_CHECK(data.labels.size() >= (args.data.multi_label ? 1 : 2),
                  args.train_data << ": training needs at least " << (args.data.multi_label ? "one label" : "two distinct labels")
                                  << ", found " << data.labels.size());
@@ -255,10 +257,29 @@ TrainingData load_training_data(const TrainArgs& args, const BertConfig& source_
     data.train = labelled_examples(train_file, train_rows, data.labels);
     data.val = labelled_examples(train_file, val_rows, data.labels);
   }
+  const std::vector<int> val_counts = count_label_rows(data.val, data.labels.size());
+  data.warnings =
+      label_count_warnings(data.labels.names(), count_label_rows(data.train, data.labels.size()), val_counts);
+  if (args.data.multi_label && !args.data.label_separator_given) {
+    for (std::string& w : label_separator_warnings(data.labels.names(), args.data.label_separator)) {
+      data.warnings.push_back(std::move(w));
+    }
+  }
+  const bool one_row_each =
+      data.train.empty() && std::all_of(val_counts.begin(), val_counts.end(), [](int n) { return n == 1; });
   BERTRAIN_CHECK(!data.train.empty() && !data.val.empty(),
-                 "need at least one training and one validation row, got " << data.train.size() << " and "
-                                                                           << data.val.size());
+                 "need at least one training and one validation row, got "
+                     << data.train.size() << " and " << data.val.size()
+                     << (one_row_each ? " (each of the " + std::to_string(data.labels.size()) +
+                                            " labels has a single row, which the split holds out for validation; is "
+                                            "--label-column '" + args.data.label_column + "' the label?)"
+                                      : ""));
   return data;
+}
+
+void print_warnings(const TrainingData& data) {
+  for (const std::string& warning : data.warnings) std::fprintf(stderr, "bertrain: warning: %s\n", warning.c_str());
+  std::fflush(stderr);
 }
 
 // Adam, class weights and the multi-GPU settings from the command line.
@@ -554,6 +575,7 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
   const BertConfig source_config = input_step([&] { return BertConfig::load(dirs.source + "/config.json"); });
   const BertTokenizer tokenizer = input_step([&] { return load_model_tokenizer(dirs.source); });
   const TrainingData data = input_step([&] { return load_training_data(args, source_config, tokenizer); });
+  if (leader) print_warnings(data);  // with --quiet too: it silences progress, not problems
   LoadedModel model =
       input_step([&] { return load_model_dir(dirs.source, data.labels.names(), args.seed, args.head_init); });
   model.config.classifier_dropout = args.dropout;

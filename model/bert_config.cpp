@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/files.h"
 
 namespace bertrain {
 
@@ -122,6 +123,7 @@ BertConfig BertConfig::from_json(const json& j, const std::string& source) {
 }
 
 BertConfig BertConfig::load(const std::string& path) {
+  require_readable_file(path, "config file");
   std::ifstream in(path);
   BERTRAIN_CHECK(in, path << ": cannot open config file");
   json j;

@@ -65,10 +65,17 @@ class TorchTensors final : public CheckpointTensors {
 }  // namespace
 
 std::unique_ptr<CheckpointTensors> open_checkpoint(const std::string& dir) {
+  // Whatever is at a weights file's name is meant as one: a directory there is named, not "not found".
   const std::string safetensors = dir + "/model.safetensors";
-  if (file_exists(safetensors)) return std::make_unique<SafetensorsTensors>(safetensors);
+  if (path_exists(safetensors)) {
+    require_readable_file(safetensors, "weights file");
+    return std::make_unique<SafetensorsTensors>(safetensors);
+  }
   const std::string torch_bin = dir + "/pytorch_model.bin";
-  if (file_exists(torch_bin)) return std::make_unique<TorchTensors>(torch_bin);
+  if (path_exists(torch_bin)) {
+    require_readable_file(torch_bin, "weights file");
+    return std::make_unique<TorchTensors>(torch_bin);
+  }
   BERTRAIN_FAIL(safetensors << ": not found, and no pytorch_model.bin beside it (weights in another format must be "
                               "converted to one of these first)");
 }

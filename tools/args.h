@@ -40,10 +40,13 @@ class ArgParser {
   void epilog(const std::string& text) { epilog_ = text; }
 
   std::string get(const std::string& name) const;
-  bool given(const std::string& name) const;  // the command line set it (a flag, or an option even to its default)
   int get_int(const std::string& name) const;        // UsageError naming the flag when not an integer
   double get_double(const std::string& name) const;  // UsageError naming the flag when not a number
   bool get_flag(const std::string& name) const;
+  // Whether the command line gave option or flag `name` (an empty value counts), as opposed to its default.
+  bool given(const std::string& name) const;
+  // Whether the command has option or flag `name` at all (for messages that suggest a flag).
+  bool has_option(const std::string& name) const { return options_.count(name) != 0; }
   const std::vector<std::string>& positional_values() const { return positional_values_; }
   std::string help() const;
 

@@ -1,5 +1,7 @@
 #include "tools/data_flags.h"
 
+#include "core/error.h"
+
 namespace bertrain {
 
 void add_data_flags(ArgParser& p, bool training) {
@@ -7,7 +9,7 @@ void add_data_flags(ArgParser& p, bool training) {
   const std::string as_trained = " (default: as the model was trained)";
   p.option("format", "auto", "auto: from the extension (.csv; .tsv, .tab; .jsonl, .ndjson)").value_name("csv|tsv|jsonl");
   p.option("text-columns", training ? "title,description" : "",
-           "columns joined with one space into the text" + (training ? std::string() : as_trained))
+           "columns joined with one space into the text, empty ones left out" + (training ? std::string() : as_trained))
       .value_name("A,B,...");
   p.option("label-column", training ? "tag" : "", "column with the label(s)" + (training ? std::string() : as_trained))
       .value_name("NAME");
@@ -15,19 +17,41 @@ void add_data_flags(ArgParser& p, bool training) {
            "multi-label: separator of the labels in a text field; a JSON array needs none" +
                (training ? std::string() : as_trained))
       .value_name("SEP");
-  p.flag("skip-bad-rows", "skip rows with a missing or empty text or label column (counted and reported) "
-                          "instead of stopping with an error");
+  p.flag("skip-bad-rows", "skip bad rows (every text column empty, a missing or empty label, a row the format "
+                          "cannot read) instead of stopping with an error; they are counted and reported");
   p.option("max-length", training ? "0" : "",
            "tokens per text, [CLS] and [SEP] included; longer texts are truncated" +
                (training ? std::string(" (default 0: the model's max_position_embeddings)") : as_trained))
       .value_name("N");
 }
 
+std::vector<std::string> dataset_flags_of(const ArgParser& p) {
+  std::vector<std::string> flags;
+  for (const char* name : {"format", "text-columns", "label-column", "multi-label", "label-separator", "skip-bad-rows",
+                           "max-length"}) {
+    if (p.has_option(name)) flags.push_back(name);
+  }
+  return flags;
+}
+
 void apply_data_flags(const ArgParser& p, DatasetOptions* options) {
-  options->format = p.get("format");
-  if (!p.get("text-columns").empty()) options->text_columns = parse_column_list(p.get("text-columns"), "--text-columns");
-  if (!p.get("label-column").empty()) options->label_column = p.get("label-column");
-  if (!p.get("label-separator").empty()) options->label_separator = p.get("label-separator");
+  options->command_flags = dataset_flags_of(p);
+  // A flag given with an empty value is a mistake, not "the default": --text-columns "" must not train on
+  // title and description. Flag values are the user's input: errors exit 2.
+  input_step([&] {
+    options->format = p.get("format");
+    if (p.given("text-columns")) options->text_columns = parse_column_list(p.get("text-columns"), "--text-columns");
+    if (p.given("label-column")) {
+      BERTRAIN_CHECK(!p.get("label-column").empty(), "--label-column is empty: name the column of the labels");
+      options->label_column = p.get("label-column");
+    }
+    if (p.given("label-separator")) {
+      BERTRAIN_CHECK(!p.get("label-separator").empty(), "--label-separator is empty: give the text between two labels, "
+                                                        "e.g. --label-separator '|'");
+      options->label_separator = p.get("label-separator");
+      options->label_separator_given = true;
+    }
+  });
   options->skip_bad_rows = p.get_flag("skip-bad-rows");
   if (!p.get("max-length").empty()) {
     const int max_length = p.get_int("max-length");

@@ -11,8 +11,11 @@ namespace bertrain {
 // --format, --text-columns, --label-column, --label-separator, --skip-bad-rows, --max-length. With `training`
 // the defaults are Made-With-ML's; otherwise an absent flag means "as the model was trained".
 void add_data_flags(ArgParser& p, bool training);
-// Overrides `options` with the flags given (all of them with `training`).
+// Overrides `options` with the flags given (all of them with `training`), and lists the dataset flags the command
+// has in options->command_flags.
 void apply_data_flags(const ArgParser& p, DatasetOptions* options);
+// The dataset flags `p` declares, for DatasetOptions::command_flags: what messages about a file may suggest.
+std::vector<std::string> dataset_flags_of(const ArgParser& p);
 
 // --device, --precision, --batch-size (evaluate, predict).
 void add_inference_flags(ArgParser& p);

@@ -146,9 +146,15 @@ int run_predict(const std::vector<std::string>& args) {
   add_data_flags(p, false);
   add_inference_flags(p);
   if (!p.parse(args)) return 0;
-  const bool has_title = !p.get("title").empty(), has_text = !p.get("text").empty(), has_data = !p.get("data").empty();
+  const bool has_title = p.given("title"), has_text = p.given("text"), has_data = p.given("data");
   if (has_title + has_text + has_data != 1) throw UsageError("predict: give one of --text, --title or --data");
-  if (!has_title && !p.get("description").empty()) throw UsageError("predict: --description goes with --title");
+  if (!has_title && p.given("description")) throw UsageError("predict: --description goes with --title");
+  // The text of one project as a dataset row's: the columns that are not empty, joined with one space.
+  const std::string text = has_title ? join_text_columns({p.get("title"), p.get("description")})
+                                     : has_text ? join_text_columns({p.get("text")}) : std::string();
+  if (has_title && text.empty()) throw UsageError("predict: --title and --description are both empty");
+  if (has_text && text.empty()) throw UsageError("predict: --text is empty");
+  if (has_data && p.get("data").empty()) throw UsageError("predict: --data is empty");
   if (!has_data && !p.get("out").empty()) throw UsageError("predict: --out goes with --data");
   PredictionRule rule;
   if (!p.get("threshold").empty()) {
@@ -175,7 +181,6 @@ int run_predict(const std::vector<std::string>& args) {
   });
 
   if (!has_data) {
-    const std::string text = has_title ? p.get("title") + " " + p.get("description") : p.get("text");
     const std::vector<float> probs = predictor.predict_proba({encode_text(text, predictor.tokenizer(), options, nullptr)});
     // One JSON object on one line: the shape of a --data line, without the id.
     std::printf("%s\n", rule.predict(probs.data(), labels).dump().c_str());

@@ -8,6 +8,7 @@
 #include "data/tokenizer.h"
 #include "tools/args.h"
 #include "tools/commands.h"
+#include "tools/data_flags.h"
 
 namespace bertrain {
 
@@ -33,17 +34,20 @@ int run_tokenize(const std::vector<std::string>& args) {
   p.option("text", "", "one text").value_name("TEXT");
   p.option("data", "", "dataset file (CSV, TSV or JSON Lines)").value_name("FILE");
   p.option("format", "auto", "auto: from the extension (.csv; .tsv, .tab; .jsonl, .ndjson)").value_name("csv|tsv|jsonl");
-  p.option("text-columns", "title,description", "columns joined with one space into the text").value_name("A,B,...");
+  p.option("text-columns", "title,description", "columns joined with one space into the text, empty ones left out").value_name("A,B,...");
   p.flag("no-clean", "tokenize the text as given");
   p.option("max-length", "512", "tokens per text, [CLS] and [SEP] included; longer texts are truncated");
   if (!p.parse(args)) return 0;
-  const bool has_text = !p.get("text").empty(), has_data = !p.get("data").empty();
+  const bool has_text = p.given("text"), has_data = p.given("data");
   if (has_text == has_data) throw UsageError("tokenize: give either --text or --data");
+  if (has_text && join_text_columns({p.get("text")}).empty()) throw UsageError("tokenize: --text is empty");
+  if (has_data && p.get("data").empty()) throw UsageError("tokenize: --data is empty");
   DatasetOptions options;
   options.clean = !p.get_flag("no-clean");
   options.max_length = p.get_int("max-length");
   if (options.max_length < 2) throw UsageError("tokenize: --max-length must be >= 2");
   options.format = p.get("format");
+  options.command_flags = dataset_flags_of(p);
   options.text_columns = input_step([&] { return parse_column_list(p.get("text-columns"), "--text-columns"); });
 
   // Every failure here is in the input (the vocabulary, the file or a row): exit 2.

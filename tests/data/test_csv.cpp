@@ -1,5 +1,5 @@
-// The RFC 4180 reader: quoting, line ends, BOM, UTF-8 repair, every error with its position, and the real
-// Made-With-ML files when $BERTRAIN_DATA_DIR holds them.
+// The RFC 4180 reader: quoting, line ends, BOM, text that is not UTF-8, every error with its position, and the
+// real Made-With-ML files when $BERTRAIN_DATA_DIR holds them.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "data/csv.h"
 #include "tests/data_dir.h"
+#include "data/utf8.h"
 
 namespace bertrain {
 namespace {
@@ -160,34 +161,73 @@ TEST(Csv, ReadCsvFileAndMissingFile) {
   }
 }
 
-// Expected strings computed with Python 3: bytes.decode("utf-8", errors="replace").encode("utf-8").
-TEST(Utf8, ReplacementMatchesPython) {
-  const std::string r = "\xEF\xBF\xBD";  // U+FFFD
+// Messages quote bytes of a user's file: valid characters as they are, control characters and invalid bytes as
+// \xHH, so the message stays one line of valid UTF-8.
+TEST(Utf8, EscapeForMessage) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"a\xFF" "b", "a" + r + "b"},                     // byte that never occurs in UTF-8
-      {"\xE2\x82", r},                                  // truncated 3-byte sequence at the end: one U+FFFD
-      {"\xE2\x82x", r + "x"},                           // truncated, then ASCII
-      {"\xF0\x9F\x98", r},                              // truncated 4-byte sequence
-      {"\xED\xA0\x80", r + r + r},                      // surrogate U+D800: lead's range excludes A0
-      {"\xC0\xAF", r + r},                              // overlong '/': C0 never leads
-      {"\xF4\x90\x80\x80", r + r + r + r},              // above U+10FFFF
-      {"\xE0\x80\xAF", r + r + r},                      // overlong 3-byte form
-      {"caf\xC3\xA9 \x80\x80", "caf\xC3\xA9 " + r + r}, // lone continuation bytes: one each
-      {"\xC3", r},                                      // truncated 2-byte sequence
-      {"\xF1\x80\x80\xE2\x82\xAC", r + "\xE2\x82\xAC"},  // maximal subpart F1 80 80, then a valid euro sign
+      {"caf\xE9", "caf\\xE9"},                            // Latin-1 é
+      {"a\xFF" "b", "a\\xFFb"},                           // a byte that never occurs in UTF-8
+      {"\xE2\x82", "\\xE2\\x82"},                         // a character cut short
+      {"\xED\xA0\x80", "\\xED\\xA0\\x80"},                // surrogate U+D800
+      {"\xC0\xAF", "\\xC0\\xAF"},                         // overlong '/'
+      {"\xF1\x80\x80\xE2\x82\xAC", "\\xF1\\x80\\x80\xE2\x82\xAC"},  // maximal subpart F1 80 80, then a euro sign
+      {std::string("a\tb\nc\r\x01\x7F\0", 9), "a\\x09b\\x0Ac\\x0D\\x01\\x7F\\x00"},  // C0 controls and DEL
+      {"\xC2\x85|\xC2\xA0|\xC3\xA9", "\\xC2\\x85|\xC2\xA0|\xC3\xA9"},  // C1 control NEL; NBSP and é are text
   };
-  for (const auto& [in, expected] : cases) EXPECT_EQ(sanitize_utf8(in), expected) << "input bytes: " << in.size();
-}
-
-TEST(Utf8, ValidTextUnchanged) {
+  for (const auto& [in, expected] : cases) EXPECT_EQ(escape_for_message(in), expected) << "input bytes: " << in.size();
   const std::string valid = "plain ASCII, caf\xC3\xA9, \xE5\x9F\xBA\xE4\xBA\x8E, \xF0\x9F\x98\x80, \xF4\x8F\xBF\xBF";
-  EXPECT_EQ(sanitize_utf8(valid), valid);
-  EXPECT_EQ(sanitize_utf8(""), "");
+  EXPECT_EQ(escape_for_message(valid), valid);
+  EXPECT_EQ(escape_for_message(""), "");
 }
 
-TEST(Utf8, CsvFieldsAreSanitized) {
-  const CsvTable t = parse_csv("a,b\n\xFF,\"x\xE2\x82\"\n", "x.csv");
-  EXPECT_EQ(t.rows, (Rows{{"\xEF\xBF\xBD", "x\xEF\xBF\xBD"}}));
+// parse_csv's message for `text`, "" when it parses.
+std::string csv_error(const std::string& text, const std::string& source = "x.csv") {
+  try {
+    parse_csv(text, source);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Text that is not UTF-8 is an error naming the line, the byte offset in the file and the bytes, escaped, and
+// saying how to convert the file; it used to be repaired to U+FFFD, which cleaning then removed (café -> caf).
+TEST(Csv, TextThatIsNotUtf8IsAnErrorNamingLineAndOffset) {
+  const std::string latin1 = csv_error("a,b\ncaf\xE9,x\n");
+  EXPECT_NE(latin1.find("x.csv:2: invalid UTF-8 (byte \\xE9 at byte offset 7 of the file, after \"caf\"): the file is "
+                        "not UTF-8 text; convert it, e.g. from Latin-1: iconv -f latin1 -t utf-8 x.csv > x.utf8.csv"),
+            std::string::npos)
+      << latin1;
+  // A character cut short, inside quotes and at the very end; the bytes named are the maximal invalid subpart.
+  EXPECT_NE(csv_error("a,b\n1,\"x\n\xE2\x82\"\n").find("x.csv:3: invalid UTF-8 (bytes \\xE2\\x82 at byte offset 9 of the "
+                                                     "file)"),
+            std::string::npos);
+  EXPECT_NE(csv_error("a,b\n1,x\xF0\x9F\x98").find("x.csv:2: invalid UTF-8 (bytes \\xF0\\x9F\\x98 at byte offset 7 of "
+                                                  "the file, after \"1,x\")"),
+            std::string::npos);
+  // What precedes the byte is quoted from its line only, at most 32 bytes of it, control characters escaped.
+  const std::string long_line = csv_error("a,b\n" + std::string(40, 'y') + "\tz\xFF\n");
+  EXPECT_NE(long_line.find("x.csv:2: invalid UTF-8 (byte \\xFF at byte offset 46 of the file, after \"..." +
+                           std::string(30, 'y') + "\\x09z\")"),
+            std::string::npos)
+      << long_line;
+  // A NUL byte: not a text file at all.
+  const std::string nul = csv_error(std::string("a,b\n1,x\0y\n", 10));
+  EXPECT_NE(nul.find("x.csv:2: not a text file: a NUL byte at byte offset 7 of the file, after \"1,x\"; a dataset must be "
+                     "UTF-8 text (a UTF-16 file converts with iconv -f utf-16 -t utf-8 x.csv > x.utf8.csv)"),
+            std::string::npos)
+      << nul;
+  // UTF-16 with its byte-order mark, in either byte order; the path is quoted for the shell where it needs to be.
+  for (const std::string bom : {"\xFF\xFE", "\xFE\xFF"}) {
+    const std::string utf16 = csv_error(bom + std::string("a\0,\0b\0\n\0", 8), "my data.csv");
+    EXPECT_NE(utf16.find("my data.csv:1: not UTF-8 text: the file starts with a UTF-16 byte-order mark (" +
+                         escape_for_message(bom) + "); convert it to UTF-8: iconv -f utf-16 -t utf-8 'my data.csv' > "
+                                                   "'my data.utf8.csv'"),
+              std::string::npos)
+        << utf16;
+  }
+  // No message carries a raw control character or invalid byte.
+  for (const std::string& message : {latin1, long_line, nul}) EXPECT_EQ(escape_for_message(message), message);
 }
 
 // The Made-With-ML files ($BERTRAIN_DATA_DIR/madewithml), read in place; skipped with a message where they are

@@ -18,6 +18,10 @@ BertTokenizer tiny_tokenizer() {
                                            "cat", "dog"}));
 }
 
+// The dataset flags of train, all of which messages may suggest.
+const std::vector<std::string> kTrainFlags = {"format", "text-columns", "label-column", "multi-label",
+                                              "label-separator", "skip-bad-rows", "max-length"};
+
 class DatasetTest : public ::testing::Test {
  protected:
   std::string write(const std::string& name, const std::string& text) {
@@ -57,6 +61,7 @@ TEST_F(DatasetTest, MultiLabelFromArraysAndSeparators) {
                                   "{\"text\": \"cat\", \"labels\": []}\n"
                                   "{\"text\": \"dog\", \"labels\": \" c | a |\"}\n");
   DatasetOptions options;
+  options.command_flags = kTrainFlags;
   options.text_columns = {"text"};
   options.label_column = "labels";
   options.read_labels = options.multi_label = true;
@@ -83,10 +88,11 @@ TEST_F(DatasetTest, BadRowsAreErrorsOrSkippedAndCounted) {
                                 "dog\t\n"      // line 5: empty label
                                 "green dog\tz\n");
   DatasetOptions options;
+  options.command_flags = kTrainFlags;
   options.text_columns = {"text"};
   options.label_column = "label";
   options.read_labels = true;
-  expect_error(tsv, options, tsv + ":3: column 'text' is empty (--skip-bad-rows");
+  expect_error(tsv, options, tsv + ":3: text column 'text' is empty (--skip-bad-rows");
   options.skip_bad_rows = true;
   const TextDataset data = load_text_dataset(tsv, tokenizer_, nullptr, options);
   EXPECT_EQ(data.raw_text, (std::vector<std::string>{"red cat", "green dog"}));
@@ -105,12 +111,110 @@ TEST_F(DatasetTest, BadRowsAreErrorsOrSkippedAndCounted) {
   expect_error(bad, options, "no data rows (all 1 rows were bad and skipped)");
 }
 
+// Made-With-ML's text is title + " " + description, whose cleaning drops the space an empty description leaves;
+// exports leave optional fields empty, so a row is bad only when all its text columns are.
+TEST(JoinTextColumns, LeavesOutEmptyValues) {
+  EXPECT_EQ(join_text_columns({"red cat", "blue"}), "red cat blue");
+  EXPECT_EQ(join_text_columns({"red cat", ""}), "red cat");
+  EXPECT_EQ(join_text_columns({"", "blue"}), "blue");
+  EXPECT_EQ(join_text_columns({"a", " \t\n", "b"}), "a b");  // whitespace only counts as empty
+  EXPECT_EQ(join_text_columns({" a ", "b"}), " a  b");          // values are kept as written
+  EXPECT_EQ(join_text_columns({"", "  "}), "");
+  EXPECT_EQ(join_text_columns({}), "");
+}
+
+TEST_F(DatasetTest, EmptyTextColumnsAreLeftOutAndOnlyARowWithNoTextIsBad) {
+  const std::string csv = write("d.csv",
+                                "id,title,description,tag\n"
+                                "1,red cat,,pets\n"      // Made-With-ML's tests predict with "description": ""
+                                "2,,blue dog,pets\n"
+                                "3,green,\"  \",pets\n"
+                                "4,, ,pets\n"            // line 5: no text at all
+                                "5,red,cat,pets\n");
+  DatasetOptions options;
+  options.command_flags = kTrainFlags;
+  options.read_labels = true;
+  expect_error(csv, options, csv + ":5: all text columns (title, description) are empty (--skip-bad-rows");
+  options.skip_bad_rows = true;
+  const TextDataset data = load_text_dataset(csv, tokenizer_, nullptr, options);
+  EXPECT_EQ(data.raw_text, (std::vector<std::string>{"red cat", "blue dog", "green", "red cat"}));
+  EXPECT_EQ(data.ids, (std::vector<std::string>{"1", "2", "3", "5"}));
+  EXPECT_EQ(data.skipped, 1);
+  // The ids are the ones of Made-With-ML's joining, title + " " + "", cleaned.
+  EXPECT_EQ(data.examples[0].ids, encode_text("red cat ", tokenizer_, options, nullptr).ids);
+  EXPECT_EQ(data.examples[0].ids, (std::vector<int32_t>{2, 5, 8, 3}));
+  EXPECT_EQ(data.examples[0].ids, data.examples[3].ids);
+  // One text column: its own name in the message.
+  const std::string one = write("one.csv", "text,tag\nred,x\n ,x\n");
+  options.text_columns = {"text"};
+  options.skip_bad_rows = false;
+  expect_error(one, options, one + ":3: text column 'text' is empty");
+}
+
+// A JSON object has no header: an absent key or null is an empty value of that row.
+TEST_F(DatasetTest, JsonLinesAbsentOrNullTextIsEmpty) {
+  const std::string jsonl = write("d.jsonl",
+                                  "{\"title\": \"red\", \"description\": null, \"tag\": \"x\"}\n"
+                                  "{\"title\": \"cat\", \"tag\": \"x\"}\n"
+                                  "{\"description\": \"dog\", \"tag\": \"x\"}\n"
+                                  "{\"title\": \"\", \"description\": null, \"tag\": \"x\"}\n"
+                                  "{\"title\": [\"red\"], \"tag\": \"x\"}\n"
+                                  "{\"title\": 42, \"description\": \"blue\", \"tag\": \"x\"}\n");
+  DatasetOptions options;
+  options.read_labels = true;
+  expect_error(jsonl, options, jsonl + ":4: all text columns (title, description) are empty, absent or null");
+  options.skip_bad_rows = true;
+  const TextDataset data = load_text_dataset(jsonl, tokenizer_, nullptr, options);
+  EXPECT_EQ(data.raw_text, (std::vector<std::string>{"red", "cat", "dog", "42 blue"}));
+  EXPECT_EQ(data.skipped, 2);
+  ASSERT_EQ(data.skip_reasons.size(), 2u);
+  EXPECT_NE(data.skip_reasons[1].find(":5: text column 'title' is a list, not a text"), std::string::npos)
+      << data.skip_reasons[1];
+}
+
+// ... but a text column that no row has is a misspelt --text-columns, not a file of empty values.
+TEST_F(DatasetTest, JsonLinesTextColumnInNoRowIsAnError) {
+  const std::string jsonl = write("d.jsonl",
+                                  "{\"title\": \"red\", \"description\": null, \"tag\": \"x\"}\n"
+                                  "{\"title\": \"cat\", \"tag\": \"x\"}\n");
+  DatasetOptions options;
+  options.text_columns = {"title", "descripton"};
+  expect_error(jsonl, options, jsonl + ": text column 'descripton' is in no row (absent or null in all 2 readable rows");
+  options.text_columns = {"title", "description"};  // null in one row, absent in the other
+  expect_error(jsonl, options, "text column 'description' is in no row");
+  const std::string some = write("some.jsonl", "{\"title\": \"red\"}\n{\"title\": \"cat\", \"description\": \"\"}\n");
+  EXPECT_EQ(load_text_dataset(some, tokenizer_, nullptr, options).raw_text, (std::vector<std::string>{"red", "cat"}));
+  // A column counts as seen in a row that is bad for another column (found by fuzz_records).
+  const std::string bad_first = write("bad_first.jsonl", "{\"title\": [\"red\"], \"description\": \"x\"}\n"
+                                                         "{\"title\": \"cat\"}\n");
+  options.skip_bad_rows = true;
+  const TextDataset data = load_text_dataset(bad_first, tokenizer_, nullptr, options);
+  EXPECT_EQ(data.raw_text, (std::vector<std::string>{"cat"}));
+  EXPECT_EQ(data.skipped, 1);
+}
+
+// Text that is not UTF-8 is never repaired (café in Latin-1 became "caf" after cleaning) nor skipped as a bad row:
+// a wrongly encoded file would lose exactly its rows with accented characters.
+TEST_F(DatasetTest, TextThatIsNotUtf8IsAnErrorEvenWithSkipBadRows) {
+  const std::string tsv = write("d.tsv", "text\tlabel\nred cat\tx\ncaf\xE9 dog\ty\nblue\tz\n");
+  DatasetOptions options;
+  options.text_columns = {"text"};
+  options.label_column = "label";
+  options.read_labels = true;
+  options.skip_bad_rows = true;
+  expect_error(tsv, options, tsv + ":3: invalid UTF-8 (byte \\xE9 at byte offset 24 of the file, after \"caf\")");
+  const std::string jsonl = write("d.jsonl", std::string("{\"text\": \"red\"}\n{\"text\": \"a\0b\"}\n", 32));
+  options.label_column = "tag";
+  options.read_labels = false;
+  expect_error(jsonl, options, jsonl + ":2: not a text file: a NUL byte at byte offset 27 of the file");
+}
+
 TEST_F(DatasetTest, MissingJsonKeysAndUnknownLabels) {
   const std::string jsonl = write("d.jsonl", "{\"text\": \"red\", \"tag\": \"a\"}\n{\"tag\": \"a\"}\n{\"text\": \"cat\", \"tag\": \"q\"}\n");
   DatasetOptions options;
   options.text_columns = {"text"};
   options.read_labels = true;
-  expect_error(jsonl, options, jsonl + ":2: column 'text' is missing");
+  expect_error(jsonl, options, jsonl + ":2: text column 'text' is absent or null");
   options.skip_bad_rows = true;
   const LabelSet labels({"a", "b"});
   try {
@@ -119,6 +223,87 @@ TEST_F(DatasetTest, MissingJsonKeysAndUnknownLabels) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("unknown tag 'q' in " + jsonl + ":3"), std::string::npos) << e.what();
   }
+}
+
+// A message suggests only flags the running command has (DatasetOptions::command_flags): tokenize has no
+// --skip-bad-rows, evaluate and predict no --multi-label (the model says it).
+TEST_F(DatasetTest, HintsNameOnlyTheCommandsFlags) {
+  const std::string tsv = write("d.tsv", "text\tlabel\nred\t[\"x\"]\n\tx\n");
+  const std::string jsonl = write("d.jsonl", "{\"text\": \"red\", \"label\": [\"x\"]}\n");
+  DatasetOptions options;
+  options.text_columns = {"body"};
+  options.label_column = "label";
+  options.read_labels = true;
+  auto message = [&](const std::string& path) {
+    try {
+      load_text_dataset(path, tokenizer_, nullptr, options);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "no error for " << path;
+    return std::string();
+  };
+  for (const auto& flags : {std::vector<std::string>{}, kTrainFlags}) {
+    SCOPED_TRACE(flags.size());
+    options.command_flags = flags;
+    const bool all = !flags.empty();
+    options.text_columns = {"body"};
+    const std::string missing = message(tsv);
+    EXPECT_NE(missing.find("missing text column 'body' (columns: text, label"), std::string::npos) << missing;
+    EXPECT_EQ(missing.find("--text-columns") != std::string::npos, all) << missing;
+    options.text_columns = {"text"};
+    options.label_column = "tag";
+    EXPECT_EQ(message(tsv).find("--label-column") != std::string::npos, all);
+    options.label_column = "label";
+    const std::string list = message(jsonl);
+    EXPECT_NE(list.find(":1: label column 'label' is a list"), std::string::npos) << list;
+    EXPECT_EQ(list.find("--multi-label") != std::string::npos, all) << list;
+    const std::string bad = message(tsv);
+    EXPECT_NE(bad.find(":3: text column 'text' is empty"), std::string::npos) << bad;
+    EXPECT_EQ(bad.find("--skip-bad-rows") != std::string::npos, all) << bad;
+    if (!all) {
+      EXPECT_EQ(bad.find("--"), std::string::npos) << bad;
+    }
+  }
+}
+
+// A first row the format cannot read says the format may be wrong, not that --skip-bad-rows would skip it.
+TEST_F(DatasetTest, AnUnreadableFirstRowQuestionsTheFormat) {
+  const std::string csv_named_jsonl = write("d.jsonl", "title,description,tag\nred,cat,x\n");
+  DatasetOptions options;
+  options.command_flags = kTrainFlags;
+  expect_error(csv_named_jsonl, options,
+               ":1: invalid JSON: syntax error while parsing value - invalid literal; last read: 'ti' (at byte 2 of the "
+               "line) (the first row already: is the file JSON Lines, as its extension says? --format chooses the "
+               "format)");
+  options.format = "jsonl";
+  expect_error(csv_named_jsonl, options, "(the first row already: is the file JSON Lines, as --format says?)");
+  // Later rows are bad rows like any other, and so is a first row the format reads with a value of the wrong type.
+  const std::string later = write("later.jsonl", "{\"title\": \"red\"}\nnot json\n");
+  expect_error(later, options, later + ":2: invalid JSON: ");
+  expect_error(later, options, "(--skip-bad-rows skips such rows)");
+  const std::string object = write("object.jsonl", "{\"title\": {\"en\": \"red\"}}\n");
+  expect_error(object, options, object + ":1: column 'title' is an object (expected a string, a number, a boolean or an "
+                                         "array of them) (--skip-bad-rows skips such rows)");
+  // CSV: a first row with another number of fields than the header.
+  const std::string tsv_named_csv = write("tabs.csv", "title,description\nred\tcat,x,y\n");
+  options.format = "auto";
+  expect_error(tsv_named_csv, options, ":2: has 3 fields, the header has 2 (the first row already: is the file CSV, as "
+                                       "its extension says? --format chooses the format)");
+}
+
+// A header of one column holding another delimiter says so instead of only listing that one column.
+TEST_F(DatasetTest, AHeaderOfOneColumnNamesTheDelimiter) {
+  DatasetOptions options;
+  options.command_flags = kTrainFlags;
+  expect_error(write("tabs.csv", "title\tdescription\ttag\nred\tcat\tx\n"), options,
+               "missing text column 'title' (columns: title\\x09description\\x09tag; the header is one column: the "
+               "file is tab-separated, read it as TSV (--format or a .tsv name))");
+  expect_error(write("commas.tsv", "title,description,tag\nred,cat,x\n"), options,
+               "the header is one column: the file is comma-separated, read it as CSV (--format or a .csv name)");
+  expect_error(write("semicolons.csv", "title;description;tag\nred;cat;x\n"), options,
+               "the header is one column: fields separated by ';' are neither CSV nor TSV, save the file with commas "
+               "or tabs");
 }
 
 TEST_F(DatasetTest, TruncationIsCountedAndRowsStream) {
@@ -145,6 +330,15 @@ TEST(ParseColumnList, SplitsAndTrims) {
             (std::vector<std::string>{"title", "description"}));
   EXPECT_THROW(parse_column_list("title,,body", "--text-columns"), Error);
   EXPECT_THROW(parse_column_list("", "--text-columns"), Error);
+  EXPECT_THROW(parse_column_list(" , ", "--text-columns"), Error);
+  try {
+    parse_column_list("title, body,title", "--text-columns");
+    ADD_FAILURE() << "a column named twice must be an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--text-columns 'title, body,title' names column 'title' twice"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -15,14 +15,13 @@
 #include "data/csv_parser.h"
 #include "data/records.h"
 #include "tests/data_dir.h"
+#include "data/utf8.h"
 #include "tests/temp_dir.h"
 
 namespace bertrain {
 namespace {
 
 using testing::TempDir;
-
-const std::string kFffd = "\xEF\xBF\xBD";  // U+FFFD
 
 std::string write_file(const TempDir& dir, const std::string& name, const std::string& content) {
   const std::string path = dir.path(name);
@@ -80,10 +79,17 @@ TEST(RecordFormat, FlagOverridesExtension) {
 }
 
 TEST(RecordFormat, Errors) {
-  for (const std::string path : {"rows.txt", "rows", "rows.json", "csv"}) {
+  TempDir dir("bertrain_records");
+  for (const std::string name : {"rows.txt", "rows", "rows.json", "csv"}) {
+    const std::string path = write_file(dir, name, "a\n1\n");
     expect_error([&] { record_format(path, "auto"); },
                  {path + ": cannot tell the format from the extension; pass --format csv|tsv|jsonl"});
   }
+  // A path that is no file is that, not a question of format.
+  expect_error([&] { record_format(dir.path("missing"), "auto"); },
+               {"cannot open dataset file '" + dir.path("missing") + "': No such file or directory"});
+  expect_error([&] { record_format(dir.path().string(), "auto"); },
+               {"cannot open dataset file '" + dir.path().string() + "': it is a directory, not a file"});
   expect_error([] { record_format("rows.csv", "xml"); }, {"--format must be auto, csv, tsv or jsonl, got 'xml'"});
   expect_error([] { record_format("rows.csv", "CSV"); }, {"got 'CSV'"});
 }
@@ -274,33 +280,35 @@ TEST(RecordJsonl, LongInvalidLineGivesAShortMessage) {
   EXPECT_LT(rows[0].error.size(), 300u);
 }
 
-// Found by fuzz_records: nlohmann's "last read: '...'" could end inside a character (a U+FFFD, a CJK one).
+// Found by fuzz_records: nlohmann's "last read: '...'" could end inside a character (a CJK one): escaped, the
+// message stays one line of valid UTF-8.
 TEST(RecordJsonl, ErrorMessagesStayValidUtf8) {
   TempDir dir("bertrain_records");
-  const std::string path = write_file(dir, "d.jsonl", "{\"text\": \"a\", \"label\": \xda}\n{\"text\": \"b\",\xe6\x97\xa5: 1}\n");
+  const std::string path = write_file(dir, "d.jsonl", "{\"text\": \"b\",\xe6\x97\xa5: 1}\n{\"text\": \"b\"\x01}\n");
   const std::vector<Record> rows = read_all(path, RecordFormat::kJsonl, {"text", "label"});
   ASSERT_EQ(rows.size(), 2u);
   for (const Record& r : rows) {
     EXPECT_FALSE(r.error.empty());
-    EXPECT_EQ(sanitize_utf8(r.error), r.error);
+    EXPECT_EQ(escape_for_message(r.error), r.error);
   }
+  EXPECT_NE(rows[0].error.find("\\xE6"), std::string::npos) << rows[0].error;
 }
 
-TEST(RecordJsonl, BlankLinesCrlfBomAndInvalidUtf8) {
+TEST(RecordJsonl, BlankLinesCrlfAndBom) {
   TempDir dir("bertrain_records");
   const std::string path = write_file(dir, "d.jsonl",
                                       "\xEF\xBB\xBF{\"text\": \"first\"}\r\n"
                                       "\r\n"
                                       "   \t \n"
                                       "\n"
-                                      "{\"text\": \"bad \xFF byte, cut \xE2\x82\"}\r\n"
+                                      "{\"text\": \"caf\xC3\xA9, \xE2\x82\xAC\"}\r\n"
                                       "{\"text\": \"last, no newline\"}");
   const std::vector<Record> rows = read_all(path, RecordFormat::kJsonl, {"text"});
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[0].line, 1);
   EXPECT_EQ(texts(rows[0]), (Texts{"first"}));
   EXPECT_EQ(rows[1].line, 5);
-  EXPECT_EQ(texts(rows[1]), (Texts{"bad " + kFffd + " byte, cut " + kFffd}));
+  EXPECT_EQ(texts(rows[1]), (Texts{"caf\xC3\xA9, \xE2\x82\xAC"}));
   EXPECT_EQ(rows[2].line, 6);
   EXPECT_EQ(texts(rows[2]), (Texts{"last, no newline"}));
   // The BOM is no text even on a line of its own (nlohmann would skip it only before a value).
@@ -313,19 +321,35 @@ TEST(RecordJsonl, BlankLinesCrlfBomAndInvalidUtf8) {
   EXPECT_TRUE(read_all(write_file(dir, "e.jsonl", ""), RecordFormat::kJsonl, {"text"}).empty());
 }
 
-TEST(RecordCsv, InvalidUtf8RepairedAsIfTheWholeTextWere) {
-  // Repairing per field must give what repairing the text first gives (parse_csv's historical order):
-  // E2 then a quote is one U+FFFD; the doubled quote stays between the two repaired parts.
+// A file that is not UTF-8 text is an Error in every format, naming the line and the byte offset in the file
+// (not a bad row: the whole file's encoding is wrong), wherever the read chunks end.
+TEST(RecordReader, TextThatIsNotUtf8IsAnErrorInEveryFormat) {
   TempDir dir("bertrain_records");
-  const std::string text = "a,b\n\xE2\x82,\"\xE2\"\"\x82\xAC\"\n\xF0\x9F\x98\x80\xFF,ok\n";
-  const std::string path = write_file(dir, "d.csv", text);
-  const std::vector<Record> rows = read_all(path, RecordFormat::kCsv, {"a", "b"});
-  ASSERT_EQ(rows.size(), 2u);
-  EXPECT_EQ(texts(rows[0]), (Texts{kFffd, kFffd + "\"" + kFffd + kFffd}));
-  EXPECT_EQ(texts(rows[1]), (Texts{"\xF0\x9F\x98\x80" + kFffd, "ok"}));
-  const CsvTable table = parse_csv(text, "d.csv");
-  EXPECT_EQ(table.rows[0], texts(rows[0]));
-  EXPECT_EQ(table.rows[1], texts(rows[1]));
+  const struct {
+    const char* name;
+    RecordFormat format;
+    std::string text;
+  } files[] = {
+      {"d.csv", RecordFormat::kCsv, "text,label\nfirst,a\n\"caf\xE9\",b\n"},
+      {"d.tsv", RecordFormat::kTsv, "text\tlabel\nfirst\ta\n\"caf\xE9\"\tb\n"},
+      {"d.jsonl", RecordFormat::kJsonl, "{\"text\": \"first\"}\n\n{\"text\": \"caf\xE9\"}\n"},
+  };
+  for (const auto& f : files) {
+    SCOPED_TRACE(f.name);
+    const std::string path = write_file(dir, f.name, f.text);
+    const std::size_t offset = f.text.find('\xE9');
+    expect_error([&] { read_all(path, f.format, {"text"}); },
+                 {path + ":3: invalid UTF-8 (byte \\xE9 at byte offset " + std::to_string(offset) + " of the file",
+                  "iconv -f latin1 -t utf-8 " + path});
+  }
+  // Past the first chunk, and a NUL byte.
+  std::string big = "text\n";
+  while (big.size() < 3 * ChunkedInput::kChunkSize) big += "plain row\n";
+  const std::size_t at = big.size();
+  const std::string nul_path = write_file(dir, "big.csv", big + std::string("a\0b\n", 4));
+  expect_error([&] { read_all(nul_path, RecordFormat::kCsv, {"text"}); },
+               {nul_path + ":" + std::to_string(std::count(big.begin(), big.end(), '\n') + 1) +
+                    ": not a text file: a NUL byte at byte offset " + std::to_string(at + 1) + " of the file, after \"a\""});
 }
 
 // ---- Files larger than the read chunk --------------------------------------------------------------------
@@ -504,18 +528,18 @@ TEST(RecordReader, UnreadablePathIsAnErrorNamingIt) {
   expect_error([&] { RecordReader(dir.path("missing.csv"), RecordFormat::kCsv, {"text"}); },
                {"cannot open CSV file '" + dir.path("missing.csv") + "'"});
   expect_error([&] { RecordReader(dir.path().string(), RecordFormat::kTsv, {"text"}); },
-               {"cannot read TSV file '" + dir.path().string() + "': it is a folder"});
+               {"cannot open TSV file '" + dir.path().string() + "': it is a directory, not a file"});
 }
 
 // ---- The state machine fed in small chunks ----------------------------------------------------------------
 
 // Every row (fields, line, blank) or the error message, for the text read through chunks of `chunk` bytes.
 std::string parse_in_chunks(const std::string& text, char delimiter, std::size_t chunk) {
-  ChunkedInput input(&text, chunk);
-  CsvParser parser(&input, delimiter, "t.csv");
   std::string out;
   CsvRow row;
   try {
+    ChunkedInput input(&text, "t.csv", chunk);
+    CsvParser parser(&input, delimiter, "t.csv");  // reads the first chunk: may find text that is not UTF-8
     while (parser.next(&row)) {
       out += std::to_string(row.line) + (row.blank ? " blank:" : ":");
       for (const std::string& f : row.fields) out += " [" + f + "]";
@@ -555,8 +579,11 @@ TEST(CsvParserChunks, SmallChunksReadWhatTheWholeTextGives) {
       std::string text = raw;
       if (delimiter == '\t') std::replace(text.begin(), text.end(), ',', '\t');
       const std::string whole = parse_in_chunks(text, delimiter, 0);  // all at once, as parse_csv reads
+      // Text that is not UTF-8 is found as its chunk arrives: rows before it stream out first, the error is the same.
+      const bool not_text = whole.find("UTF-8") != std::string::npos;
+      auto seen = [not_text](const std::string& out) { return not_text ? out.substr(out.find("error: ")) : out; };
       for (const std::size_t chunk : {1, 2, 3, 5, 7, 64}) {
-        EXPECT_EQ(parse_in_chunks(text, delimiter, chunk), whole) << "chunk " << chunk << ", text: " << text;
+        EXPECT_EQ(seen(parse_in_chunks(text, delimiter, chunk)), seen(whole)) << "chunk " << chunk << ", text: " << text;
       }
     }
   }
@@ -564,9 +591,16 @@ TEST(CsvParserChunks, SmallChunksReadWhatTheWholeTextGives) {
   EXPECT_EQ(parse_in_chunks("a,b\n1,\"x\ny\"\n", ',', 1), "1: [a] [b]\n2: [1] [x\ny]\n");
   EXPECT_NE(parse_in_chunks("a,b\n1,\"x\"\xC3\xA9\n", ',', 1).find("unexpected character '\xC3\xA9'"),
             std::string::npos);
-  // Columns count the replaced text's characters: three U+FFFD, ',', then the quote.
-  const std::string bad = parse_in_chunks("a,b\n\x80\x80\xE5\x9F,\"x\"!\n", ',', 2);
+  // Columns count characters: three (of 2, 3 and 4 bytes), ',', then the quote.
+  const std::string bad = parse_in_chunks("a,b\n\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80,\"x\"!\n", ',', 2);
   EXPECT_NE(bad.find("opened at line 2, character column 5 (at line 2, character column 8)"), std::string::npos) << bad;
+  // Text that is not UTF-8 is found at the same byte whatever the chunks, a character cut by a chunk end is not.
+  EXPECT_NE(parse_in_chunks("a,b\n\xFF,\"x\xE2\x82\"\n", ',', 1).find("t.csv:2: invalid UTF-8 (byte \\xFF at byte offset 4"),
+            std::string::npos);
+  EXPECT_NE(parse_in_chunks("a,b\n\xE2\x82\xAC,\"x\xE2\x82\"\n", ',', 2)
+                .find("t.csv:2: invalid UTF-8 (bytes \\xE2\\x82 at byte offset 10 of the file, after \"\xE2\x82\xAC,\"x\")"),
+            std::string::npos);
+  EXPECT_NE(parse_in_chunks("a,b\n1,\"x\"\x01\n", ',', 1).find("unexpected character '\\x01'"), std::string::npos);
 }
 
 }  // namespace

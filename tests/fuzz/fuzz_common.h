@@ -1,4 +1,5 @@
-// Shared helpers for the libFuzzer targets: a per-process scratch file for parsers that only read paths.
+// Shared helpers for the libFuzzer targets: a per-process scratch file for parsers that only read paths, and
+// the test of what the dataset readers accept as text.
 #pragma once
 
 #include <unistd.h>
@@ -9,7 +10,21 @@
 #include <cstdlib>
 #include <string>
 
+#include "data/utf8.h"
+
 namespace bertrain_fuzz {
+
+inline bool valid_utf8(const std::string& s) {
+  for (std::size_t i = 0; i < s.size();) {
+    bool valid = true;
+    i += bertrain::utf8_sequence(s.data() + i, s.size() - i, &valid);
+    if (!valid) return false;
+  }
+  return true;
+}
+
+// What the dataset readers accept (data/chunked_input.h): valid UTF-8 without a NUL byte.
+inline bool is_text(const std::string& s) { return s.find('\0') == std::string::npos && valid_utf8(s); }
 
 // Writes `data` to this process's scratch file (in $TMPDIR or /tmp) and returns its path. The file is
 // rewritten for every input, so parallel fuzzing jobs (distinct pids) never share one.

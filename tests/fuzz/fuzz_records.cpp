@@ -1,8 +1,10 @@
 // libFuzzer target: bytes -> a dataset file (a path, so through a scratch file) -> RecordReader (CSV, TSV or
 // JSON Lines, read in 32 KiB chunks) -> every record, then TextRowReader (data/dataset.h) over the same file
 // with a tiny tokenizer. bertrain::Error is the documented rejection: RecordReader's constructor (empty file,
-// duplicate column), CSV/TSV's next() (unterminated quote, a character after a closing quote, a bare CR),
-// TextRowReader's constructor (a missing text or label column) and its next() without skip_bad_rows.
+// duplicate column), CSV/TSV's next() (unterminated quote, a character after a closing quote, a bare CR), either
+// of them in every format for a file that is not UTF-8 text (a NUL byte, invalid UTF-8), TextRowReader's
+// constructor (a missing text or label column), its next() without skip_bad_rows, and its last next() when a
+// JSON Lines text column is in no readable row.
 //
 // The first byte picks the case; the rest is the file. Byte b: b % 3 is the format (csv, tsv, jsonl); v = b / 3:
 //   bit 0     the columns: {"text", "label", "id"} or {"title", "description", "tag", "id"}
@@ -13,12 +15,14 @@
 //   bit 5     labels: "," separated, single-label first; or "|" separated, multi-label first
 //   bit 6     TextRowReader cleans the text (Made-With-ML's clean_text) or not
 // Invariants checked (__builtin_trap otherwise): a record with no error has one field per requested column, one
-// with an error none; lines strictly increase and lie in the file; text, items, header names and error messages
-// are valid UTF-8; a JSONL list has no text; CSV/TSV fields are never lists; JSONL yields exactly one record per non-blank line and never
-// throws in next(); CSV (and TSV without commas, read as CSV) streamed agrees with parse_csv on the whole text;
+// with an error none (and is malformed for a CSV/TSV syntax error, as for JSONL's); lines strictly increase and lie in the file; text, items, header names and error messages
+// are valid UTF-8; a file that is not UTF-8 text never reads to its end without an Error; a JSONL list has no
+// text; CSV/TSV fields are never lists; JSONL of UTF-8 text yields exactly one record per non-blank line and never
+// throws; CSV (and TSV without commas, read as CSV) streamed agrees with parse_csv on the whole text;
 // TextRowReader throws up front exactly for a missing column, with skip_bad_rows consumes exactly the records
-// RecordReader gave (and throws exactly when it did), and every row it returns is 2..max_length ids framed by
-// [CLS] ... [SEP], with a non-blank text and well-formed labels.
+// RecordReader gave (and throws exactly when it did, or when a JSONL text column is in no readable record), and
+// every row it returns is 2..max_length ids framed by [CLS] ... [SEP], with a non-blank text and well-formed
+// labels.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -30,7 +34,6 @@
 #include "data/dataset.h"
 #include "data/records.h"
 #include "data/tokenizer.h"
-#include "data/utf8.h"
 #include "tests/fuzz/fuzz_common.h"
 
 namespace {
@@ -38,14 +41,7 @@ namespace {
 using bertrain::Record;
 using bertrain::RecordFormat;
 
-bool valid_utf8(const std::string& s) {
-  for (std::size_t i = 0; i < s.size();) {
-    bool valid = true;
-    i += bertrain::utf8_sequence(s.data() + i, s.size() - i, &valid);
-    if (!valid) return false;
-  }
-  return true;
-}
+using bertrain_fuzz::valid_utf8;
 
 bool blank(const std::string& s) { return s.find_first_not_of(" \t\r\n") == std::string::npos; }
 
@@ -94,11 +90,14 @@ struct FirstPass {
   std::vector<int> lines;
   std::vector<bool> bad;
   bool any_error = false;
+  std::vector<bool> present;  // columns[i] has a value in some record without an error
+  bool any_readable = false;  // some record has no error
 };
 
 FirstPass read_records(const std::string& path, const std::string& content, RecordFormat format,
                        const std::vector<std::string>& columns, const WholeText& whole) {
   FirstPass pass;
+  const bool text = bertrain_fuzz::is_text(content);
   // Every record starts on its own line, so a reader that returns more records than the file has lines loops.
   const std::size_t lines = static_cast<std::size_t>(std::count(content.begin(), content.end(), '\n')) + 1;
   auto as_read = [&whole](std::string s) {
@@ -120,6 +119,7 @@ FirstPass read_records(const std::string& path, const std::string& content, Reco
         if (pass.header[c] != as_read(whole.table.header[c])) __builtin_trap();
       }
     }
+    pass.present.assign(columns.size(), false);
     Record record;
     int last_line = 0;
     try {
@@ -128,8 +128,12 @@ FirstPass read_records(const std::string& path, const std::string& content, Reco
           __builtin_trap();
         }
         last_line = record.line;
+        if (record.malformed && record.error.empty()) __builtin_trap();
+        if (!record.error.empty() && !record.malformed && format != RecordFormat::kJsonl) __builtin_trap();
         if (record.error.empty()) {
           if (record.fields.size() != columns.size()) __builtin_trap();
+          pass.any_readable = true;
+          for (std::size_t i = 0; i < columns.size(); ++i) pass.present[i] = pass.present[i] || record.fields[i].present;
         } else {
           if (!record.fields.empty() || !valid_utf8(record.error)) __builtin_trap();
           pass.any_error = true;
@@ -164,13 +168,15 @@ FirstPass read_records(const std::string& path, const std::string& content, Reco
         if (pass.lines.size() > lines) __builtin_trap();
       }
     } catch (const bertrain::Error&) {
-      if (format == RecordFormat::kJsonl) __builtin_trap();  // JSONL reports every bad line in its record
+      // JSONL reports every bad line in its record: only a file that is not text stops it.
+      if (format == RecordFormat::kJsonl && text) __builtin_trap();
       pass.next_threw = true;
     }
   } catch (const bertrain::Error&) {
-    if (format == RecordFormat::kJsonl) __builtin_trap();  // no header to reject
+    if (format == RecordFormat::kJsonl && text) __builtin_trap();  // no header to reject
     pass.ctor_threw = true;
   }
+  if (!text && !pass.ctor_threw && !pass.next_threw) __builtin_trap();  // bytes that are not text were read as text
   if (whole.parsed && (pass.ctor_threw || pass.next_threw)) __builtin_trap();  // parse_csv read the whole text
   if (whole.compare_rows && pass.lines.size() != whole.table.rows.size()) __builtin_trap();
   return pass;
@@ -197,6 +203,11 @@ void check_text_rows(const std::string& path, const bertrain::DatasetOptions& op
   bool missing = pass.ctor_threw;
   for (std::size_t i = 0; !missing && i < options.text_columns.size(); ++i) missing = !pass.has_column[i];
   if (!missing && options.read_labels) missing = !pass.has_column[options.text_columns.size()];
+  // JSON Lines: a text column that no readable record has stops the reader at the end of the file.
+  bool in_no_row = false;
+  for (std::size_t i = 0; !pass.ctor_threw && pass.any_readable && i < options.text_columns.size(); ++i) {
+    in_no_row = in_no_row || !pass.present[i];
+  }
   try {
     bertrain::TextRowReader reader(path, tok, options);
     if (missing) __builtin_trap();
@@ -241,14 +252,17 @@ void check_text_rows(const std::string& path, const bertrain::DatasetOptions& op
     }
     if (rows != reader.rows_read() || truncated != reader.truncated()) __builtin_trap();
     if (options.skip_bad_rows) {
-      // Every record RecordReader gave is consumed, good or skipped; only what stopped it stops this reader.
-      if (threw != pass.next_threw) __builtin_trap();
+      // Every record RecordReader gave is consumed, good or skipped; only what stopped it (or a text column in no
+      // row) stops this reader.
+      if (threw != (pass.next_threw || in_no_row)) __builtin_trap();
       if (static_cast<std::size_t>(rows + reader.skipped()) != pass.lines.size()) __builtin_trap();
       if (reader.skip_reasons().size() > static_cast<std::size_t>(reader.skipped())) __builtin_trap();
     } else {
       if (reader.skipped() != 0 || static_cast<std::size_t>(rows) > pass.lines.size()) __builtin_trap();
       if (pass.any_error && !threw) __builtin_trap();  // a record RecordReader could not read stops this reader
-      if (!threw && (pass.next_threw || static_cast<std::size_t>(rows) != pass.lines.size())) __builtin_trap();
+      if (!threw && (pass.next_threw || in_no_row || static_cast<std::size_t>(rows) != pass.lines.size())) {
+        __builtin_trap();
+      }
     }
   } catch (const bertrain::Error&) {
     if (!missing) __builtin_trap();  // the constructor rejects only what RecordReader's header check finds
@@ -288,7 +302,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
 
   const WholeText whole = format == RecordFormat::kJsonl ? WholeText() : parse_whole(content, format);
   const FirstPass pass = read_records(path, content, format, columns, whole);
-  if (format == RecordFormat::kJsonl) check_jsonl_lines(content, pass);
+  if (format == RecordFormat::kJsonl && bertrain_fuzz::is_text(content)) check_jsonl_lines(content, pass);
 
   options.skip_bad_rows = true;
   options.read_labels = true;

@@ -961,11 +961,11 @@ TEST_F(CliTest, PredictEveryRowInOrder) {
 TEST_F(CliTest, PredictLeavesNoFileBehindOnABadRow) {
   ASSERT_TRUE(succeeded(suite_train()));
   std::string csv = to_csv(synthetic_rows(), /*with_tag=*/false);
-  csv += "40,,an empty title\n";  // line 43 (row 0's description spans two lines)
+  csv += "40,, \n";  // line 43 (row 0's description spans two lines): no text at all
   spit(path("bad.csv"), csv);
   const RunResult bad = run({"predict", "--model", suite_run(), "--data", path("bad.csv"), "--batch-size", "8",
                              "--out", path("p.jsonl")});
-  expect_error(bad, path("bad.csv") + ":43: column 'title' is empty");
+  expect_error(bad, path("bad.csv") + ":43: all text columns (title, description) are empty");
   EXPECT_FALSE(fs::exists(path("p.jsonl")));  // five batches were predicted, none of them is left behind
   for (const auto& e : fs::directory_iterator(dir_)) EXPECT_EQ(e.path().string().find("p.jsonl"), std::string::npos);
   const RunResult skipped = run({"predict", "--model", suite_run(), "--data", path("bad.csv"), "--batch-size", "8",
@@ -1069,14 +1069,14 @@ TEST_F(CliTest, TsvWithOtherColumnsAndSkippedBadRows) {
   std::string tsv = "headline\tbody\tcategory\n";
   const std::vector<Row> rows = synthetic_rows();
   for (std::size_t i = 1; i < rows.size(); ++i) tsv += rows[i].title + "\t" + rows[i].title + "\t" + rows[i].tag + "\n";
-  tsv += "\tno headline here\tmlops\n";  // line 41: empty text column
+  tsv += "\t \tmlops\n";                 // line 41: both text columns empty
   tsv += "a headline\tand a body\t\n";    // line 42: empty label
   spit(path("data.tsv"), tsv);
   std::vector<std::string> args{"train", "--model", model(), "--train-data", path("data.tsv"), "--out", path("run"),
                                 "--epochs", "1", "--batch-size", "8", "--text-columns", "headline,body",
                                 "--label-column", "category"};
   const RunResult bad = run(args);
-  expect_error(bad, path("data.tsv") + ":41: column 'headline' is empty");
+  expect_error(bad, path("data.tsv") + ":41: all text columns (headline, body) are empty");
   expect_no_run(path("run"));
   args.push_back("--skip-bad-rows");
   const RunResult good = run(args);

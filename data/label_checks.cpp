@@ -1,0 +1,80 @@
+// Label warnings (see label_checks.h).
+#include "data/label_checks.h"
+
+#include "core/error.h"
+#include "data/utf8.h"
+
+namespace bertrain {
+
+namespace {
+
+std::string rows(int n) { return std::to_string(n) + (n == 1 ? " row" : " rows"); }
+
+}  // namespace
+
+std::vector<std::string> label_separator_warnings(const std::vector<std::string>& labels, const std::string& separator) {
+  std::vector<std::string> warnings;
+  for (const char candidate : {'|', ';', ','}) {
+    if (separator == std::string(1, candidate)) continue;
+    const std::string* first = nullptr;
+    std::size_t count = 0;
+    for (const std::string& label : labels) {
+      if (label.find(candidate) == std::string::npos) continue;
+      if (first == nullptr) first = &label;
+      ++count;
+    }
+    if (first == nullptr) continue;
+    const std::string quoted = std::string("'") + candidate + "'";
+    warnings.push_back("label '" + escape_for_message(*first) + "' contains " + quoted +
+                       (count > 1 ? " (as do " + std::to_string(count - 1) + " more of the " +
+                                        std::to_string(labels.size()) + " labels)"
+                                  : "") +
+                       ": labels are split at '" + escape_for_message(separator) + "'; if " + quoted +
+                       " separates labels, pass --label-separator " + quoted);
+  }
+  return warnings;
+}
+
+std::vector<int> count_label_rows(const std::vector<Example>& examples, int classes) {
+  std::vector<int> counts(static_cast<std::size_t>(classes), 0);
+  for (const Example& e : examples) {
+    for (int label : e.labels) {
+      BERTRAIN_CHECK(label >= 0 && label < classes, "label index " << label << " outside [0, " << classes << ")");
+      ++counts[static_cast<std::size_t>(label)];
+    }
+  }
+  return counts;
+}
+
+std::vector<std::string> label_count_warnings(const std::vector<std::string>& labels, const std::vector<int>& train,
+                                              const std::vector<int>& val) {
+  BERTRAIN_CHECK(train.size() == labels.size() && val.size() == labels.size(),
+                 "label counts for " << train.size() << " and " << val.size() << " labels, expected " << labels.size());
+  std::vector<std::string> warnings;
+  std::size_t more = 0;
+  for (std::size_t c = 0; c < labels.size(); ++c) {
+    const int t = train[c], v = val[c];
+    std::string warning;
+    const std::string name = "label '" + escape_for_message(labels[c]) + "'";
+    if (t == 0) {
+      warning = name + " has no training rows (" + (v == 0 ? "and none for validation" : rows(v) + " for validation") +
+                "): the model cannot learn it";
+    } else if (t + v < 2) {
+      warning = name + " has only 1 row (for training, none for validation): too few to learn it or to check it";
+    } else {
+      continue;
+    }
+    if (warnings.size() < kMaxLabelWarnings) {
+      warnings.push_back(warning);
+    } else {
+      ++more;
+    }
+  }
+  if (more > 0) {
+    warnings.push_back("and " + std::to_string(more) + " more label" + (more == 1 ? "" : "s") +
+                       " with no training rows or only 1 row");
+  }
+  return warnings;
+}
+
+}  // namespace bertrain

@@ -1,0 +1,68 @@
+// The label warnings of train (data/label_checks.h): labels that look like lists written with another
+// separator, and labels with no training rows or a single row.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "data/label_checks.h"
+
+namespace bertrain {
+namespace {
+
+using Strings = std::vector<std::string>;
+
+TEST(LabelSeparatorWarnings, NameTheLabelAndTheSeparatorItContains) {
+  const Strings labels = {"cv|nlp", "mlops", "graphs;time-series", "nlp|speech", "other"};
+  EXPECT_EQ(label_separator_warnings(labels, ","),
+            (Strings{"label 'cv|nlp' contains '|' (as do 1 more of the 5 labels): labels are split at ','; if '|' "
+                     "separates labels, pass --label-separator '|'",
+                     "label 'graphs;time-series' contains ';': labels are split at ','; if ';' separates labels, pass "
+                     "--label-separator ';'"}));
+  // The separator in use is no warning; a label with ',' (from a JSON array) is one when ',' is not in use.
+  EXPECT_EQ(label_separator_warnings(labels, "|").size(), 1u);
+  EXPECT_EQ(label_separator_warnings({"a, b", "c"}, ",").size(), 0u);
+  EXPECT_EQ(label_separator_warnings({"a, b", "c"}, "|"),
+            (Strings{"label 'a, b' contains ',': labels are split at '|'; if ',' separates labels, pass "
+                     "--label-separator ','"}));
+  EXPECT_TRUE(label_separator_warnings({"computer-vision", "mlops"}, ",").empty());
+  // A control character in a label is escaped, the warning stays one line.
+  EXPECT_EQ(label_separator_warnings({"a|b\n"}, ",").at(0).find('\n'), std::string::npos);
+}
+
+TEST(CountLabelRows, CountsEveryLabelOfEveryRow) {
+  std::vector<Example> examples(4);
+  examples[0].labels = {0};
+  examples[1].labels = {0, 2};
+  examples[2].labels = {};  // a multi-label row with no label
+  examples[3].labels = {2};
+  EXPECT_EQ(count_label_rows(examples, 3), (std::vector<int>{2, 0, 2}));
+  examples[3].labels = {3};
+  EXPECT_THROW(count_label_rows(examples, 3), Error);
+}
+
+TEST(LabelCountWarnings, NoTrainingRowsOrASingleRow) {
+  const Strings labels = {"computer-vision", "rare", "once", "unseen", "mlops"};
+  EXPECT_EQ(label_count_warnings(labels, {12, 0, 1, 0, 2}, {3, 1, 0, 0, 0}),
+            (Strings{"label 'rare' has no training rows (1 row for validation): the model cannot learn it",
+                     "label 'once' has only 1 row (for training, none for validation): too few to learn it or to "
+                     "check it",
+                     "label 'unseen' has no training rows (and none for validation): the model cannot learn it"}));
+  EXPECT_EQ(label_count_warnings({"a"}, {0}, {2}), (Strings{"label 'a' has no training rows (2 rows for validation): "
+                                                            "the model cannot learn it"}));
+  EXPECT_TRUE(label_count_warnings({"a", "b"}, {2, 1}, {0, 1}).empty());
+  EXPECT_THROW(label_count_warnings({"a", "b"}, {2}, {0, 1}), Error);
+}
+
+TEST(LabelCountWarnings, ManyRareLabelsEndInOneLine) {
+  Strings labels;
+  for (int i = 0; i < 15; ++i) labels.push_back("tag" + std::to_string(i));
+  const Strings warnings = label_count_warnings(labels, std::vector<int>(15, 0), std::vector<int>(15, 1));
+  ASSERT_EQ(warnings.size(), kMaxLabelWarnings + 1);
+  EXPECT_EQ(warnings[0], "label 'tag0' has no training rows (1 row for validation): the model cannot learn it");
+  EXPECT_EQ(warnings.back(), "and 5 more labels with no training rows or only 1 row");
+}
+
+}  // namespace
+}  // namespace bertrain

@@ -1,0 +1,395 @@
+// What a new user hits with their own data and inputs (issue 25), end to end through the binary (harness:
+// tests/tools/cli_test.h): flags given with empty values, text columns left empty, files that are not UTF-8
+// text, a directory where a file belongs, hints that name only the running command's flags, and the label
+// warnings of train.
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/tools/cli_test.h"
+
+namespace bertrain {
+namespace {
+
+using namespace cli_test;
+
+// ---- flag values -----------------------------------------------------------------------------------------
+
+// A flag given with an empty value is an error naming it, never its default in disguise (train used to read
+// --text-columns "" as title,description and --label-column "" as tag).
+TEST_F(CliTest, EmptyOrMalformedDataFlagsAreInputErrors) {
+  const struct {
+    std::vector<std::string> flags;
+    const char* needle;
+  } cases[] = {
+      {{"--text-columns", ""}, "--text-columns names no column"},
+      {{"--text-columns", " "}, "--text-columns names no column"},
+      {{"--text-columns", ","}, "--text-columns ',' has an empty column name"},
+      {{"--text-columns", "title,,description"}, "has an empty column name"},
+      {{"--text-columns", "title,title"}, "names column 'title' twice"},
+      {{"--label-column", ""}, "--label-column is empty"},
+      {{"--multi-label", "--label-separator", ""}, "--label-separator is empty"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.needle);
+    expect_error(run(train_args(path("run"), c.flags)), c.needle);
+    expect_no_run(path("run"));
+  }
+  // evaluate and predict read an empty flag the same way (absent: as the model was trained).
+  ASSERT_TRUE(succeeded(suite_train()));
+  expect_error(run({"evaluate", "--model", suite_run(), "--data", data(), "--text-columns", ""}),
+               "--text-columns names no column");
+  expect_error(run({"predict", "--model", suite_run(), "--data", data(), "--label-column", ""}),
+               "--label-column is empty");
+  expect_error(run({"tokenize", "--vocab", path("model/vocab.txt"), "--data", data(), "--text-columns", ","}),
+               "--text-columns ',' has an empty column name");
+}
+
+// ---- empty text columns ----------------------------------------------------------------------------------
+
+json parse_lines(const std::string& text) {
+  json out = json::array();
+  for (const std::string& line : lines_of(text)) out.push_back(json::parse(line));
+  return out;
+}
+
+// Batched and single predictions agree to float32 summation order (as in test_cli.cpp's PredictEveryRowInOrder).
+void expect_same_probabilities(const json& a, const json& b) {
+  ASSERT_EQ(a.size(), b.size()) << a.dump() << " vs " << b.dump();
+  for (const auto& [tag, p] : a.items()) EXPECT_NEAR(p.get<double>(), b.at(tag).get<double>(), 1e-5) << tag;
+}
+
+std::size_t count_words(const std::string& text) {
+  std::istringstream in(text);
+  std::size_t n = 0;
+  for (std::string word; in >> word;) ++n;
+  return n;
+}
+
+// The synthetic rows with every third description left empty, as exports leave optional fields (and as
+// Made-With-ML's own tests predict with "description": "").
+std::vector<Row> rows_with_empty_descriptions() {
+  std::vector<Row> rows = synthetic_rows();
+  for (std::size_t i = 1; i < rows.size(); i += 3) rows[i].description = i % 2 == 0 ? "" : "   ";
+  return rows;
+}
+
+// A row is bad only when all its text columns are empty: train, evaluate, predict and tokenize read a row with an
+// empty description as its title alone, the text Made-With-ML's title + " " + "" cleans to.
+TEST_F(CliTest, AnEmptyDescriptionIsNotABadRow) {
+  const std::vector<Row> rows = rows_with_empty_descriptions();
+  spit(path("gaps.csv"), to_csv(rows));
+  spit(path("gaps_untagged.csv"), to_csv(rows, /*with_tag=*/false));
+
+  const RunResult train = run({"train", "--model", model(), "--train-data", path("gaps.csv"), "--out", path("run"),
+                               "--epochs", "1", "--batch-size", "8", "--quiet"});
+  ASSERT_TRUE(succeeded(train));
+  const json results = json::parse(slurp(path("run/results.json")));
+  EXPECT_EQ(results["skipped_rows"].get<int>(), 0);
+  EXPECT_EQ(results["num_train"].get<int>() + results["num_val"].get<int>(), kRows);
+
+  ASSERT_TRUE(succeeded(suite_train()));
+  const RunResult pred = run({"predict", "--model", suite_run(), "--data", path("gaps_untagged.csv")});
+  ASSERT_TRUE(succeeded(pred));
+  const json lines = parse_lines(pred.out);
+  ASSERT_EQ(lines.size(), static_cast<std::size_t>(kRows)) << pred.err;
+  for (std::size_t i : {std::size_t{1}, std::size_t{4}}) {  // "   " and "" descriptions
+    SCOPED_TRACE(i);
+    const RunResult one = run({"predict", "--model", suite_run(), "--title", rows[i].title, "--description",
+                               rows[i].description});
+    ASSERT_TRUE(succeeded(one));
+    const RunResult title_only = run({"predict", "--model", suite_run(), "--text", rows[i].title});
+    ASSERT_TRUE(succeeded(title_only));
+    expect_same_probabilities(json::parse(one.out)["probabilities"], lines[i]["probabilities"]);
+    expect_same_probabilities(json::parse(title_only.out)["probabilities"], lines[i]["probabilities"]);
+  }
+
+  // evaluate reads every row, and its short_text slice counts the words of the joined text.
+  const RunResult eval = run({"evaluate", "--model", suite_run(), "--data", path("gaps.csv")});
+  ASSERT_TRUE(succeeded(eval));
+  const json e = json::parse(eval.out);
+  EXPECT_EQ(e["num_rows"].get<int>(), kRows);
+  EXPECT_EQ(e["skipped_rows"].get<int>(), 0);
+  int short_rows = 0;
+  for (const Row& row : rows) short_rows += count_words(row.title + " " + row.description) < 8 ? 1 : 0;
+  EXPECT_EQ(e["slices"]["short_text"]["num_samples"].get<int>(), short_rows);
+
+  // tokenize: the row's ids are its title's.
+  const RunResult tok = run({"tokenize", "--vocab", path("model/vocab.txt"), "--data", path("gaps.csv")});
+  ASSERT_TRUE(succeeded(tok));
+  const RunResult title = run({"tokenize", "--vocab", path("model/vocab.txt"), "--text", rows[4].title});
+  ASSERT_TRUE(succeeded(title));
+  EXPECT_EQ(lines_of(tok.out).at(4), lines_of(title.out).at(0));
+
+  // Empty --text / --title is no text to classify, not a missing flag.
+  expect_error(run({"predict", "--model", suite_run(), "--title", "", "--description", " "}),
+               "--title and --description are both empty");
+  expect_error(run({"predict", "--model", suite_run(), "--text", ""}), "predict: --text is empty");
+  expect_error(run({"tokenize", "--vocab", path("model/vocab.txt"), "--text", ""}), "tokenize: --text is empty");
+  const RunResult description_only = run({"predict", "--model", suite_run(), "--title", "", "--description",
+                                          rows[4].title});
+  ASSERT_TRUE(succeeded(description_only));
+  expect_same_probabilities(json::parse(description_only.out)["probabilities"], lines[4]["probabilities"]);
+}
+
+// JSON Lines: an absent key or null is an empty value of that row; a row with no text at all is bad.
+TEST_F(CliTest, JsonLinesAbsentOrNullTextColumns) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  const std::vector<Row> rows = synthetic_rows();
+  std::string text;
+  text += json{{"id", "a"}, {"title", rows[2].title}}.dump() + "\n";
+  text += json{{"id", "b"}, {"title", rows[2].title}, {"description", nullptr}}.dump() + "\n";
+  text += json{{"id", "c"}, {"title", rows[2].title}, {"description", ""}}.dump() + "\n";
+  text += json{{"id", "d"}, {"description", rows[2].title}}.dump() + "\n";
+  spit(path("rows.jsonl"), text);
+  const RunResult pred = run({"predict", "--model", suite_run(), "--data", path("rows.jsonl")});
+  ASSERT_TRUE(succeeded(pred));
+  const json lines = parse_lines(pred.out);
+  ASSERT_EQ(lines.size(), 4u);
+  for (const json& line : lines) expect_same_probabilities(line["probabilities"], lines[0]["probabilities"]);
+
+  spit(path("bad.jsonl"), text + json{{"id", "e"}, {"title", nullptr}, {"description", " "}}.dump() + "\n");
+  expect_error(run({"predict", "--model", suite_run(), "--data", path("bad.jsonl"), "--out", path("p.jsonl")}),
+               path("bad.jsonl") + ":5: all text columns (title, description) are empty, absent or null");
+  EXPECT_FALSE(fs::exists(path("p.jsonl")));
+  // A text column in no row is a misspelt name, whatever --skip-bad-rows says (row d has no text then).
+  expect_error(run({"predict", "--model", suite_run(), "--data", path("rows.jsonl"), "--text-columns",
+                    "title,descripton", "--skip-bad-rows"}),
+               "text column 'descripton' is in no row");
+}
+
+// ---- text that is not UTF-8 --------------------------------------------------------------------------------
+
+// Every byte of stderr is printable ASCII but its one final newline (the paths here are ASCII): no raw byte of the
+// file made it into the message.
+::testing::AssertionResult printable_ascii(const std::string& err) {
+  for (std::size_t i = 0; i + 1 < err.size(); ++i) {
+    const auto c = static_cast<unsigned char>(err[i]);
+    if (c < 0x20 || c >= 0x7F) return ::testing::AssertionFailure() << "byte " << int(c) << " at " << i << ": " << err;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// A dataset file that is not UTF-8 text stops every command with exit 2 and one line naming the file, the line and
+// the byte offset, and saying how to convert it; --skip-bad-rows does not skip it (it used to be repaired to U+FFFD,
+// then cleaned away: "café" in Latin-1 trained as "caf").
+TEST_F(CliTest, DatasetFilesThatAreNotUtf8TextAreInputErrors) {
+  std::string latin1 = to_csv(synthetic_rows());
+  const std::size_t at = latin1.find("The image");
+  latin1.replace(at, 3, "Caf\xE9");
+  spit(path("latin1.csv"), latin1);
+  const std::string where = path("latin1.csv") + ":2: invalid UTF-8 (byte \\xE9 at byte offset " +
+                            std::to_string(at + 3) + " of the file, after \"0,Caf\")";
+  for (const bool skip : {false, true}) {
+    std::vector<std::string> args{"train", "--model", model(), "--train-data", path("latin1.csv"), "--out",
+                                  path("run"), "--epochs", "1", "--quiet"};
+    if (skip) args.push_back("--skip-bad-rows");
+    const RunResult r = run(args);
+    expect_error(r, where);
+    EXPECT_NE(r.err.find("iconv -f latin1 -t utf-8 " + path("latin1.csv")), std::string::npos) << r.err;
+    EXPECT_TRUE(printable_ascii(r.err));
+    expect_no_run(path("run"));
+  }
+  ASSERT_TRUE(succeeded(suite_train()));
+  expect_error(run({"predict", "--model", suite_run(), "--data", path("latin1.csv"), "--skip-bad-rows"}), where);
+  expect_error(run({"evaluate", "--model", suite_run(), "--data", path("latin1.csv")}), where);
+  expect_error(run({"tokenize", "--vocab", path("model/vocab.txt"), "--data", path("latin1.csv")}), where);
+
+  // UTF-16, as Excel's "Unicode text" saves it: a byte-order mark; without one, NUL bytes.
+  std::string utf16 = "\xFF\xFE";
+  for (const char c : std::string("title\tdescription\ttag\n")) utf16 += std::string{c, '\0'};
+  spit(path("excel.tsv"), utf16);
+  RunResult r = run({"predict", "--model", suite_run(), "--data", path("excel.tsv")});
+  expect_error(r, path("excel.tsv") + ":1: not UTF-8 text: the file starts with a UTF-16 byte-order mark (\\xFF\\xFE); "
+                                      "convert it to UTF-8: iconv -f utf-16 -t utf-8");
+  EXPECT_TRUE(printable_ascii(r.err));
+  spit(path("excel.csv"), utf16.substr(2));
+  r = run({"predict", "--model", suite_run(), "--data", path("excel.csv")});
+  expect_error(r, path("excel.csv") + ":1: not a text file: a NUL byte at byte offset 1 of the file, after \"t\"");
+  EXPECT_TRUE(printable_ascii(r.err));
+}
+
+// ---- a directory where a file belongs --------------------------------------------------------------------
+
+// A directory given (or found) where a file belongs is named as one: not "basic_filebuf::underflow error reading
+// the file: Is a directory", not "not found", not "cannot tell the format from the extension".
+TEST_F(CliTest, ADirectoryWhereAFileBelongsIsNamed) {
+  fs::create_directories(path("folder"));
+  fs::create_directories(path("folder.csv"));
+  const std::string is_dir = "': it is a directory, not a file";
+  auto expect_named = [](const RunResult& r, const std::string& needle) {
+    expect_error(r, needle);
+    EXPECT_EQ(r.err.find("basic_filebuf"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("extension"), std::string::npos) << r.err;
+  };
+  expect_named(run(train_args(path("run"), {"--train-data", path("folder")})),
+               "cannot open dataset file '" + path("folder") + is_dir);
+  expect_named(run(train_args(path("run"), {"--val-data", path("folder.csv")})),
+               "cannot open CSV file '" + path("folder.csv") + is_dir);
+  expect_named(run(train_args(path("run"), {"--train-data", path("nothing")})),
+               "cannot open dataset file '" + path("nothing") + "': No such file or directory");
+  expect_no_run(path("run"));
+  expect_named(run({"tokenize", "--vocab", path("model"), "--text", "image"}),
+               "cannot open vocabulary file '" + path("model") + is_dir);
+  expect_named(run({"tokenize", "--vocab", path("model/vocab.txt"), "--data", path("folder")}),
+               "cannot open dataset file '" + path("folder") + is_dir);
+  ASSERT_TRUE(succeeded(suite_train()));
+  expect_named(run({"predict", "--model", suite_run(), "--data", path("folder.csv")}),
+               "cannot open CSV file '" + path("folder.csv") + is_dir);
+  expect_named(run({"evaluate", "--model", suite_run(), "--data", path("folder")}),
+               "cannot open dataset file '" + path("folder") + is_dir);
+
+  // A model directory whose config.json, vocab.txt or weights are directories.
+  for (const char* name : {"config.json", "vocab.txt", "model.safetensors"}) {
+    SCOPED_TRACE(name);
+    const fs::path broken = path(std::string("broken_") + name);
+    make_model_dir(broken);
+    fs::remove(broken / name);
+    fs::create_directories(broken / name);
+    const std::string needle = "'" + (broken / name).string() + is_dir;
+    expect_named(run({"train", "--model", broken.string(), "--train-data", data(), "--out", path("run2"), "--epochs",
+                      "1", "--quiet"}),
+                 needle);
+    expect_no_run(path("run2"));
+    expect_named(run({"evaluate", "--model", broken.string(), "--data", data()}), needle);
+  }
+  // --model naming a file.
+  expect_named(run({"train", "--model", data(), "--train-data", data(), "--out", path("run3"), "--epochs", "1"}),
+               data() + ": a file, not a directory");
+  expect_named(run({"predict", "--model", data(), "--text", "image"}), data() + ": a file, not a directory");
+}
+
+// ---- hints name only the running command's flags -----------------------------------------------------------
+
+// Every "--flag" an error message mentions.
+std::vector<std::string> flags_in(const std::string& text) {
+  std::vector<std::string> flags;
+  for (std::size_t at = text.find("--"); at != std::string::npos; at = text.find("--", at + 2)) {
+    std::size_t end = at + 2;
+    while (end < text.size() && (std::islower(static_cast<unsigned char>(text[end])) || text[end] == '-')) ++end;
+    if (end > at + 2) flags.push_back(text.substr(at, end - at));
+  }
+  return flags;
+}
+
+// An error of `command` that suggests only flags its --help lists.
+void expect_error_naming_own_flags(const std::string& command, const RunResult& r, const std::string& needle) {
+  expect_error(r, needle);
+  const RunResult help = run({command, "--help"});
+  ASSERT_TRUE(succeeded(help));
+  for (const std::string& flag : flags_in(r.err)) {
+    EXPECT_NE(help.out.find("  " + flag + " "), std::string::npos) << command << " has no " << flag << ": " << r.err;
+  }
+}
+
+TEST_F(CliTest, HintsNameOnlyFlagsOfTheCommandThatRuns) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  spit(path("gap.csv"), "title,description,tag\nimage camera,video,computer-vision\n, ,mlops\n");
+  spit(path("lists.jsonl"), "{\"title\": \"image\", \"description\": \"camera\", \"tag\": [\"computer-vision\"]}\n");
+  spit(path("notjson.jsonl"), "title,description,tag\nimage,camera,computer-vision\n");
+  const std::string vocab = path("model/vocab.txt");
+
+  // tokenize has no --skip-bad-rows, no --label-column, no --multi-label.
+  RunResult r = run({"tokenize", "--vocab", vocab, "--data", path("gap.csv")});
+  expect_error_naming_own_flags("tokenize", r, path("gap.csv") + ":3: all text columns (title, description) are empty");
+  EXPECT_EQ(r.err.find("--skip-bad-rows"), std::string::npos) << r.err;
+  expect_error_naming_own_flags("tokenize", run({"tokenize", "--vocab", vocab, "--data", path("gap.csv"),
+                                                 "--text-columns", "abstract"}),
+                                "missing text column 'abstract' (columns: title, description, tag; choose with "
+                                "--text-columns)");
+  expect_error_naming_own_flags("tokenize", run({"tokenize", "--vocab", vocab, "--data", path("notjson.jsonl")}),
+                                "(the first row already: is the file JSON Lines, as its extension says? --format "
+                                "chooses the format)");
+  // evaluate and predict have --skip-bad-rows but not --multi-label: the model says whether labels are sets.
+  r = run({"evaluate", "--model", suite_run(), "--data", path("gap.csv")});
+  expect_error_naming_own_flags("evaluate", r, ":3: all text columns (title, description) are empty (--skip-bad-rows skips "
+                                               "such rows)");
+  r = run({"evaluate", "--model", suite_run(), "--data", path("lists.jsonl")});
+  expect_error_naming_own_flags("evaluate", r, ":1: label column 'tag' is a list, expected one label");
+  expect_error_naming_own_flags("predict", run({"predict", "--model", suite_run(), "--data", path("gap.csv")}),
+                                "(--skip-bad-rows skips such rows)");
+  // train has them all.
+  r = run({"train", "--model", model(), "--train-data", path("lists.jsonl"), "--out", path("run")});
+  expect_error_naming_own_flags("train", r, ":1: label column 'tag' is a list (pass --multi-label for label sets)");
+}
+
+// ---- label warnings ---------------------------------------------------------------------------------------
+
+std::size_t count_of(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// train warns, on stderr and once, about labels it cannot learn: with --quiet too, which silences progress, not
+// problems.
+TEST_F(CliTest, TrainWarnsAboutLabelsWithoutTrainingRows) {
+  std::vector<Row> rows = synthetic_rows();
+  rows.push_back({"The camera survey", "a dataset", "rare"});  // ceil(0.2 · 1) = 1: its one row goes to validation
+  spit(path("rare.csv"), to_csv(rows));
+  const std::string warning = "bertrain: warning: label 'rare' has no training rows (1 row for validation): the model "
+                              "cannot learn it\n";
+  for (const bool quiet : {true, false}) {
+    SCOPED_TRACE(quiet);
+    const std::string out = path(quiet ? "quiet" : "verbose");
+    std::vector<std::string> args{"train", "--model", model(), "--train-data", path("rare.csv"), "--out", out,
+                                  "--epochs", "1", "--batch-size", "8"};
+    if (quiet) args.push_back("--quiet");
+    const RunResult r = run(args);
+    ASSERT_TRUE(succeeded(r));
+    EXPECT_EQ(count_of(r.err, "bertrain: warning: "), 1u) << r.err;
+    EXPECT_NE(r.err.find(warning), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("warning"), std::string::npos) << r.out;
+    if (quiet) {
+      EXPECT_EQ(r.out, "");
+    }
+  }
+  // Made-With-ML's data as it is: no warning.
+  const RunResult plain = run(train_args(path("plain"), {"--epochs", "1"}));
+  ASSERT_TRUE(succeeded(plain));
+  EXPECT_EQ(plain.err.find("warning"), std::string::npos) << plain.err;
+  // Every label with a single row: nothing left to train on, and the error says why.
+  expect_error(run(train_args(path("titles"), {"--label-column", "title"})),
+               "need at least one training and one validation row, got 0 and 40 (each of the 40 labels has a single "
+               "row, which the split holds out for validation; is --label-column 'title' the label?)");
+}
+
+// With --multi-label and no --label-separator, labels that hold '|' or ';' are likely lists: one warning naming the
+// label and the separator; none once --label-separator is given.
+TEST_F(CliTest, TrainWarnsAboutLabelsThatLookLikeLists) {
+  const std::vector<Row> rows = synthetic_rows();
+  std::string text;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const std::string topics = rows[i].tag + "|uses-model";
+    text += json{{"text", rows[i].title + " " + rows[i].description}, {"topics", topics}}.dump() + "\n";
+  }
+  spit(path("pipes.jsonl"), text);
+  std::vector<std::string> args{"train", "--model", model(), "--train-data", path("pipes.jsonl"), "--out", path("run"),
+                                "--epochs", "1", "--batch-size", "8", "--quiet", "--multi-label", "--text-columns",
+                                "text", "--label-column", "topics"};
+  const RunResult r = run(args);
+  ASSERT_TRUE(succeeded(r));
+  EXPECT_EQ(count_of(r.err, "bertrain: warning: "), 1u) << r.err;
+  EXPECT_NE(r.err.find("bertrain: warning: label 'computer-vision|uses-model' contains '|' (as do 3 more of the 4 "
+                       "labels): labels are split at ','; if '|' separates labels, pass --label-separator '|'\n"),
+            std::string::npos)
+      << r.err;
+  for (const char* separator : {"|", ","}) {
+    SCOPED_TRACE(separator);
+    std::vector<std::string> given = args;
+    given[6] = path(std::string("run_") + (separator[0] == '|' ? "pipe" : "comma"));
+    given.insert(given.end(), {"--label-separator", separator});
+    const RunResult g = run(given);
+    ASSERT_TRUE(succeeded(g));
+    EXPECT_EQ(g.err.find("contains '|'"), std::string::npos) << g.err;
+  }
+  EXPECT_EQ(json::parse(slurp(path("run_pipe/results.json")))["labels"].size(), 5u);
+}
+
+}  // namespace
+}  // namespace bertrain
