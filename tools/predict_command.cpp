@@ -126,10 +126,10 @@ long predict_file(Predictor& predictor, const std::string& path, const DatasetOp
 int run_predict(const std::vector<std::string>& args) {
   ArgParser p("predict",
               "Label probabilities of one text (--text, or Made-With-ML's --title and --description), printed as one\n"
-              "JSON object on one line, or of every row of a CSV, TSV or JSON Lines file (--data), streamed in batches and\n"
-              "written as JSON Lines ({\"id\", \"prediction\", \"probabilities\"} per row, in file order) to --out\n"
-              "or stdout. Single-label models: softmax, the arg-max label; multi-label models: one sigmoid per\n"
-              "label, every label at p >= --threshold. Text is read and cleaned as in training.");
+              "JSON object on one line, or of every row of a CSV, TSV or JSON Lines file (--data), streamed in\n"
+              "batches and written as JSON Lines ({\"id\", \"prediction\", \"probabilities\"} per row, in file order)\n"
+              "to --out or stdout. Single-label models: softmax, the arg-max label; multi-label models: one sigmoid\n"
+              "per label, every label at p >= --threshold. Text is read and cleaned as in training.");
   p.option("model", "", "RUN_DIR (uses its best/) or a model directory", true).value_name("DIR");
   p.option("text", "", "one text").value_name("TEXT");
   p.option("title", "", "title of one project (Made-With-ML)").value_name("TEXT");
