@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -36,6 +37,16 @@ void require_readable_file(const std::string& path, const std::string& what) {
     }
   }
   BERTRAIN_FAIL("cannot open " << what << " '" << path << "': " << std::strerror(error));
+}
+
+std::string read_file(const std::string& path, const std::string& what) {
+  require_readable_file(path, what);
+  std::ifstream in(path, std::ios::binary);
+  BERTRAIN_CHECK(in, "cannot open " << what << " '" << path << "': " << std::strerror(errno));
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  BERTRAIN_CHECK(!in.bad(), "cannot read " << what << " '" << path << "': " << std::strerror(errno));
+  return contents.str();
 }
 
 bool directory_exists(const std::string& path) {
@@ -153,11 +164,9 @@ void replace_directory_atomically(const std::string& dir, const std::function<vo
 }
 
 nlohmann::json read_json_file(const std::string& path) {
-  require_readable_file(path, "JSON file");
-  std::ifstream in(path);
-  BERTRAIN_CHECK(in, path << ": cannot open");
+  const std::string text = read_file(path, "JSON file");
   try {
-    return nlohmann::json::parse(in);
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     BERTRAIN_FAIL(path << ": invalid JSON: " << e.what());
   }

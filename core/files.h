@@ -23,6 +23,9 @@ void recover_directory(const std::string& dir);
 // nothing, or throws "basic_filebuf::underflow error reading the file: Is a directory" from the first read.
 void require_readable_file(const std::string& path, const std::string& what);
 
+// The whole of file `path` (named `what` in errors, as require_readable_file's).
+std::string read_file(const std::string& path, const std::string& what);
+
 bool directory_exists(const std::string& path);
 bool file_exists(const std::string& path);
 bool path_exists(const std::string& path);  // anything at all: file, directory, device...

@@ -2,10 +2,6 @@
 // a whole, so a structural error anywhere in the text is reported before a ragged row.
 #include "data/csv.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "core/error.h"
 #include "core/files.h"
@@ -63,13 +59,7 @@ CsvTable parse_csv(const std::string& text, const std::string& source) {
 }
 
 CsvTable read_csv(const std::string& path) {
-  require_readable_file(path, "CSV file");  // a directory would read as an empty file
-  std::ifstream in(path, std::ios::binary);
-  BERTRAIN_CHECK(in, "cannot open CSV file '" << path << "': " << std::strerror(errno));
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  BERTRAIN_CHECK(!in.bad(), "cannot read CSV file '" << path << "': " << std::strerror(errno));
-  return parse_csv(contents.str(), path);
+  return parse_csv(read_file(path, "CSV file"), path);
 }
 
 }  // namespace bertrain

@@ -1,6 +1,7 @@
 // Label warnings (see label_checks.h).
 #include "data/label_checks.h"
 
+#include "core/count_text.h"
 #include "core/error.h"
 #include "data/utf8.h"
 
@@ -71,7 +72,7 @@ std::vector<std::string> label_count_warnings(const std::vector<std::string>& la
     }
   }
   if (more > 0) {
-    warnings.push_back("and " + std::to_string(more) + " more label" + (more == 1 ? "" : "s") +
+    warnings.push_back("and " + count_of(more, "more label") +
                        " with no training rows or only 1 row");
   }
   return warnings;

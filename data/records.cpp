@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "core/count_text.h"
 #include "core/error.h"
 #include "core/files.h"
 #include "data/chunked_input.h"
@@ -44,8 +45,6 @@ void reset(RecordField* field) {
   field->is_list = false;
   field->items.clear();
 }
-
-std::string plural(std::size_t n, const char* noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); }
 
 // "an array", "a string", "null", ... for messages.
 std::string json_kind(const nlohmann::json& value) {
@@ -190,7 +189,7 @@ bool RecordReader::State::next_csv(Record* out) {
     out->malformed = row.fields.size() != header.size();
     if (out->malformed) {
       out->fields.clear();
-      out->error = "has " + plural(row.fields.size(), "field") + ", the header has " + std::to_string(header.size());
+      out->error = "has " + count_of(static_cast<long long>(row.fields.size()), "field") + ", the header has " + std::to_string(header.size());
       return true;
     }
     out->fields.resize(columns.size());

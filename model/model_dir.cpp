@@ -2,12 +2,8 @@
 
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -21,14 +17,6 @@
 namespace bertrain {
 
 namespace {
-
-std::string read_whole_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  BERTRAIN_CHECK(in, path << ": cannot open");
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
-}
 
 class SafetensorsTensors final : public CheckpointTensors {
  public:
@@ -208,7 +196,7 @@ void save_model_dir(const std::string& dir, const BertConfig& config, const Para
   writer.set_metadata("format", "pt");  // transformers refuses safetensors files without it
   writer.write(dir + "/model.safetensors");
   write_file_atomically(dir + "/config.json", config.to_classifier_json().dump(2) + "\n");
-  if (!vocab_source.empty()) write_file_atomically(dir + "/vocab.txt", read_whole_file(vocab_source));
+  if (!vocab_source.empty()) write_file_atomically(dir + "/vocab.txt", read_file(vocab_source, "vocabulary file"));
 }
 
 }  // namespace bertrain

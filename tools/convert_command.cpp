@@ -3,10 +3,8 @@
 // save_model_dir writes (bert.*, classifier.*), plus config.json and vocab.txt, each replaced atomically.
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -25,14 +23,6 @@
 namespace bertrain {
 
 namespace {
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  BERTRAIN_CHECK(in, path << ": cannot open");
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
-}
 
 // What convert reads from DIR: the weights in the layout bertrain writes (`present`: the entries DIR has; a
 // BertModel checkpoint has no classifier), and the bytes of config.json and vocab.txt.
@@ -73,9 +63,9 @@ ConvertSource read_source(const std::string& dir) {
                                                             << shape_string(entry.shape));
     checkpoint->read_float_into(it->second, source.params.data() + entry.offset, entry.numel);
   }
-  source.config_text = read_bytes(dir + "/config.json");
+  source.config_text = read_file(dir + "/config.json", "config file");
   source.has_vocab = file_exists(dir + "/vocab.txt");
-  if (source.has_vocab) source.vocab_text = read_bytes(dir + "/vocab.txt");
+  if (source.has_vocab) source.vocab_text = read_file(dir + "/vocab.txt", "vocabulary file");
   return source;
 }
 

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/count_text.h"
 #include "core/error.h"
 #include "core/files.h"
 #include "tools/args.h"
@@ -155,8 +156,8 @@ int run_launch(const std::vector<std::string>& args) {
       return code;
     }
     if (attempt >= max_restarts) {
-      std::fprintf(stderr, "bertrain launch: %s; giving up after %d restart%s\n", why.c_str(), max_restarts,
-                   max_restarts == 1 ? "" : "s");
+      std::fprintf(stderr, "bertrain launch: %s; giving up after %s\n", why.c_str(),
+                   count_of(max_restarts, "restart").c_str());
       return code;
     }
     restarts.push_back({{"restart", attempt + 1}, {"after", why}});

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/atomic_file.h"
+#include "core/count_text.h"
 #include "core/error.h"
 #include "core/timestamp.h"
 #include "tools/args.h"
@@ -38,7 +39,7 @@ int run_report(const std::vector<std::string>& args) {
   if (out.empty()) out = dirs.size() == 1 ? dirs[0] + "/report.html" : "report.html";
   write_file_atomically(out, report::render_report(runs, iso_timestamp_now()));
   for (const report::RunRecord& run : runs) std::fputs(report::run_summary(run).c_str(), stdout);
-  std::printf("report: %zu run%s -> %s\n", runs.size(), runs.size() == 1 ? "" : "s", out.c_str());
+  std::printf("report: %s -> %s\n", count_of(static_cast<long long>(runs.size()), "run").c_str(), out.c_str());
   return 0;
 }
 

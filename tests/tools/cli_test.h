@@ -222,6 +222,12 @@ class CliTest : public ::testing::Test {
     return a;
   }
 
+  // `args` (e.g. train_args') without --quiet, for tests that read what train prints.
+  static std::vector<std::string> without_quiet(std::vector<std::string> args) {
+    args.erase(std::remove(args.begin(), args.end(), "--quiet"), args.end());
+    return args;
+  }
+
   // The run directory holds nothing of a run: no checkpoint, no metrics.
   static void expect_no_run(const fs::path& run_dir) {
     for (const char* name : {"best", "last", "metrics.jsonl", "results.json"}) {

@@ -650,9 +650,7 @@ TEST_F(CliTest, TrainingIntoAnExistingRunFailsAndLeavesItUntouched) {
 TEST_F(CliTest, ResumeOfAFinishedRunExitsZeroAndChangesNothing) {
   ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--epochs", "1"}))));
   const auto before = snapshot(path("run"));
-  std::vector<std::string> resume = train_args(path("run"), {"--epochs", "1", "--resume"});
-  resume.erase(std::find(resume.begin(), resume.end(), "--quiet"));
-  const RunResult again = run(resume);
+  const RunResult again = run(without_quiet(train_args(path("run"), {"--epochs", "1", "--resume"})));
   ASSERT_TRUE(succeeded(again));
   EXPECT_NE(again.out.find(path("run") + " already finished 1 epoch; nothing to do (best/: epoch 1, val_loss "),
             std::string::npos)

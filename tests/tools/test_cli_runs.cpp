@@ -14,11 +14,6 @@ namespace {
 
 using namespace cli_test;
 
-std::vector<std::string> without_quiet(std::vector<std::string> args) {
-  args.erase(std::remove(args.begin(), args.end(), "--quiet"), args.end());
-  return args;
-}
-
 // Each file a run writes makes RUN_DIR a run's: a fresh run there is refused (exit 2), naming what is there,
 // unless --overwrite, which replaces the earlier run.
 TEST_F(CliTest, ARunDirectoryHoldingRunFilesIsRefusedUnlessOverwrite) {
