@@ -42,6 +42,11 @@ Batcher::Batcher(const std::vector<Example>* examples, const BatcherOptions& opt
   BERTRAIN_CHECK(examples_->size() <= static_cast<std::size_t>(std::numeric_limits<int>::max()),
                  "Batcher: " << examples_->size() << " examples do not fit an int index");
   BERTRAIN_CHECK(options_.batch_size >= 1, "Batcher: batch size must be at least 1, got " << options_.batch_size);
+  BERTRAIN_CHECK(options_.accumulation >= 1,
+                 "Batcher: accumulation must be at least 1, got " << options_.accumulation);
+  BERTRAIN_CHECK(static_cast<int64_t>(options_.batch_size) * options_.accumulation <= std::numeric_limits<int>::max(),
+                 "Batcher: batch size " << options_.batch_size << " x " << options_.accumulation
+                                        << " accumulation steps overflows int");
   BERTRAIN_CHECK(options_.world_size >= 1, "Batcher: world size must be at least 1, got " << options_.world_size);
   BERTRAIN_CHECK(options_.rank >= 0 && options_.rank < options_.world_size,
                  "Batcher: rank " << options_.rank << " outside [0, " << options_.world_size << ")");
@@ -50,7 +55,14 @@ Batcher::Batcher(const std::vector<Example>* examples, const BatcherOptions& opt
 
 int Batcher::batches_per_epoch() const {
   const auto n = static_cast<int64_t>(examples_->size());
-  return static_cast<int>((n + options_.batch_size - 1) / options_.batch_size);
+  const int64_t step_rows = static_cast<int64_t>(options_.batch_size) * options_.accumulation;
+  return static_cast<int>((n + step_rows - 1) / step_rows);
+}
+
+int Batcher::micro_batches(int index) const {
+  const int64_t step_rows = static_cast<int64_t>(options_.batch_size) * options_.accumulation;
+  const int64_t rows = std::min<int64_t>(step_rows, static_cast<int64_t>(examples_->size()) - index * step_rows);
+  return static_cast<int>((rows + options_.batch_size - 1) / options_.batch_size);
 }
 
 int Batcher::max_sequence_length() const {
@@ -69,7 +81,8 @@ int Batcher::max_tokens() const {
   int64_t most = 0;
   if (!options_.shuffle) {
     const int n = static_cast<int>(examples_->size());
-    for (int index = 0; index < batches_per_epoch(); ++index) {
+    // Micro-batches start every batch_size rows, whatever the accumulation.
+    for (int index = 0; index < (n + options_.batch_size - 1) / options_.batch_size; ++index) {
       const int global_start = index * options_.batch_size;
       const Slice slice =
           rank_slice(global_start, std::min(options_.batch_size, n - global_start), options_.rank, options_.world_size);
@@ -114,23 +127,27 @@ const std::vector<int>& Batcher::cached_order(int epoch) const {
   return order_;
 }
 
-void Batcher::batch(int epoch, int index, Batch* out) const {
+void Batcher::batch(int epoch, int index, Batch* out, int micro) const {
   BERTRAIN_CHECK(out != nullptr, "Batcher::batch: null output batch");
   BERTRAIN_CHECK(epoch >= 0, "Batcher::batch: negative epoch " << epoch);
   const int batches = batches_per_epoch();
   BERTRAIN_CHECK(index >= 0 && index < batches, "Batcher::batch: batch index " << index << " outside [0, " << batches
                                                 << ") (" << examples_->size() << " examples, batch size "
-                                                << options_.batch_size << ")");
+                                                << options_.batch_size << " x " << options_.accumulation << ")");
+  BERTRAIN_CHECK(micro >= 0 && micro < micro_batches(index), "Batcher::batch: micro-batch " << micro << " outside [0, "
+                                                                 << micro_batches(index) << ") of batch " << index);
   const std::vector<int>& epoch_order = cached_order(epoch);
   const int n = static_cast<int>(epoch_order.size());
-  const int global_start = index * options_.batch_size;
-  const int global_size = std::min(options_.batch_size, n - global_start);
-  const Slice slice = rank_slice(global_start, global_size, options_.rank, options_.world_size);
+  const int step_start = index * options_.batch_size * options_.accumulation;
+  const int step_size = std::min(options_.batch_size * options_.accumulation, n - step_start);
+  const int micro_start = step_start + micro * options_.batch_size;
+  const int micro_size = std::min(options_.batch_size, step_start + step_size - micro_start);
+  const Slice slice = rank_slice(micro_start, micro_size, options_.rank, options_.world_size);
 
   out->batch = slice.size;
-  out->first_row = slice.start - global_start;
-  out->global_batch = global_size;
-  out->loss_scale = static_cast<double>(slice.size) / global_size;
+  out->first_row = slice.start - step_start;
+  out->global_batch = step_size;
+  out->loss_scale = static_cast<double>(slice.size) / step_size;
   // assign() keeps the capacity, so the storage settles at the largest batch seen.
   out->rows.assign(epoch_order.begin() + slice.start, epoch_order.begin() + slice.start + slice.size);
   const std::size_t classes = static_cast<std::size_t>(options_.classes);

@@ -109,12 +109,12 @@ std::string delimiter_hint(const std::vector<std::string>& header, RecordFormat 
   return "";
 }
 
-// The columns a reader asks for: the text columns, then the label column, then "id".
+// The columns a reader asks for: the text columns, then the label column, then the id column.
 std::vector<std::string> requested_columns(const DatasetOptions& options) {
   BERTRAIN_CHECK(!options.text_columns.empty(), "--text-columns names no column");
   std::vector<std::string> columns = options.text_columns;
   columns.push_back(options.label_column);
-  columns.push_back("id");
+  columns.push_back(options.id_column);
   return columns;
 }
 
@@ -139,6 +139,10 @@ TextRowReader::TextRowReader(const std::string& path, const BertTokenizer& token
                    path << ": missing text column '" << options.text_columns[i] << "' " << columns
                         << (why_not.empty() ? hint(options, "text-columns", "; choose with --text-columns") : why_not)
                         << ")");
+  }
+  if (options.id_column_given) {
+    BERTRAIN_CHECK(records_.has_column(id_field_), path << ": missing id column '" << options.id_column << "' "
+                                                        << columns << "; choose with --id-column)");
   }
   if (options.read_labels) {
     BERTRAIN_CHECK(records_.has_column(label_field_),

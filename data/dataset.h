@@ -21,6 +21,8 @@ struct DatasetOptions {
   std::string format = "auto";                                   // --format: auto | csv | tsv | jsonl
   std::vector<std::string> text_columns = {"title", "description"};  // join_text_columns
   std::string label_column = "tag";
+  std::string id_column = "id";     // a row's id (predict's output); rows without one are numbered
+  bool id_column_given = false;     // --id-column was on the command line: the column must exist
   bool read_labels = false;   // training / evaluation: every row needs its labels
   bool multi_label = false;   // labels are sets: JSON arrays, or strings split at label_separator
   std::string label_separator = ",";
@@ -46,7 +48,7 @@ std::string join_text_columns(const std::vector<std::string>& values);
 // One good row of a dataset file.
 struct TextRow {
   int line = 0;                   // 1-based line where the row starts
-  std::string id;                 // the "id" column when present, else the row number (0-based, bad rows counted)
+  std::string id;                 // the id column (--id-column, default "id") when present, else the row number (0-based, bad rows counted)
   std::string raw_text;           // join_text_columns of the text columns, before cleaning
   std::vector<std::string> tags;  // its labels as written (read_labels only): one, or a set with multi_label
   Example example;                // token ids; labels left empty (LabelSet assigns them)

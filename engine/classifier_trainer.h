@@ -19,6 +19,7 @@ struct TrainerOptions {
   double collective_timeout_s = 300;  // GPU data parallelism: a collective slower than this aborts the job
   bool reduce_bf16 = false;           // GPU data parallelism: send gradients as bf16 (half the traffic)
   bool cuda_graphs = true;            // GPU evaluation: replay repeated batch shapes as CUDA graphs
+  int accumulation = 1;               // micro-batches per optimizer step (the GPU engine sizes a buffer by it)
 };
 
 template <typename T>

@@ -1,37 +1,37 @@
 #include "engine/trainer.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
-#include <cstdlib>
-#include <filesystem>
-#include <functional>
-#include <sstream>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <memory>
+#include <sstream>
 
-#include "core/atomic_file.h"
 #include "core/count_text.h"
 #include "core/cpu_threads.h"
 #include "core/error.h"
+#include "core/file_hash.h"
 #include "core/files.h"
 #include "core/progress.h"
 #include "data/batcher.h"
-#include "data/dataset.h"
-#include "data/label_checks.h"
-#include "data/labels.h"
-#include "data/split.h"
 #include "data/tokenizer.h"
 #include "dist/communicator.h"
 #include "engine/batch_view.h"
-#include "engine/checkpoint.h"
 #include "engine/classifier_trainer.h"
+#include "engine/early_stopping.h"
+#include "engine/lr_schedule.h"
 #include "engine/lr_scheduler.h"
 #include "engine/mlflow_run.h"
-#include "engine/predictor.h"
+#include "engine/resume_check.h"
+#include "engine/run_dir.h"
 #include "engine/stop_signals.h"
 #include "engine/training_backend.h"
+#include "engine/training_data.h"
+#include "engine/validation_metrics.h"
 #include "model/model_dir.h"
 
 namespace bertrain {
@@ -45,74 +45,18 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-void validate(const TrainArgs& a) {
-  BERTRAIN_CHECK(!a.model_dir.empty(), "--model is required");
-  BERTRAIN_CHECK(!a.train_data.empty(), "--train-data is required");
-  BERTRAIN_CHECK(!a.out_dir.empty(), "--out is required");
-  BERTRAIN_CHECK(a.epochs >= 1, "--epochs must be at least 1, got " << a.epochs);
-  BERTRAIN_CHECK(a.batch_size >= 1, "--batch-size must be at least 1, got " << a.batch_size);
-  BERTRAIN_CHECK(a.lr > 0 && std::isfinite(a.lr), "--lr must be positive, got " << a.lr);
-  BERTRAIN_CHECK(a.dropout >= 0 && a.dropout < 1, "--dropout must be in [0, 1), got " << a.dropout);
-  BERTRAIN_CHECK(a.lr_factor > 0 && a.lr_factor < 1, "--lr-factor must be in (0, 1), got " << a.lr_factor);
-  BERTRAIN_CHECK(a.lr_patience >= 0, "--lr-patience must be >= 0, got " << a.lr_patience);
-  BERTRAIN_CHECK(a.adam_beta1 >= 0 && a.adam_beta1 < 1, "--adam-beta1 must be in [0, 1), got " << a.adam_beta1);
-  BERTRAIN_CHECK(a.adam_beta2 >= 0 && a.adam_beta2 < 1, "--adam-beta2 must be in [0, 1), got " << a.adam_beta2);
-  BERTRAIN_CHECK(a.adam_eps > 0, "--adam-eps must be positive, got " << a.adam_eps);
-  BERTRAIN_CHECK(a.weight_decay >= 0, "--weight-decay must be >= 0, got " << a.weight_decay);
-  BERTRAIN_CHECK(a.num_samples >= 0, "--num-samples must be >= 0, got " << a.num_samples);
-  if (a.val_data.empty()) {
-    BERTRAIN_CHECK(a.val_fraction > 0 && a.val_fraction < 1, "--val-fraction must be in (0, 1), got " << a.val_fraction);
-  }
-  BERTRAIN_CHECK(a.collective_timeout_s > 0, "--collective-timeout must be positive, got " << a.collective_timeout_s);
-  BERTRAIN_CHECK(a.log_steps >= 0, "--log-steps must be >= 0, got " << a.log_steps);
-  BERTRAIN_CHECK(a.log_steps == 0 || !a.mlflow_dir.empty(), "--log-steps logs to MLflow: give --mlflow-dir too");
-  BERTRAIN_CHECK(a.save_steps >= 0, "--save-steps must be >= 0, got " << a.save_steps);
-  BERTRAIN_CHECK(a.keep >= 0, "--keep must be >= 0, got " << a.keep);
-  BERTRAIN_CHECK(a.keep == 0 || a.save_steps > 0, "--keep " << a.keep << " keeps step checkpoints: give --save-steps too");
-  BERTRAIN_CHECK(a.data.max_length >= 0, "--max-length must be >= 0 (0: the model's), got " << a.data.max_length);
-  BERTRAIN_CHECK(a.grad_reduce == "fp32" || a.grad_reduce == "bf16",
-                 "--grad-reduce must be fp32 or bf16, got '" << a.grad_reduce << "'");
-}
+constexpr double kInf = std::numeric_limits<double>::infinity();
 
-json args_json(const TrainArgs& a) {
-  return json{{"model", a.model_dir},          {"train_data", a.train_data},   {"val_data", a.val_data},
-              {"val_fraction", a.val_fraction}, {"out", a.out_dir},             {"epochs", a.epochs},
-              {"batch_size", a.batch_size},     {"lr", a.lr},                   {"dropout", a.dropout},
-              {"lr_factor", a.lr_factor},       {"lr_patience", a.lr_patience}, {"adam_beta1", a.adam_beta1},
-              {"adam_beta2", a.adam_beta2},     {"adam_eps", a.adam_eps},       {"weight_decay", a.weight_decay},
-              {"class_weights", a.class_weights}, {"num_samples", a.num_samples}, {"seed", a.seed},
-              {"split_seed", a.split_seed},     {"shuffle", a.shuffle},         {"clean", a.clean},
-              {"device", a.device},             {"precision", a.precision},     {"grad_reduce", a.grad_reduce},
-              {"collective_timeout_s", a.collective_timeout_s},
-              {"format", a.data.format},        {"text_columns", a.data.text_columns},
-              {"label_column", a.data.label_column}, {"multi_label", a.data.multi_label},
-              {"label_separator", a.data.label_separator}, {"skip_bad_rows", a.data.skip_bad_rows},
-              {"max_length", a.data.max_length}, {"head_init", head_init_name(a.head_init)},
-              {"save_steps", a.save_steps},     {"keep", a.keep},               {"log_steps", a.log_steps}};
-}
+// The per-evaluation metrics an MLflow run gets (--mlflow-dir), as metrics.jsonl has them (runs written before the
+// validation metrics existed lack the val_accuracy / val_f1* keys).
+constexpr const char* kMlflowMetrics[] = {"train_loss", "val_loss",     "val_accuracy", "val_f1",    "val_f1_micro",
+                                          "val_f1_macro", "lr",         "samples_per_s", "elapsed_s"};
 
-// The examples of `rows` of `data`, labelled by `labels` (a label outside them is an Error naming the file).
-std::vector<Example> labelled_examples(const TextDataset& data, const std::vector<int>& rows, const LabelSet& labels) {
-  std::vector<Example> out;
-  out.reserve(rows.size());
-  for (int r : rows) {
-    Example e = data.examples[static_cast<std::size_t>(r)];
-    e.labels = labels.require_all(data.tags[static_cast<std::size_t>(r)], data.source);
-    out.push_back(std::move(e));
-  }
-  return out;
-}
+// JSON has no infinity: an unset best is null.
+json finite_or_null(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
+double from_finite_or_null(const json& j, double fallback) { return j.is_null() ? fallback : j.get<double>(); }
 
-std::vector<int> all_rows(std::size_t n) {
-  std::vector<int> rows(n);
-  for (std::size_t i = 0; i < n; ++i) rows[i] = static_cast<int>(i);
-  return rows;
-}
-
-// The per-epoch metrics an MLflow run gets (--mlflow-dir), as metrics.jsonl has them.
-constexpr const char* kMlflowMetrics[] = {"train_loss", "val_loss", "lr", "samples_per_s", "elapsed_s"};
-
-// Running mean of batch losses, as the original reports its epoch losses.
+// Running mean of step losses, as the original reports its epoch losses.
 struct RunningMean {
   double mean = 0;
   int count = 0;
@@ -121,161 +65,6 @@ struct RunningMean {
   json to_json() const { return json{{"mean", mean}, {"count", count}}; }
   static RunningMean from_json(const json& j) { return RunningMean{j.at("mean").get<double>(), j.at("count").get<int>()}; }
 };
-
-void write_run_files(const std::string& out, const json& history, const json* results) {
-  std::string lines;
-  for (const json& m : history) lines += m.dump() + "\n";
-  write_file_atomically(out + "/metrics.jsonl", lines);
-  if (results != nullptr) write_json_file(out + "/results.json", *results);
-}
-
-// ---- The parts of a run, in the order run_training calls them ---------------------------------------
-
-// Where a run reads and writes: RUN_DIR/last and best, and the model directory it starts from.
-struct RunDirs {
-  std::string last, best;
-  std::string source;  // last/ when resuming, else --model (a RUN_DIR given as --model: its best/)
-  std::string vocab;   // copied into every checkpoint
-  std::vector<std::string> to_clear;  // --overwrite: the earlier run's files, removed once the inputs are checked
-  bool finished = false;              // --resume of a run that already trained its --epochs (results.json written)
-};
-
-// What a run writes into RUN_DIR; a fresh run refuses a RUN_DIR that holds any of them (unless --overwrite).
-constexpr const char* kRunFiles[] = {"last", "best", "checkpoints", "metrics.jsonl", "results.json", "evaluation.json",
-                                     "report.html"};
-
-// Repairs an interrupted checkpoint swap (rank 0), then checks that --resume finds a run to continue, or
-// that a fresh run does not overwrite one.
-RunDirs prepare_run_dir(const TrainArgs& args, Communicator& comm) {
-  RunDirs dirs{args.out_dir + "/last", args.out_dir + "/best", "", "", {}, false};
-  BERTRAIN_CHECK(!(args.resume && args.overwrite), "--resume continues the run in --out and --overwrite replaces it: "
-                                                   "give one of them");
-  BERTRAIN_CHECK(!path_exists(args.out_dir) || directory_exists(args.out_dir),
-                 "--out " << args.out_dir << " is a file, not a run directory");
-  if (comm.rank() == 0) {
-    recover_directory(dirs.last);
-    recover_directory(dirs.best);
-  }
-  // Every rank reads RUN_DIR below: wait until rank 0 has repaired it.
-  comm.all_true(true);
-  if (args.resume) {
-    BERTRAIN_CHECK(file_exists(dirs.last + "/trainer_state.json"),
-                   "--resume: " << dirs.last << "/trainer_state.json not found (no run to continue in " << args.out_dir
-                                << ")");
-    // results.json is written last: with it, the run trained all its epochs. Asked for no more, there is nothing to
-    // do, and saying so with exit status 0 makes a requeued or retried job step idempotent.
-    if (file_exists(args.out_dir + "/results.json")) {
-      const json state = read_json_file(dirs.last + "/trainer_state.json");
-      dirs.finished = !state.contains("steps_in_epoch") && state.value("epochs_done", 0) >= args.epochs;
-    }
-  } else {
-    std::vector<std::string> present;
-    for (const char* name : kRunFiles) {
-      if (path_exists(args.out_dir + "/" + name)) present.push_back(name);
-    }
-    if (!present.empty() && !args.overwrite) {
-      std::string names;
-      for (const std::string& name : present) names += (names.empty() ? "" : ", ") + name;
-      BERTRAIN_FAIL(args.out_dir << " already holds a run (" << names << "); pass --resume to continue it, --overwrite "
-                                 << "to replace it, or choose another --out");
-    }
-    for (const std::string& name : present) dirs.to_clear.push_back(args.out_dir + "/" + name);
-  }
-  dirs.source = args.resume ? dirs.last : resolve_model_dir(args.model_dir);
-  dirs.vocab = dirs.source + "/vocab.txt";
-  return dirs;
-}
-
-// The labelled training and validation rows.
-struct TrainingData {
-  LabelSet labels;
-  std::vector<Example> train, val;
-  DatasetOptions options;     // as the files were read (max_length resolved)
-  std::size_t truncated = 0;  // rows cut to max_length tokens
-  std::size_t skipped = 0;    // bad rows skipped (--skip-bad-rows)
-  std::vector<std::string> skip_reasons;
-  std::vector<std::string> warnings;  // about the labels (data/label_checks.h), printed by rank 0
-};
-
-// Training rows and validation rows: with --multi-label a seeded random split (label sets do not stratify), else
-// Made-With-ML's stratified split by label.
-Split split_rows(const TrainArgs& args, const TextDataset& file, const std::vector<int>& rows, const LabelSet& labels) {
-  if (args.data.multi_label) {
-    const int n = static_cast<int>(rows.size());
-    const int n_val = static_cast<int>(std::ceil(args.val_fraction * n));
-    std::vector<int> order = seeded_permutation(n, args.split_seed);
-    Split split;
-    split.val.assign(order.begin(), order.begin() + n_val);
-    split.train.assign(order.begin() + n_val, order.end());
-    std::sort(split.val.begin(), split.val.end());
-    std::sort(split.train.begin(), split.train.end());
-    return split;
-  }
-  std::vector<int> row_labels;
-  for (int r : rows) row_labels.push_back(labels.require(file.tags[static_cast<std::size_t>(r)].at(0), file.source));
-  return stratified_split(row_labels, args.val_fraction, args.split_seed);
-}
-
-// Reads --train-data (and --val-data, else a split of it), tokenized as the model in `source_dir` expects.
-// Labels: the sorted labels of the training rows, or the resumed model's.
-TrainingData load_training_data(const TrainArgs& args, const BertConfig& source_config, const BertTokenizer& tokenizer) {
-  DatasetOptions data_options = args.data;
-  data_options.clean = args.clean;
-  data_options.read_labels = true;
-  if (data_options.max_length == 0) data_options.max_length = source_config.max_position_embeddings;
-  BERTRAIN_CHECK(data_options.max_length <= source_config.max_position_embeddings,
-                 "--max-length " << data_options.max_length << " is more than the model's max_position_embeddings "
-                                 << source_config.max_position_embeddings);
-  const TextDataset train_file = load_text_dataset(args.train_data, tokenizer, nullptr, data_options);
-  std::vector<int> rows = all_rows(train_file.examples.size());
-  if (args.num_samples > 0) rows = sample_rows(static_cast<int>(rows.size()), args.num_samples, args.split_seed);
-
-  std::vector<std::string> tags;
-  for (int r : rows) {
-    for (const std::string& tag : train_file.tags[static_cast<std::size_t>(r)]) tags.push_back(tag);
-  }
-  TrainingData data{args.resume ? LabelSet(source_config.labels) : LabelSet::from_tags(tags), {}, {}, data_options,
-                    0, 0, {}, {}};
-  BERTRAIN_CHECK(data.labels.size() >= (args.data.multi_label ? 1 : 2),
-                 args.train_data << ": training needs at least " << (args.data.multi_label ? "one label" : "two distinct labels")
-                                 << ", found " << data.labels.size());
-  data.truncated = train_file.truncated;
-  data.skipped = train_file.skipped;
-  data.skip_reasons = train_file.skip_reasons;
-  if (!args.val_data.empty()) {
-    const TextDataset val_file = load_text_dataset(args.val_data, tokenizer, nullptr, data_options);
-    data.truncated += val_file.truncated;
-    data.skipped += val_file.skipped;
-    data.skip_reasons.insert(data.skip_reasons.end(), val_file.skip_reasons.begin(), val_file.skip_reasons.end());
-    data.train = labelled_examples(train_file, rows, data.labels);
-    data.val = labelled_examples(val_file, all_rows(val_file.examples.size()), data.labels);
-  } else {
-    const Split split = split_rows(args, train_file, rows, data.labels);
-    std::vector<int> train_rows, val_rows;
-    for (int i : split.train) train_rows.push_back(rows[static_cast<std::size_t>(i)]);
-    for (int i : split.val) val_rows.push_back(rows[static_cast<std::size_t>(i)]);
-    data.train = labelled_examples(train_file, train_rows, data.labels);
-    data.val = labelled_examples(train_file, val_rows, data.labels);
-  }
-  const std::vector<int> val_counts = count_label_rows(data.val, data.labels.size());
-  data.warnings =
-      label_count_warnings(data.labels.names(), count_label_rows(data.train, data.labels.size()), val_counts);
-  if (args.data.multi_label && !args.data.label_separator_given) {
-    for (std::string& w : label_separator_warnings(data.labels.names(), args.data.label_separator)) {
-      data.warnings.push_back(std::move(w));
-    }
-  }
-  const bool one_row_each =
-      data.train.empty() && std::all_of(val_counts.begin(), val_counts.end(), [](int n) { return n == 1; });
-  BERTRAIN_CHECK(!data.train.empty() && !data.val.empty(),
-                 "need at least one training and one validation row, got "
-                     << data.train.size() << " and " << data.val.size()
-                     << (one_row_each ? " (each of the " + std::to_string(data.labels.size()) +
-                                            " labels has a single row, which the split holds out for validation; is "
-                                            "--label-column '" + args.data.label_column + "' the label?)"
-                                      : ""));
-  return data;
-}
 
 void print_warnings(const TrainingData& data) {
   for (const std::string& warning : data.warnings) std::fprintf(stderr, "bertrain: warning: %s\n", warning.c_str());
@@ -300,57 +89,135 @@ TrainerOptions trainer_options(const TrainArgs& args, const TrainingData& data) 
   }
   options.collective_timeout_s = args.collective_timeout_s;
   options.reduce_bf16 = args.grad_reduce == "bf16";
+  options.accumulation = args.grad_accum_steps;
   return options;
 }
 
-// What the epoch loop carries from epoch to epoch, and what a checkpoint saves of it.
-struct RunState {
-  int first_epoch = 0, best_epoch = -1;
-  // A mid-epoch checkpoint: the batches of first_epoch already taken, their running loss and training seconds.
-  int first_step = 0;
-  RunningMean first_loss;
-  double first_seconds = 0;
-  double best_val_loss = std::numeric_limits<double>::infinity();
-  double elapsed_before = 0;  // seconds spent by the runs this one resumes
-  json history = json::array();
-  ReduceLROnPlateau scheduler;
-  std::string mlflow_run_id;  // the MLflow run this training logs to (--mlflow-dir), continued on --resume
+// How long the run trains and when it validates, from the flags and the data.
+struct TrainingPlan {
+  int steps_per_epoch = 0;  // optimizer steps (step batches of batch_size · grad_accum_steps rows)
+  long total_steps = 0;     // --max-steps, else epochs · steps_per_epoch
+  int epochs = 0;           // the epochs those steps touch (the last may end early with --max-steps)
+  LrSchedulerKind schedule = LrSchedulerKind::kPlateau;
+  long warmup_steps = 0;
+  BestMetric best;          // --metric-for-best
+
+  TrainingPlan(const TrainArgs& args, const Batcher& train_batcher)
+      : steps_per_epoch(train_batcher.batches_per_epoch()),
+        total_steps(args.max_steps > 0 ? args.max_steps : static_cast<long>(args.epochs) * steps_per_epoch),
+        epochs(static_cast<int>((total_steps + steps_per_epoch - 1) / steps_per_epoch)),
+        schedule(parse_lr_scheduler(args.lr_scheduler)),
+        warmup_steps(warmup_steps_for(args.warmup_steps, args.warmup_ratio, total_steps)),
+        best(parse_metric_for_best(args.metric_for_best)) {}
+
+  bool step_wise() const { return schedule != LrSchedulerKind::kPlateau; }
+  // The learning rate of optimizer update `step` (0-based) under a step-wise schedule.
+  double learning_rate(double base, long step) const {
+    return base * lr_multiplier(schedule, step, warmup_steps, total_steps);
+  }
+  // Validation after optimizer step `step` (0-based): every --eval-steps steps, else at each epoch's end; and after
+  // the last step.
+  bool evaluation_due(const TrainArgs& args, long step) const {
+    if (step + 1 == total_steps) return true;
+    if (args.eval_steps > 0) return (step + 1) % args.eval_steps == 0;
+    return (step + 1) % steps_per_epoch == 0;
+  }
+  // Metrics and MLflow steps: the epoch (0-based, as the original) when validating per epoch, else the optimizer step.
+  long log_step(const TrainArgs& args, const json& record) const {
+    return args.eval_steps > 0 ? record.at("step").get<long>() : record.at("epoch").get<long>();
+  }
 };
 
-// A fresh run's state, or the one saved in last/trainer_state.json (and the optimizer moments into `engine`).
-RunState initial_state(const TrainArgs& args, const RunDirs& dirs, TrainingBackend& engine) {
-  RunState run{0, -1, 0, {}, 0, std::numeric_limits<double>::infinity(), 0, json::array(),
-               ReduceLROnPlateau(args.lr, args.lr_factor, args.lr_patience), ""};
-  if (!args.resume) return run;
+// What the loop carries from evaluation to evaluation, and what a checkpoint saves of it.
+struct RunState {
+  long first_step = 0;           // optimizer steps already taken (a resumed run starts there)
+  RunningMean period_loss;       // the step losses since the last evaluation
+  double period_seconds = 0;     // and their training seconds
+  long period_rows = 0;          // and rows
+  int best_epoch = -1;
+  long best_step = -1;
+  double best_metric = kInf;     // --metric-for-best of best/ (±inf before any evaluation)
+  double best_val_loss = kInf;   // val_loss of best/
+  double elapsed_before = 0;     // seconds spent by the runs this one resumes
+  json history = json::array();
+  ReduceLROnPlateau scheduler;
+  EarlyStopping early_stopping;
+  json stopped_early;            // null, or {"epoch", "step", "reason"} once early stopping ended the run
+  json resumes = json::array();  // per --resume: the resumable settings it changed
+  std::string mlflow_run_id;     // the MLflow run this training logs to (--mlflow-dir), continued on --resume
+};
+
+RunState fresh_state(const TrainArgs& args, const TrainingPlan& plan) {
+  RunState run{0,  {}, 0, 0, -1, -1, plan.best.greater_is_better ? -kInf : kInf, kInf, 0, json::array(),
+               ReduceLROnPlateau(args.lr, args.lr_factor, args.lr_patience),
+               EarlyStopping(args.early_stopping_patience, args.early_stopping_threshold, plan.best.greater_is_better),
+               nullptr, json::array(), ""};
+  return run;
+}
+
+// --resume: refuses a command whose training settings differ from the checkpoint's (engine/resume_check.h), and a
+// step-wise schedule whose length changed (its learning rates depend on the total steps).
+void check_resume(const TrainArgs& args, const RunDirs& dirs, const json& params, const TrainingPlan& plan,
+                  json* resumes) {
+  const json state = read_json_file(dirs.last + "/trainer_state.json");
+  const json recorded = state.value("params", json::object());
+  std::vector<std::string> differences = resume_differences(recorded, params, train_args_json(TrainArgs{}));
+  const long planned = state.value("total_steps", plan.total_steps);
+  if (plan.step_wise() && planned != plan.total_steps) {
+    differences.push_back("--epochs / --max-steps: the " + args.lr_scheduler + " schedule was planned over " +
+                          std::to_string(planned) + " steps, now " + std::to_string(plan.total_steps));
+  }
+  if (!differences.empty()) {
+    std::string text;
+    for (const std::string& d : differences) text += (text.empty() ? "" : "; ") + d;
+    BERTRAIN_FAIL("--resume: the command differs from the checkpoint in " << dirs.last << ": " << text
+                                                                         << ". Resume with the run's settings (only "
+                                                                            "epochs, max-steps, save, keep, log "
+                                                                            "steps, threads, device and MLflow "
+                                                                            "settings may change), or start a new run");
+  }
+  const json changes = resumable_changes(recorded, params);
+  *resumes = state.value("resumes", json::array());
+  resumes->push_back(json{{"at_step", state.value("optimizer_steps", 0L)}, {"changed", changes}});
+}
+
+// The state saved in last/trainer_state.json, and the optimizer moments into `engine`.
+RunState resumed_state(const TrainArgs& args, const RunDirs& dirs, const TrainingPlan& plan, TrainingBackend& engine,
+                       json resumes) {
+  RunState run = fresh_state(args, plan);
+  run.resumes = std::move(resumes);
   const json state = read_json_file(dirs.last + "/trainer_state.json");
   try {
-    run.first_epoch = state.at("epochs_done").get<int>();
+    const int epochs_done = state.at("epochs_done").get<int>();
+    const int steps_in_epoch = state.value("steps_in_epoch", 0);
+    run.first_step = static_cast<long>(epochs_done) * plan.steps_per_epoch + steps_in_epoch;
     run.best_epoch = state.at("best_epoch").get<int>();
-    // null: no epoch has ended yet (a step checkpoint of the first epoch; JSON has no infinity).
-    const json& best = state.at("best_val_loss");
-    run.best_val_loss = best.is_null() ? std::numeric_limits<double>::infinity() : best.get<double>();
+    run.best_step = state.value("best_step", -1L);
+    run.best_val_loss = from_finite_or_null(state.at("best_val_loss"), kInf);
+    run.best_metric = from_finite_or_null(state.value("best_metric", state.at("best_val_loss")), run.best_metric);
     run.history = state.at("history");
     run.elapsed_before = state.at("elapsed_s").get<double>();
     run.scheduler = ReduceLROnPlateau::from_json(state.at("scheduler"));
+    if (state.contains("early_stopping")) run.early_stopping = EarlyStopping::from_json(state.at("early_stopping"));
+    run.stopped_early = state.value("stopped_early", json());
     run.mlflow_run_id = state.value("mlflow_run_id", "");
-    if (state.contains("steps_in_epoch")) {  // a step checkpoint
-      run.first_step = state.at("steps_in_epoch").get<int>();
-      run.first_loss = RunningMean::from_json(state.at("running_loss"));
-      run.first_seconds = state.at("epoch_train_seconds").get<double>();
+    if (state.contains("running_loss")) {  // a checkpoint between evaluations
+      run.period_loss = RunningMean::from_json(state.at("running_loss"));
+      run.period_seconds = state.at("epoch_train_seconds").get<double>();
+      run.period_rows = state.value("period_rows", 0L);
     }
-    BERTRAIN_CHECK(state.at("seed").get<uint64_t>() == args.seed,
-                   "--resume: the run used --seed " << state.at("seed") << ", got " << args.seed);
   } catch (const json::exception& e) {
     BERTRAIN_FAIL(dirs.last << "/trainer_state.json: " << e.what());
   }
   engine.load_optimizer(dirs.last + "/optimizer.safetensors");
-  engine.set_learning_rate(run.scheduler.learning_rate());
-  // (A run that trained all its epochs without writing results.json was stopped between its last checkpoint and its
-  // run files: resuming writes them, from the checkpoint's history. One with results.json never gets here.)
+  engine.set_learning_rate(plan.step_wise() ? plan.learning_rate(args.lr, run.first_step)
+                                            : run.scheduler.learning_rate());
+  // (A run that trained all its steps without writing results.json was stopped between its last checkpoint and its
+  // run files: resuming writes them, from the checkpoint's history.)
   return run;
 }
 
-void print_start(const TrainArgs& args, const TrainingData& data, const LoadedModel& model,
+void print_start(const TrainArgs& args, const TrainingPlan& plan, const TrainingData& data, const LoadedModel& model,
                  const TrainingBackend& engine, const Communicator& comm) {
   if (data.skipped > 0) {
     std::printf("note: skipped %s (--skip-bad-rows); the first:\n", count_of(data.skipped, "bad row").c_str());
@@ -360,10 +227,15 @@ void print_start(const TrainArgs& args, const TrainingData& data, const LoadedMo
     std::printf("note: %s longer than %d tokens %s truncated\n", count_of(data.truncated, "row").c_str(),
                 data.options.max_length, data.truncated == 1 ? "was" : "were");
   }
-  std::printf("training %s on %s, validating on %zu; %d labels%s; %zu parameters; batch %d, %s\n",
+  const std::string batch = args.grad_accum_steps > 1 ? std::to_string(args.batch_size) + " x " +
+                                                            std::to_string(args.grad_accum_steps) + " accumulated"
+                                                      : std::to_string(args.batch_size);
+  const std::string length = args.max_steps > 0 ? count_of(plan.total_steps, "step") + " (--max-steps)"
+                                                : count_of(plan.epochs, "epoch") + ", " + count_of(plan.total_steps, "step");
+  std::printf("training %s on %s, validating on %zu; %d labels%s; %zu parameters; batch %s, %s; lr %s\n",
               args.model_dir.c_str(), count_of(data.train.size(), "row").c_str(), data.val.size(), data.labels.size(),
-              args.data.multi_label ? " (multi-label)" : "", model.layout.parameter_count(), args.batch_size,
-              count_of(args.epochs, "epoch").c_str());
+              args.data.multi_label ? " (multi-label)" : "", model.layout.parameter_count(), batch.c_str(),
+              length.c_str(), args.lr_scheduler.c_str());
   std::printf("engine: %s%s", engine.description().c_str(), comm.size() > 1 ? " (rank 0)" : "");
   if (engine.device_memory_bytes() > 0) {
     std::printf("; %.2f GiB of device memory for parameters, gradients, optimizer state and activations",
@@ -371,167 +243,6 @@ void print_start(const TrainArgs& args, const TrainingData& data, const LoadedMo
   }
   std::printf("\n");
   std::fflush(stdout);
-}
-
-// One pass over this rank's slices of the training batches from batch `first_step` on (a resumed step
-// checkpoint; `loss_mean` holds the earlier batches' losses); returns the running mean of the (rank-summed) batch
-// losses. A GPU engine runs a step behind the host: step i's loss is taken after step i + 1 is enqueued, so the
-// next batch is prepared while the device computes. Every --save-steps optimizer steps (but on the epoch's last
-// batch, which the epoch's checkpoint covers) the pending loss is taken and save_step(batches done, losses so
-// far) is called on every rank.
-struct EpochResult {
-  double train_loss = 0;  // running mean of the batch losses
-  bool stop = false;      // a stop signal reached some rank (StopSignals): every rank agrees on it
-  bool finished = true;   // false: stopped inside the epoch, after save_step
-};
-
-EpochResult train_epoch(const TrainArgs& args, int epoch, int first_step, RunningMean loss_mean,
-                        const Batcher& batcher, TrainingBackend& engine, Communicator& comm, Progress& progress,
-                        Batch& batch, const std::function<void(int, const RunningMean&)>& save_step,
-                        const std::function<void(long, double)>& log_step) {
-  const auto epoch_start = Clock::now();
-  const int steps = batcher.batches_per_epoch();
-  EpochResult result;
-  auto record_loss = [&](int step_index) {
-    // The stop flag rides on the loss's allreduce: a signal that reached one rank stops all of them at the
-    // same step, without another collective.
-    double sums[2] = {engine.take_loss(), StopSignals::received() != 0 ? 1.0 : 0.0};
-    comm.allreduce_sum(sums, 2);
-    const double loss = sums[0];
-    result.stop |= sums[1] > 0;
-    // Every rank sees the same summed loss and gradient, so every rank stops here together. The step's
-    // update is already applied, so nothing more is saved: last/ keeps the last checkpoint.
-    const double grad_norm = engine.last_gradient_norm();
-    BERTRAIN_CHECK(std::isfinite(loss) && std::isfinite(grad_norm),
-                   "epoch " << epoch + 1 << ", step " << step_index + 1 << " of " << steps << ": the training loss is "
-                            << loss << " and the gradient norm " << grad_norm
-                            << "; training stopped (last/ holds the last checkpoint; try a lower --lr, or --precision "
-                               "fp32)");
-    loss_mean.add(loss);
-    const double seconds = seconds_since(epoch_start);
-    const double rate = (step_index + 1 - first_step) * static_cast<double>(args.batch_size) / seconds;
-    const double eta = seconds / (step_index + 1) * ((args.epochs - epoch) * steps - (step_index + 1));
-    progress.update(epoch + 1, args.epochs, step_index + 1, steps, loss, rate, eta);
-    // The global step counts batches from the start of training, the same after any resume.
-    const long global_step = static_cast<long>(epoch) * steps + step_index + 1;
-    if (args.log_steps > 0 && global_step % args.log_steps == 0) log_step(global_step, loss);
-  };
-  int pending = -1;  // the step whose loss is not taken yet
-  for (int i = first_step; i < steps; ++i) {
-    batcher.batch(epoch, i, &batch);
-    engine.train_step(bert_batch_view(batch), batch.targets.data(), batch.loss_scale, comm);
-    if (pending >= 0) record_loss(pending);
-    pending = i;
-    const bool save_due = args.save_steps > 0 && engine.optimizer_steps() % args.save_steps == 0;
-    if ((save_due || result.stop) && i + 1 < steps) {
-      record_loss(pending);
-      pending = -1;
-      save_step(i + 1, loss_mean);
-      if (result.stop) {
-        result.train_loss = loss_mean.mean;
-        result.finished = false;
-        return result;
-      }
-    }
-  }
-  if (pending >= 0) record_loss(pending);
-  result.train_loss = loss_mean.mean;
-  return result;
-}
-
-// The mean validation loss over the validation batches (dropout off), summed over ranks.
-double validation_loss(int epoch, const Batcher& batcher, TrainingBackend& engine, Communicator& comm, Batch& batch) {
-  RunningMean loss_mean;
-  for (int i = 0; i < batcher.batches_per_epoch(); ++i) {
-    batcher.batch(epoch, i, &batch);
-    double loss = engine.evaluate(bert_batch_view(batch), batch.targets.data()) * batch.loss_scale;
-    comm.allreduce_sum(&loss, 1);
-    loss_mean.add(loss);
-  }
-  return loss_mean.mean;
-}
-
-// Replaces last/ (and, with --keep, writes checkpoints/step-<S>/) with the current weights, optimizer and
-// trainer `state`, each directory swapped in atomically; older step checkpoints beyond --keep are removed.
-void write_checkpoint(const TrainArgs& args, const RunDirs& dirs, const LoadedModel& model, TrainingBackend& engine,
-                      const std::vector<float>& weights, const json& state, bool step_checkpoint) {
-  auto write = [&](const std::string& dir) {
-    save_model_dir(dir, model.config, model.layout, weights.data(), dirs.vocab);
-    engine.save_optimizer(dir + "/optimizer.safetensors");
-    write_json_file(dir + "/trainer_state.json", state);
-  };
-  replace_directory_atomically(dirs.last, write);
-  if (!step_checkpoint || args.keep == 0) return;
-  const std::string folder = args.out_dir + "/checkpoints";
-  make_directories(folder);
-  replace_directory_atomically(folder + "/step-" + std::to_string(engine.optimizer_steps()), write);
-  std::vector<std::pair<long, std::string>> kept;  // (step, path), for the newest --keep
-  for (const auto& entry : std::filesystem::directory_iterator(folder)) {
-    const std::string name = entry.path().filename().string();
-    const std::size_t tmp = name.find(".tmp-");
-    if (name.rfind("step-", 0) == 0 && tmp != std::string::npos) {
-      recover_directory(folder + "/" + name.substr(0, tmp));  // removes it when its writer was killed
-      continue;
-    }
-    if (name.rfind("step-", 0) != 0 || name.find_first_not_of("0123456789", 5) != std::string::npos) continue;
-    kept.emplace_back(std::stol(name.substr(5)), entry.path().string());
-  }
-  std::sort(kept.begin(), kept.end());
-  for (std::size_t i = 0; i + static_cast<std::size_t>(args.keep) < kept.size(); ++i) remove_tree(kept[i].second);
-}
-
-// The trainer state every checkpoint holds; mid-epoch ones add where in the epoch they are.
-json trainer_state(const TrainArgs& args, const RunState& run, const TrainingBackend& engine, int epochs_done,
-                   double elapsed, const json& params) {
-  return json{{"epochs_done", epochs_done},          {"best_epoch", run.best_epoch},
-              {"best_val_loss", run.best_val_loss},    {"history", run.history},
-              {"elapsed_s", elapsed},                  {"seed", args.seed},
-              {"scheduler", run.scheduler.to_json()},  {"optimizer_steps", engine.optimizer_steps()},
-              {"params", params},                      {"mlflow_run_id", run.mlflow_run_id}};
-}
-
-// best/: the model directory of the best epoch so far, swapped in atomically.
-void save_best(const RunDirs& dirs, const LoadedModel& model, const std::vector<float>& weights) {
-  replace_directory_atomically(dirs.best, [&](const std::string& dir) {
-    save_model_dir(dir, model.config, model.layout, weights.data(), dirs.vocab);
-  });
-}
-
-// Rank 0, after each epoch: last/ (model, optimizer, trainer state), best/ when the epoch improved, then
-// metrics.jsonl; each directory swapped in atomically.
-void save_epoch(const TrainArgs& args, const RunDirs& dirs, const LoadedModel& model, TrainingBackend& engine,
-                const RunState& run, int epoch, bool improved, double elapsed, const json& params) {
-  const std::vector<float>& weights = engine.parameters();
-  // last/ first: until it exists a killed first epoch leaves no run files, so the restart is a fresh run and not
-  // refused as a RUN_DIR holding one; a kill between last/ and best/ is repaired when the run resumes.
-  write_checkpoint(args, dirs, model, engine, weights, trainer_state(args, run, engine, epoch + 1, elapsed, params),
-                   false);
-  if (improved) save_best(dirs, model, weights);
-  write_run_files(args.out_dir, run.history, nullptr);
-}
-
-// Rank 0, every --save-steps optimizer steps inside an epoch: last/ (and checkpoints/step-<S>) as of `steps_done`
-// batches of `epoch`, with those batches' running loss and training seconds, so that --resume continues at the
-// next batch and ends where the uninterrupted run does, bit for bit.
-void save_step(const TrainArgs& args, const RunDirs& dirs, const LoadedModel& model, TrainingBackend& engine,
-               const RunState& run, int epoch, int steps_done, const RunningMean& loss, double epoch_seconds,
-               double elapsed, const json& params) {
-  json state = trainer_state(args, run, engine, epoch, elapsed, params);
-  state["steps_in_epoch"] = steps_done;
-  state["running_loss"] = loss.to_json();
-  state["epoch_train_seconds"] = epoch_seconds;
-  write_checkpoint(args, dirs, model, engine, engine.parameters(), state, true);
-}
-
-// What a run stopped by a signal says: where its checkpoint is and how to go on.
-std::string stop_message(const TrainArgs& args, const std::string& where, const TrainingBackend& engine) {
-  const int sig = StopSignals::received();
-  const char* name = sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : sig == SIGUSR1 ? "SIGUSR1" : "a signal";
-  std::ostringstream os;
-  os << "stopped by " << (sig != 0 ? name : "a signal to another rank") << " " << where << " of " << args.epochs
-     << ", after optimizer step " << engine.optimizer_steps() << "; checkpoint in " << args.out_dir
-     << "/last; continue with the same command and --resume";
-  return os.str();
 }
 
 // Test hook: BERTRAIN_TEST_CRASH_AFTER_STEP=S ends the process abruptly (std::_Exit(137), as a kill -9 would
@@ -542,16 +253,327 @@ long test_crash_step() {
   return v != nullptr && *v != '\0' ? std::atol(v) : -1;
 }
 
-// --resume of a run that already trained its epochs: nothing to do; results.json as it is.
+// The validation loss (mean over the validation batches of their rank-summed mean losses, as the original) and the
+// metrics of every validation row, counts summed over ranks.
+struct Validation {
+  double loss = 0;
+  ValidationMetrics metrics;
+};
+
+// The optimizer steps from run.first_step to plan.total_steps (or an early stop): micro-batches, losses, the
+// learning rate, evaluations, checkpoints. Every rank runs it; only the leader writes and prints.
+class TrainingLoop {
+ public:
+  struct Parts {
+    const TrainArgs& args;
+    const TrainingPlan& plan;
+    const RunDirs& dirs;
+    const LoadedModel& model;
+    const TrainingData& data;
+    const Batcher& train_batcher;
+    const Batcher& val_batcher;
+    TrainingBackend& engine;
+    Communicator& comm;
+    MlflowRun* mlflow;  // null without --mlflow-dir or on ranks > 0
+    const json& params;
+    Clock::time_point start;
+  };
+
+  TrainingLoop(const Parts& parts, RunState& run)
+      : p_(parts),
+        run_(run),
+        leader_(parts.comm.rank() == 0),
+        verbose_(leader_ && !parts.args.quiet),
+        progress_(verbose_),
+        counts_(parts.data.labels.size(), parts.args.data.multi_label),
+        logits_(static_cast<std::size_t>(parts.val_batcher.max_rows()) * parts.data.labels.size()),
+        crash_step_(test_crash_step()) {}
+
+  void run() {
+    loop_start_ = Clock::now();
+    period_start_ = loop_start_;
+    for (long step = run_.first_step; step < p_.plan.total_steps; ++step) {
+      train(step);
+      const bool evaluation = p_.plan.evaluation_due(p_.args, step);
+      const bool save = p_.args.save_steps > 0 && (step + 1) % p_.args.save_steps == 0;
+      if (evaluation || save || stop_) drain();
+      if (evaluation) {
+        evaluate(step, save);
+      } else if (save || stop_) {
+        checkpoint(step, save, /*evaluated=*/false);
+      }
+      if (!run_.stopped_early.is_null()) break;
+      if (stop_ && step + 1 < p_.plan.total_steps) {
+        progress_.clear();
+        throw TrainingStopped(stop_message(step));
+      }
+    }
+    drain();
+  }
+
+ private:
+  struct Pending {
+    long step;
+    bool last;  // the step's last micro-batch
+    long rows;  // the step batch's rows (global)
+  };
+
+  // Enqueues optimizer step `step` as its micro-batches; takes the losses of all but the newest micro-batch, so
+  // the host prepares the next batch while a GPU computes.
+  void train(long step) {
+    const int epoch = static_cast<int>(step / p_.plan.steps_per_epoch);
+    const int index = static_cast<int>(step % p_.plan.steps_per_epoch);
+    if (p_.plan.step_wise()) p_.engine.set_learning_rate(p_.plan.learning_rate(p_.args.lr, step));
+    const int micros = p_.train_batcher.micro_batches(index);
+    for (int m = 0; m < micros; ++m) {
+      p_.train_batcher.batch(epoch, index, &batch_, m);
+      p_.engine.train_step(bert_batch_view(batch_), batch_.targets.data(), batch_.loss_scale, p_.comm,
+                           MicroStep{m == 0, m + 1 == micros});
+      push({step, m + 1 == micros, batch_.global_batch});
+      while (pending_count_ > 1) take();
+    }
+  }
+
+  void push(const Pending& entry) {
+    pending_[(pending_first_ + pending_count_) % pending_.size()] = entry;
+    ++pending_count_;
+  }
+  void drain() {
+    while (pending_count_ > 0) take();
+  }
+  // The oldest micro-batch's loss; a step's last one completes the step: its loss summed over ranks (with the stop
+  // flag, so a signal that reached one rank stops all of them at the same step, without another collective).
+  void take() {
+    const Pending entry = pending_[pending_first_];
+    pending_first_ = (pending_first_ + 1) % pending_.size();
+    --pending_count_;
+    step_loss_ += p_.engine.take_loss();
+    if (!entry.last) return;
+    double sums[2] = {step_loss_, StopSignals::received() != 0 ? 1.0 : 0.0};
+    step_loss_ = 0;
+    p_.comm.allreduce_sum(sums, 2);
+    const double loss = sums[0];
+    stop_ |= sums[1] > 0;
+    const int epoch = static_cast<int>(entry.step / p_.plan.steps_per_epoch);
+    const int index = static_cast<int>(entry.step % p_.plan.steps_per_epoch);
+    // Every rank sees the same summed loss and gradient, so every rank stops here together. The step's update is
+    // already applied, so nothing more is saved: last/ keeps the last checkpoint.
+    const double grad_norm = p_.engine.last_gradient_norm();
+    BERTRAIN_CHECK(std::isfinite(loss) && std::isfinite(grad_norm),
+                   "epoch " << epoch + 1 << ", step " << index + 1 << " of " << p_.plan.steps_per_epoch
+                            << ": the training loss is " << loss << " and the gradient norm " << grad_norm
+                            << "; training stopped (last/ holds the last checkpoint; try a lower --lr, or --precision "
+                               "fp32)");
+    run_.period_loss.add(loss);
+    run_.period_rows += entry.rows;
+    rows_trained_ += entry.rows;
+    const double seconds = seconds_since(loop_start_);
+    const long done = entry.step + 1 - run_.first_step;
+    const double eta = seconds / static_cast<double>(done) * static_cast<double>(p_.plan.total_steps - entry.step - 1);
+    progress_.update(epoch + 1, p_.plan.epochs, index + 1, p_.plan.steps_per_epoch, loss,
+                     static_cast<double>(rows_trained_) / seconds, eta);
+    if (p_.mlflow != nullptr && p_.args.log_steps > 0 && (entry.step + 1) % p_.args.log_steps == 0) {
+      p_.mlflow->log_metric("step_train_loss", loss, entry.step + 1);
+    }
+  }
+
+  Validation validate(int epoch) {
+    Validation v;
+    RunningMean loss_mean;
+    std::fill(counts_.counts().begin(), counts_.counts().end(), 0.0);
+    for (int i = 0; i < p_.val_batcher.batches_per_epoch(); ++i) {
+      p_.val_batcher.batch(epoch, i, &batch_);
+      double loss = p_.engine.evaluate(bert_batch_view(batch_), batch_.targets.data(), logits_.data()) *
+                    batch_.loss_scale;
+      p_.comm.allreduce_sum(&loss, 1);
+      loss_mean.add(loss);
+      counts_.add(logits_.data(), batch_.targets.data(), batch_.batch);
+    }
+    p_.comm.allreduce_sum(counts_.counts().data(), counts_.counts().size());
+    v.loss = loss_mean.mean;
+    v.metrics = counts_.metrics();
+    return v;
+  }
+
+  double metric_value(const Validation& v) const {
+    const std::string& name = p_.plan.best.name;
+    if (name == "f1") return v.metrics.f1_weighted;
+    if (name == "accuracy") return v.metrics.accuracy;
+    return v.loss;
+  }
+  bool better(double value, double best) const {
+    return p_.plan.best.greater_is_better ? value > best : value < best;  // NaN is never better
+  }
+
+  // Validation after optimizer step `step`: the plateau schedule, best/, early stopping, metrics.jsonl, the
+  // checkpoint, MLflow and the log line.
+  void evaluate(long step, bool save) {
+    const int epoch = static_cast<int>(step / p_.plan.steps_per_epoch);
+    const double train_seconds = run_.period_seconds + seconds_since(period_start_);
+    const Validation v = validate(epoch);
+    // The rate the next step uses: the plateau schedule sees this evaluation's val_loss (Made-With-ML's), a
+    // step-wise one is a function of the step.
+    double lr;
+    if (p_.plan.step_wise()) {
+      lr = p_.plan.learning_rate(p_.args.lr, step + 1);
+    } else {
+      lr = run_.scheduler.step(v.loss);
+      p_.engine.set_learning_rate(lr);
+    }
+    const double metric = metric_value(v);
+    const bool improved = better(metric, run_.best_metric);
+    if (improved) {
+      run_.best_metric = metric;
+      run_.best_val_loss = v.loss;
+      run_.best_epoch = epoch;
+      run_.best_step = step + 1;
+    }
+    const bool stop_early = p_.args.early_stopping_patience > 0 && run_.early_stopping.update(metric);
+    const double elapsed = run_.elapsed_before + seconds_since(p_.start);
+    // As the original reports it: epochs from 0, lr after the scheduler has seen this evaluation.
+    run_.history.push_back(json{{"epoch", epoch},
+                                {"step", step + 1},
+                                {"lr", lr},
+                                {"train_loss", run_.period_loss.mean},
+                                {"val_loss", v.loss},
+                                {"val_accuracy", v.metrics.accuracy},
+                                {"val_f1", v.metrics.f1_weighted},
+                                {"val_f1_micro", v.metrics.f1_micro},
+                                {"val_f1_macro", v.metrics.f1_macro},
+                                {"samples_per_s", static_cast<double>(run_.period_rows) / train_seconds},
+                                {"elapsed_s", elapsed}});
+    if (stop_early) {
+      std::ostringstream why;
+      why << p_.plan.best.name << " did not improve"
+          << (p_.args.early_stopping_threshold > 0 ? " by more than " + std::to_string(p_.args.early_stopping_threshold)
+                                                   : std::string())
+          << " for " << count_of(p_.args.early_stopping_patience, "evaluation") << " (--early-stopping-patience); best "
+          << metric_text(run_.best_metric) << " at epoch " << run_.best_epoch + 1 << ", step " << run_.best_step;
+      run_.stopped_early = json{{"epoch", epoch}, {"step", step + 1}, {"reason", why.str()}};
+    }
+    run_.period_loss = RunningMean{};
+    run_.period_seconds = 0;
+    run_.period_rows = 0;
+    checkpoint(step, save, /*evaluated=*/true, improved);
+    progress_.clear();
+    if (verbose_) print_evaluation(step, v, lr, improved);
+    if (p_.mlflow != nullptr) {
+      const json& record = run_.history.back();
+      for (const char* key : kMlflowMetrics) p_.mlflow->log_metric(key, record.at(key).get<double>(), p_.plan.log_step(p_.args, record));
+    }
+    if (verbose_ && stop_early) {
+      std::printf("stopping early: %s\n", run_.stopped_early.at("reason").get<std::string>().c_str());
+      std::fflush(stdout);
+    }
+    period_start_ = Clock::now();
+  }
+
+  std::string metric_text(double value) const {
+    char text[64];
+    std::snprintf(text, sizeof(text), "%s %.5f", p_.plan.best.name.c_str(), value);
+    return text;
+  }
+
+  void print_evaluation(long step, const Validation& v, double lr, bool improved) const {
+    const int epoch = static_cast<int>(step / p_.plan.steps_per_epoch);
+    const json& m = run_.history.back();
+    std::string where = "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(p_.plan.epochs);
+    if (p_.args.eval_steps > 0 || p_.args.max_steps > 0) {
+      where = "step " + std::to_string(step + 1) + "/" + std::to_string(p_.plan.total_steps) + " (" + where + ")";
+    }
+    std::printf("%s  train_loss %.5f  val_loss %.5f  val_f1 %.4f  val_acc %.4f  lr %.3g  %.1f samples/s  %s%s\n",
+                where.c_str(), m.at("train_loss").get<double>(), v.loss, v.metrics.f1_weighted, v.metrics.accuracy, lr,
+                m.at("samples_per_s").get<double>(), format_duration(m.at("elapsed_s").get<double>()).c_str(),
+                improved ? "  (best)" : "");
+    std::fflush(stdout);
+  }
+
+  // The trainer state a checkpoint after optimizer step `step` holds: where the run is, what it has seen, and
+  // between evaluations the running loss of the steps since the last one.
+  json trainer_state(long step, bool evaluated) const {
+    const int epoch = static_cast<int>(step / p_.plan.steps_per_epoch);
+    const int index = static_cast<int>(step % p_.plan.steps_per_epoch);
+    const bool epoch_end = index + 1 == p_.plan.steps_per_epoch;
+    json state{{"epochs_done", epoch_end ? epoch + 1 : epoch},
+               {"best_epoch", run_.best_epoch},
+               {"best_step", run_.best_step},
+               {"best_metric", finite_or_null(run_.best_metric)},
+               {"best_val_loss", finite_or_null(run_.best_val_loss)},
+               {"history", run_.history},
+               {"elapsed_s", run_.elapsed_before + seconds_since(p_.start)},
+               {"seed", p_.args.seed},
+               {"scheduler", run_.scheduler.to_json()},
+               {"early_stopping", run_.early_stopping.to_json()},
+               {"stopped_early", run_.stopped_early},
+               {"optimizer_steps", p_.engine.optimizer_steps()},
+               {"total_steps", p_.plan.total_steps},
+               {"training_done", step + 1 == p_.plan.total_steps || !run_.stopped_early.is_null()},
+               {"resumes", run_.resumes},
+               {"params", p_.params},
+               {"mlflow_run_id", run_.mlflow_run_id}};
+    if (!epoch_end) state["steps_in_epoch"] = index + 1;
+    if (!evaluated) {
+      state["running_loss"] = run_.period_loss.to_json();
+      state["epoch_train_seconds"] = run_.period_seconds + seconds_since(period_start_);
+      state["period_rows"] = run_.period_rows;
+    }
+    return state;
+  }
+
+  // Rank 0: last/ (and with --keep checkpoints/step-<S>) after optimizer step `step`, then best/ when this
+  // evaluation improved, then metrics.jsonl. last/ first: until it exists a killed first evaluation leaves no run
+  // files, so the restart is a fresh run and not refused as a RUN_DIR holding one; a kill between last/ and best/
+  // is repaired when the run resumes.
+  void checkpoint(long step, bool step_checkpoint, bool evaluated, bool improved = false) {
+    if (!leader_) return;
+    const std::vector<float>& weights = p_.engine.parameters();
+    write_checkpoint(p_.args, p_.dirs, p_.model, p_.engine, weights, trainer_state(step, evaluated), step_checkpoint);
+    if (improved) save_best(p_.dirs, p_.model, weights);
+    if (evaluated) write_run_files(p_.args.out_dir, run_.history, nullptr);
+    if (p_.engine.optimizer_steps() == crash_step_) std::_Exit(137);
+  }
+
+  // What a run stopped by a signal says: where its checkpoint is and how to go on.
+  std::string stop_message(long step) const {
+    const int sig = StopSignals::received();
+    const char* name = sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : sig == SIGUSR1 ? "SIGUSR1" : "a signal";
+    const int epoch = static_cast<int>(step / p_.plan.steps_per_epoch);
+    const bool epoch_end = (step + 1) % p_.plan.steps_per_epoch == 0;
+    std::ostringstream os;
+    os << "stopped by " << (sig != 0 ? name : "a signal to another rank") << " "
+       << (epoch_end ? "at the end of epoch " : "in epoch ") << epoch + 1 << " of " << p_.plan.epochs
+       << ", after optimizer step " << p_.engine.optimizer_steps() << "; checkpoint in " << p_.args.out_dir
+       << "/last; continue with the same command and --resume";
+    return os.str();
+  }
+
+  Parts p_;
+  RunState& run_;
+  const bool leader_, verbose_;
+  Progress progress_;
+  Batch batch_;
+  ValidationCounts counts_;
+  std::vector<float> logits_;  // [rows of a validation batch, C]
+  std::array<Pending, 3> pending_{};  // micro-batches enqueued whose losses are not taken yet (at most 2)
+  std::size_t pending_first_ = 0, pending_count_ = 0;
+  double step_loss_ = 0;  // this rank's losses of the current step's micro-batches taken so far
+  bool stop_ = false;     // a stop signal reached some rank (StopSignals): every rank agrees on it
+  long rows_trained_ = 0;
+  Clock::time_point loop_start_, period_start_;
+  const long crash_step_;
+};
+
+// --resume of a run that already finished: nothing to do; results.json as it is.
 TrainingOutcome finished_run(const TrainArgs& args, bool verbose) {
   TrainingOutcome outcome{input_step([&] { return read_json_file(args.out_dir + "/results.json"); }), true};
   if (verbose) {
     const json& r = outcome.results;
-    const int epochs = static_cast<int>(r.value("metrics", json::array()).size());
-    std::printf("%s already finished %s; nothing to do (best/: epoch %d, val_loss %.5f; raise --epochs to train "
-                "more)\n",
-                args.out_dir.c_str(), count_of(epochs, "epoch").c_str(), r.value("best_epoch", -1) + 1,
-                r.value("best_val_loss", std::nan("")));
+    const int evaluations = static_cast<int>(r.value("metrics", json::array()).size());
+    const bool early = r.value("stopped_early", json()).is_object();
+    std::printf("%s already finished (%s%s); nothing to do (best/: epoch %d, val_loss %.5f%s)\n", args.out_dir.c_str(),
+                count_of(evaluations, "evaluation").c_str(), early ? ", stopped early" : "",
+                r.value("best_epoch", -1) + 1, r.value("best_val_loss", std::nan("")),
+                early ? "" : "; raise --epochs or --max-steps to train more");
     std::fflush(stdout);
   }
   return outcome;
@@ -560,7 +582,7 @@ TrainingOutcome finished_run(const TrainArgs& args, bool verbose) {
 }  // namespace
 
 TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
-  input_step([&] { validate(args); });
+  input_step([&] { validate_train_args(args); });
   // From here on SIGTERM, SIGINT and SIGUSR1 stop the run at its next step with a checkpoint (one that arrives
   // while the data and model load is acted on after the first step).
   const StopSignals stop_signals;
@@ -592,14 +614,24 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
 
   BatcherOptions train_batching;
   train_batching.batch_size = args.batch_size;
+  train_batching.accumulation = args.grad_accum_steps;
   train_batching.shuffle = args.shuffle;
   train_batching.seed = args.seed;
   train_batching.classes = data.labels.size();
   train_batching.rank = comm.rank();
   train_batching.world_size = comm.size();
   BatcherOptions val_batching = train_batching;
+  val_batching.accumulation = 1;
   val_batching.shuffle = false;
   const Batcher train_batcher(&data.train, train_batching), val_batcher(&data.val, val_batching);
+  const TrainingPlan plan(args, train_batcher);
+
+  // What this run trains with, data contents included: recorded, and compared by --resume.
+  json params = train_args_json(args);
+  params["train_data_hash"] = input_step([&] { return file_fingerprint(args.train_data); });
+  if (!args.val_data.empty()) params["val_data_hash"] = input_step([&] { return file_fingerprint(args.val_data); });
+  json resumes = json::array();
+  if (args.resume) input_step([&] { check_resume(args, dirs, params, plan, &resumes); });
 
   // Engine: its activations are sized by the most tokens of this rank's slices, not by rows × longest row.
   // --device cuda without a device, or bf16 on the CPU, is a flag that does not fit this machine (an input
@@ -609,30 +641,36 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
   const std::unique_ptr<TrainingBackend> engine =
       make_training_backend(choice, model.config, data.labels.size(), batch_limits({&train_batcher, &val_batcher}),
                             model.params, trainer_options(args, data), comm);
-  RunState run = input_step([&] { return initial_state(args, dirs, *engine); });
+  RunState run = args.resume ? input_step([&] { return resumed_state(args, dirs, plan, *engine, resumes); })
+                             : fresh_state(args, plan);
+  if (!args.resume && plan.step_wise()) engine->set_learning_rate(plan.learning_rate(args.lr, 0));
   if (verbose && args.resume) {
-    if (run.first_epoch < args.epochs) {
-      std::printf("resuming from epoch %d, step %ld (%s)\n", run.first_epoch + 1,
+    if (run.first_step < plan.total_steps) {
+      std::printf("resuming from epoch %d, step %ld (%s)\n", static_cast<int>(run.first_step / plan.steps_per_epoch) + 1,
                   static_cast<long>(engine->optimizer_steps()), dirs.last.c_str());
     } else {  // stopped after its last checkpoint, before results.json
-      std::printf("resuming after the last epoch, step %ld (%s): writing the run files\n",
+      std::printf("resuming after the last step, %ld (%s): writing the run files\n",
                   static_cast<long>(engine->optimizer_steps()), dirs.last.c_str());
     }
   }
 
-  json params = args_json(args);
   params["world_size"] = comm.size();
   params["engine"] = engine->description();
   params["device_memory_bytes"] = engine->device_memory_bytes();
-  if (verbose) print_start(args, data, model, *engine, comm);
+  if (verbose) print_start(args, plan, data, model, *engine, comm);
   if (leader) {
     // --overwrite: the earlier run goes only now, once the new run's inputs have been read and checked.
     for (const std::string& path : dirs.to_clear) remove_tree(path);
     make_directories(args.out_dir);
-    // best/ is written after last/ (save_epoch): a run stopped between the two has last/ of an epoch that improved
-    // and best/ of an older one, or none. That epoch's weights are last/'s; write them into best/ again.
-    if (run.first_step == 0 && run.best_epoch >= 0 && run.best_epoch == run.first_epoch - 1) {
+    // best/ is written after last/: a run stopped between the two has last/ of an evaluation that improved and
+    // best/ of an older one, or none. That evaluation's weights are last/'s; write them into best/ again.
+    const json& history = run.history;
+    if (args.resume && run.period_loss.count == 0 && !history.empty() &&
+        history.back().value("step", -2L) == run.best_step) {
       save_best(dirs, model, engine->parameters());
+    } else if (args.resume && run.period_loss.count == 0 && run.best_step < 0 && run.best_epoch >= 0 &&
+               run.best_epoch == static_cast<int>(run.first_step / plan.steps_per_epoch) - 1) {
+      save_best(dirs, model, engine->parameters());  // a checkpoint written before evaluations recorded their step
     }
   }
   // MLflow (rank 0): a new run, or the resumed training's own, RUNNING until the end.
@@ -644,77 +682,21 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
     mlflow->log_params(params);
     for (const char* key : kMlflowMetrics) {
       std::vector<std::pair<long, double>> values;
-      for (const json& m : run.history) values.emplace_back(m.at("epoch").get<long>(), m.at(key).get<double>());
+      for (const json& m : run.history) {
+        if (m.contains(key)) values.emplace_back(plan.log_step(args, m), m.at(key).get<double>());
+      }
       mlflow->reset_metric(key, values);  // a resumed run: as its checkpoint's history says
     }
     // Per-step losses up to the checkpoint's step stay; any logged after it (before a kill) are redone.
-    mlflow->truncate_metric("step_train_loss", static_cast<long>(run.first_epoch) * train_batcher.batches_per_epoch() +
-                                                   run.first_step);
+    mlflow->truncate_metric("step_train_loss", run.first_step);
     if (verbose) std::printf("mlflow: run %s in %s/%s\n", mlflow->run_id().c_str(), args.mlflow_dir.c_str(),
                              mlflow->experiment_id().c_str());
   }
 
-  // Epochs.
   try {
-  Progress progress(verbose);
-  Batch batch;
-  const long crash_step = test_crash_step();
-  for (int epoch = run.first_epoch; epoch < args.epochs; ++epoch) {
-    const auto epoch_start = Clock::now();
-    const bool resumed_epoch = epoch == run.first_epoch && run.first_step > 0;
-    const double seconds_before = resumed_epoch ? run.first_seconds : 0.0;
-    auto on_step_checkpoint = [&](int steps_done, const RunningMean& loss) {
-      if (!leader) return;
-      save_step(args, dirs, model, *engine, run, epoch, steps_done, loss, seconds_before + seconds_since(epoch_start),
-                run.elapsed_before + seconds_since(start), params);
-      if (engine->optimizer_steps() == crash_step) std::_Exit(137);
-    };
-    const EpochResult trained =
-        train_epoch(args, epoch, resumed_epoch ? run.first_step : 0, resumed_epoch ? run.first_loss : RunningMean{},
-                    train_batcher, *engine, comm, progress, batch, on_step_checkpoint, [&](long step, double loss) {
-                      if (mlflow) mlflow->log_metric("step_train_loss", loss, step);
-                    });
-    if (!trained.finished) {
-      progress.clear();
-      throw TrainingStopped(stop_message(args, "in epoch " + std::to_string(epoch + 1), *engine));
-    }
-    const double train_loss = trained.train_loss;
-    const double train_seconds = seconds_before + seconds_since(epoch_start);
-    const double val_loss = validation_loss(epoch, val_batcher, *engine, comm, batch);
-    const double lr = run.scheduler.step(val_loss);
-    engine->set_learning_rate(lr);
-    const bool improved = val_loss < run.best_val_loss;
-    if (improved) {
-      run.best_val_loss = val_loss;
-      run.best_epoch = epoch;
-    }
-    const double elapsed = run.elapsed_before + seconds_since(start);
-    // As the original reports it: epochs from 0, lr after the scheduler has seen this epoch's val_loss.
-    run.history.push_back(json{{"epoch", epoch},
-                               {"lr", lr},
-                               {"train_loss", train_loss},
-                               {"val_loss", val_loss},
-                               {"samples_per_s", data.train.size() / train_seconds},
-                               {"elapsed_s", elapsed}});
-    if (leader) save_epoch(args, dirs, model, *engine, run, epoch, improved, elapsed, params);
-    progress.clear();
-    if (verbose) {
-      std::printf("epoch %d/%d  train_loss %.5f  val_loss %.5f  lr %.3g  %.1f samples/s  %s%s\n", epoch + 1,
-                  args.epochs, train_loss, val_loss, lr, data.train.size() / train_seconds,
-                  format_duration(elapsed).c_str(), improved ? "  (best)" : "");
-      std::fflush(stdout);
-    }
-    if (mlflow) {
-      for (const char* key : kMlflowMetrics) {
-        mlflow->log_metric(key, run.history.back().at(key).get<double>(), epoch);
-      }
-    }
-    // A signal during the epoch's last batch: its checkpoint is the epoch's own.
-    if (trained.stop && epoch + 1 < args.epochs) {
-      throw TrainingStopped(stop_message(args, "at the end of epoch " + std::to_string(epoch + 1), *engine));
-    }
-  }
-
+    TrainingLoop({args, plan, dirs, model, data, train_batcher, val_batcher, *engine, comm, mlflow.get(), params, start},
+                 run)
+        .run();
   } catch (const TrainingStopped&) {
     if (mlflow) mlflow->set_status(MlflowStatus::kKilled);
     throw;
@@ -733,9 +715,16 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
                {"max_length", data.options.max_length},
                {"head_init", model.classifier_loaded ? "loaded" : head_init_name(args.head_init)},
                {"labels", data.labels.names()},
+               {"steps_per_epoch", plan.steps_per_epoch},
+               {"total_steps", plan.total_steps},
+               {"optimizer_steps", engine->optimizer_steps()},
                {"metrics", run.history},
                {"best_epoch", run.best_epoch},
-               {"best_val_loss", run.best_val_loss},
+               {"best_step", run.best_step},
+               {"best_val_loss", finite_or_null(run.best_val_loss)},
+               {"best_metric", json{{"name", plan.best.name}, {"value", finite_or_null(run.best_metric)}}},
+               {"stopped_early", run.stopped_early},
+               {"resumes", run.resumes},
                {"time_total_s", run.elapsed_before + seconds_since(start)}};
   // `bertrain launch` tells each attempt the restarts before it.
   if (const char* restarts = std::getenv("BERTRAIN_RESTARTS"); restarts != nullptr && *restarts != '\0') {
@@ -747,6 +736,11 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
     if (directory_exists(dirs.best)) mlflow->log_artifact(dirs.best, "best");
     mlflow->log_artifact(args.out_dir + "/results.json", "results.json");
     mlflow->set_status(MlflowStatus::kFinished);
+  }
+  if (leader && parse_optimizer_saving(args.save_optimizer) == OptimizerSaving::kDuring) drop_optimizer_state(args, dirs);
+  if (verbose) {
+    std::printf("disk: %s\n", disk_use_summary(args.out_dir).c_str());
+    std::fflush(stdout);
   }
   return TrainingOutcome{results, false};
 }

@@ -27,18 +27,30 @@ class CpuBackend final : public TrainingBackend {
   }
   std::size_t device_memory_bytes() const override { return 0; }
 
-  void train_step(const BertBatch& batch, const float* targets, double loss_scale, Communicator& comm) override {
+  void train_step(const BertBatch& batch, const float* targets, double loss_scale, Communicator& comm,
+                  MicroStep micro) override {
     const double loss = trainer_.compute_gradients(batch, targets, loss_scale);
-    comm.allreduce_sum(trainer_.gradients().data(), trainer_.gradients().size());
-    const double grad_norm = std::sqrt(sum_of_squares_cpu(trainer_.gradients().data(), trainer_.gradients().size()));
+    std::vector<float>& grads = trainer_.gradients();
+    if (!micro.last) {  // kept until the step's last micro-batch (assign allocates on the first step only)
+      if (micro.first) {
+        accumulated_.assign(grads.begin(), grads.end());
+      } else {
+        add_inplace_cpu(accumulated_.data(), grads.data(), grads.size());
+      }
+      steps_.push_back({loss, 0.0, false});
+      return;
+    }
+    if (!micro.first) add_inplace_cpu(grads.data(), accumulated_.data(), grads.size());
+    comm.allreduce_sum(grads.data(), grads.size());
+    const double grad_norm = std::sqrt(sum_of_squares_cpu(grads.data(), grads.size()));
     trainer_.apply_update();
-    steps_.push_back({loss, grad_norm});
+    steps_.push_back({loss, grad_norm, true});
   }
   double take_loss() override {
     BERTRAIN_CHECK(!steps_.empty(), "take_loss without a pending training step");
     const StepResult step = steps_.front();
     steps_.pop_front();
-    last_grad_norm_ = step.grad_norm;
+    if (step.updated) last_grad_norm_ = step.grad_norm;
     return step.loss;
   }
   double last_gradient_norm() const override { return last_grad_norm_; }
@@ -57,8 +69,10 @@ class CpuBackend final : public TrainingBackend {
  private:
   struct StepResult {
     double loss, grad_norm;
+    bool updated;  // the step's last micro-batch: grad_norm is the step's
   };
   ClassifierTrainer<float> trainer_;
+  std::vector<float> accumulated_;  // gradient accumulation: the step's earlier micro-batches' gradient sum
   std::deque<StepResult> steps_;
   double last_grad_norm_ = 0;
 };

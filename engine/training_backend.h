@@ -13,6 +13,14 @@
 
 namespace bertrain {
 
+// Where a micro-batch sits in its optimizer step (gradient accumulation, --grad-accum-steps): the first
+// starts the step's gradient, the others add theirs to it; the last sums it over ranks and updates the
+// parameters. Without accumulation every batch is both.
+struct MicroStep {
+  bool first = true;
+  bool last = true;
+};
+
 class TrainingBackend {
  public:
   virtual ~TrainingBackend() = default;
@@ -23,15 +31,18 @@ class TrainingBackend {
   // bytes; 0 on the CPU.
   virtual std::size_t device_memory_bytes() const = 0;
 
-  // Forward with training dropout, loss × loss_scale, backward, gradients summed over `comm`, one Adam
-  // update. On a GPU this only enqueues the work: the loss arrives through take_loss(), so the host can
-  // prepare the next batch while the device computes. batch and targets are host memory, reusable as soon
-  // as this returns. At most two steps may be waiting for take_loss().
-  virtual void train_step(const BertBatch& batch, const float* targets, double loss_scale, Communicator& comm) = 0;
-  // This rank's loss × loss_scale of the oldest step not taken yet; waits for that step to finish.
+  // Forward with training dropout, loss × loss_scale, backward; on the step's last micro-batch the step's
+  // gradient is summed over `comm` (once per optimizer step) and one Adam update applied. On a GPU this only
+  // enqueues the work: the loss arrives through take_loss(), so the host can prepare the next batch while the
+  // device computes. batch and targets are host memory, reusable as soon as this returns. At most two
+  // micro-batches may be waiting for take_loss().
+  virtual void train_step(const BertBatch& batch, const float* targets, double loss_scale, Communicator& comm,
+                          MicroStep micro = {}) = 0;
+  // This rank's loss × loss_scale of the oldest micro-batch not taken yet; waits for it to finish.
   virtual double take_loss() = 0;
-  // The L2 norm of the gradient (summed over ranks, as the optimizer saw it) of the step the last
-  // take_loss() returned. Not finite when that step overflowed: run_training stops then.
+  // The L2 norm of the gradient (summed over ranks and micro-batches, as the optimizer saw it) of the last
+  // step whose last micro-batch take_loss() returned. Not finite when that step overflowed: run_training stops
+  // then.
   virtual double last_gradient_norm() const = 0;
   // Forward without dropout and the mean loss over the batch's rows (0 for 0 rows). Waits for the result.
   virtual double evaluate(const BertBatch& batch, const float* targets) = 0;

@@ -51,6 +51,11 @@ void apply_data_flags(const ArgParser& p, DatasetOptions* options) {
       options->label_separator = p.get("label-separator");
       options->label_separator_given = true;
     }
+    if (p.has_option("id-column") && p.given("id-column")) {
+      BERTRAIN_CHECK(!p.get("id-column").empty(), "--id-column is empty: name the column of the row ids");
+      options->id_column = p.get("id-column");
+      options->id_column_given = true;
+    }
   });
   options->skip_bad_rows = p.get_flag("skip-bad-rows");
   if (!p.get("max-length").empty()) {

@@ -144,6 +144,8 @@ int run_predict(const std::vector<std::string>& args) {
            "single-label models with --threshold: the prediction below it (need not be one of the model's labels "
            "when given)").value_name("NAME");
   add_data_flags(p, false);
+  p.option("id-column", "id", "with --data: the column whose value is each output's \"id\" (rows without one get "
+                              "their row number, from 0)").value_name("NAME");
   add_inference_flags(p);
   if (!p.parse(args)) return 0;
   const bool has_title = p.given("title"), has_text = p.given("text"), has_data = p.given("data");

@@ -1,4 +1,5 @@
 // `bertrain train`: fine-tunes a BERT checkpoint on a tagged CSV (engine/trainer.h does the work).
+#include <cmath>
 #include <cstdio>
 
 #include <memory>
@@ -31,11 +32,31 @@ int run_train(const std::vector<std::string>& args) {
                         "one sigmoid per label");
   p.option("out", "", "the run directory (RUN_DIR below)", true).value_name("DIR");
   p.option("epochs", "10", "epochs");
-  p.option("batch-size", "256", "global batch size");
-  p.option("lr", "1e-4", "Adam learning rate").value_name("RATE");
+  p.option("max-steps", "0", "train this many optimizer steps, overriding --epochs (0: --epochs decides)");
+  p.option("batch-size", "256", "global batch size (per micro-batch with --grad-accum-steps)");
+  p.option("grad-accum-steps", "1", "sum the gradients of K batches of --batch-size before each optimizer step: the "
+                                    "step of a batch of batch-size x K rows, in the memory of one of batch-size")
+      .value_name("K");
+  p.option("lr", "1e-4", "Adam learning rate (the peak, with a step-wise --lr-scheduler)").value_name("RATE");
+  p.option("lr-scheduler", "plateau",
+           "plateau: ReduceLROnPlateau on val_loss after each evaluation (Made-With-ML's); linear, cosine, constant: "
+           "Hugging Face Trainer's schedules, per optimizer step, with --warmup-steps / --warmup-ratio")
+      .value_name("plateau|linear|cosine|constant");
+  p.option("warmup-steps", "0", "step-wise schedules: raise the rate linearly from 0 over the first N steps");
+  p.option("warmup-ratio", "0", "step-wise schedules: warm up over this fraction of the training steps (rounded up)")
+      .value_name("FRACTION");
   p.option("dropout", "0.5", "dropout before the classifier (BERT's own dropouts come from config.json)").value_name("P");
   p.option("lr-factor", "0.8", "ReduceLROnPlateau factor").value_name("FACTOR");
-  p.option("lr-patience", "3", "ReduceLROnPlateau patience (epochs)");
+  p.option("lr-patience", "3", "ReduceLROnPlateau patience (evaluations)");
+  p.option("eval-steps", "0", "validate every N optimizer steps (and after the last) instead of at each epoch's end");
+  p.option("metric-for-best", "val_loss",
+           "the validation metric that picks RUN_DIR/best and drives early stopping: val_loss (lower is better), f1 "
+           "(weighted) or accuracy (higher is better)")
+      .value_name("val_loss|f1|accuracy");
+  p.option("early-stopping-patience", "0",
+           "stop when --metric-for-best has not improved for N evaluations in a row (0: never; Trainer's "
+           "EarlyStoppingCallback)");
+  p.option("early-stopping-threshold", "0", "an improvement must exceed this to count for early stopping").value_name("X");
   p.option("adam-beta1", "0.9", "Adam beta1");
   p.option("adam-beta2", "0.999", "Adam beta2");
   p.option("adam-eps", "1e-8", "Adam epsilon");
@@ -56,6 +77,13 @@ int run_train(const std::vector<std::string>& args) {
   p.option("save-steps", "0", "also write the resumable checkpoint RUN_DIR/last every N optimizer steps (0: at "
                                 "the end of each epoch only)");
   p.option("keep", "0", "with --save-steps: keep the newest N step checkpoints as RUN_DIR/checkpoints/step-<S>");
+  p.option("save-total-limit", "0", "at most N resumable checkpoints: RUN_DIR/last and the newest N - 1 step "
+                                    "checkpoints (Trainer's save_total_limit; the same as --keep N-1; 0: --keep decides)");
+  p.option("save-optimizer", "during",
+           "the Adam moments (twice the model's size) in checkpoints: always (kept when the run finishes, so --resume "
+           "with more --epochs continues exactly), during (dropped when the run finishes: a stopped run still resumes "
+           "exactly), never (smallest; a stopped run cannot be resumed)")
+      .value_name("always|during|never");
   p.option("mlflow-dir", "", "also log the run (params, metrics per epoch, best/ and results.json) to this MLflow file store").value_name("DIR");
   p.option("experiment", "bertrain", "MLflow experiment name (with --mlflow-dir)").value_name("NAME");
   p.option("run-name", "", "MLflow run name (with --mlflow-dir; default: RUN_DIR's folder name)").value_name("NAME");
@@ -77,7 +105,16 @@ int run_train(const std::vector<std::string>& args) {
   a.out_dir = p.get("out");
   a.epochs = p.get_int("epochs");
   a.batch_size = p.get_int("batch-size");
+  a.grad_accum_steps = p.get_int("grad-accum-steps");
+  a.max_steps = p.get_int("max-steps");
   a.lr = p.get_double("lr");
+  a.lr_scheduler = p.get("lr-scheduler");
+  a.warmup_steps = p.get_int("warmup-steps");
+  a.warmup_ratio = p.get_double("warmup-ratio");
+  a.eval_steps = p.get_int("eval-steps");
+  a.metric_for_best = p.get("metric-for-best");
+  a.early_stopping_patience = p.get_int("early-stopping-patience");
+  a.early_stopping_threshold = p.get_double("early-stopping-threshold");
   a.dropout = p.get_double("dropout");
   a.lr_factor = p.get_double("lr-factor");
   a.lr_patience = p.get_int("lr-patience");
@@ -101,6 +138,13 @@ int run_train(const std::vector<std::string>& args) {
   a.grad_reduce = p.get("grad-reduce");
   a.save_steps = p.get_int("save-steps");
   a.keep = p.get_int("keep");
+  a.save_total_limit = p.get_int("save-total-limit");
+  if (p.given("save-total-limit")) {
+    if (p.given("keep")) throw UsageError("train: --save-total-limit and --keep both bound the step checkpoints: give one");
+    if (a.save_total_limit < 1) throw UsageError("train: --save-total-limit must be at least 1 (RUN_DIR/last)");
+    a.keep = a.save_total_limit - 1;
+  }
+  a.save_optimizer = p.get("save-optimizer");
   a.mlflow_dir = p.get("mlflow-dir");
   a.experiment = p.get("experiment");
   a.run_name = p.get("run-name");
@@ -129,9 +173,15 @@ int run_train(const std::vector<std::string>& args) {
   }
   if (!a.quiet && comm->rank() == 0 && !outcome.already_finished) {
     const nlohmann::json& results = outcome.results;
-    std::printf("best: epoch %d of %d, val_loss %.5f; model in %s/best, results in %s/results.json\n",
-                results.at("best_epoch").get<int>() + 1, static_cast<int>(results.at("metrics").size()),
-                results.at("best_val_loss").get<double>(), a.out_dir.c_str(), a.out_dir.c_str());
+    const nlohmann::json& best = results.at("best_metric");
+    const std::string metric = best.at("name").get<std::string>();
+    std::printf("best: epoch %d (step %ld) of %d, val_loss %.5f", results.at("best_epoch").get<int>() + 1,
+                results.at("best_step").get<long>(), results.at("metrics").back().at("epoch").get<int>() + 1,
+                results.at("best_val_loss").is_number() ? results.at("best_val_loss").get<double>() : std::nan(""));
+    if (metric != "val_loss" && best.at("value").is_number()) {
+      std::printf(", %s %.5f", metric.c_str(), best.at("value").get<double>());
+    }
+    std::printf("; model in %s/best, results in %s/results.json\n", a.out_dir.c_str(), a.out_dir.c_str());
   }
   return 0;
 }

@@ -92,6 +92,7 @@ class GpuBackend final : public TrainingBackend {
       cast_cuda(compute_.data(), master_.data(), size_, context_.stream());
     }
     if (!options.class_weights.empty()) class_weights_ = DeviceBuffer<float>(options.class_weights);
+    if (options.accumulation > 1) accumulated_ = DeviceBuffer<float>(size_);
     for (Staging& s : staging_) {
       s.ids = PinnedBuffer<int32_t>(ids_.size());
       s.cu_seqlens = PinnedBuffer<int32_t>(cu_seqlens_.size());
@@ -121,51 +122,66 @@ class GpuBackend final : public TrainingBackend {
            context_.handles().gemm_workspace_bytes + context_.handles().workspace_elements * sizeof(float);
   }
 
-  void train_step(const BertBatch& batch, const float* targets, double loss_scale, Communicator& comm) override {
+  void train_step(const BertBatch& batch, const float* targets, double loss_scale, Communicator& comm,
+                  MicroStep micro) override {
     BERTRAIN_CHECK(pending_.size() < staging_.size(), "train_step: take_loss() the earlier steps first");
     BERTRAIN_CHECK((comm.size() > 1) == (device_comm_ != nullptr),
                    "train_step with " << comm.size() << " ranks on an engine built for another world size");
+    BERTRAIN_CHECK(micro.last || accumulated_.size() > 0,
+                   "train_step: gradient accumulation on an engine built without it (TrainerOptions::accumulation)");
     const cudaStream_t stream = context_.stream();
     const int slot = next_slot_;
     next_slot_ = (next_slot_ + 1) % static_cast<int>(staging_.size());
     Staging& staging = staging_[static_cast<std::size_t>(slot)];
     float* loss = losses_.data() + 2 * slot;
-    if (batch.batch == 0) {  // this rank's share of a short last batch is empty
-      BERTRAIN_CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, grads_.bytes(), stream));
-      BERTRAIN_CUDA_CHECK(cudaMemsetAsync(loss, 0, sizeof(float), stream));
-      // Zero gradients still take part in every collective: the same buckets, in the same order, as the
-      // ranks that run the backward.
-      buckets_.all_gradients_ready([this](const GradientBucket& bucket) { reduce_bucket(bucket); });
-      finish_reductions();
+    // The step's last micro-batch adds the earlier ones' sum to each bucket just before reducing it (reduce_bucket).
+    add_accumulated_ = micro.last && !micro.first;
+    if (!micro.last) {
+      // An earlier micro-batch: its gradient goes into accumulated_; no collective, no update.
+      if (batch.batch == 0) {
+        if (micro.first) BERTRAIN_CUDA_CHECK(cudaMemsetAsync(accumulated_.data(), 0, accumulated_.bytes(), stream));
+        BERTRAIN_CUDA_CHECK(cudaMemsetAsync(loss, 0, sizeof(float), stream));
+      } else {
+        forward_and_backward(batch, targets, loss_scale, staging, loss, [](std::size_t) {});
+        if (micro.first) {
+          BERTRAIN_CUDA_CHECK(cudaMemcpyAsync(accumulated_.data(), grads_.data(), grads_.bytes(),
+                                              cudaMemcpyDeviceToDevice, stream));
+        } else {
+          add_inplace_cuda(accumulated_.data(), grads_.data(), size_, stream);
+        }
+      }
+      BERTRAIN_CUDA_CHECK(cudaMemsetAsync(loss + 1, 0, sizeof(float), stream));
     } else {
-      const BertBatch device_batch = upload(batch, targets, staging);
-      const auto step = static_cast<uint32_t>(steps_);
-      model_.forward(compute_params(), device_batch, DropoutSetting::training(model_.config(), options_.seed, step));
-      classification_loss_cuda(options_.loss, loss, model_.dlogits(), model_.logits(), targets_.data(),
-                                class_weights_.size() > 0 ? class_weights_.data() : nullptr, batch.batch,
-                                model_.num_labels(), static_cast<float>(loss_scale), stream);
-      // With one GPU the reports are still checked against the plan (reduce_bucket does nothing).
-      model_.backward(grads_.data(), compute_params(), model_.dlogits(), [this](std::size_t offset) {
-        buckets_.gradients_ready(offset, [this](const GradientBucket& bucket) { reduce_bucket(bucket); });
-      });
+      if (batch.batch == 0) {  // this rank's share of a short last batch is empty
+        BERTRAIN_CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, grads_.bytes(), stream));
+        BERTRAIN_CUDA_CHECK(cudaMemsetAsync(loss, 0, sizeof(float), stream));
+        // Zero gradients still take part in every collective: the same buckets, in the same order, as the
+        // ranks that run the backward.
+        buckets_.all_gradients_ready([this](const GradientBucket& bucket) { reduce_bucket(bucket); });
+      } else {
+        // With one GPU the reports are still checked against the plan (reduce_bucket does nothing).
+        forward_and_backward(batch, targets, loss_scale, staging, loss, [this](std::size_t offset) {
+          buckets_.gradients_ready(offset, [this](const GradientBucket& bucket) { reduce_bucket(bucket); });
+        });
+      }
       finish_reductions();
+      // loss[1] = Σ g² of the (reduced) gradient, read back with the loss: a non-finite step stops training.
+      sum_of_squares_cuda(context_.handles(), loss + 1, grads_.data(), size_);
+      adam_update_cuda(master_.data(), moments_.data(), moments_.data() + size_, grads_.data(), compute_copy(), size_,
+                       hyper_, ++steps_, stream);
     }
-    // loss[1] = Σ g² of the (reduced) gradient, read back with the loss: a non-finite step stops training.
-    sum_of_squares_cuda(context_.handles(), loss + 1, grads_.data(), size_);
-    adam_update_cuda(master_.data(), moments_.data(), moments_.data() + size_, grads_.data(), compute_copy(), size_,
-                     hyper_, ++steps_, stream);
     BERTRAIN_CUDA_CHECK(cudaMemcpyAsync(staging.loss.data(), loss, 2 * sizeof(float), cudaMemcpyDeviceToHost, stream));
     BERTRAIN_CUDA_CHECK(cudaEventRecord(staging.done.get(), stream));
-    pending_.push_back(slot);
+    pending_.push_back({slot, micro.last});
   }
 
   double take_loss() override {
     BERTRAIN_CHECK(!pending_.empty(), "take_loss without a pending training step");
-    const int slot = pending_.front();
+    const Pending step = pending_.front();
     pending_.pop_front();
-    Staging& staging = staging_[static_cast<std::size_t>(slot)];
+    Staging& staging = staging_[static_cast<std::size_t>(step.slot)];
     wait(staging.done.get());
-    last_grad_norm_ = std::sqrt(static_cast<double>(staging.loss.data()[1]));
+    if (step.updated) last_grad_norm_ = std::sqrt(static_cast<double>(staging.loss.data()[1]));
     return staging.loss.data()[0];
   }
   double last_gradient_norm() const override { return last_grad_norm_; }
@@ -240,6 +256,22 @@ class GpuBackend final : public TrainingBackend {
     }
   }
 
+  // Enqueues the upload of `batch`, the forward with training dropout, the loss (× loss_scale, into loss[0]) and
+  // the backward writing (=) grads_, reporting finished gradients to on_ready.
+  void forward_and_backward(const BertBatch& batch, const float* targets, double loss_scale, Staging& staging,
+                            float* loss, const std::function<void(std::size_t)>& on_ready) {
+    const cudaStream_t stream = context_.stream();
+    const BertBatch device_batch = upload(batch, targets, staging);
+    // Every micro-batch of a step draws its dropout masks with the step's index (and its rows' positions in the
+    // step batch), as one batch of all their rows would.
+    const auto step = static_cast<uint32_t>(steps_);
+    model_.forward(compute_params(), device_batch, DropoutSetting::training(model_.config(), options_.seed, step));
+    classification_loss_cuda(options_.loss, loss, model_.dlogits(), model_.logits(), targets_.data(),
+                             class_weights_.size() > 0 ? class_weights_.data() : nullptr, batch.batch,
+                             model_.num_labels(), static_cast<float>(loss_scale), stream);
+    model_.backward(grads_.data(), compute_params(), model_.dlogits(), on_ready);
+  }
+
   // Copies the host batch into `staging` (free: its previous step has been taken) and enqueues the uploads.
   // Ids and row offsets are checked here: a kernel cannot report an out-of-range id or a broken offset.
   BertBatch upload(const BertBatch& batch, const float* targets, Staging& staging) {
@@ -265,8 +297,9 @@ class GpuBackend final : public TrainingBackend {
   // The gradients of `bucket` are final on the compute stream: sum them across ranks on the communication
   // stream. Called by buckets_ only, so every rank reduces the plan's buckets in the plan's order.
   void reduce_bucket(const GradientBucket& bucket) {
-    if (device_comm_ == nullptr) return;
     const std::size_t begin = bucket.begin, n = bucket.size();
+    if (add_accumulated_) add_inplace_cuda(grads_.data() + begin, accumulated_.data() + begin, n, context_.stream());
+    if (device_comm_ == nullptr) return;
     BERTRAIN_CUDA_CHECK(cudaEventRecord(bucket_ready_.get(), context_.stream()));
     BERTRAIN_CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, bucket_ready_.get(), 0));
     if (reduce_buffer_.size() > 0) {
@@ -313,9 +346,15 @@ class GpuBackend final : public TrainingBackend {
   DeviceBuffer<T> compute_;                        // bf16 copy of master_ (empty in fp32)
   DeviceBuffer<int32_t> ids_, cu_seqlens_;
   DeviceBuffer<float> targets_, class_weights_, losses_;
+  DeviceBuffer<float> accumulated_;  // gradient accumulation: the step's earlier micro-batches' gradient sum
+  bool add_accumulated_ = false;     // this backward's buckets get accumulated_ added before their reduction
   std::array<Staging, 2> staging_;
   GraphCache evaluation_graphs_{options_.cuda_graphs ? kMaxEvaluationGraphs : 0};
-  std::deque<int> pending_;
+  struct Pending {
+    int slot;      // staging_ slot holding its loss
+    bool updated;  // the step's last micro-batch: the slot also holds the step's gradient norm
+  };
+  std::deque<Pending> pending_;
   int next_slot_ = 0;
   long steps_ = 0;
   double last_grad_norm_ = 0;

@@ -500,3 +500,49 @@ TEST(Batcher, RejectsBadExamples) {
 
 }  // namespace
 }  // namespace bertrain
+
+// Gradient accumulation: the micro-batches of a step batch, over all ranks, are exactly the rows of one batch of
+// batch_size · accumulation, with the positions (first_row, for dropout) and weights (loss_scale) that batch gives
+// them, so their summed gradients are its gradient.
+TEST(Batcher, MicroBatchesAreTheStepBatchCutInPieces) {
+  const std::vector<Example> examples = examples_of_lengths({5, 1, 7, 2, 3, 9, 4, 6, 2, 8, 1}, 3);  // 11 rows
+  for (int world : {1, 2, 3}) {
+    BatcherOptions whole_options = options(6, 3);
+    const Batcher whole(&examples, whole_options);  // one process, batches of 6
+    ASSERT_EQ(whole.batches_per_epoch(), 2);
+    for (int rank = 0; rank < world; ++rank) {
+      BatcherOptions o = options(2, 3, rank, world);
+      o.accumulation = 3;  // steps of 2 x 3 = 6 rows
+      const Batcher micro(&examples, o);
+      ASSERT_EQ(micro.batches_per_epoch(), 2) << world;
+      EXPECT_EQ(micro.micro_batches(0), 3);
+      EXPECT_EQ(micro.micro_batches(1), 3);  // 5 rows left: 2 + 2 + 1
+      EXPECT_LE(micro.max_rows(), 2);
+      Batch w, m;
+      for (int step = 0; step < 2; ++step) {
+        whole.batch(0, step, &w);
+        double scale = 0;
+        for (int k = 0; k < micro.micro_batches(step); ++k) {
+          micro.batch(0, step, &m, k);
+          EXPECT_EQ(m.global_batch, w.batch);
+          EXPECT_DOUBLE_EQ(m.loss_scale, static_cast<double>(m.batch) / w.batch);
+          scale += m.loss_scale;
+          for (int r = 0; r < m.batch; ++r) {
+            // Row r of this slice is row first_row + r of the whole step batch.
+            EXPECT_EQ(m.rows[static_cast<std::size_t>(r)], w.rows[static_cast<std::size_t>(m.first_row + r)])
+                << "world " << world << " rank " << rank << " step " << step << " micro " << k;
+          }
+          EXPECT_LE(m.tokens, micro.max_tokens());
+        }
+        if (world == 1) {
+          EXPECT_DOUBLE_EQ(scale, 1.0);
+        }
+      }
+      Batch b;
+      expect_error([&] { micro.batch(0, 1, &b, 3); }, {"micro-batch 3 outside [0, 3)"});
+    }
+  }
+  BatcherOptions bad = options(2, 3);
+  bad.accumulation = 0;
+  expect_error([&] { Batcher(&examples, bad); }, {"accumulation must be at least 1"});
+}

@@ -1,0 +1,197 @@
+#include "engine/run_dir.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <system_error>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/files.h"
+#include "engine/predictor.h"
+
+namespace bertrain {
+
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr const char* kOptimizerFile = "optimizer.safetensors";
+
+// Bytes under `path` (a file or a folder, recursively; links not followed); unreadable entries count 0.
+std::uintmax_t bytes_under(const fs::path& path) {
+  std::error_code error;
+  if (fs::is_regular_file(fs::symlink_status(path, error))) return fs::file_size(path, error);
+  std::uintmax_t total = 0;
+  for (fs::recursive_directory_iterator it(path, error), end; !error && it != end; it.increment(error)) {
+    if (it->is_regular_file(error) && !it->is_symlink(error)) total += it->file_size(error);
+  }
+  return total;
+}
+
+std::string megabytes(std::uintmax_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f MB", static_cast<double>(bytes) / 1e6);
+  return text;
+}
+
+// The step checkpoints in RUN_DIR/checkpoints, oldest first; interrupted writes are repaired (removed) on the way.
+std::vector<std::pair<long, std::string>> step_checkpoints(const std::string& folder) {
+  std::vector<std::pair<long, std::string>> found;  // (step, path)
+  if (!directory_exists(folder)) return found;
+  for (const auto& entry : fs::directory_iterator(folder)) {
+    const std::string name = entry.path().filename().string();
+    const std::size_t tmp = name.find(".tmp-");
+    if (name.rfind("step-", 0) == 0 && tmp != std::string::npos) {
+      recover_directory(folder + "/" + name.substr(0, tmp));  // removes it when its writer was killed
+      continue;
+    }
+    if (name.rfind("step-", 0) != 0 || name.size() == 5 ||
+        name.find_first_not_of("0123456789", 5) != std::string::npos) {
+      continue;
+    }
+    found.emplace_back(std::stol(name.substr(5)), entry.path().string());
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+// Whether a finished run (results.json written) already did what `args` asks: a run that stopped early is done;
+// otherwise its training budget (--epochs, --max-steps) must cover the one asked for now.
+bool finished_as_asked(const TrainArgs& args, const json& state) {
+  if (state.value("stopped_early", json()).is_object()) return true;
+  const json& ran = state.value("params", json::object());
+  const long ran_max_steps = ran.value("max_steps", 0L);
+  if (ran_max_steps != args.max_steps) return false;
+  if (args.max_steps == 0 && ran.value("epochs", 0) < args.epochs) return false;
+  // Checkpoints written before "training_done" existed: an epoch-end checkpoint of the last epoch.
+  return state.value("training_done", !state.contains("steps_in_epoch") && state.value("epochs_done", 0) >= args.epochs);
+}
+
+}  // namespace
+
+OptimizerSaving parse_optimizer_saving(const std::string& text) {
+  if (text == "always") return OptimizerSaving::kAlways;
+  if (text == "during") return OptimizerSaving::kDuring;
+  if (text == "never") return OptimizerSaving::kNever;
+  BERTRAIN_FAIL("--save-optimizer must be always, during or never, got '" << text << "'");
+}
+
+std::string to_string(OptimizerSaving saving) {
+  switch (saving) {
+    case OptimizerSaving::kAlways: return "always";
+    case OptimizerSaving::kDuring: return "during";
+    case OptimizerSaving::kNever: return "never";
+  }
+  return "?";
+}
+
+RunDirs prepare_run_dir(const TrainArgs& args, Communicator& comm) {
+  RunDirs dirs{args.out_dir + "/last", args.out_dir + "/best", "", "", {}, false};
+  BERTRAIN_CHECK(!(args.resume && args.overwrite), "--resume continues the run in --out and --overwrite replaces it: "
+                                                   "give one of them");
+  BERTRAIN_CHECK(!path_exists(args.out_dir) || directory_exists(args.out_dir),
+                 "--out " << args.out_dir << " is a file, not a run directory");
+  if (comm.rank() == 0) {
+    recover_directory(dirs.last);
+    recover_directory(dirs.best);
+  }
+  // Every rank reads RUN_DIR below: wait until rank 0 has repaired it.
+  comm.all_true(true);
+  if (args.resume) {
+    BERTRAIN_CHECK(file_exists(dirs.last + "/trainer_state.json"),
+                   "--resume: " << dirs.last << "/trainer_state.json not found (no run to continue in " << args.out_dir
+                                << ")");
+    // results.json is written last: with it, the run finished. Asked for no more, there is nothing to do, and
+    // saying so with exit status 0 makes a requeued or retried job step idempotent.
+    if (file_exists(args.out_dir + "/results.json")) {
+      dirs.finished = finished_as_asked(args, read_json_file(dirs.last + "/trainer_state.json"));
+    }
+    if (!dirs.finished) {
+      BERTRAIN_CHECK(file_exists(dirs.last + "/" + kOptimizerFile),
+                     "--resume: " << dirs.last << " holds no optimizer state (the run was trained with --save-optimizer "
+                                  << "never, or during and it had finished), so a resumed run would not continue the "
+                                  << "same training; start a new run from its weights with --model " << dirs.last);
+    }
+  } else {
+    std::vector<std::string> present;
+    for (const char* name : kRunFiles) {
+      if (path_exists(args.out_dir + "/" + name)) present.push_back(name);
+    }
+    if (!present.empty() && !args.overwrite) {
+      std::string names;
+      for (const std::string& name : present) names += (names.empty() ? "" : ", ") + name;
+      BERTRAIN_FAIL(args.out_dir << " already holds a run (" << names << "); pass --resume to continue it, --overwrite "
+                                 << "to replace it, or choose another --out");
+    }
+    for (const std::string& name : present) dirs.to_clear.push_back(args.out_dir + "/" + name);
+  }
+  dirs.source = args.resume ? dirs.last : resolve_model_dir(args.model_dir);
+  dirs.vocab = dirs.source + "/vocab.txt";
+  return dirs;
+}
+
+void write_run_files(const std::string& out, const json& history, const json* results) {
+  std::string lines;
+  for (const json& m : history) lines += m.dump() + "\n";
+  write_file_atomically(out + "/metrics.jsonl", lines);
+  if (results != nullptr) write_json_file(out + "/results.json", *results);
+}
+
+void write_checkpoint(const TrainArgs& args, const RunDirs& dirs, const LoadedModel& model, TrainingBackend& engine,
+                      const std::vector<float>& weights, const json& state, bool step_checkpoint) {
+  const bool with_optimizer = parse_optimizer_saving(args.save_optimizer) != OptimizerSaving::kNever;
+  auto write = [&](const std::string& dir) {
+    save_model_dir(dir, model.config, model.layout, weights.data(), dirs.vocab);
+    if (with_optimizer) engine.save_optimizer(dir + "/" + kOptimizerFile);
+    write_json_file(dir + "/trainer_state.json", state);
+  };
+  replace_directory_atomically(dirs.last, write);
+  if (!step_checkpoint || args.keep == 0) return;
+  const std::string folder = args.out_dir + "/checkpoints";
+  make_directories(folder);
+  replace_directory_atomically(folder + "/step-" + std::to_string(engine.optimizer_steps()), write);
+  const auto kept = step_checkpoints(folder);
+  for (std::size_t i = 0; i + static_cast<std::size_t>(args.keep) < kept.size(); ++i) remove_tree(kept[i].second);
+}
+
+void save_best(const RunDirs& dirs, const LoadedModel& model, const std::vector<float>& weights) {
+  replace_directory_atomically(dirs.best, [&](const std::string& dir) {
+    save_model_dir(dir, model.config, model.layout, weights.data(), dirs.vocab);
+  });
+}
+
+std::uintmax_t drop_optimizer_state(const TrainArgs& args, const RunDirs& dirs) {
+  std::vector<std::string> files{dirs.last + "/" + kOptimizerFile};
+  for (const auto& step : step_checkpoints(args.out_dir + "/checkpoints")) files.push_back(step.second + "/" + kOptimizerFile);
+  std::uintmax_t freed = 0;
+  for (const std::string& file : files) {
+    if (!file_exists(file)) continue;
+    freed += bytes_under(file);
+    remove_tree(file);
+  }
+  return freed;
+}
+
+std::string disk_use_summary(const std::string& out_dir) {
+  std::vector<std::pair<std::uintmax_t, std::string>> parts;
+  std::uintmax_t total = 0;
+  std::error_code error;
+  for (fs::directory_iterator it(out_dir, error), end; !error && it != end; it.increment(error)) {
+    const std::uintmax_t bytes = bytes_under(it->path());
+    total += bytes;
+    const bool folder = it->is_directory(error);
+    if (folder) parts.emplace_back(bytes, it->path().filename().string() + "/");
+  }
+  std::sort(parts.rbegin(), parts.rend());
+  std::string text = megabytes(total) + " in " + out_dir;
+  if (!parts.empty()) {
+    text += " (";
+    for (std::size_t i = 0; i < parts.size(); ++i) text += (i > 0 ? ", " : "") + parts[i].second + " " + megabytes(parts[i].first);
+    text += ")";
+  }
+  return text;
+}
+
+}  // namespace bertrain

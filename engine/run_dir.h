@@ -1,0 +1,63 @@
+// What a training run keeps in RUN_DIR (layout in engine/trainer.h): finding the run a --resume continues or
+// refusing to overwrite one, checkpoints (last/, checkpoints/step-<S>/) and best/ swapped in atomically, the step
+// checkpoints kept (--keep / --save-total-limit), the optimizer state kept or dropped (--save-optimizer), the run
+// files, and the disk a run uses.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dist/communicator.h"
+#include "engine/trainer.h"
+#include "engine/training_backend.h"
+#include "model/model_dir.h"
+
+namespace bertrain {
+
+// Where a run reads and writes: RUN_DIR/last and best, and the model directory it starts from.
+struct RunDirs {
+  std::string last, best;
+  std::string source;  // last/ when resuming, else --model (a RUN_DIR given as --model: its best/)
+  std::string vocab;   // copied into every checkpoint
+  std::vector<std::string> to_clear;  // --overwrite: the earlier run's files, removed once the inputs are checked
+  bool finished = false;  // --resume of a run that had finished the training asked for (results.json written)
+};
+
+// What a run writes into RUN_DIR; a fresh run refuses a RUN_DIR that holds any of them (unless --overwrite).
+inline constexpr const char* kRunFiles[] = {"last",         "best",         "checkpoints", "metrics.jsonl",
+                                            "results.json", "evaluation.json", "report.html"};
+
+// --save-optimizer: whether checkpoints hold the Adam moments (optimizer.safetensors, twice the model's size).
+enum class OptimizerSaving {
+  kAlways,  // every checkpoint, kept after the run: --resume with more --epochs / --max-steps continues exactly
+  kDuring,  // while training (a stopped or killed run resumes exactly); dropped when the run finishes
+  kNever,   // never: a stopped run cannot be resumed, only restarted from its weights
+};
+OptimizerSaving parse_optimizer_saving(const std::string& text);  // Error naming --save-optimizer
+std::string to_string(OptimizerSaving saving);
+
+// Repairs an interrupted checkpoint swap (rank 0), then checks that --resume finds a run to continue, or
+// that a fresh run does not overwrite one. Every rank calls it.
+RunDirs prepare_run_dir(const TrainArgs& args, Communicator& comm);
+
+// RUN_DIR/metrics.jsonl (one line per evaluation) and, when given, results.json; each replaced atomically.
+void write_run_files(const std::string& out, const nlohmann::json& history, const nlohmann::json* results);
+
+// Replaces last/ (and for a step checkpoint with --keep, writes checkpoints/step-<S>/ and removes the step
+// checkpoints beyond the newest --keep) with `weights`, the optimizer state (unless --save-optimizer never) and the
+// trainer `state`, each directory swapped in atomically.
+void write_checkpoint(const TrainArgs& args, const RunDirs& dirs, const LoadedModel& model, TrainingBackend& engine,
+                      const std::vector<float>& weights, const nlohmann::json& state, bool step_checkpoint);
+// best/: the model directory of the best evaluation so far, swapped in atomically.
+void save_best(const RunDirs& dirs, const LoadedModel& model, const std::vector<float>& weights);
+// --save-optimizer during, once the run has finished: removes optimizer.safetensors from last/ and the step
+// checkpoints. Returns the bytes freed.
+std::uintmax_t drop_optimizer_state(const TrainArgs& args, const RunDirs& dirs);
+
+// "184.2 MB in RUN_DIR (best/ 91.1 MB, last/ 91.1 MB, ...)": what the run occupies, its largest parts named.
+std::string disk_use_summary(const std::string& out_dir);
+
+}  // namespace bertrain

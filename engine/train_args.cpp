@@ -1,0 +1,87 @@
+#include "engine/train_args.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "engine/early_stopping.h"
+#include "engine/lr_schedule.h"
+#include "engine/run_dir.h"
+
+namespace bertrain {
+
+void validate_train_args(const TrainArgs& a) {
+  BERTRAIN_CHECK(!a.model_dir.empty(), "--model is required");
+  BERTRAIN_CHECK(!a.train_data.empty(), "--train-data is required");
+  BERTRAIN_CHECK(!a.out_dir.empty(), "--out is required");
+  BERTRAIN_CHECK(a.epochs >= 1, "--epochs must be at least 1, got " << a.epochs);
+  BERTRAIN_CHECK(a.batch_size >= 1, "--batch-size must be at least 1, got " << a.batch_size);
+  BERTRAIN_CHECK(a.lr > 0 && std::isfinite(a.lr), "--lr must be positive, got " << a.lr);
+  BERTRAIN_CHECK(a.dropout >= 0 && a.dropout < 1, "--dropout must be in [0, 1), got " << a.dropout);
+  BERTRAIN_CHECK(a.lr_factor > 0 && a.lr_factor < 1, "--lr-factor must be in (0, 1), got " << a.lr_factor);
+  BERTRAIN_CHECK(a.lr_patience >= 0, "--lr-patience must be >= 0, got " << a.lr_patience);
+  BERTRAIN_CHECK(a.adam_beta1 >= 0 && a.adam_beta1 < 1, "--adam-beta1 must be in [0, 1), got " << a.adam_beta1);
+  BERTRAIN_CHECK(a.adam_beta2 >= 0 && a.adam_beta2 < 1, "--adam-beta2 must be in [0, 1), got " << a.adam_beta2);
+  BERTRAIN_CHECK(a.adam_eps > 0, "--adam-eps must be positive, got " << a.adam_eps);
+  BERTRAIN_CHECK(a.weight_decay >= 0, "--weight-decay must be >= 0, got " << a.weight_decay);
+  BERTRAIN_CHECK(a.num_samples >= 0, "--num-samples must be >= 0, got " << a.num_samples);
+  if (a.val_data.empty()) {
+    BERTRAIN_CHECK(a.val_fraction > 0 && a.val_fraction < 1, "--val-fraction must be in (0, 1), got " << a.val_fraction);
+  }
+  BERTRAIN_CHECK(a.collective_timeout_s > 0, "--collective-timeout must be positive, got " << a.collective_timeout_s);
+  BERTRAIN_CHECK(a.log_steps >= 0, "--log-steps must be >= 0, got " << a.log_steps);
+  BERTRAIN_CHECK(a.log_steps == 0 || !a.mlflow_dir.empty(), "--log-steps logs to MLflow: give --mlflow-dir too");
+  BERTRAIN_CHECK(a.save_steps >= 0, "--save-steps must be >= 0, got " << a.save_steps);
+  BERTRAIN_CHECK(a.keep >= 0, "--keep must be >= 0, got " << a.keep);
+  BERTRAIN_CHECK(a.keep == 0 || a.save_steps > 0,
+                 (a.save_total_limit > 0 ? "--save-total-limit " + std::to_string(a.save_total_limit)
+                                         : "--keep " + std::to_string(a.keep))
+                     << " keeps step checkpoints: give --save-steps too");
+  BERTRAIN_CHECK(a.data.max_length >= 0, "--max-length must be >= 0 (0: the model's), got " << a.data.max_length);
+  BERTRAIN_CHECK(a.grad_reduce == "fp32" || a.grad_reduce == "bf16",
+                 "--grad-reduce must be fp32 or bf16, got '" << a.grad_reduce << "'");
+  BERTRAIN_CHECK(a.grad_accum_steps >= 1, "--grad-accum-steps must be at least 1, got " << a.grad_accum_steps);
+  BERTRAIN_CHECK(a.max_steps >= 0, "--max-steps must be >= 0 (0: --epochs decides), got " << a.max_steps);
+  BERTRAIN_CHECK(a.eval_steps >= 0, "--eval-steps must be >= 0 (0: every epoch), got " << a.eval_steps);
+  const LrSchedulerKind schedule = parse_lr_scheduler(a.lr_scheduler);
+  BERTRAIN_CHECK(a.warmup_steps >= 0, "--warmup-steps must be >= 0, got " << a.warmup_steps);
+  BERTRAIN_CHECK(a.warmup_ratio >= 0 && a.warmup_ratio < 1, "--warmup-ratio must be in [0, 1), got " << a.warmup_ratio);
+  BERTRAIN_CHECK(a.warmup_steps == 0 || a.warmup_ratio == 0, "give --warmup-steps or --warmup-ratio, not both");
+  BERTRAIN_CHECK(schedule != LrSchedulerKind::kPlateau || (a.warmup_steps == 0 && a.warmup_ratio == 0),
+                 "--warmup-steps / --warmup-ratio need a step-wise --lr-scheduler (linear, cosine or constant); "
+                 "plateau changes the rate only after an evaluation");
+  parse_metric_for_best(a.metric_for_best);
+  BERTRAIN_CHECK(a.early_stopping_patience >= 0,
+                 "--early-stopping-patience must be >= 0 (0: no early stopping), got " << a.early_stopping_patience);
+  BERTRAIN_CHECK(a.early_stopping_threshold >= 0 && std::isfinite(a.early_stopping_threshold),
+                 "--early-stopping-threshold must be >= 0, got " << a.early_stopping_threshold);
+  BERTRAIN_CHECK(a.early_stopping_threshold == 0 || a.early_stopping_patience > 0,
+                 "--early-stopping-threshold needs --early-stopping-patience");
+  BERTRAIN_CHECK(a.save_total_limit >= 0, "--save-total-limit must be >= 0, got " << a.save_total_limit);
+  parse_optimizer_saving(a.save_optimizer);
+}
+
+
+nlohmann::json train_args_json(const TrainArgs& a) {
+  using nlohmann::json;
+  return json{{"model", a.model_dir},          {"train_data", a.train_data},   {"val_data", a.val_data},
+              {"val_fraction", a.val_fraction}, {"out", a.out_dir},             {"epochs", a.epochs},
+              {"batch_size", a.batch_size},     {"lr", a.lr},                   {"dropout", a.dropout},
+              {"lr_factor", a.lr_factor},       {"lr_patience", a.lr_patience}, {"adam_beta1", a.adam_beta1},
+              {"adam_beta2", a.adam_beta2},     {"adam_eps", a.adam_eps},       {"weight_decay", a.weight_decay},
+              {"class_weights", a.class_weights}, {"num_samples", a.num_samples}, {"seed", a.seed},
+              {"split_seed", a.split_seed},     {"shuffle", a.shuffle},         {"clean", a.clean},
+              {"device", a.device},             {"precision", a.precision},     {"grad_reduce", a.grad_reduce},
+              {"collective_timeout_s", a.collective_timeout_s},
+              {"format", a.data.format},        {"text_columns", a.data.text_columns},
+              {"label_column", a.data.label_column}, {"multi_label", a.data.multi_label},
+              {"label_separator", a.data.label_separator}, {"skip_bad_rows", a.data.skip_bad_rows},
+              {"max_length", a.data.max_length}, {"head_init", head_init_name(a.head_init)},
+              {"save_steps", a.save_steps},     {"keep", a.keep},               {"log_steps", a.log_steps},
+              {"grad_accum_steps", a.grad_accum_steps}, {"max_steps", a.max_steps}, {"lr_scheduler", a.lr_scheduler},
+              {"warmup_steps", a.warmup_steps}, {"warmup_ratio", a.warmup_ratio}, {"eval_steps", a.eval_steps},
+              {"metric_for_best", a.metric_for_best}, {"early_stopping_patience", a.early_stopping_patience},
+              {"early_stopping_threshold", a.early_stopping_threshold},
+              {"save_total_limit", a.save_total_limit}, {"save_optimizer", a.save_optimizer}};
+}
+
+}  // namespace bertrain

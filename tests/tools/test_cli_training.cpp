@@ -1,0 +1,213 @@
+// CLI tests of the trainer's Hugging Face Trainer-style features: step-wise schedules with warmup, --max-steps,
+// --eval-steps, validation metrics and --metric-for-best, early stopping, gradient accumulation (also across a
+// crash and --resume), honest resume, --save-optimizer, --save-total-limit and the disk line, predict --id-column.
+// The synthetic data (tests/tools/cli_test.h): 30 training rows, 10 validation rows; batches of 8 make 4 steps an
+// epoch.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tests/tools/cli_test.h"
+
+namespace bertrain {
+namespace {
+
+using namespace cli_test;
+
+class CliTraining : public CliTest {};
+
+json results_of(const std::string& run_dir) { return json::parse(slurp(run_dir + "/results.json")); }
+
+// linear with 2 warmup steps over 8 steps: the rate after step s is 1e-4 · (8 - s) / 6 (transformers' lambda); the
+// record of an evaluation holds the rate the next step uses.
+TEST_F(CliTraining, LinearScheduleWithWarmupSetsTheRateEveryStep) {
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--lr-scheduler", "linear", "--warmup-steps", "2"}))));
+  const std::vector<json> m = read_jsonl(path("run") + "/metrics.jsonl");
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0]["step"], 4);
+  EXPECT_NEAR(m[0]["lr"].get<double>(), 1e-4 * 4.0 / 6.0, 1e-12);
+  EXPECT_EQ(m[1]["step"], 8);
+  EXPECT_EQ(m[1]["lr"].get<double>(), 0.0);
+  const json r = results_of(path("run"));
+  EXPECT_EQ(r["params"]["lr_scheduler"], "linear");
+  EXPECT_EQ(r["total_steps"], 8);
+  // A warmup without a step-wise schedule is refused, naming the flags.
+  expect_error(run(train_args(path("bad"), {"--warmup-steps", "2"})), "need a step-wise --lr-scheduler");
+  expect_error(run(train_args(path("bad"), {"--lr-scheduler", "exponential"})), "--lr-scheduler");
+}
+
+TEST_F(CliTraining, MaxStepsOverridesEpochsAndEvalStepsValidatesBetweenEpochEnds) {
+  ASSERT_TRUE(succeeded(run(train_args(path("max"), {"--epochs", "5", "--max-steps", "6"}))));
+  json r = results_of(path("max"));
+  EXPECT_EQ(r["optimizer_steps"], 6);
+  std::vector<json> m = read_jsonl(path("max") + "/metrics.jsonl");
+  ASSERT_EQ(m.size(), 2u);  // the end of epoch 1 (step 4) and the last step (6, in epoch 2)
+  EXPECT_EQ(m[1]["step"], 6);
+  EXPECT_EQ(m[1]["epoch"], 1);
+
+  ASSERT_TRUE(succeeded(run(train_args(path("eval"), {"--eval-steps", "3"}))));
+  m = read_jsonl(path("eval") + "/metrics.jsonl");
+  ASSERT_EQ(m.size(), 3u);  // steps 3, 6 and the last, 8
+  EXPECT_EQ(m[0]["step"], 3);
+  EXPECT_EQ(m[1]["step"], 6);
+  EXPECT_EQ(m[2]["step"], 8);
+  r = results_of(path("eval"));
+  EXPECT_GE(r["best_step"].get<long>(), 3);
+}
+
+TEST_F(CliTraining, ValidationMetricsPerEvaluationAndMetricForBest) {
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--metric-for-best", "f1"}))));
+  const std::vector<json> m = read_jsonl(path("run") + "/metrics.jsonl");
+  ASSERT_EQ(m.size(), 2u);
+  double best = -1;
+  int best_epoch = -1;
+  for (const json& e : m) {
+    for (const char* key : {"val_accuracy", "val_f1", "val_f1_micro", "val_f1_macro"}) {
+      ASSERT_TRUE(e.contains(key)) << key;
+      EXPECT_GE(e[key].get<double>(), 0.0);
+      EXPECT_LE(e[key].get<double>(), 1.0);
+    }
+    // Single-label: micro F1 is the accuracy.
+    EXPECT_DOUBLE_EQ(e["val_f1_micro"].get<double>(), e["val_accuracy"].get<double>());
+    if (e["val_f1"].get<double>() > best) {
+      best = e["val_f1"].get<double>();
+      best_epoch = e["epoch"].get<int>();
+    }
+  }
+  const json r = results_of(path("run"));
+  EXPECT_EQ(r["best_metric"]["name"], "f1");
+  EXPECT_EQ(r["best_metric"]["value"].get<double>(), best);
+  EXPECT_EQ(r["best_epoch"], best_epoch);
+  expect_error(run(train_args(path("bad"), {"--metric-for-best", "recall"})), "--metric-for-best");
+}
+
+// A threshold no improvement can pass: the first evaluation sets the best, the next two do not improve on it, and
+// patience 2 stops the run there, saying why, with results.json recording it.
+TEST_F(CliTraining, EarlyStoppingStopsAndSaysWhy) {
+  const RunResult r = run(without_quiet(train_args(
+      path("run"), {"--epochs", "10", "--early-stopping-patience", "2", "--early-stopping-threshold", "100"})));
+  ASSERT_TRUE(succeeded(r));
+  EXPECT_NE(r.out.find("stopping early: val_loss did not improve"), std::string::npos) << r.out;
+  EXPECT_EQ(read_jsonl(path("run") + "/metrics.jsonl").size(), 3u);
+  const json results = results_of(path("run"));
+  ASSERT_TRUE(results["stopped_early"].is_object()) << results.dump();
+  EXPECT_EQ(results["stopped_early"]["epoch"], 2);
+  EXPECT_EQ(results["stopped_early"]["step"], 12);
+  // Resuming it has nothing to do.
+  const RunResult again = run(without_quiet(train_args(
+      path("run"), {"--epochs", "10", "--early-stopping-patience", "2", "--early-stopping-threshold", "100", "--resume"})));
+  ASSERT_TRUE(succeeded(again));
+  EXPECT_NE(again.out.find("stopped early"), std::string::npos) << again.out;
+}
+
+// Batches of 4 accumulated twice train what batches of 8 train (to float32 rounding), and a run with accumulation
+// killed after a step checkpoint resumes bit for bit.
+TEST_F(CliTraining, GradientAccumulationMatchesTheLargerBatchAndResumesBitForBit) {
+  ASSERT_TRUE(succeeded(run(train_args(path("b8"), {}))));
+  ASSERT_TRUE(succeeded(run(train_args(path("b4x2"), {"--batch-size", "4", "--grad-accum-steps", "2"}))));
+  const std::vector<json> a = read_jsonl(path("b8") + "/metrics.jsonl"), b = read_jsonl(path("b4x2") + "/metrics.jsonl");
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    for (const char* key : {"train_loss", "val_loss"}) {
+      const double x = a[i][key], y = b[i][key];
+      EXPECT_NEAR(y, x, 1e-5 * std::abs(x)) << key << " of evaluation " << i;
+    }
+  }
+  EXPECT_EQ(results_of(path("b4x2"))["optimizer_steps"], 8);
+
+  const std::vector<std::string> flags{"--batch-size", "4", "--grad-accum-steps", "2", "--save-steps", "1"};
+  ASSERT_TRUE(succeeded(run(train_args(path("whole"), flags))));
+  ASSERT_EQ(run(train_args(path("killed"), flags), {"BERTRAIN_TEST_CRASH_AFTER_STEP=3"}).exit_code, 137);
+  std::vector<std::string> resume = flags;
+  resume.push_back("--resume");
+  ASSERT_TRUE(succeeded(run(train_args(path("killed"), resume))));
+  EXPECT_TRUE(slurp(path("whole") + "/best/model.safetensors") == slurp(path("killed") + "/best/model.safetensors"));
+  EXPECT_TRUE(slurp(path("whole") + "/last/model.safetensors") == slurp(path("killed") + "/last/model.safetensors"));
+  EXPECT_EQ(read_jsonl(path("whole") + "/metrics.jsonl").back()["val_loss"],
+            read_jsonl(path("killed") + "/metrics.jsonl").back()["val_loss"]);
+}
+
+// --resume refuses training settings that differ from the checkpoint's, one line naming each; the resumable ones
+// may change and results.json records them.
+TEST_F(CliTraining, ResumeRefusesChangedSettingsAndRecordsAllowedChanges) {
+  const std::vector<std::string> keep{"--epochs", "1", "--save-optimizer", "always"};
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), keep))));
+  auto resumed = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a{"--save-optimizer", "always", "--resume"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run(train_args(path("run"), a));
+  };
+  RunResult r = resumed({"--epochs", "2", "--lr", "5e-5", "--seed", "7"});
+  expect_error(r, "--lr 0.0001 (checkpoint) vs 5e-05 (now)");
+  EXPECT_NE(r.err.find("--seed 42 (checkpoint) vs 7 (now)"), std::string::npos) << r.err;
+  expect_error(resumed({"--epochs", "2", "--grad-accum-steps", "2"}), "--grad-accum-steps 1 (checkpoint) vs 2 (now)");
+  // The data file's content changed under the same name.
+  const std::string original = slurp(data());
+  spit(data(), original + "99,an extra row,about images,computer-vision\n");
+  expect_error(resumed({"--epochs", "2"}), "--train-data content");
+  spit(data(), original);
+  ASSERT_TRUE(succeeded(resumed({"--epochs", "2", "--threads", "1"})));
+  const json results = results_of(path("run"));
+  ASSERT_EQ(results["resumes"].size(), 1u) << results.dump();
+  EXPECT_EQ(results["resumes"][0]["changed"]["epochs"], json::array({1, 2}));
+  EXPECT_EQ(results["resumes"][0]["changed"]["threads"], json::array({0, 1}));
+  EXPECT_EQ(results["params"]["epochs"], 2);
+}
+
+// --save-optimizer: during (the default) drops the Adam moments once the run finishes, always keeps them, never
+// writes them; the run ends by saying what it holds on disk.
+TEST_F(CliTraining, SaveOptimizerAndDiskUse) {
+  const RunResult during = run(without_quiet(train_args(path("during"), {"--epochs", "1"})));
+  ASSERT_TRUE(succeeded(during));
+  EXPECT_FALSE(fs::exists(path("during") + "/last/optimizer.safetensors"));
+  EXPECT_TRUE(fs::exists(path("during") + "/last/model.safetensors"));
+  EXPECT_NE(during.out.find("disk: "), std::string::npos) << during.out;
+  EXPECT_NE(during.out.find(" MB in " + path("during") + " (best/ "), std::string::npos) << during.out;
+  // Training it further would not continue the same training: refused, saying what to do instead.
+  expect_error(run(train_args(path("during"), {"--epochs", "2", "--resume"})), "holds no optimizer state");
+  // Resuming it with nothing more to do is fine.
+  ASSERT_TRUE(succeeded(run(train_args(path("during"), {"--epochs", "1", "--resume"}))));
+
+  ASSERT_TRUE(succeeded(run(train_args(path("always"), {"--epochs", "1", "--save-optimizer", "always"}))));
+  EXPECT_TRUE(fs::exists(path("always") + "/last/optimizer.safetensors"));
+
+  // never: not even while training (a stopped run is not resumable).
+  ASSERT_EQ(run(train_args(path("never"), {"--epochs", "2", "--save-optimizer", "never"}),
+                {"BERTRAIN_TEST_CRASH_AFTER_STEP=4"})
+                .exit_code,
+            137);
+  EXPECT_TRUE(fs::exists(path("never") + "/last/model.safetensors"));
+  EXPECT_FALSE(fs::exists(path("never") + "/last/optimizer.safetensors"));
+  expect_error(run(train_args(path("never"), {"--epochs", "2", "--save-optimizer", "never", "--resume"})),
+               "holds no optimizer state");
+  expect_error(run(train_args(path("bad"), {"--save-optimizer", "sometimes"})), "--save-optimizer");
+}
+
+// --save-total-limit N: last/ and the newest N - 1 step checkpoints.
+TEST_F(CliTraining, SaveTotalLimitBoundsTheCheckpoints) {
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--save-steps", "1", "--save-total-limit", "3"}))));
+  std::vector<std::string> steps;
+  for (const auto& e : fs::directory_iterator(path("run") + "/checkpoints")) steps.push_back(e.path().filename());
+  std::sort(steps.begin(), steps.end());
+  EXPECT_EQ(steps, (std::vector<std::string>{"step-7", "step-8"}));
+  expect_error(run(train_args(path("bad"), {"--save-steps", "1", "--save-total-limit", "2", "--keep", "1"})),
+               "--save-total-limit and --keep");
+  expect_error(run(train_args(path("bad"), {"--save-total-limit", "3"})), "--save-steps");
+}
+
+TEST_F(CliTraining, PredictIdsComeFromTheIdColumn) {
+  const std::string out = path("predictions.jsonl");
+  ASSERT_TRUE(succeeded(run({"predict", "--model", suite_run(), "--data", data(), "--id-column", "title", "--out", out})));
+  const std::vector<json> rows = read_jsonl(out);
+  ASSERT_EQ(rows.size(), static_cast<std::size_t>(kRows));
+  EXPECT_EQ(rows[1]["id"], synthetic_rows()[1].title);
+  expect_error(run({"predict", "--model", suite_run(), "--data", data(), "--id-column", "uuid"}),
+               "missing id column 'uuid'");
+}
+
+}  // namespace
+}  // namespace bertrain
