@@ -82,6 +82,84 @@ ClassMetrics metrics_from_counts(long tp, long true_count, long pred_count) {
   return m;
 }
 
+double pairwise_sum(const double* values, std::size_t n) {
+  if (n < 8) {
+    double res = 0.0;
+    for (std::size_t i = 0; i < n; ++i) res += values[i];
+    return res;
+  }
+  if (n <= 128) {
+    double r[8];
+    for (int k = 0; k < 8; ++k) r[k] = values[k];
+    std::size_t i = 8;
+    for (; i < n - (n % 8); i += 8) {
+      for (int k = 0; k < 8; ++k) r[k] += values[i + k];
+    }
+    double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; ++i) res += values[i];
+    return res;
+  }
+  std::size_t n2 = n / 2;
+  n2 -= n2 % 8;
+  return pairwise_sum(values, n2) + pairwise_sum(values + n2, n - n2);
+}
+
+ClassMetrics mean_metrics(const std::vector<ClassMetrics>& values) {
+  BERTRAIN_CHECK(!values.empty(), "metrics: the mean of no values");
+  // numpy sums each quantity as its own contiguous array.
+  std::vector<double> precision, recall, f1;
+  for (const ClassMetrics& m : values) {
+    precision.push_back(m.precision);
+    recall.push_back(m.recall);
+    f1.push_back(m.f1);
+  }
+  const double n = static_cast<double>(values.size());
+  ClassMetrics mean;
+  mean.precision = pairwise_sum(precision.data(), precision.size()) / n;
+  mean.recall = pairwise_sum(recall.data(), recall.size()) / n;
+  mean.f1 = pairwise_sum(f1.data(), f1.size()) / n;
+  return mean;
+}
+
+LabelAverages label_averages(const std::vector<long>& tp, const std::vector<long>& true_count,
+                             const std::vector<long>& pred_count) {
+  BERTRAIN_CHECK(!tp.empty(), "metrics: no labels to average over");
+  BERTRAIN_CHECK(true_count.size() == tp.size() && pred_count.size() == tp.size(),
+                 "metrics: counts of " << tp.size() << ", " << true_count.size() << " and " << pred_count.size()
+                                       << " labels");
+  const std::size_t l = tp.size();
+  LabelAverages result;
+  long tp_sum = 0, true_sum = 0, pred_sum = 0;
+  for (std::size_t c = 0; c < l; ++c) {
+    result.per_label.push_back(metrics_from_counts(tp[c], true_count[c], pred_count[c]));
+    tp_sum += tp[c];
+    true_sum += true_count[c];
+    pred_sum += pred_count[c];
+  }
+  result.micro = metrics_from_counts(tp_sum, true_sum, pred_sum);
+  result.macro = mean_metrics(result.per_label);
+  if (true_sum == 0) {
+    // np.average raises ZeroDivisionError; sklearn's _nanaverage falls back to the unweighted mean.
+    result.weighted = result.macro;
+  } else {
+    // np.average: Σ value·weight / Σ weight, both pairwise sums (the weights are integers, exact).
+    std::vector<double> weights(l), wp(l), wr(l), wf(l);
+    for (std::size_t c = 0; c < l; ++c) {
+      const ClassMetrics& m = result.per_label[c];
+      weights[c] = static_cast<double>(true_count[c]);
+      wp[c] = m.precision * weights[c];
+      wr[c] = m.recall * weights[c];
+      wf[c] = m.f1 * weights[c];
+    }
+    const double scale = pairwise_sum(weights.data(), l);
+    result.weighted.precision = pairwise_sum(wp.data(), l) / scale;
+    result.weighted.recall = pairwise_sum(wr.data(), l) / scale;
+    result.weighted.f1 = pairwise_sum(wf.data(), l) / scale;
+  }
+  result.micro.support = result.macro.support = result.weighted.support = true_sum;
+  return result;
+}
+
 std::vector<std::vector<long>> confusion_matrix(const std::vector<int>& y_true, const std::vector<int>& y_pred,
                                                 int num_classes) {
   check_labels(y_true, y_pred, num_classes);

@@ -26,6 +26,33 @@ struct ClassMetrics {
 // order (counts are small integers, exact in double); any x/0 is 0.
 ClassMetrics metrics_from_counts(long tp, long true_count, long pred_count);
 
+// numpy's pairwise summation of n contiguous doubles, in its exact order (DOUBLE_pairwise_sum, what np.sum,
+// np.mean and np.average use on a 1-D float64 array): sequential below 8 values, 8 interleaved accumulators up
+// to 128, halving above. Means of per-label values summed this way come out as numpy's, bit for bit.
+double pairwise_sum(const double* values, std::size_t n);
+
+// The unweighted mean of the precisions, of the recalls and of the F1s in `values` (np.nanmean; with
+// zero_division "warn" there are no NaNs): pairwise sum / count. support is 0. `values` must not be empty.
+ClassMetrics mean_metrics(const std::vector<ClassMetrics>& values);
+
+// scikit-learn's precision_recall_fscore_support(average=None | "micro" | "macro" | "weighted",
+// zero_division="warn") over one set of labels, from each label's counts (element k of the three vectors is
+// the k-th label of the set, as multilabel_confusion_matrix gives them):
+//   per_label: metrics_from_counts of each label (support = its true count);
+//   micro: metrics_from_counts of the summed counts;
+//   macro: mean_metrics(per_label): every label of the set counts, a label with no true and no predicted
+//     sample as 0 (which set that is, is the caller's: labels=None means unique_labels(y_true, y_pred) for
+//     single-label targets but every column for multi-label ones);
+//   weighted: Σ value·true / Σ true, both pairwise sums (np.average with weights = true counts); when no label
+//     is ever true, np.average raises and sklearn's _nanaverage falls back to the plain mean: macro's values.
+// support of the three averages = Σ true counts. Throws Error for an empty set or vectors of different sizes.
+struct LabelAverages {
+  ClassMetrics micro, macro, weighted;
+  std::vector<ClassMetrics> per_label;
+};
+LabelAverages label_averages(const std::vector<long>& tp, const std::vector<long>& true_count,
+                             const std::vector<long>& pred_count);
+
 // Overall metrics: average="weighted". Each class's precision/recall/F1 is weighted by its support,
 // so a class that is predicted but absent from y_true (support 0) does not count, and sklearn's label
 // set (unique_labels(y_true, y_pred)) gives the same result as all classes. Sums run in class order;

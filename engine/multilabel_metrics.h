@@ -35,7 +35,7 @@
 //     as a perfect sample, "warn" does not). Every sample counts in the mean, empty ones included.
 //
 // The sums of the means are numpy's pairwise summation (np.add.reduce on a contiguous float64 array:
-// sequential below 8 values, 8 interleaved accumulators up to 128, halving above), reproduced here, so
+// sequential below 8 values, 8 interleaved accumulators up to 128, halving above; pairwise_sum in metrics.h), so
 // the averages come out bit-identical too with the numpy above; the tests still compare them with a
 // 1e-12 relative tolerance, since numpy may change its summation order (per-label and micro values are
 // compared exactly).

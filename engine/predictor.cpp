@@ -91,7 +91,7 @@ std::vector<float> Predictor::predict_proba(const std::vector<Example>& examples
     engine_->logits(bert_batch_view(batch), logits_.data());
     float* out = probs.data() + done * classes;
     if (multi_label_) {
-      for (std::size_t k = 0; k < logits_.size(); ++k) out[k] = 1.0f / (1.0f + std::exp(-logits_[k]));
+      for (std::size_t k = 0; k < logits_.size(); ++k) out[k] = label_probability(logits_[k]);
     } else {
       softmax_cpu(out, logits_.data(), batch.batch, classes);
     }

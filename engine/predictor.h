@@ -4,6 +4,7 @@
 // batches on the CPU or a CUDA device (engine/inference_backend.h).
 #pragma once
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,10 @@ BertTokenizer load_model_tokenizer(const std::string& dir);
 
 // Index of the largest of row[0, n) (the first on ties).
 int top_class(const float* row, int n);
+
+// A multi-label model's probability of one label: the sigmoid of its logit, in float. predict_proba computes it
+// so, and predict, evaluate and training's validation metrics predict the label when it is >= the threshold.
+inline float label_probability(float logit) { return 1.0f / (1.0f + std::exp(-logit)); }
 
 // Whether a model predicts label sets: problem_type multi_label_classification. bertrain before multi-label
 // support wrote that problem_type for its single-label (one-hot BCE) models; those have bertrain_clean_text but

@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <deque>
 
@@ -54,7 +55,15 @@ class CpuBackend final : public TrainingBackend {
     return step.loss;
   }
   double last_gradient_norm() const override { return last_grad_norm_; }
-  double evaluate(const BertBatch& batch, const float* targets) override { return trainer_.evaluate(batch, targets); }
+  double evaluate(const BertBatch& batch, const float* targets, float* logits) override {
+    const double loss = trainer_.evaluate(batch, targets);
+    if (logits != nullptr && batch.batch > 0) {
+      const float* model_logits = trainer_.model().logits();
+      std::copy(model_logits, model_logits + static_cast<std::size_t>(batch.batch) * trainer_.model().num_labels(),
+                logits);
+    }
+    return loss;
+  }
 
   void set_learning_rate(double lr) override { trainer_.optimizer().hyper().lr = lr; }
   long optimizer_steps() const override { return trainer_.optimizer().steps_taken(); }

@@ -45,7 +45,9 @@ class TrainingBackend {
   // then.
   virtual double last_gradient_norm() const = 0;
   // Forward without dropout and the mean loss over the batch's rows (0 for 0 rows). Waits for the result.
-  virtual double evaluate(const BertBatch& batch, const float* targets) = 0;
+  // A non-null `logits` receives (=) the batch's logits [B, C] (host, row-major, fp32; a bf16 engine's bf16
+  // logits widened exactly), for the validation metrics; the loss is the same either way.
+  virtual double evaluate(const BertBatch& batch, const float* targets, float* logits = nullptr) = 0;
 
   virtual void set_learning_rate(double lr) = 0;
   virtual long optimizer_steps() const = 0;

@@ -1,7 +1,8 @@
 // The CUDA engine behind TrainingBackend: BertClassifierGpu<T> plus one allocation each for the fp32 master
 // parameters, the bf16 compute copy (--precision bf16), the fp32 gradients and the Adam moments, one
-// activation arena, and double-buffered pinned staging for batches and losses. A step is enqueued without
-// host synchronisation or allocation; its loss is read back one step later (take_loss).
+// activation arena, double-buffered pinned staging for batches and losses, and pinned staging for evaluation's
+// logits. A step is enqueued without host synchronisation or allocation; its loss is read back one step later
+// (take_loss).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -75,6 +76,7 @@ class GpuBackend final : public TrainingBackend {
         cu_seqlens_(static_cast<std::size_t>(limits.rows) + 1),
         targets_(static_cast<std::size_t>(limits.rows) * num_labels),
         losses_(4),  // per staging slot: the loss and the gradient's sum of squares
+        logits_staging_(static_cast<std::size_t>(limits.rows) * num_labels),
         host_optimizer_(0, options.adam),
         buckets_(backward_ready_offsets(model_.layout(), config.num_hidden_layers), model_.layout().total(),
                  kBucketBytes / sizeof(float)) {
@@ -186,7 +188,7 @@ class GpuBackend final : public TrainingBackend {
   }
   double last_gradient_norm() const override { return last_grad_norm_; }
 
-  double evaluate(const BertBatch& batch, const float* targets) override {
+  double evaluate(const BertBatch& batch, const float* targets, float* logits) override {
     if (batch.batch == 0) return 0.0;
     while (!pending_.empty()) take_loss();
     Staging& staging = staging_[0];
@@ -201,8 +203,21 @@ class GpuBackend final : public TrainingBackend {
     });
     BERTRAIN_CUDA_CHECK(cudaMemcpyAsync(staging.loss.data(), losses_.data(), sizeof(float), cudaMemcpyDeviceToHost,
                                         context_.stream()));
+    // The logits in T as the loss saw them, outside the graph: whether they are wanted may change between replays.
+    const std::size_t n_logits = static_cast<std::size_t>(batch.batch) * model_.num_labels();
+    if (logits != nullptr) {
+      BERTRAIN_CUDA_CHECK(cudaMemcpyAsync(logits_staging_.data(), model_.logits(), n_logits * sizeof(T),
+                                          cudaMemcpyDeviceToHost, context_.stream()));
+    }
     BERTRAIN_CUDA_CHECK(cudaEventRecord(staging.done.get(), context_.stream()));
     wait(staging.done.get());
+    if (logits != nullptr) {
+      if constexpr (std::is_same_v<T, float>) {
+        std::memcpy(logits, logits_staging_.data(), n_logits * sizeof(float));
+      } else {
+        cast_cpu(logits, logits_staging_.data(), n_logits);  // bf16 -> fp32 is exact
+      }
+    }
     return staging.loss.data()[0];
   }
 
@@ -349,6 +364,7 @@ class GpuBackend final : public TrainingBackend {
   DeviceBuffer<float> accumulated_;  // gradient accumulation: the step's earlier micro-batches' gradient sum
   bool add_accumulated_ = false;     // this backward's buckets get accumulated_ added before their reduction
   std::array<Staging, 2> staging_;
+  PinnedBuffer<T> logits_staging_;  // [limits.rows, C]: evaluate's logits on their way to the caller
   GraphCache evaluation_graphs_{options_.cuda_graphs ? kMaxEvaluationGraphs : 0};
   struct Pending {
     int slot;      // staging_ slot holding its loss

@@ -238,6 +238,38 @@ TEST_P(CudaModelTest, InferenceLogitsMatchTheCpuEngine) {
   }
 }
 
+// The validation metrics read evaluate's logits: the CUDA engine's, eager and from captured and replayed graphs, fp32
+// and bf16, are the CPU engine's within the tolerances above; asking for them changes no loss, and only B × C are
+// written.
+TEST_P(CudaModelTest, EvaluationLogitsMatchTheCpuEngine) {
+  BERTRAIN_REQUIRE_GPU();
+  Fixture f(GetParam());
+  const std::unique_ptr<Communicator> comm = make_communicator(LaunchInfo{});
+  auto cpu = engine_for(f, false, false, *comm);
+  auto gpu = engine_for(f, true, false, *comm);
+  auto bf16 = engine_for(f, true, true, *comm);
+  const BertBatch whole = f.host_batch();
+  ASSERT_GE(whole.batch, 2) << "the fixture needs two rows for two shapes";
+  const BertBatch part = packed_batch(whole.input_ids, whole.cu_seqlens, whole.batch - 1);
+  // Each shape: eager the first time, captured the second, replayed after.
+  const BertBatch* order[] = {&whole, &part, &whole, &whole, &part, &part, &whole};
+  const float sentinel = -12345.0f;
+  for (const BertBatch* b : order) {
+    const std::size_t n = static_cast<std::size_t>(b->batch) * f.labels();
+    std::vector<float> want(n), got(n + 1, sentinel), got_bf16(n + 1, sentinel);
+    const double cpu_loss = cpu->evaluate(*b, f.targets.data(), want.data());
+    const double plain = gpu->evaluate(*b, f.targets.data());
+    EXPECT_EQ(gpu->evaluate(*b, f.targets.data(), got.data()), plain) << b->batch << " rows";
+    EXPECT_NEAR(plain, cpu_loss, 1e-5 * std::abs(cpu_loss) + 1e-7) << b->batch << " rows";
+    const double plain_bf16 = bf16->evaluate(*b, f.targets.data());
+    EXPECT_EQ(bf16->evaluate(*b, f.targets.data(), got_bf16.data()), plain_bf16) << b->batch << " rows";
+    EXPECT_EQ(got[n], sentinel);
+    EXPECT_EQ(got_bf16[n], sentinel);
+    EXPECT_TRUE(all_close("fp32 logits", got.data(), want.data(), n, kScaledAtol * max_abs(want.data(), n), kRtol));
+    EXPECT_TRUE(all_close("bf16 logits", got_bf16.data(), want.data(), n, 0.05 * max_abs(want.data(), n), 0.05));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaModelTest,
                          ::testing::Values("tiny_gelu_bce_adam", "odd_gelunew_bce_weighted_adam", "tiny_relu_ce_adamw",
                                            "tiny_tanhgelu_bce_adam"));
