@@ -81,7 +81,8 @@ nlohmann::json train_args_json(const TrainArgs& a) {
               {"warmup_steps", a.warmup_steps}, {"warmup_ratio", a.warmup_ratio}, {"eval_steps", a.eval_steps},
               {"metric_for_best", a.metric_for_best}, {"early_stopping_patience", a.early_stopping_patience},
               {"early_stopping_threshold", a.early_stopping_threshold},
-              {"save_total_limit", a.save_total_limit}, {"save_optimizer", a.save_optimizer}};
+              {"save_total_limit", a.save_total_limit}, {"save_optimizer", a.save_optimizer},
+              {"threads", a.threads}};
 }
 
 }  // namespace bertrain

@@ -51,7 +51,7 @@ struct TrainArgs {
   int save_steps = 0;          // > 0: also a resumable checkpoint (last/) every this many optimizer steps
   int keep = 0;                // step checkpoints also kept as RUN_DIR/checkpoints/step-<S>, the newest `keep`
   int save_total_limit = 0;    // > 0: at most this many checkpoints (last/ + checkpoints/step-<S>): keep = limit - 1
-  std::string save_optimizer = "during";  // always | during | never (engine/run_dir.h, OptimizerSaving)
+  std::string save_optimizer = "always";  // always | during | never (engine/run_dir.h, OptimizerSaving)
   std::string mlflow_dir;      // non-empty: log the run to this MLflow file store (engine/mlflow_run.h)
   std::string experiment = "bertrain";  // MLflow experiment name
   std::string run_name;        // MLflow run name; empty: RUN_DIR's folder name

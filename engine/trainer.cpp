@@ -26,6 +26,7 @@
 #include "engine/lr_schedule.h"
 #include "engine/lr_scheduler.h"
 #include "engine/mlflow_run.h"
+#include "engine/predictor.h"
 #include "engine/resume_check.h"
 #include "engine/run_dir.h"
 #include "engine/stop_signals.h"
@@ -231,8 +232,8 @@ void print_start(const TrainArgs& args, const TrainingPlan& plan, const Training
                                                             std::to_string(args.grad_accum_steps) + " accumulated"
                                                       : std::to_string(args.batch_size);
   const std::string length = args.max_steps > 0 ? count_of(plan.total_steps, "step") + " (--max-steps)"
-                                                : count_of(plan.epochs, "epoch") + ", " + count_of(plan.total_steps, "step");
-  std::printf("training %s on %s, validating on %zu; %d labels%s; %zu parameters; batch %s, %s; lr %s\n",
+                                                : count_of(plan.epochs, "epoch") + " (" + count_of(plan.total_steps, "step") + ")";
+  std::printf("training %s on %s, validating on %zu; %d labels%s; %zu parameters; batch %s, %s, lr schedule %s\n",
               args.model_dir.c_str(), count_of(data.train.size(), "row").c_str(), data.val.size(), data.labels.size(),
               args.data.multi_label ? " (multi-label)" : "", model.layout.parameter_count(), batch.c_str(),
               length.c_str(), args.lr_scheduler.c_str());
@@ -380,7 +381,7 @@ class TrainingLoop {
   Validation validate(int epoch) {
     Validation v;
     RunningMean loss_mean;
-    std::fill(counts_.counts().begin(), counts_.counts().end(), 0.0);
+    counts_.clear();
     for (int i = 0; i < p_.val_batcher.batches_per_epoch(); ++i) {
       p_.val_batcher.batch(epoch, i, &batch_);
       double loss = p_.engine.evaluate(bert_batch_view(batch_), batch_.targets.data(), logits_.data()) *
@@ -428,7 +429,7 @@ class TrainingLoop {
       run_.best_epoch = epoch;
       run_.best_step = step + 1;
     }
-    const bool stop_early = p_.args.early_stopping_patience > 0 && run_.early_stopping.update(metric);
+    const bool stop_early = run_.early_stopping.update(metric);
     const double elapsed = run_.elapsed_before + seconds_since(p_.start);
     // As the original reports it: epochs from 0, lr after the scheduler has seen this evaluation.
     run_.history.push_back(json{{"epoch", epoch},
@@ -568,11 +569,13 @@ TrainingOutcome finished_run(const TrainArgs& args, bool verbose) {
   TrainingOutcome outcome{input_step([&] { return read_json_file(args.out_dir + "/results.json"); }), true};
   if (verbose) {
     const json& r = outcome.results;
-    const int evaluations = static_cast<int>(r.value("metrics", json::array()).size());
+    const json metrics = r.value("metrics", json::array());
+    const int epochs = metrics.empty() ? 0 : metrics.back().value("epoch", 0) + 1;
     const bool early = r.value("stopped_early", json()).is_object();
-    std::printf("%s already finished (%s%s); nothing to do (best/: epoch %d, val_loss %.5f%s)\n", args.out_dir.c_str(),
-                count_of(evaluations, "evaluation").c_str(), early ? ", stopped early" : "",
-                r.value("best_epoch", -1) + 1, r.value("best_val_loss", std::nan("")),
+    std::printf("%s already finished %s%s; nothing to do (best/: epoch %d, val_loss %.5f%s)\n", args.out_dir.c_str(),
+                count_of(epochs, "epoch").c_str(), early ? " (stopped early)" : "",
+                r.value("best_epoch", -1) + 1,
+                r.contains("best_val_loss") && r["best_val_loss"].is_number() ? r["best_val_loss"].get<double>() : std::nan(""),
                 early ? "" : "; raise --epochs or --max-steps to train more");
     std::fflush(stdout);
   }

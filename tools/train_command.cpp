@@ -79,7 +79,7 @@ int run_train(const std::vector<std::string>& args) {
   p.option("keep", "0", "with --save-steps: keep the newest N step checkpoints as RUN_DIR/checkpoints/step-<S>");
   p.option("save-total-limit", "0", "at most N resumable checkpoints: RUN_DIR/last and the newest N - 1 step "
                                     "checkpoints (Trainer's save_total_limit; the same as --keep N-1; 0: --keep decides)");
-  p.option("save-optimizer", "during",
+  p.option("save-optimizer", "always",
            "the Adam moments (twice the model's size) in checkpoints: always (kept when the run finishes, so --resume "
            "with more --epochs continues exactly), during (dropped when the run finishes: a stopped run still resumes "
            "exactly), never (smallest; a stopped run cannot be resumed)")
@@ -175,8 +175,8 @@ int run_train(const std::vector<std::string>& args) {
     const nlohmann::json& results = outcome.results;
     const nlohmann::json& best = results.at("best_metric");
     const std::string metric = best.at("name").get<std::string>();
-    std::printf("best: epoch %d (step %ld) of %d, val_loss %.5f", results.at("best_epoch").get<int>() + 1,
-                results.at("best_step").get<long>(), results.at("metrics").back().at("epoch").get<int>() + 1,
+    std::printf("best: epoch %d of %d (step %ld), val_loss %.5f", results.at("best_epoch").get<int>() + 1,
+                results.at("metrics").back().at("epoch").get<int>() + 1, results.at("best_step").get<long>(),
                 results.at("best_val_loss").is_number() ? results.at("best_val_loss").get<double>() : std::nan(""));
     if (metric != "val_loss" && best.at("value").is_number()) {
       std::printf(", %s %.5f", metric.c_str(), best.at("value").get<double>());

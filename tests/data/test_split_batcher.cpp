@@ -498,8 +498,6 @@ TEST(Batcher, RejectsBadExamples) {
   expect_error([&] { tokens.batch(0, 0, &b); }, {"example 1 has no token ids"});
 }
 
-}  // namespace
-}  // namespace bertrain
 
 // Gradient accumulation: the micro-batches of a step batch, over all ranks, are exactly the rows of one batch of
 // batch_size · accumulation, with the positions (first_row, for dropout) and weights (loss_scale) that batch gives
@@ -546,3 +544,6 @@ TEST(Batcher, MicroBatchesAreTheStepBatchCutInPieces) {
   bad.accumulation = 0;
   expect_error([&] { Batcher(&examples, bad); }, {"accumulation must be at least 1"});
 }
+
+}  // namespace
+}  // namespace bertrain

@@ -239,7 +239,7 @@ TEST_F(CliTest, ResumeContinuesBitForBit) {
 // metrics and best/, bit for bit; checkpointing itself changes nothing; --keep keeps the newest step checkpoints.
 TEST_F(CliTest, StepCheckpointsResumeBitForBit) {
   // 30 training rows in batches of 8: 4 steps an epoch, 16 in 4 epochs. Every 3 steps: 3, 6, 9 and 15 are
-  // inside an epoch (step 12 ends epoch 3, whose own checkpoint covers it).
+  // inside an epoch; step 12 ends epoch 3, whose evaluation's checkpoint is also kept as step-12.
   const std::vector<std::string> knobs{"--dropout", "0.3", "--shuffle", "--lr", "5e-3", "--lr-patience", "0",
                                        "--lr-factor", "0.5", "--epochs", "4"};
   std::vector<std::string> plain = train_args(path("plain"), knobs);
@@ -250,11 +250,14 @@ TEST_F(CliTest, StepCheckpointsResumeBitForBit) {
   std::vector<std::string> kept;
   for (const auto& e : fs::directory_iterator(path("full/checkpoints"))) kept.push_back(e.path().filename().string());
   std::sort(kept.begin(), kept.end());
-  EXPECT_EQ(kept, (std::vector<std::string>{"step-15", "step-9"}));
-  const json step9 = json::parse(slurp(path("full/checkpoints/step-9/trainer_state.json")));
-  EXPECT_EQ(step9["epochs_done"], 2);
-  EXPECT_EQ(step9["steps_in_epoch"], 1);
-  EXPECT_EQ(step9["optimizer_steps"], 9);
+  EXPECT_EQ(kept, (std::vector<std::string>{"step-12", "step-15"}));
+  const json step15 = json::parse(slurp(path("full/checkpoints/step-15/trainer_state.json")));
+  EXPECT_EQ(step15["epochs_done"], 3);
+  EXPECT_EQ(step15["steps_in_epoch"], 3);
+  EXPECT_EQ(step15["optimizer_steps"], 15);
+  const json step12 = json::parse(slurp(path("full/checkpoints/step-12/trainer_state.json")));
+  EXPECT_EQ(step12["epochs_done"], 3);
+  EXPECT_FALSE(step12.contains("steps_in_epoch"));
 
   auto expect_same_run = [&](const std::string& a, const std::string& b) {
     for (const char* file : {"last/model.safetensors", "last/optimizer.safetensors", "best/model.safetensors"}) {

@@ -131,8 +131,8 @@ TEST_F(CliTest, CountsOfOneAreSingular) {
   const RunResult trained = run({"train", "--model", model(), "--train-data", data(), "--out", path("run"), "--epochs",
                                  "1", "--batch-size", "8"});
   ASSERT_TRUE(succeeded(trained));
-  EXPECT_NE(trained.out.find(", 1 epoch\n"), std::string::npos) << trained.out;
-  EXPECT_NE(trained.out.find("best: epoch 1 of 1, val_loss "), std::string::npos) << trained.out;
+  EXPECT_NE(trained.out.find(", 1 epoch (4 steps), "), std::string::npos) << trained.out;
+  EXPECT_NE(trained.out.find("best: epoch 1 of 1 (step 4), val_loss "), std::string::npos) << trained.out;
 }
 
 // Without --batch-size, evaluate and predict take the engine's fastest measured batch (64 rows on the CPU).

@@ -71,18 +71,14 @@ TEST_F(CliTest, LaunchResumesARunStartedWithOverwrite) {
 // A resumed run says where it continues: the epoch counted from 1 and the optimizer steps done.
 TEST_F(CliTest, ResumeSaysWhereItContinues) {
   // 40 rows, 10 for validation: 30 training rows, batches of 8, 4 steps an epoch; a checkpoint after step 6.
-  // --save-optimizer always: the finished run keeps its optimizer state, so it can be trained further.
-  ASSERT_EQ(run(train_args(path("run"), {"--epochs", "2", "--save-steps", "3", "--save-optimizer", "always"}),
-                {"BERTRAIN_TEST_CRASH_AFTER_STEP=6"})
+  ASSERT_EQ(run(train_args(path("run"), {"--epochs", "2", "--save-steps", "3"}), {"BERTRAIN_TEST_CRASH_AFTER_STEP=6"})
                 .exit_code,
             137);
-  const RunResult mid = run(without_quiet(
-      train_args(path("run"), {"--epochs", "2", "--save-steps", "3", "--save-optimizer", "always", "--resume"})));
+  const RunResult mid = run(without_quiet(train_args(path("run"), {"--epochs", "2", "--save-steps", "3", "--resume"})));
   ASSERT_TRUE(succeeded(mid));
   EXPECT_NE(mid.out.find("resuming from epoch 2, step 6 (" + path("run") + "/last)\n"), std::string::npos)
       << mid.out;
-  const RunResult more =
-      run(without_quiet(train_args(path("run"), {"--epochs", "3", "--save-optimizer", "always", "--resume"})));
+  const RunResult more = run(without_quiet(train_args(path("run"), {"--epochs", "3", "--resume"})));
   ASSERT_TRUE(succeeded(more));
   EXPECT_NE(more.out.find("resuming from epoch 3, step 8 (" + path("run") + "/last)\n"), std::string::npos)
       << more.out;
