@@ -8,13 +8,12 @@
 
 #include <cmath>
 #include <fstream>
-#include <functional>
-#include <initializer_list>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "tests/expect_error.h"
 
 namespace bertrain {
 namespace {
@@ -199,18 +198,7 @@ TEST(EarlyStopping, MetricNames) {
   EXPECT_TRUE(accuracy.greater_is_better);
 }
 
-void expect_error(const std::function<void()>& f, std::initializer_list<const char*> fragments) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an Error";
-  } catch (const Error& e) {
-    const std::string message = e.what();
-    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
-    for (const char* fragment : fragments) {
-      EXPECT_NE(message.find(fragment), std::string::npos) << "\"" << fragment << "\" not in: " << message;
-    }
-  }
-}
+using testing::expect_error;
 
 TEST(EarlyStopping, ArgumentErrors) {
   expect_error([] { parse_metric_for_best("loss"); }, {"--metric-for-best", "val_loss, f1 or accuracy", "\"loss\""});

@@ -8,14 +8,13 @@
 #include <cfloat>
 #include <cmath>
 #include <fstream>
-#include <functional>
-#include <initializer_list>
 #include <iostream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/error.h"
+#include "tests/expect_error.h"
 
 namespace bertrain {
 namespace {
@@ -127,18 +126,7 @@ TEST(LrSchedule, NamesRoundTrip) {
   EXPECT_EQ(to_string(LrSchedulerKind::kConstant), "constant");
 }
 
-void expect_error(const std::function<void()>& f, std::initializer_list<const char*> fragments) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an Error";
-  } catch (const Error& e) {
-    const std::string message = e.what();
-    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
-    for (const char* fragment : fragments) {
-      EXPECT_NE(message.find(fragment), std::string::npos) << "\"" << fragment << "\" not in: " << message;
-    }
-  }
-}
+using testing::expect_error;
 
 TEST(LrSchedule, Errors) {
   expect_error([] { parse_lr_scheduler("Linear"); }, {"--lr-scheduler", "plateau, linear, cosine or constant", "\"Linear\""});
