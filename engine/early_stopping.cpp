@@ -71,8 +71,8 @@ EarlyStopping EarlyStopping::from_json(const nlohmann::json& json) {
                   f.boolean("greater_is_better"));
   s.evaluations_ = f.integer("evaluations", 0, std::numeric_limits<int64_t>::max());
   // The first evaluation never counts as bad.
-  s.bad_evaluations_ =
-      static_cast<int>(f.integer("bad_evaluations", 0, std::min<int64_t>(kIntMax, std::max<int64_t>(0, s.evaluations_ - 1))));
+  const int64_t max_bad = std::min<int64_t>(kIntMax, std::max<int64_t>(0, s.evaluations_ - 1));
+  s.bad_evaluations_ = static_cast<int>(f.integer("bad_evaluations", 0, max_bad));
   s.best_ = f.number_or_infinity("best");
   s.improved_ = f.boolean("improved");
   s.stopped_ = f.boolean("stopped");

@@ -201,7 +201,8 @@ TEST(EarlyStopping, MetricNames) {
 using testing::expect_error;
 
 TEST(EarlyStopping, ArgumentErrors) {
-  expect_error([] { parse_metric_for_best("loss"); }, {"--metric-for-best", "val_loss, f1 or accuracy", "\"loss\""});
+  expect_error([] { parse_metric_for_best("loss"); },
+               {"--metric-for-best", "val_loss, f1 or accuracy", "\"loss\""});
   expect_error([] { parse_metric_for_best("F1"); }, {"--metric-for-best", "\"F1\""});
   expect_error([] { parse_metric_for_best("eval_f1"); }, {"--metric-for-best"});
   expect_error([] { EarlyStopping(-1, 0.0, false); }, {"patience", ">= 0", "-1"});

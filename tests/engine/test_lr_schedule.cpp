@@ -129,7 +129,8 @@ TEST(LrSchedule, NamesRoundTrip) {
 using testing::expect_error;
 
 TEST(LrSchedule, Errors) {
-  expect_error([] { parse_lr_scheduler("Linear"); }, {"--lr-scheduler", "plateau, linear, cosine or constant", "\"Linear\""});
+  expect_error([] { parse_lr_scheduler("Linear"); },
+               {"--lr-scheduler", "plateau, linear, cosine or constant", "\"Linear\""});
   expect_error([] { parse_lr_scheduler("cosine_with_restarts"); }, {"--lr-scheduler"});
   expect_error([] { parse_lr_scheduler(""); }, {"--lr-scheduler"});
   expect_error([] { warmup_steps_for(-1, 0.0, 10); }, {"--warmup-steps", ">= 0", "-1"});
