@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "engine/state_json.h"
 
 namespace bertrain {
 
@@ -31,42 +32,6 @@ void validate(const PlateauOptions& o) {
                  "ReduceLROnPlateau: invalid mode " << static_cast<int>(o.mode));
   BERTRAIN_CHECK(o.threshold_mode == ThresholdMode::kRel || o.threshold_mode == ThresholdMode::kAbs,
                  "ReduceLROnPlateau: invalid threshold mode " << static_cast<int>(o.threshold_mode));
-}
-
-const nlohmann::json& field(const nlohmann::json& json, const char* key) {
-  BERTRAIN_CHECK(json.is_object(), "ReduceLROnPlateau state: expected a JSON object, got " << json.type_name());
-  auto it = json.find(key);
-  BERTRAIN_CHECK(it != json.end(), "ReduceLROnPlateau state: missing field \"" << key << "\"");
-  return *it;
-}
-
-double number_field(const nlohmann::json& json, const char* key) {
-  const nlohmann::json& v = field(json, key);
-  BERTRAIN_CHECK(v.is_number(), "ReduceLROnPlateau state: field \"" << key << "\" must be a number, got "
-                                                                    << v.type_name());
-  return v.get<double>();
-}
-
-int64_t integer_field(const nlohmann::json& json, const char* key, int64_t lo, int64_t hi) {
-  const nlohmann::json& v = field(json, key);
-  BERTRAIN_CHECK(v.is_number_integer(), "ReduceLROnPlateau state: field \"" << key
-                                            << "\" must be an integer, got " << v.dump());
-  // Unsigned values above int64's range would wrap in get<int64_t>(); compare them as unsigned.
-  BERTRAIN_CHECK(!v.is_number_unsigned() || v.get<uint64_t>() <= static_cast<uint64_t>(hi),
-                 "ReduceLROnPlateau state: field \"" << key << "\" = " << v.dump() << " is out of range ["
-                                                     << lo << ", " << hi << "]");
-  const int64_t value = v.get<int64_t>();
-  BERTRAIN_CHECK(value >= lo && value <= hi, "ReduceLROnPlateau state: field \""
-                                                 << key << "\" = " << value << " is out of range [" << lo
-                                                 << ", " << hi << "]");
-  return value;
-}
-
-std::string string_field(const nlohmann::json& json, const char* key) {
-  const nlohmann::json& v = field(json, key);
-  BERTRAIN_CHECK(v.is_string(), "ReduceLROnPlateau state: field \"" << key << "\" must be a string, got "
-                                                                    << v.type_name());
-  return v.get<std::string>();
 }
 
 PlateauOptions made_with_ml_options(double factor, int patience) {
@@ -153,11 +118,7 @@ nlohmann::json ReduceLROnPlateau::to_json() const {
   j["min_lr"] = options_.min_lr;
   j["eps"] = options_.eps;
   j["lr"] = lr_;
-  if (std::isinf(best_)) {
-    j["best"] = best_ > 0 ? "inf" : "-inf";
-  } else {
-    j["best"] = best_;
-  }
+  j["best"] = infinity_json(best_);
   j["num_bad_epochs"] = num_bad_epochs_;
   j["cooldown_counter"] = cooldown_counter_;
   j["last_epoch"] = last_epoch_;
@@ -166,30 +127,23 @@ nlohmann::json ReduceLROnPlateau::to_json() const {
 
 ReduceLROnPlateau ReduceLROnPlateau::from_json(const nlohmann::json& json) {
   constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+  const StateFields f(json, "ReduceLROnPlateau state");
   PlateauOptions o;
-  o.mode = parse_plateau_mode(string_field(json, "mode"));
-  o.factor = number_field(json, "factor");
-  o.patience = static_cast<int>(integer_field(json, "patience", 0, kIntMax));
-  o.threshold = number_field(json, "threshold");
-  o.threshold_mode = parse_threshold_mode(string_field(json, "threshold_mode"));
-  o.cooldown = static_cast<int>(integer_field(json, "cooldown", 0, kIntMax));
-  o.min_lr = number_field(json, "min_lr");
-  o.eps = number_field(json, "eps");
-  ReduceLROnPlateau s(number_field(json, "lr"), o);  // validates the options and the lr
+  o.mode = parse_plateau_mode(f.text("mode"));
+  o.factor = f.number("factor");
+  o.patience = static_cast<int>(f.integer("patience", 0, kIntMax));
+  o.threshold = f.number("threshold");
+  o.threshold_mode = parse_threshold_mode(f.text("threshold_mode"));
+  o.cooldown = static_cast<int>(f.integer("cooldown", 0, kIntMax));
+  o.min_lr = f.number("min_lr");
+  o.eps = f.number("eps");
+  ReduceLROnPlateau s(f.number("lr"), o);  // validates the options and the lr
 
-  const nlohmann::json& best = field(json, "best");
-  if (best.is_string()) {
-    const std::string text = best.get<std::string>();
-    BERTRAIN_CHECK(text == "inf" || text == "-inf",
-                   "ReduceLROnPlateau state: best must be a number, \"inf\" or \"-inf\", got \"" << text << "\"");
-    s.best_ = text == "inf" ? kInf : -kInf;
-  } else {
-    s.best_ = number_field(json, "best");
-  }
+  s.best_ = f.number_or_infinity("best");
   // A step never leaves more than `patience` bad epochs or more than `cooldown` cooldown epochs.
-  s.num_bad_epochs_ = static_cast<int>(integer_field(json, "num_bad_epochs", 0, o.patience));
-  s.cooldown_counter_ = static_cast<int>(integer_field(json, "cooldown_counter", 0, o.cooldown));
-  s.last_epoch_ = integer_field(json, "last_epoch", 0, std::numeric_limits<int64_t>::max());
+  s.num_bad_epochs_ = static_cast<int>(f.integer("num_bad_epochs", 0, o.patience));
+  s.cooldown_counter_ = static_cast<int>(f.integer("cooldown_counter", 0, o.cooldown));
+  s.last_epoch_ = f.integer("last_epoch", 0, std::numeric_limits<int64_t>::max());
   return s;
 }
 

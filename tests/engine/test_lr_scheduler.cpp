@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "tests/expect_error.h"
 
 namespace bertrain {
 namespace {
@@ -430,17 +431,7 @@ TEST(ReduceLROnPlateau, JsonHoldsInfinityAsString) {
   EXPECT_EQ(ReduceLROnPlateau::from_json(json::parse(m.to_json().dump())).best(), 0.1 + 0.2);
 }
 
-void expect_error(const std::function<void()>& f, std::initializer_list<const char*> fragments) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing '" << *fragments.begin() << "'";
-  } catch (const Error& e) {
-    const std::string message = e.what();
-    for (const char* fragment : fragments) {
-      EXPECT_NE(message.find(fragment), std::string::npos) << "'" << fragment << "' not in: " << message;
-    }
-  }
-}
+using testing::expect_error;
 
 TEST(ReduceLROnPlateau, RejectsInvalidArguments) {
   auto make = [](PlateauOptions o, double lr = 1e-3) { return [o, lr] { ReduceLROnPlateau s(lr, o); }; };
