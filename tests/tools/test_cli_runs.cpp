@@ -83,7 +83,7 @@ TEST_F(CliTest, ResumeSaysWhereItContinues) {
   EXPECT_NE(more.out.find("resuming from epoch 3, step 8 (" + path("run") + "/last)\n"), std::string::npos)
       << more.out;
   EXPECT_NE(more.out.find("best: epoch "), std::string::npos) << more.out;
-  EXPECT_NE(more.out.find(" of 3, val_loss "), std::string::npos) << more.out;
+  EXPECT_NE(more.out.find(" of 3 (step 12), val_loss "), std::string::npos) << more.out;
 }
 
 // best/ is written after last/: a run killed between them resumes with best/ rewritten from last/ when last/ is the
