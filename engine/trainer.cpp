@@ -28,7 +28,7 @@
 #include "engine/checkpoint.h"
 #include "engine/classifier_trainer.h"
 #include "engine/lr_scheduler.h"
-#include "engine/mlflow_run.h"
+#include "engine/mlflow_model.h"
 #include "engine/predictor.h"
 #include "engine/stop_signals.h"
 #include "engine/training_backend.h"
@@ -744,7 +744,7 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
   }
   if (leader) write_run_files(args.out_dir, run.history, &results);
   if (mlflow) {
-    if (directory_exists(dirs.best)) mlflow->log_artifact(dirs.best, "best");
+    if (directory_exists(dirs.best)) log_mlflow_model(*mlflow, dirs.best);  // the MLflow Model artifacts/model
     mlflow->log_artifact(args.out_dir + "/results.json", "results.json");
     mlflow->set_status(MlflowStatus::kFinished);
   }

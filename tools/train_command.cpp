@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "dist/communicator.h"
+#include "engine/mlflow_store.h"
 #include "engine/stop_signals.h"
 #include "engine/trainer.h"
 #include "tools/args.h"
@@ -56,7 +57,10 @@ int run_train(const std::vector<std::string>& args) {
   p.option("save-steps", "0", "also write the resumable checkpoint RUN_DIR/last every N optimizer steps (0: at "
                                 "the end of each epoch only)");
   p.option("keep", "0", "with --save-steps: keep the newest N step checkpoints as RUN_DIR/checkpoints/step-<S>");
-  p.option("mlflow-dir", "", "also log the run (params, metrics per epoch, best/ and results.json) to this MLflow file store").value_name("DIR");
+  p.option("mlflow-dir", "", "also log the run (params, metrics per epoch, best/ as the MLflow Model artifact model/, "
+                            "results.json) to this MLflow file store: a folder or a file: URI (file:///abs/path, "
+                            "file:rel/path; bertrain writes file stores only); default: MLFLOW_TRACKING_URI when set, "
+                            "'' for none").value_name("DIR");
   p.option("experiment", "bertrain", "MLflow experiment name (with --mlflow-dir)").value_name("NAME");
   p.option("run-name", "", "MLflow run name (with --mlflow-dir; default: RUN_DIR's folder name)").value_name("NAME");
   p.option("log-steps", "0", "with --mlflow-dir: also log step_train_loss every N batches (0: per epoch only)");
@@ -101,7 +105,7 @@ int run_train(const std::vector<std::string>& args) {
   a.grad_reduce = p.get("grad-reduce");
   a.save_steps = p.get_int("save-steps");
   a.keep = p.get_int("keep");
-  a.mlflow_dir = p.get("mlflow-dir");
+  a.mlflow_dir = input_step([&] { return mlflow_store(p.given("mlflow-dir"), p.get("mlflow-dir")).dir; });
   a.experiment = p.get("experiment");
   a.run_name = p.get("run-name");
   a.log_steps = p.get_int("log-steps");
