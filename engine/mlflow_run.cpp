@@ -141,8 +141,8 @@ MlflowRun::MlflowRun(const std::string& root, const std::string& experiment, con
     run_id_ = run_id;
     run_dir_ = root_ + "/" + experiment_id_ + "/" + run_id_;
     const std::string meta = run_dir_ + "/meta.yaml";
-    BERTRAIN_CHECK(file_exists(meta), meta << ": the MLflow run this training started is missing (was --mlflow-dir "
-                                                "or --experiment changed?)");
+    BERTRAIN_CHECK(file_exists(meta), meta << ": the MLflow run this training started is missing (was --mlflow-dir, "
+                                                "MLFLOW_TRACKING_URI or --experiment changed?)");
     run_name_ = mlflow_yaml_field(meta, "run_name");
     start_time_ms_ = std::atoll(mlflow_yaml_field(meta, "start_time").c_str());
     artifacts_dir_ = run_dir_ + "/artifacts";

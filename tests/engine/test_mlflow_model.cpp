@@ -11,10 +11,10 @@
 
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/atomic_file.h"
 #include "core/build_info.h"
 #include "core/files.h"
 #include "tests/temp_dir.h"
@@ -25,12 +25,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+std::string slurp(const std::string& path) { return read_file(path, "test file"); }
 
-void spit(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+void spit(const std::string& path, const std::string& text) { write_file_atomically(path, text); }
 
 ino_t inode_of(const std::string& path) {
   struct stat st {};

@@ -21,15 +21,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The message of the InputError `f` throws ("" and a failure when it throws none, or another type).
-template <typename F>
-std::string input_error_of(F f) {
+// The message of the exception of type E (an Error, or the InputError of an input's fault) that `f` throws; ""
+// and a failure when it throws none, or another type.
+template <typename E = Error, typename F>
+std::string error_of(F f) {
   try {
     f();
-  } catch (const InputError& e) {
+  } catch (const E& e) {
     return e.what();
   } catch (const std::exception& e) {
-    ADD_FAILURE() << "not an InputError: " << e.what();
+    ADD_FAILURE() << "not the expected type of error: " << e.what();
     return "";
   }
   ADD_FAILURE() << "no error";
@@ -37,14 +38,8 @@ std::string input_error_of(F f) {
 }
 
 template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
+std::string input_error_of(F f) {
+  return error_of<InputError>(f);
 }
 
 #define EXPECT_HAS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
