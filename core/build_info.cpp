@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/build_config.h"
+#include "core/git_commit.h"
 
 #if BERTRAIN_HAS_CUDNN
 #include <cudnn_version.h>
@@ -30,9 +31,14 @@ std::string cuda_device_summary() { return ""; }
 double gpu_peak_tflops(int, bool) { return 0.0; }
 #endif
 
+std::string build_version() { return BERTRAIN_VERSION; }
+
+std::string build_git_commit() { return BERTRAIN_GIT_COMMIT; }
+
 std::string build_info() {
   std::ostringstream os;
   os << "bertrain " << BERTRAIN_VERSION << "\n";
+  if (!build_git_commit().empty()) os << "  commit " << build_git_commit() << "\n";
   os << "  Eigen " << EIGEN_WORLD_VERSION << "." << EIGEN_MAJOR_VERSION << "." << EIGEN_MINOR_VERSION
      << ", OpenMP threads " << omp_get_max_threads() << "\n";
 #if BERTRAIN_HAS_CUDA

@@ -5,8 +5,15 @@
 
 namespace bertrain {
 
-// Multi-line human-readable report: version, compiled-in backends with their versions, visible devices.
+// Multi-line human-readable report: version, commit, compiled-in backends with their versions, visible devices.
 std::string build_info();
+
+// bertrain's version (the CMake project version, "0.1.0").
+std::string build_version();
+
+// The git commit the build's sources were at (40 hex digits), refreshed at every build; "" when the build
+// did not know it (sources outside a git checkout, or no git). Uncommitted changes are not reflected.
+std::string build_git_commit();
 
 // Number of CUDA devices visible to this process; 0 without CUDA support or without a device.
 // `why` (optional) receives the reason when there are none.

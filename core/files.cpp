@@ -64,6 +64,18 @@ bool path_exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
+std::string link_or_copy_file(const std::string& from, const std::string& to) {
+  if (::link(from.c_str(), to.c_str()) == 0) return "";
+  const int error = errno;
+  BERTRAIN_CHECK(error == EXDEV || error == EPERM || error == EMLINK || error == EOPNOTSUPP,
+                 "cannot link '" << to << "' to '" << from << "': " << std::strerror(error));
+  std::error_code ec;
+  std::filesystem::copy_file(from, to, ec);
+  BERTRAIN_CHECK(!ec, "cannot copy '" << from << "' to '" << to << "' (a hard link was refused: "
+                                      << std::strerror(error) << "): " << ec.message());
+  return std::strerror(error);
+}
+
 void remove_tree(const std::string& path) {
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) return;

@@ -1,5 +1,5 @@
 // Files and directories as the training workflow needs them: existence checks, mkdir -p, rm -rf, crash-safe
-// replacement of a whole directory (checkpoints), and JSON files read with errors that name them.
+// replacement of a whole directory (checkpoints), hard links, and JSON files read with errors that name them.
 #pragma once
 
 #include <functional>
@@ -31,6 +31,12 @@ bool file_exists(const std::string& path);
 bool path_exists(const std::string& path);  // anything at all: file, directory, device...
 void remove_tree(const std::string& path);  // rm -rf; missing paths are fine
 void make_directories(const std::string& dir);  // mkdir -p; throws Error naming the path
+
+// Makes the new file `to` a hard link to the file `from` (the same bytes on disk, stored once), or a copy of it
+// where the system refuses the link: another filesystem (EXDEV), or one without hard links or with too many to
+// the file. Returns "" when linked, else the system's reason for the refusal ("Invalid cross-device link"). Throws
+// Error naming both paths when neither works (`to` existing is an error, not a reason to copy).
+std::string link_or_copy_file(const std::string& from, const std::string& to);
 // The last name of a directory path, with or without a trailing '/': "runs/a/" and "runs/./a" name "a".
 std::string folder_name(const std::string& dir);
 

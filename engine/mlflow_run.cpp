@@ -1,5 +1,6 @@
 #include "engine/mlflow_run.h"
 
+#include <pwd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <sstream>
 
 #include "core/atomic_file.h"
+#include "core/build_info.h"
 #include "core/error.h"
 #include "core/files.h"
 
@@ -27,40 +29,23 @@ int64_t now_ms() {
       .count();
 }
 
-// A YAML scalar MLflow's yaml.safe_load reads back as the same string: single-quoted, '' for a quote.
-std::string yaml_string(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
-  return out + "'";
-}
-
-std::string random_hex(int digits) {
+// 32 random hex digits.
+std::string random_hex() {
   std::random_device device;
   std::mt19937_64 rng((static_cast<uint64_t>(device()) << 32) ^ device() ^ static_cast<uint64_t>(now_ms()));
   static const char* hex = "0123456789abcdef";
   std::string out;
-  for (int i = 0; i < digits; ++i) out += hex[rng() % 16];
+  for (int i = 0; i < 32; ++i) out += hex[rng() % 16];
   return out;
 }
 
-// "name: value" of a meta.yaml written by MLflow or by us; "" when absent.
-std::string yaml_field(const std::string& path, const std::string& key) {
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(key + ": ", 0) != 0) continue;
-    std::string value = line.substr(key.size() + 2);
-    if (value.size() >= 2 && (value.front() == '\'' || value.front() == '"') && value.back() == value.front()) {
-      value = value.substr(1, value.size() - 2);
-      std::string unquoted;
-      for (std::size_t i = 0; i < value.size(); ++i) {
-        unquoted += value[i];
-        if (value[i] == '\'' && i + 1 < value.size() && value[i + 1] == '\'') ++i;
-      }
-      value = unquoted;
-    }
-    return value;
-  }
-  return "";
+// The program as the command line named it (argv[0], what MLflow records as mlflow.source.name for a script), read
+// from /proc so that no command has to pass it down; "bertrain" where /proc is not there.
+std::string program_name() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string argv0;
+  std::getline(in, argv0, '\0');
+  return argv0.empty() ? "bertrain" : argv0;
 }
 
 std::string file_uri(const std::string& path) { return "file://" + fs::absolute(path).lexically_normal().string(); }
@@ -71,22 +56,10 @@ void write_experiment(const std::string& root, const std::string& id, const std:
   const int64_t t = now_ms();
   std::ostringstream yaml;
   yaml << "artifact_location: " << file_uri(dir) << "\ncreation_time: " << t << "\nexperiment_id: "
-       << yaml_string(id) << "\nlast_update_time: " << t << "\nlifecycle_stage: active\nname: " << yaml_string(name)
+       << mlflow_yaml_string(id) << "\nlast_update_time: " << t << "\nlifecycle_stage: active\nname: "
+       << mlflow_yaml_string(name)
        << "\n";
   write_file_atomically(dir + "/meta.yaml", yaml.str());
-}
-
-// The id of the active experiment named `name` in `root`; "" when there is none.
-std::string find_experiment(const std::string& root, const std::string& name) {
-  if (!directory_exists(root)) return "";
-  for (const auto& entry : fs::directory_iterator(root)) {
-    const std::string meta = entry.path().string() + "/meta.yaml";
-    if (entry.is_directory() && file_exists(meta) && yaml_field(meta, "name") == name &&
-        yaml_field(meta, "lifecycle_stage") != "deleted") {
-      return entry.path().filename().string();
-    }
-  }
-  return "";
 }
 
 // The id of the experiment named `name` in `root`, created (with MLflow's Default experiment 0 in a new store)
@@ -94,7 +67,7 @@ std::string find_experiment(const std::string& root, const std::string& name) {
 std::string find_or_create_experiment(const std::string& root, const std::string& name) {
   make_directories(root + "/.trash");
   if (!directory_exists(root + "/0")) write_experiment(root, "0", "Default");
-  if (std::string id = find_experiment(root, name); !id.empty()) return id;
+  if (std::string id = find_mlflow_experiment(root, name); !id.empty()) return id;
   // MLflow's file store numbers new experiments with random positive integers.
   std::random_device device;
   const std::string id = std::to_string(100000000000ULL + (static_cast<uint64_t>(device()) << 20 ^ device()) % 899999999999ULL);
@@ -141,13 +114,20 @@ void write_metric(const std::string& path, const std::vector<MetricPoint>& point
 
 }  // namespace
 
-void MlflowRun::check_exists(const std::string& root, const std::string& experiment, const std::string& run_id) {
-  BERTRAIN_CHECK(directory_exists(root), root << ": no MLflow file store here (--mlflow-dir)");
-  const std::string experiment_id = find_experiment(root, experiment);
-  BERTRAIN_CHECK(!experiment_id.empty(), root << ": no MLflow experiment named '" << experiment << "' (--experiment)");
-  const std::string meta = root + "/" + experiment_id + "/" + run_id + "/meta.yaml";
-  BERTRAIN_CHECK(file_exists(meta), meta << ": the MLflow run of this training is missing (was --mlflow-dir or "
-                                            "--experiment different?)");
+std::string random_uuid_hex() {
+  std::string hex = random_hex();
+  hex[12] = '4';                                                   // version 4
+  hex[16] = "89ab"[std::stoi(hex.substr(16, 1), nullptr, 16) % 4];  // variant 10xx
+  return hex;
+}
+
+std::string mlflow_user() {
+  for (const char* name : {"LOGNAME", "USER", "LNAME", "USERNAME"}) {
+    const char* value = std::getenv(name);
+    if (value != nullptr && *value != '\0') return value;
+  }
+  const passwd* entry = ::getpwuid(::getuid());
+  return entry != nullptr && entry->pw_name != nullptr ? entry->pw_name : "unknown";
 }
 
 MlflowRun::MlflowRun(const std::string& root, const std::string& experiment, const std::string& run_name,
@@ -155,37 +135,57 @@ MlflowRun::MlflowRun(const std::string& root, const std::string& experiment, con
     : root_(root), run_name_(run_name) {
   BERTRAIN_CHECK(!experiment.empty(), "--experiment must not be empty");
   experiment_id_ = find_or_create_experiment(root, experiment);
-  if (!run_id.empty()) {
+  if (run_id.empty()) {
+    create();
+  } else {
     run_id_ = run_id;
     run_dir_ = root_ + "/" + experiment_id_ + "/" + run_id_;
     const std::string meta = run_dir_ + "/meta.yaml";
-    BERTRAIN_CHECK(file_exists(meta), meta << ": the MLflow run this training started is missing (was --mlflow-dir "
-                                                "or --experiment changed?)");
-    run_name_ = yaml_field(meta, "run_name");
-    start_time_ms_ = std::atoll(yaml_field(meta, "start_time").c_str());
-  } else {
-    run_id_ = random_hex(32);
-    run_dir_ = root_ + "/" + experiment_id_ + "/" + run_id_;
-    start_time_ms_ = now_ms();
-    for (const char* sub : {"params", "metrics", "tags", "artifacts"}) make_directories(run_dir_ + "/" + sub);
-    set_tag("mlflow.runName", run_name_);
-    set_tag("mlflow.source.name", "bertrain");
-    set_tag("mlflow.source.type", "LOCAL");
-    const char* user = std::getenv("USER");
-    set_tag("mlflow.user", user != nullptr ? user : "unknown");
+    BERTRAIN_CHECK(file_exists(meta), meta << ": the MLflow run this training started is missing (was --mlflow-dir, "
+                                                "MLFLOW_TRACKING_URI or --experiment changed?)");
+    run_name_ = mlflow_yaml_field(meta, "run_name");
+    start_time_ms_ = std::atoll(mlflow_yaml_field(meta, "start_time").c_str());
+    artifacts_dir_ = run_dir_ + "/artifacts";
+    artifact_uri_ = mlflow_yaml_field(meta, "artifact_uri");
+    if (artifact_uri_.empty()) artifact_uri_ = file_uri(artifacts_dir_);
   }
   write_meta(MlflowStatus::kRunning, false);
 }
 
+MlflowRun::MlflowRun(const MlflowRunInfo& run)
+    : root_(run.store),
+      experiment_id_(run.experiment_id),
+      run_id_(run.run_id),
+      run_name_(run.run_name),
+      run_dir_(run.dir),
+      artifact_uri_(run.artifact_uri),
+      artifacts_dir_(mlflow_artifacts_dir(run)),
+      start_time_ms_(run.start_time_ms) {
+  write_meta(MlflowStatus::kRunning, false);
+}
+
+void MlflowRun::create() {
+  run_id_ = random_uuid_hex();
+  run_dir_ = root_ + "/" + experiment_id_ + "/" + run_id_;
+  artifacts_dir_ = run_dir_ + "/artifacts";
+  artifact_uri_ = file_uri(artifacts_dir_);
+  start_time_ms_ = now_ms();
+  for (const char* sub : {"params", "metrics", "tags", "artifacts"}) make_directories(run_dir_ + "/" + sub);
+  set_tag("mlflow.runName", run_name_);
+  set_tag("mlflow.user", mlflow_user());
+  set_tag("mlflow.source.name", program_name());
+  set_tag("mlflow.source.type", "LOCAL");
+  if (!build_git_commit().empty()) set_tag("mlflow.source.git.commit", build_git_commit());
+}
+
 void MlflowRun::write_meta(MlflowStatus status, bool ended) {
-  const char* user = std::getenv("USER");
   std::ostringstream yaml;
-  yaml << "artifact_uri: " << file_uri(run_dir_ + "/artifacts") << "\nend_time: " << (ended ? std::to_string(now_ms()) : "null")
-       << "\nentry_point_name: ''\nexperiment_id: " << yaml_string(experiment_id_)
-       << "\nlifecycle_stage: active\nrun_id: " << run_id_ << "\nrun_name: " << yaml_string(run_name_)
+  yaml << "artifact_uri: " << artifact_uri_ << "\nend_time: " << (ended ? std::to_string(now_ms()) : "null")
+       << "\nentry_point_name: ''\nexperiment_id: " << mlflow_yaml_string(experiment_id_)
+       << "\nlifecycle_stage: active\nrun_id: " << run_id_ << "\nrun_name: " << mlflow_yaml_string(run_name_)
        << "\nrun_uuid: " << run_id_ << "\nsource_name: ''\nsource_type: 4\nsource_version: ''\nstart_time: "
        << start_time_ms_ << "\nstatus: " << static_cast<int>(status) << "\ntags: []\nuser_id: "
-       << yaml_string(user != nullptr ? user : "unknown") << "\n";
+       << mlflow_yaml_string(mlflow_user()) << "\n";
   write_file_atomically(run_dir_ + "/meta.yaml", yaml.str());
 }
 
@@ -225,8 +225,13 @@ void MlflowRun::set_tag(const std::string& key, const std::string& value) {
   write_file_atomically(run_dir_ + "/tags/" + key, value);
 }
 
+std::string MlflowRun::tag(const std::string& key) const {
+  const std::string path = run_dir_ + "/tags/" + key;
+  return file_exists(path) ? read_file(path, "MLflow tag") : "";
+}
+
 void MlflowRun::log_artifact(const std::string& source, const std::string& name) {
-  const fs::path target = fs::path(run_dir_) / "artifacts" / name;
+  const fs::path target = fs::path(artifacts_dir_) / name;
   std::error_code ec;
   fs::remove_all(target, ec);
   fs::copy(source, target, fs::copy_options::recursive | fs::copy_options::overwrite_existing, ec);
@@ -234,7 +239,14 @@ void MlflowRun::log_artifact(const std::string& source, const std::string& name)
 }
 
 void MlflowRun::write_artifact(const std::string& name, const std::string& contents) {
-  write_file_atomically(run_dir_ + "/artifacts/" + name, contents);
+  write_file_atomically(artifacts_dir_ + "/" + name, contents);
+}
+
+void MlflowRun::write_artifact_dir(const std::string& name,
+                                   const std::function<void(const std::string& dir)>& fill) {
+  const fs::path dir = fs::path(artifacts_dir_) / name;
+  make_directories(dir.parent_path().string());
+  replace_directory_atomically(dir.string(), fill);
 }
 
 void MlflowRun::set_status(MlflowStatus status) { write_meta(status, status != MlflowStatus::kRunning); }

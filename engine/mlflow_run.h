@@ -5,36 +5,49 @@
 //   DIR/<experiment_id>/<run_id>/params/<key>        one value per file
 //   DIR/<experiment_id>/<run_id>/metrics/<key>       "<timestamp ms> <value> <step>" lines, appended
 //   DIR/<experiment_id>/<run_id>/tags/<key>          one value per file (mlflow.runName, mlflow.source.name, ...)
-//   DIR/<experiment_id>/<run_id>/artifacts/...       copied files and folders
-// Experiment ids are numeric strings as MLflow's file store makes them; an experiment is found by name.
+//   DIR/<experiment_id>/<run_id>/artifacts/...       files and folders (the model: engine/mlflow_model.h)
+// Experiment ids are numeric strings as MLflow's file store makes them; an experiment is found by name, a run by
+// id (engine/mlflow_store.h).
 // meta.yaml, params and tags are replaced atomically; metric lines are appended (a kill can leave a partial last
 // line), and a resumed training rewrites its metric files to agree with its checkpoint (reset_metric,
 // truncate_metric), which also drops such a line.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "engine/mlflow_store.h"
+
 namespace bertrain {
 
-enum class MlflowStatus { kRunning = 1, kFinished = 3, kFailed = 4, kKilled = 5 };  // MLflow's RunStatus numbers
+// A random version-4 UUID as 32 hex digits, as MLflow's uuid.uuid4().hex makes run ids and model_uuid.
+std::string random_uuid_hex();
+
+// The user MLflow records (mlflow.user, meta.yaml's user_id): as Python's getpass.getuser, the first of LOGNAME,
+// USER, LNAME and USERNAME that is set, else the password database's name of this process's uid, else "unknown".
+std::string mlflow_user();
 
 class MlflowRun {
  public:
   // The run `run_id` of experiment `experiment` in `root` when run_id is non-empty (a resumed training continues
   // its run, status RUNNING again), else a new run named `run_name`; the experiment is created when missing.
+  // A new run gets MLflow's tags for a script run: mlflow.runName, mlflow.user, mlflow.source.name (the program
+  // as the command line named it, argv[0]), mlflow.source.type LOCAL, and mlflow.source.git.commit when the build
+  // knows its commit (core/build_info.h).
   MlflowRun(const std::string& root, const std::string& experiment, const std::string& run_name,
             const std::string& run_id);
-
-  // Throws Error naming what is missing unless run `run_id` of experiment `experiment` is in `root`; writes nothing.
-  static void check_exists(const std::string& root, const std::string& experiment, const std::string& run_id);
+  // Continues the run `run` found in its store (find_mlflow_run), status RUNNING again until set_status.
+  explicit MlflowRun(const MlflowRunInfo& run);
 
   const std::string& run_id() const { return run_id_; }
   const std::string& experiment_id() const { return experiment_id_; }
   const std::string& run_dir() const { return run_dir_; }
+  // Where the artifacts go: <run dir>/artifacts for a new run, the folder of its artifact_uri for a run continued.
+  const std::string& artifacts_dir() const { return artifacts_dir_; }
 
   // params/<key>: a JSON string as its text, anything else as its JSON text (MLflow stores params as strings).
   void log_params(const nlohmann::json& params);
@@ -46,17 +59,24 @@ class MlflowRun {
   // Drops the lines of metrics/<key> with a step above `max_step` (a resumed training redoes those steps).
   void truncate_metric(const std::string& key, long max_step);
   void set_tag(const std::string& key, const std::string& value);
+  // The value of tag `key`; "" when the run has none.
+  std::string tag(const std::string& key) const;
   // Copies a file or a folder (recursively) to artifacts/<name>.
   void log_artifact(const std::string& source, const std::string& name);
   // Writes `contents` as the file artifacts/<name>.
   void write_artifact(const std::string& name, const std::string& contents);
+  // Replaces the folder artifacts/<name> (created when missing) with the one `fill` writes into a fresh temporary
+  // folder, swapped in atomically (core/files.h): a reader sees the old folder or the whole new one.
+  void write_artifact_dir(const std::string& name, const std::function<void(const std::string& dir)>& fill);
   // Status and end time; FINISHED, FAILED or KILLED end the run.
   void set_status(MlflowStatus status);
 
  private:
   void write_meta(MlflowStatus status, bool ended);
+  // A new run's folders and tags.
+  void create();
 
-  std::string root_, experiment_id_, run_id_, run_name_, run_dir_;
+  std::string root_, experiment_id_, run_id_, run_name_, run_dir_, artifact_uri_, artifacts_dir_;
   int64_t start_time_ms_ = 0;
 };
 

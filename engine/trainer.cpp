@@ -25,7 +25,7 @@
 #include "engine/early_stopping.h"
 #include "engine/lr_schedule.h"
 #include "engine/lr_scheduler.h"
-#include "engine/mlflow_run.h"
+#include "engine/mlflow_model.h"
 #include "engine/predictor.h"
 #include "engine/resume_check.h"
 #include "engine/run_dir.h"
@@ -736,7 +736,7 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
   }
   if (leader) write_run_files(args.out_dir, run.history, &results);
   if (mlflow) {
-    if (directory_exists(dirs.best)) mlflow->log_artifact(dirs.best, "best");
+    if (directory_exists(dirs.best)) log_mlflow_model(*mlflow, dirs.best);  // the MLflow Model artifacts/model
     mlflow->log_artifact(args.out_dir + "/results.json", "results.json");
     mlflow->set_status(MlflowStatus::kFinished);
   }

@@ -39,6 +39,7 @@ class ArgParser {
   // Text printed after the options in --help (e.g. the exit statuses).
   void epilog(const std::string& text) { epilog_ = text; }
 
+  const std::string& command() const { return command_; }  // "train", "evaluate", ... (for messages)
   std::string get(const std::string& name) const;
   int get_int(const std::string& name) const;        // UsageError naming the flag when not an integer
   double get_double(const std::string& name) const;  // UsageError naming the flag when not a number

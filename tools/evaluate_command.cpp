@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -18,6 +19,7 @@
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/data_flags.h"
+#include "tools/model_source.h"
 
 namespace bertrain {
 
@@ -87,22 +89,31 @@ void add_multi_label_metrics(const TextDataset& data, const std::vector<float>& 
   (*out)["per_class"] = per_class_json(m.per_label, labels);
 }
 
-// evaluate --mlflow-dir: the id of the MLflow run that trained the model (in RUN_DIR/last/trainer_state.json), checked
-// to be in the store before anything is evaluated.
-std::string mlflow_run_id(const ArgParser& p) {
+// The MLflow run evaluate logs into, found before anything is evaluated: --run-id's own, else with a store the
+// run that trained --model RUN_DIR (RUN_DIR/last/trainer_state.json's mlflow_run_id). With --mlflow-dir given, a
+// model that is not such a run is an error (logging was asked for); with only MLFLOW_TRACKING_URI it is evaluated
+// without logging, as a model from elsewhere must be evaluable wherever the variable is set.
+std::optional<MlflowRunInfo> run_to_log(const ArgParser& p, const ModelSource& source) {
+  if (source.run || source.store.dir.empty()) return source.run;
+  const bool asked = source.store.origin == "--mlflow-dir";
   const std::string state_path = p.get("model") + "/last/trainer_state.json";
-  BERTRAIN_CHECK(file_exists(state_path), "--mlflow-dir needs --model RUN_DIR of a training run; " << state_path
-                                                                                                     << " not found");
+  if (!file_exists(state_path)) {
+    BERTRAIN_CHECK(!asked, "--mlflow-dir needs --model RUN_DIR of a training run (or --run-id); " << state_path
+                                                                                                  << " not found");
+    return std::nullopt;
+  }
   const std::string run_id = read_json_file(state_path).value("mlflow_run_id", "");
-  BERTRAIN_CHECK(!run_id.empty(), state_path << ": the run was trained without --mlflow-dir");
-  MlflowRun::check_exists(p.get("mlflow-dir"), p.get("experiment"), run_id);
-  return run_id;
+  if (run_id.empty()) {
+    BERTRAIN_CHECK(!asked, state_path << ": the run was trained without --mlflow-dir");
+    return std::nullopt;
+  }
+  return find_mlflow_run(source.store.dir, run_id, p.get("experiment"));
 }
 
 // The overall metrics as eval_<average>_<metric> (single-label: eval_<metric>, weighted) and the JSON as
 // evaluation.json, in that run.
-void log_to_mlflow(const ArgParser& p, const std::string& run_id, const ordered_json& out, const std::string& text) {
-  MlflowRun run(p.get("mlflow-dir"), p.get("experiment"), "", run_id);
+void log_to_mlflow(const MlflowRunInfo& info, const ordered_json& out, const std::string& text) {
+  MlflowRun run(info);
   const ordered_json& overall = out["overall"];
   for (const char* metric : {"precision", "recall", "f1"}) {
     if (overall.contains(metric)) {
@@ -126,15 +137,15 @@ int run_evaluate(const std::vector<std::string>& args) {
               "nlp_llm and short_text, confusion matrix). Multi-label models: overall micro, macro, weighted and\n"
               "samples averages and per_class metrics (scikit-learn's), a label predicted at p >= --threshold.\n"
               "Throughput goes to stderr.");
-  p.option("model", "", "RUN_DIR (uses its best/) or a model directory", true).value_name("DIR");
+  add_model_source_flags(p,
+                         "log the overall metrics (eval_*) and this JSON into the MLflow run of --run-id, or of "
+                         "--model RUN_DIR trained with --mlflow-dir, in this file store",
+                         "the MLflow experiment of that run (default: any; MLflow run ids are unique)");
   p.option("data", "", "labelled dataset file (the text and label columns the model was trained on)", true).value_name("FILE");
   p.option("out", "", "also write the JSON to this file (replaced atomically)").value_name("FILE");
   p.option("threshold", "0.5", "multi-label models: predict a label when its probability is >= RATE (single-label "
                                "models take the top label)")
       .value_name("RATE");
-  p.option("mlflow-dir", "", "with --model RUN_DIR trained with --mlflow-dir: log the overall metrics (eval_*) and "
-                             "this JSON into that run").value_name("DIR");
-  p.option("experiment", "bertrain", "the MLflow experiment of the training run (with --mlflow-dir)").value_name("NAME");
   add_data_flags(p, false);
   add_inference_flags(p);
   if (!p.parse(args)) return 0;
@@ -142,8 +153,13 @@ int run_evaluate(const std::vector<std::string>& args) {
   if (!(threshold >= 0 && threshold <= 1)) throw UsageError("evaluate: --threshold must be in [0, 1]");
 
   // The model, the flags and the data are the user's input: what fails here exits 2.
-  const std::string run_id = p.get("mlflow-dir").empty() ? "" : input_step([&] { return mlflow_run_id(p); });
-  Predictor predictor = input_step([&] { return Predictor(p.get("model"), inference_options(p)); });
+  const ModelSource source = model_source(p);
+  if (p.given("experiment") && source.store.dir.empty()) {
+    throw UsageError("evaluate: --experiment names the experiment of an MLflow run: give --mlflow-dir too (or set "
+                     "MLFLOW_TRACKING_URI)");
+  }
+  const std::optional<MlflowRunInfo> mlflow_run = input_step([&] { return run_to_log(p, source); });
+  Predictor predictor = input_step([&] { return Predictor(source.path, inference_options(p)); });
   const TextDataset data = input_step([&] {
     DatasetOptions options = predictor.dataset_options();
     apply_data_flags(p, &options);
@@ -162,6 +178,7 @@ int run_evaluate(const std::vector<std::string>& args) {
   ordered_json out;
   out["timestamp"] = iso_timestamp_now();
   out["model"] = predictor.model_dir();
+  if (mlflow_run) out["run_id"] = mlflow_run->run_id;
   out["data"] = p.get("data");
   out["problem_type"] = predictor.multi_label() ? "multi_label_classification" : "single_label_classification";
   out["num_rows"] = data.examples.size();
@@ -174,7 +191,7 @@ int run_evaluate(const std::vector<std::string>& args) {
   }
   const std::string text = out.dump(2) + "\n";
   // --out last: a failed evaluate leaves none.
-  if (!run_id.empty()) log_to_mlflow(p, run_id, out, text);
+  if (mlflow_run) log_to_mlflow(*mlflow_run, out, text);
   if (!p.get("out").empty()) write_file_atomically(p.get("out"), text);
   std::fputs(text.c_str(), stdout);
   return 0;

@@ -16,6 +16,7 @@
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/data_flags.h"
+#include "tools/model_source.h"
 
 namespace bertrain {
 
@@ -130,7 +131,8 @@ int run_predict(const std::vector<std::string>& args) {
               "batches and written as JSON Lines ({\"id\", \"prediction\", \"probabilities\"} per row, in file order)\n"
               "to --out or stdout. Single-label models: softmax, the arg-max label; multi-label models: one sigmoid\n"
               "per label, every label at p >= --threshold. Text is read and cleaned as in training.");
-  p.option("model", "", "RUN_DIR (uses its best/) or a model directory", true).value_name("DIR");
+  add_model_source_flags(p, "with --run-id: the MLflow file store of that run",
+                         "with --run-id: the MLflow experiment of that run (default: any; MLflow run ids are unique)");
   p.option("text", "", "one text").value_name("TEXT");
   p.option("title", "", "title of one project (Made-With-ML)").value_name("TEXT");
   p.option("description", "", "description of that project (with --title)").value_name("TEXT");
@@ -164,9 +166,13 @@ int run_predict(const std::vector<std::string>& args) {
     if (!(rule.threshold >= 0 && rule.threshold <= 1)) throw UsageError("predict: --threshold must be in [0, 1]");
   }
   const InferenceOptions inference = inference_options(p);
+  if (!p.given("run-id") && (p.given("mlflow-dir") || p.given("experiment"))) {
+    throw UsageError("predict: --mlflow-dir and --experiment say where --run-id's run is: give --run-id too");
+  }
 
   // The model and the flags are the user's input: what fails here exits 2.
-  Predictor predictor = input_step([&] { return Predictor(p.get("model"), inference); });
+  const ModelSource source = model_source(p);
+  Predictor predictor = input_step([&] { return Predictor(source.path, inference); });
   const LabelSet& labels = predictor.labels();
   rule.multi_label = predictor.multi_label();
   rule.other = p.get("other-label");

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "dist/communicator.h"
+#include "engine/mlflow_store.h"
 #include "engine/stop_signals.h"
 #include "engine/trainer.h"
 #include "tools/args.h"
@@ -84,7 +85,10 @@ int run_train(const std::vector<std::string>& args) {
            "with more --epochs continues exactly), during (dropped when the run finishes: a stopped run still resumes "
            "exactly), never (smallest; a stopped run cannot be resumed)")
       .value_name("always|during|never");
-  p.option("mlflow-dir", "", "also log the run (params, metrics per epoch, best/ and results.json) to this MLflow file store").value_name("DIR");
+  p.option("mlflow-dir", "", "also log the run (params, metrics per epoch, best/ as the MLflow Model artifact model/, "
+                            "results.json) to this MLflow file store: a folder or a file: URI (file:///abs/path, "
+                            "file:rel/path; bertrain writes file stores only); default: MLFLOW_TRACKING_URI when set, "
+                            "'' for none").value_name("DIR");
   p.option("experiment", "bertrain", "MLflow experiment name (with --mlflow-dir)").value_name("NAME");
   p.option("run-name", "", "MLflow run name (with --mlflow-dir; default: RUN_DIR's folder name)").value_name("NAME");
   p.option("log-steps", "0", "with --mlflow-dir: also log step_train_loss every N batches (0: per epoch only)");
@@ -145,7 +149,7 @@ int run_train(const std::vector<std::string>& args) {
     a.keep = a.save_total_limit - 1;
   }
   a.save_optimizer = p.get("save-optimizer");
-  a.mlflow_dir = p.get("mlflow-dir");
+  a.mlflow_dir = input_step([&] { return mlflow_store(p.given("mlflow-dir"), p.get("mlflow-dir")).dir; });
   a.experiment = p.get("experiment");
   a.run_name = p.get("run-name");
   a.log_steps = p.get_int("log-steps");

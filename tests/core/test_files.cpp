@@ -1,10 +1,11 @@
 // Tests for core/files: atomic directory replacement (create, replace, a failing writer leaves the previous
 // directory and no temporary behind, recovery after a crash between the two fallback renames), the file and
-// directory predicates, and JSON files whose errors name them.
+// directory predicates, hard links with a copy across filesystems, and JSON files whose errors name them.
 #include "core/files.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -162,6 +163,43 @@ TEST_F(FilesTest, FileAndDirectoryPredicates) {
   remove_tree(path("d"));
   EXPECT_FALSE(fs::exists(path("d")));
   EXPECT_NO_THROW(remove_tree(path("missing")));
+}
+
+ino_t inode_of(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+  return st.st_ino;
+}
+
+// A hard link shares the file's inode, and the linked file keeps its bytes when the directory it came from is
+// replaced (a rename does not touch the old inode); an existing target is an error, not a silent copy.
+TEST_F(FilesTest, LinkSharesTheInodeAndOutlivesTheReplacedDirectory) {
+  replace_directory_atomically(path("best"), [](const std::string& dir) { spit(dir + "/w", "epoch 1"); });
+  EXPECT_EQ(link_or_copy_file(path("best/w"), path("w")), "");
+  EXPECT_EQ(inode_of(path("w")), inode_of(path("best/w")));
+  replace_directory_atomically(path("best"), [](const std::string& dir) { spit(dir + "/w", "epoch 2"); });
+  EXPECT_EQ(slurp(path("w")), "epoch 1");
+  EXPECT_NE(inode_of(path("w")), inode_of(path("best/w")));
+  EXPECT_THROW(link_or_copy_file(path("best/w"), path("w")), Error);
+  EXPECT_THROW(link_or_copy_file(path("missing"), path("w2")), Error);
+}
+
+// Across filesystems (here /dev/shm, a tmpfs, when it is one apart from the temporary directory's) the file is
+// copied and the reason returned.
+TEST_F(FilesTest, LinkAcrossFilesystemsCopiesAndSaysWhy) {
+  struct stat here {}, shm {};
+  if (::stat(root_.c_str(), &here) != 0 || ::stat("/dev/shm", &shm) != 0 || here.st_dev == shm.st_dev) {
+    GTEST_SKIP() << "no /dev/shm on another filesystem than " << root_ << " to link across";
+  }
+  char pattern[] = "/dev/shm/bertrain_files_XXXXXX";
+  ASSERT_NE(::mkdtemp(pattern), nullptr);
+  const std::string shm_dir = pattern;
+  spit(shm_dir + "/w", "weights");
+  const std::string why = link_or_copy_file(shm_dir + "/w", path("w"));
+  EXPECT_NE(why, "");
+  EXPECT_EQ(slurp(path("w")), "weights");
+  EXPECT_NE(inode_of(path("w")), inode_of(shm_dir + "/w"));
+  remove_tree(shm_dir);
 }
 
 TEST_F(FilesTest, FolderNameIgnoresATrailingSlash) {

@@ -479,7 +479,7 @@ TEST_F(CliTest, MlflowRunIsWrittenAndContinuedOnResume) {
     steps.push_back(step);
   }
   EXPECT_EQ(steps, (std::vector<long>{2, 4, 6, 8, 10, 12}));
-  EXPECT_TRUE(fs::exists(run_dir + "/artifacts/best/model.safetensors"));
+  EXPECT_TRUE(fs::exists(run_dir + "/artifacts/model/model.safetensors"));
   EXPECT_EQ(slurp(run_dir + "/artifacts/results.json"), slurp(path("run/results.json")));
   // evaluate --mlflow-dir logs into the training's run.
   const RunResult evaluated = run({"evaluate", "--model", path("run"), "--data", data(), "--device", "cpu",

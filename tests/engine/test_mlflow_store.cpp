@@ -1,0 +1,228 @@
+// engine/mlflow_store.h: tracking locations as MLflow reads them (paths, file: URIs percent-decoded, every other
+// scheme refused, MLFLOW_TRACKING_URI when no flag), and runs found by id in a store that MlflowRun wrote: in any
+// experiment or the one named, their status, their model (artifacts/model, else the older artifacts/best), in a
+// store copied elsewhere too.
+#include "engine/mlflow_store.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "core/error.h"
+#include "core/files.h"
+#include "engine/mlflow_run.h"
+#include "tests/temp_dir.h"
+
+namespace bertrain {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The message of the exception of type E (an Error, or the InputError of an input's fault) that `f` throws; ""
+// and a failure when it throws none, or another type.
+template <typename E = Error, typename F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not the expected type of error: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "no error";
+  return "";
+}
+
+template <typename F>
+std::string input_error_of(F f) {
+  return error_of<InputError>(f);
+}
+
+#define EXPECT_HAS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
+
+TEST(MlflowStorePath, PathsAndFileUrisAsMlflowReadsThem) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"mlruns", "mlruns"},
+      {"/abs/mlruns", "/abs/mlruns"},
+      {"./a:b", "./a:b"},  // no scheme: a path that starts with '.'
+      {"file:///abs/mlruns", "/abs/mlruns"},
+      {"file:/abs/mlruns", "/abs/mlruns"},
+      {"file:rel/mlruns", "rel/mlruns"},
+      {"file://localhost/abs", "/abs"},
+      {"FILE://LocalHost/abs", "/abs"},
+      {"file:///my%20runs/a%2Fb%25", "/my runs/a/b%"},  // url2pathname's unquote, %2F included
+      {"file:///caf%C3%A9", "/caf\xC3\xA9"},
+  };
+  for (const auto& [uri, path] : cases) EXPECT_EQ(mlflow_store_path(uri, "--mlflow-dir"), path) << uri;
+}
+
+TEST(MlflowStorePath, FileUrisThatNameNoLocalFolderAreInputErrors) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"file://server/abs", "host 'server', not this machine"},
+      {"file://mlruns", "host 'mlruns'"},  // "file://" + a relative path: the path is read as a host
+      {"file:", "names no folder"},
+      {"file://", "names no folder"},
+      {"file:///a%zzb", "two hex digits"},
+      {"file:///a%2", "two hex digits"},
+      {"file:///a%00b", "%00"},
+      {"file:///a?b", "query or fragment"},
+      {"file:///a#b", "query or fragment"},
+  };
+  for (const auto& [uri, why] : cases) {
+    const std::string message = input_error_of([&] { mlflow_store_path(uri, "--mlflow-dir"); });
+    EXPECT_HAS(message, why);
+    EXPECT_HAS(message, "--mlflow-dir '" + std::string(uri) + "'");
+  }
+  EXPECT_HAS(input_error_of([] { mlflow_store_path("", "--mlflow-dir"); }), "--mlflow-dir is empty");
+}
+
+// A tracking server or database is refused in one line that says what works instead; never taken as a folder.
+TEST(MlflowStorePath, OtherSchemesAreRefusedWithTheWayToUseAFileStore) {
+  for (const char* uri : {"http://127.0.0.1:5000", "HTTPS://mlflow.example.com", "databricks", "databricks://profile",
+                          "databricks-uc", "sqlite:///mlflow.db", "postgresql://u@h/db", "mlruns:2"}) {
+    const std::string message = input_error_of([&] { mlflow_store_path(uri, "MLFLOW_TRACKING_URI"); });
+    EXPECT_HAS(message, "MLFLOW_TRACKING_URI '" + std::string(uri) + "'");
+    EXPECT_HAS(message, "bertrain writes MLflow file stores only");
+    EXPECT_HAS(message, "mlflow server --backend-store-uri FOLDER");
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  }
+  // A scheme MLflow does not know either may be meant as a folder: say how to name one.
+  EXPECT_HAS(input_error_of([] { mlflow_store_path("mlruns:2", "--mlflow-dir"); }), "./mlruns:2");
+}
+
+// The environment variable for the duration of one test.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    if (value != nullptr) {
+      ::setenv(name, value, 1);
+    } else {
+      ::unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      ::setenv(name_.c_str(), old_.c_str(), 1);
+    } else {
+      ::unsetenv(name_.c_str());
+    }
+  }
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
+TEST(MlflowStore, TheFlagWinsThenTheEnvironmentVariable) {
+  {
+    ScopedEnv env("MLFLOW_TRACKING_URI", nullptr);
+    EXPECT_EQ(mlflow_store(false, "").dir, "");
+    EXPECT_EQ(mlflow_store(true, "file:///x").dir, "/x");
+    EXPECT_EQ(mlflow_store(true, "file:///x").origin, "--mlflow-dir");
+  }
+  {
+    ScopedEnv env("MLFLOW_TRACKING_URI", "file:///from/env");
+    EXPECT_EQ(mlflow_store(false, "").dir, "/from/env");
+    EXPECT_EQ(mlflow_store(false, "").origin, "MLFLOW_TRACKING_URI");
+    EXPECT_EQ(mlflow_store(true, "flag").dir, "flag");
+    EXPECT_EQ(mlflow_store(true, "").dir, "");  // --mlflow-dir '': no MLflow, whatever the environment says
+  }
+  {
+    ScopedEnv env("MLFLOW_TRACKING_URI", "");  // empty: unset
+    EXPECT_EQ(mlflow_store(false, "").dir, "");
+  }
+  {
+    ScopedEnv env("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000");
+    EXPECT_HAS(input_error_of([] { mlflow_store(false, ""); }), "MLFLOW_TRACKING_URI 'http://127.0.0.1:5000'");
+    EXPECT_EQ(mlflow_store(true, "dir").dir, "dir");  // the flag's store: the variable is not read
+  }
+}
+
+class MlflowStoreRuns : public ::testing::Test {
+ protected:
+  // A finished run in experiment "b" (beside "a") whose artifacts hold `model_folder` ("" for none).
+  std::string finished_run(const std::string& model_folder) {
+    MlflowRun(store_, "a", "other", "").set_status(MlflowStatus::kFinished);
+    MlflowRun run(store_, "b", "mine", "");
+    if (!model_folder.empty()) {
+      make_directories(run.artifacts_dir() + "/" + model_folder);
+      std::ofstream(run.artifacts_dir() + "/" + model_folder + "/config.json") << "{}";
+    }
+    run.set_status(MlflowStatus::kFinished);
+    return run.run_id();
+  }
+
+  testing::TempDir temp_{"bertrain_mlflow_store"};
+  const std::string store_ = temp_.path("mlruns");
+};
+
+TEST_F(MlflowStoreRuns, ARunIsFoundByIdInAnyExperimentOrTheOneNamed) {
+  const std::string id = finished_run("model");
+  const MlflowRunInfo run = find_mlflow_run(store_, id, "");
+  EXPECT_EQ(run.experiment_name, "b");
+  EXPECT_EQ(run.run_name, "mine");
+  EXPECT_EQ(run.status, static_cast<int>(MlflowStatus::kFinished));
+  EXPECT_EQ(run.dir, store_ + "/" + run.experiment_id + "/" + id);
+  EXPECT_EQ(find_mlflow_run(store_, id, "b").experiment_id, run.experiment_id);
+  EXPECT_EQ(mlflow_run_model_dir(run), run.dir + "/artifacts/model");
+  EXPECT_EQ(find_mlflow_run_model(store_, id, ""), run.dir + "/artifacts/model");
+  EXPECT_EQ(run.describe(), "MLflow run " + id + " (experiment 'b', store " + store_ + ")");
+}
+
+TEST_F(MlflowStoreRuns, WhatIsMissingIsNamedWithStoreExperimentAndId) {
+  const std::string id = finished_run("model");
+  std::string message = error_of([&] { find_mlflow_run(store_, id, "a"); });
+  EXPECT_HAS(message, "no MLflow run " + id + " in experiment 'a' of the store " + store_);
+  message = error_of([&] { find_mlflow_run(store_, "0123abcd", ""); });
+  EXPECT_HAS(message, "no MLflow run 0123abcd in any experiment of the store " + store_);
+  EXPECT_HAS(error_of([&] { find_mlflow_run(store_, id, "c"); }), "no MLflow experiment named 'c'");
+  EXPECT_HAS(error_of([&] { find_mlflow_run(store_ + "-missing", id, ""); }), "no MLflow file store here");
+  for (const char* bad : {"../0", "a/b", "", "-x", "a b"}) {
+    EXPECT_HAS(error_of([&] { find_mlflow_run(store_, bad, ""); }), "is not an MLflow run id");
+  }
+}
+
+TEST_F(MlflowStoreRuns, OnlyAFinishedRunWithAModelGivesOne) {
+  MlflowRun running(store_, "b", "running", "");
+  EXPECT_HAS(error_of([&] { mlflow_run_model_dir(find_mlflow_run(store_, running.run_id(), "")); }),
+             "(experiment 'b', store " + store_ + ") is RUNNING, not FINISHED");
+  running.set_status(MlflowStatus::kKilled);
+  EXPECT_HAS(error_of([&] { mlflow_run_model_dir(find_mlflow_run(store_, running.run_id(), "")); }),
+             "is KILLED, not FINISHED");
+  running.set_status(MlflowStatus::kFinished);
+  EXPECT_HAS(error_of([&] { mlflow_run_model_dir(find_mlflow_run(store_, running.run_id(), "")); }),
+             "logged no model");
+  // A run logged before MLflow Models: its best/.
+  const std::string old = finished_run("best");
+  const MlflowRunInfo run = find_mlflow_run(store_, old, "");
+  EXPECT_EQ(mlflow_run_model_dir(run), run.dir + "/artifacts/best");
+}
+
+// artifact_uri is absolute: in a store copied elsewhere the run's own artifacts folder is read.
+TEST_F(MlflowStoreRuns, AStoreCopiedElsewhereFindsItsOwnArtifacts) {
+  const std::string id = finished_run("model");
+  const std::string copy = temp_.path("copied");
+  fs::copy(store_, copy, fs::copy_options::recursive);
+  remove_tree(store_);
+  const MlflowRunInfo run = find_mlflow_run(copy, id, "");
+  EXPECT_EQ(run.artifact_uri.rfind("file://" + store_, 0), 0u) << run.artifact_uri;
+  EXPECT_EQ(mlflow_run_model_dir(run), run.dir + "/artifacts/model");
+}
+
+TEST(MlflowStatusName, MlflowsNames) {
+  EXPECT_EQ(mlflow_status_name(1), "RUNNING");
+  EXPECT_EQ(mlflow_status_name(3), "FINISHED");
+  EXPECT_EQ(mlflow_status_name(4), "FAILED");
+  EXPECT_EQ(mlflow_status_name(5), "KILLED");
+  EXPECT_EQ(mlflow_status_name(9), "status 9");
+}
+
+}  // namespace
+}  // namespace bertrain

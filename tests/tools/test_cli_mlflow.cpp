@@ -1,0 +1,245 @@
+// CLI tests of MLflow tracking locations and models: a training logs its best model as the MLflow Model
+// artifacts/model (hard links to best/'s files, kept when best/ is replaced or the run directory removed) with
+// MLflow's script tags; evaluate and predict --run-id load it (Made-With-ML's --run-id), from --mlflow-dir or
+// MLFLOW_TRACKING_URI, a folder or a file: URI; tracking servers are refused (exit 2, no folder named "http:");
+// an unknown, RUNNING or old-style (artifacts/best) run; the build's commit.
+#include <sys/stat.h>
+
+#include "core/build_info.h"
+#include "tests/tools/cli_test.h"
+
+namespace bertrain {
+namespace cli_test {
+namespace {
+
+class CliMlflowTest : public CliTest {
+ protected:
+  void SetUp() override {
+    CliTest::SetUp();
+    // The commands read it when no --mlflow-dir is given: these tests set it themselves.
+    ::unsetenv("MLFLOW_TRACKING_URI");
+  }
+
+  // The MLflow run id a training in `run_dir` logged to.
+  static std::string run_id_of(const std::string& run_dir) {
+    return json::parse(slurp(run_dir + "/last/trainer_state.json")).value("mlflow_run_id", "");
+  }
+
+  // store/<experiment id>/<run_id>: the run's folder.
+  static std::string run_folder(const std::string& store, const std::string& run_id) {
+    for (const auto& e : fs::directory_iterator(store)) {
+      if (fs::exists(e.path() / run_id / "meta.yaml")) return (e.path() / run_id).string();
+    }
+    ADD_FAILURE() << "no run " << run_id << " in " << store;
+    return "";
+  }
+
+  // bertrain run from `cwd` (for relative paths and file:relative URIs).
+  static RunResult run_in(const std::string& cwd, const std::vector<std::string>& args,
+                          const std::vector<std::string>& env = {}) {
+    std::string command = "cd '" + cwd + "' && exec '" + binary() + "'";
+    for (const std::string& a : args) command += " '" + a + "'";
+    return ::bertrain::testing::run_process({"/bin/sh", "-c", command}, env);
+  }
+
+  std::vector<std::string> predict_text(std::vector<std::string> source) const {
+    std::vector<std::string> args{"predict", "--text", "the image segmentation camera model", "--device", "cpu"};
+    args.insert(args.end(), source.begin(), source.end());
+    return args;
+  }
+};
+
+ino_t inode_of(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+  return st.st_ino;
+}
+
+// A training's model as an MLflow Model that evaluate and predict --run-id load: the same predictions and metrics
+// as --model RUN_DIR, evaluate logging into the run; the logged files hard links to best/'s that keep the logged
+// epoch when the run directory is trained over, or removed.
+TEST_F(CliMlflowTest, TrainLogsAModelThatRunIdEvaluatesAndPredicts) {
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--mlflow-dir", path("mlruns"), "--lr", "1e-3"}))));
+  const std::string id = run_id_of(path("run"));
+  const std::string folder = run_folder(path("mlruns"), id), model = folder + "/artifacts/model";
+  for (const char* name : {"config.json", "model.safetensors", "vocab.txt"}) {
+    EXPECT_EQ(inode_of(model + "/" + name), inode_of(path("run/best/") + name)) << name;
+  }
+  EXPECT_FALSE(fs::exists(folder + "/artifacts/best"));
+  EXPECT_EQ(slurp(folder + "/artifacts/results.json"), slurp(path("run/results.json")));
+  const std::string mlmodel = slurp(model + "/MLmodel");
+  for (const std::string& line : std::vector<std::string>{
+           "artifact_path: 'model'\n", "run_id: '" + id + "'\n", "  bertrain:\n",
+           "    transformers_class: 'BertForSequenceClassification'\n", "    - 'mlops'\n"}) {
+    EXPECT_NE(mlmodel.find(line), std::string::npos) << line << " not in\n" << mlmodel;
+  }
+  const json history = json::parse(slurp(folder + "/tags/mlflow.log-model.history"));
+  ASSERT_EQ(history.size(), 1u);
+  EXPECT_EQ(history[0]["artifact_path"], "model");
+  // MLflow's tags for a script run.
+  EXPECT_EQ(slurp(folder + "/tags/mlflow.source.name"), binary());
+  EXPECT_EQ(slurp(folder + "/tags/mlflow.source.type"), "LOCAL");
+  EXPECT_FALSE(slurp(folder + "/tags/mlflow.user").empty());
+  if (build_git_commit().empty()) {
+    EXPECT_FALSE(fs::exists(folder + "/tags/mlflow.source.git.commit"));
+  } else {
+    EXPECT_EQ(slurp(folder + "/tags/mlflow.source.git.commit"), build_git_commit());
+  }
+
+  const RunResult by_model = run(predict_text({"--model", path("run")}));
+  const RunResult by_id = run(predict_text({"--run-id", id, "--mlflow-dir", path("mlruns")}));
+  ASSERT_TRUE(succeeded(by_model));
+  ASSERT_TRUE(succeeded(by_id));
+  EXPECT_EQ(by_id.out, by_model.out);
+  const RunResult evaluated_by_model = run({"evaluate", "--model", path("run"), "--data", data(), "--device", "cpu"});
+  const RunResult evaluated = run({"evaluate", "--run-id", id, "--mlflow-dir", path("mlruns"), "--data", data(),
+                                   "--device", "cpu", "--out", path("eval.json")});
+  ASSERT_TRUE(succeeded(evaluated_by_model));
+  ASSERT_TRUE(succeeded(evaluated));
+  const json a = json::parse(evaluated_by_model.out), b = json::parse(evaluated.out);
+  EXPECT_EQ(b["overall"], a["overall"]);
+  EXPECT_EQ(b["confusion_matrix"], a["confusion_matrix"]);
+  EXPECT_EQ(b["run_id"], id);
+  EXPECT_FALSE(a.contains("run_id"));  // no store: nothing logged, no run named
+  EXPECT_EQ(b["model"], model);
+  // evaluate --run-id logs into the run it evaluated.
+  EXPECT_TRUE(fs::exists(folder + "/metrics/eval_f1"));
+  EXPECT_EQ(slurp(folder + "/artifacts/evaluation.json"), evaluated.out);
+  EXPECT_NE(slurp(folder + "/meta.yaml").find("\nstatus: 3\n"), std::string::npos);
+
+  // best/ replaced by another training in the same RUN_DIR: the logged model is still the first one.
+  const auto logged = snapshot(model);
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--overwrite", "--lr", "3e-3", "--seed", "7"}))));
+  EXPECT_NE(slurp(path("run/best/model.safetensors")), logged.at("model.safetensors"));
+  EXPECT_EQ(snapshot(model), logged);
+  fs::remove_all(path("run"));
+  EXPECT_EQ(snapshot(model), logged);
+  const RunResult after = run(predict_text({"--run-id", id, "--mlflow-dir", path("mlruns")}));
+  ASSERT_TRUE(succeeded(after));
+  EXPECT_EQ(after.out, by_model.out);
+}
+
+// The store from MLFLOW_TRACKING_URI when no --mlflow-dir is given (an empty flag turns it off), and file: URIs,
+// absolute (percent-encoded) and relative.
+TEST_F(CliMlflowTest, StoresFromTheEnvironmentAndFileUris) {
+  const std::string store = path("my runs");
+  const std::string uri = "file://" + path("my%20runs");
+  const std::vector<std::string> env{"MLFLOW_TRACKING_URI=" + uri};
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--epochs", "1"}), env)));
+  const std::string id = run_id_of(path("run"));
+  ASSERT_EQ(id.size(), 32u);
+  EXPECT_TRUE(fs::exists(run_folder(store, id) + "/artifacts/model/MLmodel"));
+  EXPECT_FALSE(fs::exists(path("my%20runs")));
+  // --mlflow-dir '': no MLflow although the variable is set.
+  ASSERT_TRUE(succeeded(run(train_args(path("plain"), {"--epochs", "1", "--mlflow-dir", ""}), env)));
+  EXPECT_EQ(run_id_of(path("plain")), "");
+
+  const RunResult expected = run(predict_text({"--model", path("run")}));
+  ASSERT_TRUE(succeeded(expected));
+  const RunResult from_env = run(predict_text({"--run-id", id}), env);
+  ASSERT_TRUE(succeeded(from_env));
+  EXPECT_EQ(from_env.out, expected.out);
+  for (const std::string& flag : {"file:" + store, "file://localhost" + store, uri}) {
+    const RunResult r = run(predict_text({"--run-id", id, "--mlflow-dir", flag}));
+    ASSERT_TRUE(succeeded(r)) << flag;
+    EXPECT_EQ(r.out, expected.out) << flag;
+  }
+  const RunResult relative = run_in(dir_.string(), predict_text({"--run-id", id, "--mlflow-dir", "file:my runs"}));
+  ASSERT_TRUE(succeeded(relative));
+  EXPECT_EQ(relative.out, expected.out);
+  // With only the variable, evaluate of a model that was not logged evaluates without logging.
+  const RunResult unlogged = run({"evaluate", "--model", path("plain"), "--data", data(), "--device", "cpu"}, env);
+  ASSERT_TRUE(succeeded(unlogged));
+  EXPECT_FALSE(json::parse(unlogged.out).contains("run_id"));
+  // ... and a RUN_DIR that was logged evaluates into its run.
+  const RunResult logged = run({"evaluate", "--model", path("run"), "--data", data(), "--device", "cpu"}, env);
+  ASSERT_TRUE(succeeded(logged));
+  EXPECT_EQ(json::parse(logged.out)["run_id"], id);
+  EXPECT_TRUE(fs::exists(run_folder(store, id) + "/metrics/eval_f1"));
+}
+
+// A tracking server, database or Databricks URI is refused by every command with exit 2 and one line; nothing
+// is written, no folder named after the URI above all.
+TEST_F(CliMlflowTest, TrackingServersAreRefused) {
+  const std::vector<std::vector<std::string>> commands{
+      train_args("run", {"--epochs", "1"}),
+      {"evaluate", "--run-id", "abc", "--data", data()},
+      {"predict", "--run-id", "abc", "--text", "a model"}};
+  for (const std::vector<std::string>& command : commands) {
+    for (const std::string uri : {"http://127.0.0.1:5000", "https://mlflow.example.com/", "databricks",
+                                   "sqlite:///mlflow.db", "file://otherhost/mlruns"}) {
+      std::vector<std::string> with_flag = command;
+      with_flag.insert(with_flag.end(), {"--mlflow-dir", uri});
+      const RunResult flagged = run_in(dir_.string(), with_flag);
+      expect_error(flagged, "--mlflow-dir '" + uri + "'");
+      expect_error(run_in(dir_.string(), command, {"MLFLOW_TRACKING_URI=" + uri}), "MLFLOW_TRACKING_URI '" + uri + "'");
+      if (uri.rfind("file:", 0) != 0) {
+        EXPECT_NE(flagged.err.find("mlflow server --backend-store-uri"), std::string::npos) << flagged.err;
+      }
+    }
+  }
+  for (const auto& e : fs::directory_iterator(dir_)) {
+    const std::string name = e.path().filename().string();
+    EXPECT_TRUE(name == "model" || name == "data.csv") << "written: " << name;
+  }
+}
+
+// --run-id's errors: both or neither of --model and --run-id, no store, an unknown id or experiment, a RUNNING
+// (killed) run; and a run logged before MLflow Models (its artifacts/best) still loads.
+TEST_F(CliMlflowTest, RunIdErrorsAndOldRuns) {
+  const std::string store = path("mlruns");
+  for (const char* command : {"evaluate", "predict"}) {
+    const std::vector<std::string> rest = std::string(command) == "evaluate"
+                                              ? std::vector<std::string>{"--data", data()}
+                                              : std::vector<std::string>{"--text", "a model"};
+    std::vector<std::string> both{command, "--model", model(), "--run-id", "abc", "--mlflow-dir", store};
+    std::vector<std::string> neither{command};
+    std::vector<std::string> no_store{command, "--run-id", "abc"};
+    std::vector<std::string> unknown{command, "--run-id", "0123abcd", "--mlflow-dir", store};
+    for (auto* args : {&both, &neither, &no_store, &unknown}) args->insert(args->end(), rest.begin(), rest.end());
+    expect_error(run(both), "give one of --model DIR and --run-id ID");
+    expect_error(run(neither), "give one of --model DIR and --run-id ID");
+    expect_error(run(no_store), "--run-id abc needs the MLflow file store it is in: --mlflow-dir DIR or "
+                                "MLFLOW_TRACKING_URI");
+    expect_error(run(unknown), store + ": no MLflow file store here");
+  }
+  expect_error(run({"predict", "--model", model(), "--mlflow-dir", store, "--text", "a"}), "give --run-id too");
+
+  // A training killed mid-way: its run is RUNNING.
+  const RunResult killed = run(train_args(path("run"), {"--mlflow-dir", store, "--save-steps", "2"}),
+                               {"BERTRAIN_TEST_CRASH_AFTER_STEP=2"});
+  ASSERT_EQ(killed.exit_code, 137) << killed.describe();
+  const std::string id = run_id_of(path("run"));
+  expect_error(run(predict_text({"--run-id", id, "--mlflow-dir", store})),
+               "MLflow run " + id + " (experiment 'bertrain', store " + store + ") is RUNNING, not FINISHED");
+  expect_error(run(predict_text({"--run-id", "0123abcd", "--mlflow-dir", store})),
+               "no MLflow run 0123abcd in any experiment of the store " + store);
+  expect_error(run(predict_text({"--run-id", id, "--mlflow-dir", store, "--experiment", "other"})),
+               "no MLflow experiment named 'other'");
+  expect_error(run(predict_text({"--run-id", "../" + id, "--mlflow-dir", store})), "is not an MLflow run id");
+
+  // Finished, then made to look as bertrain logged runs before: artifacts/best, no MLmodel.
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--mlflow-dir", store, "--save-steps", "2", "--resume"}))));
+  const std::string artifacts = run_folder(store, id) + "/artifacts";
+  fs::rename(artifacts + "/model", artifacts + "/best");
+  fs::remove(artifacts + "/best/MLmodel");
+  const RunResult old = run(predict_text({"--run-id", id, "--mlflow-dir", store, "--experiment", "bertrain"}));
+  ASSERT_TRUE(succeeded(old));
+  EXPECT_EQ(old.out, run(predict_text({"--model", path("run")})).out);
+}
+
+// The commit the build reports (--version, the tag mlflow.source.git.commit) is the one its sources are at: the
+// header is rewritten at every build, so a commit made since the last cmake run shows too.
+TEST_F(CliMlflowTest, TheBuildsCommitIsTheSourcesHead) {
+  const RunResult head = ::bertrain::testing::run_process(
+      {"/bin/sh", "-c", "exec git -C '" BERTRAIN_SOURCE_DIR "' rev-parse --verify HEAD 2>/dev/null"});
+  if (head.exit_code != 0) GTEST_SKIP() << "the sources are not a git checkout here (or no git): no commit to compare";
+  EXPECT_EQ(build_git_commit() + "\n", head.out);
+  const RunResult version = run({"--version"});
+  ASSERT_TRUE(succeeded(version));
+  EXPECT_NE(version.out.find("\n  commit " + build_git_commit() + "\n"), std::string::npos) << version.out;
+}
+
+}  // namespace
+}  // namespace cli_test
+}  // namespace bertrain
