@@ -24,6 +24,11 @@ const char* const kRunColors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#
                                   "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
 const char* run_color(std::size_t run) { return kRunColors[run % std::size(kRunColors)]; }
 
+// A small box in the run's colour, before its name in tables and notes.
+std::string run_swatch(std::size_t run) {
+  return "<span class=\"swatch\" style=\"background:" + std::string(run_color(run)) + "\"></span>";
+}
+
 // A number field of a metrics line; the trainer writes a non-finite loss as null (JSON has no NaN).
 double number_field(const json& object, const char* key, const std::string& where) {
   BERTRAIN_CHECK(object.contains(key), where << ": no field '" << key << "'");
@@ -172,7 +177,7 @@ std::string summary_table(const std::vector<RunRecord>& runs) {
     const std::string epochs = std::to_string(run.epochs.size()) + (planned.empty() ? "" : " of " + planned) +
                                (run.results.is_null() ? " (no results.json: running or stopped)" : "") +
                                (run.stopped_early ? ", stopped early" : "");
-    html += "<tr><td><span class=\"swatch\" style=\"background:" + std::string(run_color(r)) + "\"></span>" +
+    html += "<tr><td>" + run_swatch(r) +
             xml_escape(run.name) + "</td>" + cell(param(run, "model")) + cell(param(run, "engine")) +
             cell(param(run, "world_size"), true) + cell(param(run, "batch_size"), true) + cell(param(run, "lr"), true) +
             cell(epochs) + cell(best ? format_value(shown_epoch(*best)) : "none", true) +
@@ -196,7 +201,7 @@ std::string early_stop_notes(const std::vector<RunRecord>& runs) {
     if (runs.size() == 1) {
       html += "<p class=\"note\">Stopped early " + xml_escape(text) + ".</p>\n";
     } else {
-      html += "<p class=\"note\"><span class=\"swatch\" style=\"background:" + std::string(run_color(r)) + "\"></span>" +
+      html += "<p class=\"note\">" + run_swatch(r) +
               xml_escape(runs[r].name + " stopped early " + text) + ".</p>\n";
     }
   }
@@ -216,13 +221,20 @@ LineSeries epoch_series(const RunRecord& run, double EpochRecord::*field, std::s
   return s;
 }
 
-// One chart of a per-epoch quantity, every run overlaid in its colour.
-LineChart epoch_chart(const std::vector<RunRecord>& runs, const std::string& title, const std::string& y_title,
-                      double EpochRecord::*field) {
+// An empty chart of quantities per epoch, its best-epoch ring (where it draws one) the trainer's best/.
+LineChart per_epoch_chart(const std::string& title, const std::string& y_title) {
   LineChart chart;
   chart.title = title;
   chart.x_title = "epoch";
   chart.y_title = y_title;
+  chart.mark_legend = "best epoch (lowest val_loss)";
+  return chart;
+}
+
+// One chart of a per-epoch quantity, every run overlaid in its colour.
+LineChart epoch_chart(const std::vector<RunRecord>& runs, const std::string& title, const std::string& y_title,
+                      double EpochRecord::*field) {
+  LineChart chart = per_epoch_chart(title, y_title);
   for (std::size_t r = 0; r < runs.size(); ++r) {
     chart.series.push_back(epoch_series(runs[r], field, runs[r].name, run_color(r)));
   }
@@ -231,11 +243,7 @@ LineChart epoch_chart(const std::vector<RunRecord>& runs, const std::string& tit
 
 // Train (solid) and validation (dashed) loss of every run, its best epoch ringed.
 LineChart loss_chart(const std::vector<RunRecord>& runs) {
-  LineChart chart;
-  chart.title = "Loss per epoch";
-  chart.x_title = "epoch";
-  chart.y_title = "loss (binary cross-entropy)";
-  chart.mark_legend = "best epoch (lowest val_loss)";
+  LineChart chart = per_epoch_chart("Loss per epoch", "loss (binary cross-entropy)");
   for (std::size_t r = 0; r < runs.size(); ++r) {
     const std::string prefix = runs.size() > 1 ? runs[r].name + " " : "";
     chart.series.push_back(epoch_series(runs[r], &EpochRecord::train_loss, prefix + "train_loss", run_color(r)));
@@ -284,8 +292,7 @@ std::string constant_learning_rate_note(const std::vector<RunRecord>& runs) {
   }
   std::string html = "<p class=\"note\">Learning rate constant in every run (no ReduceLROnPlateau reduction): ";
   for (std::size_t r = 0; r < runs.size(); ++r) {
-    html += std::string(r == 0 ? "" : ", ") + "<span class=\"swatch\" style=\"background:" + run_color(r) +
-            "\"></span>" + xml_escape(runs[r].name + " " + format_value(runs[r].epochs.front().lr));
+    html += std::string(r == 0 ? "" : ", ") + run_swatch(r) + xml_escape(runs[r].name + " " + format_value(runs[r].epochs.front().lr));
   }
   return html + ".</p>\n";
 }
@@ -319,11 +326,7 @@ bool micro_f1_is_accuracy(const RunRecord& run) {
 
 // The validation metrics of every run that has them, the best epoch (lowest val_loss) ringed on the weighted F1.
 LineChart validation_chart(const std::vector<RunRecord>& runs) {
-  LineChart chart;
-  chart.title = "Validation accuracy and F1 per epoch";
-  chart.x_title = "epoch";
-  chart.y_title = "score (0 to 1)";
-  chart.mark_legend = "best epoch (lowest val_loss)";
+  LineChart chart = per_epoch_chart("Validation accuracy and F1 per epoch", "score (0 to 1)");
   std::size_t shown = 0;
   for (const RunRecord& run : runs) shown += has_validation_metrics(run) ? 1 : 0;
   bool micro_lines = false, every_micro_is_accuracy = true;
@@ -386,7 +389,7 @@ std::string validation_section(const std::vector<RunRecord>& runs) {
   for (std::size_t r = 0; r < runs.size(); ++r) {
     if (!has_validation_metrics(runs[r])) continue;
     if (runs.size() > 1) {
-      html += "<h3><span class=\"swatch\" style=\"background:" + std::string(run_color(r)) + "\"></span>" +
+      html += "<h3>" + run_swatch(r) +
               xml_escape(runs[r].name) + "</h3>\n";
     }
     html += validation_table(runs[r]);
