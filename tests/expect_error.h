@@ -26,4 +26,9 @@ inline void expect_error(const std::function<void()>& f, std::initializer_list<c
   }
 }
 
+// The same with one fragment.
+inline void expect_error(const std::function<void()>& f, const std::string& fragment) {
+  expect_error(f, {fragment.c_str()});
+}
+
 }  // namespace bertrain::testing

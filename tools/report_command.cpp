@@ -1,6 +1,6 @@
 // `bertrain report RUN_DIR... [--out FILE]`: one self-contained HTML page (inline SVG, no scripts, nothing
-// fetched) with a run's loss, learning-rate and throughput curves, and its evaluation's per-class metrics and
-// confusion matrix; several runs overlay their curves.
+// fetched) with a run's loss, learning-rate and throughput curves, its validation metrics per epoch when it recorded
+// them, and its evaluation's per-class metrics and confusion matrix; several runs overlay their curves.
 #include <cstdio>
 #include <vector>
 
@@ -16,11 +16,13 @@ namespace bertrain {
 
 int run_report(const std::vector<std::string>& args) {
   ArgParser p("report",
-              "Writes an HTML report of training runs: a summary table; train and validation loss per epoch with the\n"
-              "best epoch marked, the learning rate and samples/s (several runs overlaid, one colour each); and for\n"
-              "each run with RUN_DIR/evaluation.json (bertrain evaluate --out) its overall metrics, per-class\n"
-              "precision / recall / F1 bars and the confusion matrix as a heat map. One file, no scripts, no network:\n"
-              "open it in any browser, attach it, archive it. Reads metrics.jsonl, so a running run can be reported.");
+              "Writes an HTML report of training runs: a summary table (and why a run stopped early); train and\n"
+              "validation loss per epoch with the best epoch marked, the learning rate and samples/s (several runs\n"
+              "overlaid, one colour each); validation accuracy and F1 (weighted, micro, macro) per epoch, charted and\n"
+              "tabled, for runs that recorded them; and for each run with RUN_DIR/evaluation.json (bertrain evaluate\n"
+              "--out) its overall metrics, per-class precision / recall / F1 bars and the confusion matrix as a heat\n"
+              "map. One file, no scripts, no network: open it in any browser, attach it, archive it. Reads\n"
+              "metrics.jsonl, so a running run can be reported.");
   p.positionals("RUN_DIR", "training run directories (bertrain train --out); one named twice is reported once", 1);
   p.option("out", "", "the HTML file to write (replaced atomically; default RUN_DIR/report.html for one run, "
                       "report.html for several)").value_name("FILE");

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "tests/expect_error.h"
 
 namespace bertrain {
 namespace {
@@ -324,14 +325,7 @@ TEST(Metrics, MatchesSklearn) {
   }
 }
 
-void expect_error(const std::function<void()>& f, const char* fragment) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing '" << fragment << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
+using testing::expect_error;
 
 TEST(Metrics, RejectsInvalidInput) {
   const std::vector<int> a = {0, 1, 2};

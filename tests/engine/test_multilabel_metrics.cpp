@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "tests/expect_error.h"
 
 namespace bertrain {
 namespace {
@@ -190,14 +191,7 @@ TEST(MultiLabelMetrics, SingleLabelAndSingleSample) {
   expect_metrics(row.micro, {0.5, 0.5, 0.5, 2}, true, "one sample micro");
 }
 
-void expect_error(const std::function<void()>& f, const char* fragment) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing '" << fragment << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
+using testing::expect_error;
 
 TEST(MultiLabelMetrics, RejectsInvalidArguments) {
   const std::vector<uint8_t> six = {1, 0, 0, 1, 1, 1};

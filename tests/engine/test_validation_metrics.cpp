@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "tests/expect_error.h"
 
 namespace bertrain {
 namespace {
@@ -192,14 +193,7 @@ TEST(ValidationMetrics, SingleLabelTiesGoToTheFirstClass) {
   EXPECT_EQ(counts.metrics().accuracy, 0.0);
 }
 
-void expect_error(const std::function<void()>& f, const char* fragment) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing '" << fragment << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
+using testing::expect_error;
 
 TEST(ValidationMetrics, RejectsNoRowsAndCountsThatAreNotCounts) {
   expect_error([] { ValidationCounts(0, false); }, "num_labels must be >= 1, got 0");

@@ -202,21 +202,14 @@ def make_case(name, multi_label, logits, targets):
 
 
 def dump(cases):
-    """JSON with one matrix row per line (json.dumps writes floats with repr)."""
-    def matrix(rows):
-        return "[\n" + ",\n".join("      " + json.dumps(r, separators=(",", ":")) for r in rows) + "\n    ]"
+    """The cases as JSON, a matrix row a line, keys in the cases' order (json.dumps writes floats with repr)."""
+    def value(v):
+        if not isinstance(v, list):
+            return json.dumps(v)
+        return "[\n" + ",\n".join("      " + json.dumps(row, separators=(",", ":")) for row in v) + "\n    ]"
 
-    scalars = ("accuracy", "f1_weighted", "f1_micro", "f1_macro", "labels_averaged", "f1_macro_every_label")
-    out = []
-    for c in cases:
-        lines = [f'    "name": {json.dumps(c["name"])}',
-                 f'    "multi_label": {json.dumps(c["multi_label"])}',
-                 f'    "num_labels": {c["num_labels"]}',
-                 f'    "logits": {matrix(c["logits"])}',
-                 f'    "targets": {matrix(c["targets"])}']
-        lines += [f'    "{k}": {json.dumps(c[k])}' for k in scalars if k in c]
-        out.append("  {\n" + ",\n".join(lines) + "\n  }")
-    text = "[\n" + ",\n".join(out) + "\n]\n"
+    objects = ("  {\n" + ",\n".join(f"    {json.dumps(k)}: {value(v)}" for k, v in c.items()) + "\n  }" for c in cases)
+    text = "[\n" + ",\n".join(objects) + "\n]\n"
     assert json.loads(text) == cases
     return text
 

@@ -56,5 +56,40 @@ TEST_F(CliTest, ReportCountsARunDirectoryNamedTwiceOnce) {
   expect_error(run({"report", path("gone"), path("gone") + "/"}), "gone' not found");
 }
 
+// A run whose trainer recorded validation metrics (and the step of each evaluation) and stopped early: the page
+// charts and tables the metrics, and the summary says when and why the run stopped.
+TEST_F(CliTest, ReportShowsValidationMetricsAndAnEarlyStop) {
+  const fs::path run_dir = dir_ / "metrics-run";
+  fs::create_directories(run_dir);
+  std::string lines;
+  for (int e = 0; e < 3; ++e) {
+    lines += json{{"epoch", e},           {"lr", 1e-4},          {"train_loss", 0.6 - 0.1 * e},
+                  {"val_loss", 0.5 + 0.05 * (e == 2) - 0.1 * (e == 1)}, {"samples_per_s", 90.0},
+                  {"elapsed_s", 10.0 * (e + 1)}, {"step", 12 * (e + 1)}, {"val_accuracy", 0.7 + 0.05 * e},
+                  {"val_f1", 0.69 + 0.05 * e},   {"val_f1_micro", 0.7 + 0.05 * e}, {"val_f1_macro", 0.6 + 0.05 * e}}
+                 .dump() +
+             "\n";
+  }
+  spit(run_dir / "metrics.jsonl", lines);
+  spit(run_dir / "results.json",
+       json{{"params", {{"epochs", 10}}}, {"stopped_early", {{"epoch", 2}, {"reason", "no val_loss improvement"}}}}.dump());
+  const RunResult r = run({"report", run_dir.string()});
+  ASSERT_TRUE(succeeded(r));
+  EXPECT_EQ(lines_of(r.out).at(0), run_dir.string() + ": finished 3 epochs in 30.0 s, stopped early after epoch 3: no "
+                                                       "val_loss improvement; best epoch 2 (val_loss 0.4000, "
+                                                       "val_accuracy 0.750, val_f1 0.740), its model in " +
+                                       run_dir.string() + "/best");
+  const testing::XmlElement page = testing::parse_xml(slurp(run_dir / "report.html"));
+  bool chart = false;
+  for (const testing::XmlElement* svg : page.find_all("svg")) {
+    chart = chart || *svg->attribute("aria-label") == "Validation accuracy and F1 per epoch";
+  }
+  EXPECT_TRUE(chart);
+  EXPECT_EQ(page.find_all("table").size(), 2u);  // the runs, the validation metrics per epoch
+  const std::string html = slurp(run_dir / "report.html");
+  EXPECT_NE(html.find("Stopped early after epoch 3: no val_loss improvement."), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"num\">2 (best)</td><td class=\"num\">24</td>"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace bertrain

@@ -154,8 +154,8 @@ LineChart two_series_chart() {
   chart.x_title = "epoch";
   chart.y_title = "loss (binary cross-entropy)";
   chart.mark_legend = "best epoch (lowest val_loss)";
-  chart.series.push_back({"train_loss", "#4e79a7", false, {0, 1, 2, 3}, {0.59, 0.43, 0.30, 0.21}, std::nullopt});
-  chart.series.push_back({"val_loss", "#4e79a7", true, {0, 1, 2, 3}, {0.50, 0.37, 0.31, 0.26}, 3});
+  chart.series.push_back({"train_loss", "#4e79a7", Dash::kSolid, {0, 1, 2, 3}, {0.59, 0.43, 0.30, 0.21}, std::nullopt});
+  chart.series.push_back({"val_loss", "#4e79a7", Dash::kDashed, {0, 1, 2, 3}, {0.50, 0.37, 0.31, 0.26}, 3});
   return chart;
 }
 
@@ -212,7 +212,7 @@ TEST(ReportLineChart, LogAxisMapsDecadesToEqualHeights) {
   LineChart chart;
   chart.title = "Learning rate";
   chart.log_y = true;
-  chart.series.push_back({"lr", "#000000", false, {0, 1, 2, 3}, {1e-4, 1e-4, 1e-5, 1e-6}, std::nullopt});
+  chart.series.push_back({"lr", "#000000", Dash::kSolid, {0, 1, 2, 3}, {1e-4, 1e-4, 1e-5, 1e-6}, std::nullopt});
   const XmlElement svg = parse_xml(render_line_chart(chart));
   const auto points = points_of(svg, "lr", "data-y", "cy");
   ASSERT_EQ(points.size(), 4u);
@@ -257,7 +257,7 @@ TEST(ReportLineChart, TheYAxisTitleClearsTheWidestTickLabel) {
     chart.title = "Learning rate after each epoch";
     chart.x_title = "epoch";
     chart.y_title = "learning rate";
-    chart.series.push_back({"lr", "#000000", false, {1, 2, 3, 4}, ys, std::nullopt});
+    chart.series.push_back({"lr", "#000000", Dash::kSolid, {1, 2, 3, 4}, ys, std::nullopt});
     const XmlElement svg = parse_xml(render_line_chart(chart));
     EXPECT_GE(expect_y_title_clear_of_ticks(svg), 3) << "y = " << ys[0];
     // The plot moved right, not off the chart: every point is inside the drawing.
@@ -729,6 +729,189 @@ TEST_F(ReportRunTest, ARunDirectoryNamedTwiceIsOneRun) {
   EXPECT_TRUE(repeats.empty());
 }
 
+// metrics.jsonl lines as a trainer with validation metrics writes them: single-label (micro F1 = accuracy) unless
+// `multi_label`, each line with the optimizer step of its evaluation.
+std::string validation_lines(const std::vector<double>& val_losses, bool multi_label) {
+  std::string lines;
+  for (std::size_t e = 0; e < val_losses.size(); ++e) {
+    const double accuracy = 0.6 + 0.1 * static_cast<double>(e);
+    nlohmann::json line = {{"epoch", e},          {"lr", 1e-4},
+                           {"train_loss", 0.5},   {"val_loss", val_losses[e]},
+                           {"samples_per_s", 80}, {"elapsed_s", 8.5 * static_cast<double>(e + 1)},
+                           {"step", 25 * (e + 1)}, {"val_accuracy", accuracy},
+                           {"val_f1", accuracy + 0.01}, {"val_f1_micro", multi_label ? accuracy + 0.2 : accuracy},
+                           {"val_f1_macro", accuracy - 0.05}};
+    lines += line.dump() + "\n";
+  }
+  return lines;
+}
+
+// The <tr>s of the table under the <h2> whose text is `heading`, each as its cells' texts.
+std::vector<std::vector<std::string>> table_after(const XmlElement& page, const std::string& heading) {
+  for (const XmlElement* section : page.find_all("section")) {
+    const auto h2 = section->find_all("h2");
+    if (h2.empty() || h2[0]->text != heading) continue;
+    std::vector<std::vector<std::string>> rows;
+    for (const XmlElement* tr : section->find_all("tr")) {
+      std::vector<std::string> cells;
+      for (const XmlElement& c : tr->children) cells.push_back(all_text(c));
+      rows.push_back(cells);
+    }
+    return rows;
+  }
+  return {};
+}
+
+TEST_F(ReportRunTest, ValidationMetricsAreChartedAndTabledBesideValLoss) {
+  const fs::path dir = make_run("with-metrics", {0.5, 0.4, 0.45}, false);
+  write(dir / "metrics.jsonl", validation_lines({0.5, 0.4, 0.45}, false));
+  std::vector<RunRecord> runs{load_run(dir.string())};
+  name_runs(&runs);
+  EXPECT_TRUE(runs[0].epochs[0].has_validation_metrics);
+  EXPECT_EQ(runs[0].epochs[2].step, 75);
+  const XmlElement page = parse_xml(render_report(runs, "now"));
+  // Beside the loss chart, in the training charts.
+  const auto charts = page.find_all("svg");
+  ASSERT_GE(charts.size(), 3u);
+  EXPECT_EQ(attr(*charts[1], "aria-label"), "Validation accuracy and F1 per epoch");
+  const XmlElement& chart = *charts[1];
+  // Single-label: micro F1 is the accuracy, one line for both; weighted and macro F1 their own lines.
+  const auto accuracy = points_of(chart, "val_accuracy = val_f1_micro", "data-y", "cy");
+  ASSERT_EQ(accuracy.size(), 3u);
+  EXPECT_EQ(accuracy[2].first, 0.6 + 0.1 * 2);
+  EXPECT_EQ(points_of(chart, "val_f1 (weighted)", "data-y", "cy").size(), 3u);
+  EXPECT_EQ(points_of(chart, "val_f1_macro", "data-y", "cy").back().first, 0.6 + 0.1 * 2 - 0.05);
+  EXPECT_TRUE(points_of(chart, "val_f1_micro", "data-y", "cy").empty());
+  const auto paths = chart.find_all("path");
+  ASSERT_EQ(paths.size(), 3u);  // one line style each: solid, dashed, dash-dot
+  EXPECT_EQ(attr(*paths[0], "stroke-dasharray"), "(absent)");
+  EXPECT_EQ(attr(*paths[1], "stroke-dasharray"), "6 4");
+  EXPECT_EQ(attr(*paths[2], "stroke-dasharray"), "8 3 2 3");
+  // The best epoch (lowest val_loss: epoch 2) ringed on the weighted F1.
+  const auto marks = with_class(chart, "circle", "mark");
+  ASSERT_EQ(marks.size(), 1u);
+  EXPECT_EQ(attr_number(*marks[0], "data-x"), 2);
+  EXPECT_EQ(attr(*marks[0], "data-series"), "val_f1 (weighted)");
+
+  // The table: an epoch a row, the step, val_loss and the four metrics; the best epoch says so.
+  const auto rows = table_after(page, "Validation metrics per epoch");
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"epoch", "step", "val_loss", "accuracy", "F1 weighted", "F1 micro",
+                                               "F1 macro"}));
+  EXPECT_EQ(rows[1], (std::vector<std::string>{"1", "25", "0.5000", "0.6000", "0.6100", "0.6000", "0.5500"}));
+  EXPECT_EQ(rows[2][0], "2 (best)");
+  EXPECT_EQ(rows[3][1], "75");
+
+  // The terminal summary adds the best epoch's accuracy and weighted F1.
+  EXPECT_NE(run_summary(runs[0]).find("best epoch 2 (val_loss 0.4000, val_accuracy 0.700, val_f1 0.710)"),
+            std::string::npos)
+      << run_summary(runs[0]);
+}
+
+TEST_F(ReportRunTest, RunsWithoutValidationMetricsShowNone) {
+  std::vector<RunRecord> runs{load_run(make_run("old", {0.5, 0.4}, true).string())};
+  name_runs(&runs);
+  EXPECT_FALSE(runs[0].epochs[0].has_validation_metrics);
+  EXPECT_FALSE(runs[0].epochs[0].has_step);
+  const std::string html = render_report(runs, "now");
+  const XmlElement page = parse_xml(html);
+  EXPECT_EQ(chart_titled(page, "Validation accuracy and F1 per epoch"), nullptr);
+  EXPECT_TRUE(table_after(page, "Validation metrics per epoch").empty());
+  EXPECT_EQ(html.find("val_accuracy"), std::string::npos);
+  EXPECT_EQ(html.find("stopped early"), std::string::npos);
+  EXPECT_EQ(run_summary(runs[0]).find("val_accuracy"), std::string::npos);
+}
+
+TEST_F(ReportRunTest, SeveralRunsWithValidationMetricsTakeAColourEachAndALineStylePerMetric) {
+  const fs::path single = make_run("single", {0.5, 0.4}, false), multi = make_run("multi", {0.6, 0.5, 0.3}, false),
+                 old = make_run("old", {0.7}, false);
+  write(single / "metrics.jsonl", validation_lines({0.5, 0.4}, false));
+  write(multi / "metrics.jsonl", validation_lines({0.6, 0.5, 0.3}, true));
+  std::vector<RunRecord> runs{load_run(single.string()), load_run(old.string()), load_run(multi.string())};
+  name_runs(&runs);
+  const XmlElement page = parse_xml(render_report(runs, "now"));
+  const XmlElement* chart = chart_titled(page, "Validation accuracy and F1 per epoch");
+  ASSERT_NE(chart, nullptr);
+  // The multi-label run's micro F1 is not its accuracy: its own line; the single-label run's is one line.
+  EXPECT_EQ(points_of(*chart, "multi val_f1_micro", "data-y", "cy").size(), 3u);
+  EXPECT_EQ(points_of(*chart, "multi val_accuracy", "data-y", "cy").size(), 3u);
+  EXPECT_EQ(points_of(*chart, "single val_accuracy = val_f1_micro", "data-y", "cy").size(), 2u);
+  EXPECT_EQ(chart->find_all("path").size(), 7u);  // the run without metrics draws nothing here
+  for (const XmlElement* p : with_class(*chart, "circle", "point")) {
+    EXPECT_EQ(attr(*p, "data-series").rfind("old", 0), std::string::npos);
+    // Each run in its colour (the runs table's): "single" first, "multi" third.
+    EXPECT_EQ(attr(*p, "fill"), attr(*p, "data-series").rfind("single", 0) == 0 ? "#4e79a7" : "#e15759");
+  }
+  // The legend: a box per run with metrics, a line style per metric, the ring.
+  const auto legend = chart->find_all("g");
+  ASSERT_EQ(legend.size(), 1u);
+  std::vector<std::string> labels;
+  for (const XmlElement* t : legend[0]->find_all("text")) labels.push_back(t->text);
+  EXPECT_EQ(labels, (std::vector<std::string>{"single", "multi", "val_accuracy", "val_f1 (weighted)", "val_f1_micro",
+                                              "val_f1_macro", "best epoch (lowest val_loss)"}));
+  EXPECT_EQ(legend[0]->find_all("rect").size(), 2u);
+  // A table per run with metrics, under the run's name.
+  std::vector<std::string> headings;
+  for (const XmlElement* h : page.find_all("h3")) headings.push_back(all_text(*h));
+  EXPECT_EQ(headings, (std::vector<std::string>{"single ", "multi "}));  // then each run's (empty) swatch
+  EXPECT_EQ(table_after(page, "Validation metrics per epoch").size(), 2u + 3u + 2u);  // two headers, five epochs
+}
+
+TEST_F(ReportRunTest, EpochsWithoutValidationMetricsLeaveGapsAndNa) {
+  // A run resumed with a newer bertrain: its first epoch's line has no validation metrics.
+  const fs::path dir = make_run("resumed", {0.5, 0.4}, false);
+  write(dir / "metrics.jsonl", metrics_line(0, 0.6, 0.5, 1e-4).dump() + "\n" +
+                                   validation_lines({0.5, 0.4}, false).substr(validation_lines({0.5}, false).size()));
+  std::vector<RunRecord> runs{load_run(dir.string())};
+  name_runs(&runs);
+  const XmlElement page = parse_xml(render_report(runs, "now"));
+  const XmlElement* chart = chart_titled(page, "Validation accuracy and F1 per epoch");
+  ASSERT_NE(chart, nullptr);
+  const auto points = points_of(*chart, "val_accuracy = val_f1_micro", "data-x", "cx");
+  ASSERT_EQ(points.size(), 1u);
+  EXPECT_EQ(points[0].first, 2);
+  const auto rows = table_after(page, "Validation metrics per epoch");
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[1], (std::vector<std::string>{"1", "", "0.5000", "n/a", "n/a", "n/a", "n/a"}));
+}
+
+TEST_F(ReportRunTest, ARunThatStoppedEarlySaysWhenAndWhy) {
+  const fs::path dir = make_run("patient", {0.5, 0.4, 0.41, 0.42}, false);
+  std::ifstream written(dir / "results.json");
+  nlohmann::json results = nlohmann::json::parse(written);
+  results["params"]["epochs"] = 10;
+  results["stopped_early"] = {{"epoch", 3}, {"reason", "val_loss did not improve for 2 epochs"}};
+  write(dir / "results.json", results.dump());
+  std::vector<RunRecord> runs{load_run(dir.string())};
+  name_runs(&runs);
+  ASSERT_TRUE(runs[0].stopped_early.has_value());
+  EXPECT_EQ(runs[0].stopped_early->epoch, 3);
+  const XmlElement page = parse_xml(render_report(runs, "now"));
+  EXPECT_EQ(notes(page), "Stopped early after epoch 4: val_loss did not improve for 2 epochs.\n");
+  EXPECT_NE(all_text(page).find("4 of 10, stopped early"), std::string::npos);
+  EXPECT_EQ(run_summary(runs[0]).rfind(dir.string() + ": finished 4 epochs in 34.0 s, stopped early after epoch 4: "
+                                                      "val_loss did not improve for 2 epochs; best epoch 2",
+                                       0),
+            0u)
+      << run_summary(runs[0]);
+
+  // Several runs: the note names the run; no reason given, none shown; null is not stopped.
+  const fs::path other = make_run("other", {0.5}, false);
+  results["stopped_early"] = {{"epoch", 0}};
+  write(other / "results.json", results.dump());
+  const fs::path not_stopped = make_run("not-stopped", {0.5}, false);
+  results["stopped_early"] = nullptr;
+  write(not_stopped / "results.json", results.dump());
+  std::vector<RunRecord> three{load_run(dir.string()), load_run(other.string()), load_run(not_stopped.string())};
+  name_runs(&three);
+  EXPECT_FALSE(three[2].stopped_early.has_value());
+  const std::string text = notes(parse_xml(render_report(three, "now")));
+  EXPECT_NE(text.find("patient stopped early after epoch 4: val_loss did not improve for 2 epochs."), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("other stopped early after epoch 1."), std::string::npos) << text;
+  EXPECT_EQ(text.find("not-stopped"), std::string::npos) << text;
+}
+
 void expect_load_error(const fs::path& dir, const std::string& needle) {
   try {
     load_run(dir.string());
@@ -751,10 +934,22 @@ TEST_F(ReportRunTest, UnreadableRunsAreErrorsNamingTheFileAndField) {
   expect_load_error(dir, ":1: no field 'val_loss'");
   write(dir / "metrics.jsonl", R"({"epoch":0,"lr":"fast","train_loss":0.5,"val_loss":0.5,"samples_per_s":80,"elapsed_s":1})");
   expect_load_error(dir, ":1: field 'lr' is not a number");
+  write(dir / "metrics.jsonl",
+        R"({"epoch":0,"lr":1,"train_loss":0.5,"val_loss":0.5,"samples_per_s":80,"elapsed_s":1,"val_f1":"high"})");
+  expect_load_error(dir, ":1: field 'val_f1' is not a number");
+  write(dir / "metrics.jsonl",
+        R"({"epoch":0,"lr":1,"train_loss":0.5,"val_loss":0.5,"samples_per_s":80,"elapsed_s":1,"step":[3]})");
+  expect_load_error(dir, ":1: field 'step' is not a number");
 
   write(dir / "metrics.jsonl", metrics_line(0, 0.7, 0.6, 1e-4).dump() + "\n");
   write(dir / "results.json", "[1, 2]");
   expect_load_error(dir, "results.json: not a JSON object");
+  write(dir / "results.json", R"({"stopped_early": "yes"})");
+  expect_load_error(dir, "results.json: stopped_early is not an object");
+  write(dir / "results.json", R"({"stopped_early": {"reason": "patience"}})");
+  expect_load_error(dir, "results.json: stopped_early.epoch is not a number");
+  write(dir / "results.json", R"({"stopped_early": {"epoch": 2, "reason": 7}})");
+  expect_load_error(dir, "results.json: stopped_early.reason is not a string");
   fs::remove(dir / "results.json");
   write(dir / "evaluation.json", "{\"overall\": {}, \"per_class\"");
   expect_load_error(dir, "evaluation.json");

@@ -50,6 +50,21 @@ std::string line(double x1, double y1, double x2, double y2, const std::string& 
          format_px(y2) + "\" stroke=\"" + stroke + "\" stroke-width=\"" + format_px(width) + "\"/>\n";
 }
 
+// The stroke-dasharray attribute of a line drawn as `dash` ("" for a solid one).
+std::string dash_attribute(Dash dash) {
+  switch (dash) {
+    case Dash::kSolid:
+      return "";
+    case Dash::kDashed:
+      return " stroke-dasharray=\"6 4\"";
+    case Dash::kDotted:
+      return " stroke-dasharray=\"2 3\"";
+    case Dash::kDashDot:
+      return " stroke-dasharray=\"8 3 2 3\"";
+  }
+  return "";
+}
+
 // A <title> child: the text a browser shows when the pointer rests on the element.
 std::string hover(const std::string& text) { return "<title>" + xml_escape(text) + "</title>"; }
 
@@ -69,10 +84,9 @@ std::string render_legend(const std::vector<LegendEntry>& entries, double x0, do
     const double mid = y - 4;
     switch (e.swatch) {
       case Swatch::kLine:
-      case Swatch::kDashedLine:
         svg += "<line x1=\"" + format_px(x) + "\" y1=\"" + format_px(mid) + "\" x2=\"" + format_px(x + kSwatch) +
                "\" y2=\"" + format_px(mid) + "\" stroke=\"" + e.color + "\" stroke-width=\"2.5\"" +
-               (e.swatch == Swatch::kDashedLine ? " stroke-dasharray=\"6 4\"" : "") + "/>\n";
+               dash_attribute(e.dash) + "/>\n";
         break;
       case Swatch::kRing:
         svg += "<circle cx=\"" + format_px(x + kSwatch / 2) + "\" cy=\"" + format_px(mid) +
@@ -184,10 +198,10 @@ std::string render_line_chart(const LineChart& chart) {
     }
     if (!path.empty()) {
       body += "<path d=\"" + path + "\" fill=\"none\" stroke=\"" + s.color + "\" stroke-width=\"2\"" +
-              (s.dashed ? " stroke-dasharray=\"6 4\"" : "") + "/>\n";
+              dash_attribute(s.dash) + "/>\n";
     }
     body += points;
-    legend.push_back({s.name, s.color, s.dashed ? Swatch::kDashedLine : Swatch::kLine});
+    legend.push_back({s.name, s.color, Swatch::kLine, s.dash});
   }
   body += marks;
   if (!marks.empty()) legend.push_back({chart.mark_legend, kAxisColor, Swatch::kRing});

@@ -14,19 +14,23 @@
 
 namespace bertrain::report {
 
+// How a line is drawn: solid or one of three dash patterns (a line style per quantity where colours stand for runs).
+enum class Dash { kSolid, kDashed, kDotted, kDashDot };
+
 struct LineSeries {
   std::string name;   // legend text, and data-series of its points
   std::string color;  // CSS colour
-  bool dashed = false;
+  Dash dash = Dash::kSolid;
   std::vector<double> x, y;  // same length; a non-finite y leaves a gap in the line
   std::optional<std::size_t> marked;  // index of a point drawn with a ring (the best epoch)
 };
 
-// A legend entry: a short line (solid or dashed), a ring, or a filled box in `color`, then `label`.
-enum class Swatch { kLine, kDashedLine, kRing, kBox };
+// A legend entry: a short line (drawn as `dash`), a ring, or a filled box in `color`, then `label`.
+enum class Swatch { kLine, kRing, kBox };
 struct LegendEntry {
   std::string label, color;
   Swatch swatch = Swatch::kLine;
+  Dash dash = Dash::kSolid;  // a kLine's pattern
 };
 
 struct LineChart {

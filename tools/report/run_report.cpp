@@ -24,6 +24,11 @@ const char* const kRunColors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#
                                   "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
 const char* run_color(std::size_t run) { return kRunColors[run % std::size(kRunColors)]; }
 
+// A small box in the run's colour, before its name in tables and notes.
+std::string run_swatch(std::size_t run) {
+  return "<span class=\"swatch\" style=\"background:" + std::string(run_color(run)) + "\"></span>";
+}
+
 // A number field of a metrics line; the trainer writes a non-finite loss as null (JSON has no NaN).
 double number_field(const json& object, const char* key, const std::string& where) {
   BERTRAIN_CHECK(object.contains(key), where << ": no field '" << key << "'");
@@ -31,6 +36,12 @@ double number_field(const json& object, const char* key, const std::string& wher
   if (value.is_null()) return NAN;
   BERTRAIN_CHECK(value.is_number(), where << ": field '" << key << "' is not a number");
   return value.get<double>();
+}
+
+// A number field older lines do not have: NaN when absent or null; *present says whether the line has it.
+double optional_number_field(const json& object, const char* key, const std::string& where, bool* present) {
+  *present = object.contains(key);
+  return *present ? number_field(object, key, where) : NAN;
 }
 
 std::vector<EpochRecord> read_metrics(const std::string& path) {
@@ -51,6 +62,13 @@ std::vector<EpochRecord> read_metrics(const std::string& path) {
     e.lr = number_field(object, "lr", where);
     e.samples_per_s = number_field(object, "samples_per_s", where);
     e.elapsed_s = number_field(object, "elapsed_s", where);
+    e.step = optional_number_field(object, "step", where, &e.has_step);
+    bool present[4];
+    e.val_accuracy = optional_number_field(object, "val_accuracy", where, &present[0]);
+    e.val_f1 = optional_number_field(object, "val_f1", where, &present[1]);
+    e.val_f1_micro = optional_number_field(object, "val_f1_micro", where, &present[2]);
+    e.val_f1_macro = optional_number_field(object, "val_f1_macro", where, &present[3]);
+    e.has_validation_metrics = present[0] || present[1] || present[2] || present[3];
     epochs.push_back(e);
   }
   BERTRAIN_CHECK(!epochs.empty(), path << " has no epochs yet (the report needs at least one finished epoch)");
@@ -58,6 +76,16 @@ std::vector<EpochRecord> read_metrics(const std::string& path) {
 }
 
 json read_optional_json(const std::string& path) { return file_exists(path) ? read_json_file(path) : json(); }
+
+// results.json's "stopped_early" (absent or null: the run was not stopped early).
+std::optional<EarlyStop> read_early_stop(const json& results, const std::string& path) {
+  if (!results.is_object() || !results.contains("stopped_early") || results["stopped_early"].is_null()) return std::nullopt;
+  const json& stop = results["stopped_early"];
+  BERTRAIN_CHECK(stop.is_object(), path << ": stopped_early is not an object");
+  BERTRAIN_CHECK(stop.contains("epoch") && stop["epoch"].is_number(), path << ": stopped_early.epoch is not a number");
+  BERTRAIN_CHECK(!stop.contains("reason") || stop["reason"].is_string(), path << ": stopped_early.reason is not a string");
+  return EarlyStop{stop["epoch"].get<double>(), stop.value("reason", std::string())};
+}
 
 // evaluation.json as `bertrain evaluate` writes it; checked here so that rendering can trust its shape.
 void check_evaluation(const json& e, const std::string& path) {
@@ -147,8 +175,9 @@ std::string summary_table(const std::vector<RunRecord>& runs) {
     const EpochRecord* best = run.best ? &run.epochs[*run.best] : nullptr;
     const std::string planned = param(run, "epochs");
     const std::string epochs = std::to_string(run.epochs.size()) + (planned.empty() ? "" : " of " + planned) +
-                               (run.results.is_null() ? " (no results.json: running or stopped)" : "");
-    html += "<tr><td><span class=\"swatch\" style=\"background:" + std::string(run_color(r)) + "\"></span>" +
+                               (run.results.is_null() ? " (no results.json: running or stopped)" : "") +
+                               (run.stopped_early ? ", stopped early" : "");
+    html += "<tr><td>" + run_swatch(r) +
             xml_escape(run.name) + "</td>" + cell(param(run, "model")) + cell(param(run, "engine")) +
             cell(param(run, "world_size"), true) + cell(param(run, "batch_size"), true) + cell(param(run, "lr"), true) +
             cell(epochs) + cell(best ? format_value(shown_epoch(*best)) : "none", true) +
@@ -156,6 +185,27 @@ std::string summary_table(const std::vector<RunRecord>& runs) {
             cell(headline_f1(run), true) + "</tr>\n";
   }
   return html + "</tbody>\n</table>\n</div>\n";
+}
+
+// "after epoch 4: <reason>" of "stopped early after epoch 4: <reason>" (the epoch as the page counts).
+std::string early_stop_text(const EarlyStop& stop) {
+  return "after epoch " + format_value(stop.epoch + 1) + (stop.reason.empty() ? "" : ": " + stop.reason);
+}
+
+// Under the runs table, a line for each run that stopped early, with the trainer's reason.
+std::string early_stop_notes(const std::vector<RunRecord>& runs) {
+  std::string html;
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    if (!runs[r].stopped_early) continue;
+    const std::string text = early_stop_text(*runs[r].stopped_early);
+    if (runs.size() == 1) {
+      html += "<p class=\"note\">Stopped early " + xml_escape(text) + ".</p>\n";
+    } else {
+      html += "<p class=\"note\">" + run_swatch(r) +
+              xml_escape(runs[r].name + " stopped early " + text) + ".</p>\n";
+    }
+  }
+  return html;
 }
 
 // One per-epoch quantity of one run as a line. Its x is the shown epoch, so the axis, the hover text and the
@@ -171,13 +221,20 @@ LineSeries epoch_series(const RunRecord& run, double EpochRecord::*field, std::s
   return s;
 }
 
-// One chart of a per-epoch quantity, every run overlaid in its colour.
-LineChart epoch_chart(const std::vector<RunRecord>& runs, const std::string& title, const std::string& y_title,
-                      double EpochRecord::*field) {
+// An empty chart of quantities per epoch, its best-epoch ring (where it draws one) the trainer's best/.
+LineChart per_epoch_chart(const std::string& title, const std::string& y_title) {
   LineChart chart;
   chart.title = title;
   chart.x_title = "epoch";
   chart.y_title = y_title;
+  chart.mark_legend = "best epoch (lowest val_loss)";
+  return chart;
+}
+
+// One chart of a per-epoch quantity, every run overlaid in its colour.
+LineChart epoch_chart(const std::vector<RunRecord>& runs, const std::string& title, const std::string& y_title,
+                      double EpochRecord::*field) {
+  LineChart chart = per_epoch_chart(title, y_title);
   for (std::size_t r = 0; r < runs.size(); ++r) {
     chart.series.push_back(epoch_series(runs[r], field, runs[r].name, run_color(r)));
   }
@@ -186,23 +243,19 @@ LineChart epoch_chart(const std::vector<RunRecord>& runs, const std::string& tit
 
 // Train (solid) and validation (dashed) loss of every run, its best epoch ringed.
 LineChart loss_chart(const std::vector<RunRecord>& runs) {
-  LineChart chart;
-  chart.title = "Loss per epoch";
-  chart.x_title = "epoch";
-  chart.y_title = "loss (binary cross-entropy)";
-  chart.mark_legend = "best epoch (lowest val_loss)";
+  LineChart chart = per_epoch_chart("Loss per epoch", "loss (binary cross-entropy)");
   for (std::size_t r = 0; r < runs.size(); ++r) {
     const std::string prefix = runs.size() > 1 ? runs[r].name + " " : "";
     chart.series.push_back(epoch_series(runs[r], &EpochRecord::train_loss, prefix + "train_loss", run_color(r)));
     LineSeries val = epoch_series(runs[r], &EpochRecord::val_loss, prefix + "val_loss", run_color(r));
-    val.dashed = true;
+    val.dash = Dash::kDashed;
     val.marked = runs[r].best;
     chart.series.push_back(std::move(val));
   }
   if (runs.size() > 1) {  // six or more lines: a colour per run, a line style per loss
     for (std::size_t r = 0; r < runs.size(); ++r) chart.legend.push_back({runs[r].name, run_color(r), Swatch::kBox});
     chart.legend.push_back({"train_loss", "#444", Swatch::kLine});
-    chart.legend.push_back({"val_loss", "#444", Swatch::kDashedLine});
+    chart.legend.push_back({"val_loss", "#444", Swatch::kLine, Dash::kDashed});
     chart.legend.push_back({chart.mark_legend, "#444", Swatch::kRing});
   }
   return chart;
@@ -239,10 +292,109 @@ std::string constant_learning_rate_note(const std::vector<RunRecord>& runs) {
   }
   std::string html = "<p class=\"note\">Learning rate constant in every run (no ReduceLROnPlateau reduction): ";
   for (std::size_t r = 0; r < runs.size(); ++r) {
-    html += std::string(r == 0 ? "" : ", ") + "<span class=\"swatch\" style=\"background:" + run_color(r) +
-            "\"></span>" + xml_escape(runs[r].name + " " + format_value(runs[r].epochs.front().lr));
+    html += std::string(r == 0 ? "" : ", ") + run_swatch(r) + xml_escape(runs[r].name + " " + format_value(runs[r].epochs.front().lr));
   }
   return html + ".</p>\n";
+}
+
+bool has_validation_metrics(const RunRecord& run) {
+  return std::any_of(run.epochs.begin(), run.epochs.end(), [](const EpochRecord& e) { return e.has_validation_metrics; });
+}
+
+// Accuracy and the three F1s of the validation split: a colour and a line style each (where several runs share the
+// chart, each run's colour replaces the colours and the line style tells the metric).
+struct ValidationQuantity {
+  double EpochRecord::*field;
+  const char* name;
+  const char* color;
+  Dash dash;
+};
+const ValidationQuantity kValidationQuantities[] = {
+    {&EpochRecord::val_accuracy, "val_accuracy", "#4e79a7", Dash::kSolid},
+    {&EpochRecord::val_f1, "val_f1 (weighted)", "#f28e2b", Dash::kDashed},
+    {&EpochRecord::val_f1_micro, "val_f1_micro", "#59a14f", Dash::kDotted},
+    {&EpochRecord::val_f1_macro, "val_f1_macro", "#e15759", Dash::kDashDot}};
+const char kAccuracyIsMicro[] = "val_accuracy = val_f1_micro";
+
+// Whether the run's micro F1 is its accuracy at every epoch, as it always is for single-label runs (one true and
+// one predicted class a row): one line then stands for both instead of one hiding the other.
+bool micro_f1_is_accuracy(const RunRecord& run) {
+  return std::all_of(run.epochs.begin(), run.epochs.end(), [](const EpochRecord& e) {
+    return e.val_f1_micro == e.val_accuracy || (std::isnan(e.val_f1_micro) && std::isnan(e.val_accuracy));
+  });
+}
+
+// The validation metrics of every run that has them, the best epoch (lowest val_loss) ringed on the weighted F1.
+LineChart validation_chart(const std::vector<RunRecord>& runs) {
+  LineChart chart = per_epoch_chart("Validation accuracy and F1 per epoch", "score (0 to 1)");
+  std::size_t shown = 0;
+  for (const RunRecord& run : runs) shown += has_validation_metrics(run) ? 1 : 0;
+  bool micro_lines = false, every_micro_is_accuracy = true;
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    if (!has_validation_metrics(runs[r])) continue;
+    const bool merged = micro_f1_is_accuracy(runs[r]);
+    every_micro_is_accuracy = every_micro_is_accuracy && merged;
+    const std::string prefix = runs.size() > 1 ? runs[r].name + " " : "";
+    for (const ValidationQuantity& q : kValidationQuantities) {
+      if (merged && q.field == &EpochRecord::val_f1_micro) continue;
+      micro_lines = micro_lines || q.field == &EpochRecord::val_f1_micro;
+      const std::string name = merged && q.field == &EpochRecord::val_accuracy ? kAccuracyIsMicro : q.name;
+      LineSeries s = epoch_series(runs[r], q.field, prefix + name, shown > 1 ? run_color(r) : q.color);
+      s.dash = q.dash;
+      if (q.field == &EpochRecord::val_f1) s.marked = runs[r].best;
+      chart.series.push_back(std::move(s));
+    }
+  }
+  if (shown > 1) {  // a colour per run, a line style per metric
+    for (std::size_t r = 0; r < runs.size(); ++r) {
+      if (has_validation_metrics(runs[r])) chart.legend.push_back({runs[r].name, run_color(r), Swatch::kBox});
+    }
+    for (const ValidationQuantity& q : kValidationQuantities) {
+      if (q.field == &EpochRecord::val_f1_micro && !micro_lines) continue;
+      const bool merged = q.field == &EpochRecord::val_accuracy && every_micro_is_accuracy;
+      chart.legend.push_back({merged ? kAccuracyIsMicro : q.name, "#444", Swatch::kLine, q.dash});
+    }
+    chart.legend.push_back({chart.mark_legend, "#444", Swatch::kRing});
+  }
+  return chart;
+}
+
+// One run's validation metrics, an epoch a row beside its val_loss (and the optimizer step, where the lines
+// give it); the best epoch's row says so.
+std::string validation_table(const RunRecord& run) {
+  const bool steps = std::any_of(run.epochs.begin(), run.epochs.end(), [](const EpochRecord& e) { return e.has_step; });
+  std::string html = "<div class=\"scroll\">\n<table>\n<thead><tr><th>epoch</th>" + std::string(steps ? "<th>step</th>" : "") +
+                     "<th>val_loss</th><th>accuracy</th><th>F1 weighted</th><th>F1 micro</th><th>F1 macro</th></tr></thead>\n"
+                     "<tbody>\n";
+  for (std::size_t i = 0; i < run.epochs.size(); ++i) {
+    const EpochRecord& e = run.epochs[i];
+    html += "<tr>" + cell(format_value(shown_epoch(e)) + (run.best == i ? " (best)" : ""), true);
+    if (steps) html += cell(e.has_step ? format_fixed(e.step, 0) : "", true);
+    for (const double v : {e.val_loss, e.val_accuracy, e.val_f1, e.val_f1_micro, e.val_f1_macro}) {
+      html += cell(format_fixed(v, 4), true);
+    }
+    html += "</tr>\n";
+  }
+  return html + "</tbody>\n</table>\n</div>\n";
+}
+
+// The per-epoch tables of the runs whose metrics.jsonl has validation metrics ("" when none has).
+std::string validation_section(const std::vector<RunRecord>& runs) {
+  if (!std::any_of(runs.begin(), runs.end(), has_validation_metrics)) return "";
+  std::string html =
+      "<section>\n<h2>Validation metrics per epoch</h2>\n<p class=\"meta\">On the validation split after each epoch, "
+      "as scikit-learn computes them: accuracy (multi-label: every label of a row right), and F1 averaged over the "
+      "labels weighted by their rows (Made-With-ML's), over all predictions (micro) and as the plain mean (macro). "
+      "Single-label micro F1 equals accuracy.</p>\n";
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    if (!has_validation_metrics(runs[r])) continue;
+    if (runs.size() > 1) {
+      html += "<h3>" + run_swatch(r) +
+              xml_escape(runs[r].name) + "</h3>\n";
+    }
+    html += validation_table(runs[r]);
+  }
+  return html + "</section>\n";
 }
 
 std::string overall_table(const json& evaluation) {
@@ -335,7 +487,7 @@ std::string evaluation_section(const RunRecord& run) {
 const char kStyle[] =
     "body{font-family:'DejaVu Sans',Helvetica,Arial,sans-serif;color:#222;margin:0;background:#fafafa}"
     "main{max-width:1180px;margin:0 auto;padding:8px 20px 40px}"
-    "h1{font-size:24px;margin:16px 0 4px}h2{font-size:19px;margin:28px 0 8px}"
+    "h1{font-size:24px;margin:16px 0 4px}h2{font-size:19px;margin:28px 0 8px}h3{font-size:15px;margin:16px 0 4px}"
     ".meta{color:#666;font-size:13px;margin:4px 0 12px}"
     // A table wider than a narrow window scrolls in its own box, not off the page's edge.
     ".scroll{overflow-x:auto}table{border-collapse:collapse;font-size:13px;background:#fff;margin:8px 0 16px}"
@@ -365,6 +517,7 @@ RunRecord load_run(const std::string& dir) {
   }
   run.results = read_optional_json(dir + "/results.json");
   BERTRAIN_CHECK(run.results.is_null() || run.results.is_object(), dir << "/results.json: not a JSON object");
+  run.stopped_early = read_early_stop(run.results, dir + "/results.json");
   run.evaluation = read_optional_json(dir + "/evaluation.json");
   if (!run.evaluation.is_null()) check_evaluation(run.evaluation, dir + "/evaluation.json");
   return run;
@@ -401,10 +554,14 @@ std::string run_summary(const RunRecord& run) {
   std::string out = run.dir + ": " + (run.results.is_null() ? "trained " : "finished ") +
                     count_of(static_cast<long long>(run.epochs.size()), "epoch") + (run.results.is_null() ? " so far" : "") +
                     " in " + duration(run.epochs.back().elapsed_s);
+  if (run.stopped_early) out += ", stopped early " + early_stop_text(*run.stopped_early);
   if (run.best) {
     const EpochRecord& best = run.epochs[*run.best];
-    out += "; best epoch " + format_value(shown_epoch(best)) + " (val_loss " + format_fixed(best.val_loss, 4) +
-           "), its model in " + run.dir + "/best";
+    out += "; best epoch " + format_value(shown_epoch(best)) + " (val_loss " + format_fixed(best.val_loss, 4);
+    if (best.has_validation_metrics) {
+      out += ", val_accuracy " + format_fixed(best.val_accuracy, 3) + ", val_f1 " + format_fixed(best.val_f1, 3);
+    }
+    out += "), its model in " + run.dir + "/best";
   }
   out += "\n";
   if (!run.evaluation.is_null()) {
@@ -435,14 +592,16 @@ std::string render_report(const std::vector<RunRecord>& runs, const std::string&
                      "<h1>bertrain report</h1>\n<p class=\"meta\">" + std::to_string(runs.size()) +
                      (runs.size() == 1 ? " run" : " runs") + ", generated " + xml_escape(generated) +
                      ". Hover over a point, bar or cell for its exact value.</p>\n";
-  html += "<section>\n<h2>Runs</h2>\n" + summary_table(runs) + "</section>\n";
+  html += "<section>\n<h2>Runs</h2>\n" + summary_table(runs) + early_stop_notes(runs) + "</section>\n";
   const bool any_lr_change = std::any_of(runs.begin(), runs.end(), learning_rate_changed);
   html += "<section>\n<h2>Training</h2>\n" + (any_lr_change ? "" : constant_learning_rate_note(runs)) +
           "<div class=\"charts\">\n" + render_line_chart(loss_chart(runs));
+  // Beside the loss, where any run recorded them: the validation metrics that go with val_loss.
+  if (std::any_of(runs.begin(), runs.end(), has_validation_metrics)) html += render_line_chart(validation_chart(runs));
   if (any_lr_change) html += render_line_chart(learning_rate_chart(runs));
   LineChart throughput = epoch_chart(runs, "Training throughput per epoch", "samples / s", &EpochRecord::samples_per_s);
   throughput.y_from_zero = true;
-  html += render_line_chart(throughput) + "</div>\n</section>\n";
+  html += render_line_chart(throughput) + "</div>\n</section>\n" + validation_section(runs);
   for (const RunRecord& run : runs) {
     if (!run.evaluation.is_null()) html += evaluation_section(run);
   }

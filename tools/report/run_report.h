@@ -2,6 +2,7 @@
 // evaluation.json), and the one self-contained HTML page that shows one run, or several overlaid.
 #pragma once
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -14,6 +15,19 @@ namespace bertrain::report {
 // the file's, counted from 0; the page shows epoch + 1.
 struct EpochRecord {
   double epoch = 0, train_loss = 0, val_loss = 0, lr = 0, samples_per_s = 0, elapsed_s = 0;
+  // Fields older runs' lines do not have: NaN when absent (or null), has_* say whether the line had them.
+  // step: the optimizer step of the evaluation. The validation metrics: val_accuracy, val_f1 (weighted, Made-With-ML's
+  // F1), val_f1_micro, val_f1_macro; has_validation_metrics when the line has any of the four.
+  double step = NAN;
+  double val_accuracy = NAN, val_f1 = NAN, val_f1_micro = NAN, val_f1_macro = NAN;
+  bool has_step = false, has_validation_metrics = false;
+};
+
+// results.json's "stopped_early": {"epoch": E, "reason": "..."}, the epoch counted from 0 as the file's other
+// epoch fields are (the page shows E + 1).
+struct EarlyStop {
+  double epoch = 0;
+  std::string reason;  // "" when the file gives none
 };
 
 struct RunRecord {
@@ -22,6 +36,7 @@ struct RunRecord {
   std::vector<EpochRecord> epochs;
   std::optional<std::size_t> best;  // index in `epochs` of the lowest val_loss (the trainer's best/)
   nlohmann::json results;     // results.json; null while the run is going or was stopped
+  std::optional<EarlyStop> stopped_early;  // results.json's stopped_early, when it has one (not null)
   nlohmann::json evaluation;  // evaluation.json; null when the run has not been evaluated
 };
 
@@ -42,9 +57,11 @@ void name_runs(std::vector<RunRecord>* runs);
 // evaluated, the headline metrics and where evaluation.json is ("RUN_DIR: ...\n  evaluated on ...\n").
 std::string run_summary(const RunRecord& run);
 
-// The whole page: a summary table, loss / learning-rate / throughput curves with every run overlaid (the
-// learning rate as one line of text when no run's ever changed), and for each evaluated run its overall
-// metrics, per-class precision / recall / F1 bars and confusion matrix.
+// The whole page: a summary table (and which runs stopped early, and why), loss / learning-rate / throughput
+// curves with every run overlaid (the learning rate as one line of text when no run's ever changed), for runs
+// whose metrics.jsonl has them the validation accuracy and F1 per epoch (a chart and a table per run beside
+// val_loss; nothing for runs without them), and for each evaluated run its overall metrics, per-class
+// precision / recall / F1 bars and confusion matrix.
 // `generated` is printed in the header (the caller's clock, so that the page is otherwise deterministic).
 std::string render_report(const std::vector<RunRecord>& runs, const std::string& generated);
 
