@@ -382,13 +382,17 @@ class TrainingLoop {
     Validation v;
     RunningMean loss_mean;
     counts_.clear();
+    // Validation batches are as large as the training's step batches, evaluated as its micro-batches: val_loss, a
+    // mean of batch means, is then the one the same run without accumulation reports.
     for (int i = 0; i < p_.val_batcher.batches_per_epoch(); ++i) {
-      p_.val_batcher.batch(epoch, i, &batch_);
-      double loss = p_.engine.evaluate(bert_batch_view(batch_), batch_.targets.data(), logits_.data()) *
-                    batch_.loss_scale;
+      double loss = 0;
+      for (int m = 0; m < p_.val_batcher.micro_batches(i); ++m) {
+        p_.val_batcher.batch(epoch, i, &batch_, m);
+        loss += p_.engine.evaluate(bert_batch_view(batch_), batch_.targets.data(), logits_.data()) * batch_.loss_scale;
+        counts_.add(logits_.data(), batch_.targets.data(), batch_.batch);
+      }
       p_.comm.allreduce_sum(&loss, 1);
       loss_mean.add(loss);
-      counts_.add(logits_.data(), batch_.targets.data(), batch_.batch);
     }
     p_.comm.allreduce_sum(counts_.counts().data(), counts_.counts().size());
     v.loss = loss_mean.mean;
@@ -624,7 +628,6 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
   train_batching.rank = comm.rank();
   train_batching.world_size = comm.size();
   BatcherOptions val_batching = train_batching;
-  val_batching.accumulation = 1;
   val_batching.shuffle = false;
   const Batcher train_batcher(&data.train, train_batching), val_batcher(&data.val, val_batching);
   const TrainingPlan plan(args, train_batcher);

@@ -152,6 +152,21 @@ TEST_F(MpiTest, RanksMatchOneProcess) {
   }
 }
 
+// Gradient accumulation across ranks: steps of 6 rows as 2 micro-batches of 3 over 2 ranks, or 3 of 2 over 3 ranks
+// (gradients summed locally, one allreduce per optimizer step), train what one process does with batches of 6.
+TEST_F(MpiTest, AccumulatedRanksMatchOneProcess) {
+  const RunResult single = train(0, "single6", 3, {"--batch-size", "6"});
+  ASSERT_EQ(single.exit_code, 0) << single.describe();
+  const std::vector<std::pair<int, std::vector<std::string>>> jobs = {
+      {2, {"--batch-size", "3", "--grad-accum-steps", "2"}}, {3, {"--batch-size", "2", "--grad-accum-steps", "3"}}};
+  for (const auto& [ranks, flags] : jobs) {
+    const std::string run = "accumulated" + std::to_string(ranks);
+    const RunResult r = train(ranks, run, 3, flags);
+    ASSERT_EQ(r.exit_code, 0) << r.describe();
+    expect_same_parameters("single6", run);
+  }
+}
+
 // The same on GPUs (NCCL), one GPU per rank, fp32: runs only where every rank has a GPU of its own.
 TEST_F(MpiTest, GpuRanksMatchOneGpuProcess) {
   const int gpus = cuda_device_count();
