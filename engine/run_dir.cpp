@@ -17,8 +17,6 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-constexpr const char* kOptimizerFile = "optimizer.safetensors";
-
 // Bytes under `path` (a file or a folder, recursively; links not followed); unreadable entries count 0.
 std::uintmax_t bytes_under(const fs::path& path) {
   std::error_code error;

@@ -30,6 +30,9 @@ struct RunDirs {
 inline constexpr const char* kRunFiles[] = {"last",         "best",         "checkpoints", "metrics.jsonl",
                                             "results.json", "evaluation.json", "report.html"};
 
+// The optimizer state's file in a checkpoint directory (engine/checkpoint.h format).
+inline constexpr const char* kOptimizerFile = "optimizer.safetensors";
+
 // --save-optimizer: whether checkpoints hold the Adam moments (optimizer.safetensors, twice the model's size).
 enum class OptimizerSaving {
   kAlways,  // every checkpoint, kept after the run: --resume with more --epochs / --max-steps continues exactly

@@ -158,9 +158,8 @@ RunState fresh_state(const TrainArgs& args, const TrainingPlan& plan) {
 
 // --resume: refuses a command whose training settings differ from the checkpoint's (engine/resume_check.h), and a
 // step-wise schedule whose length changed (its learning rates depend on the total steps).
-void check_resume(const TrainArgs& args, const RunDirs& dirs, const json& params, const TrainingPlan& plan,
-                  json* resumes) {
-  const json state = read_json_file(dirs.last + "/trainer_state.json");
+void check_resume(const TrainArgs& args, const RunDirs& dirs, const json& state, const json& params,
+                  const TrainingPlan& plan, json* resumes) {
   const json recorded = state.value("params", json::object());
   std::vector<std::string> differences = resume_differences(recorded, params, train_args_json(TrainArgs{}));
   const long planned = state.value("total_steps", plan.total_steps);
@@ -182,18 +181,24 @@ void check_resume(const TrainArgs& args, const RunDirs& dirs, const json& params
   resumes->push_back(json{{"at_step", state.value("optimizer_steps", 0L)}, {"changed", changes}});
 }
 
-// The state saved in last/trainer_state.json, and the optimizer moments into `engine`.
-RunState resumed_state(const TrainArgs& args, const RunDirs& dirs, const TrainingPlan& plan, TrainingBackend& engine,
-                       json resumes) {
+// The step an evaluation record of metrics.jsonl was made after; records written before they carried it were each
+// an epoch's end.
+long evaluation_step(const json& record, const TrainingPlan& plan) {
+  return record.value("step", (record.at("epoch").get<long>() + 1) * plan.steps_per_epoch);
+}
+
+// The run `state` (last/trainer_state.json) saved, and the optimizer moments into `engine`.
+RunState resumed_state(const TrainArgs& args, const RunDirs& dirs, const json& state, const TrainingPlan& plan,
+                       TrainingBackend& engine, json resumes) {
   RunState run = fresh_state(args, plan);
   run.resumes = std::move(resumes);
-  const json state = read_json_file(dirs.last + "/trainer_state.json");
   try {
     const int epochs_done = state.at("epochs_done").get<int>();
     const int steps_in_epoch = state.value("steps_in_epoch", 0);
     run.first_step = static_cast<long>(epochs_done) * plan.steps_per_epoch + steps_in_epoch;
     run.best_epoch = state.at("best_epoch").get<int>();
-    run.best_step = state.value("best_step", -1L);
+    // Checkpoints written before best_step existed evaluated at epoch ends only.
+    run.best_step = state.value("best_step", run.best_epoch >= 0 ? (run.best_epoch + 1L) * plan.steps_per_epoch : -1L);
     run.best_val_loss = from_finite_or_null(state.at("best_val_loss"), kInf);
     run.best_metric = from_finite_or_null(state.value("best_metric", state.at("best_val_loss")), run.best_metric);
     run.history = state.at("history");
@@ -210,9 +215,9 @@ RunState resumed_state(const TrainArgs& args, const RunDirs& dirs, const Trainin
   } catch (const json::exception& e) {
     BERTRAIN_FAIL(dirs.last << "/trainer_state.json: " << e.what());
   }
-  engine.load_optimizer(dirs.last + "/optimizer.safetensors");
-  engine.set_learning_rate(plan.step_wise() ? plan.learning_rate(args.lr, run.first_step)
-                                            : run.scheduler.learning_rate());
+  engine.load_optimizer(dirs.last + "/" + kOptimizerFile);
+  // A step-wise schedule sets the rate before every step (TrainingLoop::train).
+  engine.set_learning_rate(run.scheduler.learning_rate());
   // (A run that trained all its steps without writing results.json was stopped between its last checkpoint and its
   // run files: resuming writes them, from the checkpoint's history.)
   return run;
@@ -637,7 +642,8 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
   params["train_data_hash"] = input_step([&] { return file_fingerprint(args.train_data); });
   if (!args.val_data.empty()) params["val_data_hash"] = input_step([&] { return file_fingerprint(args.val_data); });
   json resumes = json::array();
-  if (args.resume) input_step([&] { check_resume(args, dirs, params, plan, &resumes); });
+  const json saved = args.resume ? input_step([&] { return read_json_file(dirs.last + "/trainer_state.json"); }) : json();
+  if (args.resume) input_step([&] { check_resume(args, dirs, saved, params, plan, &resumes); });
 
   // Engine: its activations are sized by the most tokens of this rank's slices, not by rows × longest row.
   // --device cuda without a device, or bf16 on the CPU, is a flag that does not fit this machine (an input
@@ -647,9 +653,8 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
   const std::unique_ptr<TrainingBackend> engine =
       make_training_backend(choice, model.config, data.labels.size(), batch_limits({&train_batcher, &val_batcher}),
                             model.params, trainer_options(args, data), comm);
-  RunState run = args.resume ? input_step([&] { return resumed_state(args, dirs, plan, *engine, resumes); })
+  RunState run = args.resume ? input_step([&] { return resumed_state(args, dirs, saved, plan, *engine, resumes); })
                              : fresh_state(args, plan);
-  if (!args.resume && plan.step_wise()) engine->set_learning_rate(plan.learning_rate(args.lr, 0));
   if (verbose && args.resume) {
     if (run.first_step < plan.total_steps) {
       std::printf("resuming from epoch %d, step %ld (%s)\n", static_cast<int>(run.first_step / plan.steps_per_epoch) + 1,
@@ -669,14 +674,11 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
     for (const std::string& path : dirs.to_clear) remove_tree(path);
     make_directories(args.out_dir);
     // best/ is written after last/: a run stopped between the two has last/ of an evaluation that improved and
-    // best/ of an older one, or none. That evaluation's weights are last/'s; write them into best/ again.
-    const json& history = run.history;
-    if (args.resume && run.period_loss.count == 0 && !history.empty() &&
-        history.back().value("step", -2L) == run.best_step) {
+    // best/ of an older one, or none. When last/ is that evaluation's checkpoint (no steps since it) and the best,
+    // its weights are best/'s; write them into best/ again.
+    if (args.resume && run.period_loss.count == 0 && !run.history.empty() &&
+        evaluation_step(run.history.back(), plan) == run.best_step) {
       save_best(dirs, model, engine->parameters());
-    } else if (args.resume && run.period_loss.count == 0 && run.best_step < 0 && run.best_epoch >= 0 &&
-               run.best_epoch == static_cast<int>(run.first_step / plan.steps_per_epoch) - 1) {
-      save_best(dirs, model, engine->parameters());  // a checkpoint written before evaluations recorded their step
     }
   }
   // MLflow (rank 0): a new run, or the resumed training's own, RUNNING until the end.
