@@ -75,9 +75,18 @@ void Predictor::check_dataset_options(const DatasetOptions& options) const {
 }
 
 std::vector<float> Predictor::predict_proba(const std::vector<Example>& examples) {
+  std::vector<float> probs;
+  predict(examples, &probs, nullptr);
+  return probs;
+}
+
+void Predictor::predict(const std::vector<Example>& examples, std::vector<float>* probs_out,
+                        std::vector<float>* logits_out) {
   const int classes = labels_.size();
-  std::vector<float> probs(examples.size() * static_cast<std::size_t>(classes), 0.0f);
-  if (examples.empty()) return probs;
+  std::vector<float>& probs = *probs_out;
+  probs.assign(examples.size() * static_cast<std::size_t>(classes), 0.0f);
+  if (logits_out != nullptr) logits_out->assign(probs.size(), 0.0f);
+  if (examples.empty()) return;
   BatcherOptions options;
   options.batch_size = std::min<int>(batch_size_, static_cast<int>(examples.size()));
   options.classes = classes;
@@ -89,6 +98,7 @@ std::vector<float> Predictor::predict_proba(const std::vector<Example>& examples
     BERTRAIN_CHECK(!batch.rows.empty() && batch.rows.front() == static_cast<int>(done), "batches out of order");
     logits_.resize(static_cast<std::size_t>(batch.batch) * classes);
     engine_->logits(bert_batch_view(batch), logits_.data());
+    if (logits_out != nullptr) std::copy(logits_.begin(), logits_.end(), logits_out->begin() + done * classes);
     float* out = probs.data() + done * classes;
     if (multi_label_) {
       for (std::size_t k = 0; k < logits_.size(); ++k) out[k] = label_probability(logits_[k]);
@@ -97,7 +107,6 @@ std::vector<float> Predictor::predict_proba(const std::vector<Example>& examples
     }
     done += static_cast<std::size_t>(batch.batch);
   }
-  return probs;
 }
 
 }  // namespace bertrain

@@ -72,6 +72,12 @@ class Predictor {
 
   // Probabilities [examples.size(), labels().size()], row-major, in batches of the options' batch size.
   std::vector<float> predict_proba(const std::vector<Example>& examples);
+  // The same into *probs, and the logits (the scores before softmax / sigmoid, serve's raw_scores) into *logits
+  // when it is not null; both resized here.
+  void predict(const std::vector<Example>& examples, std::vector<float>* probs, std::vector<float>* logits);
+  // Parameters of the model (weights and biases, the classifier's included), for serve's /v1/model.
+  std::size_t parameter_count() const { return model_.params.size(); }
+  const BertConfig& config() const { return model_.config; }
 
  private:
   std::string dir_;

@@ -27,5 +27,6 @@ int run_tokenize(const std::vector<std::string>& args);  // tools/tokenize_comma
 int run_convert(const std::vector<std::string>& args);   // tools/convert_command.cpp
 int run_launch(const std::vector<std::string>& args);    // tools/launch_command.cpp
 int run_report(const std::vector<std::string>& args);    // tools/report_command.cpp
+int run_serve(const std::vector<std::string>& args);     // tools/serve/serve_command.cpp
 
 }  // namespace bertrain

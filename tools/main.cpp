@@ -25,6 +25,8 @@ const char kUsage[] =
     "  evaluate       precision / recall / F1 (Made-With-ML's, or scikit-learn's multi-label averages) on a file\n"
     "  predict        label probabilities for one text, or for every row of a file (streamed, JSON Lines)\n"
     "  tokenize       token ids of a text or of every row of a file, as the model sees them\n"
+    "  serve          an HTTP server for a model: Made-With-ML's, bertrain's and text-embeddings-inference's APIs,\n"
+    "                 requests batched by tokens, Prometheus metrics\n"
     "  launch         run a training command again with --resume when it fails or is preempted (--max-restarts)\n"
     "  report         an HTML page of training runs: loss, learning rate, throughput, per-class metrics and\n"
     "                 confusion matrix as charts (several runs overlaid)\n"
@@ -60,6 +62,7 @@ int dispatch(const std::vector<std::string>& args) {
   if (command == "convert") return bertrain::run_convert(rest);
   if (command == "launch") return bertrain::run_launch(rest);
   if (command == "report") return bertrain::run_report(rest);
+  if (command == "serve") return bertrain::run_serve(rest);
   if (command == "bench") return bertrain::run_bench(rest);
   throw bertrain::UsageError("unknown command '" + command + "' (see bertrain --help)");
 }

@@ -17,38 +17,11 @@
 #include "tools/commands.h"
 #include "tools/data_flags.h"
 #include "tools/model_source.h"
+#include "tools/prediction_rule.h"
 
 namespace bertrain {
 
 namespace {
-
-// What one row's prediction is: single-label, the arg-max ("other" below --threshold when given, Made-With-ML's
-// serving rule); multi-label, every label with probability >= --threshold (0.5 by default).
-struct PredictionRule {
-  bool multi_label = false;
-  double threshold = -1;  // < 0: not given
-  std::string other;      // single-label: the prediction when the top probability is below the threshold
-
-  nlohmann::ordered_json predict(const float* row, const LabelSet& labels) const {
-    nlohmann::ordered_json out;
-    const int classes = labels.size();
-    if (multi_label) {
-      const double t = threshold >= 0 ? threshold : 0.5;
-      nlohmann::json predicted = nlohmann::json::array();
-      for (int c = 0; c < classes; ++c) {
-        if (row[c] >= t) predicted.push_back(labels.name(c));
-      }
-      out["prediction"] = predicted;
-    } else {
-      const int top = top_class(row, classes);
-      out["prediction"] = threshold >= 0 && row[top] < threshold ? other : labels.name(top);
-    }
-    nlohmann::ordered_json probabilities = nlohmann::ordered_json::object();
-    for (int c = 0; c < classes; ++c) probabilities[labels.name(c)] = row[c];
-    out["probabilities"] = probabilities;
-    return out;
-  }
-};
 
 // Where JSON Lines go: a file replaced atomically at the end (nothing is left of it when predict fails), or
 // stdout as they come.

@@ -1,0 +1,355 @@
+#include "tools/serve/http_frontend.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "core/build_info.h"
+#include "core/error.h"
+#include "core/timestamp.h"
+#include "data/dataset.h"
+#include "tools/evaluation.h"
+#include "tools/serve/api_requests.h"
+
+namespace bertrain {
+
+namespace {
+
+using nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kJson = "application/json";
+
+// Every route and its methods: a known path with another method is 405 (with Allow), any other path 404.
+// HEAD is answered wherever GET is (cpp-httplib routes it to the GET handler).
+const std::map<std::string, std::string>& routes() {
+  static const std::map<std::string, std::string> table = {
+      {"/", "GET"},           {"/run_id/", "GET"},    {"/predict/", "POST"}, {"/predict", "POST"},
+      {"/evaluate/", "POST"}, {"/v1/predict", "POST"}, {"/v1/model", "GET"}, {"/healthz", "GET"},
+      {"/readyz", "GET"},     {"/metrics", "GET"}};
+  return table;
+}
+
+// What load balancers and orchestrators probe: never behind the API key.
+bool is_health_path(const std::string& path) { return path == "/" || path == "/healthz" || path == "/readyz"; }
+
+// When the current request began (pre-routing), for its latency: a connection thread handles one request at a time.
+thread_local Clock::time_point request_start;
+
+void answer_error(httplib::Response& res, int status, const std::string& type, const std::string& message) {
+  res.status = status;
+  res.set_content(error_body(message, type), kJson);
+}
+
+// A request refused before its body was read leaves that body on the connection: close it rather than parse the
+// body as the next request.
+void close_if_body_unread(const httplib::Request& req, httplib::Response& res) {
+  if (req.get_header_value_count("Content-Length") > 0 || req.get_header_value_count("Transfer-Encoding") > 0) {
+    res.set_header("Connection", "close");
+  }
+}
+
+// Equal keys take the same time whatever their contents, so that timing does not reveal a key byte by byte.
+bool constant_time_equal(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+  }
+  return diff == 0;
+}
+
+// Counts a request in flight for as long as it lives.
+class InFlight {
+ public:
+  explicit InFlight(std::atomic<int>* count) : count_(count), value_(++*count) {}
+  ~InFlight() { --*count_; }
+  int value() const { return value_; }
+
+ private:
+  std::atomic<int>* count_;
+  int value_;
+};
+
+}  // namespace
+
+// The route handlers, with everything they share.
+class HttpFrontend::Handlers {
+ public:
+  explicit Handlers(HttpFrontend* frontend) : f_(*frontend) {}
+
+  void predict(const httplib::Request& req, httplib::Response& res, bool v1) {
+    guarded(res, [&] {
+      const Predictor& predictor = ready_predictor();
+      const DatasetOptions data = predictor.dataset_options();
+      const PredictCall call = v1 ? parse_v1_predict_body(req.body, data.text_columns) : parse_predict_body(req.body);
+      std::vector<Example> rows;
+      std::vector<bool> truncated;
+      long cut = 0;
+      for (std::size_t i = 0; i < call.texts.size(); ++i) {
+        bool was_cut = false;
+        rows.push_back(encode_text(call.texts[i], predictor.tokenizer(), data, &was_cut));
+        if (was_cut && !call.truncate) {
+          throw ApiError(413, "validation",
+                         (call.tei_list ? "inputs[" + std::to_string(i) + "]" : std::string("\"inputs\"")) +
+                             " has more than the model's " + std::to_string(data.max_length) +
+                             " tokens (send \"truncate\": true to cut it)");
+        }
+        truncated.push_back(was_cut);
+        cut += was_cut;
+      }
+      const std::shared_ptr<PendingRows> pending = std::make_shared<PendingRows>(std::move(rows));
+      run_rows(pending, res);
+      f_.metrics_->add_truncated_rows(cut);
+      PredictionRule rule;
+      rule.multi_label = predictor.multi_label();
+      rule.other = f_.options_.other_label;
+      rule.threshold = f_.options_.threshold;
+      // Made-With-ML's serve.py predicts "other" below 0.9 unless told another threshold.
+      if (call.shape == AnswerShape::kMadeWithMl && rule.threshold < 0 && !rule.multi_label) rule.threshold = 0.9;
+      res.set_content(predict_answer(call, pending->probabilities(), pending->logits(), truncated, predictor.labels(), rule),
+                      kJson);
+    });
+  }
+
+  void evaluate(const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      if (f_.options_.evaluate_root.empty()) {
+        throw ApiError(403, "forbidden", "POST /evaluate/ is disabled: start bertrain serve with --evaluate-root DIR");
+      }
+      const Predictor& predictor = ready_predictor();
+      const std::string requested = parse_evaluate_body(req.body);
+      const std::string path = dataset_under_root(f_.options_.evaluate_root, requested);
+      DatasetOptions options = predictor.dataset_options();
+      options.read_labels = true;
+      TextDataset data;
+      try {
+        data = load_text_dataset(path, predictor.tokenizer(), &predictor.labels(), options);
+      } catch (const std::exception& e) {
+        throw ApiError(400, "validation", e.what());
+      }
+      // Through the engine's queue a batch at a time, so that predictions of other clients go on between them.
+      const std::size_t classes = static_cast<std::size_t>(predictor.labels().size());
+      const std::size_t chunk = static_cast<std::size_t>(f_.engine_->batching().max_batch_size);
+      std::vector<float> probs;
+      for (std::size_t at = 0; at < data.examples.size(); at += chunk) {
+        const std::size_t end = std::min(at + chunk, data.examples.size());
+        auto pending = std::make_shared<PendingRows>(
+            std::vector<Example>(data.examples.begin() + static_cast<long>(at), data.examples.begin() + static_cast<long>(end)));
+        run_rows(pending, res, /*wait_for_room=*/true);
+        probs.insert(probs.end(), pending->probabilities().begin(), pending->probabilities().begin() + static_cast<long>((end - at) * classes));
+      }
+      f_.metrics_->add_truncated_rows(data.truncated);
+      const ordered_json out = evaluation_json(predictor, requested, data, probs, 0.5, f_.options_.run_id);
+      res.set_content(ordered_json{{"results", out}}.dump(), kJson);
+    });
+  }
+
+  void model(httplib::Response& res) {
+    guarded(res, [&] {
+      const Predictor& p = ready_predictor();
+      const DatasetOptions data = p.dataset_options();
+      const RequestBatcherOptions& b = f_.engine_->batching();
+      ordered_json out;
+      out["model"] = p.model_dir();
+      out["run_id"] = f_.options_.run_id;
+      out["labels"] = p.labels().names();
+      out["problem_type"] = p.multi_label() ? "multi_label_classification" : "single_label_classification";
+      out["max_length"] = data.max_length;
+      out["text_columns"] = data.text_columns;
+      out["clean_text"] = data.clean;
+      out["engine"] = p.engine_description();
+      out["device"] = p.engine_description().rfind("cuda", 0) == 0 ? "cuda" : "cpu";
+      out["precision"] = p.engine_description().find("bf16") != std::string::npos ? "bf16" : "fp32";
+      out["parameters"] = p.parameter_count();
+      out["layers"] = p.config().num_hidden_layers;
+      out["hidden_size"] = p.config().hidden_size;
+      out["max_batch_tokens"] = b.max_batch_tokens;
+      out["max_batch_size"] = b.max_batch_size;
+      out["max_wait_ms"] = b.max_wait_s * 1000;
+      out["max_queue"] = b.max_queue_rows;
+      out["threshold"] = f_.options_.threshold >= 0 ? ordered_json(f_.options_.threshold) : ordered_json(nullptr);
+      out["version"] = build_version();
+      res.set_content(out.dump(), kJson);
+    });
+  }
+
+  void metrics(httplib::Response& res) {
+    ServeMetrics::Gauges g = f_.engine_->gauges();
+    g.ready = g.ready && !f_.draining_.load();
+    g.in_flight_requests = f_.in_flight_.load();
+    const double now = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+    res.set_content(f_.metrics_->render(g, now), "text/plain; version=0.0.4; charset=utf-8");
+  }
+
+  void ready(httplib::Response& res) {
+    if (f_.draining_.load()) return answer_error(res, 503, "unhealthy", "shutting down");
+    if (f_.engine_->failed()) return answer_error(res, 503, "unhealthy", f_.engine_->failure());
+    if (!f_.engine_->ready()) return answer_error(res, 503, "unhealthy", "loading the model");
+    res.set_content(R"({"status":"ready"})", kJson);
+  }
+
+ private:
+  // Runs `body`, answering an ApiError with its status and any other exception with 500; requests over
+  // --max-concurrent-requests are refused with 429 first.
+  template <class Body>
+  void guarded(httplib::Response& res, Body&& body) {
+    const InFlight in_flight(&f_.in_flight_);
+    try {
+      if (in_flight.value() > f_.options_.max_concurrent_requests) {
+        res.set_header("Retry-After", "1");
+        throw ApiError(429, "overloaded",
+                       "more than --max-concurrent-requests " + std::to_string(f_.options_.max_concurrent_requests) +
+                           " requests in flight; retry later");
+      }
+      body();
+    } catch (const ApiError& e) {
+      answer_error(res, e.status(), e.type(), e.what());
+    } catch (const std::exception& e) {
+      answer_error(res, 500, "backend", e.what());
+    }
+  }
+
+  const Predictor& ready_predictor() {
+    if (f_.engine_->failed()) throw ApiError(503, "unhealthy", f_.engine_->failure());
+    if (!f_.engine_->ready()) throw ApiError(503, "unhealthy", "the model is still loading; retry later");
+    return f_.engine_->predictor();
+  }
+
+  // Queues `pending` and waits for its rows. Queue full: 503 with Retry-After, unless `wait_for_room` (an
+  // evaluation's next batch waits its turn instead).
+  void run_rows(const std::shared_ptr<PendingRows>& pending, httplib::Response& res, bool wait_for_room = false) {
+    for (;;) {
+      switch (f_.engine_->submit(pending)) {
+        case ServeEngine::Admission::kAccepted:
+          if (!pending->wait()) throw ApiError(500, "backend", pending->error());
+          return;
+        case ServeEngine::Admission::kQueueFull:
+          if (wait_for_room && !f_.draining_.load()) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            continue;
+          }
+          res.set_header("Retry-After", "1");
+          throw ApiError(503, "overloaded", "the queue is full (--max-queue " +
+                                                std::to_string(f_.engine_->batching().max_queue_rows) + " rows); retry later");
+        case ServeEngine::Admission::kTooManyRows:
+          throw ApiError(413, "validation", "the request has " + std::to_string(pending->rows().size()) +
+                                                " rows, more than the queue holds (--max-queue " +
+                                                std::to_string(f_.engine_->batching().max_queue_rows) + ")");
+        case ServeEngine::Admission::kRowTooLong:
+          throw ApiError(500, "backend", "a row is longer than --max-batch-tokens");
+        case ServeEngine::Admission::kNotReady:
+          throw ApiError(503, "unhealthy", "the model is still loading; retry later");
+        case ServeEngine::Admission::kStopping:
+          res.set_header("Retry-After", "1");
+          throw ApiError(503, "unhealthy", "the server is shutting down");
+      }
+    }
+  }
+
+  HttpFrontend& f_;
+};
+
+HttpFrontend::HttpFrontend(HttpFrontendOptions options, ServeEngine* engine, ServeMetrics* metrics)
+    : options_(std::move(options)),
+      engine_(engine),
+      metrics_(metrics),
+      server_(std::make_unique<httplib::Server>()),
+      handlers_(std::make_unique<Handlers>(this)) {
+  httplib::Server& s = *server_;
+  const int threads = options_.max_connections;
+  s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
+  s.set_tcp_nodelay(true);  // answers are small: Nagle's delay would add tens of milliseconds to each
+  s.set_read_timeout(options_.io_timeout_s, 0);
+  s.set_write_timeout(options_.io_timeout_s, 0);
+  s.set_keep_alive_timeout(options_.io_timeout_s);
+  s.set_keep_alive_max_count(100000);  // cpp-httplib's default of 5 would make load balancers reconnect constantly
+  s.set_payload_max_length(options_.max_body_bytes);
+
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    request_start = Clock::now();
+    const auto route = routes().find(req.path);
+    if (route == routes().end()) {
+      close_if_body_unread(req, res);
+      answer_error(res, 404, "not_found", "no such path: " + req.path);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    const std::string& method = route->second;
+    if (req.method != method && !(req.method == "HEAD" && method == "GET")) {
+      close_if_body_unread(req, res);
+      res.set_header("Allow", method == "GET" ? "GET, HEAD" : method);
+      answer_error(res, 405, "method_not_allowed", req.method + " " + req.path + ": use " + method);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (!options_.api_key.empty() && !is_health_path(req.path)) {
+      const std::string auth = req.get_header_value("Authorization");
+      const std::string prefix = "Bearer ";
+      if (auth.compare(0, prefix.size(), prefix) != 0 || !constant_time_equal(auth.substr(prefix.size()), options_.api_key)) {
+        close_if_body_unread(req, res);
+        res.set_header("WWW-Authenticate", "Bearer");
+        answer_error(res, 401, "unauthorized", auth.empty() ? "missing Authorization: Bearer KEY" : "wrong API key");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  // cpp-httplib's own refusals (a body over the limit: 413, a malformed request: 400) get a JSON body too.
+  s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    const std::string message = res.status == 413   ? "the body is larger than --max-body-bytes"
+                                : res.status == 414 ? "the request line is too long"
+                                : res.status < 500  ? "malformed request"
+                                                    : "internal error";
+    answer_error(res, res.status, res.status == 413 ? "validation" : "client", message);
+  });
+  s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    const double seconds = std::chrono::duration<double>(Clock::now() - request_start).count();
+    metrics_->record_request(req.path, req.method, res.status, seconds);
+    if (options_.quiet) return;
+    std::fprintf(stderr, "%s %s \"%s %s\" %d %zu %.1fms\n", iso_timestamp_now().c_str(), req.remote_addr.c_str(),
+                 req.method.c_str(), req.path.c_str(), res.status, res.body.size(), seconds * 1000);
+  });
+
+  s.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"message":"OK","status-code":200,"data":{}})", kJson);
+  });
+  s.Get("/run_id/", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(ordered_json{{"run_id", options_.run_id}}.dump(), kJson);
+  });
+  s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"status":"alive"})", kJson);
+  });
+  s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) { handlers_->ready(res); });
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { handlers_->metrics(res); });
+  s.Get("/v1/model", [this](const httplib::Request&, httplib::Response& res) { handlers_->model(res); });
+  s.Post("/predict/", [this](const httplib::Request& req, httplib::Response& res) { handlers_->predict(req, res, false); });
+  s.Post("/predict", [this](const httplib::Request& req, httplib::Response& res) { handlers_->predict(req, res, false); });
+  s.Post("/v1/predict", [this](const httplib::Request& req, httplib::Response& res) { handlers_->predict(req, res, true); });
+  s.Post("/evaluate/", [this](const httplib::Request& req, httplib::Response& res) { handlers_->evaluate(req, res); });
+}
+
+HttpFrontend::~HttpFrontend() = default;
+
+void HttpFrontend::bind() {
+  if (options_.port == 0) {
+    port_ = server_->bind_to_any_port(options_.host);
+    BERTRAIN_CHECK(port_ > 0, "cannot listen on --host " << options_.host << " (no free port)");
+  } else {
+    BERTRAIN_CHECK(server_->bind_to_port(options_.host, options_.port),
+                   "cannot listen on --host " << options_.host << " --port " << options_.port
+                                              << " (in use, or not an address of this machine)");
+    port_ = options_.port;
+  }
+}
+
+void HttpFrontend::listen() { server_->listen_after_bind(); }
+
+void HttpFrontend::stop() {
+  draining_ = true;
+  server_->stop();
+}
+
+}  // namespace bertrain

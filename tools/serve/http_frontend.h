@@ -1,0 +1,61 @@
+// The HTTP side of `bertrain serve`, on cpp-httplib (HTTP/1.1, keep-alive, a fixed pool of connection threads):
+// routes, the API key, limits (body size, connections, requests in flight), timeouts, the access log and the
+// metrics of every answer. Requests are parsed and tokenized on the connection threads; rows go to the ServeEngine.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "tools/serve/serve_engine.h"
+#include "tools/serve/serve_metrics.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace bertrain {
+
+struct HttpFrontendOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;                       // 0: a free port chosen by the system (port() says which)
+  std::size_t max_body_bytes = 2 << 20;  // larger bodies: 413
+  int max_connections = 256;             // connection threads; more connections wait for one
+  int max_concurrent_requests = 512;     // predictions and evaluations in flight; more: 429
+  std::string api_key;                   // not empty: every endpoint but /, /healthz and /readyz needs it
+  std::string evaluate_root;             // empty: POST /evaluate/ is refused (403)
+  double threshold = -1;                 // --threshold; < 0: not given
+  std::string other_label = "other";
+  std::string run_id;                    // GET /run_id/: the MLflow run id, else the model directory
+  int io_timeout_s = 5;                  // read / write / keep-alive idle timeouts, so a slow client cannot hold a thread
+  bool quiet = false;                    // no access log
+};
+
+class HttpFrontend {
+ public:
+  HttpFrontend(HttpFrontendOptions options, ServeEngine* engine, ServeMetrics* metrics);
+  ~HttpFrontend();
+
+  // Binds --host:--port; throws Error naming them when that fails (in use, no such address).
+  void bind();
+  int port() const { return port_; }
+  // Accepts and answers until stop(), then returns once every accepted connection's request is answered.
+  void listen();
+  // Stops accepting; /readyz answers 503 from now on. Safe from any thread, idempotent.
+  void stop();
+  int in_flight() const { return in_flight_.load(); }
+
+ private:
+  class Handlers;
+  HttpFrontendOptions options_;
+  ServeEngine* engine_;
+  ServeMetrics* metrics_;
+  std::unique_ptr<httplib::Server> server_;
+  std::unique_ptr<Handlers> handlers_;
+  int port_ = 0;
+  std::atomic<int> in_flight_{0};
+  std::atomic<bool> draining_{false};
+};
+
+}  // namespace bertrain

@@ -1,0 +1,221 @@
+// `bertrain serve`: the flags, and the server's life: bind, load and warm up the model, print one ready line,
+// answer until SIGTERM or SIGINT, then stop accepting, answer everything already accepted (within
+// --drain-timeout) and exit 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <future>
+#include <thread>
+
+#include "core/build_config.h"
+#include "core/error.h"
+#include "core/files.h"
+#include "engine/predictor.h"
+#include "tools/args.h"
+#include "tools/commands.h"
+#include "tools/model_source.h"
+#include "tools/serve/http_frontend.h"
+#include "tools/serve/serve_engine.h"
+#include "tools/serve/serve_metrics.h"
+
+namespace bertrain {
+
+namespace {
+
+const std::vector<std::string> kKnownPaths = {"/",          "/run_id/",  "/predict/", "/predict", "/evaluate/",
+                                              "/v1/predict", "/v1/model", "/healthz",  "/readyz",  "/metrics"};
+
+int positive_flag(const ArgParser& p, const std::string& name) {
+  const int value = p.get_int(name);
+  if (value < 1) throw UsageError("serve: --" + name + " must be at least 1, got " + std::to_string(value));
+  return value;
+}
+
+// The key, without the line end an editor leaves; an empty file is refused (it would accept an empty key).
+std::string read_api_key(const std::string& path) {
+  std::string key = read_file(path, "--api-key-file");
+  while (!key.empty() && (key.back() == '\n' || key.back() == '\r' || key.back() == ' ' || key.back() == '\t')) key.pop_back();
+  BERTRAIN_CHECK(!key.empty(), "--api-key-file " << path << " is empty");
+  BERTRAIN_CHECK(key.find_first_of("\r\n") == std::string::npos, "--api-key-file " << path << " holds more than one line");
+  return key;
+}
+
+// GET /run_id/: the MLflow run of --run-id, or the run that trained --model RUN_DIR (with --mlflow-dir), else the
+// model directory itself.
+std::string run_id_of(const ModelSource& source) {
+  if (source.run) return source.run->run_id;
+  const std::string state = source.path + "/last/trainer_state.json";
+  if (file_exists(state)) {
+    const std::string id = read_json_file(state).value("mlflow_run_id", "");
+    if (!id.empty()) return id;
+  }
+  return resolve_model_dir(source.path);
+}
+
+// Waits for SIGTERM or SIGINT (blocked in every thread, so they arrive here) until `until` says stop waiting;
+// returns the signal, or 0.
+template <class Until>
+int wait_for_signal(const sigset_t& signals, Until until) {
+  const timespec tick{0, 100 * 1000 * 1000};
+  while (!until()) {
+    const int sig = sigtimedwait(&signals, nullptr, &tick);
+    if (sig > 0) return sig;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int run_serve(const std::vector<std::string>& args) {
+#if !BERTRAIN_HAS_HTTP
+  (void)args;
+  throw Error("serve: this build has no HTTP server: cpp-httplib was not found when it was configured "
+              "(apt-get install libcpp-httplib-dev, then rebuild)");
+#else
+  ArgParser p("serve",
+              "An HTTP server for a trained model: Made-With-ML's API (GET /, GET /run_id/, POST /predict/ with\n"
+              "{\"title\", \"description\"}, POST /evaluate/ with {\"dataset\"}), bertrain's (POST /v1/predict with\n"
+              "{\"texts\": [...]} or {\"rows\": [{column: value}]}, GET /v1/model) and text-embeddings-inference's\n"
+              "(POST /predict with {\"inputs\"}), GET /healthz, GET /readyz and Prometheus GET /metrics. Requests from\n"
+              "every connection are batched by tokens into one forward pass (--max-batch-tokens, --max-batch-size,\n"
+              "--max-wait-ms). Answers equal `bertrain predict`'s. SIGTERM / SIGINT: stop accepting, answer what was\n"
+              "accepted, exit 0. Prints one line on stderr once ready, then an access log line per request.");
+  add_model_source_flags(p, "with --run-id: the MLflow file store of that run",
+                         "with --run-id: the MLflow experiment of that run (default: any; MLflow run ids are unique)");
+  p.option("host", "127.0.0.1", "address to listen on (0.0.0.0: every interface; only behind a firewall or proxy)")
+      .value_name("ADDR");
+  p.option("port", "8000", "TCP port (0: any free port, printed in the ready line)");
+  p.option("device", "auto", "auto: CUDA when a device is visible").value_name("auto|cpu|cuda");
+  p.option("precision", "fp32", "bf16: on CUDA only").value_name("fp32|bf16");
+  p.option("threads", "0", "CPU engine threads (0: all cores, or OMP_NUM_THREADS)");
+  p.option("max-batch-tokens", "16384", "real tokens (no padding) per forward pass; at least the model's max length");
+  p.option("max-batch-size", "64", "rows per forward pass");
+  p.option("max-wait-ms", "5", "a batch runs at most this long after its oldest row arrived, full or not").value_name("MS");
+  p.option("max-queue", "4096", "rows waiting for the engine; more: 503 with Retry-After").value_name("ROWS");
+  p.option("max-concurrent-requests", "512", "prediction and evaluation requests in flight; more: 429");
+  p.option("max-connections", "256", "open connections served at once (one thread each); more wait for one");
+  p.option("max-body-bytes", "2097152", "larger request bodies: 413").value_name("N");
+  p.option("threshold", "",
+           "single-label models: predict --other-label when the top probability is below RATE (default: none, except "
+           "POST /predict/ with Made-With-ML's body: 0.9, as its serve.py); multi-label models: the probability a "
+           "label needs (default 0.5)").value_name("RATE");
+  p.option("other-label", "other", "single-label models: the prediction below --threshold").value_name("NAME");
+  p.option("api-key-file", "", "require 'Authorization: Bearer KEY' (KEY: this file's one line) on every endpoint but "
+                               "/, /healthz and /readyz").value_name("FILE");
+  p.option("evaluate-root", "", "allow POST /evaluate/ on dataset files inside DIR (refused otherwise: 403)")
+      .value_name("DIR");
+  p.option("drain-timeout", "30", "on SIGTERM, seconds to answer what was accepted before exiting 1 anyway")
+      .value_name("SECONDS");
+  p.flag("quiet", "no access log");
+  p.epilog("exit status: 0 after SIGTERM / SIGINT with every accepted request answered; 1 when the engine failed or\n"
+           "the drain timed out; 2 for a usage or input error (a bad flag, model or API key file, a port in use).\n");
+  if (!p.parse(args)) return 0;
+  if (!p.given("run-id") && (p.given("mlflow-dir") || p.given("experiment"))) {
+    throw UsageError("serve: --mlflow-dir and --experiment say where --run-id's run is: give --run-id too");
+  }
+
+  ServeEngineOptions engine_options;
+  engine_options.inference.device = p.get("device");
+  engine_options.inference.precision = p.get("precision");
+  engine_options.threads = p.get_int("threads");
+  if (engine_options.threads < 0) throw UsageError("serve: --threads must be >= 0");
+  engine_options.batching.max_batch_tokens = positive_flag(p, "max-batch-tokens");
+  engine_options.batching.max_batch_size = positive_flag(p, "max-batch-size");
+  engine_options.batching.max_queue_rows = positive_flag(p, "max-queue");
+  const double max_wait_ms = p.get_double("max-wait-ms");
+  if (!(max_wait_ms >= 0 && max_wait_ms <= 60000)) throw UsageError("serve: --max-wait-ms must be in [0, 60000]");
+  engine_options.batching.max_wait_s = max_wait_ms / 1000;
+
+  HttpFrontendOptions http;
+  http.host = p.get("host");
+  http.port = p.get_int("port");
+  if (http.port < 0 || http.port > 65535) throw UsageError("serve: --port must be in [0, 65535]");
+  http.max_concurrent_requests = positive_flag(p, "max-concurrent-requests");
+  http.max_connections = positive_flag(p, "max-connections");
+  http.max_body_bytes = static_cast<std::size_t>(positive_flag(p, "max-body-bytes"));
+  http.other_label = p.get("other-label");
+  http.quiet = p.get_flag("quiet");
+  if (!p.get("threshold").empty()) {
+    http.threshold = p.get_double("threshold");
+    if (!(http.threshold >= 0 && http.threshold <= 1)) throw UsageError("serve: --threshold must be in [0, 1]");
+  }
+  const double drain_timeout = p.get_double("drain-timeout");
+  if (!(drain_timeout > 0)) throw UsageError("serve: --drain-timeout must be > 0");
+
+  // The model source, the key and the root are the user's input: what fails here exits 2.
+  const ModelSource source = model_source(p);
+  engine_options.model = source.path;
+  input_step([&] {
+    http.run_id = run_id_of(source);
+    if (p.given("api-key-file")) http.api_key = read_api_key(p.get("api-key-file"));
+    if (p.given("evaluate-root")) {
+      BERTRAIN_CHECK(directory_exists(p.get("evaluate-root")), "--evaluate-root " << p.get("evaluate-root")
+                                                                                  << " is not a directory");
+      http.evaluate_root = p.get("evaluate-root");
+    }
+    return 0;
+  });
+
+  // Every thread started from here on inherits the blocked signals; only wait_for_signal takes them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  ServeMetrics metrics(kKnownPaths);
+  ServeEngine engine(engine_options, &metrics);
+  HttpFrontend frontend(http, &engine, &metrics);
+  input_step([&] {
+    frontend.bind();
+    return 0;
+  });
+  // /healthz answers while the model loads; /readyz and the predictions wait for it.
+  std::promise<void> listening_done;
+  std::future<void> drained = listening_done.get_future();
+  std::thread listener([&] {
+    frontend.listen();
+    listening_done.set_value();
+  });
+  engine.start();
+  int sig = wait_for_signal(signals, [&] { return engine.loading_finished(); });
+  if (sig == 0 && !engine.ready()) {
+    frontend.stop();
+    listener.join();
+    throw InputError(engine.load_error());
+  }
+  if (sig == 0) {
+    const RequestBatcherOptions& b = engine.batching();
+    std::fprintf(stderr, "bertrain serve: ready on http://%s:%d (%s on %s, %d labels; batches of up to %d tokens, %d rows, "
+                         "%g ms wait)\n",
+                 http.host.c_str(), frontend.port(), engine.predictor().model_dir().c_str(),
+                 engine.predictor().engine_description().c_str(), engine.predictor().labels().size(), b.max_batch_tokens,
+                 b.max_batch_size, b.max_wait_s * 1000);
+    std::fflush(stderr);
+    sig = wait_for_signal(signals, [&] { return engine.failed(); });
+  }
+  if (sig != 0) {
+    std::fprintf(stderr, "bertrain serve: %s: no new connections; answering the %d requests in flight\n", strsignal(sig),
+                 frontend.in_flight());
+  }
+  frontend.stop();
+  const bool drained_in_time =
+      drained.wait_for(std::chrono::duration<double>(drain_timeout)) == std::future_status::ready;
+  if (!drained_in_time) {
+    std::fprintf(stderr, "bertrain: error: serve: %d requests still unanswered after --drain-timeout %g s\n",
+                 frontend.in_flight(), drain_timeout);
+    std::fflush(stderr);
+    std::_Exit(1);  // the connection threads are stuck in I/O: no orderly way to join them
+  }
+  listener.join();
+  engine.stop();
+  if (engine.failed()) throw Error(engine.failure());
+  std::fprintf(stderr, "bertrain serve: stopped\n");
+  return 0;
+#endif
+}
+
+}  // namespace bertrain
