@@ -29,7 +29,8 @@ for var in BERTRAIN_DATA_DIR BERTRAIN_MODEL_DIR RUN_DIR; do
 done
 cd "$(dirname "$0")"
 
-readonly PACKAGES=(cmake make g++ libeigen3-dev nlohmann-json3-dev libgtest-dev libutf8proc-dev libopenmpi-dev openmpi-bin)
+readonly PACKAGES=(cmake make g++ pkg-config libeigen3-dev nlohmann-json3-dev libgtest-dev libutf8proc-dev libopenmpi-dev openmpi-bin
+                   libcpp-httplib-dev)
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-$(nproc)}
 

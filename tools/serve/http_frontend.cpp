@@ -143,7 +143,7 @@ class HttpFrontend::Handlers {
         probs.insert(probs.end(), pending->probabilities().begin(), pending->probabilities().begin() + static_cast<long>((end - at) * classes));
       }
       f_.metrics_->add_truncated_rows(data.truncated);
-      const ordered_json out = evaluation_json(predictor, requested, data, probs, 0.5, f_.options_.run_id);
+      const ordered_json out = evaluation_json(predictor, requested, data, probs, 0.5, f_.options_.mlflow_run_id);
       res.set_content(ordered_json{{"results", out}}.dump(), kJson);
     });
   }
@@ -155,7 +155,7 @@ class HttpFrontend::Handlers {
       const RequestBatcherOptions& b = f_.engine_->batching();
       ordered_json out;
       out["model"] = p.model_dir();
-      out["run_id"] = f_.options_.run_id;
+      out["run_id"] = run_id();
       out["labels"] = p.labels().names();
       out["problem_type"] = p.multi_label() ? "multi_label_classification" : "single_label_classification";
       out["max_length"] = data.max_length;
@@ -175,6 +175,11 @@ class HttpFrontend::Handlers {
       out["version"] = build_version();
       res.set_content(out.dump(), kJson);
     });
+  }
+
+  // GET /run_id/: the MLflow run id when the model came from a tracked run, else the model directory.
+  std::string run_id() const {
+    return f_.options_.mlflow_run_id.empty() ? f_.options_.model_dir : f_.options_.mlflow_run_id;
   }
 
   void metrics(httplib::Response& res) {
@@ -317,7 +322,7 @@ HttpFrontend::HttpFrontend(HttpFrontendOptions options, ServeEngine* engine, Ser
     res.set_content(R"({"message":"OK","status-code":200,"data":{}})", kJson);
   });
   s.Get("/run_id/", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(ordered_json{{"run_id", options_.run_id}}.dump(), kJson);
+    res.set_content(ordered_json{{"run_id", handlers_->run_id()}}.dump(), kJson);
   });
   s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"status":"alive"})", kJson);

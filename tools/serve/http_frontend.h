@@ -27,7 +27,8 @@ struct HttpFrontendOptions {
   std::string evaluate_root;             // empty: POST /evaluate/ is refused (403)
   double threshold = -1;                 // --threshold; < 0: not given
   std::string other_label = "other";
-  std::string run_id;                    // GET /run_id/: the MLflow run id, else the model directory
+  std::string mlflow_run_id;             // the model's MLflow run ("" when none): GET /run_id/, evaluations
+  std::string model_dir;                 // GET /run_id/ of a model that no MLflow run tracked
   int io_timeout_s = 5;                  // read / write / keep-alive idle timeouts, so a slow client cannot hold a thread
   bool quiet = false;                    // no access log
 };

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "engine/predictor.h"
+#include "engine/training_backend.h"
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/model_source.h"
@@ -24,6 +25,10 @@
 namespace bertrain {
 
 namespace {
+
+// --max-batch-tokens auto.
+constexpr int kGpuMaxBatchTokens = 16384;
+constexpr int kCpuMaxBatchTokens = 4096;
 
 const std::vector<std::string> kKnownPaths = {"/",          "/run_id/",  "/predict/", "/predict", "/evaluate/",
                                               "/v1/predict", "/v1/model", "/healthz",  "/readyz",  "/metrics"};
@@ -43,16 +48,11 @@ std::string read_api_key(const std::string& path) {
   return key;
 }
 
-// GET /run_id/: the MLflow run of --run-id, or the run that trained --model RUN_DIR (with --mlflow-dir), else the
-// model directory itself.
-std::string run_id_of(const ModelSource& source) {
+// The MLflow run of --run-id, or the run that trained --model RUN_DIR with --mlflow-dir; "" for other models.
+std::string mlflow_run_id_of(const ModelSource& source) {
   if (source.run) return source.run->run_id;
   const std::string state = source.path + "/last/trainer_state.json";
-  if (file_exists(state)) {
-    const std::string id = read_json_file(state).value("mlflow_run_id", "");
-    if (!id.empty()) return id;
-  }
-  return resolve_model_dir(source.path);
+  return file_exists(state) ? read_json_file(state).value("mlflow_run_id", "") : "";
 }
 
 // Waits for SIGTERM or SIGINT (blocked in every thread, so they arrive here) until `until` says stop waiting;
@@ -91,7 +91,11 @@ int run_serve(const std::vector<std::string>& args) {
   p.option("device", "auto", "auto: CUDA when a device is visible").value_name("auto|cpu|cuda");
   p.option("precision", "fp32", "bf16: on CUDA only").value_name("fp32|bf16");
   p.option("threads", "0", "CPU engine threads (0: all cores, or OMP_NUM_THREADS)");
-  p.option("max-batch-tokens", "16384", "real tokens (no padding) per forward pass; at least the model's max length");
+  p.option("max-batch-tokens", "auto",
+           "real tokens (no padding) per forward pass, at least the model's max length; auto: " +
+               std::to_string(kGpuMaxBatchTokens) + " on a GPU (TEI's default), " + std::to_string(kCpuMaxBatchTokens) +
+               " on the CPU (a batch's activations stay in the caches, and a long batch delays every row in it)")
+      .value_name("N");
   p.option("max-batch-size", "64", "rows per forward pass");
   p.option("max-wait-ms", "5", "a batch runs at most this long after its oldest row arrived, full or not").value_name("MS");
   p.option("max-queue", "4096", "rows waiting for the engine; more: 503 with Retry-After").value_name("ROWS");
@@ -122,7 +126,10 @@ int run_serve(const std::vector<std::string>& args) {
   engine_options.inference.precision = p.get("precision");
   engine_options.threads = p.get_int("threads");
   if (engine_options.threads < 0) throw UsageError("serve: --threads must be >= 0");
-  engine_options.batching.max_batch_tokens = positive_flag(p, "max-batch-tokens");
+  // auto needs to know the engine: resolving --device here also refuses a bad one before anything is loaded.
+  const bool cuda = input_step([&] { return choose_backend(p.get("device"), p.get("precision"), 0).cuda; });
+  engine_options.batching.max_batch_tokens = p.get("max-batch-tokens") == "auto" ? (cuda ? kGpuMaxBatchTokens : kCpuMaxBatchTokens)
+                                                                                 : positive_flag(p, "max-batch-tokens");
   engine_options.batching.max_batch_size = positive_flag(p, "max-batch-size");
   engine_options.batching.max_queue_rows = positive_flag(p, "max-queue");
   const double max_wait_ms = p.get_double("max-wait-ms");
@@ -149,7 +156,8 @@ int run_serve(const std::vector<std::string>& args) {
   const ModelSource source = model_source(p);
   engine_options.model = source.path;
   input_step([&] {
-    http.run_id = run_id_of(source);
+    http.mlflow_run_id = mlflow_run_id_of(source);
+    http.model_dir = resolve_model_dir(source.path);  // a missing or wrong model is refused before binding the port
     if (p.given("api-key-file")) http.api_key = read_api_key(p.get("api-key-file"));
     if (p.given("evaluate-root")) {
       BERTRAIN_CHECK(directory_exists(p.get("evaluate-root")), "--evaluate-root " << p.get("evaluate-root")
