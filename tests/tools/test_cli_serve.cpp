@@ -513,6 +513,12 @@ TEST_F(CliServe, ConcurrentClientsAllGetPredictsAnswers) {
   ASSERT_TRUE(succeeded(suite_train()));
   const std::map<std::string, json>& want = reference();
   ASSERT_EQ(want.size(), static_cast<std::size_t>(kRows));
+  // Rows answered in another row's place are caught only if no two rows have the same probabilities.
+  for (auto a = want.begin(); a != want.end(); ++a) {
+    for (auto b = std::next(a); b != want.end(); ++b) {
+      EXPECT_NE(mismatch(a->second, b->second), "") << "rows with the same answer: " << a->first << " / " << b->first;
+    }
+  }
   auto server = start({"--max-wait-ms", "2", "--max-batch-size", "8", "--quiet"});
   ASSERT_GT(server->port(), 0);
   const std::vector<Row> rows = synthetic_rows();
