@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -928,21 +929,28 @@ TEST_F(CliServe, EvaluateReadsOnlyInsideItsRoot) {
 // ---- lifecycle ------------------------------------------------------------------------------------------------
 
 // SIGTERM while 8 clients send requests: every answer is a full, right 200 or a clean 503; after the signal a
-// client may find the door shut, but no request the server answered (its access log) is lost on the way; the
-// server exits 0 within seconds and says it stopped.
+// client may find the door shut, but the requests waiting in the engine's queue when the signal came are answered
+// (200), no request the server answered (its access log) is lost on the way, and the server exits 0 within
+// seconds and says it stopped. Batches wait 100 ms so that requests are queued when the signal comes.
 TEST_F(CliServe, SigtermDuringLoadLosesNoAcceptedRequest) {
   ASSERT_TRUE(succeeded(suite_train()));
   const std::map<std::string, json>& want = reference();
-  auto server = start({"--max-wait-ms", "2", "--max-batch-size", "8"});
+  auto server = start({"--max-wait-ms", "100", "--max-batch-size", "64"});
   ASSERT_GT(server->port(), 0);
   const std::vector<Row> rows = synthetic_rows();
   constexpr int kClients = 8;
-  std::atomic<bool> signalled{false};
-  std::atomic<long> ok{0}, refused_after{0}, cut_after{0};
-  std::mutex failures_mutex;
+  const auto now_ns = [] { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); };
+  std::atomic<long long> signal_ns{std::numeric_limits<long long>::max()};
+  std::atomic<long> ok{0};
+  std::mutex mutex;
   std::vector<std::string> failures;
+  struct Sent {
+    long long sent_ns, answered_ns;
+    int status;
+  };
+  std::vector<Sent> requests;
   const auto fail = [&](const std::string& what) {
-    std::lock_guard<std::mutex> lock(failures_mutex);
+    std::lock_guard<std::mutex> lock(mutex);
     failures.push_back(what);
   };
   const auto deadline = Clock::now() + std::chrono::seconds(30);
@@ -954,21 +962,25 @@ TEST_F(CliServe, SigtermDuringLoadLosesNoAcceptedRequest) {
         const int n = 1 + (t + i) % 3;
         std::vector<std::string> texts;
         for (int k = 0; k < n; ++k) texts.push_back(text_of(rows[static_cast<std::size_t>((t * 11 + i * 3 + k) % kRows)]));
-        const bool after = signalled.load();
+        const long long sent = now_ns();
         const Answer a = c.post("/v1/predict", json{{"texts", texts}});
+        const long long answered = now_ns();
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          requests.push_back({sent, answered, a.status});
+        }
         const std::string where = "client " + std::to_string(t) + " request " + std::to_string(i) + ": ";
         if (a.status == 0) {
           // No answer: only once the server was told to stop (it closes its connections as it drains).
-          if (!after && !signalled.load()) fail(where + "no answer before SIGTERM: " + a.error);
-          ++cut_after;
+          if (answered < signal_ns.load()) fail(where + "no answer before SIGTERM: " + a.error);
           return;
         }
         if (a.status == 503) {
           const json body = a.parsed();
-          if (!signalled.load() || !body.is_object() || body.value("error", "").find("shutting down") == std::string::npos) {
+          if (answered < signal_ns.load() || !body.is_object() ||
+              body.value("error", "").find("shutting down") == std::string::npos) {
             fail(where + "503 that is not a clean 'shutting down' after SIGTERM: " + a.describe());
           }
-          ++refused_after;
           return;
         }
         if (a.status != 200) {
@@ -989,17 +1001,27 @@ TEST_F(CliServe, SigtermDuringLoadLosesNoAcceptedRequest) {
       fail("client " + std::to_string(t) + " still sending after 30 s");
     });
   }
-  // Under load, then the signal.
+  // Under load; then, the moment /metrics shows requests waiting in the queue, the signal.
   const auto load_start = Clock::now();
-  while (ok.load() < 200 && seconds_since(load_start) < 20) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  while (ok.load() < 30 && seconds_since(load_start) < 20) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   const long ok_before = ok.load();
-  signalled = true;
+  Client scraper(server->port());
+  long long scrape_start = 0, scrape_end = 0;
+  double queued = 0;
+  while (seconds_since(load_start) < 25) {
+    scrape_start = now_ns();
+    queued = metric_value(scraper.get("/metrics").body, "bertrain_queue_requests");
+    scrape_end = now_ns();
+    if (queued >= 4) break;
+  }
+  signal_ns = now_ns();
   const auto stop_start = Clock::now();
   const ServeProcess::Exit e = server->stop(15);
   const double stop_seconds = seconds_since(stop_start);
   for (std::thread& t : clients) t.join();
 
-  EXPECT_GE(ok_before, 200) << "the load never got going";
+  EXPECT_GE(ok_before, 30) << "the load never got going";
+  ASSERT_GE(queued, 4) << "never 4 requests in the queue: the check below could not fail";
   EXPECT_TRUE(failures.empty()) << failures.size() << " failures; the first: " << failures.front();
   ASSERT_TRUE(e.exited) << "still running 15 s after SIGTERM\n" << server->describe();
   EXPECT_EQ(e.code, 0) << server->describe();
@@ -1007,12 +1029,23 @@ TEST_F(CliServe, SigtermDuringLoadLosesNoAcceptedRequest) {
   EXPECT_LT(stop_seconds, 5.0) << server->describe();
   const std::string log = server->log();
   EXPECT_NE(log.find("bertrain serve: stopped"), std::string::npos) << server->describe();
+  // The requests queued at the scrape were sent before it ended and answered after it began: all of them 200.
+  long drained = 0, cut = 0, after_signal = 0;
+  for (const Sent& r : requests) {
+    const bool across = r.sent_ns < scrape_end && r.answered_ns > scrape_start;
+    drained += across && r.status == 200;
+    cut += across && r.status != 200;
+    after_signal += r.status == 200 && r.answered_ns > signal_ns.load();
+  }
+  EXPECT_GE(drained, static_cast<long>(queued)) << queued << " requests were queued when SIGTERM came; " << cut
+                                                << " of those around it got no 200";
   // Every 200 the server wrote reached its client.
   long logged = 0;
   for (const std::string& line : lines_of(log)) logged += line.find("\"POST /v1/predict\" 200 ") != std::string::npos;
   EXPECT_EQ(logged, ok.load()) << "the server answered " << logged << " requests with 200, the clients got " << ok.load();
-  std::printf("[ serve    ] SIGTERM after %ld answers; %ld in all, %ld refused and %ld cut off after it; stopped in %.2f s\n",
-              ok_before, ok.load(), refused_after.load(), cut_after.load(), stop_seconds);
+  std::printf("[ serve    ] SIGTERM with %g requests queued, after %ld answers; %ld answered after it (%ld across the "
+              "scrape, %ld cut); %ld in all; stopped in %.2f s\n",
+              queued, ok_before, after_signal, drained, cut, ok.load(), stop_seconds);
 }
 
 // While the model loads and warms up, /healthz answers, /readyz and the predictions say 503; once the ready line
