@@ -1136,6 +1136,19 @@ TEST_F(CliServe, StartupErrorsExit2WithOneLine) {
     EXPECT_NE(server.log().find(k.needle), std::string::npos) << k.needle << "\n" << server.describe();
   }
   ::close(taken);
+
+  // The port of a running bertrain serve is in use too: a second server must not share it (SO_REUSEPORT would
+  // have the kernel spread connections over both).
+  auto first = start({"--quiet"}, "first");
+  ASSERT_GT(first->port(), 0);
+  ServeProcess second(binary(), {"--model", suite_run(), "--port", std::to_string(first->port()), "--device", "cpu"},
+                      path("second.log"));
+  ASSERT_FALSE(second.wait_ready(30)) << "a second server started on the port of the first\n" << second.describe();
+  const ServeProcess::Exit e = second.wait_exit(10);
+  ASSERT_TRUE(e.exited) << second.describe();
+  EXPECT_EQ(e.code, 2) << second.describe();
+  EXPECT_NE(second.log().find("--port " + std::to_string(first->port())), std::string::npos) << second.describe();
+  expect_serving(*first, "after a second server tried its port");
 }
 
 // ---- /metrics -------------------------------------------------------------------------------------------------
