@@ -102,7 +102,8 @@ ordered_json tei_scores(const float* scores, const LabelSet& labels) {
 }  // namespace
 
 std::string error_body(const std::string& message, const std::string& type) {
-  return json{{"error", message}, {"error_type", type}}.dump();
+  // A message may quote the request's bytes (a path, a field): invalid UTF-8 becomes U+FFFD, never an exception.
+  return json{{"error", message}, {"error_type", type}}.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 PredictCall parse_predict_body(const std::string& body) {

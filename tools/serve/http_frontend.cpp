@@ -1,6 +1,7 @@
 #include "tools/serve/http_frontend.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <cstdio>
@@ -53,6 +54,50 @@ void close_if_body_unread(const httplib::Request& req, httplib::Response& res) {
   }
 }
 
+// A request path as messages and the access log show it: bytes outside printable ASCII (a decoded %0A, invalid
+// UTF-8) and the quote escaped as \xNN, so that a path can neither forge a log line nor break a JSON string.
+std::string printable(const std::string& path) {
+  std::string out;
+  for (unsigned char c : path) {
+    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02X", c);
+      out += hex;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+// Headers beyond these are refused (431): cpp-httplib limits each line to 8 KiB but not their number.
+constexpr std::size_t kMaxHeaderCount = 100;
+constexpr std::size_t kMaxHeaderBytes = 64 * 1024;
+
+// Reads a POST body through cpp-httplib's content reader, which sees chunked bodies too (its own limit checks
+// only a declared Content-Length): false, with 413 answered, once more than `limit` bytes arrive (or are declared),
+// and with 400 when the body cannot be read.
+bool read_body(const httplib::Request& req, const httplib::ContentReader& reader, std::size_t limit, std::string* body,
+               httplib::Response& res) {
+  bool over = false;
+  const bool read = reader([&](const char* data, std::size_t length) {
+    if (body->size() + length > limit) {
+      over = true;
+      return false;
+    }
+    body->append(data, length);
+    return true;
+  });
+  if (read && !over) return true;
+  res.set_header("Connection", "close");  // what is left of the body is still on the connection
+  if (over || req.get_header_value<uint64_t>("Content-Length") > limit) {
+    answer_error(res, 413, "validation", "the body is larger than --max-body-bytes " + std::to_string(limit));
+  } else {
+    answer_error(res, 400, "validation", "the body could not be read (cut short, or malformed chunks)");
+  }
+  return false;
+}
+
 // Equal keys take the same time whatever their contents, so that timing does not reveal a key byte by byte.
 bool constant_time_equal(const std::string& a, const std::string& b) {
   unsigned char diff = a.size() == b.size() ? 0 : 1;
@@ -81,11 +126,14 @@ class HttpFrontend::Handlers {
  public:
   explicit Handlers(HttpFrontend* frontend) : f_(*frontend) {}
 
-  void predict(const httplib::Request& req, httplib::Response& res, bool v1) {
+  void predict_any(const std::string& body, httplib::Response& res) { predict(body, res, false); }
+  void predict_v1(const std::string& body, httplib::Response& res) { predict(body, res, true); }
+
+  void predict(const std::string& body, httplib::Response& res, bool v1) {
     guarded(res, [&] {
       const Predictor& predictor = ready_predictor();
       const DatasetOptions data = predictor.dataset_options();
-      const PredictCall call = v1 ? parse_v1_predict_body(req.body, data.text_columns) : parse_predict_body(req.body);
+      const PredictCall call = v1 ? parse_v1_predict_body(body, data.text_columns) : parse_predict_body(body);
       std::vector<Example> rows;
       std::vector<bool> truncated;
       long cut = 0;
@@ -115,13 +163,13 @@ class HttpFrontend::Handlers {
     });
   }
 
-  void evaluate(const httplib::Request& req, httplib::Response& res) {
+  void evaluate(const std::string& body, httplib::Response& res) {
     guarded(res, [&] {
       if (f_.options_.evaluate_root.empty()) {
         throw ApiError(403, "forbidden", "POST /evaluate/ is disabled: start bertrain serve with --evaluate-root DIR");
       }
       const Predictor& predictor = ready_predictor();
-      const std::string requested = parse_evaluate_body(req.body);
+      const std::string requested = parse_evaluate_body(body);
       const std::string path = dataset_under_root(f_.options_.evaluate_root, requested);
       DatasetOptions options = predictor.dataset_options();
       options.read_labels = true;
@@ -276,17 +324,25 @@ HttpFrontend::HttpFrontend(HttpFrontendOptions options, ServeEngine* engine, Ser
 
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     request_start = Clock::now();
+    std::size_t header_bytes = 0;
+    for (const auto& [name, value] : req.headers) header_bytes += name.size() + value.size() + 4;
+    if (req.headers.size() > kMaxHeaderCount || header_bytes > kMaxHeaderBytes) {
+      close_if_body_unread(req, res);
+      answer_error(res, 431, "validation", "more than " + std::to_string(kMaxHeaderCount) + " headers or " +
+                                               std::to_string(kMaxHeaderBytes / 1024) + " KiB of them");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     const auto route = routes().find(req.path);
     if (route == routes().end()) {
       close_if_body_unread(req, res);
-      answer_error(res, 404, "not_found", "no such path: " + req.path);
+      answer_error(res, 404, "not_found", "no such path: " + printable(req.path));
       return httplib::Server::HandlerResponse::Handled;
     }
     const std::string& method = route->second;
     if (req.method != method && !(req.method == "HEAD" && method == "GET")) {
       close_if_body_unread(req, res);
       res.set_header("Allow", method == "GET" ? "GET, HEAD" : method);
-      answer_error(res, 405, "method_not_allowed", req.method + " " + req.path + ": use " + method);
+      answer_error(res, 405, "method_not_allowed", printable(req.method) + " " + req.path + ": use " + method);
       return httplib::Server::HandlerResponse::Handled;
     }
     if (!options_.api_key.empty() && !is_health_path(req.path)) {
@@ -304,18 +360,23 @@ HttpFrontend::HttpFrontend(HttpFrontendOptions options, ServeEngine* engine, Ser
   // cpp-httplib's own refusals (a body over the limit: 413, a malformed request: 400) get a JSON body too.
   s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (!res.body.empty()) return;
+    res.set_header("Connection", "close");  // after a request cpp-httplib could not read, the stream is not trusted
     const std::string message = res.status == 413   ? "the body is larger than --max-body-bytes"
                                 : res.status == 414 ? "the request line is too long"
                                 : res.status < 500  ? "malformed request"
                                                     : "internal error";
     answer_error(res, res.status, res.status == 413 ? "validation" : "client", message);
   });
+  // An exception escaping a handler: a JSON 500 (cpp-httplib's default would put the message in a header).
+  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+    answer_error(res, 500, "backend", "internal error");
+  });
   s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     const double seconds = std::chrono::duration<double>(Clock::now() - request_start).count();
     metrics_->record_request(req.path, req.method, res.status, seconds);
     if (options_.quiet) return;
     std::fprintf(stderr, "%s %s \"%s %s\" %d %zu %.1fms\n", iso_timestamp_now().c_str(), req.remote_addr.c_str(),
-                 req.method.c_str(), req.path.c_str(), res.status, res.body.size(), seconds * 1000);
+                 printable(req.method).c_str(), printable(req.path).c_str(), res.status, res.body.size(), seconds * 1000);
   });
 
   s.Get("/", [](const httplib::Request&, httplib::Response& res) {
@@ -330,15 +391,30 @@ HttpFrontend::HttpFrontend(HttpFrontendOptions options, ServeEngine* engine, Ser
   s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) { handlers_->ready(res); });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { handlers_->metrics(res); });
   s.Get("/v1/model", [this](const httplib::Request&, httplib::Response& res) { handlers_->model(res); });
-  s.Post("/predict/", [this](const httplib::Request& req, httplib::Response& res) { handlers_->predict(req, res, false); });
-  s.Post("/predict", [this](const httplib::Request& req, httplib::Response& res) { handlers_->predict(req, res, false); });
-  s.Post("/v1/predict", [this](const httplib::Request& req, httplib::Response& res) { handlers_->predict(req, res, true); });
-  s.Post("/evaluate/", [this](const httplib::Request& req, httplib::Response& res) { handlers_->evaluate(req, res); });
+  const auto post = [this](const std::string& path, void (Handlers::*handler)(const std::string&, httplib::Response&)) {
+    server_->Post(path, [this, handler](const httplib::Request& req, httplib::Response& res,
+                                        const httplib::ContentReader& reader) {
+      std::string body;
+      if (read_body(req, reader, options_.max_body_bytes, &body, res)) (handlers_.get()->*handler)(body, res);
+    });
+  };
+  post("/predict/", &Handlers::predict_any);
+  post("/predict", &Handlers::predict_any);
+  post("/v1/predict", &Handlers::predict_v1);
+  post("/evaluate/", &Handlers::evaluate);
 }
 
 HttpFrontend::~HttpFrontend() = default;
 
 void HttpFrontend::bind() {
+  // cpp-httplib's default options add SO_REUSEPORT, which lets a second server share a port in use (the kernel
+  // would split connections between them): only SO_REUSEADDR here, so a busy port is an error.
+  int socket_fd = -1;
+  server_->set_socket_options([&socket_fd](socket_t fd) {
+    const int on = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    socket_fd = fd;
+  });
   if (options_.port == 0) {
     port_ = server_->bind_to_any_port(options_.host);
     BERTRAIN_CHECK(port_ > 0, "cannot listen on --host " << options_.host << " (no free port)");
@@ -348,6 +424,10 @@ void HttpFrontend::bind() {
                                               << " (in use, or not an address of this machine)");
     port_ = options_.port;
   }
+  // Debian's library listens with a backlog of 5: a burst of clients connecting at once would overflow it and
+  // their connections hang. Calling listen again on the bound socket raises it.
+  BERTRAIN_CHECK(socket_fd >= 0 && ::listen(socket_fd, SOMAXCONN) == 0,
+                 "cannot listen on --host " << options_.host << " --port " << port_);
 }
 
 void HttpFrontend::listen() { server_->listen_after_bind(); }
