@@ -12,7 +12,7 @@
 #                                      config.json, vocab.txt, CSV)
 #                                      with clang + ASan/UBSan in build-fuzz/, SECONDS per target (default
 #                                      60); non-zero exit on any finding (docs/RELIABILITY.md)
-#   ./bertrain.sh deps-bundle DIR      copy Eigen, nlohmann/json, utf8proc and GoogleTest sources into DIR
+#   ./bertrain.sh deps-bundle DIR      copy Eigen, nlohmann/json, utf8proc, GoogleTest sources and cpp-httplib into DIR
 #                                      (default .deps), for a GPU machine with no apt (BERTRAIN_DEPS_DIR)
 #   ./bertrain.sh gpu-check [OUT [MODEL]]  on a GPU machine: build, GPU tests, sanitizers, kernel and step
 #                                      benchmarks beside PyTorch, a short fine-tune (tools/gpu_check.sh)
@@ -234,9 +234,23 @@ deps_bundle() {
   mkdir -p "$dir.partial/include" "$dir.partial/lib"
   cp -r /usr/include/eigen3 /usr/include/nlohmann /usr/include/utf8proc.h "$dir.partial/include/"
   cp "$lib" "$dir.partial/lib/"
+  # cpp-httplib for `bertrain serve`: its header and library, with the headers and libraries it was built with
+  # (OpenSSL, zlib, brotli); CMake links them only where they link (Debian 12's libstdc++ or newer).
+  if dpkg-query -W -f='${Status}' libcpp-httplib-dev 2>/dev/null | grep -q "install ok installed"; then
+    local multiarch so
+    multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
+    cp /usr/include/httplib.h /usr/include/zlib.h /usr/include/zconf.h "$dir.partial/include/"
+    cp -r /usr/include/openssl /usr/include/brotli "$dir.partial/include/"
+    cp /usr/include/"$multiarch"/openssl/* "$dir.partial/include/openssl/"
+    cp -L /usr/lib/"$multiarch"/libcpp-httplib.so "$dir.partial/lib/libcpp-httplib.so"
+    for so in libssl.so.3 libcrypto.so.3 libz.so.1 libbrotlidec.so.1 libbrotlienc.so.1 libbrotlicommon.so.1; do
+      cp -L "/lib/$multiarch/$so" "$dir.partial/lib/"
+    done
+  fi
   cp -r /usr/src/googletest "$dir.partial/googletest"
-  # Neither Eigen's unsupported modules nor GoogleMock is used: a smaller bundle to carry.
-  rm -rf "$dir.partial/include/eigen3/unsupported" "$dir.partial/googletest/googlemock"
+  # GoogleMock is not used: a smaller bundle to carry. (Eigen's unsupported/ stays: the CPU GELU takes erf from
+  # its SpecialFunctions module.)
+  rm -rf "$dir.partial/googletest/googlemock"
   rm -rf "$dir"
   mv "$dir.partial" "$dir"
   echo "bertrain.sh: dependency bundle in $dir ($(du -sh "$dir" | cut -f1)); on the GPU machine:" \

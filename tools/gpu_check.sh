@@ -22,6 +22,8 @@
 #   finetune-report  the three fine-tunes overlaid in OUT_DIR/finetune-report.html (bertrain report)
 #   inference-gpu-vs-cpu  evaluate and predict on the GPU (fp32, bf16) and the CPU: rows/s and the probability
 #                differences
+#   serve-gpu    bertrain serve on the GPU: /v1/predict (fp32) against predict's GPU probabilities, then bf16 under
+#                load at concurrency 1, 8 and 64 (tests/reference/serve_load.py: rows/s, p50, p99)
 # OUT_DIR/summary.md gets one line per step and the headline numbers. Exit status: 0 when every step passed.
 set -uo pipefail
 if [ -n "${BERTRAIN_DATA_DIR:-}" ] && [[ $BERTRAIN_DATA_DIR != /* ]]; then BERTRAIN_DATA_DIR=$PWD/$BERTRAIN_DATA_DIR; fi
@@ -218,6 +220,49 @@ for name, limit in (("cuda-fp32", 1e-4), ("cuda-bf16", 5e-2)):
 PY
 }
 
+# serve_check: `bertrain serve` of the fp32 fine-tune on the GPU. fp32: the first 256 rows of dataset.csv through
+# POST /v1/predict must give predict's GPU probabilities (inference-predict-cuda-fp32.jsonl) within 1e-4 (other
+# batches may take other cuBLAS algorithms); bf16: one Made-With-ML row per request at concurrency 1, 8, 64.
+serve_check() {
+  "$BUILD_DIR/bertrain" serve --help >/dev/null 2>&1 || { echo "this build has no HTTP server (cpp-httplib)"; return 1; }
+  local precision log pid port rc=0
+  for precision in fp32 bf16; do
+    log=$OUT/serve-gpu-$precision.log
+    "$BUILD_DIR/bertrain" serve --model "$OUT/runs/gpu-fp32" --device cuda --precision "$precision" --port 0 \
+      --quiet 2>"$log" &
+    pid=$!
+    port=""
+    for _ in $(seq 120); do
+      port=$(sed -n 's/^bertrain serve: ready on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$log")
+      [ -n "$port" ] || ! kill -0 $pid 2>/dev/null && break
+      sleep 1
+    done
+    if [ -z "$port" ]; then cat "$log"; kill $pid 2>/dev/null; return 1; fi
+    if [ "$precision" = fp32 ]; then
+      python3 - "$port" "$DATA/madewithml/dataset.csv" "$OUT/inference-predict-cuda-fp32.jsonl" <<'PY' || rc=1
+import csv, json, sys, urllib.request
+port, data, expected = sys.argv[1:]
+rows = [{"title": r["title"], "description": r["description"]} for r in csv.DictReader(open(data))][:256]
+want = [json.loads(l)["probabilities"] for l in open(expected)][:256]
+req = urllib.request.Request("http://127.0.0.1:%s/v1/predict" % port, json.dumps({"rows": rows}).encode(),
+                             {"Content-Type": "application/json"})
+got = [r["probabilities"] for r in json.load(urllib.request.urlopen(req))["results"]]
+worst = max(abs(a[k] - b[k]) for a, b in zip(got, want) for k in a)
+print("serve fp32 /v1/predict vs predict on cuda: %d rows, largest |p - p_predict| = %.3g (limit 1e-4)" % (len(got), worst))
+assert len(got) == len(want) and worst <= 1e-4
+PY
+    else
+      python3 tests/reference/serve_load.py --url "http://127.0.0.1:$port" --path /predict/ \
+        --body '{"title": "EfficientDet: Scalable and Efficient Object Detection", "description": "Implementation EfficientDet: Scalable and Efficient Object Detection in PyTorch."}' \
+        --rows-per-request 1 --concurrency 1,8,64 --duration 15 --json-out "$OUT/serve-gpu-load.json" || rc=1
+      curl -s "http://127.0.0.1:$port/metrics" >"$OUT/serve-gpu-metrics.txt" 2>/dev/null || true
+    fi
+    kill -TERM $pid
+    wait $pid || rc=1
+  done
+  return $rc
+}
+
 step env environment
 if step build configure_and_build; then
   step gpu-tests gpu_tests
@@ -248,6 +293,7 @@ if step build configure_and_build; then
     step finetune-cpu finetune cpu cpu fp32
     step finetune-report finetune_report
     step inference-gpu-vs-cpu inference_check
+    step serve-gpu serve_check
   fi
 fi
 
