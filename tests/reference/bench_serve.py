@@ -181,8 +181,8 @@ def machine_ticks() -> tuple:
 
 
 def tree_cpu_seconds(root_pid: int) -> float:
-    """User + system CPU seconds of root_pid and all its live descendants (Ray's workers are the raylet's
-    children, the raylet the driver's), from /proc/PID/stat."""
+    """CPU seconds of root_pid and all its live descendants, with their reaped children (Ray's workers are the
+    raylet's children, the raylet the driver's), from /proc/PID/stat."""
     parents, times = {}, {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -193,7 +193,9 @@ def tree_cpu_seconds(root_pid: int) -> float:
         except OSError:
             continue  # exited meanwhile
         parents[int(entry)] = int(fields[1])
-        times[int(entry)] = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        # utime + stime + cutime + cstime: a worker that exited during the run (Ray starts and reaps them) is
+        # in its parent's cutime/cstime once reaped, and a live child is not yet, so nothing is counted twice.
+        times[int(entry)] = sum(int(x) for x in fields[11:15]) / CLOCK_TICKS
     total, todo, seen = 0.0, [root_pid], set()
     while todo:
         pid = todo.pop()
