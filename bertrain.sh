@@ -242,7 +242,10 @@ deps_bundle() {
     cp /usr/include/httplib.h /usr/include/zlib.h /usr/include/zconf.h "$dir.partial/include/"
     cp -r /usr/include/openssl /usr/include/brotli "$dir.partial/include/"
     cp /usr/include/"$multiarch"/openssl/* "$dir.partial/include/openssl/"
+    # Under its file name for the linker and its soname (libcpp-httplib.so.0.11) for the loader.
     cp -L /usr/lib/"$multiarch"/libcpp-httplib.so "$dir.partial/lib/libcpp-httplib.so"
+    so=$(objdump -p "$dir.partial/lib/libcpp-httplib.so" | awk '/SONAME/ {print $2}')
+    cp "$dir.partial/lib/libcpp-httplib.so" "$dir.partial/lib/$so"
     for so in libssl.so.3 libcrypto.so.3 libz.so.1 libbrotlidec.so.1 libbrotlienc.so.1 libbrotlicommon.so.1; do
       cp -L "/lib/$multiarch/$so" "$dir.partial/lib/"
     done
