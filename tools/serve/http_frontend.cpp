@@ -39,7 +39,10 @@ const std::map<std::string, std::string>& routes() {
 bool is_health_path(const std::string& path) { return path == "/" || path == "/healthz" || path == "/readyz"; }
 
 // When the current request began (pre-routing), for its latency: a connection thread handles one request at a time.
+// Requests cpp-httplib refuses before routing (malformed, too long) have no start: they count as taking no time.
 thread_local Clock::time_point request_start;
+thread_local bool request_started = false;
+thread_local double request_seconds = 0;  // measured when the answer is ready, printed by the access log
 
 void answer_error(httplib::Response& res, int status, const std::string& type, const std::string& message) {
   res.status = status;
@@ -132,7 +135,7 @@ class HttpFrontend::Handlers {
   void predict(const std::string& body, httplib::Response& res, bool v1) {
     guarded(res, [&] {
       const Predictor& predictor = ready_predictor();
-      const DatasetOptions data = predictor.dataset_options();
+      const DatasetOptions& data = f_.engine_->dataset_options();
       const PredictCall call = v1 ? parse_v1_predict_body(body, data.text_columns) : parse_predict_body(body);
       std::vector<Example> rows;
       std::vector<bool> truncated;
@@ -171,7 +174,7 @@ class HttpFrontend::Handlers {
       const Predictor& predictor = ready_predictor();
       const std::string requested = parse_evaluate_body(body);
       const std::string path = dataset_under_root(f_.options_.evaluate_root, requested);
-      DatasetOptions options = predictor.dataset_options();
+      DatasetOptions options = f_.engine_->dataset_options();
       options.read_labels = true;
       TextDataset data;
       try {
@@ -191,7 +194,9 @@ class HttpFrontend::Handlers {
         probs.insert(probs.end(), pending->probabilities().begin(), pending->probabilities().begin() + static_cast<long>((end - at) * classes));
       }
       f_.metrics_->add_truncated_rows(data.truncated);
-      const ordered_json out = evaluation_json(predictor, requested, data, probs, 0.5, f_.options_.mlflow_run_id);
+      // Multi-label models predict a label at --threshold (0.5 when not given), as the predictions do.
+      const double threshold = f_.options_.threshold >= 0 ? f_.options_.threshold : 0.5;
+      const ordered_json out = evaluation_json(predictor, requested, data, probs, threshold, f_.options_.mlflow_run_id);
       res.set_content(ordered_json{{"results", out}}.dump(), kJson);
     });
   }
@@ -199,7 +204,7 @@ class HttpFrontend::Handlers {
   void model(httplib::Response& res) {
     guarded(res, [&] {
       const Predictor& p = ready_predictor();
-      const DatasetOptions data = p.dataset_options();
+      const DatasetOptions& data = f_.engine_->dataset_options();
       const RequestBatcherOptions& b = f_.engine_->batching();
       ordered_json out;
       out["model"] = p.model_dir();
@@ -324,6 +329,7 @@ HttpFrontend::HttpFrontend(HttpFrontendOptions options, ServeEngine* engine, Ser
 
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     request_start = Clock::now();
+    request_started = true;
     std::size_t header_bytes = 0;
     for (const auto& [name, value] : req.headers) header_bytes += name.size() + value.size() + 4;
     if (req.headers.size() > kMaxHeaderCount || header_bytes > kMaxHeaderBytes) {
@@ -371,12 +377,18 @@ HttpFrontend::HttpFrontend(HttpFrontendOptions options, ServeEngine* engine, Ser
   s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
     answer_error(res, 500, "backend", "internal error");
   });
+  // Counted just before the answer is written, so that a client that reads /metrics after its answer finds it there
+  // (the logger runs after the write); cpp-httplib calls this for every answer, its own refusals included.
+  s.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    request_seconds = request_started ? std::chrono::duration<double>(Clock::now() - request_start).count() : 0.0;
+    metrics_->record_request(req.path, req.method, res.status, request_seconds);
+  });
   s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    const double seconds = std::chrono::duration<double>(Clock::now() - request_start).count();
-    metrics_->record_request(req.path, req.method, res.status, seconds);
+    request_started = false;
     if (options_.quiet) return;
     std::fprintf(stderr, "%s %s \"%s %s\" %d %zu %.1fms\n", iso_timestamp_now().c_str(), req.remote_addr.c_str(),
-                 printable(req.method).c_str(), printable(req.path).c_str(), res.status, res.body.size(), seconds * 1000);
+                 printable(req.method).c_str(), printable(req.path).c_str(), res.status, res.body.size(),
+                 request_seconds * 1000);
   });
 
   s.Get("/", [](const httplib::Request&, httplib::Response& res) {

@@ -97,7 +97,11 @@ int run_serve(const std::vector<std::string>& args) {
                " on the CPU (a batch's activations stay in the caches, and a long batch delays every row in it)")
       .value_name("N");
   p.option("max-batch-size", "64", "rows per forward pass");
-  p.option("max-wait-ms", "5", "a batch runs at most this long after its oldest row arrived, full or not").value_name("MS");
+  p.option("max-wait-ms", "auto",
+           "a batch runs at most this long after its oldest row arrived, full or not; auto: 5 on a GPU (a pass of "
+           "one row costs almost what a full one does), 0 on the CPU (cost grows with the rows: waiting only adds "
+           "latency; rows that arrive during a pass form the next batch anyway)")
+      .value_name("MS");
   p.option("max-queue", "4096", "rows waiting for the engine; more: 503 with Retry-After").value_name("ROWS");
   p.option("max-concurrent-requests", "512", "prediction and evaluation requests in flight; more: 429");
   p.option("max-connections", "256", "open connections served at once (one thread each); more wait for one");
@@ -132,7 +136,7 @@ int run_serve(const std::vector<std::string>& args) {
                                                                                  : positive_flag(p, "max-batch-tokens");
   engine_options.batching.max_batch_size = positive_flag(p, "max-batch-size");
   engine_options.batching.max_queue_rows = positive_flag(p, "max-queue");
-  const double max_wait_ms = p.get_double("max-wait-ms");
+  const double max_wait_ms = p.get("max-wait-ms") == "auto" ? (cuda ? 5 : 0) : p.get_double("max-wait-ms");
   if (!(max_wait_ms >= 0 && max_wait_ms <= 60000)) throw UsageError("serve: --max-wait-ms must be in [0, 60000]");
   engine_options.batching.max_wait_s = max_wait_ms / 1000;
 

@@ -127,7 +127,8 @@ void ServeEngine::load_and_warm_up() {
   // On this thread: OpenMP's thread count and pinning are per thread, and a CUDA device is current per thread.
   configure_cpu_threads(options_.threads);
   predictor_ = std::make_unique<Predictor>(options_.model, options_.inference);
-  const DatasetOptions data = predictor_->dataset_options();
+  dataset_options_ = predictor_->dataset_options();
+  const DatasetOptions& data = dataset_options_;
   BERTRAIN_CHECK(options_.batching.max_batch_tokens >= data.max_length,
                  "--max-batch-tokens " << options_.batching.max_batch_tokens << " is less than the model's max length "
                                        << data.max_length << ": a row of that length could never run");

@@ -68,6 +68,8 @@ class ServeEngine {
   std::string load_error() const;
   // After ready(): the loaded model, read-only (labels, tokenizer, dataset options are safe from any thread).
   const Predictor& predictor() const { return *predictor_; }
+  // After ready(): how the model reads text (predictor().dataset_options(), computed once).
+  const DatasetOptions& dataset_options() const { return dataset_options_; }
 
   enum class Admission { kAccepted, kNotReady, kStopping, kQueueFull, kTooManyRows, kRowTooLong };
   // Queues `pending`'s rows (all or none); its result arrives through pending->wait().
@@ -92,6 +94,7 @@ class ServeEngine {
   ServeEngineOptions options_;
   ServeMetrics* metrics_;
   std::unique_ptr<Predictor> predictor_;
+  DatasetOptions dataset_options_;
   std::thread thread_;
 
   mutable std::mutex mutex_;
