@@ -735,6 +735,23 @@ TEST_F(CliServe, BadInputIsRefusedByNameAndTheServerLivesOn) {
 
 // ---- overload -------------------------------------------------------------------------------------------------
 
+// `count` clients released together, client t POSTing rows[t]'s text alone to /v1/predict: their answers, by client.
+std::vector<Answer> burst_of_single_rows(int port, const std::vector<Row>& rows, int count) {
+  std::vector<Answer> answers(static_cast<std::size_t>(count));
+  std::atomic<bool> go{false};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < count; ++t) {
+    clients.emplace_back([&, t] {
+      Client c(port);
+      while (!go.load()) std::this_thread::yield();
+      answers[static_cast<std::size_t>(t)] = c.post("/v1/predict", json{{"texts", {text_of(rows[static_cast<std::size_t>(t)])}}});
+    });
+  }
+  go = true;
+  for (std::thread& t : clients) t.join();
+  return answers;
+}
+
 // A full queue answers 503 with Retry-After (the rest 200 and right); a request with more rows than the queue can
 // ever hold is 413; the server stays healthy.
 TEST_F(CliServe, FullQueueAnswers503WithRetryAfter) {
@@ -744,18 +761,7 @@ TEST_F(CliServe, FullQueueAnswers503WithRetryAfter) {
   ASSERT_GT(server->port(), 0);
   const std::vector<Row> rows = synthetic_rows();
   constexpr int kClients = 16;
-  std::vector<Answer> answers(kClients);
-  std::atomic<bool> go{false};
-  std::vector<std::thread> clients;
-  for (int t = 0; t < kClients; ++t) {
-    clients.emplace_back([&, t] {
-      Client c(server->port());
-      while (!go.load()) std::this_thread::yield();
-      answers[static_cast<std::size_t>(t)] = c.post("/v1/predict", json{{"texts", {text_of(rows[static_cast<std::size_t>(t)])}}});
-    });
-  }
-  go = true;
-  for (std::thread& t : clients) t.join();
+  const std::vector<Answer> answers = burst_of_single_rows(server->port(), rows, kClients);
   int ok = 0, full = 0;
   for (int t = 0; t < kClients; ++t) {
     const Answer& a = answers[static_cast<std::size_t>(t)];
@@ -785,18 +791,7 @@ TEST_F(CliServe, TooManyConcurrentRequestsAnswer429) {
   ASSERT_GT(server->port(), 0);
   const std::vector<Row> rows = synthetic_rows();
   constexpr int kClients = 6;
-  std::vector<Answer> answers(kClients);
-  std::atomic<bool> go{false};
-  std::vector<std::thread> clients;
-  for (int t = 0; t < kClients; ++t) {
-    clients.emplace_back([&, t] {
-      Client c(server->port());
-      while (!go.load()) std::this_thread::yield();
-      answers[static_cast<std::size_t>(t)] = c.post("/v1/predict", json{{"texts", {text_of(rows[static_cast<std::size_t>(t)])}}});
-    });
-  }
-  go = true;
-  for (std::thread& t : clients) t.join();
+  const std::vector<Answer> answers = burst_of_single_rows(server->port(), rows, kClients);
   int ok = 0, refused = 0;
   for (int t = 0; t < kClients; ++t) {
     const Answer& a = answers[static_cast<std::size_t>(t)];
