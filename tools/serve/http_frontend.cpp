@@ -311,6 +311,12 @@ class HttpFrontend::Handlers {
   HttpFrontend& f_;
 };
 
+std::vector<std::string> http_routes() {
+  std::vector<std::string> paths;
+  for (const auto& [path, method] : routes()) paths.push_back(path);
+  return paths;
+}
+
 HttpFrontend::HttpFrontend(HttpFrontendOptions options, ServeEngine* engine, ServeMetrics* metrics)
     : options_(std::move(options)),
       engine_(engine),

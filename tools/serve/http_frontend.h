@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tools/serve/serve_engine.h"
 #include "tools/serve/serve_metrics.h"
@@ -32,6 +33,9 @@ struct HttpFrontendOptions {
   int io_timeout_s = 5;                  // read / write / keep-alive idle timeouts, so a slow client cannot hold a thread
   bool quiet = false;                    // no access log
 };
+
+// The paths the server answers (the label set of /metrics; any other path is "other").
+std::vector<std::string> http_routes();
 
 class HttpFrontend {
  public:

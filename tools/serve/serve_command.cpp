@@ -30,9 +30,6 @@ namespace {
 constexpr int kGpuMaxBatchTokens = 16384;
 constexpr int kCpuMaxBatchTokens = 4096;
 
-const std::vector<std::string> kKnownPaths = {"/",          "/run_id/",  "/predict/", "/predict", "/evaluate/",
-                                              "/v1/predict", "/v1/model", "/healthz",  "/readyz",  "/metrics"};
-
 int positive_flag(const ArgParser& p, const std::string& name) {
   const int value = p.get_int(name);
   if (value < 1) throw UsageError("serve: --" + name + " must be at least 1, got " + std::to_string(value));
@@ -178,7 +175,7 @@ int run_serve(const std::vector<std::string>& args) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  ServeMetrics metrics(kKnownPaths);
+  ServeMetrics metrics(http_routes());
   ServeEngine engine(engine_options, &metrics);
   HttpFrontend frontend(http, &engine, &metrics);
   input_step([&] {
