@@ -45,23 +45,33 @@ struct TimedSignal {
   std::function<bool()> ready = nullptr;
 };
 
+// A child's environment: this process's, with one OpenMP thread (the tiny models gain nothing from more and the
+// machine may be shared), then `extra_env` ("NAME=value" entries).
+inline std::vector<std::string> child_environment(const std::vector<std::string>& extra_env = {}) {
+  std::vector<std::string> env{"OMP_NUM_THREADS=1"};
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "OMP_NUM_THREADS=", 16) != 0) env.emplace_back(*e);
+  }
+  env.insert(env.end(), extra_env.begin(), extra_env.end());
+  return env;
+}
+
+// execve's null-terminated array of pointers into `storage` (which must outlive it).
+inline std::vector<char*> exec_pointers(std::vector<std::string>& storage) {
+  std::vector<char*> pointers;
+  for (std::string& s : storage) pointers.push_back(s.data());
+  pointers.push_back(nullptr);
+  return pointers;
+}
+
 // Runs argv_storage[0] (a path) with its arguments (and `extra_env`, "NAME=value" entries); stdin is
 // /dev/null; both pipes are drained concurrently (no deadlock on big outputs); `signals` are sent on time
 // (in order); the child is killed after `timeout_s` so a hang fails the test instead of stalling the suite.
 inline RunResult run_process(std::vector<std::string> argv_storage, const std::vector<std::string>& extra_env = {},
                              double timeout_s = 120, const std::vector<TimedSignal>& signals = {}) {
-  std::vector<char*> argv;
-  for (std::string& a : argv_storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  // One OpenMP thread: the tiny model gains nothing from more and the machine may be shared.
-  std::vector<std::string> env_storage{"OMP_NUM_THREADS=1"};
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, "OMP_NUM_THREADS=", 16) != 0) env_storage.emplace_back(*e);
-  }
-  env_storage.insert(env_storage.end(), extra_env.begin(), extra_env.end());
-  std::vector<char*> envp;
-  for (std::string& e : env_storage) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  const std::vector<char*> argv = exec_pointers(argv_storage);
+  std::vector<std::string> env_storage = child_environment(extra_env);
+  const std::vector<char*> envp = exec_pointers(env_storage);
 
   int out_pipe[2], err_pipe[2];
   RunResult r;

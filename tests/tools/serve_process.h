@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/run_process.h"
+
 extern char** environ;
 
 namespace bertrain::testing {
@@ -42,16 +44,9 @@ class ServeProcess {
       : log_path_(std::move(log_path)) {
     std::vector<std::string> argv_storage{binary, "serve"};
     argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& a : argv_storage) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    std::vector<std::string> env_storage{"OMP_NUM_THREADS=1"};
-    for (char** e = environ; *e != nullptr; ++e) {
-      if (std::strncmp(*e, "OMP_NUM_THREADS=", 16) != 0) env_storage.emplace_back(*e);
-    }
-    std::vector<char*> envp;
-    for (std::string& e : env_storage) envp.push_back(e.data());
-    envp.push_back(nullptr);
+    const std::vector<char*> argv = testing::exec_pointers(argv_storage);
+    std::vector<std::string> env_storage = testing::child_environment();
+    const std::vector<char*> envp = testing::exec_pointers(env_storage);
     const int log = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (log < 0) {
       ADD_FAILURE() << "open " << log_path_ << ": " << std::strerror(errno);

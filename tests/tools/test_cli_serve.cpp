@@ -245,6 +245,23 @@ class CliServe : public CliTest {
     return json::parse(r.out, nullptr, false);
   }
 
+  // Checks every 200 among a burst's `answers` (client t sent rows[t]) against predict's answer and hands each
+  // other one to `refused`; returns how many were 200.
+  template <class Refused>
+  static int check_burst_answers(const std::vector<Answer>& answers, const std::vector<Row>& rows, Refused&& refused) {
+    int ok = 0;
+    for (std::size_t t = 0; t < answers.size(); ++t) {
+      const Answer& a = answers[t];
+      if (a.status == 200) {
+        ++ok;
+        EXPECT_EQ(mismatch(a.parsed()["results"][0], reference().at(text_of(rows[t]))), "") << t;
+      } else {
+        refused(a, "client " + std::to_string(t));
+      }
+    }
+    return ok;
+  }
+
   // A request's answer is the body of an error: {"error": one line containing `needle`, "error_type"}.
   static void expect_error_answer(const Answer& a, int status, const std::string& needle, const std::string& what) {
     EXPECT_EQ(a.status, status) << what << ": " << a.describe();
@@ -752,6 +769,7 @@ std::vector<Answer> burst_of_single_rows(int port, const std::vector<Row>& rows,
   return answers;
 }
 
+
 // A full queue answers 503 with Retry-After (the rest 200 and right); a request with more rows than the queue can
 // ever hold is 413; the server stays healthy.
 TEST_F(CliServe, FullQueueAnswers503WithRetryAfter) {
@@ -762,18 +780,11 @@ TEST_F(CliServe, FullQueueAnswers503WithRetryAfter) {
   const std::vector<Row> rows = synthetic_rows();
   constexpr int kClients = 16;
   const std::vector<Answer> answers = burst_of_single_rows(server->port(), rows, kClients);
-  int ok = 0, full = 0;
-  for (int t = 0; t < kClients; ++t) {
-    const Answer& a = answers[static_cast<std::size_t>(t)];
-    if (a.status == 200) {
-      ++ok;
-      EXPECT_EQ(mismatch(a.parsed()["results"][0], reference().at(text_of(rows[static_cast<std::size_t>(t)]))), "") << t;
-    } else {
-      ++full;
-      expect_error_answer(a, 503, "--max-queue", "client " + std::to_string(t));
-      EXPECT_FALSE(a.header("Retry-After").empty()) << "503 without Retry-After: " << a.describe();
-    }
-  }
+  const int ok = check_burst_answers(answers, rows, [](const Answer& a, const std::string& who) {
+    expect_error_answer(a, 503, "--max-queue", who);
+    EXPECT_FALSE(a.header("Retry-After").empty()) << "503 without Retry-After: " << a.describe();
+  });
+  const int full = kClients - ok;
   EXPECT_GE(ok, 4) << "the queue holds 4 rows";
   EXPECT_GE(full, 1) << "16 rows at once into a queue of 4 with a 500 ms wait: none refused";
   Client c(server->port());
@@ -792,17 +803,10 @@ TEST_F(CliServe, TooManyConcurrentRequestsAnswer429) {
   const std::vector<Row> rows = synthetic_rows();
   constexpr int kClients = 6;
   const std::vector<Answer> answers = burst_of_single_rows(server->port(), rows, kClients);
-  int ok = 0, refused = 0;
-  for (int t = 0; t < kClients; ++t) {
-    const Answer& a = answers[static_cast<std::size_t>(t)];
-    if (a.status == 200) {
-      ++ok;
-      EXPECT_EQ(mismatch(a.parsed()["results"][0], reference().at(text_of(rows[static_cast<std::size_t>(t)]))), "") << t;
-    } else {
-      ++refused;
-      expect_error_answer(a, 429, "--max-concurrent-requests", "client " + std::to_string(t));
-    }
-  }
+  const int ok = check_burst_answers(answers, rows, [](const Answer& a, const std::string& who) {
+    expect_error_answer(a, 429, "--max-concurrent-requests", who);
+  });
+  const int refused = kClients - ok;
   EXPECT_GE(ok, 1);
   EXPECT_GE(refused, 1) << "6 requests held 300 ms each with --max-concurrent-requests 1: none refused";
   // The probes are not predictions: they answer while one is in flight.

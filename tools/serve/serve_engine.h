@@ -9,8 +9,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <exception>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
