@@ -30,6 +30,7 @@ void validate_train_args(const TrainArgs& a) {
   BERTRAIN_CHECK(a.collective_timeout_s > 0, "--collective-timeout must be positive, got " << a.collective_timeout_s);
   BERTRAIN_CHECK(a.log_steps >= 0, "--log-steps must be >= 0, got " << a.log_steps);
   BERTRAIN_CHECK(a.log_steps == 0 || !a.mlflow_dir.empty(), "--log-steps logs to MLflow: give --mlflow-dir too");
+  BERTRAIN_CHECK(a.mlflow_parent_run.empty() || !a.mlflow_dir.empty(), "--mlflow-parent-run needs --mlflow-dir");
   BERTRAIN_CHECK(a.save_steps >= 0, "--save-steps must be >= 0, got " << a.save_steps);
   BERTRAIN_CHECK(a.keep >= 0, "--keep must be >= 0, got " << a.keep);
   BERTRAIN_CHECK(a.keep == 0 || a.save_steps > 0,

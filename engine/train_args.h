@@ -55,6 +55,7 @@ struct TrainArgs {
   std::string mlflow_dir;      // non-empty: log the run to this MLflow file store (engine/mlflow_run.h)
   std::string experiment = "bertrain";  // MLflow experiment name
   std::string run_name;        // MLflow run name; empty: RUN_DIR's folder name
+  std::string mlflow_parent_run;  // a new MLflow run's mlflow.parentRunId tag (bertrain tune's study run)
   int log_steps = 0;           // > 0: also the MLflow metric step_train_loss every this many batches
   bool resume = false;
   bool overwrite = false;      // a fresh run into a RUN_DIR holding an earlier run's files: remove them first

@@ -686,6 +686,9 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
   if (leader && !args.mlflow_dir.empty()) {
     const std::string name = args.run_name.empty() ? folder_name(args.out_dir) : args.run_name;
     mlflow = std::make_unique<MlflowRun>(args.mlflow_dir, args.experiment, name, run.mlflow_run_id);
+    if (run.mlflow_run_id.empty() && !args.mlflow_parent_run.empty()) {
+      mlflow->set_tag("mlflow.parentRunId", args.mlflow_parent_run);  // a child run, as MLflow's nested runs are
+    }
     run.mlflow_run_id = mlflow->run_id();
     mlflow->log_params(params);
     for (const char* key : kMlflowMetrics) {

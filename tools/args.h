@@ -48,6 +48,9 @@ class ArgParser {
   bool given(const std::string& name) const;
   // Whether the command has option or flag `name` at all (for messages that suggest a flag).
   bool has_option(const std::string& name) const { return options_.count(name) != 0; }
+  // Of an option or flag the command has: whether it is a switch (flag(), no value), and its default value.
+  bool is_switch(const std::string& name) const { return options_.at(name).is_flag; }
+  const std::string& default_of(const std::string& name) const { return options_.at(name).default_value; }
   const std::vector<std::string>& positional_values() const { return positional_values_; }
   std::string help() const;
 

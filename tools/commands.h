@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "tools/args.h"
+
 namespace bertrain {
 
 // The exit statuses a launcher acts on, for bertrain --help and train --help (README: Exit status).
@@ -21,6 +23,9 @@ int run_bench_allreduce(const std::vector<std::string>& args);  // tools/bench_a
 // tools/bench_kernels/ with CUDA; without, tools/bench_step.cpp's stub (exit 1, "no CUDA support").
 int run_bench_kernels(const std::vector<std::string>& args);
 int run_train(const std::vector<std::string>& args);     // tools/train_command.cpp
+// train's flags, defaults and --help (tools/train_command.cpp): tune checks its TRAIN FLAGS and space against it.
+ArgParser train_arg_parser();
+int run_tune(const std::vector<std::string>& args);      // tools/tune/tune_command.cpp
 int run_evaluate(const std::vector<std::string>& args);  // tools/evaluate_command.cpp
 int run_predict(const std::vector<std::string>& args);   // tools/predict_command.cpp
 int run_tokenize(const std::vector<std::string>& args);  // tools/tokenize_command.cpp

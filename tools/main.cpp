@@ -22,6 +22,8 @@ const char kUsage[] =
     "commands:\n"
     "  train          fine-tune a BERT model directory on a labelled CSV, TSV or JSON Lines file (single- or\n"
     "                 multi-label; best and last checkpoints)\n"
+    "  tune           search hyper-parameters: trials of train run in parallel, TPE / random / grid search, ASHA\n"
+    "                 early stopping, the best trial's model kept (Made-With-ML's Ray Tune step)\n"
     "  evaluate       precision / recall / F1 (Made-With-ML's, or scikit-learn's multi-label averages) on a file\n"
     "  predict        label probabilities for one text, or for every row of a file (streamed, JSON Lines)\n"
     "  tokenize       token ids of a text or of every row of a file, as the model sees them\n"
@@ -56,6 +58,7 @@ int dispatch(const std::vector<std::string>& args) {
   }
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (command == "train") return bertrain::run_train(rest);
+  if (command == "tune") return bertrain::run_tune(rest);
   if (command == "evaluate") return bertrain::run_evaluate(rest);
   if (command == "predict") return bertrain::run_predict(rest);
   if (command == "tokenize") return bertrain::run_tokenize(rest);

@@ -16,7 +16,7 @@
 
 namespace bertrain {
 
-int run_train(const std::vector<std::string>& args) {
+ArgParser train_arg_parser() {
   ArgParser p("train",
               "Fine-tunes a Hugging Face BERT model directory for text classification on a CSV, TSV or JSON Lines\n"
               "file (Made-With-ML's title, description and tag columns by default; --text-columns, --label-column,\n"
@@ -91,6 +91,8 @@ int run_train(const std::vector<std::string>& args) {
                             "'' for none").value_name("DIR");
   p.option("experiment", "bertrain", "MLflow experiment name (with --mlflow-dir)").value_name("NAME");
   p.option("run-name", "", "MLflow run name (with --mlflow-dir; default: RUN_DIR's folder name)").value_name("NAME");
+  p.option("mlflow-parent-run", "", "with --mlflow-dir: tag a new run as a child of this MLflow run "
+                                    "(mlflow.parentRunId; bertrain tune does, for its study's run)").value_name("RUN_ID");
   p.option("log-steps", "0", "with --mlflow-dir: also log step_train_loss every N batches (0: per epoch only)");
   p.flag("resume", "continue the run in --out from RUN_DIR/last (an epoch's end or a step checkpoint); a run that "
                    "already trained its --epochs exits 0 at once");
@@ -99,6 +101,11 @@ int run_train(const std::vector<std::string>& args) {
   p.option("threads", "0", "CPU threads (0: all cores, or OMP_NUM_THREADS)");
   p.flag("quiet", "no progress or epoch lines");
   p.epilog(kExitStatusHelp);
+  return p;
+}
+
+int run_train(const std::vector<std::string>& args) {
+  ArgParser p = train_arg_parser();
   if (!p.parse(args)) return 0;
 
   TrainArgs a;
@@ -152,6 +159,7 @@ int run_train(const std::vector<std::string>& args) {
   a.mlflow_dir = input_step([&] { return mlflow_store(p.given("mlflow-dir"), p.get("mlflow-dir")).dir; });
   a.experiment = p.get("experiment");
   a.run_name = p.get("run-name");
+  a.mlflow_parent_run = p.get("mlflow-parent-run");
   a.log_steps = p.get_int("log-steps");
   a.resume = p.get_flag("resume");
   a.overwrite = p.get_flag("overwrite");

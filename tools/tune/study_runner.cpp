@@ -1,0 +1,547 @@
+#include "tools/tune/study_runner.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "core/atomic_file.h"
+#include "core/count_text.h"
+#include "core/error.h"
+#include "core/files.h"
+#include "core/progress.h"
+#include "engine/asha_scheduler.h"
+#include "engine/mlflow_run.h"
+#include "engine/study.h"
+#include "tools/tune/trial_process.h"
+
+namespace bertrain {
+
+using nlohmann::json;
+
+namespace {
+
+std::atomic<int> stop_signal{0};
+void on_stop_signal(int sig) { stop_signal = sig; }
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The shortest text that reads back as the same double ("0.0001", not "0.00010000000000000000479").
+std::string shortest(double x) {
+  char text[40];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(text, sizeof(text), "%.*g", precision, x);
+    if (std::strtod(text, nullptr) == x) break;
+  }
+  return text;
+}
+
+std::string value_text(const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_float()) return shortest(v.get<double>());
+  return v.dump();
+}
+
+// A value for a table: 4 significant digits.
+std::string short_value(const json& v) {
+  if (!v.is_number_float()) return value_text(v);
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.4g", v.get<double>());
+  return text;
+}
+
+std::string metric_text(double x) {
+  if (!std::isfinite(x)) return "-";
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.5f", x);
+  return text;
+}
+
+// The last "bertrain: error: ..." line of a trial's log (or its last line), for study.json and the table.
+std::string error_of(const std::string& log_path, int status) {
+  std::ifstream in(log_path);
+  std::string line, last, error;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    last = line;
+    if (line.rfind("bertrain: ", 0) == 0) error = line;
+  }
+  const std::string text = !error.empty() ? error : last;
+  return describe_wait_status(status) + (text.empty() ? "" : ": " + text);
+}
+
+// A running trial: its record's index, its process, and what tune asked of it.
+struct Running {
+  std::size_t index = 0;
+  std::unique_ptr<TrialProcess> process;
+  int slot = 0;
+  Clock::time_point started;
+  double time_before = 0;    // time_s of earlier runs of this trial (a resumed one)
+  bool stop_requested = false;  // ASHA stopped it
+};
+
+class StudyRunner {
+ public:
+  explicit StudyRunner(const TuneSetup& setup)
+      : s_(setup), search_(make_param_search(setup.search, setup.space, setup.seed, setup.tpe)) {}
+
+  int run() {
+    load_or_start();
+    install_signal_handlers();
+    open_mlflow();
+    const auto start = Clock::now();
+    const double time_before = study_.time_s;
+    std::vector<bool> slot_busy(static_cast<std::size_t>(s_.parallel), false);
+    std::vector<std::size_t> to_resume = resumable_trials();
+    if (!s_.quiet) print_header(to_resume.size());
+    while (true) {
+      if (stop_signal != 0 && !stopping_) begin_stop();
+      while (!stopping_ && running_.size() < static_cast<std::size_t>(s_.parallel) &&
+             (!to_resume.empty() || static_cast<long>(study_.trials.size()) < s_.trials)) {
+        const int slot = static_cast<int>(std::find(slot_busy.begin(), slot_busy.end(), false) - slot_busy.begin());
+        slot_busy[static_cast<std::size_t>(slot)] = true;
+        if (!to_resume.empty()) {
+          start_trial(to_resume.front(), slot, /*resume=*/true);
+          to_resume.erase(to_resume.begin());
+        } else {
+          propose_trial();
+          start_trial(study_.trials.size() - 1, slot, /*resume=*/false);
+        }
+      }
+      for (auto it = running_.begin(); it != running_.end();) {
+        follow_metrics(*it);
+        if (it->process->poll()) {
+          follow_metrics(*it);
+          finish_trial(*it);
+          slot_busy[static_cast<std::size_t>(it->slot)] = false;
+          it = running_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      study_.time_s = time_before + seconds_since(start);
+      if (running_.empty() && (stopping_ || static_cast<long>(study_.trials.size()) >= s_.trials)) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    save();
+    if (stopping_) return finish_interrupted();
+    return finish_study();
+  }
+
+ private:
+  std::string path(const std::string& relative) const { return s_.out_dir + "/" + relative; }
+
+  void load_or_start() {
+    const std::string file = path("study.json");
+    if (s_.resume) {
+      BERTRAIN_CHECK(file_exists(file), "tune --resume: no study in " << s_.out_dir << " (no study.json)");
+      study_ = input_step([&] { return Study::from_json(read_json_file(file), file); });
+      check_settings_unchanged();
+      // The scheduler learns again what it had seen, in the same order, so that its rungs are as they were.
+      for (const SchedulerEvent& e : study_.scheduler_events) {
+        if (asha_) asha_->on_result(e.trial, e.iteration, e.value);
+      }
+    } else {
+      study_.settings = s_.settings;
+      study_.metric = s_.metric;
+      study_.lower_is_better = s_.lower_is_better;
+      for (const SearchParam* p : s_.space.searched()) study_.searched.push_back(p->name);
+      make_directories(path("trials"));
+      save();
+    }
+  }
+
+  void check_settings_unchanged() const {
+    for (const auto& item : s_.settings.items()) {
+      const json was = study_.settings.value(item.key(), json());
+      BERTRAIN_CHECK(was == item.value(), "tune --resume: " << item.key() << " differs from the study in " << s_.out_dir
+                                                            << " (was " << was.dump() << ", now " << item.value().dump()
+                                                            << "); resume with the same settings, or start a new DIR");
+    }
+  }
+
+  // Trials a --resume continues: the ones the study was running or had interrupted.
+  std::vector<std::size_t> resumable_trials() const {
+    std::vector<std::size_t> out;
+    for (std::size_t i = 0; i < study_.trials.size(); ++i) {
+      if (!study_.trials[i].finished()) out.push_back(i);
+    }
+    return out;
+  }
+
+  void install_signal_handlers() {
+    struct sigaction action {};
+    action.sa_handler = on_stop_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    for (int sig : {SIGTERM, SIGINT}) sigaction(sig, &action, nullptr);
+  }
+
+  void open_mlflow() {
+    if (s_.mlflow_dir.empty()) return;
+    mlflow_ = std::make_unique<MlflowRun>(s_.mlflow_dir, s_.experiment, s_.run_name, study_.mlflow_run_id);
+    if (study_.mlflow_run_id.empty()) {
+      study_.mlflow_run_id = mlflow_->run_id();
+      json params = json::object();
+      for (const auto& item : s_.settings.items()) {
+        if (item.key() != "train_flags" && item.key() != "space") params[item.key()] = item.value();
+      }
+      params["train_flags"] = json(s_.train_flags).dump();
+      mlflow_->log_params(params);
+      for (const SearchParam& p : s_.space.params) mlflow_->set_tag("bertrain.space." + p.name, s_.settings["space"][p.name].dump());
+      mlflow_->set_tag("bertrain.study", s_.out_dir);
+      save();
+    }
+  }
+
+  void propose_trial() {
+    const long index = static_cast<long>(study_.trials.size());
+    TrialRecord t;
+    t.id = trial_id(index);
+    if (index < static_cast<long>(s_.initial.size())) {
+      t.params = s_.initial[static_cast<std::size_t>(index)];
+    } else {
+      t.params = search_->propose(index, study_.observations());
+    }
+    study_.trials.push_back(t);
+  }
+
+  std::vector<std::string> trial_command(const TrialRecord& t, bool resume) const {
+    std::vector<std::string> argv{s_.bertrain, "train"};
+    argv.insert(argv.end(), s_.train_flags.begin(), s_.train_flags.end());
+    for (const auto& item : t.params.items()) {
+      for (const std::string& f : param_flags(s_, item.key(), item.value())) argv.push_back(f);
+    }
+    argv.insert(argv.end(), s_.extra_flags.begin(), s_.extra_flags.end());
+    argv.insert(argv.end(), {"--out", path(t.dir())});
+    if (mlflow_) {
+      argv.insert(argv.end(), {"--mlflow-dir", s_.mlflow_dir, "--experiment", s_.experiment, "--run-name",
+                               s_.run_name + "-trial-" + t.id, "--mlflow-parent-run", study_.mlflow_run_id});
+    }
+    if (resume) {
+      // A trial with a checkpoint goes on from it; one killed before its first checkpoint starts again.
+      argv.push_back(file_exists(path(t.dir() + "/last/trainer_state.json")) ? "--resume" : "--overwrite");
+    }
+    if (s_.launcher.empty()) return argv;
+    // The launcher is shell text (srun ..., mpirun ...); the trial's words follow it as "$@", unquoted by nothing.
+    std::vector<std::string> wrapped{"/bin/sh", "-c", "exec " + s_.launcher + " \"$@\"", "bertrain-tune-trial"};
+    wrapped.insert(wrapped.end(), argv.begin(), argv.end());
+    return wrapped;
+  }
+
+  void start_trial(std::size_t index, int slot, bool resume) {
+    TrialRecord& t = study_.trials[index];
+    make_directories(path(t.dir()));
+    std::map<std::string, std::string> env;
+    if (!s_.devices.empty()) env["CUDA_VISIBLE_DEVICES"] = s_.devices[static_cast<std::size_t>(slot) % s_.devices.size()];
+    const std::vector<int> cpus = s_.cpus.empty() ? std::vector<int>() : s_.cpus[static_cast<std::size_t>(slot)];
+    Running r;
+    r.index = index;
+    r.slot = slot;
+    r.started = Clock::now();
+    r.time_before = t.time_s;
+    r.process = std::make_unique<TrialProcess>(trial_command(t, resume), env, path(t.dir() + "/train.log"), cpus);
+    t.status = TrialStatus::kRunning;
+    save();
+    if (!s_.quiet) {
+      std::string params;
+      for (const auto& item : t.params.items()) {
+        if (s_.space.find(item.key()) && s_.space.find(item.key())->searched()) params += " " + item.key() + "=" + short_value(item.value());
+      }
+      std::printf("trial %s %s:%s (%s/%s%s)\n", t.id.c_str(), resume ? "resumed" : "started", params.c_str(),
+                  s_.out_dir.c_str(), t.dir().c_str(), env.count("CUDA_VISIBLE_DEVICES") ? (", GPU " + env["CUDA_VISIBLE_DEVICES"]).c_str() : "");
+      std::fflush(stdout);
+    }
+    running_.push_back(std::move(r));
+  }
+
+  // Reads the trial's metrics.jsonl (replaced atomically by the trainer) past the evaluations already seen, and
+  // lets the scheduler decide on each new one.
+  void follow_metrics(Running& r) {
+    TrialRecord& t = study_.trials[r.index];
+    const std::string file = path(t.dir() + "/metrics.jsonl");
+    if (!file_exists(file)) return;
+    std::ifstream in(file);
+    std::string line;
+    long seen = 0;
+    bool changed = false;
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      if (++seen <= t.epochs) continue;
+      const json record = json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (record.is_discarded() || !record.is_object()) break;  // never written so by the trainer; read it next time
+      const json& v = record.contains(s_.metric) ? record[s_.metric] : json();
+      const double value = v.is_number() ? v.get<double>() : NAN;
+      t.add_evaluation(value, s_.lower_is_better);
+      changed = true;
+      if (!s_.quiet) {
+        std::printf("trial %s epoch %ld/%g: %s %s\n", t.id.c_str(), t.epochs, s_.max_t, s_.metric.c_str(),
+                    metric_text(value).c_str());
+      }
+      if (!asha_) continue;
+      study_.scheduler_events.push_back({t.id, t.epochs, value});
+      const double milestone_cut = cutoff_before(t.epochs);
+      if (asha_->on_result(t.id, t.epochs, value) == AshaScheduler::Decision::kStop && !r.stop_requested) {
+        r.stop_requested = true;
+        r.process->terminate();
+        if (!s_.quiet) {
+          std::printf("trial %s stopped by ASHA after epoch %ld: %s %s is not in the best 1/%g at that rung "
+                      "(cutoff %s)\n",
+                      t.id.c_str(), t.epochs, s_.metric.c_str(), metric_text(value).c_str(), s_.reduction_factor,
+                      metric_text(milestone_cut).c_str());
+        }
+      }
+    }
+    if (changed) {
+      std::fflush(stdout);
+      save();
+    }
+  }
+
+  // The cutoff, as the metric, of the rung a result after `iteration` evaluations is compared at (for messages).
+  double cutoff_before(long iteration) const {
+    for (double m : asha_->milestones()) {
+      if (static_cast<double>(iteration) >= m) {
+        const double reward_cut = asha_->cutoff(m);
+        return s_.lower_is_better ? -reward_cut : reward_cut;
+      }
+    }
+    return NAN;
+  }
+
+  void finish_trial(Running& r) {
+    TrialRecord& t = study_.trials[r.index];
+    const int status = r.process->status();
+    t.time_s = r.time_before + seconds_since(r.started);
+    const bool exited = WIFEXITED(status);
+    const int code = exited ? WEXITSTATUS(status) : -1;
+    if (exited && code == 0) {
+      t.status = r.stop_requested && static_cast<double>(t.epochs) < s_.max_t ? TrialStatus::kStopped
+                                                                              : TrialStatus::kCompleted;
+    } else if (exited && code == 75) {
+      t.status = r.stop_requested ? TrialStatus::kStopped : TrialStatus::kInterrupted;
+    } else {
+      t.status = TrialStatus::kFailed;
+      t.error = error_of(path(t.dir() + "/train.log"), status);
+    }
+    const std::string state = path(t.dir() + "/last/trainer_state.json");
+    if (file_exists(state)) {
+      const json j = json::parse(read_file(state, "trainer state"), nullptr, false);
+      if (j.is_object()) t.mlflow_run_id = j.value("mlflow_run_id", "");
+    }
+    if (mlflow_ && t.finished() && std::isfinite(t.best_metric)) {
+      mlflow_->log_metric("trial_best_" + s_.metric, t.best_metric, std::stol(t.id));
+    }
+    save();
+    if (!s_.quiet) {
+      std::string what = trial_status_name(t.status);
+      if (t.status == TrialStatus::kFailed) what += " (" + t.error + "; log: " + path(t.dir() + "/train.log") + ")";
+      std::printf("trial %s %s after %s: best %s %s%s\n", t.id.c_str(), what.c_str(), count_of(t.epochs, "epoch").c_str(),
+                  s_.metric.c_str(), metric_text(t.best_metric).c_str(),
+                  std::isfinite(t.best_epoch) ? (" at epoch " + std::to_string(static_cast<long>(t.best_epoch) + 1)).c_str() : "");
+      std::printf("  %s (%s)\n", format_duration(t.time_s).c_str(), progress_text().c_str());
+      std::fflush(stdout);
+    }
+  }
+
+  std::string progress_text() const {
+    long done = 0;
+    for (const TrialRecord& t : study_.trials) done += t.finished() ? 1 : 0;
+    const long best = study_.best_trial();
+    std::string text = std::to_string(done) + " of " + std::to_string(s_.trials) + " trials done";
+    if (best >= 0) {
+      const TrialRecord& b = study_.trials[static_cast<std::size_t>(best)];
+      text += "; best so far: trial " + b.id + ", " + s_.metric + " " + metric_text(b.best_metric);
+    }
+    return text;
+  }
+
+  void begin_stop() {
+    stopping_ = true;
+    if (!s_.quiet) {
+      std::printf("tune: %s: stopping %s with their checkpoints\n", strsignal(stop_signal.load()),
+                  count_of(static_cast<long long>(running_.size()), "running trial").c_str());
+      std::fflush(stdout);
+    }
+    for (Running& r : running_) r.process->terminate();
+  }
+
+  void save() const { write_file_atomically(path("study.json"), study_.to_json().dump(2) + "\n"); }
+
+  int finish_interrupted() {
+    if (mlflow_) {
+      mlflow_->log_artifact(path("study.json"), "study.json");
+      mlflow_->set_status(MlflowStatus::kKilled);
+    }
+    print_table();
+    std::fprintf(stderr, "bertrain: tune stopped by %s; continue with the same command and --resume\n",
+                 strsignal(stop_signal.load()));
+    return 75;
+  }
+
+  int finish_study() {
+    const long best = study_.best_trial();
+    if (best < 0) {
+      if (mlflow_) mlflow_->set_status(MlflowStatus::kFailed);
+      print_table();
+      std::string first_error;
+      for (const TrialRecord& t : study_.trials) {
+        if (t.status == TrialStatus::kFailed) {
+          first_error = "; trial " + t.id + ": " + t.error;
+          break;
+        }
+      }
+      BERTRAIN_FAIL("tune: no trial finished with a " << s_.metric << first_error << " (logs: " << s_.out_dir
+                                                     << "/trials/*/train.log)");
+    }
+    const TrialRecord& b = study_.trials[static_cast<std::size_t>(best)];
+    write_best(b);
+    write_results(b);
+    if (mlflow_) {
+      mlflow_->log_metric("best_" + s_.metric, b.best_metric, 0);
+      mlflow_->set_tag("best_trial", b.id);
+      if (!b.mlflow_run_id.empty()) mlflow_->set_tag("best_trial_run_id", b.mlflow_run_id);
+      mlflow_->log_artifact(path("study.json"), "study.json");
+      mlflow_->log_artifact(path("results.json"), "results.json");
+      mlflow_->set_status(MlflowStatus::kFinished);
+    }
+    print_table();
+    if (!s_.quiet) {
+      std::printf("best: trial %s, %s %s at epoch %ld; model in %s/best, results in %s/results.json, study in "
+                  "%s/study.json (%s)\n",
+                  b.id.c_str(), s_.metric.c_str(), metric_text(b.best_metric).c_str(),
+                  static_cast<long>(b.best_epoch) + 1, s_.out_dir.c_str(), s_.out_dir.c_str(), s_.out_dir.c_str(),
+                  format_duration(study_.time_s).c_str());
+    }
+    return 0;
+  }
+
+  // DIR/best: the best trial's best model, its files linked (they are never rewritten in place) or copied.
+  void write_best(const TrialRecord& b) const {
+    const std::string source = path(b.dir() + "/best");
+    BERTRAIN_CHECK(directory_exists(source), "tune: the best trial has no model: " << source << " is missing");
+    replace_directory_atomically(path("best"), [&](const std::string& tmp) {
+      std::vector<std::string> names;
+      for (const auto& entry : std::filesystem::directory_iterator(source)) {
+        BERTRAIN_CHECK(entry.is_regular_file(), "tune: unexpected non-file " << entry.path().string() << " in " << source);
+        link_or_copy_file(entry.path().string(), tmp + "/" + entry.path().filename().string());
+      }
+    });
+  }
+
+  // DIR/results.json: Made-With-ML's tune results (timestamp, run_id, params, metrics per epoch) and the study's.
+  void write_results(const TrialRecord& b) const {
+    char stamp[64];
+    const std::time_t now = std::time(nullptr);
+    std::tm local{};
+    localtime_r(&now, &local);
+    std::strftime(stamp, sizeof(stamp), "%B %d, %Y %I:%M:%S %p", &local);
+    json metrics = json::array();
+    std::ifstream in(path(b.dir() + "/metrics.jsonl"));
+    std::string line;
+    while (std::getline(in, line)) {
+      const json m = json::parse(line, nullptr, false);
+      if (!m.is_object()) continue;
+      json row = json::object();
+      for (const char* key : {"epoch", "train_loss", "val_loss"}) row[key] = m.value(key, json());
+      if (s_.metric != "val_loss") row[s_.metric] = m.value(s_.metric, json());
+      metrics.push_back(row);
+    }
+    const json results{{"timestamp", stamp},
+                       {"run_id", b.mlflow_run_id.empty() ? json() : json(b.mlflow_run_id)},
+                       {"trial", b.id},
+                       {"params", b.params},
+                       {"metrics", metrics},
+                       {"metric", s_.metric},
+                       {"mode", s_.lower_is_better ? "min" : "max"},
+                       {"best_metric", b.best_metric},
+                       {"best_epoch", static_cast<long>(b.best_epoch)},
+                       {"model", path("best")},
+                       {"trial_dir", path(b.dir())},
+                       {"study_run_id", study_.mlflow_run_id.empty() ? json() : json(study_.mlflow_run_id)},
+                       {"trials", study_.trials.size()},
+                       {"time_s", study_.time_s}};
+    write_file_atomically(path("results.json"), results.dump(2) + "\n");
+  }
+
+  void print_header(std::size_t resuming) const {
+    std::printf("tune: %s search over %s, %s, %d at a time, %s; %s %s; study in %s/study.json%s\n", s_.search.c_str(),
+                count_of(static_cast<long long>(s_.space.searched().size()), "parameter").c_str(),
+                count_of(s_.trials, "trial").c_str(), s_.parallel,
+                s_.asha ? ("ASHA (grace period " + shortest(s_.grace_period) + ", reduction factor " +
+                           shortest(s_.reduction_factor) + ", max " + shortest(s_.max_t) + " epochs)").c_str()
+                        : "no early stopping",
+                s_.lower_is_better ? "minimizing" : "maximizing", s_.metric.c_str(), s_.out_dir.c_str(),
+                resuming > 0 ? ("; resuming " + count_of(static_cast<long long>(resuming), "trial")).c_str() : "");
+    std::fflush(stdout);
+  }
+
+  // The trials best first: id, status, epochs, best metric, each searched parameter, time.
+  void print_table() const {
+    std::vector<std::vector<std::string>> rows;
+    std::vector<std::string> head{"trial", "status", "epochs", "best " + s_.metric};
+    for (const std::string& name : study_.searched) head.push_back(name);
+    head.push_back("time");
+    rows.push_back(head);
+    for (std::size_t i : study_.ranking()) {
+      const TrialRecord& t = study_.trials[i];
+      std::vector<std::string> row{t.id, trial_status_name(t.status), std::to_string(t.epochs), metric_text(t.best_metric)};
+      for (const std::string& name : study_.searched) row.push_back(t.params.contains(name) ? short_value(t.params[name]) : "");
+      row.push_back(format_duration(t.time_s));
+      rows.push_back(row);
+    }
+    std::vector<std::size_t> width(head.size(), 0);
+    for (const auto& row : rows) {
+      for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+    }
+    for (const auto& row : rows) {
+      std::string line;
+      for (std::size_t c = 0; c < row.size(); ++c) {
+        line += row[c] + std::string(width[c] - row[c].size() + (c + 1 < row.size() ? 2 : 0), ' ');
+      }
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      std::printf("%s\n", line.c_str());
+    }
+    std::fflush(stdout);
+  }
+
+  const TuneSetup& s_;
+  std::unique_ptr<ParamSearch> search_;
+  std::unique_ptr<AshaScheduler> asha_ =
+      s_.asha ? std::make_unique<AshaScheduler>(s_.grace_period, s_.max_t, s_.reduction_factor, s_.lower_is_better)
+              : nullptr;
+  Study study_;
+  std::vector<Running> running_;
+  std::unique_ptr<MlflowRun> mlflow_;
+  bool stopping_ = false;
+};
+
+}  // namespace
+
+std::vector<std::string> param_flags(const TuneSetup& setup, const std::string& name, const json& value) {
+  if (setup.switches.count(name) != 0) {
+    if (value.get<bool>()) return {"--" + name};
+    return {};
+  }
+  if (setup.integers.count(name) != 0 && value.is_number()) {
+    // An integer flag takes the value's integer part: a patience of 3.7 bad epochs acts as 3 in PyTorch's
+    // ReduceLROnPlateau (it waits while bad epochs <= patience), the uniform(1, 10) Made-With-ML searches.
+    return {"--" + name, std::to_string(static_cast<long long>(std::trunc(value.get<double>())))};
+  }
+  return {"--" + name, value_text(value)};
+}
+
+int run_study(const TuneSetup& setup) { return StudyRunner(setup).run(); }
+
+}  // namespace bertrain

@@ -1,0 +1,331 @@
+// `bertrain tune`: hyper-parameter search over `bertrain train` runs, Made-With-ML's Ray Tune step (HyperOpt's TPE,
+// ASHA, trials in parallel, MLflow) as one command. This file reads the command line, the space and the initial
+// points into a TuneSetup, checking everything a trial would refuse before the first one starts;
+// tools/tune/study_runner.cpp runs the study.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/files.h"
+#include "engine/asha_scheduler.h"
+#include "engine/mlflow_store.h"
+#include "engine/param_search.h"
+#include "tools/args.h"
+#include "tools/commands.h"
+#include "tools/tune/study_runner.h"
+#include "tools/tune/trial_process.h"
+
+namespace bertrain {
+
+using nlohmann::json;
+
+namespace {
+
+// Train flags a study sets itself for each trial, or that would make trials overwrite one another.
+const std::set<std::string> kManagedFlags{"out", "resume", "overwrite", "mlflow-dir", "experiment", "run-name",
+                                          "mlflow-parent-run", "help"};
+
+// "lr_patience" and "lr-patience" both name train's --lr-patience.
+std::string flag_name(std::string key) {
+  std::replace(key.begin(), key.end(), '_', '-');
+  if (key.rfind("--", 0) == 0) key = key.substr(2);
+  return key;
+}
+
+// A JSON object with its keys spelled as flags; Error naming `origin` when two keys name the same flag.
+json with_flag_names(const json& object, const std::string& origin) {
+  if (!object.is_object()) return object;
+  json out = json::object();
+  for (const auto& item : object.items()) {
+    const std::string name = flag_name(item.key());
+    BERTRAIN_CHECK(!out.contains(name), origin << ": \"" << item.key() << "\" names --" << name << " a second time");
+    out[name] = item.value();
+  }
+  return out;
+}
+
+// The text after --initial-params: JSON (starting with [ or {) or a file holding it. One point or a list of them;
+// Made-With-ML's form, {"train_loop_config": {...}}, is unwrapped.
+std::vector<json> read_initial_params(const std::string& text) {
+  if (text.empty()) return {};
+  std::string origin = "--initial-params";
+  std::string body = text;
+  const std::size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos || (text[first] != '[' && text[first] != '{')) {
+    origin = text;
+    body = read_file(text, "--initial-params file");
+  }
+  const json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  BERTRAIN_CHECK(!parsed.is_discarded(), origin << ": not valid JSON");
+  std::vector<json> points;
+  for (const json& p : parsed.is_array() ? parsed : json::array({parsed})) {
+    const json& point = p.is_object() && p.size() == 1 && p.contains("train_loop_config") ? p["train_loop_config"] : p;
+    points.push_back(with_flag_names(point, origin));
+  }
+  return points;
+}
+
+bool integer_text(const std::string& s) {
+  if (s.empty()) return false;
+  std::size_t i = s[0] == '-' ? 1 : 0;
+  return i < s.size() && std::all_of(s.begin() + static_cast<long>(i), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// Whether train's flag `name` is in `flags` (as --name or --name=...).
+bool has_flag(const std::vector<std::string>& flags, const std::string& name) {
+  for (const std::string& f : flags) {
+    if (f == "--" + name || f.rfind("--" + name + "=", 0) == 0) return true;
+  }
+  return false;
+}
+
+// Checks the space's names and kinds against train's flags.
+void check_space_flags(const SearchSpace& space, const ArgParser& train, const std::vector<std::string>& train_flags,
+                       const std::string& origin) {
+  for (const SearchParam& p : space.params) {
+    const std::string where = origin + ": \"" + p.name + "\"";
+    BERTRAIN_CHECK(train.has_option(p.name), where << " is not a flag of bertrain train (see bertrain train --help)"
+                                                   << (p.name == "dropout-p" ? "; Made-With-ML's dropout_p is --dropout" : ""));
+    BERTRAIN_CHECK(kManagedFlags.count(p.name) == 0, where << ": tune sets --" << p.name << " itself");
+    BERTRAIN_CHECK(!has_flag(train_flags, p.name),
+                   where << " is also given after --: a flag is either searched or common to every trial");
+    if (train.is_switch(p.name)) {
+      const std::vector<json> values =
+          p.distribution == Distribution::kChoice || p.distribution == Distribution::kFixed ? p.values : std::vector<json>{};
+      BERTRAIN_CHECK(!values.empty() && std::all_of(values.begin(), values.end(), [](const json& v) { return v.is_boolean(); }),
+                     where << ": --" << p.name << " is a switch: give it true / false (a choice or a fixed value)");
+    }
+  }
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    BERTRAIN_CHECK(!item.empty(), "--devices: an empty item in '" << text << "'");
+    out.push_back(item);
+  }
+  return out;
+}
+
+std::string this_program() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("bertrain") : exe.string();
+}
+
+}  // namespace
+
+int run_tune(const std::vector<std::string>& args) {
+  std::vector<std::string> own, train_flags;
+  const auto dashes = std::find(args.begin(), args.end(), "--");
+  own.assign(args.begin(), dashes);
+  if (dashes != args.end()) train_flags.assign(dashes + 1, args.end());
+  ArgParser p("tune",
+              "Searches hyper-parameters of bertrain train, as Made-With-ML's tune.py does with Ray Tune: each trial is a\n"
+              "`bertrain train` with TRAIN FLAGS plus the trial's parameters from the --space file, run P at a time;\n"
+              "TPE (HyperOpt's), random or grid search; ASHA stops trials that fall behind at each rung (epochs\n"
+              "grace_period * reduction_factor^k). Each trial is a run directory DIR/trials/NNN (its output in\n"
+              "train.log); DIR/study.json records every trial (rewritten after each event); at the end DIR/best is the\n"
+              "best trial's best model (evaluate, predict, serve and transformers load it) and DIR/results.json has\n"
+              "Made-With-ML's results fields. `bertrain report DIR` charts the study.");
+  p.usage("bertrain tune --space FILE --out DIR [options] -- TRAIN FLAGS...");
+  p.option("space", "", "the search space, a JSON file: {\"lr\": {\"type\": \"loguniform\", \"low\": 1e-5, \"high\": 5e-4}, ...} "
+                        "with uniform, loguniform, quniform (q), int (low..high, both included), choice (values) or a "
+                        "fixed value per train flag (see README: bertrain tune)", true).value_name("FILE");
+  p.option("out", "", "the study directory (DIR above)", true).value_name("DIR");
+  p.option("trials", "10", "how many trials (grid: default the whole grid)");
+  p.option("parallel", "0", "trials at once (0: one per --devices entry, else 1); on the CPU the cores are split "
+                            "between them").value_name("P");
+  p.option("search", "tpe", "tpe (HyperOpt's Tree-structured Parzen Estimator), random, or grid (choice, int, "
+                            "quniform parameters)").value_name("tpe|random|grid");
+  p.option("startup-trials", "20", "tpe: trials drawn at random before TPE models the results (HyperOpt's "
+                                   "n_initial_points; --initial-params count among them)");
+  p.option("scheduler", "asha", "asha: stop trials that fall behind (Ray's AsyncHyperBandScheduler); none: every "
+                                "trial trains all its epochs").value_name("asha|none");
+  p.option("grace-period", "1", "asha: epochs before a trial can be stopped (the first rung)").value_name("EPOCHS");
+  p.option("reduction-factor", "4", "asha: rungs at grace_period * factor^k epochs; at each, a trial goes on only in "
+                                    "the best 1/factor (Ray's default 4, which Made-With-ML uses)").value_name("X");
+  p.option("metric", "val_loss", "what the study optimizes, per epoch from each trial's metrics.jsonl; best/ of each "
+                                 "trial follows it (--metric-for-best)").value_name("val_loss|val_f1|val_accuracy");
+  p.option("mode", "auto", "min or max; auto: min for val_loss, max for the others").value_name("auto|min|max");
+  p.option("initial-params", "", "points evaluated first (Ray's points_to_evaluate): a JSON object or array of "
+                                 "objects, or a file holding one").value_name("JSON|FILE");
+  p.option("seed", "0", "the search's seed: the same seed proposes the same trials");
+  p.option("devices", "", "GPUs for the trials, e.g. 0,1: each trial gets one (CUDA_VISIBLE_DEVICES), in turn")
+      .value_name("LIST");
+  p.option("launcher", "", "shell words put before each trial's command, e.g. 'srun -N1 -n1 --gpus=1' or "
+                           "'mpirun -np 2': trials run through a cluster's launcher").value_name("CMD");
+  p.option("mlflow-dir", "", "log the study as an MLflow run and each trial as its child (mlflow.parentRunId) in "
+                             "this file store; default: MLFLOW_TRACKING_URI when set").value_name("DIR");
+  p.option("experiment", "bertrain", "MLflow experiment (with --mlflow-dir)").value_name("NAME");
+  p.option("run-name", "", "the study's MLflow run name (default: DIR's folder name); trials are NAME-trial-NNN")
+      .value_name("NAME");
+  p.flag("resume", "continue the study in DIR: finished trials are kept, interrupted ones resume from their "
+                   "checkpoints, then new trials run until --trials");
+  p.flag("quiet", "no progress lines (the table and the summary are still printed)");
+  p.epilog(
+      "exit status:\n"
+      "  0   the study finished (trials that failed are recorded in study.json with their errors)\n"
+      "  1   no trial finished with a metric, or a failure while working\n"
+      "  2   a usage or input error: a bad flag, space, initial point or TRAIN FLAGS\n"
+      "  75  stopped by SIGINT or SIGTERM after every running trial wrote its checkpoint: continue with --resume\n");
+  if (!p.parse(own)) return 0;
+
+  TuneSetup s;
+  s.out_dir = p.get("out");
+  s.train_flags = train_flags;
+  s.search = p.get("search");
+  s.trials = p.get_int("trials");
+  s.parallel = p.get_int("parallel");
+  s.seed = static_cast<uint64_t>(p.get_int("seed"));
+  s.tpe.startup_trials = p.get_int("startup-trials");
+  s.asha = p.get("scheduler") == "asha";
+  s.grace_period = p.get_double("grace-period");
+  s.reduction_factor = p.get_double("reduction-factor");
+  s.metric = p.get("metric");
+  s.launcher = p.get("launcher");
+  s.resume = p.get_flag("resume");
+  s.quiet = p.get_flag("quiet");
+  s.bertrain = this_program();
+  if (train_flags.empty()) throw UsageError("tune: give the common train flags after --, e.g. -- --model DIR --train-data FILE");
+  if (s.search != "tpe" && s.search != "random" && s.search != "grid") {
+    throw UsageError("tune: --search must be tpe, random or grid, got '" + s.search + "'");
+  }
+  if (p.get("scheduler") != "asha" && p.get("scheduler") != "none") {
+    throw UsageError("tune: --scheduler must be asha or none, got '" + p.get("scheduler") + "'");
+  }
+  if (s.metric != "val_loss" && s.metric != "val_f1" && s.metric != "val_accuracy") {
+    throw UsageError("tune: --metric must be val_loss, val_f1 or val_accuracy, got '" + s.metric + "'");
+  }
+  const std::string mode = p.get("mode");
+  if (mode != "auto" && mode != "min" && mode != "max") throw UsageError("tune: --mode must be auto, min or max, got '" + mode + "'");
+  s.lower_is_better = mode == "auto" ? s.metric == "val_loss" : mode == "min";
+  if (s.trials < 1 && !(s.search == "grid" && !p.given("trials"))) throw UsageError("tune: --trials must be at least 1");
+  if (s.parallel < 0) throw UsageError("tune: --parallel must be >= 0");
+  if (s.tpe.startup_trials < 0) throw UsageError("tune: --startup-trials must be >= 0");
+  if (!p.get("devices").empty()) s.devices = input_step([&] { return split_list(p.get("devices")); });
+  if (s.parallel == 0) s.parallel = s.devices.empty() ? 1 : static_cast<int>(s.devices.size());
+  for (const std::string& f : train_flags) {
+    const std::string name = flag_name(f.substr(0, f.find('=')));
+    if (f.rfind("--", 0) == 0 && kManagedFlags.count(name) != 0) {
+      throw UsageError("tune: --" + name + " after --: tune sets it for each trial" +
+                       (name == "mlflow-dir" || name == "experiment" || name == "run-name" ? "; give it to tune, before --" : ""));
+    }
+  }
+
+  // The space, with its names spelled as train's flags.
+  const std::string space_file = p.get("space");
+  const json space_json = input_step([&] { return with_flag_names(read_json_file(space_file), space_file); });
+  s.space = input_step([&] { return parse_search_space(space_json, space_file); });
+  ArgParser train = train_arg_parser();
+  input_step([&] { check_space_flags(s.space, train, train_flags, space_file); });
+  for (const SearchParam& param : s.space.params) {
+    if (train.is_switch(param.name)) s.switches[param.name] = true;
+    else if (integer_text(train.default_of(param.name))) s.integers[param.name] = true;
+  }
+  if (s.search == "grid") {
+    const long size = input_step([&] { return grid_size(s.space); });
+    if (!p.given("trials")) s.trials = size;
+  }
+  s.initial = input_step([&] { return read_initial_params(p.get("initial-params")); });
+  for (std::size_t i = 0; i < s.initial.size(); ++i) {
+    input_step([&] { check_point(s.space, s.initial[i], "--initial-params[" + std::to_string(i) + "]"); });
+    for (const SearchParam& param : s.space.params) {
+      if (!param.searched()) s.initial[i][param.name] = param.values[0];
+    }
+  }
+
+  // The flags tune adds: best/ follows the study's metric; on a CPU machine each trial its share of the cores.
+  const char* metric_for_best = s.metric == "val_loss" ? "val_loss" : s.metric == "val_f1" ? "f1" : "accuracy";
+  if (!has_flag(train_flags, "metric-for-best") && s.space.find("metric-for-best") == nullptr) {
+    s.extra_flags.insert(s.extra_flags.end(), {"--metric-for-best", metric_for_best});
+  }
+  if (s.devices.empty() && s.launcher.empty() && s.parallel > 1) {
+    const std::vector<int> cpus = allowed_cpus();
+    const std::size_t share = std::max<std::size_t>(1, cpus.size() / static_cast<std::size_t>(s.parallel));
+    for (int slot = 0; slot < s.parallel; ++slot) {
+      std::vector<int> mine;
+      for (std::size_t i = 0; i < share; ++i) mine.push_back(cpus[(static_cast<std::size_t>(slot) * share + i) % cpus.size()]);
+      s.cpus.push_back(mine);
+    }
+    if (!has_flag(train_flags, "threads") && s.space.find("threads") == nullptr) {
+      s.extra_flags.insert(s.extra_flags.end(), {"--threads", std::to_string(share)});
+    }
+  }
+
+  // Every trial's command line must parse as train's: checked now on the first trial's, with the space's prior
+  // draws where --initial-params gives none, so that a typo fails here and not in every trial.
+  std::vector<std::string> sample = train_flags;
+  SearchRng rng(s.seed, 0);
+  const json first = s.initial.empty() ? json::object() : s.initial[0];
+  for (const SearchParam& param : s.space.params) {
+    const json value = first.contains(param.name) ? first[param.name] : sample_prior(param, rng);
+    for (const std::string& f : param_flags(s, param.name, value)) sample.push_back(f);
+  }
+  sample.insert(sample.end(), s.extra_flags.begin(), s.extra_flags.end());
+  sample.insert(sample.end(), {"--out", s.out_dir + "/trials/000"});
+  ArgParser check = train_arg_parser();
+  try {
+    if (!check.parse(sample)) return 0;  // --help after --: train's help was printed
+  } catch (const UsageError& e) {
+    throw UsageError("tune: TRAIN FLAGS: " + std::string(e.what()));
+  }
+  const SearchParam* epochs_param = s.space.find("epochs");
+  if (s.asha) {
+    for (const char* flag : {"max-steps", "eval-steps"}) {
+      if (check.get_int(flag) != 0) {
+        throw UsageError(std::string("tune: --scheduler asha counts epochs; --") + flag + " changes what a trial's "
+                         "evaluations are (use --scheduler none)");
+      }
+    }
+    if (epochs_param != nullptr && epochs_param->searched()) {
+      throw UsageError("tune: --scheduler asha needs one --epochs for every trial (its max_t); epochs is searched");
+    }
+  }
+  s.max_t = epochs_param != nullptr ? epochs_param->values[0].get<double>() : check.get_int("epochs");
+
+  const MlflowStore store = input_step([&] { return mlflow_store(p.given("mlflow-dir"), p.get("mlflow-dir")); });
+  s.mlflow_dir = store.dir;
+  s.experiment = p.get("experiment");
+  s.run_name = p.get("run-name").empty() ? std::filesystem::path(s.out_dir).lexically_normal().filename().string()
+                                         : p.get("run-name");
+  if (s.run_name.empty() || s.run_name == ".") s.run_name = "tune";
+  // What a --resume must find as it was (--trials may grow; parallelism, devices, launcher and MLflow may change).
+  s.settings = json{{"space", space_json},
+                    {"search", s.search},
+                    {"seed", s.seed},
+                    {"startup_trials", s.tpe.startup_trials},
+                    {"scheduler", p.get("scheduler")},
+                    {"grace_period", s.grace_period},
+                    {"reduction_factor", s.reduction_factor},
+                    {"max_t", s.max_t},
+                    {"metric", s.metric},
+                    {"mode", s.lower_is_better ? "min" : "max"},
+                    {"initial_params", s.initial},
+                    {"train_flags", s.train_flags}};
+  if (s.asha) {
+    input_step([&] { AshaScheduler(s.grace_period, s.max_t, s.reduction_factor, s.lower_is_better); });
+  }
+  if (!s.resume) {
+    if (file_exists(s.out_dir + "/study.json")) {
+      throw InputError("tune: " + s.out_dir + " holds a study (study.json): continue it with --resume, or choose "
+                       "another --out");
+    }
+    make_directories(s.out_dir);
+  }
+  return run_study(s);
+}
+
+}  // namespace bertrain
