@@ -119,12 +119,71 @@ std::string shade(double share) {
   return colour;
 }
 
+// The plot area of the line and scatter charts: the full drawing width less the y axis' room at the left.
+constexpr double kPlotRight = kWidth - 18, kPlotTop = 40, kPlotBottom = kPlotTop + 230;
+// The y axis' title, turned upright, stands at the card's left edge; its tick labels end kTickGap left of the axis.
+constexpr double kYTitleX = 18, kYTitleDescent = 4, kTitleGap = 8, kTickGap = 7;
+
+// Where the plot starts: right of the widest y tick label and the y title beside it ("1.000e-4" needs more room
+// than "0.2").
+double plot_left(const Axis& y_axis) {
+  double widest_tick = 0;
+  for (const std::string& label : y_axis.labels) widest_tick = std::max(widest_tick, text_width(label, 12));
+  return std::max(72.0, kYTitleX + kYTitleDescent + kTitleGap + widest_tick + kTickGap);
+}
+
+// The y axis' grid lines across the plot and their tick labels; `py` maps a value to its pixel row.
+template <typename ToPixel>
+std::string y_grid(const Axis& y_axis, double left, ToPixel py) {
+  std::string svg;
+  for (std::size_t t = 0; t < y_axis.ticks.size(); ++t) {
+    const double y = py(y_axis.ticks[t]);
+    svg += line(left, y, kPlotRight, y, kGridColor);
+    svg += text_at(left - kTickGap, y, y_axis.labels[t], "text-anchor=\"end\" dy=\"0.35em\"");
+  }
+  return svg;
+}
+
+// A tick mark and a centred label under the plot at each of `xs`. A label wider than `max_label_px` is cut with an
+// ellipsis and keeps its whole text as hover (a long category name).
+std::string x_ticks(const std::vector<double>& xs, const std::vector<std::string>& labels, double max_label_px) {
+  std::string svg;
+  for (std::size_t t = 0; t < xs.size(); ++t) {
+    svg += line(xs[t], kPlotBottom, xs[t], kPlotBottom + 5, kAxisColor);
+    if (labels[t].empty()) continue;
+    const std::string shown = fit_text(labels[t], 12, max_label_px);
+    if (shown == labels[t]) {
+      svg += text_at(xs[t], kPlotBottom + 19, labels[t], "text-anchor=\"middle\"");
+    } else {
+      svg += "<text x=\"" + format_px(xs[t]) + "\" y=\"" + format_px(kPlotBottom + 19) + "\" text-anchor=\"middle\">" +
+             hover(labels[t]) + xml_escape(shown) + "</text>\n";
+    }
+  }
+  return svg;
+}
+
+// The plot's two axis lines and the axis titles.
+std::string plot_frame(double left, const std::string& x_title, const std::string& y_title) {
+  std::string svg = line(left, kPlotTop, left, kPlotBottom, kAxisColor) +
+                    line(left, kPlotBottom, kPlotRight, kPlotBottom, kAxisColor);
+  svg += text_at((left + kPlotRight) / 2, kPlotBottom + 40, x_title, "text-anchor=\"middle\"");
+  const double y_mid = (kPlotTop + kPlotBottom) / 2;
+  svg += text_at(kYTitleX, y_mid, y_title,
+                 "text-anchor=\"middle\" transform=\"rotate(-90 " + format_px(kYTitleX) + " " + format_px(y_mid) + ")\"");
+  return svg;
+}
+
+// The legend under the plot and the chart's height with it.
+std::string legend_below_plot(const std::vector<LegendEntry>& legend, double left, double* height) {
+  int rows = 0;
+  const std::string svg = render_legend(legend, left, kPlotBottom + 64, kPlotRight, &rows);
+  *height = kPlotBottom + 64 + 18 * std::max(0, rows - 1) + 10;
+  return svg;
+}
+
 }  // namespace
 
 std::string render_line_chart(const LineChart& chart) {
-  constexpr double kRight = 18, kTop = 40, kPlotHeight = 230;
-  const double plot_right = kWidth - kRight, plot_bottom = kTop + kPlotHeight;
-
   // A diverged epoch (loss NaN), or a value a log axis cannot show, is not drawn: a gap in its line.
   auto drawable = [&](double y) { return std::isfinite(y) && (!chart.log_y || y > 0); };
   double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
@@ -145,31 +204,15 @@ std::string render_line_chart(const LineChart& chart) {
   }
   x_axis.lo = std::max(x_axis.lo, x_lo);
   const Axis y_axis = chart.log_y ? log_axis(y_lo, y_hi) : linear_axis(y_lo, y_hi, 5, chart.y_from_zero, false);
-  // The y axis' title, turned upright, stands at the card's left edge; its tick labels end beside the axis.
-  // The plot starts where the widest tick label leaves room for both ("1.000e-4" needs more than "0.2").
-  constexpr double kYTitleX = 18, kYTitleDescent = 4, kTitleGap = 8, kTickGap = 7;
-  double widest_tick = 0;
-  for (const std::string& label : y_axis.labels) widest_tick = std::max(widest_tick, text_width(label, 12));
-  const double left = std::max(72.0, kYTitleX + kYTitleDescent + kTitleGap + widest_tick + kTickGap);
-  auto px = [&](double x) { return x_axis.to_pixel(x, left, plot_right); };
-  auto py = [&](double y) { return y_axis.to_pixel(y, plot_bottom, kTop); };
+  const double left = plot_left(y_axis);
+  auto px = [&](double x) { return x_axis.to_pixel(x, left, kPlotRight); };
+  auto py = [&](double y) { return y_axis.to_pixel(y, kPlotBottom, kPlotTop); };
 
-  std::string body;
-  for (std::size_t t = 0; t < y_axis.ticks.size(); ++t) {
-    const double y = py(y_axis.ticks[t]);
-    body += line(left, y, plot_right, y, kGridColor);
-    body += text_at(left - kTickGap, y, y_axis.labels[t], "text-anchor=\"end\" dy=\"0.35em\"");
-  }
-  for (std::size_t t = 0; t < x_axis.ticks.size(); ++t) {
-    const double x = px(x_axis.ticks[t]);
-    body += line(x, plot_bottom, x, plot_bottom + 5, kAxisColor);
-    body += text_at(x, plot_bottom + 19, x_axis.labels[t], "text-anchor=\"middle\"");
-  }
-  body += line(left, kTop, left, plot_bottom, kAxisColor) + line(left, plot_bottom, plot_right, plot_bottom, kAxisColor);
-  body += text_at((left + plot_right) / 2, plot_bottom + 40, chart.x_title, "text-anchor=\"middle\"");
-  const double y_mid = (kTop + plot_bottom) / 2;
-  body += text_at(kYTitleX, y_mid, chart.y_title,
-                  "text-anchor=\"middle\" transform=\"rotate(-90 " + format_px(kYTitleX) + " " + format_px(y_mid) + ")\"");
+  std::string body = y_grid(y_axis, left, py);
+  std::vector<double> tick_xs;
+  for (const double tick : x_axis.ticks) tick_xs.push_back(px(tick));
+  body += x_ticks(tick_xs, x_axis.labels, INFINITY);  // epoch numbers: never cut
+  body += plot_frame(left, chart.x_title, chart.y_title);
 
   std::vector<LegendEntry> legend;
   std::string marks;
@@ -207,9 +250,98 @@ std::string render_line_chart(const LineChart& chart) {
   if (!marks.empty()) legend.push_back({chart.mark_legend, kAxisColor, Swatch::kRing});
   if (!chart.legend.empty()) legend = chart.legend;
 
-  int rows = 0;
-  const std::string legend_svg = render_legend(legend, left, plot_bottom + 64, plot_right, &rows);
-  const double height = plot_bottom + 64 + 18 * std::max(0, rows - 1) + 10;
+  double height = 0;
+  const std::string legend_svg = legend_below_plot(legend, left, &height);
+  return svg_open(kWidth, height, chart.title) + body + legend_svg + "</svg>\n";
+}
+
+std::string render_scatter_chart(const ScatterChart& chart) {
+  const bool categorical = !chart.x_categories.empty();
+  const double categories = static_cast<double>(chart.x_categories.size());
+  auto drawable = [&](double x, double y) {
+    return std::isfinite(x) && std::isfinite(y) && (!chart.log_x || x > 0) &&
+           (!categorical || (x >= 0 && x < categories));
+  };
+  double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
+  bool whole_xs = true;  // integer parameters (a patience) get integer ticks
+  for (const ScatterSeries& s : chart.series) {
+    for (std::size_t i = 0; i < s.x.size(); ++i) {
+      if (!drawable(s.x[i], s.y[i])) continue;
+      x_lo = std::min(x_lo, s.x[i]), x_hi = std::max(x_hi, s.x[i]);
+      y_lo = std::min(y_lo, s.y[i]), y_hi = std::max(y_hi, s.y[i]);
+      whole_xs = whole_xs && s.x[i] == std::floor(s.x[i]);
+    }
+  }
+  if (!(x_hi >= x_lo)) x_lo = 1, x_hi = 10, y_lo = 0, y_hi = 1;  // nothing to draw: empty axes
+  Axis x_axis;
+  if (categorical) {  // one band per category, its point in the middle
+    x_axis.lo = -0.5;
+    x_axis.hi = categories - 0.5;
+    for (std::size_t c = 0; c < chart.x_categories.size(); ++c) {
+      x_axis.ticks.push_back(static_cast<double>(c));
+      x_axis.labels.push_back(chart.x_categories[c]);
+    }
+  } else if (chart.log_x) {
+    x_axis = log_axis(x_lo, x_hi);
+  } else {
+    x_axis = linear_axis(x_lo, x_hi, 6, false, whole_xs);
+  }
+  const Axis y_axis = linear_axis(y_lo, y_hi, 5, false, false);
+  const double left = plot_left(y_axis);
+  // A point on a round value at either end of a numeric axis would sit on the y axis or the plot's edge: those
+  // axes keep kInset px clear inside each end (a category's band already has room around its point).
+  constexpr double kInset = 12;
+  const double inset = categorical ? 0 : kInset;
+  auto px = [&](double x) { return x_axis.to_pixel(x, left + inset, kPlotRight - inset); };
+  auto py = [&](double y) { return y_axis.to_pixel(y, kPlotBottom, kPlotTop); };
+
+  std::string body = y_grid(y_axis, left, py);
+  std::vector<double> tick_xs;
+  for (const double tick : x_axis.ticks) tick_xs.push_back(px(tick));
+  std::vector<std::string> labels = x_axis.labels;
+  double max_label = INFINITY;
+  if (categorical) {
+    max_label = (kPlotRight - left) / categories - 6;  // a category's label stays inside its band
+  } else {
+    // Many decades on a log axis: a label on every k-th tick only, so that neighbours never touch.
+    double widest = 0;
+    for (const std::string& label : labels) widest = std::max(widest, text_width(label, 12));
+    const double spacing = tick_xs.size() > 1 ? (tick_xs.back() - tick_xs.front()) / (tick_xs.size() - 1) : INFINITY;
+    const std::size_t every = static_cast<std::size_t>(std::ceil((widest + 8) / spacing));
+    for (std::size_t t = 0; every > 1 && t < labels.size(); ++t) {
+      if (t % every != 0) labels[t].clear();
+    }
+  }
+  body += x_ticks(tick_xs, labels, max_label);
+  body += plot_frame(left, chart.x_title, chart.y_title);
+
+  std::string points, marks;
+  for (const ScatterSeries& s : chart.series) {
+    const std::string series = xml_escape(s.name);
+    for (std::size_t i = 0; i < s.x.size(); ++i) {
+      if (!drawable(s.x[i], s.y[i])) continue;
+      const double x = px(s.x[i]), y = py(s.y[i]);
+      std::string data = "data-series=\"" + series + "\" data-x=\"" + format_exact(s.x[i]) + "\" data-y=\"" +
+                         format_exact(s.y[i]) + "\"";
+      const std::string x_text =
+          categorical ? chart.x_categories[static_cast<std::size_t>(s.x[i])] : format_value(s.x[i]);
+      if (categorical) data += " data-category=\"" + xml_escape(x_text) + "\"";
+      const std::string label = s.name + ": " + chart.x_name + " " + x_text + ", " + chart.y_name + " " + format_value(s.y[i]);
+      // A white edge keeps points that overlap (two trials with one value) apart.
+      points += "<circle class=\"point\" cx=\"" + format_px(x) + "\" cy=\"" + format_px(y) + "\" r=\"4.5\" fill=\"" +
+                s.color + "\" stroke=\"#ffffff\" stroke-width=\"1\" " + data + ">" + hover(label) + "</circle>\n";
+      if (s.marked && *s.marked == i) {
+        marks += "<circle class=\"mark\" cx=\"" + format_px(x) + "\" cy=\"" + format_px(y) +
+                 "\" r=\"9\" fill=\"none\" stroke=\"" + s.color + "\" stroke-width=\"2.5\" " + data + ">" +
+                 hover(chart.mark_legend + ": " + label) + "</circle>\n";
+      }
+    }
+  }
+  body += points + marks;
+  std::vector<LegendEntry> legend = chart.legend;
+  if (!marks.empty()) legend.push_back({chart.mark_legend, kAxisColor, Swatch::kRing});
+  double height = 0;
+  const std::string legend_svg = legend_below_plot(legend, left, &height);
   return svg_open(kWidth, height, chart.title) + body + legend_svg + "</svg>\n";
 }
 

@@ -1,7 +1,8 @@
-// The report's three kinds of chart, each rendered as one self-contained <svg> element (no scripts, no
+// The report's four kinds of chart, each rendered as one self-contained <svg> element (no scripts, no
 // ids, no external references) that a browser draws inline in HTML: a line chart (loss, learning rate,
-// throughput per epoch), horizontal grouped bars (per-class precision / recall / F1) and a heat map with
-// counts (the confusion matrix). Every chart has a title, axis titles with units, tick labels and a legend.
+// throughput per epoch), a scatter chart (a tuning study's parameter against each trial's best metric),
+// horizontal grouped bars (per-class precision / recall / F1) and a heat map with counts (the confusion
+// matrix). Every chart has a title, axis titles with units, tick labels and a legend.
 //
 // Each drawn data point is a <circle class="point"> carrying its data exactly (data-series, data-x,
 // data-y; bars and cells likewise), and a <title> a browser shows on hover: tests read the data back
@@ -45,6 +46,32 @@ struct LineChart {
   std::vector<LegendEntry> legend;
 };
 
+struct ScatterSeries {
+  std::string name;   // data-series of its points, and its points' hover text
+  std::string color;  // CSS colour
+  // Same length. With ScatterChart::x_categories, an x is the index of its category. A point that cannot be drawn
+  // (a coordinate not finite, an x <= 0 on a log axis, an index out of range) is left out.
+  std::vector<double> x, y;
+  std::optional<std::size_t> marked;  // index of a point drawn with a ring (the best trial)
+};
+
+// Points without lines: x a parameter's value (numbers, on a linear or log axis, or categories), y a result. Points
+// are drawn in the order of the series, later ones on top.
+struct ScatterChart {
+  std::string title, x_title, y_title;  // axis titles carry units; add " (log scale)" to x_title with log_x
+  // In each point's hover text: "<series>: <x_name> <x>, <y_name> <y>" ("trial 003: lr 1e-4, best val_loss 0.4213").
+  std::string x_name, y_name;
+  bool log_x = false;  // log10 x axis (every x must be > 0)
+  // Non-empty: the x axis is these categories, in this order, one band each (a string or boolean parameter); each
+  // point's x is its category's index, and the point carries the category's text as data-category too.
+  std::vector<std::string> x_categories;
+  std::string mark_legend;  // legend text of the ring, e.g. "best trial (003)"
+  std::vector<ScatterSeries> series;
+  // The legend's entries (the ring's follows when a point is ringed). A scatter often has one series a point, so its
+  // series are not listed by themselves: none by default.
+  std::vector<LegendEntry> legend;
+};
+
 struct BarGroup {
   std::string name, color;     // legend entry: "precision"
   std::vector<double> values;  // one per category, in [0, value_max]
@@ -69,6 +96,7 @@ struct HeatMap {
 };
 
 std::string render_line_chart(const LineChart& chart);
+std::string render_scatter_chart(const ScatterChart& chart);
 std::string render_bar_chart(const BarChart& chart);
 std::string render_heat_map(const HeatMap& map);
 

@@ -15,8 +15,6 @@
 
 namespace bertrain::report {
 
-namespace {
-
 using json = nlohmann::json;
 
 // Tableau's ten colours: distinct for the usual handful of runs, and readable for common colour blindness.
@@ -24,10 +22,13 @@ const char* const kRunColors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#
                                   "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
 const char* run_color(std::size_t run) { return kRunColors[run % std::size(kRunColors)]; }
 
-// A small box in the run's colour, before its name in tables and notes.
-std::string run_swatch(std::size_t run) {
-  return "<span class=\"swatch\" style=\"background:" + std::string(run_color(run)) + "\"></span>";
+std::string color_swatch(const std::string& color) {
+  return "<span class=\"swatch\" style=\"background:" + xml_escape(color) + "\"></span>";
 }
+
+std::string run_swatch(std::size_t run) { return color_swatch(run_color(run)); }
+
+namespace {
 
 // A number field of a metrics line; the trainer writes a non-finite loss as null (JSON has no NaN).
 double number_field(const json& object, const char* key, const std::string& where) {
@@ -118,13 +119,6 @@ void check_evaluation(const json& e, const std::string& path) {
 
 double number_or_nan(const json& value) { return value.is_number() ? value.get<double>() : NAN; }
 
-std::string duration(double seconds) {
-  if (!std::isfinite(seconds)) return "n/a";
-  if (seconds < 120) return format_fixed(seconds, 1) + " s";
-  if (seconds < 7200) return format_fixed(seconds / 60, 1) + " min";
-  return format_fixed(seconds / 3600, 2) + " h";
-}
-
 // A params value as the summary table shows it ("" when results.json does not have it).
 std::string param(const RunRecord& run, const char* key) {
   if (!run.results.is_object() || !run.results.contains("params")) return "";
@@ -181,7 +175,7 @@ std::string summary_table(const std::vector<RunRecord>& runs) {
             xml_escape(run.name) + "</td>" + cell(param(run, "model")) + cell(param(run, "engine")) +
             cell(param(run, "world_size"), true) + cell(param(run, "batch_size"), true) + cell(param(run, "lr"), true) +
             cell(epochs) + cell(best ? format_value(shown_epoch(*best)) : "none", true) +
-            cell(best ? format_fixed(best->val_loss, 4) : "n/a", true) + cell(duration(run.epochs.back().elapsed_s), true) +
+            cell(best ? format_fixed(best->val_loss, 4) : "n/a", true) + cell(format_duration(run.epochs.back().elapsed_s), true) +
             cell(headline_f1(run), true) + "</tr>\n";
   }
   return html + "</tbody>\n</table>\n</div>\n";
@@ -221,17 +215,21 @@ LineSeries epoch_series(const RunRecord& run, double EpochRecord::*field, std::s
   return s;
 }
 
+// What RunRecord::best is, as a ring's legend says it.
+const char kBestByValLoss[] = "best epoch (lowest val_loss)";
+
 // An empty chart of quantities per epoch, its best-epoch ring (where it draws one) the trainer's best/.
 LineChart per_epoch_chart(const std::string& title, const std::string& y_title) {
   LineChart chart;
   chart.title = title;
   chart.x_title = "epoch";
   chart.y_title = y_title;
-  chart.mark_legend = "best epoch (lowest val_loss)";
+  chart.mark_legend = kBestByValLoss;
   return chart;
 }
 
-// One chart of a per-epoch quantity, every run overlaid in its colour.
+}  // namespace
+
 LineChart epoch_chart(const std::vector<RunRecord>& runs, const std::string& title, const std::string& y_title,
                       double EpochRecord::*field) {
   LineChart chart = per_epoch_chart(title, y_title);
@@ -241,25 +239,31 @@ LineChart epoch_chart(const std::vector<RunRecord>& runs, const std::string& tit
   return chart;
 }
 
-// Train (solid) and validation (dashed) loss of every run, its best epoch ringed.
-LineChart loss_chart(const std::vector<RunRecord>& runs) {
+LineChart loss_chart(const std::vector<RunRecord>& runs, bool name_each_run, const std::string& mark_legend) {
   LineChart chart = per_epoch_chart("Loss per epoch", "loss (binary cross-entropy)");
+  chart.mark_legend = mark_legend;
+  const bool named = name_each_run || runs.size() > 1;
   for (std::size_t r = 0; r < runs.size(); ++r) {
-    const std::string prefix = runs.size() > 1 ? runs[r].name + " " : "";
+    const std::string prefix = named ? runs[r].name + " " : "";
     chart.series.push_back(epoch_series(runs[r], &EpochRecord::train_loss, prefix + "train_loss", run_color(r)));
     LineSeries val = epoch_series(runs[r], &EpochRecord::val_loss, prefix + "val_loss", run_color(r));
     val.dash = Dash::kDashed;
     val.marked = runs[r].best;
     chart.series.push_back(std::move(val));
   }
-  if (runs.size() > 1) {  // six or more lines: a colour per run, a line style per loss
+  if (named) {  // a colour per run and a line style per loss: each run's name once, not once per line
     for (std::size_t r = 0; r < runs.size(); ++r) chart.legend.push_back({runs[r].name, run_color(r), Swatch::kBox});
     chart.legend.push_back({"train_loss", "#444", Swatch::kLine});
     chart.legend.push_back({"val_loss", "#444", Swatch::kLine, Dash::kDashed});
-    chart.legend.push_back({chart.mark_legend, "#444", Swatch::kRing});
+    // The ring's entry only where a ring is drawn (a study's trial has no best epoch before its first evaluation).
+    if (std::any_of(runs.begin(), runs.end(), [](const RunRecord& run) { return run.best.has_value(); })) {
+      chart.legend.push_back({chart.mark_legend, "#444", Swatch::kRing});
+    }
   }
   return chart;
 }
+
+namespace {
 
 LineChart learning_rate_chart(const std::vector<RunRecord>& runs) {
   LineChart chart = epoch_chart(runs, "Learning rate after each epoch", "learning rate", &EpochRecord::lr);
@@ -501,7 +505,13 @@ const char kStyle[] =
     ".charts svg{width:100%;height:auto;background:#fff;border:1px solid #e5e5e5}"
     // A chart with a caption: one card around both, the caption wrapping inside it.
     ".charts figure{margin:0;background:#fff;border:1px solid #e5e5e5}.charts figure svg{border:0;display:block}"
-    "figcaption{color:#666;font-size:12px;padding:0 12px 12px;overflow-wrap:anywhere}";
+    "figcaption{color:#666;font-size:12px;padding:0 12px 12px;overflow-wrap:anywhere}"
+    // A study's trials table: the best trial's row tinted and badged (not by colour alone), a failed trial's error
+    // under its status, wrapping rather than widening the table.
+    "tr.best td{background:#fff4cc}.badge{font-size:11px;font-weight:bold;margin-left:6px;padding:0 4px;"
+    "border:1px solid #b58900;border-radius:3px;color:#7a5c00}"
+    ".error{color:#a1232b;font-size:12px;max-width:40em;overflow-wrap:anywhere}"
+    "td.json{font-family:'DejaVu Sans Mono',monospace;font-size:12px;overflow-wrap:anywhere}";
 
 }  // namespace
 
@@ -553,7 +563,7 @@ std::string run_summary(const RunRecord& run) {
   // results.json is written at the end: without it the run is going, or was stopped.
   std::string out = run.dir + ": " + (run.results.is_null() ? "trained " : "finished ") +
                     count_of(static_cast<long long>(run.epochs.size()), "epoch") + (run.results.is_null() ? " so far" : "") +
-                    " in " + duration(run.epochs.back().elapsed_s);
+                    " in " + format_duration(run.epochs.back().elapsed_s);
   if (run.stopped_early) out += ", stopped early " + early_stop_text(*run.stopped_early);
   if (run.best) {
     const EpochRecord& best = run.epochs[*run.best];
@@ -583,19 +593,22 @@ std::string run_summary(const RunRecord& run) {
   return out;
 }
 
+std::string page_head(const std::string& title) {
+  return "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
+         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n<title>" +
+         xml_escape(title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n<main>\n";
+}
+
 std::string render_report(const std::vector<RunRecord>& runs, const std::string& generated) {
   std::string names;
   for (const RunRecord& run : runs) names += (names.empty() ? "" : ", ") + run.name;
-  std::string html = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
-                     "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n<title>bertrain report: " +
-                     xml_escape(names) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n<main>\n" +
-                     "<h1>bertrain report</h1>\n<p class=\"meta\">" + std::to_string(runs.size()) +
+  std::string html = page_head("bertrain report: " + names) + "<h1>bertrain report</h1>\n<p class=\"meta\">" + std::to_string(runs.size()) +
                      (runs.size() == 1 ? " run" : " runs") + ", generated " + xml_escape(generated) +
                      ". Hover over a point, bar or cell for its exact value.</p>\n";
   html += "<section>\n<h2>Runs</h2>\n" + summary_table(runs) + early_stop_notes(runs) + "</section>\n";
   const bool any_lr_change = std::any_of(runs.begin(), runs.end(), learning_rate_changed);
   html += "<section>\n<h2>Training</h2>\n" + (any_lr_change ? "" : constant_learning_rate_note(runs)) +
-          "<div class=\"charts\">\n" + render_line_chart(loss_chart(runs));
+          "<div class=\"charts\">\n" + render_line_chart(loss_chart(runs, false, kBestByValLoss));
   // Beside the loss, where any run recorded them: the validation metrics that go with val_loss.
   if (std::any_of(runs.begin(), runs.end(), has_validation_metrics)) html += render_line_chart(validation_chart(runs));
   if (any_lr_change) html += render_line_chart(learning_rate_chart(runs));

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "tools/report/charts.h"
+
 namespace bertrain::report {
 
 // One line of metrics.jsonl; a value the trainer wrote as null (a diverged, non-finite loss) is NaN. `epoch` is
@@ -64,5 +66,26 @@ std::string run_summary(const RunRecord& run);
 // precision / recall / F1 bars and confusion matrix.
 // `generated` is printed in the header (the caller's clock, so that the page is otherwise deterministic).
 std::string render_report(const std::vector<RunRecord>& runs, const std::string& generated);
+
+// ---- Parts a study's page (study_report.h) shares with the runs' page --------------------------------------------
+
+// The colour of the `run`-th run of a page (ten, then they repeat): its lines, points and table swatch.
+const char* run_color(std::size_t run);
+// A small box in `color`, before a run's name in tables and notes; run_swatch(r) is run_color(r)'s.
+std::string color_swatch(const std::string& color);
+std::string run_swatch(std::size_t run);
+
+// A page from its start to the opening <main>: the document head with `title` and the one stylesheet every report
+// page uses. The page's content follows; it ends with "</main>\n</body>\n</html>\n".
+std::string page_head(const std::string& title);
+
+// Train (solid) and validation (dashed) loss per epoch of every run, each in run_color(its index), each run's `best`
+// ringed on its val_loss; `mark_legend` says what the ring is ("best epoch (lowest val_loss)"). Several runs, or
+// `name_each_run`, name each line "<run name> train_loss" and give the legend a box per run and a style per loss.
+LineChart loss_chart(const std::vector<RunRecord>& runs, bool name_each_run, const std::string& mark_legend);
+
+// One per-epoch quantity (`field`) of every run, a line named by the run in run_color(its index); no rings.
+LineChart epoch_chart(const std::vector<RunRecord>& runs, const std::string& title, const std::string& y_title,
+                      double EpochRecord::*field);
 
 }  // namespace bertrain::report

@@ -93,6 +93,13 @@ std::string format_fixed(double value, int decimals) {
   return std::isfinite(value) ? printf_double("%.*f", decimals, value) : "n/a";
 }
 
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds)) return "n/a";
+  if (seconds < 120) return format_fixed(seconds, 1) + " s";
+  if (seconds < 7200) return format_fixed(seconds / 60, 1) + " min";
+  return format_fixed(seconds / 3600, 2) + " h";
+}
+
 std::string format_px(double pixels) {
   std::string text = printf_double("%.*f", 2, pixels);
   while (text.back() == '0') text.pop_back();

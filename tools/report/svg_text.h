@@ -29,6 +29,10 @@ std::string format_fixed(double value, int decimals);
 // 4 significant digits in scientific notation, trailing zeros dropped: "1e-3", "8.5e-5" (learning rates).
 std::string format_scientific(double value);
 
+// A duration as a person reads it: "45.2 s" under two minutes, "12.5 min" under two hours, else "3.25 h"; "n/a"
+// when not finite.
+std::string format_duration(double seconds);
+
 // A coordinate in pixels, to 0.01 px (enough for any screen, short in the file).
 std::string format_px(double pixels);
 
