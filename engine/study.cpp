@@ -90,7 +90,11 @@ long Study::best_trial() const {
 std::vector<std::size_t> Study::ranking() const {
   std::vector<std::size_t> order(trials.size());
   std::iota(order.begin(), order.end(), 0);
+  // Groups: a metric, none yet, failed (whatever it reached before failing); by metric within the first.
+  const auto group = [&](const TrialRecord& t) { return t.status == TrialStatus::kFailed ? 2 : std::isnan(t.best_metric) ? 1 : 0; };
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    const int ga = group(trials[a]), gb = group(trials[b]);
+    if (ga != gb) return ga < gb;
     return better(trials[a].best_metric, trials[b].best_metric, lower_is_better);
   });
   return order;

@@ -74,7 +74,8 @@ struct Study {
   // The index of the best finished (completed or stopped) trial by best_metric; -1 when none has one. Ties: the
   // earlier trial.
   long best_trial() const;
-  // Indices of the trials in the order a table shows them: best first; trials without a metric last, by id.
+  // Indices of the trials in the order a table shows them (as bertrain report's): best first, then the trials
+  // without a metric, then the failed ones; trial order within each.
   std::vector<std::size_t> ranking() const;
 
   nlohmann::json to_json() const;

@@ -51,6 +51,11 @@ class ArgParser {
   // Of an option or flag the command has: whether it is a switch (flag(), no value), and its default value.
   bool is_switch(const std::string& name) const { return options_.at(name).is_flag; }
   const std::string& default_of(const std::string& name) const { return options_.at(name).default_value; }
+  // Whether option `name` takes an integer: its --help placeholder is N or K (a real one is X, RATE, P, ...).
+  bool takes_integer(const std::string& name) const {
+    const std::string& v = options_.at(name).value_name;
+    return v == "N" || v == "K";
+  }
   const std::vector<std::string>& positional_values() const { return positional_values_; }
   std::string help() const;
 

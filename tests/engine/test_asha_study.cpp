@@ -102,7 +102,7 @@ TEST(Study, BestTrialObservationsAndRanking) {
   EXPECT_EQ(s.best_trial(), 1);
   ASSERT_EQ(s.observations().size(), 2u);
   EXPECT_EQ(s.observations()[1].loss, 0.3);
-  EXPECT_EQ(s.ranking(), (std::vector<std::size_t>{2, 1, 0}));
+  EXPECT_EQ(s.ranking(), (std::vector<std::size_t>{1, 0, 2}));  // the failed trial last
 }
 
 TEST(Study, JsonRoundTrip) {

@@ -13,7 +13,6 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include "core/atomic_file.h"
 #include "core/count_text.h"
@@ -119,9 +118,11 @@ class StudyRunner {
           start_trial(study_.trials.size() - 1, slot, /*resume=*/false);
         }
       }
+      bool slot_freed = false;
       for (auto it = running_.begin(); it != running_.end();) {
         follow_metrics(*it);
         if (it->process->poll()) {
+          slot_freed = true;
           follow_metrics(*it);
           finish_trial(*it);
           slot_busy[static_cast<std::size_t>(it->slot)] = false;
@@ -132,7 +133,7 @@ class StudyRunner {
       }
       study_.time_s = time_before + seconds_since(start);
       if (running_.empty() && (stopping_ || static_cast<long>(study_.trials.size()) >= s_.trials)) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (!slot_freed) wait_for_news();  // else the next trial starts at once
     }
     save();
     if (stopping_) return finish_interrupted();
@@ -147,7 +148,7 @@ class StudyRunner {
     if (s_.resume) {
       BERTRAIN_CHECK(file_exists(file), "tune --resume: no study in " << s_.out_dir << " (no study.json)");
       study_ = input_step([&] { return Study::from_json(read_json_file(file), file); });
-      check_settings_unchanged();
+      input_step([&] { check_settings_unchanged(); });
       // The scheduler learns again what it had seen, in the same order, so that its rungs are as they were.
       for (const SchedulerEvent& e : study_.scheduler_events) {
         if (asha_) asha_->on_result(e.trial, e.iteration, e.value);
@@ -180,7 +181,22 @@ class StudyRunner {
     return out;
   }
 
+  // Sleeps until a trial exits (SIGCHLD, blocked for this) or 100 ms pass: a new epoch in a metrics.jsonl is seen
+  // within 100 ms, a finished trial's slot taken again at once. SIGINT / SIGTERM end the wait too.
+  void wait_for_news() const {
+    sigset_t child;
+    sigemptyset(&child);
+    sigaddset(&child, SIGCHLD);
+    const timespec timeout{0, 100 * 1000 * 1000};
+    ::sigtimedwait(&child, nullptr, &timeout);
+  }
+
   void install_signal_handlers() {
+    // SIGCHLD stays pending until wait_for_news takes it (trials start with an empty mask: trial_process.cpp).
+    sigset_t child;
+    sigemptyset(&child);
+    sigaddset(&child, SIGCHLD);
+    ::sigprocmask(SIG_BLOCK, &child, nullptr);
     struct sigaction action {};
     action.sa_handler = on_stop_signal;
     sigemptyset(&action.sa_mask);
@@ -289,10 +305,12 @@ class StudyRunner {
         std::printf("trial %s epoch %ld/%g: %s %s\n", t.id.c_str(), t.epochs, s_.max_t, s_.metric.c_str(),
                     metric_text(value).c_str());
       }
-      if (!asha_) continue;
+      // A trial the scheduler stopped reports no more, as in Ray (an epoch it finished before the signal landed
+      // is in its record, not in the scheduler's).
+      if (!asha_ || r.stop_requested) continue;
       study_.scheduler_events.push_back({t.id, t.epochs, value});
       const double milestone_cut = cutoff_before(t.epochs);
-      if (asha_->on_result(t.id, t.epochs, value) == AshaScheduler::Decision::kStop && !r.stop_requested) {
+      if (asha_->on_result(t.id, t.epochs, value) == AshaScheduler::Decision::kStop) {
         r.stop_requested = true;
         r.process->terminate();
         if (!s_.quiet) {

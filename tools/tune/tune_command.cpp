@@ -75,12 +75,6 @@ std::vector<json> read_initial_params(const std::string& text) {
   return points;
 }
 
-bool integer_text(const std::string& s) {
-  if (s.empty()) return false;
-  std::size_t i = s[0] == '-' ? 1 : 0;
-  return i < s.size() && std::all_of(s.begin() + static_cast<long>(i), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
 // Whether train's flag `name` is in `flags` (as --name or --name=...).
 bool has_flag(const std::vector<std::string>& flags, const std::string& name) {
   for (const std::string& f : flags) {
@@ -233,7 +227,7 @@ int run_tune(const std::vector<std::string>& args) {
   input_step([&] { check_space_flags(s.space, train, train_flags, space_file); });
   for (const SearchParam& param : s.space.params) {
     if (train.is_switch(param.name)) s.switches[param.name] = true;
-    else if (integer_text(train.default_of(param.name))) s.integers[param.name] = true;
+    else if (train.takes_integer(param.name)) s.integers[param.name] = true;
   }
   if (s.search == "grid") {
     const long size = input_step([&] { return grid_size(s.space); });

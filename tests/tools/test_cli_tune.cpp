@@ -1,0 +1,389 @@
+// `bertrain tune` end to end. Most studies run tests/tools/fake_trial.cpp as the trials' --launcher (a
+// deterministic objective with a known optimum, written as the trainer writes its run directory), so that the
+// scheduler's decisions, parallelism, failures, signals and --resume are tested exactly and fast; one short study
+// runs the real `bertrain train` on the tiny model, with MLflow.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "tests/tools/cli_test.h"
+
+#ifndef BERTRAIN_FAKE_TRIAL
+#error "BERTRAIN_FAKE_TRIAL must name the fake trial program"
+#endif
+
+namespace bertrain {
+namespace cli_test {
+namespace {
+
+class CliTune : public CliTest {
+ protected:
+  // tune with the fake trial as its launcher; TRAIN FLAGS need only what the fake reads (and train's required ones).
+  std::vector<std::string> tune_args(const std::string& space, const std::string& out, std::vector<std::string> own,
+                                     std::vector<std::string> train = {"--epochs", "4"}) {
+    spit(dir_ / "space.json", space);
+    std::vector<std::string> a{"tune", "--space", path("space.json"), "--out", out, "--launcher", BERTRAIN_FAKE_TRIAL};
+    a.insert(a.end(), own.begin(), own.end());
+    a.insert(a.end(), {"--", "--model", model(), "--train-data", data()});
+    a.insert(a.end(), train.begin(), train.end());
+    return a;
+  }
+  static json study(const fs::path& dir) { return json::parse(slurp(dir / "study.json")); }
+  static std::vector<std::string> statuses(const json& s) {
+    std::vector<std::string> out;
+    for (const json& t : s["trials"]) out.push_back(t["status"]);
+    return out;
+  }
+  static std::vector<long> epochs(const json& s) {
+    std::vector<long> out;
+    for (const json& t : s["trials"]) out.push_back(t["epochs"]);
+    return out;
+  }
+  // Each trial's metrics.jsonl holds epochs 0 .. n-1 once each.
+  static void expect_whole_histories(const fs::path& out, const json& s, long epochs_each) {
+    for (const json& t : s["trials"]) {
+      const std::vector<json> lines = read_jsonl(out / t["dir"].get<std::string>() / "metrics.jsonl");
+      ASSERT_EQ(static_cast<long>(lines.size()), epochs_each) << t;
+      for (long e = 0; e < epochs_each; ++e) EXPECT_EQ(lines[static_cast<std::size_t>(e)]["epoch"], e) << t;
+    }
+  }
+};
+
+// Grid order lr = 1e-4, 10^-3.5, 1e-3, 1e-5, 2e-4 (dropout 0.35): val_loss after epoch e is (log10 lr + 3.5)^2 +
+// 0.5 / (e + 1). One trial at a time, ASHA with grace period 1 and reduction factor 2 over 4 epochs (rungs at 1
+// and 2 epochs; rewards are -val_loss):
+//   000 (base 0.25)   rung 1 empty, records -0.75; rung 2 empty, records -0.5; trains its 4 epochs.
+//   001 (base 0)      rung 1 {-0.75}: -0.5 is not below -0.75; rung 2 {-0.5}: -0.25 not below -0.5; 4 epochs.
+//   002 (base 0.25)   rung 1 {-0.75, -0.5}: cutoff -0.625, -0.75 is below: stopped after epoch 1.
+//   003 (base 2.25)   rung 1 {-0.75, -0.5, -0.75}: cutoff -0.75, -2.75 is below: stopped after epoch 1.
+//   004 (base 0.0396) rung 1 {-2.75, -0.75, -0.75, -0.5}: cutoff -0.75, -0.5396 goes on; rung 2 {-0.5, -0.25}:
+//                     cutoff -0.375, -0.2896 goes on; 4 epochs.
+TEST_F(CliTune, AshaDecisionsEqualAHandComputedTrace) {
+  const std::string out = path("study");
+  const RunResult r = run(tune_args(R"({"lr": {"type": "choice", "values": [1e-4, 0.00031622776601683794, 1e-3, 1e-5, 2e-4]},
+                                         "dropout": 0.35})",
+                                    out, {"--search", "grid", "--reduction-factor", "2", "--grace-period", "1"}),
+                          {"FAKE_TRIAL_EPOCH_MS=400"});
+  ASSERT_TRUE(succeeded(r));
+  const json s = study(out);
+  EXPECT_EQ(statuses(s), (std::vector<std::string>{"completed", "completed", "stopped", "stopped", "completed"}));
+  EXPECT_EQ(epochs(s), (std::vector<long>{4, 4, 1, 1, 4}));
+  EXPECT_EQ(s["best_trial"], "001");
+  EXPECT_NEAR(s["trials"][1]["best_metric"].get<double>(), 0.125, 1e-12);  // 0 + 0.5 / 4
+  EXPECT_EQ(s["trials"][1]["best_epoch"], 3);
+  // The scheduler saw every evaluation up to each stop, in order.
+  EXPECT_EQ(s["scheduler_events"].size(), 4u + 4 + 1 + 1 + 4);
+  EXPECT_NE(r.out.find("trial 002 stopped by ASHA after epoch 1: val_loss 0.75000 is not in the best 1/2 at that rung "
+                       "(cutoff 0.62500)"),
+            std::string::npos)
+      << r.out;
+  // The table: best first.
+  const std::size_t head = r.out.find("trial  status");
+  ASSERT_NE(head, std::string::npos) << r.out;
+  EXPECT_LT(r.out.find("001    completed", head), r.out.find("004    completed", head));
+  EXPECT_LT(r.out.find("004    completed", head), r.out.find("000    completed", head));
+  // best/ is the best trial's best model; results.json has Made-With-ML's fields.
+  EXPECT_EQ(slurp(fs::path(out) / "best/model.safetensors"), "epoch 3\n");
+  const json results = json::parse(slurp(fs::path(out) / "results.json"));
+  for (const char* key : {"timestamp", "run_id", "params", "metrics"}) EXPECT_TRUE(results.contains(key)) << key;
+  EXPECT_EQ(results["params"]["lr"], 0.00031622776601683794);
+  EXPECT_EQ(results["metrics"].size(), 4u);
+  EXPECT_EQ(results["metrics"][0]["epoch"], 0);
+  EXPECT_TRUE(results["run_id"].is_null());  // no MLflow
+}
+
+TEST_F(CliTune, TrialsRunInParallelWithFlagsAsTrainTakesThem) {
+  const std::string out = path("study");
+  const RunResult r = run(tune_args(R"({"lr": {"type": "loguniform", "low": 1e-5, "high": 1e-2},
+                                         "dropout": {"type": "uniform", "low": 0.1, "high": 0.6},
+                                         "lr-patience": {"type": "uniform", "low": 1, "high": 10},
+                                         "shuffle": {"type": "choice", "values": [true]}})",
+                                    out, {"--search", "random", "--trials", "4", "--parallel", "2", "--scheduler", "none",
+                                          "--seed", "5"},
+                                    {"--epochs", "3"}),
+                          {"FAKE_TRIAL_EPOCH_MS=300"});
+  ASSERT_TRUE(succeeded(r));
+  const json s = study(out);
+  EXPECT_EQ(statuses(s), std::vector<std::string>(4, "completed"));
+  // Each trial's [start, end] from its times.txt: trials 000 and 001 started together and overlapped.
+  std::vector<std::pair<long long, long long>> spans;
+  for (int i = 0; i < 4; ++i) {
+    std::istringstream in(slurp(fs::path(out) / ("trials/00" + std::to_string(i)) / "times.txt"));
+    std::string word;
+    long long start = 0, end = 0;
+    in >> word >> start >> word >> end;
+    spans.emplace_back(start, end);
+  }
+  EXPECT_LT(spans[1].first, spans[0].second) << "trial 001 started after trial 000 ended";
+  EXPECT_LT(spans[0].first, spans[1].second);
+  // The flags as train takes them: an integer flag's integer part, a switch alone, and a share of the cores.
+  const std::vector<std::string> argv = lines_of(slurp(fs::path(out) / "trials/000/argv.txt"));
+  const double patience = s["trials"][0]["params"]["lr-patience"].get<double>();
+  const auto at = std::find(argv.begin(), argv.end(), "--lr-patience");
+  ASSERT_NE(at, argv.end());
+  EXPECT_EQ(*(at + 1), std::to_string(static_cast<long>(patience)));
+  EXPECT_NE(std::find(argv.begin(), argv.end(), "--shuffle"), argv.end());
+  // Through a launcher, placing the trials is the launcher's business: no --threads (the real study below checks
+  // the cores' split without one).
+  EXPECT_EQ(std::find(argv.begin(), argv.end(), "--threads"), argv.end());
+  EXPECT_EQ(*(std::find(argv.begin(), argv.end(), "--out") + 1), out + "/trials/000");
+  // The same seed proposes the same trials.
+  const std::string again = path("again");
+  ASSERT_TRUE(succeeded(run(tune_args(slurp(dir_ / "space.json"), again,
+                                      {"--search", "random", "--trials", "4", "--parallel", "2", "--scheduler", "none",
+                                       "--seed", "5", "--quiet"},
+                                      {"--epochs", "1"}),
+                            {"FAKE_TRIAL_EPOCH_MS=1"})));
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(study(again)["trials"][i]["params"], s["trials"][i]["params"]) << i;
+}
+
+TEST_F(CliTune, TpeFindsTheOptimumBetterThanRandomOnAverage) {
+  // The fake objective's optimum is lr = 10^-3.5, dropout = 0.35 (loss 0 + 0.5 / epochs).
+  const std::string space = R"({"lr": {"type": "loguniform", "low": 1e-6, "high": 1e-1},
+                                "dropout": {"type": "uniform", "low": 0.0, "high": 0.9}})";
+  double tpe = 0, random = 0;
+  for (const std::string seed : {"1", "2", "3"}) {
+    for (const std::string search : {"tpe", "random"}) {
+      const std::string out = path(search + seed);
+      ASSERT_TRUE(succeeded(run(tune_args(space, out, {"--search", search, "--trials", "30", "--startup-trials", "8",
+                                                       "--scheduler", "none", "--seed", seed, "--quiet"},
+                                          {"--epochs", "1"}),
+                                {"FAKE_TRIAL_EPOCH_MS=0"})));
+      const json s = study(out);
+      const double best = s["trials"][std::stoi(s["best_trial"].get<std::string>())]["best_metric"].get<double>() - 0.5;
+      (search == "tpe" ? tpe : random) += best / 3;
+    }
+  }
+  EXPECT_LT(tpe, random) << "mean best loss above the optimum: tpe " << tpe << ", random " << random;
+}
+
+TEST_F(CliTune, AFailedTrialIsRecordedAndTheStudyGoesOn) {
+  const std::string out = path("study");
+  const RunResult r = run(tune_args(R"({"weight-decay": {"type": "choice", "values": [0, 1]}})", out,
+                                    {"--search", "grid"}, {"--epochs", "2"}));
+  ASSERT_TRUE(succeeded(r));
+  const json s = study(out);
+  EXPECT_EQ(statuses(s), (std::vector<std::string>{"completed", "failed"}));
+  EXPECT_NE(s["trials"][1]["error"].get<std::string>().find("exit status 1: bertrain: error: fake failure"),
+            std::string::npos)
+      << s["trials"][1];
+  EXPECT_EQ(s["best_trial"], "000");
+  // Every trial failing is the study's failure.
+  const RunResult all = run(tune_args(R"({"weight-decay": {"type": "choice", "values": [0.7, 1]}})", path("bad"),
+                                      {"--search", "grid", "--quiet"}, {"--epochs", "2"}));
+  EXPECT_EQ(all.exit_code, 1) << all.describe();
+  EXPECT_NE(all.err.find("tune: no trial finished with a val_loss; trial 000: exit status 1: bertrain: error: fake failure"),
+            std::string::npos)
+      << all.err;
+}
+
+// Starts tune in the background (stdout in a file); returns its pid.
+pid_t start_tune(const std::vector<std::string>& args, const std::vector<std::string>& env, const std::string& log) {
+  std::vector<std::string> argv_storage{binary()};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<std::string> env_storage = testing::child_environment(env);
+  const std::vector<char*> argv = testing::exec_pointers(argv_storage);
+  const std::vector<char*> envp = testing::exec_pointers(env_storage);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execve(argv[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Waits (at most 60 s) until `ready` holds for the study.json in `dir`.
+bool wait_for_study(const fs::path& dir, const std::function<bool(const json&)>& ready) {
+  for (int i = 0; i < 600; ++i) {
+    if (fs::exists(dir / "study.json")) {
+      const json s = json::parse(slurp(dir / "study.json"), nullptr, false);
+      if (!s.is_discarded() && ready(s)) return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Both running trials have at least one epoch.
+bool two_running_with_an_epoch(const json& s) {
+  int n = 0;
+  for (const json& t : s["trials"]) n += t["status"] == "running" && t["epochs"].get<long>() >= 1 ? 1 : 0;
+  return n == 2;
+}
+
+TEST_F(CliTune, SigtermStopsEveryTrialWithItsCheckpointAndResumeFinishesTheStudy) {
+  const std::string out = path("study");
+  const std::vector<std::string> args =
+      tune_args(R"({"lr": {"type": "loguniform", "low": 1e-5, "high": 1e-2}})", out,
+                {"--search", "random", "--trials", "3", "--parallel", "2", "--scheduler", "none"}, {"--epochs", "4"});
+  const pid_t pid = start_tune(args, {"FAKE_TRIAL_EPOCH_MS=300"}, path("tune.log"));
+  ASSERT_TRUE(wait_for_study(out, two_running_with_an_epoch)) << slurp(path("tune.log"));
+  ::kill(pid, SIGTERM);
+  EXPECT_EQ(wait_exit(pid), 75) << slurp(path("tune.log"));
+  const json stopped = study(out);
+  EXPECT_EQ(statuses(stopped), (std::vector<std::string>{"interrupted", "interrupted"})) << stopped.dump(1);
+  EXPECT_FALSE(fs::exists(fs::path(out) / "best"));
+  EXPECT_NE(slurp(path("tune.log")).find("continue with the same command and --resume"), std::string::npos);
+  // The same command without --resume refuses to start over the study.
+  expect_error(run(args), "holds a study (study.json): continue it with --resume");
+
+  std::vector<std::string> resume = args;
+  resume.insert(resume.begin() + 1, "--resume");
+  const RunResult r = run(resume, {"FAKE_TRIAL_EPOCH_MS=20"});
+  ASSERT_TRUE(succeeded(r));
+  EXPECT_NE(r.out.find("resuming 2 trials"), std::string::npos) << r.out;
+  const json s = study(out);
+  EXPECT_EQ(statuses(s), std::vector<std::string>(3, "completed"));
+  expect_whole_histories(out, s, 4);
+  // Interrupted trials went on from their checkpoints (two runs each), the new one ran once.
+  EXPECT_NE(slurp(fs::path(out) / "trials/000/argv.txt").find("--resume"), std::string::npos);
+  EXPECT_EQ(slurp(fs::path(out) / "trials/002/argv.txt").find("--resume"), std::string::npos);
+  for (const json& t : stopped["trials"]) {
+    const int i = std::stoi(t["id"].get<std::string>());
+    EXPECT_EQ(s["trials"][i]["params"], t["params"]);  // a resumed trial keeps its parameters
+  }
+}
+
+TEST_F(CliTune, AStudyKilledWithoutWarningResumes) {
+  const std::string out = path("study");
+  const std::vector<std::string> args =
+      tune_args(R"({"lr": {"type": "loguniform", "low": 1e-5, "high": 1e-2}})", out,
+                {"--search", "random", "--trials", "2", "--parallel", "2", "--scheduler", "none"}, {"--epochs", "4"});
+  const pid_t pid = start_tune(args, {"FAKE_TRIAL_EPOCH_MS=300"}, path("tune.log"));
+  ASSERT_TRUE(wait_for_study(out, two_running_with_an_epoch)) << slurp(path("tune.log"));
+  ::kill(pid, SIGKILL);
+  EXPECT_EQ(wait_exit(pid), 128 + SIGKILL);
+  // The kernel stops the orphaned trials (SIGTERM): each writes "end" when it exits.
+  for (int i = 0; i < 100; ++i) {
+    const std::string a = slurp(fs::path(out) / "trials/000/times.txt"), b = slurp(fs::path(out) / "trials/001/times.txt");
+    if (a.find("end") != std::string::npos && b.find("end") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  for (const char* t : {"000", "001"}) {
+    EXPECT_NE(slurp(fs::path(out) / "trials" / t / "times.txt").find("end"), std::string::npos) << t << " still running";
+  }
+  std::vector<std::string> resume = args;
+  resume.insert(resume.begin() + 1, "--resume");
+  ASSERT_TRUE(succeeded(run(resume, {"FAKE_TRIAL_EPOCH_MS=20"})));
+  const json s = study(out);
+  EXPECT_EQ(statuses(s), std::vector<std::string>(2, "completed"));
+  expect_whole_histories(out, s, 4);
+}
+
+TEST_F(CliTune, BadInputIsOneLineNamingWhatToFix) {
+  const std::string out = path("study");
+  expect_error(run(tune_args(R"({"dropout_p": {"type": "uniform", "low": 0.3, "high": 0.9}})", out, {})),
+               "\"dropout-p\" is not a flag of bertrain train (see bertrain train --help); Made-With-ML's dropout_p is --dropout");
+  expect_error(run(tune_args(R"({"lr": {"type": "loguniform", "low": 0, "high": 1}})", out, {})),
+               "\"lr\": a loguniform's low must be positive");
+  expect_error(run(tune_args(R"({"lr": {"type": "uniform", "low": 1, "high": 1}})", out, {})),
+               "\"lr\": low (1) must be below high (1)");
+  expect_error(run(tune_args(R"({"batch-size": {"type": "choice", "values": []}})", out, {})),
+               "\"batch-size\": a choice needs at least one value");
+  expect_error(run(tune_args(R"({"shuffle": {"type": "uniform", "low": 0, "high": 1}})", out, {})),
+               "\"shuffle\": --shuffle is a switch: give it true / false");
+  expect_error(run(tune_args(R"({"out": "x", "lr": {"type": "uniform", "low": 1e-5, "high": 1e-4}})", out, {})),
+               "\"out\": tune sets --out itself");
+  expect_error(run(tune_args(R"({"lr": {"type": "uniform", "low": 1e-5, "high": 1e-4}})", out, {}, {"--lr", "1e-4"})),
+               "\"lr\" is also given after --");
+  expect_error(run(tune_args(R"({"lr": {"type": "uniform", "low": 1e-5, "high": 1e-4}})", out, {}, {"--epochz", "3"})),
+               "tune: TRAIN FLAGS: train: unknown option '--epochz'");
+  expect_error(run(tune_args(R"({"lr": {"type": "uniform", "low": 1e-5, "high": 1e-4}})", out, {}, {"--out", "x"})),
+               "tune: --out after --: tune sets it for each trial");
+  expect_error(run(tune_args(R"({"lr": {"type": "uniform", "low": 1e-5, "high": 1e-4}})", out, {"--search", "grid"})),
+               "grid search: \"lr\" is continuous (uniform)");
+  expect_error(run(tune_args(R"({"lr": {"type": "uniform", "low": 1e-5, "high": 1e-4}})", out,
+                             {"--initial-params", R"({"lr": 1})"})),
+               "--initial-params[0]: \"lr\": 1 is not a number in [1e-05, 0.0001]");
+  expect_error(run(tune_args(R"({"lr": {"type": "uniform", "low": 1e-5, "high": 1e-4}})", out, {"--grace-period", "5"},
+                             {"--epochs", "3"})),
+               "--grace-period (5) must not exceed the trials' epochs (3)");
+  expect_error(run(tune_args(R"({"lr": {"type": "uniform", "low": 1e-5, "high": 1e-4}})", out, {}, {"--eval-steps", "3"})),
+               "--scheduler asha counts epochs; --eval-steps");
+  spit(dir_ / "broken.json", "{\"lr\": ");
+  expect_error(run({"tune", "--space", path("broken.json"), "--out", out, "--", "--model", model(), "--train-data", data()}),
+               "broken.json");
+  EXPECT_FALSE(fs::exists(fs::path(out) / "study.json"));
+
+  // --resume with another space is refused, naming the setting.
+  ASSERT_TRUE(succeeded(run(tune_args(R"({"lr": {"type": "uniform", "low": 1e-5, "high": 1e-4}})", out,
+                                      {"--trials", "1", "--quiet"}, {"--epochs", "1"}),
+                            {"FAKE_TRIAL_EPOCH_MS=0"})));
+  expect_error(run(tune_args(R"({"lr": {"type": "uniform", "low": 1e-5, "high": 2e-4}})", out, {"--resume"},
+                             {"--epochs", "1"})),
+               "tune --resume: space differs from the study in");
+  // A larger --trials grows a finished study.
+  const RunResult more = run(tune_args(R"({"lr": {"type": "uniform", "low": 1e-5, "high": 1e-4}})", out,
+                                       {"--trials", "2", "--resume", "--quiet"}, {"--epochs", "1"}),
+                             {"FAKE_TRIAL_EPOCH_MS=0"});
+  ASSERT_TRUE(succeeded(more));
+  EXPECT_EQ(study(out)["trials"].size(), 2u);
+}
+
+// The real trainer on the tiny model: two trials at once, ASHA, MLflow parent and child runs, and a best/ that
+// predict loads.
+TEST_F(CliTune, AShortRealStudyWithMlflow) {
+  const std::string out = path("study"), mlruns = path("mlruns");
+  spit(dir_ / "space.json", R"({"lr": {"type": "loguniform", "low": 1e-4, "high": 1e-2}, "dropout": 0.1})");
+  const RunResult r = run({"tune", "--space", path("space.json"), "--out", out, "--trials", "3", "--parallel", "2",
+                           "--search", "random", "--mlflow-dir", mlruns, "--experiment", "tune-test", "--initial-params",
+                           R"([{"train_loop_config": {"lr": 1e-3}}])", "--",
+                           "--model", model(), "--train-data", data(), "--epochs", "2", "--batch-size", "8",
+                           "--device", "cpu"});
+  ASSERT_TRUE(succeeded(r));
+  const json s = study(out);
+  ASSERT_EQ(s["trials"].size(), 3u);
+  EXPECT_EQ(s["trials"][0]["params"], json::parse(R"({"lr": 1e-3, "dropout": 0.1})"));
+  for (const json& t : s["trials"]) {
+    EXPECT_TRUE(t["status"] == "completed" || t["status"] == "stopped") << t;
+    EXPECT_TRUE(fs::exists(fs::path(out) / t["dir"].get<std::string>() / "train.log"));
+  }
+  ASSERT_TRUE(s["best_trial"].is_string());
+  const fs::path best_trial = fs::path(out) / "trials" / s["best_trial"].get<std::string>();
+  EXPECT_EQ(slurp(fs::path(out) / "best/model.safetensors"), slurp(best_trial / "best/model.safetensors"));
+  const RunResult predicted = run({"predict", "--model", out + "/best", "--text", "image segmentation with a camera"});
+  ASSERT_TRUE(succeeded(predicted));
+  // MLflow: the study's run, FINISHED, and each trial's run its child.
+  const std::string parent = s["mlflow_run_id"];
+  const json results = json::parse(slurp(fs::path(out) / "results.json"));
+  ASSERT_TRUE(results["run_id"].is_string()) << results;
+  fs::path experiment;
+  for (const auto& e : fs::directory_iterator(mlruns)) {
+    if (fs::exists(e.path() / parent)) experiment = e.path();
+  }
+  ASSERT_FALSE(experiment.empty()) << "no experiment holds the study's run " << parent;
+  EXPECT_NE(slurp(experiment / "meta.yaml").find("tune-test"), std::string::npos);
+  int children = 0;
+  for (const auto& run_dir : fs::directory_iterator(experiment)) {
+    const fs::path tag = run_dir.path() / "tags/mlflow.parentRunId";
+    if (fs::exists(tag)) {
+      EXPECT_EQ(slurp(tag), parent);
+      ++children;
+    }
+  }
+  EXPECT_EQ(children, 3);
+  EXPECT_TRUE(fs::exists(experiment / results["run_id"].get<std::string>() / "artifacts/model"));
+  EXPECT_NE(slurp(experiment / parent / "meta.yaml").find("status: 3"), std::string::npos);  // FINISHED
+  EXPECT_TRUE(fs::exists(experiment / parent / "artifacts/study.json"));
+  // On a CPU the cores are split between the trials running at once.
+  const std::string threads = std::to_string(std::max(1u, std::thread::hardware_concurrency() / 2));
+  EXPECT_NE(slurp(best_trial / "train.log").find("engine: cpu (" + threads + " thread"), std::string::npos)
+      << slurp(best_trial / "train.log");
+}
+
+}  // namespace
+}  // namespace cli_test
+}  // namespace bertrain
