@@ -295,4 +295,34 @@ class XmlParser {
 // ("line L, column C: reason") on anything that is not well-formed. See the file comment for the subset.
 inline XmlElement parse_xml(const std::string& document) { return detail::XmlParser(document).parse_document(); }
 
+// The readers of a parsed chart the report suites share.
+// Attribute `key` of `e` as a number; throws naming the element when it has none.
+inline double attr_number(const XmlElement& e, const std::string& key) {
+  const std::string* value = e.attribute(key);
+  if (value == nullptr) throw std::runtime_error("<" + e.name + "> has no attribute " + key);
+  return std::stod(*value);
+}
+
+// Attribute `key` of `e`, "(absent)" when it has none.
+inline std::string attr(const XmlElement& e, const std::string& key) {
+  const std::string* value = e.attribute(key);
+  return value ? *value : std::string("(absent)");
+}
+
+// Every <tag> under `root` whose class is `cls`.
+inline std::vector<const XmlElement*> with_class(const XmlElement& root, const std::string& tag, const std::string& cls) {
+  std::vector<const XmlElement*> found;
+  for (const XmlElement* e : root.find_all(tag)) {
+    if (attr(*e, "class") == cls) found.push_back(e);
+  }
+  return found;
+}
+
+// An element's own text and its descendants', joined: what a reader of the chart can see or hover.
+inline std::string all_text(const XmlElement& root) {
+  std::string text = root.text;
+  for (const XmlElement& child : root.children) text += " " + all_text(child);
+  return text;
+}
+
 }  // namespace bertrain::testing

@@ -26,17 +26,23 @@ heavy is imported early, each module is patched right after its own code has run
    to --model DIR (config.json, model.safetensors, vocab.txt), the same redirect as serve_peer_mwml.py.
    HF_HUB_OFFLINE=1 and TRANSFORMERS_OFFLINE=1 are set so that nothing tries the hub.
 3. Its `__main__` (`ray.init(runtime_env={"env_vars": {"GITHUB_USERNAME": ...}})` then the Typer CLI) is this
-   script's: the same `ray.init()` (all the machine's CPUs: 2 here; --ray-cpus to change), whose runtime_env also
-   carries PYTHONPATH (the source tree), the patch hook and the variables it reads; GITHUB_USERNAME is set to
-   --github-username (only used in the EFS path that 1. replaces). `tune_models` is then called with the
-   arguments its README's tune command gives, except the resources (see below).
+   script's: the same `ray.init()` (with num_cpus as in 4.), whose runtime_env also carries PYTHONPATH (the
+   source tree), the patch hook and the variables it reads; GITHUB_USERNAME is set to --github-username (only
+   used in the EFS path that 1. replaces). `tune_models` is then called with the arguments its README's tune
+   command gives, except the resources (below).
+
+4. Ray's logical CPUs: a trial reserves 1 CPU for Ray Train's TorchTrainer actor (Ray's default trainer_resources
+   with num_workers >= 1) plus cpu_per_worker per worker, 2 in all. Made-With-ML's plain `ray.init()` gives Ray
+   the 2 CPUs of this machine, so its ConcurrencyLimiter(max_concurrent=2) would only ever run one trial, with one
+   core idle under the idle TorchTrainer actor. Ray is started with num_cpus = max(nproc, 2 x (1 + num_workers x
+   cpu_per_worker)) = 4 here (--ray-cpus to change): two trials run at once, and their training workers (Ray sets
+   OMP_NUM_THREADS=1 in each, its 1 CPU) use the two cores.
 
 Resources: Made-With-ML's README runs the tune command on its cluster (g5.4xlarge) with --num-runs 2
 --num-workers 1 --cpu-per-worker 3 --gpu-per-worker 1 --num-epochs 10 --batch-size 256. This machine has 2 cores
 and no GPU, so this script passes `tune_models`' own defaults: --num-workers 1 --cpu-per-worker 1
---gpu-per-worker 0 (its test, tests/code/test_tune.py, also uses cpu_per_worker=1, gpu_per_worker=0): with
-ConcurrencyLimiter(max_concurrent=2) two trials run at once, one CPU each (Ray then sets OMP_NUM_THREADS=1 in
-each training worker). --num-runs defaults to 10 here (README: 2).
+--gpu-per-worker 0 (its test, tests/code/test_tune.py, also uses cpu_per_worker=1, gpu_per_worker=0).
+--num-runs defaults to 10 here (README: 2).
 
 Prints Made-With-ML's own log (its results dict) and Ray's progress, then, last, one JSON line:
 `wall_s` (the `tune_models` call, from its start to its return: data loading and preprocessing, every trial,
@@ -203,7 +209,8 @@ def main():
     parser.add_argument("--num-epochs", type=int, default=10, help="tune_models num_epochs (ASHA max_t)")
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--num-samples", type=int,
-                        help="tune_models num_samples: use only the first N shuffled rows (default: all)")
+                        help="tune_models num_samples: only the first N shuffled rows (default: all); its from_items "
+                             "path makes one Ray block per row: much slower preprocessing than the whole file")
     parser.add_argument("--num-workers", type=int, default=1, help="Ray Train workers per trial (its default 1)")
     parser.add_argument("--cpu-per-worker", type=int, default=1, help="its default 1 (README on its cluster: 3)")
     parser.add_argument("--initial-params", default=DEFAULT_INITIAL_PARAMS,
@@ -257,7 +264,7 @@ def main():
     if ray.is_initialized():
         ray.shutdown()
     start = time.perf_counter()
-    # Change 4 (resources): each trial reserves 1 CPU for Ray Train's TorchTrainer actor (Ray's default
+    # Change 4 of the docstring: each trial reserves 1 CPU for Ray Train's TorchTrainer actor (Ray's default
     # trainer_resources with num_workers >= 1, outside Colab) plus cpu_per_worker per worker: 2 with the defaults.
     # Made-With-ML's plain ray.init() gives 2 logical CPUs on this machine, so only one trial would ever run and one
     # core would sit idle under the idle TorchTrainer actor. Ray is given enough logical CPUs for the
@@ -320,7 +327,8 @@ def main():
         "study": {"num_runs": args.num_runs, "num_epochs": args.num_epochs, "batch_size": args.batch_size,
                   "num_samples": args.num_samples, "num_workers": args.num_workers,
                   "cpu_per_worker": args.cpu_per_worker, "gpu_per_worker": 0, "max_concurrent": 2,
-                  "ray_cpus": ray_cpus, "machine_cpus": os.cpu_count(), "initial_params": json.loads(args.initial_params),
+                  "ray_cpus": ray_cpus, "machine_cpus": os.cpu_count(),
+                  "initial_params": json.loads(args.initial_params),
                   "experiment_name": args.experiment_name},
         "model": str(model_dir),
         "dataset": str(dataset),

@@ -25,31 +25,10 @@ using testing::parse_xml;
 using testing::XmlElement;
 namespace fs = std::filesystem;
 
-double attr_number(const XmlElement& e, const std::string& key) {
-  const std::string* value = e.attribute(key);
-  if (value == nullptr) throw std::runtime_error("<" + e.name + "> has no attribute " + key);
-  return std::stod(*value);
-}
-
-std::string attr(const XmlElement& e, const std::string& key) {
-  const std::string* value = e.attribute(key);
-  return value ? *value : std::string("(absent)");
-}
-
-std::vector<const XmlElement*> with_class(const XmlElement& root, const std::string& tag, const std::string& cls) {
-  std::vector<const XmlElement*> found;
-  for (const XmlElement* e : root.find_all(tag)) {
-    if (attr(*e, "class") == cls) found.push_back(e);
-  }
-  return found;
-}
-
-// Every <text>'s own text and its <title> children's, joined: what a reader of the chart can see or hover.
-std::string all_text(const XmlElement& root) {
-  std::string text = root.text;
-  for (const XmlElement& child : root.children) text += " " + all_text(child);
-  return text;
-}
+using testing::all_text;
+using testing::attr;
+using testing::attr_number;
+using testing::with_class;
 
 // Points of `series` in document order as (value, pixel) pairs of one coordinate.
 std::vector<std::pair<double, double>> points_of(const XmlElement& svg, const std::string& series, const char* data,

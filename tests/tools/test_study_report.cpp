@@ -27,31 +27,10 @@ using testing::parse_xml;
 using testing::XmlElement;
 namespace fs = std::filesystem;
 
-double attr_number(const XmlElement& e, const std::string& key) {
-  const std::string* value = e.attribute(key);
-  if (value == nullptr) throw std::runtime_error("<" + e.name + "> has no attribute " + key);
-  return std::stod(*value);
-}
-
-std::string attr(const XmlElement& e, const std::string& key) {
-  const std::string* value = e.attribute(key);
-  return value ? *value : std::string("(absent)");
-}
-
-std::vector<const XmlElement*> with_class(const XmlElement& root, const std::string& tag, const std::string& cls) {
-  std::vector<const XmlElement*> found;
-  for (const XmlElement* e : root.find_all(tag)) {
-    if (attr(*e, "class") == cls) found.push_back(e);
-  }
-  return found;
-}
-
-// An element's own text and its descendants', joined: what a reader sees or hovers.
-std::string all_text(const XmlElement& root) {
-  std::string text = root.text;
-  for (const XmlElement& child : root.children) text += " " + all_text(child);
-  return text;
-}
+using testing::all_text;
+using testing::attr;
+using testing::attr_number;
+using testing::with_class;
 
 // The chart whose title (aria-label) is `title`, or nullptr.
 const XmlElement* chart_titled(const XmlElement& page, const std::string& title) {
