@@ -17,20 +17,63 @@ constexpr const char* kStatusNames[] = {"running", "completed", "stopped", "fail
 json number_or_null(double x) { return std::isfinite(x) ? json(x) : json(); }
 json count_or_null(double x) { return std::isfinite(x) ? json(static_cast<long>(x)) : json(); }
 
-double number_field(const json& j, const char* key, const std::string& where) {
-  if (!j.contains(key) || j[key].is_null()) return NAN;
-  BERTRAIN_CHECK(j[key].is_number(), where << ": \"" << key << "\" is not a number");
-  return j[key].get<double>();
-}
+// study.json's fields, checked as they are read: every error names the file and the field's path in it
+// ("trials[2].epochs"), as a person finds it when they open the file.
+struct StudyFields {
+  std::string origin;
 
-std::string string_field(const json& j, const char* key, const std::string& where, bool required) {
-  if (!j.contains(key)) {
-    BERTRAIN_CHECK(!required, where << ": no \"" << key << "\"");
-    return "";
+  const json& need(const json& object, const std::string& key, const std::string& field) const {
+    BERTRAIN_CHECK(object.contains(key), origin << ": no field '" << field << "'");
+    return object[key];
   }
-  BERTRAIN_CHECK(j[key].is_string(), where << ": \"" << key << "\" is not a string");
-  return j[key].get<std::string>();
-}
+  std::string string(const json& object, const std::string& key, const std::string& field) const {
+    const json& value = need(object, key, field);
+    BERTRAIN_CHECK(value.is_string(), origin << ": field '" << field << "' is not a string");
+    return value.get<std::string>();
+  }
+  // A number, or NaN for null; tune writes null until there is a value, so an absent field counts as null too.
+  double number_or_null(const json& object, const std::string& key, const std::string& field) const {
+    if (!object.contains(key) || object[key].is_null()) return NAN;
+    BERTRAIN_CHECK(object[key].is_number(), origin << ": field '" << field << "' is not a number or null");
+    return object[key].get<double>();
+  }
+
+  // Entry `index` of "trials": its id must be the index's (trials are numbered in the order they were proposed).
+  TrialRecord trial(const json& entry, long index) const {
+    const std::string at = "trials[" + std::to_string(index) + "]";
+    BERTRAIN_CHECK(entry.is_object(), origin << ": field '" << at << "' is not an object");
+    TrialRecord t;
+    t.id = string(entry, "id", at + ".id");
+    BERTRAIN_CHECK(t.id == trial_id(index), origin << ": field '" << at << ".id' is '" << t.id << "', not '"
+                                                   << trial_id(index) << "' (trials are numbered in order)");
+    const json& params = need(entry, "params", at + ".params");
+    BERTRAIN_CHECK(params.is_object(), origin << ": field '" << at << ".params' is not an object");
+    for (const auto& [name, value] : params.items()) {
+      BERTRAIN_CHECK(value.is_number() || value.is_string() || value.is_boolean(),
+                     origin << ": field '" << at << ".params." << name << "' is not a number, string or boolean");
+    }
+    t.params = params;
+    const std::string status = string(entry, "status", at + ".status");
+    const auto* const name = std::find(std::begin(kStatusNames), std::end(kStatusNames), status);
+    BERTRAIN_CHECK(name != std::end(kStatusNames), origin << ": field '" << at << ".status' is '" << status
+                                                          << "', not completed, stopped, failed, interrupted or running");
+    t.status = static_cast<TrialStatus>(name - std::begin(kStatusNames));
+    const json& epochs = need(entry, "epochs", at + ".epochs");
+    BERTRAIN_CHECK(epochs.is_number_integer() && epochs.get<long long>() >= 0,
+                   origin << ": field '" << at << ".epochs' is not a count (a whole number, 0 or more)");
+    t.epochs = epochs.get<long>();
+    t.best_metric = number_or_null(entry, "best_metric", at + ".best_metric");
+    t.best_epoch = number_or_null(entry, "best_epoch", at + ".best_epoch");
+    BERTRAIN_CHECK(std::isnan(t.best_epoch) || (t.best_epoch >= 0 && t.best_epoch == std::floor(t.best_epoch)),
+                   origin << ": field '" << at << ".best_epoch' is not an epoch (a whole number, 0 or more, or null)");
+    t.last_metric = number_or_null(entry, "last_metric", at + ".last_metric");
+    t.time_s = number_or_null(entry, "time_s", at + ".time_s");
+    if (std::isnan(t.time_s)) t.time_s = 0;
+    if (entry.contains("error") && !entry["error"].is_null()) t.error = string(entry, "error", at + ".error");
+    if (entry.contains("mlflow_run_id")) t.mlflow_run_id = string(entry, "mlflow_run_id", at + ".mlflow_run_id");
+    return t;
+  }
+};
 
 // Whether metric a is better than b (a NaN is never better).
 bool better(double a, double b, bool lower_is_better) {
@@ -42,13 +85,6 @@ bool better(double a, double b, bool lower_is_better) {
 }  // namespace
 
 const char* trial_status_name(TrialStatus status) { return kStatusNames[static_cast<int>(status)]; }
-
-TrialStatus parse_trial_status(const std::string& name) {
-  for (int i = 0; i < 5; ++i) {
-    if (name == kStatusNames[i]) return static_cast<TrialStatus>(i);
-  }
-  BERTRAIN_FAIL("unknown trial status '" << name << "'");
-}
 
 std::string trial_id(long index) {
   char text[32];
@@ -135,55 +171,54 @@ json Study::to_json() const {
 }
 
 Study Study::from_json(const json& j, const std::string& origin) {
+  const StudyFields f{origin};
   BERTRAIN_CHECK(j.is_object(), origin << ": not a JSON object");
-  BERTRAIN_CHECK(j.value("version", 0) == 1, origin << ": not a study.json of version 1");
+  const json& version = f.need(j, "version", "version");
+  BERTRAIN_CHECK(version.is_number_integer() && version.get<long long>() == 1,
+                 origin << ": field 'version' is " << version.dump() << ", and this bertrain reads version 1");
   Study s;
-  s.metric = string_field(j, "metric", origin, true);
-  const std::string mode = string_field(j, "mode", origin, true);
-  BERTRAIN_CHECK(mode == "min" || mode == "max", origin << ": \"mode\" must be min or max, got '" << mode << "'");
+  s.metric = f.string(j, "metric", "metric");
+  BERTRAIN_CHECK(!s.metric.empty(), origin << ": field 'metric' is empty");
+  const std::string mode = f.string(j, "mode", "mode");
+  BERTRAIN_CHECK(mode == "min" || mode == "max", origin << ": field 'mode' is '" << mode << "', not min or max");
   s.lower_is_better = mode == "min";
-  BERTRAIN_CHECK(j.contains("settings") && j["settings"].is_object(), origin << ": no object \"settings\"");
-  s.settings = j["settings"];
-  BERTRAIN_CHECK(j.contains("searched") && j["searched"].is_array(), origin << ": no array \"searched\"");
-  for (const json& name : j["searched"]) {
-    BERTRAIN_CHECK(name.is_string(), origin << ": \"searched\" holds a non-string");
-    s.searched.push_back(name.get<std::string>());
+  if (j.contains("settings")) {
+    BERTRAIN_CHECK(j["settings"].is_object(), origin << ": field 'settings' is not an object");
+    s.settings = j["settings"];
   }
-  BERTRAIN_CHECK(j.contains("trials") && j["trials"].is_array(), origin << ": no array \"trials\"");
-  for (std::size_t i = 0; i < j["trials"].size(); ++i) {
-    const json& tj = j["trials"][i];
-    const std::string where = origin + ": trials[" + std::to_string(i) + "]";
-    BERTRAIN_CHECK(tj.is_object(), where << ": not an object");
-    TrialRecord t;
-    t.id = string_field(tj, "id", where, true);
-    BERTRAIN_CHECK(t.id == trial_id(static_cast<long>(i)), where << ": id '" << t.id << "' should be '" << trial_id(static_cast<long>(i)) << "'");
-    BERTRAIN_CHECK(tj.contains("params") && tj["params"].is_object(), where << ": no object \"params\"");
-    t.params = tj["params"];
-    t.status = parse_trial_status(string_field(tj, "status", where, true));
-    BERTRAIN_CHECK(tj.contains("epochs") && tj["epochs"].is_number_integer() && tj["epochs"].get<long>() >= 0,
-                   where << ": \"epochs\" is not a count");
-    t.epochs = tj["epochs"].get<long>();
-    t.best_metric = number_field(tj, "best_metric", where);
-    t.best_epoch = number_field(tj, "best_epoch", where);
-    t.last_metric = number_field(tj, "last_metric", where);
-    t.time_s = number_field(tj, "time_s", where);
-    if (std::isnan(t.time_s)) t.time_s = 0;
-    t.error = string_field(tj, "error", where, false);
-    t.mlflow_run_id = string_field(tj, "mlflow_run_id", where, false);
-    s.trials.push_back(t);
+  const json& searched = f.need(j, "searched", "searched");
+  BERTRAIN_CHECK(searched.is_array(), origin << ": field 'searched' is not an array");
+  for (std::size_t i = 0; i < searched.size(); ++i) {
+    const std::string at = "searched[" + std::to_string(i) + "]";
+    BERTRAIN_CHECK(searched[i].is_string(), origin << ": field '" << at << "' is not a string");
+    const std::string name = searched[i].get<std::string>();
+    BERTRAIN_CHECK(std::find(s.searched.begin(), s.searched.end(), name) == s.searched.end(),
+                   origin << ": field '" << at << "' names '" << name << "' again");
+    s.searched.push_back(name);
+  }
+  const json& trials = f.need(j, "trials", "trials");
+  BERTRAIN_CHECK(trials.is_array(), origin << ": field 'trials' is not an array");
+  for (std::size_t i = 0; i < trials.size(); ++i) s.trials.push_back(f.trial(trials[i], static_cast<long>(i)));
+  if (j.contains("best_trial") && !j["best_trial"].is_null()) {
+    const std::string best = f.string(j, "best_trial", "best_trial");
+    BERTRAIN_CHECK(std::any_of(s.trials.begin(), s.trials.end(), [&](const TrialRecord& t) { return t.id == best; }),
+                   origin << ": field 'best_trial' is '" << best << "', which no trial is");
   }
   if (j.contains("scheduler_events")) {
-    BERTRAIN_CHECK(j["scheduler_events"].is_array(), origin << ": \"scheduler_events\" is not an array");
-    for (const json& e : j["scheduler_events"]) {
-      BERTRAIN_CHECK(e.is_object() && e.contains("trial") && e["trial"].is_string() && e.contains("iteration") &&
-                         e["iteration"].is_number_integer(),
-                     origin << ": a scheduler event needs \"trial\" and \"iteration\"");
-      s.scheduler_events.push_back({e["trial"].get<std::string>(), e["iteration"].get<long>(),
-                                    number_field(e, "value", origin + ": scheduler_events")});
+    const json& events = j["scheduler_events"];
+    BERTRAIN_CHECK(events.is_array(), origin << ": field 'scheduler_events' is not an array");
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      const std::string at = "scheduler_events[" + std::to_string(i) + "]";
+      BERTRAIN_CHECK(events[i].is_object(), origin << ": field '" << at << "' is not an object");
+      const json& iteration = f.need(events[i], "iteration", at + ".iteration");
+      BERTRAIN_CHECK(iteration.is_number_integer() && iteration.get<long>() >= 1,
+                     origin << ": field '" << at << ".iteration' is not an evaluation count");
+      s.scheduler_events.push_back({f.string(events[i], "trial", at + ".trial"), iteration.get<long>(),
+                                    f.number_or_null(events[i], "value", at + ".value")});
     }
   }
-  s.mlflow_run_id = string_field(j, "mlflow_run_id", origin, false);
-  s.time_s = number_field(j, "time_s", origin);
+  if (j.contains("mlflow_run_id")) s.mlflow_run_id = f.string(j, "mlflow_run_id", "mlflow_run_id");
+  s.time_s = f.number_or_null(j, "time_s", "time_s");
   if (std::isnan(s.time_s)) s.time_s = 0;
   return s;
 }

@@ -29,7 +29,6 @@ namespace bertrain {
 // kRunning: in progress (or the study was killed while it ran: --resume continues it too).
 enum class TrialStatus { kRunning, kCompleted, kStopped, kFailed, kInterrupted };
 const char* trial_status_name(TrialStatus status);
-TrialStatus parse_trial_status(const std::string& name);  // Error naming the status
 
 struct TrialRecord {
   std::string id;    // "000", "001", ...: the trial's number, zero-padded to 3 digits
@@ -79,7 +78,8 @@ struct Study {
   std::vector<std::size_t> ranking() const;
 
   nlohmann::json to_json() const;
-  // Throws Error naming `origin` and the field on a file this code did not write.
+  // Reads study.json (tune's --resume, bertrain report). Throws Error naming `origin` and the field's path in it
+  // ("study.json: field 'trials[1].epochs' is not a count") on anything this code would not have written.
   static Study from_json(const nlohmann::json& j, const std::string& origin);
 };
 

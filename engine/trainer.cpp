@@ -299,6 +299,17 @@ class TrainingLoop {
     loop_start_ = Clock::now();
     period_start_ = loop_start_;
     for (long step = run_.first_step; step < p_.plan.total_steps; ++step) {
+      // One process stops before it starts another step. The stop flag travels with a step's loss, which is taken
+      // one step late (train), so a signal that came during an evaluation (as bertrain tune's ASHA sends it, right
+      // after metrics.jsonl) would otherwise cost two more steps. Ranks of a job agree on stopping through that
+      // loss's allreduce, so they keep stopping where it is taken.
+      if (p_.comm.size() == 1 && step > run_.first_step && StopSignals::received() != 0) {
+        const bool checkpointed = pending_count_ == 0;  // step - 1 was drained for its evaluation or checkpoint
+        drain();
+        if (!checkpointed) checkpoint(step - 1, /*step_checkpoint=*/false, /*evaluated=*/false);
+        progress_.clear();
+        throw TrainingStopped(stop_message(step - 1));
+      }
       train(step);
       const bool evaluation = p_.plan.evaluation_due(p_.args, step);
       const bool save = p_.args.save_steps > 0 && (step + 1) % p_.args.save_steps == 0;

@@ -117,13 +117,13 @@ TEST(Study, JsonRoundTrip) {
   EXPECT_EQ(back.to_json(), j);
   json bad = j;
   bad["trials"][1]["status"] = "lost";
-  testing::expect_error([&] { Study::from_json(bad, "study.json"); }, "unknown trial status 'lost'");
+  testing::expect_error([&] { Study::from_json(bad, "study.json"); }, "study.json: field 'trials[1].status' is 'lost', not completed, stopped, failed, interrupted or running");
   bad = j;
   bad["trials"][1].erase("params");
-  testing::expect_error([&] { Study::from_json(bad, "study.json"); }, "study.json: trials[1]: no object \"params\"");
+  testing::expect_error([&] { Study::from_json(bad, "study.json"); }, "study.json: no field 'trials[1].params'");
   bad = j;
   bad["mode"] = "up";
-  testing::expect_error([&] { Study::from_json(bad, "study.json"); }, "\"mode\" must be min or max");
+  testing::expect_error([&] { Study::from_json(bad, "study.json"); }, "study.json: field 'mode' is 'up', not min or max");
 }
 
 }  // namespace

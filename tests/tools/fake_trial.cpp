@@ -5,7 +5,7 @@
 //   val_loss after epoch e (from 0) = (log10(lr) + 3.5)^2 + 4 (dropout - 0.35)^2 + 0.5 / (e + 1)
 // so the best parameters are lr = 10^-3.5 and dropout = 0.35. SIGTERM during an epoch ends it without its
 // evaluation (the checkpoint of the epoch before stands), as the trainer's step checkpoint does. It also writes RUN_DIR/argv.txt (its flags, one per
-// line) and appends "start <ns>" / "end <ns>" (CLOCK_REALTIME) to RUN_DIR/times.txt, and fails (exit 1, with
+// line) and CUDA_VISIBLE_DEVICES (RUN_DIR/cuda_visible_devices.txt), and appends "start <ns>" / "end <ns>" (CLOCK_REALTIME) to RUN_DIR/times.txt, and fails (exit 1, with
 // bertrain's error line) when --weight-decay is above 0.5. FAKE_TRIAL_EPOCH_MS: how long an epoch takes (default 50).
 #include <signal.h>
 #include <time.h>
@@ -59,6 +59,8 @@ int main(int argc, char** argv) {
   const std::string out = flags["out"];
   std::filesystem::create_directories(out);
   write_atomically(out + "/argv.txt", listed);
+  const char* devices = std::getenv("CUDA_VISIBLE_DEVICES");
+  write_atomically(out + "/cuda_visible_devices.txt", devices != nullptr ? devices : "(unset)");
   std::ofstream(out + "/times.txt", std::ios::app) << "start " << now_ns() << "\n";
   const int epochs = flags.count("epochs") ? std::atoi(flags["epochs"].c_str()) : 10;
   const double lr = flags.count("lr") ? std::atof(flags["lr"].c_str()) : 1e-4;

@@ -141,6 +141,30 @@ TEST_F(CliTune, TrialsRunInParallelWithFlagsAsTrainTakesThem) {
   for (int i = 0; i < 4; ++i) EXPECT_EQ(study(again)["trials"][i]["params"], s["trials"][i]["params"]) << i;
 }
 
+TEST_F(CliTune, DevicesGiveEachRunningTrialItsOwnGpu) {
+  const std::string out = path("study");
+  // Two devices: two trials at once by default, each on the device its slot holds; the third takes a freed slot.
+  ASSERT_TRUE(succeeded(run(tune_args(R"({"lr": {"type": "choice", "values": [1e-4, 2e-4, 3e-4]}})", out,
+                                      {"--search", "grid", "--devices", "3,5", "--scheduler", "none", "--quiet"},
+                                      {"--epochs", "2"}),
+                            {"FAKE_TRIAL_EPOCH_MS=300"})));
+  EXPECT_EQ(slurp(fs::path(out) / "trials/000/cuda_visible_devices.txt"), "3");
+  EXPECT_EQ(slurp(fs::path(out) / "trials/001/cuda_visible_devices.txt"), "5");
+  const std::string third = slurp(fs::path(out) / "trials/002/cuda_visible_devices.txt");
+  EXPECT_TRUE(third == "3" || third == "5") << third;
+  // Trials 000 and 001 ran together.
+  const auto span = [&](const char* id) {
+    std::istringstream in(slurp(fs::path(out) / "trials" / id / "times.txt"));
+    std::string word;
+    long long start = 0, end = 0;
+    in >> word >> start >> word >> end;
+    return std::make_pair(start, end);
+  };
+  EXPECT_LT(span("001").first, span("000").second);
+  expect_error(run(tune_args(R"({"lr": {"type": "choice", "values": [1e-4]}})", path("bad"), {"--devices", "0,,1"})),
+               "--devices: an empty item in '0,,1'");
+}
+
 TEST_F(CliTune, TpeFindsTheOptimumBetterThanRandomOnAverage) {
   // The fake objective's optimum is lr = 10^-3.5, dropout = 0.35 (loss 0 + 0.5 / epochs).
   const std::string space = R"({"lr": {"type": "loguniform", "low": 1e-6, "high": 1e-1},
@@ -317,6 +341,8 @@ TEST_F(CliTune, BadInputIsOneLineNamingWhatToFix) {
   expect_error(run({"tune", "--space", path("broken.json"), "--out", out, "--", "--model", model(), "--train-data", data()}),
                "broken.json");
   EXPECT_FALSE(fs::exists(fs::path(out) / "study.json"));
+  expect_error(run(tune_args(R"({"lr": {"type": "uniform", "low": 1e-5, "high": 1e-4}})", out, {"--resume"})),
+               "tune --resume: no study in");
 
   // --resume with another space is refused, naming the setting.
   ASSERT_TRUE(succeeded(run(tune_args(R"({"lr": {"type": "uniform", "low": 1e-5, "high": 1e-4}})", out,

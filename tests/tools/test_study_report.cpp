@@ -386,7 +386,7 @@ TEST_F(StudyReportTest, TheSummarySaysWhatTheStudyReachedAndWhereTheModelIs) {
 TEST_F(StudyReportTest, AStudyWithoutEpochsYetIsAPageOfItsTrials) {
   json j = study_json();
   for (json& t : j["trials"]) {
-    t["status"] = "pending";
+    t["status"] = "running";
     t["epochs"] = 0;
     t["best_metric"] = nullptr;
     t["best_epoch"] = nullptr;
@@ -445,7 +445,7 @@ TEST_F(StudyReportTest, ABadStudyJsonIsAnErrorNamingTheFileAndField) {
       {[](json& j) { j["trials"][3]["best_metric"] = "low"; }, ": field 'trials[3].best_metric' is not a number or null"},
       {[](json& j) { j["trials"][0]["best_epoch"] = 1.5; }, ": field 'trials[0].best_epoch' is not an epoch"},
       {[](json& j) { j["trials"][2]["error"] = 1; }, ": field 'trials[2].error' is not a string"},
-      {[](json& j) { j["trials"][1]["id"] = "000"; }, ": field 'trials[1].id' is '000', an earlier trial's id"},
+      {[](json& j) { j["trials"][1]["id"] = "000"; }, ": field 'trials[1].id' is '000', not '001' (trials are numbered in order)"},
       {[](json& j) { j["best_trial"] = "009"; }, ": field 'best_trial' is '009', which no trial is"},
       {[](json& j) { j["settings"] = "tpe"; }, ": field 'settings' is not an object"},
   };

@@ -18,63 +18,11 @@ namespace {
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
-const char* const kStatuses[] = {"completed", "stopped", "failed", "running", "interrupted", "pending"};
-const char kStatusList[] = "completed, stopped, failed, running, interrupted or pending";
-
+// The order the page counts trials by status in.
+const TrialStatus kStatusOrder[] = {TrialStatus::kCompleted, TrialStatus::kStopped, TrialStatus::kFailed,
+                                    TrialStatus::kRunning, TrialStatus::kInterrupted};
 // A point of a trial that has a best metric but no curves, so no colour of its own on the page.
 const char kUnchartedColor[] = "#999999";
-
-// study.json's fields, checked as they are read: every error names the file and the field's path in it
-// ("trials[2].epochs"), as a person finds it when they open the file.
-struct StudyFile {
-  std::string path;
-
-  const json& need(const json& object, const std::string& key, const std::string& field) const {
-    BERTRAIN_CHECK(object.contains(key), path << ": no field '" << field << "'");
-    return object[key];
-  }
-  std::string string(const json& object, const std::string& key, const std::string& field) const {
-    const json& value = need(object, key, field);
-    BERTRAIN_CHECK(value.is_string(), path << ": field '" << field << "' is not a string");
-    return value.get<std::string>();
-  }
-  // A number, or NaN for null; tune writes null until there is a value, so an absent field counts as null too.
-  double number_or_null(const json& object, const std::string& key, const std::string& field) const {
-    if (!object.contains(key) || object[key].is_null()) return NAN;
-    BERTRAIN_CHECK(object[key].is_number(), path << ": field '" << field << "' is not a number or null");
-    return object[key].get<double>();
-  }
-};
-
-StudyTrial read_trial(const StudyFile& file, const json& entry, const std::string& at, const std::string& study_dir) {
-  BERTRAIN_CHECK(entry.is_object(), file.path << ": field '" << at << "' is not an object");
-  StudyTrial t;
-  t.id = file.string(entry, "id", at + ".id");
-  BERTRAIN_CHECK(!t.id.empty(), file.path << ": field '" << at << ".id' is empty");
-  const std::string dir = entry.contains("dir") ? file.string(entry, "dir", at + ".dir") : "trials/" + t.id;
-  t.dir = (fs::path(study_dir) / dir).string();
-  const json& params = file.need(entry, "params", at + ".params");
-  BERTRAIN_CHECK(params.is_object(), file.path << ": field '" << at << ".params' is not an object");
-  for (const auto& [name, value] : params.items()) {
-    BERTRAIN_CHECK(value.is_number() || value.is_string() || value.is_boolean(),
-                   file.path << ": field '" << at << ".params." << name << "' is not a number, string or boolean");
-  }
-  t.params = params;
-  t.status = file.string(entry, "status", at + ".status");
-  BERTRAIN_CHECK(std::find(std::begin(kStatuses), std::end(kStatuses), t.status) != std::end(kStatuses),
-                 file.path << ": field '" << at << ".status' is '" << t.status << "', not " << kStatusList);
-  const json& epochs = file.need(entry, "epochs", at + ".epochs");
-  BERTRAIN_CHECK(epochs.is_number_integer() && epochs.get<long long>() >= 0,
-                 file.path << ": field '" << at << ".epochs' is not a count (a whole number, 0 or more)");
-  t.epochs = epochs.get<long>();
-  t.best_metric = file.number_or_null(entry, "best_metric", at + ".best_metric");
-  t.best_epoch = file.number_or_null(entry, "best_epoch", at + ".best_epoch");
-  BERTRAIN_CHECK(std::isnan(t.best_epoch) || (t.best_epoch >= 0 && t.best_epoch == std::floor(t.best_epoch)),
-                 file.path << ": field '" << at << ".best_epoch' is not an epoch (a whole number, 0 or more, or null)");
-  t.time_s = file.number_or_null(entry, "time_s", at + ".time_s");
-  if (entry.contains("error") && !entry["error"].is_null()) t.error = file.string(entry, "error", at + ".error");
-  return t;
-}
 
 // The trial's curves, where its run directory has recorded an epoch. A trial that is starting has no metrics.jsonl,
 // or an empty one; one whose file cannot be read is listed with the reason rather than failing the whole page (it
@@ -149,10 +97,11 @@ std::string params_text(const StudyRecord& study, const StudyTrial& t) {
   return text;
 }
 
-// "1 completed, 1 stopped, 1 failed" in kStatuses' order, statuses no trial has left out.
+// "1 completed, 1 stopped, 1 failed" in kStatusOrder, statuses no trial has left out.
 std::string status_counts(const StudyRecord& study) {
   std::string text;
-  for (const char* status : kStatuses) {
+  for (const TrialStatus s : kStatusOrder) {
+    const std::string status = trial_status_name(s);
     const auto n = std::count_if(study.trials.begin(), study.trials.end(),
                                  [&](const StudyTrial& t) { return t.status == status; });
     if (n > 0) text += (text.empty() ? "" : ", ") + std::to_string(n) + " " + status;
@@ -355,51 +304,37 @@ bool is_study_dir(const std::string& dir) { return file_exists((fs::path(dir) / 
 
 StudyRecord load_study(const std::string& dir) {
   BERTRAIN_CHECK(directory_exists(dir), "study directory '" << dir << "' not found");
-  const StudyFile file{(fs::path(dir) / "study.json").string()};
-  const json j = read_json_file(file.path);
-  BERTRAIN_CHECK(j.is_object(), file.path << ": not a JSON object");
-  const json& version = file.need(j, "version", "version");
-  BERTRAIN_CHECK(version.is_number_integer() && version.get<long long>() == 1,
-                 file.path << ": field 'version' is " << version.dump() << ", and this bertrain reads version 1");
+  const std::string path = (fs::path(dir) / "study.json").string();
+  const json j = read_json_file(path);
   StudyRecord study;
   study.dir = dir;
-  study.metric = file.string(j, "metric", "metric");
-  BERTRAIN_CHECK(!study.metric.empty(), file.path << ": field 'metric' is empty");
-  const std::string mode = file.string(j, "mode", "mode");
-  BERTRAIN_CHECK(mode == "min" || mode == "max", file.path << ": field 'mode' is '" << mode << "', not min or max");
-  study.lower_is_better = mode == "min";
-  if (j.contains("settings")) {
-    BERTRAIN_CHECK(j["settings"].is_object(), file.path << ": field 'settings' is not an object");
-    study.settings = j["settings"];
+  study.record = Study::from_json(j, path);
+  study.metric = study.record.metric;
+  study.lower_is_better = study.record.lower_is_better;
+  study.settings = study.record.settings;
+  study.searched = study.record.searched;
+  for (const TrialRecord& r : study.record.trials) {
+    StudyTrial t;
+    t.id = r.id;
+    t.dir = (fs::path(dir) / r.dir()).string();
+    t.params = r.params;
+    t.status = trial_status_name(r.status);
+    t.epochs = r.epochs;
+    t.best_metric = r.best_metric;
+    t.best_epoch = r.best_epoch;
+    t.time_s = r.time_s;
+    t.error = r.error;
+    load_curves(&t);
+    study.trials.push_back(std::move(t));
   }
-  const json& searched = file.need(j, "searched", "searched");
-  BERTRAIN_CHECK(searched.is_array(), file.path << ": field 'searched' is not an array");
-  for (std::size_t i = 0; i < searched.size(); ++i) {
-    const std::string at = "searched[" + std::to_string(i) + "]";
-    BERTRAIN_CHECK(searched[i].is_string(), file.path << ": field '" << at << "' is not a string");
-    const std::string name = searched[i].get<std::string>();
-    BERTRAIN_CHECK(std::find(study.searched.begin(), study.searched.end(), name) == study.searched.end(),
-                   file.path << ": field '" << at << "' names '" << name << "' again");
-    study.searched.push_back(name);
+  // The best trial as the file records it (from_json checked that it names one), e.g. none before any trial ended.
+  if (j.contains("best_trial") && j["best_trial"].is_string()) {
+    const std::string best = j["best_trial"].get<std::string>();
+    for (std::size_t i = 0; i < study.trials.size(); ++i) {
+      if (study.trials[i].id == best) study.best = i;
+    }
   }
-  const json& trials = file.need(j, "trials", "trials");
-  BERTRAIN_CHECK(trials.is_array(), file.path << ": field 'trials' is not an array");
-  std::set<std::string> ids;
-  for (std::size_t i = 0; i < trials.size(); ++i) {
-    const std::string at = "trials[" + std::to_string(i) + "]";
-    study.trials.push_back(read_trial(file, trials[i], at, dir));
-    BERTRAIN_CHECK(ids.insert(study.trials.back().id).second,
-                   file.path << ": field '" << at << ".id' is '" << study.trials.back().id << "', an earlier trial's id");
-  }
-  if (j.contains("best_trial") && !j["best_trial"].is_null()) {
-    const std::string best = file.string(j, "best_trial", "best_trial");
-    const auto it = std::find_if(study.trials.begin(), study.trials.end(),
-                                 [&](const StudyTrial& t) { return t.id == best; });
-    BERTRAIN_CHECK(it != study.trials.end(), file.path << ": field 'best_trial' is '" << best << "', which no trial is");
-    study.best = static_cast<std::size_t>(it - study.trials.begin());
-  }
-  study.time_s = file.number_or_null(j, "time_s", "time_s");
-  for (StudyTrial& t : study.trials) load_curves(&t);
+  study.time_s = study.record.time_s;
   const std::string study_best = (fs::path(dir) / "best").string();
   if (directory_exists(study_best)) {
     study.best_model = study_best;
@@ -409,19 +344,7 @@ StudyRecord load_study(const std::string& dir) {
   return study;
 }
 
-std::vector<std::size_t> rank_trials(const StudyRecord& study) {
-  // 0: has a metric and is in the race; 1: no metric yet; 2: failed, whatever it reached before it failed.
-  auto group = [&](const StudyTrial& t) { return is_failed(t) ? 2 : std::isfinite(t.best_metric) ? 0 : 1; };
-  std::vector<std::size_t> order(study.trials.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    const StudyTrial &ta = study.trials[a], &tb = study.trials[b];
-    if (group(ta) != group(tb)) return group(ta) < group(tb);
-    if (group(ta) != 0) return false;
-    return study.lower_is_better ? ta.best_metric < tb.best_metric : ta.best_metric > tb.best_metric;
-  });
-  return order;
-}
+std::vector<std::size_t> rank_trials(const StudyRecord& study) { return study.record.ranking(); }
 
 std::string render_study_report(const StudyRecord& study, const std::string& generated) {
   const std::vector<std::string> colors = trial_colors(study);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/study.h"
 #include "tools/report/run_report.h"
 
 namespace bertrain::report {
@@ -19,7 +20,7 @@ struct StudyTrial {
   std::string id;              // "000", "001", ...
   std::string dir;             // the trial's run directory: the study directory joined with the entry's "dir"
   nlohmann::json params;       // name -> number, string or boolean
-  std::string status;          // completed | stopped | failed | running | interrupted | pending
+  std::string status;          // completed | stopped | failed | running | interrupted (engine/study.h)
   long epochs = 0;             // evaluations recorded so far
   double best_metric = NAN;    // NaN: null (no evaluation yet)
   double best_epoch = NAN;     // counted from 0 as metrics.jsonl counts; NaN: null
@@ -32,6 +33,7 @@ struct StudyTrial {
 };
 
 struct StudyRecord {
+  Study record;                     // study.json as engine/study.h reads it
   std::string dir;                  // as given on the command line
   std::string metric;               // the metrics.jsonl key the study optimizes ("val_loss")
   bool lower_is_better = true;      // study.json's mode: "min"
@@ -48,8 +50,8 @@ struct StudyRecord {
 // Whether `dir` holds a tune study (a study.json), as opposed to a training run.
 bool is_study_dir(const std::string& dir);
 
-// Reads DIR/study.json, checking every field the page uses (errors name the file and the field, e.g.
-// "DIR/study.json: field 'trials[1].epochs' is not a count"), and each trial's run directory. A trial without
+// Reads DIR/study.json (Study::from_json: errors name the file and the field, e.g. "DIR/study.json: field
+// 'trials[1].epochs' is not a count"), and each trial's run directory. A trial without
 // recorded epochs, or whose metrics.jsonl cannot be read, is not an error: it is listed, not charted.
 StudyRecord load_study(const std::string& dir);
 

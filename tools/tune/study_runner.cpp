@@ -146,7 +146,7 @@ class StudyRunner {
   void load_or_start() {
     const std::string file = path("study.json");
     if (s_.resume) {
-      BERTRAIN_CHECK(file_exists(file), "tune --resume: no study in " << s_.out_dir << " (no study.json)");
+      if (!file_exists(file)) throw InputError("tune --resume: no study in " + s_.out_dir + " (no study.json)");
       study_ = input_step([&] { return Study::from_json(read_json_file(file), file); });
       input_step([&] { check_settings_unchanged(); });
       // The scheduler learns again what it had seen, in the same order, so that its rungs are as they were.
