@@ -108,5 +108,12 @@ int main(int argc, char** argv) {
   }
   write_atomically(out + "/results.json", "{\"metrics\": []}\n");
   std::ofstream(out + "/times.txt", std::ios::app) << "end " << now_ns() << "\n";
+  // FAKE_TRIAL_LINGER_MS: the time a process takes to exit after its training (MLflow, freeing memory), during
+  // which the trainer no longer catches SIGTERM: one then ends the process.
+  if (const char* linger = std::getenv("FAKE_TRIAL_LINGER_MS")) {
+    signal(SIGTERM, SIG_DFL);
+    if (stop) raise(SIGTERM);
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(linger)));
+  }
   return 0;
 }

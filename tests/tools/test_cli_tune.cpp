@@ -71,12 +71,25 @@ TEST_F(CliTune, AshaDecisionsEqualAHandComputedTrace) {
   ASSERT_TRUE(succeeded(r));
   const json s = study(out);
   EXPECT_EQ(statuses(s), (std::vector<std::string>{"completed", "completed", "stopped", "stopped", "completed"}));
-  EXPECT_EQ(epochs(s), (std::vector<long>{4, 4, 1, 1, 4}));
+  // A stopped trial ends within the epoch after its stop (SIGTERM lands while it runs; tune looks every 100 ms);
+  // what it records after the stop is not the scheduler's (Ray hears nothing more from a stopped trial).
+  const std::vector<long> e = epochs(s);
+  EXPECT_EQ(e[0], 4);
+  EXPECT_EQ(e[1], 4);
+  EXPECT_EQ(e[4], 4);
+  for (int i : {2, 3}) EXPECT_TRUE(e[i] == 1 || e[i] == 2) << "trial " << i << ": " << e[i] << " epochs";
   EXPECT_EQ(s["best_trial"], "001");
   EXPECT_NEAR(s["trials"][1]["best_metric"].get<double>(), 0.125, 1e-12);  // 0 + 0.5 / 4
   EXPECT_EQ(s["trials"][1]["best_epoch"], 3);
-  // The scheduler saw every evaluation up to each stop, in order.
-  EXPECT_EQ(s["scheduler_events"].size(), 4u + 4 + 1 + 1 + 4);
+  // The scheduler's inputs, in order: every evaluation of a trial up to its stop (the one at max_t too, which
+  // decides nothing), one trial at a time.
+  std::vector<std::pair<std::string, long>> events;
+  for (const json& ev : s["scheduler_events"]) events.emplace_back(ev["trial"], ev["iteration"]);
+  const std::vector<std::pair<std::string, long>> expected{{"000", 1}, {"000", 2}, {"000", 3}, {"000", 4},
+                                                           {"001", 1}, {"001", 2}, {"001", 3}, {"001", 4},
+                                                           {"002", 1}, {"003", 1}, {"004", 1}, {"004", 2},
+                                                           {"004", 3}, {"004", 4}};
+  EXPECT_EQ(events, expected);
   EXPECT_NE(r.out.find("trial 002 stopped by ASHA after epoch 1: val_loss 0.75000 is not in the best 1/2 at that rung "
                        "(cutoff 0.62500)"),
             std::string::npos)
@@ -279,6 +292,26 @@ TEST_F(CliTune, SigtermStopsEveryTrialWithItsCheckpointAndResumeFinishesTheStudy
     const int i = std::stoi(t["id"].get<std::string>());
     EXPECT_EQ(s["trials"][i]["params"], t["params"]);  // a resumed trial keeps its parameters
   }
+}
+
+TEST_F(CliTune, ATrialEndedByTheStudysSigtermAfterItsTrainingIsNotAFailure) {
+  const std::string out = path("study");
+  const std::vector<std::string> args = tune_args(R"({"lr": {"type": "choice", "values": [1e-4]}})", out,
+                                                  {"--scheduler", "none"}, {"--epochs", "2"});
+  // The trial trains its 2 epochs, then takes 5 s to exit, with SIGTERM no longer caught.
+  const pid_t pid = start_tune(args, {"FAKE_TRIAL_EPOCH_MS=10", "FAKE_TRIAL_LINGER_MS=5000"}, path("tune.log"));
+  ASSERT_TRUE(wait_for_study(out, [](const json& s) { return !s["trials"].empty() && s["trials"][0]["epochs"] == 2; }))
+      << slurp(path("tune.log"));
+  for (int i = 0; i < 50 && slurp(fs::path(out) / "trials/000/times.txt").find("end") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ::kill(pid, SIGTERM);
+  EXPECT_EQ(wait_exit(pid), 75) << slurp(path("tune.log"));
+  EXPECT_EQ(study(out)["trials"][0]["status"], "interrupted") << slurp(path("tune.log"));
+  std::vector<std::string> resume = args;
+  resume.insert(resume.begin() + 1, "--resume");
+  ASSERT_TRUE(succeeded(run(resume)));
+  EXPECT_EQ(study(out)["trials"][0]["status"], "completed");
 }
 
 TEST_F(CliTune, AStudyKilledWithoutWarningResumes) {

@@ -215,7 +215,9 @@ class StudyRunner {
       }
       params["train_flags"] = json(s_.train_flags).dump();
       mlflow_->log_params(params);
-      for (const SearchParam& p : s_.space.params) mlflow_->set_tag("bertrain.space." + p.name, s_.settings["space"][p.name].dump());
+      for (const SearchParam& p : s_.space.params) {
+        mlflow_->set_tag("bertrain.space." + p.name, s_.settings["space"][p.name].dump());
+      }
       mlflow_->set_tag("bertrain.study", s_.out_dir);
       save();
     }
@@ -260,7 +262,9 @@ class StudyRunner {
     TrialRecord& t = study_.trials[index];
     make_directories(path(t.dir()));
     std::map<std::string, std::string> env;
-    if (!s_.devices.empty()) env["CUDA_VISIBLE_DEVICES"] = s_.devices[static_cast<std::size_t>(slot) % s_.devices.size()];
+    if (!s_.devices.empty()) {
+      env["CUDA_VISIBLE_DEVICES"] = s_.devices[static_cast<std::size_t>(slot) % s_.devices.size()];
+    }
     const std::vector<int> cpus = s_.cpus.empty() ? std::vector<int>() : s_.cpus[static_cast<std::size_t>(slot)];
     Running r;
     r.index = index;
@@ -272,11 +276,10 @@ class StudyRunner {
     save();
     if (!s_.quiet) {
       std::string params;
-      for (const auto& item : t.params.items()) {
-        if (s_.space.find(item.key()) && s_.space.find(item.key())->searched()) params += " " + item.key() + "=" + short_value(item.value());
-      }
+      for (const SearchParam* p : s_.space.searched()) params += " " + p->name + "=" + short_value(t.params[p->name]);
+      const std::string gpu = s_.devices.empty() ? "" : ", GPU " + env["CUDA_VISIBLE_DEVICES"];
       std::printf("trial %s %s:%s (%s/%s%s)\n", t.id.c_str(), resume ? "resumed" : "started", params.c_str(),
-                  s_.out_dir.c_str(), t.dir().c_str(), env.count("CUDA_VISIBLE_DEVICES") ? (", GPU " + env["CUDA_VISIBLE_DEVICES"]).c_str() : "");
+                  s_.out_dir.c_str(), t.dir().c_str(), gpu.c_str());
       std::fflush(stdout);
     }
     running_.push_back(std::move(r));
@@ -344,11 +347,17 @@ class StudyRunner {
     t.time_s = r.time_before + seconds_since(r.started);
     const bool exited = WIFEXITED(status);
     const int code = exited ? WEXITSTATUS(status) : -1;
+    // Our SIGTERM can land after the training's end, when train no longer turns it into a checkpoint and exit 75:
+    // then the process dies of it, having done what we asked.
+    const bool our_sigterm =
+        WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM && (r.stop_requested || stopping_);
+    const bool all_epochs = static_cast<double>(t.epochs) >= s_.max_t;
     if (exited && code == 0) {
-      t.status = r.stop_requested && static_cast<double>(t.epochs) < s_.max_t ? TrialStatus::kStopped
-                                                                              : TrialStatus::kCompleted;
-    } else if (exited && code == 75) {
-      t.status = r.stop_requested ? TrialStatus::kStopped : TrialStatus::kInterrupted;
+      t.status = r.stop_requested && !all_epochs ? TrialStatus::kStopped : TrialStatus::kCompleted;
+    } else if ((exited && code == 75) || our_sigterm) {
+      t.status = !r.stop_requested ? TrialStatus::kInterrupted
+                 : all_epochs      ? TrialStatus::kCompleted
+                                   : TrialStatus::kStopped;
     } else {
       t.status = TrialStatus::kFailed;
       t.error = error_of(path(t.dir() + "/train.log"), status);
@@ -365,9 +374,10 @@ class StudyRunner {
     if (!s_.quiet) {
       std::string what = trial_status_name(t.status);
       if (t.status == TrialStatus::kFailed) what += " (" + t.error + "; log: " + path(t.dir() + "/train.log") + ")";
-      std::printf("trial %s %s after %s: best %s %s%s\n", t.id.c_str(), what.c_str(), count_of(t.epochs, "epoch").c_str(),
-                  s_.metric.c_str(), metric_text(t.best_metric).c_str(),
-                  std::isfinite(t.best_epoch) ? (" at epoch " + std::to_string(static_cast<long>(t.best_epoch) + 1)).c_str() : "");
+      const std::string at =
+          std::isfinite(t.best_epoch) ? " at epoch " + std::to_string(static_cast<long>(t.best_epoch) + 1) : "";
+      std::printf("trial %s %s after %s: best %s %s%s\n", t.id.c_str(), what.c_str(),
+                  count_of(t.epochs, "epoch").c_str(), s_.metric.c_str(), metric_text(t.best_metric).c_str(), at.c_str());
       std::printf("  %s (%s)\n", format_duration(t.time_s).c_str(), progress_text().c_str());
       std::fflush(stdout);
     }
@@ -452,7 +462,8 @@ class StudyRunner {
     replace_directory_atomically(path("best"), [&](const std::string& tmp) {
       std::vector<std::string> names;
       for (const auto& entry : std::filesystem::directory_iterator(source)) {
-        BERTRAIN_CHECK(entry.is_regular_file(), "tune: unexpected non-file " << entry.path().string() << " in " << source);
+        BERTRAIN_CHECK(entry.is_regular_file(),
+                       "tune: unexpected non-file " << entry.path().string() << " in " << source);
         link_or_copy_file(entry.path().string(), tmp + "/" + entry.path().filename().string());
       }
     });
@@ -514,8 +525,11 @@ class StudyRunner {
     rows.push_back(head);
     for (std::size_t i : study_.ranking()) {
       const TrialRecord& t = study_.trials[i];
-      std::vector<std::string> row{t.id, trial_status_name(t.status), std::to_string(t.epochs), metric_text(t.best_metric)};
-      for (const std::string& name : study_.searched) row.push_back(t.params.contains(name) ? short_value(t.params[name]) : "");
+      std::vector<std::string> row{t.id, trial_status_name(t.status), std::to_string(t.epochs),
+                                   metric_text(t.best_metric)};
+      for (const std::string& name : study_.searched) {
+        row.push_back(t.params.contains(name) ? short_value(t.params[name]) : "");
+      }
       row.push_back(format_duration(t.time_s));
       rows.push_back(row);
     }

@@ -88,16 +88,17 @@ void check_space_flags(const SearchSpace& space, const ArgParser& train, const s
                        const std::string& origin) {
   for (const SearchParam& p : space.params) {
     const std::string where = origin + ": \"" + p.name + "\"";
-    BERTRAIN_CHECK(train.has_option(p.name), where << " is not a flag of bertrain train (see bertrain train --help)"
-                                                   << (p.name == "dropout-p" ? "; Made-With-ML's dropout_p is --dropout" : ""));
+    const char* hint = p.name == "dropout-p" ? "; Made-With-ML's dropout_p is --dropout" : "";
+    BERTRAIN_CHECK(train.has_option(p.name),
+                   where << " is not a flag of bertrain train (see bertrain train --help)" << hint);
     BERTRAIN_CHECK(kManagedFlags.count(p.name) == 0, where << ": tune sets --" << p.name << " itself");
     BERTRAIN_CHECK(!has_flag(train_flags, p.name),
                    where << " is also given after --: a flag is either searched or common to every trial");
     if (train.is_switch(p.name)) {
-      const std::vector<json> values =
-          p.distribution == Distribution::kChoice || p.distribution == Distribution::kFixed ? p.values : std::vector<json>{};
-      BERTRAIN_CHECK(!values.empty() && std::all_of(values.begin(), values.end(), [](const json& v) { return v.is_boolean(); }),
-                     where << ": --" << p.name << " is a switch: give it true / false (a choice or a fixed value)");
+      const bool listed = p.distribution == Distribution::kChoice || p.distribution == Distribution::kFixed;
+      const bool booleans =
+          listed && std::all_of(p.values.begin(), p.values.end(), [](const json& v) { return v.is_boolean(); });
+      BERTRAIN_CHECK(booleans, where << ": --" << p.name << " is a switch: give it true / false (a choice or a fixed value)");
     }
   }
 }
