@@ -3,7 +3,7 @@
 // trainer writes its run directory (metrics.jsonl replaced atomically after each epoch, last/trainer_state.json,
 // best/, results.json at the end), that stops with exit 75 on SIGTERM and continues with --resume.
 //   val_loss after epoch e (from 0) = (log10(lr) + 3.5)^2 + 4 (dropout - 0.35)^2 + 0.5 / (e + 1)
-// so the best parameters are lr = 10^-3.5 and dropout = 0.35. SIGTERM during an epoch ends it without its
+// so the best parameters are lr = 10^-3.5 and dropout = 0.35. SIGTERM or SIGUSR1 during an epoch ends it without its
 // evaluation (the checkpoint of the epoch before stands), as the trainer's step checkpoint does. It also writes RUN_DIR/argv.txt (its flags, one per
 // line) and CUDA_VISIBLE_DEVICES (RUN_DIR/cuda_visible_devices.txt), and appends "start <ns>" / "end <ns>" (CLOCK_REALTIME) to RUN_DIR/times.txt, and fails (exit 1, with
 // bertrain's error line) when --weight-decay is above 0.5. FAKE_TRIAL_EPOCH_MS: how long an epoch takes (default 50).
@@ -25,7 +25,7 @@
 namespace {
 
 volatile sig_atomic_t stop = 0;
-void on_term(int) { stop = 1; }
+void on_term(int sig) { stop = sig; }
 
 void write_atomically(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
@@ -46,6 +46,7 @@ long long now_ns() {
 
 int main(int argc, char** argv) {
   signal(SIGTERM, on_term);
+  signal(SIGUSR1, on_term);  // as train: a stop signal (tune sends it through a --launcher)
   std::map<std::string, std::string> flags;
   std::string listed;
   // argv[1] is the bertrain binary, argv[2] "train".
@@ -86,7 +87,7 @@ int main(int argc, char** argv) {
     for (int t = 0; t < sleep_ms && !stop; t += 5) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     if (stop) {  // as the trainer: a checkpoint of the unfinished epoch, no evaluation
       std::ofstream(out + "/times.txt", std::ios::app) << "end " << now_ns() << "\n";
-      std::fprintf(stderr, "bertrain: stopped by SIGTERM in epoch %d\n", e + 1);
+      std::fprintf(stderr, "bertrain: stopped by %s in epoch %d\n", stop == SIGUSR1 ? "SIGUSR1" : "SIGTERM", e + 1);
       return 75;
     }
     const double v = base + 0.5 / (e + 1);
@@ -109,10 +110,11 @@ int main(int argc, char** argv) {
   write_atomically(out + "/results.json", "{\"metrics\": []}\n");
   std::ofstream(out + "/times.txt", std::ios::app) << "end " << now_ns() << "\n";
   // FAKE_TRIAL_LINGER_MS: the time a process takes to exit after its training (MLflow, freeing memory), during
-  // which the trainer no longer catches SIGTERM: one then ends the process.
+  // which the trainer no longer catches its stop signals: one then ends the process.
   if (const char* linger = std::getenv("FAKE_TRIAL_LINGER_MS")) {
     signal(SIGTERM, SIG_DFL);
-    if (stop) raise(SIGTERM);
+    signal(SIGUSR1, SIG_DFL);
+    if (stop) raise(stop);
     std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(linger)));
   }
   return 0;

@@ -274,6 +274,8 @@ TEST_F(CliTune, SigtermStopsEveryTrialWithItsCheckpointAndResumeFinishesTheStudy
   EXPECT_EQ(statuses(stopped), (std::vector<std::string>{"interrupted", "interrupted"})) << stopped.dump(1);
   EXPECT_FALSE(fs::exists(fs::path(out) / "best"));
   EXPECT_NE(slurp(path("tune.log")).find("continue with the same command and --resume"), std::string::npos);
+  // Through a launcher the trials are told with SIGUSR1, which mpirun forwards to its ranks (SIGTERM ends its job).
+  EXPECT_NE(slurp(fs::path(out) / "trials/000/train.log").find("stopped by SIGUSR1"), std::string::npos);
   // The same command without --resume refuses to start over the study.
   expect_error(run(args), "holds a study (study.json): continue it with --resume");
 

@@ -271,7 +271,8 @@ class StudyRunner {
     r.slot = slot;
     r.started = Clock::now();
     r.time_before = t.time_s;
-    r.process = std::make_unique<TrialProcess>(trial_command(t, resume), env, path(t.dir() + "/train.log"), cpus);
+    r.process = std::make_unique<TrialProcess>(trial_command(t, resume), env, path(t.dir() + "/train.log"),
+                                               s_.trial_stop_signal, cpus);
     t.status = TrialStatus::kRunning;
     save();
     if (!s_.quiet) {
@@ -315,7 +316,7 @@ class StudyRunner {
       const double milestone_cut = cutoff_before(t.epochs);
       if (asha_->on_result(t.id, t.epochs, value) == AshaScheduler::Decision::kStop) {
         r.stop_requested = true;
-        r.process->terminate();
+        r.process->stop();
         if (!s_.quiet) {
           std::printf("trial %s stopped by ASHA after epoch %ld: %s %s is not in the best 1/%g at that rung "
                       "(cutoff %s)\n",
@@ -347,10 +348,10 @@ class StudyRunner {
     t.time_s = r.time_before + seconds_since(r.started);
     const bool exited = WIFEXITED(status);
     const int code = exited ? WEXITSTATUS(status) : -1;
-    // Our SIGTERM can land after the training's end, when train no longer turns it into a checkpoint and exit 75:
-    // then the process dies of it, having done what we asked.
+    // Our stop signal can land after the training's end, when train no longer turns it into a checkpoint and exit
+    // 75: then the process dies of it, having done what we asked.
     const bool our_sigterm =
-        WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM && (r.stop_requested || stopping_);
+        WIFSIGNALED(status) && WTERMSIG(status) == s_.trial_stop_signal && (r.stop_requested || stopping_);
     const bool all_epochs = static_cast<double>(t.epochs) >= s_.max_t;
     if (exited && code == 0) {
       t.status = r.stop_requested && !all_epochs ? TrialStatus::kStopped : TrialStatus::kCompleted;
@@ -402,7 +403,7 @@ class StudyRunner {
                   count_of(static_cast<long long>(running_.size()), "running trial").c_str());
       std::fflush(stdout);
     }
-    for (Running& r : running_) r.process->terminate();
+    for (Running& r : running_) r.process->stop();
   }
 
   void save() const { write_file_atomically(path("study.json"), study_.to_json().dump(2) + "\n"); }

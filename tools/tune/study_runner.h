@@ -5,6 +5,7 @@
 // TuneSetup.
 #pragma once
 
+#include <csignal>
 #include <map>
 #include <memory>
 #include <string>
@@ -37,6 +38,9 @@ struct TuneSetup {
   std::vector<std::string> devices;       // CUDA_VISIBLE_DEVICES per slot (round robin); empty: none set
   std::vector<std::vector<int>> cpus;     // per slot: the CPUs its trials may use; empty: no split
   std::string launcher;                   // shell words put before each trial's command; empty: none
+  // How a trial is told to stop: SIGTERM, or SIGUSR1 through a launcher (Open MPI's mpirun ends its job on SIGTERM
+  // but forwards SIGUSR1 to every rank; srun forwards both).
+  int trial_stop_signal = SIGTERM;
   std::string bertrain;                   // this program, for the trials
   std::string mlflow_dir, experiment, run_name;  // the study's MLflow run (parent of the trials' runs)
   bool resume = false;

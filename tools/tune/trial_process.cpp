@@ -16,7 +16,8 @@
 namespace bertrain {
 
 TrialProcess::TrialProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-                           const std::string& log_path, const std::vector<int>& cpus) {
+                           const std::string& log_path, int stop_signal, const std::vector<int>& cpus)
+    : stop_signal_(stop_signal) {
   BERTRAIN_CHECK(!argv.empty(), "tune: an empty trial command");
   const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   BERTRAIN_CHECK(log >= 0, "cannot open the trial log '" << log_path << "': " << std::strerror(errno));
@@ -45,8 +46,8 @@ TrialProcess::TrialProcess(const std::vector<std::string>& argv, const std::map<
   }
   if (pid_ == 0) {
     ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) ::_exit(75);  // tune died before the line above: stop as a SIGTERM would
+    ::prctl(PR_SET_PDEATHSIG, stop_signal);
+    if (::getppid() != parent) ::_exit(75);  // tune died before the line above: stop as the signal would
     for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGCHLD}) ::signal(sig, SIG_DFL);
     sigset_t none;
     sigemptyset(&none);
@@ -70,8 +71,8 @@ TrialProcess::~TrialProcess() {
   }
 }
 
-void TrialProcess::terminate() {
-  if (!ended_) ::kill(pid_, SIGTERM);
+void TrialProcess::stop() {
+  if (!ended_) ::kill(pid_, stop_signal_);
 }
 
 bool TrialProcess::poll() {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -191,6 +192,7 @@ int run_tune(const std::vector<std::string>& args) {
   s.reduction_factor = p.get_double("reduction-factor");
   s.metric = p.get("metric");
   s.launcher = p.get("launcher");
+  s.trial_stop_signal = s.launcher.empty() ? SIGTERM : SIGUSR1;
   s.resume = p.get_flag("resume");
   s.quiet = p.get_flag("quiet");
   s.bertrain = this_program();
