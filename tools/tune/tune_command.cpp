@@ -2,8 +2,6 @@
 // ASHA, trials in parallel, MLflow) as one command. This file reads the command line, the space and the initial
 // points into a TuneSetup, checking everything a trial would refuse before the first one starts;
 // tools/tune/study_runner.cpp runs the study.
-#include <unistd.h>
-
 #include <algorithm>
 #include <csignal>
 #include <cmath>
