@@ -160,7 +160,8 @@ int run_tune(const std::vector<std::string>& args) {
   p.option("devices", "", "GPUs for the trials, e.g. 0,1: each trial gets one (CUDA_VISIBLE_DEVICES), in turn")
       .value_name("LIST");
   p.option("launcher", "", "shell words put before each trial's command, e.g. 'srun -N1 -n1 --gpus=1' or "
-                           "'mpirun -np 2': trials run through a cluster's launcher").value_name("CMD");
+                           "'mpirun -np 2': trials run through a cluster's launcher (and are told to stop with SIGUSR1, which "
+                           "mpirun forwards)").value_name("CMD");
   p.option("mlflow-dir", "", "log the study as an MLflow run and each trial as its child (mlflow.parentRunId) in "
                              "this file store; default: MLFLOW_TRACKING_URI when set").value_name("DIR");
   p.option("experiment", "bertrain", "MLflow experiment (with --mlflow-dir)").value_name("NAME");
