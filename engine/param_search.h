@@ -1,6 +1,7 @@
 // The searches of `bertrain tune`: which parameters trial i runs with, given the trials that have finished.
 // random and grid ignore the results; tpe (engine/tpe_search.h) learns from them. Every search is seeded per
-// trial (SearchRng(seed, i)): the same seed proposes the same trials, whatever order trials finish in.
+// trial (SearchRng(seed, i)): the same seed proposes the same trials, whatever order trials finish in, except that
+// TPE's proposals after its start-up trials depend on which trials had finished when each was proposed.
 // --initial-params (Ray's points_to_evaluate) are not proposed here: the caller runs them first, as trials
 // 0..k-1, and the searches count them among the trials proposed.
 #pragma once
