@@ -23,6 +23,7 @@
 #include "core/files.h"
 #include "tools/args.h"
 #include "tools/commands.h"
+#include "tools/wait_status.h"
 
 namespace bertrain {
 
@@ -46,16 +47,6 @@ std::string run_dir_of(const std::vector<std::string>& command) {
     if (command[i].rfind("--out=", 0) == 0) return command[i].substr(6);
   }
   return "";
-}
-
-std::string describe_status(int status) {
-  if (WIFEXITED(status)) {
-    const int code = WEXITSTATUS(status);
-    return "exit status " + std::to_string(code) + (code == 75 ? " (stopped with a checkpoint)" : "");
-  }
-  if (WIFSIGNALED(status)) return std::string("killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
-                                  strsignal(WTERMSIG(status)) + ")";
-  return "status " + std::to_string(status);
 }
 
 // bertrain's exit codes: 1 a failure while working, 75 stopped with a checkpoint; a signal (or 128 + its number,
@@ -134,7 +125,7 @@ int run_launch(const std::vector<std::string>& args) {
     const auto attempt_start = std::filesystem::file_time_type::clock::now();
     const int status = run_attempt(argv, restarts.dump());
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
-    const std::string why = describe_status(status);
+    const std::string why = describe_wait_status(status);
     // results.json is the last thing a run writes: written during this attempt, the training finished and only
     // a rank's shutdown failed (e.g. one killed inside MPI_Finalize). Running it again would have nothing to do.
     std::error_code ec;

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "tests/temp_dir.h"
+#include "tests/expect_error.h"
 #include "tests/xml_check.h"
 #include "tools/report/axis.h"
 #include "tools/report/charts.h"
@@ -892,12 +893,8 @@ TEST_F(ReportRunTest, ARunThatStoppedEarlySaysWhenAndWhy) {
 }
 
 void expect_load_error(const fs::path& dir, const std::string& needle) {
-  try {
-    load_run(dir.string());
-    ADD_FAILURE() << "no error for " << dir << " (expected one mentioning '" << needle << "')";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
+  SCOPED_TRACE(dir.string());
+  testing::expect_error([&] { load_run(dir.string()); }, needle);
 }
 
 TEST_F(ReportRunTest, UnreadableRunsAreErrorsNamingTheFileAndField) {

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "tests/temp_dir.h"
+#include "tests/expect_error.h"
 #include "tests/xml_check.h"
 #include "tools/report/charts.h"
 #include "tools/report/study_report.h"
@@ -411,12 +412,8 @@ TEST_F(StudyReportTest, AStudyWithoutEpochsYetIsAPageOfItsTrials) {
 }
 
 void expect_study_error(const fs::path& dir, const std::string& needle) {
-  try {
-    load_study(dir.string());
-    ADD_FAILURE() << "no error for " << dir << " (expected one mentioning '" << needle << "')";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
+  SCOPED_TRACE(dir.string());
+  testing::expect_error([&] { load_study(dir.string()); }, needle);
 }
 
 TEST_F(StudyReportTest, ABadStudyJsonIsAnErrorNamingTheFileAndField) {

@@ -68,6 +68,13 @@ std::string dash_attribute(Dash dash) {
 // A <title> child: the text a browser shows when the pointer rests on the element.
 std::string hover(const std::string& text) { return "<title>" + xml_escape(text) + "</title>"; }
 
+// The ring around a marked point (a best epoch, the best trial), `radius` px, carrying the point's data attributes.
+std::string mark_ring(double x, double y, const char* radius, const std::string& color, const std::string& data,
+                      const std::string& title) {
+  return "<circle class=\"mark\" cx=\"" + format_px(x) + "\" cy=\"" + format_px(y) + "\" r=\"" + radius +
+         "\" fill=\"none\" stroke=\"" + color + "\" stroke-width=\"2.5\" " + data + ">" + hover(title) + "</circle>\n";
+}
+
 // Legend entries left to right from (x, y), wrapping at `max_x`; returns the SVG and sets *rows.
 std::string render_legend(const std::vector<LegendEntry>& entries, double x0, double y0, double max_x, int* rows) {
   constexpr double kRow = 18, kSwatch = 26;
@@ -234,9 +241,7 @@ std::string render_line_chart(const LineChart& chart) {
       points += "<circle class=\"point\" cx=\"" + format_px(x) + "\" cy=\"" + format_px(y) + "\" r=\"3\" fill=\"" +
                 s.color + "\" " + data + ">" + hover(label) + "</circle>\n";
       if (s.marked && *s.marked == i) {
-        marks += "<circle class=\"mark\" cx=\"" + format_px(x) + "\" cy=\"" + format_px(y) +
-                 "\" r=\"8\" fill=\"none\" stroke=\"" + s.color + "\" stroke-width=\"2.5\" " + data + ">" +
-                 hover(chart.mark_legend + ": " + label) + "</circle>\n";
+        marks += mark_ring(x, y, "8", s.color, data, chart.mark_legend + ": " + label);
       }
     }
     if (!path.empty()) {
@@ -331,9 +336,7 @@ std::string render_scatter_chart(const ScatterChart& chart) {
       points += "<circle class=\"point\" cx=\"" + format_px(x) + "\" cy=\"" + format_px(y) + "\" r=\"4.5\" fill=\"" +
                 s.color + "\" stroke=\"#ffffff\" stroke-width=\"1\" " + data + ">" + hover(label) + "</circle>\n";
       if (s.marked && *s.marked == i) {
-        marks += "<circle class=\"mark\" cx=\"" + format_px(x) + "\" cy=\"" + format_px(y) +
-                 "\" r=\"9\" fill=\"none\" stroke=\"" + s.color + "\" stroke-width=\"2.5\" " + data + ">" +
-                 hover(chart.mark_legend + ": " + label) + "</circle>\n";
+        marks += mark_ring(x, y, "9", s.color, data, chart.mark_legend + ": " + label);
       }
     }
   }

@@ -23,6 +23,7 @@
 #include "engine/mlflow_run.h"
 #include "engine/study.h"
 #include "tools/tune/trial_process.h"
+#include "tools/wait_status.h"
 
 namespace bertrain {
 

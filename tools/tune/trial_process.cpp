@@ -101,12 +101,4 @@ std::vector<int> allowed_cpus() {
   return cpus;
 }
 
-std::string describe_wait_status(int status) {
-  if (WIFEXITED(status)) return "exit status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) {
-    return "killed by signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
-  }
-  return "wait status " + std::to_string(status);
-}
-
 }  // namespace bertrain

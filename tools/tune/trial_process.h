@@ -41,7 +41,4 @@ class TrialProcess {
 // The CPUs this process may run on (sched_getaffinity), in order.
 std::vector<int> allowed_cpus();
 
-// "exit status 2", "killed by signal 9 (Killed)".
-std::string describe_wait_status(int status);
-
 }  // namespace bertrain
