@@ -7,6 +7,8 @@
 #include <sstream>
 #include <utility>
 
+#include "core/number_text.h"
+
 namespace bertrain {
 
 namespace {
@@ -33,11 +35,7 @@ std::string format_double(double value) {
     std::snprintf(text, sizeof text, "%.0f", value);
     return text;
   }
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(text, sizeof text, "%.*g", precision, value);
-    if (std::strtod(text, nullptr) == value) break;
-  }
-  return text;
+  return shortest_double(value);
 }
 
 // Label values: backslash, double quote and line feed escaped, as the format requires.

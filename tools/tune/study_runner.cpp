@@ -18,6 +18,7 @@
 #include "core/count_text.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "core/number_text.h"
 #include "core/progress.h"
 #include "engine/asha_scheduler.h"
 #include "engine/mlflow_run.h"
@@ -37,19 +38,9 @@ void on_stop_signal(int sig) { stop_signal = sig; }
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// The shortest text that reads back as the same double ("0.0001", not "0.00010000000000000000479").
-std::string shortest(double x) {
-  char text[40];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(text, sizeof(text), "%.*g", precision, x);
-    if (std::strtod(text, nullptr) == x) break;
-  }
-  return text;
-}
-
 std::string value_text(const json& v) {
   if (v.is_string()) return v.get<std::string>();
-  if (v.is_number_float()) return shortest(v.get<double>());
+  if (v.is_number_float()) return shortest_double(v.get<double>());
   return v.dump();
 }
 
@@ -510,8 +501,8 @@ class StudyRunner {
     std::printf("tune: %s search over %s, %s, %d at a time, %s; %s %s; study in %s/study.json%s\n", s_.search.c_str(),
                 count_of(static_cast<long long>(s_.space.searched().size()), "parameter").c_str(),
                 count_of(s_.trials, "trial").c_str(), s_.parallel,
-                s_.asha ? ("ASHA (grace period " + shortest(s_.grace_period) + ", reduction factor " +
-                           shortest(s_.reduction_factor) + ", max " + shortest(s_.max_t) + " epochs)").c_str()
+                s_.asha ? ("ASHA (grace period " + shortest_double(s_.grace_period) + ", reduction factor " +
+                           shortest_double(s_.reduction_factor) + ", max " + shortest_double(s_.max_t) + " epochs)").c_str()
                         : "no early stopping",
                 s_.lower_is_better ? "minimizing" : "maximizing", s_.metric.c_str(), s_.out_dir.c_str(),
                 resuming > 0 ? ("; resuming " + count_of(static_cast<long long>(resuming), "trial")).c_str() : "");
