@@ -58,11 +58,11 @@ bool batch_fits(const BatchLimits& limits, const BertBatch& batch) {
 }
 
 BatchLimits grown_limits(const BatchLimits& current, const BertBatch& batch, const BertConfig& config) {
-  check_row_offsets(batch.cu_seqlens, batch.batch, batch.tokens, config.max_position_embeddings, "inference batch");
+  check_row_offsets(batch.cu_seqlens, batch.batch, batch.tokens, config.max_sequence_length(), "inference batch");
   BatchLimits limits;
   limits.rows = std::max(current.rows, round_up_to_power_of_two(batch.batch));
   // A row can be as long as the position table: sizing for it at once avoids regrowing on every longer text.
-  limits.longest = std::max(current.longest, config.max_position_embeddings);
+  limits.longest = std::max(current.longest, config.max_sequence_length());
   limits.tokens = std::max(current.tokens, round_up_to_power_of_two(batch.tokens));
   limits.tokens = std::min(limits.tokens, limits.rows * limits.longest);
   limits.tokens = std::max(limits.tokens, batch.tokens);

@@ -51,7 +51,7 @@ DatasetOptions Predictor::dataset_options() const {
   DatasetOptions options;
   const nlohmann::json& extra = model_.config.extra;
   const std::string source = dir_ + "/config.json";
-  options.max_length = model_.config.max_position_embeddings;
+  options.max_length = model_.config.max_sequence_length();
   try {
     if (extra.contains(kCleanTextKey)) options.clean = extra.at(kCleanTextKey).get<bool>();
     if (extra.contains(kDataKey)) {
@@ -69,9 +69,10 @@ DatasetOptions Predictor::dataset_options() const {
 }
 
 void Predictor::check_dataset_options(const DatasetOptions& options) const {
-  BERTRAIN_CHECK(options.max_length <= model_.config.max_position_embeddings,
-                 "--max-length " << options.max_length << " is more than the model's max_position_embeddings "
-                                 << model_.config.max_position_embeddings);
+  BERTRAIN_CHECK(options.max_length <= model_.config.max_sequence_length(),
+                 "--max-length " << options.max_length << " is more than the " << model_.config.max_sequence_length()
+                                 << " tokens the model's max_position_embeddings " << model_.config.max_position_embeddings
+                                 << " allow");
 }
 
 std::vector<float> Predictor::predict_proba(const std::vector<Example>& examples) {

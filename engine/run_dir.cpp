@@ -126,7 +126,7 @@ RunDirs prepare_run_dir(const TrainArgs& args, Communicator& comm) {
     for (const std::string& name : present) dirs.to_clear.push_back(args.out_dir + "/" + name);
   }
   dirs.source = args.resume ? dirs.last : resolve_model_dir(args.model_dir);
-  dirs.vocab = dirs.source + "/vocab.txt";
+  dirs.tokenizer = dirs.source;
   return dirs;
 }
 
@@ -141,7 +141,7 @@ void write_checkpoint(const TrainArgs& args, const RunDirs& dirs, const LoadedMo
                       const std::vector<float>& weights, const json& state, bool step_checkpoint) {
   const bool with_optimizer = parse_optimizer_saving(args.save_optimizer) != OptimizerSaving::kNever;
   auto write = [&](const std::string& dir) {
-    save_model_dir(dir, model.config, model.layout, weights.data(), dirs.vocab);
+    save_model_dir(dir, model.config, model.layout, weights.data(), dirs.tokenizer);
     if (with_optimizer) engine.save_optimizer(dir + "/" + kOptimizerFile);
     write_json_file(dir + "/trainer_state.json", state);
   };
@@ -156,7 +156,7 @@ void write_checkpoint(const TrainArgs& args, const RunDirs& dirs, const LoadedMo
 
 void save_best(const RunDirs& dirs, const LoadedModel& model, const std::vector<float>& weights) {
   replace_directory_atomically(dirs.best, [&](const std::string& dir) {
-    save_model_dir(dir, model.config, model.layout, weights.data(), dirs.vocab);
+    save_model_dir(dir, model.config, model.layout, weights.data(), dirs.tokenizer);
   });
 }
 

@@ -21,7 +21,7 @@ namespace bertrain {
 struct RunDirs {
   std::string last, best;
   std::string source;  // last/ when resuming, else --model (a RUN_DIR given as --model: its best/)
-  std::string vocab;   // copied into every checkpoint
+  std::string tokenizer;  // the directory whose tokenizer files are copied into every checkpoint
   std::vector<std::string> to_clear;  // --overwrite: the earlier run's files, removed once the inputs are checked
   bool finished = false;  // --resume of a run that had finished the training asked for (results.json written)
 };

@@ -54,10 +54,11 @@ TrainingData load_training_data(const TrainArgs& args, const BertConfig& source_
   DatasetOptions data_options = args.data;
   data_options.clean = args.clean;
   data_options.read_labels = true;
-  if (data_options.max_length == 0) data_options.max_length = source_config.max_position_embeddings;
-  BERTRAIN_CHECK(data_options.max_length <= source_config.max_position_embeddings,
-                 "--max-length " << data_options.max_length << " is more than the model's max_position_embeddings "
-                                 << source_config.max_position_embeddings);
+  if (data_options.max_length == 0) data_options.max_length = source_config.max_sequence_length();
+  BERTRAIN_CHECK(data_options.max_length <= source_config.max_sequence_length(),
+                 "--max-length " << data_options.max_length << " is more than the " << source_config.max_sequence_length()
+                                 << " tokens the model's max_position_embeddings " << source_config.max_position_embeddings
+                                 << " allow");
   const TextDataset train_file = load_text_dataset(args.train_data, tokenizer, nullptr, data_options);
   std::vector<int> rows = all_rows(train_file.examples.size());
   if (args.num_samples > 0) rows = sample_rows(static_cast<int>(rows.size()), args.num_samples, args.split_seed);

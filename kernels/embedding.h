@@ -11,24 +11,27 @@ namespace bertrain {
 // Tokens are packed (DESIGN.md): T tokens of B rows back to back, row b being tokens [cu_seqlens[b],
 // cu_seqlens[b + 1]) and positions[t] the position of token t within its row (0 at each row's start).
 
-// out[T, H] (=): word[ids[t]] + pos[positions[t]] + type[token_types[t]]; token_types null means all type 0.
-// Throws Error when an id is outside [0, vocab), a position outside [0, max_pos) or a token type outside
-// [0, type_vocab).
+// out[T, H] (=): word[ids[t]] + pos[positions[t]] + type[token_types[t]]; token_types null means all type 0, and a
+// null `type` table means the model has none (DistilBERT; type_vocab is then 0). Throws Error when an id is outside
+// [0, vocab), a position outside [0, max_pos) or a token type outside [0, type_vocab). A model whose positions
+// start at an offset (RoBERTa: padding_idx + 1) passes its table from that row on and max_pos less the offset.
 template <typename T>
 void embedding_forward_cpu(T* out, const int32_t* ids, const int32_t* positions, const int32_t* token_types,
                            const T* word, const T* pos, const T* type, int tokens, int hidden, int vocab, int max_pos,
                            int type_vocab);
 
-// dword[vocab, H], dpos[max_pos, H], dtype[type_vocab, H]: all written (=), rows no token used are zero.
-// Scatter-adds run in token order for every column, so results are deterministic. Rows longer than max_pos
-// throw Error.
+// dword[vocab, H], dpos[max_pos, H], dtype[type_vocab, H]: all written (=), rows no token used are zero; dtype
+// null (with type_vocab 0) when the model has no token-type table. Token t of a row at position p uses position row
+// p + position_offset (0 for BERT, padding_idx + 1 for RoBERTa). Scatter-adds run in token order for every column,
+// so results are deterministic. Rows longer than max_pos - position_offset throw Error.
 template <typename T>
 void embedding_backward_cpu(T* dword, T* dpos, T* dtype, const T* dout, const int32_t* ids, const int32_t* cu_seqlens,
                             const int32_t* token_types, int batch, int tokens, int hidden, int vocab, int max_pos,
-                            int type_vocab);
+                            int position_offset, int type_vocab);
 
 // ---- CUDA (kernels/cuda/embedding.cu). ids, positions, cu_seqlens and token types must be in range (checked on
-// the host before upload: a kernel cannot throw). One block per token, threads over H.
+// the host before upload: a kernel cannot throw). One block per token, threads over H. `type` and dtype may be null
+// as on the CPU; position_offset as on the CPU.
 template <typename T>
 void embedding_forward_cuda(T* out, const int32_t* ids, const int32_t* positions, const int32_t* token_types,
                             const T* word, const T* pos, const T* type, int tokens, int hidden, CudaStream stream);
@@ -46,7 +49,7 @@ constexpr int kEmbeddingGradientChunk = 128;
 template <typename T>
 void embedding_backward_cuda(float* dword, float* dpos, float* dtype, const T* dout, const int32_t* ids,
                              const int32_t* cu_seqlens, const int32_t* token_types, int batch, int tokens, int hidden,
-                             int vocab, int max_pos, int type_vocab, void* scratch, std::size_t scratch_bytes,
-                             CudaStream stream);
+                             int vocab, int max_pos, int position_offset, int type_vocab, void* scratch,
+                             std::size_t scratch_bytes, CudaStream stream);
 
 }  // namespace bertrain

@@ -45,9 +45,10 @@ void check_limits(const BatchLimits& limits, const BertConfig& config) {
   BERTRAIN_CHECK(limits.tokens <= static_cast<int64_t>(limits.rows) * limits.longest && limits.tokens >= limits.rows,
                  "batch limits: " << limits.tokens << " tokens cannot fill " << limits.rows << " rows of at most "
                                   << limits.longest);
-  BERTRAIN_CHECK(limits.longest <= config.max_position_embeddings,
-                 "sequence length " << limits.longest << " exceeds max_position_embeddings "
-                                    << config.max_position_embeddings);
+  BERTRAIN_CHECK(limits.longest <= config.max_sequence_length(),
+                 "sequence length " << limits.longest << " exceeds the model's " << config.max_sequence_length()
+                                    << " positions (max_position_embeddings " << config.max_position_embeddings
+                                    << (config.position_offset() > 0 ? " less the padding offset" : "") << ")");
 }
 
 void check_batch(const BertBatch& batch, const BatchLimits& limits, const char* what) {
@@ -84,7 +85,7 @@ BertClassifier<T>::BertClassifier(const BertConfig& config, int num_labels, cons
   layout_ = bert_classifier_layout(config_, num_labels);
 
   const std::size_t tokens = static_cast<std::size_t>(limits.tokens);
-  const std::size_t h = config.hidden_size, i = config.intermediate_size, b = limits.rows;
+  const std::size_t h = config.hidden_size, i = config.intermediate_size, b = limits.rows, e = config.embedding_width();
   const int layers = config.num_hidden_layers;
   threads_ = omp_get_max_threads();
   positions_.assign(tokens, 0);
@@ -93,9 +94,14 @@ BertClassifier<T>::BertClassifier(const BertConfig& config, int num_labels, cons
   // Every buffer is a slice of one arena: first collect the requests, then allocate once and hand out.
   std::vector<std::pair<T**, std::size_t>> plan;
   auto reserve = [&](T*& slot, std::size_t n) { plan.emplace_back(&slot, n); };
-  reserve(emb_sum_, tokens * h);
+  reserve(emb_sum_, tokens * e);
   reserve(emb_mean_, tokens);
   reserve(emb_rstd_, tokens);
+  emb_norm_ = d_emb_ = nullptr;
+  if (config.has_embedding_projection()) {
+    reserve(emb_norm_, tokens * e);
+    reserve(d_emb_, tokens * e);
+  }
   layer_in_.resize(layers + 1);
   for (T*& in : layer_in_) reserve(in, tokens * h);
   layers_.resize(layers);
@@ -107,11 +113,12 @@ BertClassifier<T>::BertClassifier(const BertConfig& config, int num_labels, cons
     reserve(a.inter_pre, tokens * i);
     reserve(a.inter_act, tokens * i);
   }
-  for (T** p : {&cls_, &pool_pre_, &pooled_, &pooled_drop_, &d_small_a_, &d_small_b_}) reserve(*p, b * h);
+  for (T** p : {&cls_, &cls_drop_, &pool_pre_, &pooled_, &pooled_drop_, &d_small_a_, &d_small_b_}) reserve(*p, b * h);
   reserve(logits_, b * num_labels);
   reserve(d_inter_, tokens * i);
   reserve(d_qkv_, tokens * 3 * h);
-  for (T** p : {&dy_, &d_a_, &d_b_, &d_c_}) reserve(*p, tokens * h);
+  for (T** p : {&dy_, &d_b_, &d_c_}) reserve(*p, tokens * h);
+  reserve(d_a_, tokens * std::max(h, e));  // also the embedding sum's gradient, E wide
   reserve(attention_scratch_, attention_scratch_elements(limits.longest, threads_));
 
   // Every slice starts on a 64-byte boundary, whatever address the allocator returned: Eigen's vectorized
@@ -140,23 +147,30 @@ void BertClassifier<T>::forward(const T* params, const BertBatch& batch, const D
                                                                                        << " after the model was built");
   batch_ = batch;
   dropout_ = dropout;
-  const BertWeights<const T>& w = weights_.bind(layout_, config_.num_hidden_layers, params);
+  const BertWeights<const T>& w = weights_.bind(layout_, config_, params);
   const BertConfig& c = config_;
-  const int B = batch.batch, H = c.hidden_size, I = c.intermediate_size, C = num_labels_;
+  const ModelFamily& family = c.family();
+  const int B = batch.batch, H = c.hidden_size, I = c.intermediate_size, C = num_labels_, E = c.embedding_width();
   const int tokens = batch.tokens;
-  const std::size_t th = static_cast<std::size_t>(tokens) * H;
+  const std::size_t te = static_cast<std::size_t>(tokens) * E;
   const T eps = T(c.layer_norm_eps);
   const Activation act = c.activation();
+  const float attention_output_p = family.attention_output_dropout ? dropout.hidden : 0.0f;
   packed_positions_cpu(positions_.data(), slots_.data(), batch.cu_seqlens, B, batch.first_sample,
                        c.max_position_embeddings);
   const SiteLayouts layouts(batch.first_sample, c.max_position_embeddings, H, slots_.data());
 
-  embedding_forward_cpu(emb_sum_, batch.input_ids, positions_.data(), nullptr, w.word_emb, w.pos_emb, w.type_emb,
-                        tokens, H, c.vocab_size, c.max_position_embeddings, c.type_vocab_size);
-  layernorm_forward_cpu(layer_in_[0], emb_mean_, emb_rstd_, emb_sum_, static_cast<const T*>(nullptr), w.emb_ln_g,
-                        w.emb_ln_b, tokens, H, eps);
-  dropout_forward_cpu(layer_in_[0], layer_in_[0], th, dropout.hidden, dropout.key(kEmbeddings),
-                      layouts.tokens);
+  // Positions index the table from the family's offset on (RoBERTa: padding_idx + 1). With a projection (ELECTRA)
+  // the embeddings are E wide up to their dropout, then projected to H.
+  T* emb_out = emb_norm_ != nullptr ? emb_norm_ : layer_in_[0];
+  embedding_forward_cpu(emb_sum_, batch.input_ids, positions_.data(), nullptr, w.word_emb,
+                        w.pos_emb + static_cast<std::size_t>(c.position_offset()) * E, w.type_emb, tokens, E,
+                        c.vocab_size, c.max_sequence_length(), c.token_type_rows());
+  layernorm_forward_cpu(emb_out, emb_mean_, emb_rstd_, emb_sum_, static_cast<const T*>(nullptr), w.emb_ln_g,
+                        w.emb_ln_b, tokens, E, eps);
+  const SiteLayouts embedding_layouts(batch.first_sample, c.max_position_embeddings, E, slots_.data());
+  dropout_forward_cpu(emb_out, emb_out, te, dropout.hidden, dropout.key(kEmbeddings), embedding_layouts.tokens);
+  if (emb_norm_ != nullptr) linear_forward_cpu(layer_in_[0], emb_norm_, w.emb_proj_w, w.emb_proj_b, tokens, E, H);
 
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const BertLayerWeights<const T>& lw = w.layers[l];
@@ -169,7 +183,7 @@ void BertClassifier<T>::forward(const T* params, const BertBatch& batch, const D
     // The dense outputs are kept before their dropout: the fused LayerNorm backward regenerates the mask.
     linear_forward_cpu(a.attn_out, a.ctx, lw.attn_out_w, lw.attn_out_b, tokens, H, H);
     dropout_residual_layernorm_forward_cpu(a.ln1_out, a.ln1_mean, a.ln1_rstd, static_cast<const T*>(a.attn_out), x,
-                                           lw.attn_ln_g, lw.attn_ln_b, tokens, H, eps, dropout.hidden,
+                                           lw.attn_ln_g, lw.attn_ln_b, tokens, H, eps, attention_output_p,
                                            dropout.key(layer_site(l, kAttentionOutput)), layouts.tokens);
     linear_activation_forward_cpu(a.inter_act, a.inter_pre, static_cast<const T*>(a.ln1_out), lw.inter_w, lw.inter_b,
                                   tokens, H, I, act);
@@ -180,11 +194,18 @@ void BertClassifier<T>::forward(const T* params, const BertBatch& batch, const D
                                            layouts.tokens);
   }
 
-  // Pooler on the [CLS] token, then classifier dropout and the linear head.
+  // The head on each row's first token: [dropout,] dense, activation, dropout, output layer (model_family.h).
+  const std::size_t bh = static_cast<std::size_t>(B) * H;
   gather_first_tokens_cpu(cls_, static_cast<const T*>(layer_in_.back()), batch.cu_seqlens, B, H);
-  linear_forward_cpu(pool_pre_, cls_, w.pooler_w, w.pooler_b, B, H, H);
-  activation_forward_cpu(pooled_, pool_pre_, static_cast<std::size_t>(B) * H, Activation::kTanh);
-  dropout_forward_cpu(pooled_drop_, pooled_, static_cast<std::size_t>(B) * H, dropout.classifier,
+  const T* head_in = cls_;
+  if (family.head_input_dropout) {
+    dropout_forward_cpu(cls_drop_, cls_, bh, dropout.classifier, dropout.key(head_input_site(c.num_hidden_layers)),
+                        layouts.pooled);
+    head_in = cls_drop_;
+  }
+  linear_forward_cpu(pool_pre_, head_in, w.head_dense_w, w.head_dense_b, B, H, H);
+  activation_forward_cpu(pooled_, pool_pre_, bh, family.head_activation);
+  dropout_forward_cpu(pooled_drop_, pooled_, bh, dropout.classifier,
                       dropout.key(classifier_site(c.num_hidden_layers)), layouts.pooled);
   linear_forward_cpu(logits_, pooled_drop_, w.classifier_w, w.classifier_b, B, H, C);
 }
@@ -192,23 +213,30 @@ void BertClassifier<T>::forward(const T* params, const BertBatch& batch, const D
 template <typename T>
 void BertClassifier<T>::backward(T* grads, const T* params, const T* dlogits) {
   BERTRAIN_CHECK(batch_.batch > 0, "backward called before forward");
-  const BertWeights<const T>& w = weights_.bind(layout_, config_.num_hidden_layers, params);
-  const BertWeights<T>& g = gradients_.bind(layout_, config_.num_hidden_layers, grads);
+  const BertWeights<const T>& w = weights_.bind(layout_, config_, params);
+  const BertWeights<T>& g = gradients_.bind(layout_, config_, grads);
   const BertConfig& c = config_;
+  const ModelFamily& family = c.family();
   const DropoutSetting& dropout = dropout_;
-  const int B = batch_.batch, H = c.hidden_size, I = c.intermediate_size, C = num_labels_;
+  const int B = batch_.batch, H = c.hidden_size, I = c.intermediate_size, C = num_labels_, E = c.embedding_width();
   const int tokens = batch_.tokens;
-  const std::size_t th = static_cast<std::size_t>(tokens) * H;
+  const std::size_t te = static_cast<std::size_t>(tokens) * E, bh = static_cast<std::size_t>(B) * H;
   const Activation act = c.activation();
+  const float attention_output_p = family.attention_output_dropout ? dropout.hidden : 0.0f;
   const SiteLayouts layouts(batch_.first_sample, c.max_position_embeddings, H, slots_.data());
 
-  // Head: classifier, dropout, tanh, pooler dense; the pooler's input gradient lands on the [CLS] rows.
+  // Head: output layer, dropout, activation, dense [, dropout]; its input gradient lands on the first-token rows.
+  const T* head_in = family.head_input_dropout ? cls_drop_ : cls_;
   linear_backward_cpu(d_small_a_, g.classifier_w, g.classifier_b, dlogits, pooled_drop_, w.classifier_w, B, H, C,
                       false);
-  dropout_backward_cpu(d_small_a_, d_small_a_, static_cast<std::size_t>(B) * H, dropout.classifier,
+  dropout_backward_cpu(d_small_a_, d_small_a_, bh, dropout.classifier,
                        dropout.key(classifier_site(c.num_hidden_layers)), layouts.pooled);
-  activation_backward_cpu(d_small_a_, d_small_a_, pool_pre_, static_cast<std::size_t>(B) * H, Activation::kTanh);
-  linear_backward_cpu(d_small_b_, g.pooler_w, g.pooler_b, d_small_a_, cls_, w.pooler_w, B, H, H, false);
+  activation_backward_cpu(d_small_a_, d_small_a_, pool_pre_, bh, family.head_activation);
+  linear_backward_cpu(d_small_b_, g.head_dense_w, g.head_dense_b, d_small_a_, head_in, w.head_dense_w, B, H, H, false);
+  if (family.head_input_dropout) {
+    dropout_backward_cpu(d_small_b_, d_small_b_, bh, dropout.classifier,
+                         dropout.key(head_input_site(c.num_hidden_layers)), layouts.pooled);
+  }
   scatter_first_tokens_cpu(dy_, static_cast<const T*>(d_small_b_), batch_.cu_seqlens, B, H);
 
   for (int l = c.num_hidden_layers - 1; l >= 0; --l) {
@@ -237,7 +265,7 @@ void BertClassifier<T>::backward(T* grads, const T* params, const T* dlogits) {
     dropout_residual_layernorm_backward_cpu(dy_, d_b_, lg.attn_ln_g, lg.attn_ln_b, static_cast<const T*>(dy_),
                                             static_cast<const T*>(a.attn_out), x, static_cast<const T*>(a.ln1_mean),
                                             static_cast<const T*>(a.ln1_rstd), lw.attn_ln_g, tokens, H,
-                                            dropout.hidden, dropout.key(layer_site(l, kAttentionOutput)),
+                                            attention_output_p, dropout.key(layer_site(l, kAttentionOutput)),
                                             layouts.tokens);
     T* dctx = d_c_;
     linear_backward_cpu(dctx, lg.attn_out_w, lg.attn_out_b, d_b_, a.ctx, lw.attn_out_w, tokens, H, H, false);
@@ -249,13 +277,19 @@ void BertClassifier<T>::backward(T* grads, const T* params, const T* dlogits) {
     linear_backward_cpu(dy_, lg.qkv_w, lg.qkv_b, d_qkv_, x, lw.qkv_w, tokens, H, 3 * H, true);
   }
 
-  // Embeddings: dropout, LayerNorm (no residual), then the three tables.
-  dropout_backward_cpu(dy_, dy_, th, dropout.hidden, dropout.key(kEmbeddings), layouts.tokens);
-  layernorm_backward_cpu(d_a_, g.emb_ln_g, g.emb_ln_b, dy_, emb_sum_, static_cast<const T*>(nullptr), emb_mean_,
-                         emb_rstd_, w.emb_ln_g, tokens, H);
+  // Embeddings: [the projection,] dropout, LayerNorm (no residual), then the tables.
+  T* d_emb_out = dy_;
+  if (emb_norm_ != nullptr) {
+    linear_backward_cpu(d_emb_, g.emb_proj_w, g.emb_proj_b, dy_, emb_norm_, w.emb_proj_w, tokens, E, H, false);
+    d_emb_out = d_emb_;
+  }
+  const SiteLayouts embedding_layouts(batch_.first_sample, c.max_position_embeddings, E, slots_.data());
+  dropout_backward_cpu(d_emb_out, d_emb_out, te, dropout.hidden, dropout.key(kEmbeddings), embedding_layouts.tokens);
+  layernorm_backward_cpu(d_a_, g.emb_ln_g, g.emb_ln_b, d_emb_out, emb_sum_, static_cast<const T*>(nullptr), emb_mean_,
+                         emb_rstd_, w.emb_ln_g, tokens, E);
   embedding_backward_cpu(g.word_emb, g.pos_emb, g.type_emb, d_a_, batch_.input_ids, batch_.cu_seqlens,
-                         static_cast<const int32_t*>(nullptr), B, tokens, H, c.vocab_size, c.max_position_embeddings,
-                         c.type_vocab_size);
+                         static_cast<const int32_t*>(nullptr), B, tokens, E, c.vocab_size, c.max_position_embeddings,
+                         c.position_offset(), c.token_type_rows());
 }
 
 template class BertClassifier<float>;

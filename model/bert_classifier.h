@@ -1,6 +1,7 @@
-// BertForSequenceClassification on the CPU: forward and hand-derived backward as a sequence of kernel
-// calls (kernels/*.h) over packed batches: every token-wise op runs on the T real tokens, attention runs per row
-// over that row's tokens, the pooler reads each row's first ([CLS]) token. All activations live in one arena
+// A BERT-family sequence classifier (BertForSequenceClassification, RoBERTa's, XLM-R's, DistilBERT's, ELECTRA's:
+// model/model_family.h) on the CPU: forward and hand-derived backward as a sequence of kernel calls (kernels/*.h)
+// over packed batches: every token-wise op runs on the T real tokens, attention runs per row over that row's
+// tokens, the head reads each row's first ([CLS] / <s>) token. All activations live in one arena
 // sized at construction for the largest batch (BatchLimits), so a training step allocates nothing. Templated on the scalar type: float for training, double for
 // finite-difference gradient checks.
 #pragma once
@@ -53,7 +54,8 @@ void check_batch_for_device(const BertBatch& batch, const BatchLimits& limits, i
 struct DropoutSetting {
   float hidden = 0.0f;      // embeddings, attention output, feed-forward output (config hidden_dropout_prob)
   float attention = 0.0f;   // attention probabilities (config attention_probs_dropout_prob)
-  float classifier = 0.0f;  // before the classifier (config classifier_dropout, or the --dropout flag)
+  float classifier = 0.0f;  // before the classifier, and before the head's dense layer where the family has that
+                            // dropout (config classifier_dropout, or the --dropout flag)
   uint64_t seed = 0;
   uint32_t step = 0;        // the optimizer step: a new mask every step
 
@@ -80,7 +82,8 @@ class BertClassifier {
   void backward(T* grads, const T* params, const T* dlogits);
 
   const T* logits() const { return logits_; }              // [B, C]
-  const T* pooled_output() const { return pooled_; }       // [B, H], tanh(dense(CLS)) before dropout
+  // [B, H] the head's hidden activation act(dense(first token)) before its dropout: BERT's pooled output.
+  const T* pooled_output() const { return pooled_; }
   const T* sequence_output() const { return layer_in_.back(); }  // [T, H]
   std::size_t activation_bytes() const { return arena_.size() * sizeof(T); }
 
@@ -102,11 +105,13 @@ class BertClassifier {
   std::vector<int32_t> positions_;  // [T] each token's position in its row
   std::vector<int64_t> slots_;      // [T] each token's dropout row (kernels/packed.h)
 
-  // Saved by forward for backward ([T, H] unless noted).
-  T *emb_sum_, *emb_mean_, *emb_rstd_;      // [T, H], [T], [T]
+  // Saved by forward for backward ([T, H] unless noted; E the embedding width).
+  T *emb_sum_, *emb_mean_, *emb_rstd_;      // [T, E], [T], [T]
+  T* emb_norm_;                             // [T, E] the projection's input (ELECTRA), else null
+  T* d_emb_;                                // [T, E] scratch: the embedding LayerNorm's output gradient, when E != H
   std::vector<T*> layer_in_;                // L + 1 tensors: the input of layer l; the last is the output
   std::vector<LayerActivations> layers_;
-  T *cls_, *pool_pre_, *pooled_, *pooled_drop_, *logits_;  // [B, H] ×4, [B, C]
+  T *cls_, *cls_drop_, *pool_pre_, *pooled_, *pooled_drop_, *logits_;  // [B, H] ×5, [B, C]
   // Scratch shared by all layers.
   T* d_inter_;                              // [T, I]
   T* d_qkv_;                                // [T, 3H]

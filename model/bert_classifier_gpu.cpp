@@ -11,6 +11,7 @@
 #include "kernels/layernorm.h"
 #include "kernels/linear.h"
 #include "kernels/packed.h"
+#include "kernels/tensor_ops.h"
 #include "model/dropout_sites.h"
 
 namespace bertrain {
@@ -69,12 +70,17 @@ BertClassifierGpu<T>::BertClassifierGpu(const BertConfig& config, int num_labels
 
   const std::size_t tokens = static_cast<std::size_t>(limits.tokens), b = static_cast<std::size_t>(limits.rows);
   const std::size_t h = config.hidden_size, i = config.intermediate_size, nh = config.num_attention_heads;
+  const std::size_t e = config.embedding_width();
   ArenaCarver carve(static_cast<char*>(arena));
   carve.take(positions_, tokens);
   carve.take(slots_, tokens);
-  carve.take(emb_sum_, tokens * h);
+  carve.take(emb_sum_, tokens * e);
   carve.take(emb_mean_, tokens);
   carve.take(emb_rstd_, tokens);
+  if (config.has_embedding_projection()) {
+    carve.take_stream(emb_norm_, emb_norm_t_, tokens * e);
+    carve.take(d_emb_norm_, tokens * e);
+  }
   stream_.resize(config.num_hidden_layers + 1);
   stream_t_.resize(config.num_hidden_layers + 1);
   for (std::size_t l = 0; l < stream_.size(); ++l) carve.take_stream(stream_[l], stream_t_[l], tokens * h);
@@ -88,17 +94,18 @@ BertClassifierGpu<T>::BertClassifierGpu(const BertConfig& config, int num_labels
     carve.take(a.inter_pre, tokens * i);
     carve.take(a.inter_act, tokens * i);
   }
-  for (T** p : {&cls_, &pool_pre_, &pooled_, &pooled_drop_, &d_small_a_}) carve.take(*p, b * h);
+  for (T** p : {&cls_, &cls_drop_, &pool_pre_, &pooled_, &pooled_drop_, &d_small_a_}) carve.take(*p, b * h);
   carve.take(d_small_b_, b * h);
   carve.take(logits_, b * num_labels);
   carve.take(dlogits_, b * num_labels);
   for (T** p : {&d_b_, &d_c_}) carve.take(*p, tokens * h);
-  for (float** p : {&dy_, &d_emb_}) carve.take(*p, tokens * h);
+  carve.take(dy_, tokens * h);
+  carve.take(d_emb_, tokens * e);
   carve.take(d_qkv_, tokens * 3 * h);
   carve.take(d_inter_, tokens * i);
   carve.take(attention_workspace_, attention_workspace_floats_cuda(limits.tokens, config.num_attention_heads));
   // CUB's scratch size is a device query: models are only built (and sized) where there is a device.
-  embedding_scratch_bytes_ = embedding_backward_scratch_bytes(static_cast<int>(tokens), config.hidden_size);
+  embedding_scratch_bytes_ = embedding_backward_scratch_bytes(static_cast<int>(tokens), config.embedding_width());
   carve.take_bytes(embedding_scratch_, embedding_scratch_bytes_);
   arena_used_ = carve.used();
   BERTRAIN_CHECK(arena == nullptr || arena_size >= arena_used_,
@@ -112,23 +119,40 @@ void BertClassifierGpu<T>::forward(const T* params, const BertBatch& batch, cons
   dropout_ = dropout;
   const GpuHandles& hd = handles_;
   const CudaStream stream = hd.stream;
-  const BertWeights<const T>& w = weights_.bind(layout_, config_.num_hidden_layers, params);
+  const BertWeights<const T>& w = weights_.bind(layout_, config_, params);
   const BertConfig& c = config_;
+  const ModelFamily& family = c.family();
   const int B = batch.batch, S = batch.longest, H = c.hidden_size, I = c.intermediate_size, C = num_labels_;
+  const int E = c.embedding_width();
   const int tokens = batch.tokens;
-  const std::size_t th = static_cast<std::size_t>(tokens) * H;
+  const std::size_t th = static_cast<std::size_t>(tokens) * H, te = static_cast<std::size_t>(tokens) * E;
   const float eps = static_cast<float>(c.layer_norm_eps);
   const Activation act = c.activation();
+  const float attention_output_p = family.attention_output_dropout ? dropout.hidden : 0.0f;
   packed_positions_cuda(positions_, slots_, batch.cu_seqlens, B, batch.first_sample, c.max_position_embeddings, stream);
   const SiteLayouts layouts(batch.first_sample, c.max_position_embeddings, H, slots_);
+  const SiteLayouts embedding_layouts(batch.first_sample, c.max_position_embeddings, E, slots_);
 
+  // Positions index the table from the family's offset on (RoBERTa: padding_idx + 1).
   embedding_forward_cuda(emb_sum_, batch.input_ids, positions_, static_cast<const int32_t*>(nullptr), w.word_emb,
-                         w.pos_emb, w.type_emb, tokens, H, stream);
-  // The embedding LayerNorm writes the float stream only; the dropout after it writes the stream and its T copy.
-  layernorm_forward_cuda(stream_[0], static_cast<T*>(nullptr), emb_mean_, emb_rstd_, emb_sum_,
-                         static_cast<const float*>(nullptr), w.emb_ln_g, w.emb_ln_b, tokens, H, eps, stream);
-  dropout_forward_cuda(stream_[0], stream_t_[0], stream_[0], th, dropout.hidden, dropout.key(kEmbeddings),
-                       layouts.tokens, stream);
+                         w.pos_emb + static_cast<std::size_t>(c.position_offset()) * E, w.type_emb, tokens, E, stream);
+  if (emb_norm_ == nullptr) {
+    // The embedding LayerNorm writes the float stream only; the dropout after it writes the stream and its T copy.
+    layernorm_forward_cuda(stream_[0], static_cast<T*>(nullptr), emb_mean_, emb_rstd_, emb_sum_,
+                           static_cast<const float*>(nullptr), w.emb_ln_g, w.emb_ln_b, tokens, H, eps, stream);
+    dropout_forward_cuda(stream_[0], stream_t_[0], stream_[0], th, dropout.hidden, dropout.key(kEmbeddings),
+                         layouts.tokens, stream);
+  } else {
+    // ELECTRA: LayerNorm and dropout at width E, then embeddings_project (a T GEMM, as autocast runs the Linear)
+    // whose output, widened to float, starts the residual stream.
+    layernorm_forward_cuda(emb_norm_, static_cast<T*>(nullptr), emb_mean_, emb_rstd_, emb_sum_,
+                           static_cast<const float*>(nullptr), w.emb_ln_g, w.emb_ln_b, tokens, E, eps, stream);
+    dropout_forward_cuda(emb_norm_, emb_norm_t_, emb_norm_, te, dropout.hidden, dropout.key(kEmbeddings),
+                         embedding_layouts.tokens, stream);
+    linear_forward_cuda(hd, stream_t_[0], static_cast<const T*>(emb_norm_t_), w.emb_proj_w, w.emb_proj_b, tokens, E,
+                        H);
+    if constexpr (!std::is_same_v<T, float>) cast_cuda(stream_[0], static_cast<const T*>(stream_t_[0]), th, stream);
+  }
 
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const BertLayerWeights<const T>& lw = w.layers[l];
@@ -143,7 +167,7 @@ void BertClassifierGpu<T>::forward(const T* params, const BertBatch& batch, cons
     // dropout(attn_out) (T) + x (float) in fp32, as autocast promotes bf16 + fp32, then LayerNorm.
     dropout_residual_layernorm_forward_cuda(a.ln1_out, a.ln1_out_t, a.ln1_mean, a.ln1_rstd,
                                             static_cast<const T*>(a.attn_out), x, lw.attn_ln_g, lw.attn_ln_b, tokens,
-                                            H, eps, dropout.hidden, dropout.key(layer_site(l, kAttentionOutput)),
+                                            H, eps, attention_output_p, dropout.key(layer_site(l, kAttentionOutput)),
                                             layouts.tokens, stream);
     linear_activation_forward_cuda(hd, a.inter_act, a.inter_pre, static_cast<const T*>(a.ln1_out_t), lw.inter_w,
                                    lw.inter_b, tokens, H, I, act);
@@ -154,14 +178,21 @@ void BertClassifierGpu<T>::forward(const T* params, const BertBatch& batch, cons
                                             dropout.key(layer_site(l, kFeedForwardOutput)), layouts.tokens, stream);
   }
 
-  // Pooler on the [CLS] token (read from the T copy: the pooler dense's input), then classifier dropout and the
-  // linear head.
+  // The head on each row's first token (read from the T copy: the dense's input): [dropout,] dense, activation,
+  // dropout, output layer (model_family.h).
+  const std::size_t bh = static_cast<std::size_t>(B) * H;
   gather_first_tokens_cuda(cls_, static_cast<const T*>(stream_t_.back()), batch.cu_seqlens, B, H, stream);
-  linear_forward_cuda(hd, pool_pre_, cls_, w.pooler_w, w.pooler_b, B, H, H);
-  activation_forward_cuda(pooled_, pool_pre_, static_cast<std::size_t>(B) * H, Activation::kTanh, stream);
-  dropout_forward_cuda(pooled_drop_, pooled_, static_cast<std::size_t>(B) * H, dropout.classifier,
+  const T* head_in = cls_;
+  if (family.head_input_dropout) {
+    dropout_forward_cuda(cls_drop_, static_cast<const T*>(cls_), bh, dropout.classifier,
+                         dropout.key(head_input_site(c.num_hidden_layers)), layouts.pooled, stream);
+    head_in = cls_drop_;
+  }
+  linear_forward_cuda(hd, pool_pre_, head_in, w.head_dense_w, w.head_dense_b, B, H, H);
+  activation_forward_cuda(pooled_, static_cast<const T*>(pool_pre_), bh, family.head_activation, stream);
+  dropout_forward_cuda(pooled_drop_, static_cast<const T*>(pooled_), bh, dropout.classifier,
                        dropout.key(classifier_site(c.num_hidden_layers)), layouts.pooled, stream);
-  linear_forward_cuda(hd, logits_, pooled_drop_, w.classifier_w, w.classifier_b, B, H, C);
+  linear_forward_cuda(hd, logits_, static_cast<const T*>(pooled_drop_), w.classifier_w, w.classifier_b, B, H, C);
 }
 
 template <typename T>
@@ -170,31 +201,41 @@ void BertClassifierGpu<T>::backward(float* grads, const T* params, const T* dlog
   BERTRAIN_CHECK(batch_.batch > 0, "backward called before forward");
   const GpuHandles& hd = handles_;
   const CudaStream stream = hd.stream;
-  const BertWeights<const T>& w = weights_.bind(layout_, config_.num_hidden_layers, params);
-  const BertWeights<float>& g = gradients_.bind(layout_, config_.num_hidden_layers, grads);
+  const BertWeights<const T>& w = weights_.bind(layout_, config_, params);
+  const BertWeights<float>& g = gradients_.bind(layout_, config_, grads);
   const BertConfig& c = config_;
+  const ModelFamily& family = c.family();
   const DropoutSetting& dropout = dropout_;
   const int B = batch_.batch, S = batch_.longest, H = c.hidden_size, I = c.intermediate_size, C = num_labels_;
+  const int E = c.embedding_width();
   const int tokens = batch_.tokens;
-  const std::size_t th = static_cast<std::size_t>(tokens) * H;
+  const std::size_t th = static_cast<std::size_t>(tokens) * H, te = static_cast<std::size_t>(tokens) * E;
+  const std::size_t bh = static_cast<std::size_t>(B) * H;
   const Activation act = c.activation();
+  const float attention_output_p = family.attention_output_dropout ? dropout.hidden : 0.0f;
   const SiteLayouts layouts(batch_.first_sample, c.max_position_embeddings, H, slots_);
+  const SiteLayouts embedding_layouts(batch_.first_sample, c.max_position_embeddings, E, slots_);
   auto ready = [&](const float* first) {
     if (on_gradients_ready) on_gradients_ready(static_cast<std::size_t>(first - grads));
   };
 
-  // Head: classifier, dropout, tanh, pooler dense; the pooler's input gradient lands on the [CLS] rows.
-  linear_backward_cuda(hd, d_small_a_, g.classifier_w, g.classifier_b, dlogits, pooled_drop_, w.classifier_w, B, H,
-                       C, false);
-  dropout_backward_cuda(d_small_a_, d_small_a_, static_cast<std::size_t>(B) * H, dropout.classifier,
+  // Head: output layer, dropout, activation, dense [, dropout]; its input gradient lands on the first-token rows.
+  const T* head_in = family.head_input_dropout ? cls_drop_ : cls_;
+  linear_backward_cuda(hd, d_small_a_, g.classifier_w, g.classifier_b, dlogits, static_cast<const T*>(pooled_drop_),
+                       w.classifier_w, B, H, C, false);
+  dropout_backward_cuda(d_small_a_, static_cast<const T*>(d_small_a_), bh, dropout.classifier,
                         dropout.key(classifier_site(c.num_hidden_layers)), layouts.pooled, stream);
-  activation_backward_cuda(d_small_a_, d_small_a_, pool_pre_, static_cast<std::size_t>(B) * H, Activation::kTanh,
-                           stream);
-  // The pooler's input gradient in float: it lands in the float residual-stream gradient.
-  linear_backward_cuda(hd, d_small_b_, g.pooler_w, g.pooler_b, static_cast<const T*>(d_small_a_),
-                       static_cast<const T*>(cls_), w.pooler_w, B, H, H, false);
+  activation_backward_cuda(d_small_a_, static_cast<const T*>(d_small_a_), static_cast<const T*>(pool_pre_), bh,
+                           family.head_activation, stream);
+  // The dense's input gradient in float: it lands in the float residual-stream gradient.
+  linear_backward_cuda(hd, d_small_b_, g.head_dense_w, g.head_dense_b, static_cast<const T*>(d_small_a_), head_in,
+                       w.head_dense_w, B, H, H, false);
+  if (family.head_input_dropout) {
+    dropout_backward_cuda(d_small_b_, static_cast<const float*>(d_small_b_), bh, dropout.classifier,
+                          dropout.key(head_input_site(c.num_hidden_layers)), layouts.pooled, stream);
+  }
   scatter_first_tokens_cuda(dy_, static_cast<const float*>(d_small_b_), batch_.cu_seqlens, B, tokens, H, stream);
-  ready(g.pooler_w);
+  ready(g.head_dense_w);
 
   // dy_ (float) holds the gradient of layer l's output stream on entry to iteration l and of its input on exit;
   // every step below updates it in place.
@@ -223,7 +264,7 @@ void BertClassifierGpu<T>::backward(float* grads, const T* params, const T* dlog
     // Attention LayerNorm: dy_ becomes dz1, d_b_ the attention output's gradient.
     dropout_residual_layernorm_backward_cuda(hd, dy_, d_b_, lg.attn_ln_g, lg.attn_ln_b, static_cast<const float*>(dy_),
                                              static_cast<const T*>(a.attn_out), x, a.ln1_mean, a.ln1_rstd,
-                                             lw.attn_ln_g, tokens, H, dropout.hidden,
+                                             lw.attn_ln_g, tokens, H, attention_output_p,
                                              dropout.key(layer_site(l, kAttentionOutput)), layouts.tokens);
     T* dctx = d_c_;
     linear_backward_cuda(hd, dctx, lg.attn_out_w, lg.attn_out_b, static_cast<const T*>(d_b_),
@@ -240,16 +281,29 @@ void BertClassifierGpu<T>::backward(float* grads, const T* params, const T* dlog
     ready(lg.qkv_w);
   }
 
-  // Embeddings: dropout and LayerNorm (no residual) in float, then the three tables from the float dz.
-  dropout_backward_cuda(dy_, static_cast<const float*>(dy_), th, dropout.hidden, dropout.key(kEmbeddings),
-                        layouts.tokens, stream);
-  layernorm_backward_cuda(hd, d_emb_, g.emb_ln_g, g.emb_ln_b, static_cast<const float*>(dy_),
+  // Embeddings: [the projection,] dropout and LayerNorm (no residual) in float, then the tables from the float dz.
+  float* d_norm = dy_;
+  if (emb_norm_ != nullptr) {
+    const T* dy_t;  // the projection's output gradient as its GEMM reads it
+    if constexpr (std::is_same_v<T, float>) {
+      dy_t = dy_;
+    } else {
+      cast_cuda(d_b_, static_cast<const float*>(dy_), th, stream);
+      dy_t = d_b_;
+    }
+    linear_backward_cuda(hd, d_emb_norm_, g.emb_proj_w, g.emb_proj_b, dy_t, static_cast<const T*>(emb_norm_t_),
+                         w.emb_proj_w, tokens, E, H, false);
+    d_norm = d_emb_norm_;
+  }
+  dropout_backward_cuda(d_norm, static_cast<const float*>(d_norm), te, dropout.hidden, dropout.key(kEmbeddings),
+                        embedding_layouts.tokens, stream);
+  layernorm_backward_cuda(hd, d_emb_, g.emb_ln_g, g.emb_ln_b, static_cast<const float*>(d_norm),
                           static_cast<const T*>(emb_sum_), static_cast<const float*>(nullptr), emb_mean_, emb_rstd_,
-                          w.emb_ln_g, tokens, H);
+                          w.emb_ln_g, tokens, E);
   embedding_backward_cuda(g.word_emb, g.pos_emb, g.type_emb, static_cast<const float*>(d_emb_), batch_.input_ids,
-                          batch_.cu_seqlens, static_cast<const int32_t*>(nullptr), B, tokens, H, c.vocab_size,
-                          c.max_position_embeddings, c.type_vocab_size, embedding_scratch_, embedding_scratch_bytes_,
-                          stream);
+                          batch_.cu_seqlens, static_cast<const int32_t*>(nullptr), B, tokens, E, c.vocab_size,
+                          c.max_position_embeddings, c.position_offset(), c.token_type_rows(), embedding_scratch_,
+                          embedding_scratch_bytes_, stream);
   ready(grads);
 }
 

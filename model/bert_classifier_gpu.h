@@ -1,5 +1,5 @@
-// BertForSequenceClassification on a CUDA device: the same sequence of ops as the CPU model
-// (model/bert_classifier.h), each a kernels/cuda launcher, all on one stream. T is the storage type of
+// A BERT-family sequence classifier (model/model_family.h) on a CUDA device: the same sequence of ops as the CPU
+// model (model/bert_classifier.h), each a kernels/cuda launcher, all on one stream. T is the storage type of
 // weights and GEMM operands: float (--precision fp32, matches the CPU engine) or bf16 (--precision bf16).
 //
 // A layer is seven launches forward: the Q/K/V GEMM (N = 3H, bias epilogue), the fused attention (flash form,
@@ -27,6 +27,7 @@
 // kernels/*.h.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -44,9 +45,9 @@ class BertClassifierGpu {
   // Bytes of device memory the activations and scratch of a model with these sizes need.
   static std::size_t arena_bytes(const BertConfig& config, int num_labels, const BatchLimits& limits);
   // Widest matrix a column reduction sees (for GpuContext's workspace: gpu_reduction_workspace_elements).
-  static int widest_reduction(const BertConfig& config) { return config.intermediate_size > config.hidden_size
-                                                                     ? config.intermediate_size
-                                                                     : config.hidden_size; }
+  static int widest_reduction(const BertConfig& config) {
+    return std::max({config.intermediate_size, config.hidden_size, config.embedding_width()});
+  }
 
   // `arena` is device memory of arena_bytes(...) bytes, owned by the caller and kept alive with the model.
   BertClassifierGpu(const BertConfig& config, int num_labels, const BatchLimits& limits, const GpuHandles& handles,
@@ -95,22 +96,27 @@ class BertClassifierGpu {
 
   int32_t* positions_;  // [T] each token's position in its row (kernels/packed.h)
   int64_t* slots_;      // [T] each token's dropout row
-  T *emb_sum_;
+  T *emb_sum_;                   // [T, E] (E the embedding width)
   float *emb_mean_, *emb_rstd_;
+  // ELECTRA's embeddings_project input: the embedding LayerNorm's output after dropout [T, E], float and T copy, and
+  // its gradient; null without a projection.
+  float* emb_norm_ = nullptr;
+  T* emb_norm_t_ = nullptr;
+  float* d_emb_norm_ = nullptr;
   // L + 1 tensors [T, H]: the input of layer l (the last is the encoder's output) as the float residual stream,
   // and its T copy that the Q/K/V GEMMs read (the same pointers when T is float).
   std::vector<float*> stream_;
   std::vector<T*> stream_t_;
   std::vector<LayerActivations> layers_;
-  T *cls_, *pool_pre_, *pooled_, *pooled_drop_, *logits_, *dlogits_;
+  T *cls_, *cls_drop_, *pool_pre_, *pooled_, *pooled_drop_, *logits_, *dlogits_;
   // Scratch shared by all layers.
   T* d_inter_;                      // [T, I] the intermediate pre-activation's gradient
   T* d_qkv_;                        // [T, 3H]
   float* dy_;                       // [T, H] gradient of the residual stream (float; every update in place)
-  float* d_emb_;                    // [T, H] the embedding sum's gradient
+  float* d_emb_;                    // [T, E] the embedding sum's gradient
   T *d_b_, *d_c_;                   // [T, H] gradients inside a sublayer
   T* d_small_a_;                    // [B, H] head gradients
-  float* d_small_b_;                // [B, H] the pooler's input gradient, scattered into dy_
+  float* d_small_b_;                // [B, H] the head's input gradient, scattered into dy_
   float* attention_workspace_;      // attention_workspace_floats_cuda
   void* embedding_scratch_;
   std::size_t embedding_scratch_bytes_;

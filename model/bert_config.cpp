@@ -16,10 +16,15 @@ using nlohmann::json;
 // The fields BertConfig understands; everything else goes to `extra`. Classifier-specific fields that we
 // rewrite on save (architectures, num_labels, problem_type, label2id) are dropped from `extra` too.
 const std::set<std::string> kKnownFields = {
-    "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
-    "max_position_embeddings", "type_vocab_size", "layer_norm_eps", "hidden_dropout_prob",
-    "attention_probs_dropout_prob", "classifier_dropout", "initializer_range", "id2label", "label2id",
-    "num_labels", "architectures", "problem_type"};
+    "model_type", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+    "hidden_act", "max_position_embeddings", "type_vocab_size", "layer_norm_eps", "hidden_dropout_prob",
+    "attention_probs_dropout_prob", "classifier_dropout", "initializer_range", "pad_token_id", "embedding_size",
+    "id2label", "label2id", "num_labels", "architectures", "problem_type"};
+// DistilBertConfig names its fields differently (its attribute_map makes hidden_size read dim, and so on).
+const std::set<std::string> kDistilBertFields = {
+    "model_type", "vocab_size", "dim", "n_layers", "n_heads", "hidden_dim", "activation", "max_position_embeddings",
+    "dropout", "attention_dropout", "seq_classif_dropout", "initializer_range", "pad_token_id",
+    "sinusoidal_pos_embds", "id2label", "label2id", "num_labels", "architectures", "problem_type"};
 
 int read_int(const json& j, const char* key, int fallback, const std::string& source) {
   if (!j.contains(key)) return fallback;
@@ -80,16 +85,48 @@ std::vector<std::string> read_labels(const json& j, const std::string& source) {
   return labels;
 }
 
-}  // namespace
+std::string read_string(const json& j, const char* key, const std::string& fallback, const std::string& source) {
+  if (!j.contains(key)) return fallback;
+  const json& v = j.at(key);
+  BERTRAIN_CHECK(v.is_string(), source << ": field '" << key << "' must be a string, found " << v.dump());
+  return v.get<std::string>();
+}
 
-BertConfig BertConfig::from_json(const json& j, const std::string& source) {
-  BERTRAIN_CHECK(j.is_object(), source << ": expected a JSON object, found " << j.type_name());
-  if (j.contains("model_type")) {
-    const json& type = j.at("model_type");
-    BERTRAIN_CHECK(type.is_string() && type.get<std::string>() == "bert",
-                   source << ": model_type must be \"bert\", found " << type.dump());
+// DistilBertConfig's fields (and its defaults) into BERT's names. DistilBERT's LayerNorms use eps 1e-12 whatever
+// the config says (the model hard-codes it).
+void read_distilbert_fields(const json& j, const std::string& source, BertConfig* c) {
+  BERTRAIN_CHECK(!j.contains("sinusoidal_pos_embds") || j.at("sinusoidal_pos_embds") == json(false),
+                 source << ": sinusoidal_pos_embds " << j.at("sinusoidal_pos_embds").dump()
+                        << " is not supported (bertrain trains learned position embeddings)");
+  c->vocab_size = read_int(j, "vocab_size", 30522, source);
+  c->hidden_size = read_int(j, "dim", 768, source);
+  c->num_hidden_layers = read_int(j, "n_layers", 6, source);
+  c->num_attention_heads = read_int(j, "n_heads", 12, source);
+  c->intermediate_size = read_int(j, "hidden_dim", 3072, source);
+  c->hidden_act = read_string(j, "activation", "gelu", source);
+  c->max_position_embeddings = read_int(j, "max_position_embeddings", 512, source);
+  c->layer_norm_eps = 1e-12;
+  c->hidden_dropout_prob = read_double(j, "dropout", 0.1, source);
+  c->attention_probs_dropout_prob = read_double(j, "attention_dropout", 0.1, source);
+  c->classifier_dropout = read_double(j, "seq_classif_dropout", 0.2, source);
+  c->initializer_range = read_double(j, "initializer_range", 0.02, source);
+  c->pad_token_id = read_int(j, "pad_token_id", 0, source);
+}
+
+// The fields of BertConfig, RobertaConfig, XLMRobertaConfig and ElectraConfig, from each class's defaults.
+void read_bert_fields(const json& j, const std::string& source, BertConfig* out) {
+  BertConfig& c = *out;
+  const ModelType type = c.model_type;
+  if (type == ModelType::kRoberta || type == ModelType::kXlmRoberta) c.pad_token_id = 1;
+  if (type == ModelType::kElectra) {  // ElectraConfig's small defaults
+    c.embedding_size = 128;
+    c.hidden_size = 256;
+    c.num_attention_heads = 4;
+    c.intermediate_size = 1024;
   }
-  BertConfig c;
+  const std::string positions = read_string(j, "position_embedding_type", "absolute", source);
+  BERTRAIN_CHECK(positions == "absolute", source << ": position_embedding_type \"" << positions
+                                                 << "\" is not supported (only \"absolute\")");
   c.vocab_size = read_int(j, "vocab_size", c.vocab_size, source);
   c.hidden_size = read_int(j, "hidden_size", c.hidden_size, source);
   c.num_hidden_layers = read_int(j, "num_hidden_layers", c.num_hidden_layers, source);
@@ -109,14 +146,41 @@ BertConfig BertConfig::from_json(const json& j, const std::string& source) {
     c.classifier_dropout = read_double(j, "classifier_dropout", 0.0, source);
   }
   c.initializer_range = read_double(j, "initializer_range", c.initializer_range, source);
+  c.pad_token_id = read_int(j, "pad_token_id", c.pad_token_id, source);
+  if (type == ModelType::kElectra) c.embedding_size = read_int(j, "embedding_size", c.embedding_size, source);
+}
+
+}  // namespace
+
+BertConfig BertConfig::from_json(const json& j, const std::string& source) {
+  BERTRAIN_CHECK(j.is_object(), source << ": expected a JSON object, found " << j.type_name());
+  BertConfig c;
+  if (j.contains("model_type")) {
+    const json& type = j.at("model_type");
+    BERTRAIN_CHECK(type.is_string(), source << ": field 'model_type' must be a string, found " << type.dump());
+    try {
+      c.model_type = model_family(type.get<std::string>()).type;
+    } catch (const Error&) {
+      BERTRAIN_FAIL(source << ": model_type " << type.dump() << " is not supported (supported: "
+                           << supported_model_types() << ")");
+    }
+  }
+  if (c.model_type == ModelType::kDistilBert) {
+    read_distilbert_fields(j, source, &c);
+  } else {
+    read_bert_fields(j, source, &c);
+  }
   c.labels = read_labels(j, source);
   if (j.contains("problem_type") && !j.at("problem_type").is_null()) {
     const json& type = j.at("problem_type");
     BERTRAIN_CHECK(type.is_string(), source << ": field 'problem_type' must be a string, found " << type.dump());
     c.problem_type = type.get<std::string>();
   }
+  const std::set<std::string>& known = c.model_type == ModelType::kDistilBert ? kDistilBertFields : kKnownFields;
   for (const auto& [key, value] : j.items()) {
-    if (kKnownFields.count(key) == 0) c.extra[key] = value;
+    // embedding_size is ELECTRA's; another family's config keeps it as transformers does, unused.
+    const bool unused = key == "embedding_size" && c.model_type != ModelType::kElectra;
+    if (known.count(key) == 0 || unused) c.extra[key] = value;
   }
   c.validate(source);
   return c;
@@ -166,25 +230,37 @@ void BertConfig::validate(const std::string& source) const {
   for (const auto& [name, value] : probabilities) {
     BERTRAIN_CHECK(value >= 0 && value < 1, source << ": " << name << " must be in [0, 1), found " << value);
   }
+  BERTRAIN_CHECK(pad_token_id >= 0 && pad_token_id < vocab_size,
+                 source << ": pad_token_id " << pad_token_id << " is outside the vocabulary [0, " << vocab_size << ")");
+  BERTRAIN_CHECK(embedding_size >= 0, source << ": embedding_size must be positive, found " << embedding_size);
+  BERTRAIN_CHECK(embedding_size == 0 || family().embedding_projection,
+                 source << ": embedding_size is an ELECTRA field, this is a " << family().model_type << " config");
+  BERTRAIN_CHECK(max_sequence_length() > 0, source << ": max_position_embeddings " << max_position_embeddings
+                                                   << " leaves no position after the padding offset "
+                                                   << position_offset());
 }
 
 json BertConfig::to_classifier_json() const {
   json j = extra;
-  j["architectures"] = json::array({"BertForSequenceClassification"});
-  j["model_type"] = "bert";
+  j["architectures"] = json::array({family().architecture});
+  j["model_type"] = family().model_type;
   j["vocab_size"] = vocab_size;
-  j["hidden_size"] = hidden_size;
-  j["num_hidden_layers"] = num_hidden_layers;
-  j["num_attention_heads"] = num_attention_heads;
-  j["intermediate_size"] = intermediate_size;
-  j["hidden_act"] = hidden_act;
   j["max_position_embeddings"] = max_position_embeddings;
-  j["type_vocab_size"] = type_vocab_size;
-  j["layer_norm_eps"] = layer_norm_eps;
-  j["hidden_dropout_prob"] = hidden_dropout_prob;
-  j["attention_probs_dropout_prob"] = attention_probs_dropout_prob;
-  j["classifier_dropout"] = classifier_dropout ? json(*classifier_dropout) : json(nullptr);
   j["initializer_range"] = initializer_range;
+  j["pad_token_id"] = pad_token_id;
+  if (model_type == ModelType::kDistilBert) {
+    j["dim"] = hidden_size;
+    j["n_layers"] = num_hidden_layers;
+    j["n_heads"] = num_attention_heads;
+    j["hidden_dim"] = intermediate_size;
+    j["activation"] = hidden_act;
+    j["dropout"] = hidden_dropout_prob;
+    j["attention_dropout"] = attention_probs_dropout_prob;
+    j["seq_classif_dropout"] = classifier_dropout.value_or(0.2);
+    j["sinusoidal_pos_embds"] = false;
+  } else {
+    write_bert_fields(&j);
+  }
   json id2label = json::object(), label2id = json::object();
   for (std::size_t id = 0; id < labels.size(); ++id) {
     id2label[std::to_string(id)] = labels[id];
@@ -195,6 +271,21 @@ json BertConfig::to_classifier_json() const {
   j["num_labels"] = labels.size();
   j["problem_type"] = problem_type.empty() ? "single_label_classification" : problem_type;
   return j;
+}
+
+void BertConfig::write_bert_fields(json* out) const {
+  json& j = *out;
+  if (model_type == ModelType::kElectra) j["embedding_size"] = embedding_width();
+  j["hidden_size"] = hidden_size;
+  j["num_hidden_layers"] = num_hidden_layers;
+  j["num_attention_heads"] = num_attention_heads;
+  j["intermediate_size"] = intermediate_size;
+  j["hidden_act"] = hidden_act;
+  j["type_vocab_size"] = type_vocab_size;
+  j["layer_norm_eps"] = layer_norm_eps;
+  j["hidden_dropout_prob"] = hidden_dropout_prob;
+  j["attention_probs_dropout_prob"] = attention_probs_dropout_prob;
+  j["classifier_dropout"] = classifier_dropout ? json(*classifier_dropout) : json(nullptr);
 }
 
 }  // namespace bertrain

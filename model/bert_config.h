@@ -1,4 +1,6 @@
-// BertConfig: the Hugging Face config.json of a BERT encoder (and its classification labels), validated.
+// BertConfig: the Hugging Face config.json of a BERT-family encoder (model/model_family.h: BERT, RoBERTa, XLM-R,
+// DistilBERT, ELECTRA) and its classification labels, validated. Fields carry BERT's names whatever the family
+// (DistilBERT's dim is hidden_size here); reading and writing translate.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -7,11 +9,14 @@
 #include <vector>
 
 #include "kernels/activation.h"
+#include "model/model_family.h"
 
 namespace bertrain {
 
 struct BertConfig {
-  // Defaults are transformers.BertConfig's, used when config.json omits a field (as from_pretrained does).
+  // Defaults are transformers.BertConfig's; from_json starts from the family's own defaults (RobertaConfig's, ...)
+  // for the fields config.json omits, as from_pretrained does.
+  ModelType model_type = ModelType::kBert;
   int vocab_size = 30522;
   int hidden_size = 768;
   int num_hidden_layers = 12;
@@ -25,13 +30,26 @@ struct BertConfig {
   double attention_probs_dropout_prob = 0.1;
   std::optional<double> classifier_dropout;  // null: the classifier uses hidden_dropout_prob
   double initializer_range = 0.02;
+  int pad_token_id = 0;
+  int embedding_size = 0;  // ELECTRA's embedding width when it differs from hidden_size; 0: hidden_size
   std::vector<std::string> labels;  // id2label in id order; empty when config.json names no labels
   // Hugging Face's problem_type: "single_label_classification" (softmax over the labels),
   // "multi_label_classification" (one sigmoid per label), "regression" or "" when config.json has none.
   std::string problem_type;
   nlohmann::json extra;             // every other field, kept so that writing preserves it
 
+  const ModelFamily& family() const { return model_family(model_type); }
   Activation activation() const { return activation_from_name(hidden_act); }
+  // The width of the embedding tables and their LayerNorm: hidden_size, except in an ELECTRA with embeddings_project.
+  int embedding_width() const { return embedding_size > 0 ? embedding_size : hidden_size; }
+  bool has_embedding_projection() const { return embedding_width() != hidden_size; }
+  // The position row of a row's first token: pad_token_id + 1 for RoBERTa and XLM-R (transformers numbers real
+  // tokens from there), 0 otherwise.
+  int position_offset() const { return family().positions_after_padding ? pad_token_id + 1 : 0; }
+  // Tokens a row may have: the position table less the offset (514 - 2 = 512 for roberta-base).
+  int max_sequence_length() const { return max_position_embeddings - position_offset(); }
+  // Token-type rows; 0 when the family has no table (DistilBERT).
+  int token_type_rows() const { return family().token_types ? type_vocab_size : 0; }
   int head_dim() const { return hidden_size / num_attention_heads; }
   int num_labels() const { return static_cast<int>(labels.size()); }
 
@@ -41,8 +59,12 @@ struct BertConfig {
   // Throws Error, prefixed with `source`, on non-positive sizes, hidden not divisible by heads, unknown
   // activation, probabilities outside [0, 1) and inconsistent labels.
   void validate(const std::string& source) const;
-  // config.json of a BertForSequenceClassification (problem_type as set; single_label_classification when empty).
+  // config.json of the family's sequence classifier (BertForSequenceClassification, ...), in the family's own
+  // field names (problem_type as set; single_label_classification when empty).
   nlohmann::json to_classifier_json() const;
+
+ private:
+  void write_bert_fields(nlohmann::json* out) const;  // BertConfig's names (RoBERTa, XLM-R and ELECTRA use them too)
 };
 
 }  // namespace bertrain

@@ -69,14 +69,14 @@ std::unique_ptr<CheckpointTensors> open_checkpoint(const std::string& dir) {
 }
 
 std::map<std::string, std::string> map_checkpoint_names(const CheckpointTensors& checkpoint, const ParamLayout& layout,
-                                                        int num_hidden_layers) {
+                                                        const BertConfig& config) {
   std::map<std::string, std::string> source_of;  // layout name -> checkpoint name
   for (const CheckpointTensors::Entry& entry : checkpoint.entries()) {
-    const std::optional<std::string> name = canonical_param_name(entry.name);
+    const std::optional<std::string> name = canonical_param_name(entry.name, config.family());
     if (!name) continue;
-    BERTRAIN_CHECK(layout.contains(*name), checkpoint.path() << ": unexpected tensor '" << entry.name
-                                                             << "' (not part of a BERT classifier with "
-                                                             << num_hidden_layers << " layers)");
+    BERTRAIN_CHECK(layout.contains(*name), checkpoint.path() << ": unexpected tensor '" << entry.name << "' (not part of a "
+                                                             << config.family().model_type << " classifier with "
+                                                             << config.num_hidden_layers << " layers)");
     const auto [it, inserted] = source_of.emplace(*name, entry.name);
     BERTRAIN_CHECK(inserted, checkpoint.path() << ": tensors '" << it->second << "' and '" << entry.name
                                                << "' both map to '" << *name << "'");
@@ -133,6 +133,16 @@ HeadInit parse_head_init(const std::string& name) {
 
 const char* head_init_name(HeadInit init) { return init == HeadInit::kTorch ? "torch" : "hf"; }
 
+bool is_head_tensor(const std::string& name, const BertConfig& config) {
+  const ModelFamily& f = config.family();
+  auto in = [&](const std::string& module) { return name.rfind(module + ".", 0) == 0; };
+  return in(f.head_out) || (!f.head_dense_pretrained && in(f.head_dense));
+}
+
+bool is_head_output(const std::string& name, const BertConfig& config) {
+  return name.rfind(std::string(config.family().head_out) + ".", 0) == 0;
+}
+
 LoadedModel load_model_dir(const std::string& dir, const std::vector<std::string>& labels, uint64_t seed,
                            HeadInit head_init) {
   LoadedModel model;
@@ -151,31 +161,41 @@ LoadedModel load_model_dir(const std::string& dir, const std::vector<std::string
   const std::string& weights_path = file->path();
   std::map<std::string, std::vector<int64_t>> shape_of;
   for (const CheckpointTensors::Entry& e : file->entries()) shape_of[e.name] = e.shape;
-  const std::map<std::string, std::string> source_of =
-      map_checkpoint_names(*file, model.layout, model.config.num_hidden_layers);
+  const std::map<std::string, std::string> source_of = map_checkpoint_names(*file, model.layout, model.config);
 
-  const bool classifier_in_file = source_of.count("classifier.weight") && source_of.count("classifier.bias");
-  model.classifier_loaded = classifier_in_file && (labels.empty() || labels == checkpoint_labels);
+  // The head's output layer is loaded when the checkpoint has it for exactly these labels; a new head's dense layer
+  // (RoBERTa's classifier.dense, DistilBERT's pre_classifier) is loaded whenever the checkpoint has it, as
+  // transformers does when only the label count changes.
+  bool output_in_file = true;
+  for (const ParamEntry& entry : model.layout.entries()) {
+    if (is_head_output(entry.name, model.config)) output_in_file = output_in_file && source_of.count(entry.name) > 0;
+  }
+  model.classifier_loaded = output_in_file && (labels.empty() || labels == checkpoint_labels);
   if (labels.empty()) {
-    BERTRAIN_CHECK(classifier_in_file, weights_path << ": classifier.weight / classifier.bias missing");
+    BERTRAIN_CHECK(output_in_file, weights_path << ": " << model.config.family().head_out << ".weight / "
+                                                << model.config.family().head_out << ".bias missing");
   }
 
+  uint32_t new_tensor = 0;  // the Philox stream of each freshly initialised head tensor, in layout order
   for (const ParamEntry& entry : model.layout.entries()) {
-    const bool is_classifier = entry.name.rfind("classifier.", 0) == 0;
     float* dst = model.params.data() + entry.offset;
-    if (is_classifier && !model.classifier_loaded) {
-      const bool weight = entry.name == "classifier.weight";
+    const auto it = source_of.find(entry.name);
+    // A trained classifier (no labels given) must bring its whole head: a missing tensor is an error below.
+    const bool fresh = !labels.empty() && is_head_tensor(entry.name, model.config) &&
+                       (is_head_output(entry.name, model.config) ? !model.classifier_loaded : it == source_of.end());
+    if (fresh) {
+      const bool weight = entry.shape.size() == 2;
       if (head_init == HeadInit::kTorch) {
         // nn.Linear.reset_parameters: kaiming_uniform_(a=√5) gives bound gain·√(3/fan_in) = 1/√fan_in for the
         // weight, and the bias is uniform in the same ±1/√fan_in (fan_in = hidden size).
         const float bound = 1.0f / std::sqrt(static_cast<float>(model.config.hidden_size));
-        fill_uniform(dst, entry.numel, bound, seed, weight ? 0 : 1);
+        fill_uniform(dst, entry.numel, bound, seed, new_tensor);
       } else if (weight) {
-        fill_normal(dst, entry.numel, static_cast<float>(model.config.initializer_range), seed, 0);
+        fill_normal(dst, entry.numel, static_cast<float>(model.config.initializer_range), seed, new_tensor);
       }  // Hugging Face's bias stays zero
+      ++new_tensor;
       continue;
     }
-    const auto it = source_of.find(entry.name);
     BERTRAIN_CHECK(it != source_of.end(), weights_path << ": missing tensor '" << entry.name << "' with shape "
                                                         << shape_string(entry.shape));
     const std::vector<int64_t>& shape = shape_of.at(it->second);
@@ -184,19 +204,32 @@ LoadedModel load_model_dir(const std::string& dir, const std::vector<std::string
                                                       << shape_string(entry.shape));
     file->read_float_into(it->second, dst, entry.numel);
   }
-  model.vocab_path = file_exists(dir + "/vocab.txt") ? dir + "/vocab.txt" : "";
+  model.tokenizer_dir = dir;
   return model;
 }
 
+const std::vector<std::string>& tokenizer_file_names() {
+  // transformers' tokenizer files: the fast tokenizer's tokenizer.json, the slow ones' vocabularies (WordPiece
+  // vocab.txt, BPE vocab.json + merges.txt, SentencePiece models) and the settings beside them.
+  static const std::vector<std::string> names = {
+      "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "vocab.txt",
+      "vocab.json",     "merges.txt",            "sentencepiece.bpe.model", "spiece.model"};
+  return names;
+}
+
 void save_model_dir(const std::string& dir, const BertConfig& config, const ParamLayout& layout, const float* params,
-                    const std::string& vocab_source) {
+                    const std::string& tokenizer_source) {
   make_directories(dir);
   SafetensorsWriter writer;
   for (const ParamEntry& entry : layout.entries()) writer.add_f32(entry.name, entry.shape, params + entry.offset);
   writer.set_metadata("format", "pt");  // transformers refuses safetensors files without it
   writer.write(dir + "/model.safetensors");
   write_file_atomically(dir + "/config.json", config.to_classifier_json().dump(2) + "\n");
-  if (!vocab_source.empty()) write_file_atomically(dir + "/vocab.txt", read_file(vocab_source, "vocabulary file"));
+  if (tokenizer_source.empty() || tokenizer_source == dir) return;
+  for (const std::string& name : tokenizer_file_names()) {
+    const std::string from = tokenizer_source + "/" + name;
+    if (file_exists(from)) write_file_atomically(dir + "/" + name, read_file(from, "tokenizer file"));
+  }
 }
 
 }  // namespace bertrain

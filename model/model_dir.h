@@ -1,5 +1,5 @@
-// A Hugging Face model directory (config.json, model.safetensors or pytorch_model.bin, vocab.txt) read into,
-// and written from, our flat float32 parameter buffer.
+// A Hugging Face model directory (config.json, model.safetensors or pytorch_model.bin, the tokenizer's files) of
+// any supported family (model/model_family.h) read into, and written from, our flat float32 parameter buffer.
 #pragma once
 
 #include <cstddef>
@@ -33,18 +33,24 @@ class CheckpointTensors {
 // bytes) when there is no model.safetensors. Throws when neither exists.
 std::unique_ptr<CheckpointTensors> open_checkpoint(const std::string& dir);
 
-// Layout name -> checkpoint name for every tensor of `checkpoint` that maps into `layout` (hf_names.h: "bert."
-// optional, gamma / beta; cls.* heads and position_ids ignored). A tensor outside the layout, or two mapping
-// to one name, is an Error naming the file. Shapes are not checked here.
+// Layout name -> checkpoint name for every tensor of `checkpoint` that maps into `layout` (hf_names.h: the family's
+// prefix optional, gamma / beta; pre-training heads and position_ids ignored). A tensor outside the layout, or two
+// mapping to one name, is an Error naming the file. Shapes are not checked here.
 std::map<std::string, std::string> map_checkpoint_names(const CheckpointTensors& checkpoint, const ParamLayout& layout,
-                                                        int num_hidden_layers);
+                                                        const BertConfig& config);
+
+// The head tensors a checkpoint without a classifier lacks: the output layer, and the dense layer before it except
+// BERT's pre-trained pooler.
+bool is_head_tensor(const std::string& layout_name, const BertConfig& config);
+// The output layer's tensors (classifier.*, or classifier.out_proj.*), whose rows are the labels.
+bool is_head_output(const std::string& layout_name, const BertConfig& config);
 
 struct LoadedModel {
   BertConfig config;          // config.labels is the classifier's label set
   ParamLayout layout;         // bert_classifier_layout(config, labels)
   std::vector<float> params;  // layout.total() elements
-  bool classifier_loaded = false;  // false: classifier.* freshly initialised
-  std::string vocab_path;     // the directory's vocab.txt ("" when it has none)
+  bool classifier_loaded = false;  // false: the head's output layer freshly initialised
+  std::string tokenizer_dir;       // the directory the model came from, where its tokenizer files are
 };
 
 // How a new classifier head is initialised.
@@ -56,19 +62,23 @@ enum class HeadInit {
 HeadInit parse_head_init(const std::string& name);
 const char* head_init_name(HeadInit init);
 
-// Loads `dir` (weights from open_checkpoint). With `labels` empty, the classifier comes from the checkpoint (config.json id2label and
-// classifier.* must be present). With `labels` given, classifier.* is loaded when the checkpoint has it for
-// exactly these labels in this order, and is otherwise initialised as `head_init` says, drawn from `seed`.
-// Every tensor the config implies must be present with its shape; unknown tensors are an error, cls.* heads and
-// position_ids are ignored.
+// Loads `dir` (weights from open_checkpoint). With `labels` empty, the classifier comes from the checkpoint (config.json
+// id2label and the head must be present). With `labels` given, the head's output layer is loaded when the checkpoint
+// has it for exactly these labels in this order, a new head's dense layer (not BERT's pooler) whenever the checkpoint
+// has it; head tensors not loaded are initialised as `head_init` says, drawn from `seed` (one stream per tensor).
+// Every other tensor the config implies must be present with its shape; unknown tensors are an error, pre-training
+// heads and position_ids are ignored.
 LoadedModel load_model_dir(const std::string& dir, const std::vector<std::string>& labels, uint64_t seed,
                            HeadInit head_init = HeadInit::kTorch);
 
-// Writes a BertForSequenceClassification directory (created if missing; each file replaced atomically):
-// model.safetensors (bert.* and classifier.*, F32), config.json (BertConfig::to_classifier_json) and, when
-// `vocab_source` is non-empty, a copy of it as vocab.txt.
+// Writes the family's sequence-classifier directory (created if missing; each file replaced atomically):
+// model.safetensors (every tensor of `layout` under its transformers name, F32), config.json
+// (BertConfig::to_classifier_json) and, when `tokenizer_source` is a directory other than `dir`, copies of the
+// tokenizer files it has (tokenizer_file_names), so the directory loads with AutoTokenizer too.
 void save_model_dir(const std::string& dir, const BertConfig& config, const ParamLayout& layout, const float* params,
-                    const std::string& vocab_source);
+                    const std::string& tokenizer_source);
+// tokenizer.json, tokenizer_config.json, special_tokens_map.json, vocab.txt, vocab.json, merges.txt, ...
+const std::vector<std::string>& tokenizer_file_names();
 
 // Fills `out[0, n)` with normal(0, std) draws from Philox stream (seed, tensor) via Box–Muller:
 // the same numbers on every machine, unlike std::normal_distribution.

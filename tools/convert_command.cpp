@@ -1,6 +1,7 @@
 // `bertrain convert DIR [--out DIR2]`: rewrites a model directory's weights (pytorch_model.bin, read by our
 // own restricted unpickler, or model.safetensors) as a float32 model.safetensors with the names
-// save_model_dir writes (bert.*, classifier.*), plus config.json and vocab.txt, each replaced atomically.
+// save_model_dir writes (the family's prefix, its head), plus config.json and the tokenizer's files, each replaced
+// atomically.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -25,13 +26,13 @@ namespace bertrain {
 namespace {
 
 // What convert reads from DIR: the weights in the layout bertrain writes (`present`: the entries DIR has; a
-// BertModel checkpoint has no classifier), and the bytes of config.json and vocab.txt.
+// base-model checkpoint has no classifier), and the bytes of config.json and of the tokenizer's files.
 struct ConvertSource {
   ParamLayout layout;
   std::vector<float> params;
   std::vector<bool> present;  // per layout entry
-  std::string weights_path, config_text, vocab_text;
-  bool has_vocab = false;
+  std::string weights_path, config_text;
+  std::vector<std::pair<std::string, std::string>> tokenizer_files;  // name, bytes
 };
 
 ConvertSource read_source(const std::string& dir) {
@@ -39,20 +40,21 @@ ConvertSource read_source(const std::string& dir) {
   const std::unique_ptr<CheckpointTensors> checkpoint = open_checkpoint(dir);
   // The classifier's row count comes from the checkpoint when it has one (BertForPreTraining has none).
   int num_labels = std::max(config.num_labels(), 1);
+  const std::string head_out = std::string(config.family().head_out) + ".weight";
   for (const CheckpointTensors::Entry& e : checkpoint->entries()) {
-    if (e.name == "classifier.weight" && e.shape.size() == 2 && e.shape[0] > 0) num_labels = static_cast<int>(e.shape[0]);
+    if (e.name == head_out && e.shape.size() == 2 && e.shape[0] > 0) num_labels = static_cast<int>(e.shape[0]);
   }
   ConvertSource source;
   source.layout = bert_classifier_layout(config, num_labels);
   source.weights_path = checkpoint->path();
   const std::map<std::string, std::string> source_of =
-      map_checkpoint_names(*checkpoint, source.layout, config.num_hidden_layers);
+      map_checkpoint_names(*checkpoint, source.layout, config);
   std::map<std::string, std::vector<int64_t>> shape_of;
   for (const CheckpointTensors::Entry& e : checkpoint->entries()) shape_of[e.name] = e.shape;
   source.params.assign(source.layout.total(), 0.0f);
   for (const ParamEntry& entry : source.layout.entries()) {
     const auto it = source_of.find(entry.name);
-    const bool no_head = it == source_of.end() && entry.name.rfind("classifier.", 0) == 0;  // BertModel weights
+    const bool no_head = it == source_of.end() && is_head_tensor(entry.name, config);  // base-model weights
     source.present.push_back(!no_head);
     if (no_head) continue;
     BERTRAIN_CHECK(it != source_of.end(), checkpoint->path() << ": missing tensor '" << entry.name << "' with shape "
@@ -64,8 +66,9 @@ ConvertSource read_source(const std::string& dir) {
     checkpoint->read_float_into(it->second, source.params.data() + entry.offset, entry.numel);
   }
   source.config_text = read_file(dir + "/config.json", "config file");
-  source.has_vocab = file_exists(dir + "/vocab.txt");
-  if (source.has_vocab) source.vocab_text = read_file(dir + "/vocab.txt", "vocabulary file");
+  for (const std::string& name : tokenizer_file_names()) {
+    if (file_exists(dir + "/" + name)) source.tokenizer_files.emplace_back(name, read_file(dir + "/" + name, "tokenizer file"));
+  }
   return source;
 }
 
@@ -74,9 +77,9 @@ ConvertSource read_source(const std::string& dir) {
 int run_convert(const std::vector<std::string>& args) {
   ArgParser p("convert",
               "Writes DIR's weights (pytorch_model.bin, or model.safetensors when DIR has one) as model.safetensors:\n"
-              "float32, Hugging Face names as bertrain writes them (bert.*, classifier.* when DIR has a classifier),\n"
-              "cls.* pre-training heads and position_ids dropped, LayerNorm gamma/beta renamed. config.json and\n"
-              "vocab.txt are copied beside it. Each file is replaced atomically. transformers loads the result.\n"
+              "float32, Hugging Face names as bertrain writes them (the family's prefix such as bert. or roberta.,\n"
+              "the head when DIR has one), pre-training heads and position_ids dropped, LayerNorm gamma/beta\n"
+              "renamed. config.json and the tokenizer's files (tokenizer.json, vocab.txt, ...) are copied beside it. Each file is replaced atomically. transformers loads the result.\n"
               "pytorch_model.bin is read without Python and without executing its pickle (zip or legacy format).");
   p.positionals("DIR", "a model directory, or a RUN_DIR (its best/)", 1, 1);
   p.option("out", "", "output directory (created if missing; default DIR)").value_name("DIR2");
@@ -100,9 +103,9 @@ int run_convert(const std::vector<std::string>& args) {
   make_directories(out);
   writer.write(out + "/model.safetensors");
   write_file_atomically(out + "/config.json", source.config_text);
-  if (source.has_vocab) write_file_atomically(out + "/vocab.txt", source.vocab_text);
+  for (const auto& [name, bytes] : source.tokenizer_files) write_file_atomically(out + "/" + name, bytes);
   std::printf("wrote %s/model.safetensors: %d tensors from %s%s\n", out.c_str(), written, source.weights_path.c_str(),
-              source.has_vocab ? "" : " (DIR has no vocab.txt)");
+              source.tokenizer_files.empty() ? " (DIR has no tokenizer files)" : "");
   return 0;
 }
 

@@ -21,7 +21,7 @@ void add_data_flags(ArgParser& p, bool training) {
                           "cannot read) instead of stopping with an error; they are counted and reported");
   p.option("max-length", training ? "0" : "",
            "tokens per text, [CLS] and [SEP] included; longer texts are truncated" +
-               (training ? std::string(" (default 0: the model's max_position_embeddings)") : as_trained))
+               (training ? std::string(" (default 0: the model's max_position_embeddings, less RoBERTa's padding offset)") : as_trained))
       .value_name("N");
 }
 

@@ -78,7 +78,7 @@ class GpuBackend final : public TrainingBackend {
         losses_(4),  // per staging slot: the loss and the gradient's sum of squares
         logits_staging_(static_cast<std::size_t>(limits.rows) * num_labels),
         host_optimizer_(0, options.adam),
-        buckets_(backward_ready_offsets(model_.layout(), config.num_hidden_layers), model_.layout().total(),
+        buckets_(backward_ready_offsets(model_.layout(), config), model_.layout().total(),
                  kBucketBytes / sizeof(float)) {
     BERTRAIN_CHECK(params.size() == model_.layout().total(), "parameter buffer has " << params.size()
                                                                   << " elements, the layout needs "

@@ -38,8 +38,12 @@ void embedding_forward_cpu(T* out, const int32_t* ids, const int32_t* positions,
   for (int t = 0; t < tokens; ++t) {
     const T* w = word + static_cast<std::size_t>(ids[t]) * hidden;
     const T* p = pos + static_cast<std::size_t>(positions[t]) * hidden;
-    const T* ty = type + static_cast<std::size_t>(token_types != nullptr ? token_types[t] : 0) * hidden;
     T* o = out + static_cast<std::size_t>(t) * hidden;
+    if (type == nullptr) {
+      for (int c = 0; c < hidden; ++c) o[c] = w[c] + p[c];
+      continue;
+    }
+    const T* ty = type + static_cast<std::size_t>(token_types != nullptr ? token_types[t] : 0) * hidden;
     for (int c = 0; c < hidden; ++c) o[c] = w[c] + p[c] + ty[c];
   }
 }
@@ -47,12 +51,16 @@ void embedding_forward_cpu(T* out, const int32_t* ids, const int32_t* positions,
 template <typename T>
 void embedding_backward_cpu(T* dword, T* dpos, T* dtype, const T* dout, const int32_t* ids, const int32_t* cu_seqlens,
                             const int32_t* token_types, int batch, int tokens, int hidden, int vocab, int max_pos,
-                            int type_vocab) {
+                            int position_offset, int type_vocab) {
+  BERTRAIN_CHECK((dtype == nullptr) == (type_vocab == 0),
+                 "embedding_backward_cpu: a token-type table needs type_vocab > 0, and none type_vocab 0");
+  BERTRAIN_CHECK(position_offset >= 0 && position_offset < max_pos,
+                 "embedding_backward_cpu: position offset " << position_offset << " outside [0, " << max_pos << ")");
   check_ids(ids, token_types, tokens, vocab, type_vocab);
-  check_row_offsets(cu_seqlens, batch, tokens, max_pos, "embedding_backward_cpu");
+  check_row_offsets(cu_seqlens, batch, tokens, max_pos - position_offset, "embedding_backward_cpu");
   std::fill(dword, dword + static_cast<std::size_t>(vocab) * hidden, T(0));
   std::fill(dpos, dpos + static_cast<std::size_t>(max_pos) * hidden, T(0));
-  std::fill(dtype, dtype + static_cast<std::size_t>(type_vocab) * hidden, T(0));
+  if (dtype != nullptr) std::fill(dtype, dtype + static_cast<std::size_t>(type_vocab) * hidden, T(0));
   const int blocks = (hidden + kColumnBlock - 1) / kColumnBlock;
   // Each task owns a block of columns of all three tables, so no two threads touch the same element.
 #pragma omp parallel for schedule(static) if (tokens * hidden > 65536)
@@ -62,13 +70,14 @@ void embedding_backward_cpu(T* dword, T* dpos, T* dtype, const T* dout, const in
       for (int t = cu_seqlens[b]; t < cu_seqlens[b + 1]; ++t) {
         const T* g = dout + static_cast<std::size_t>(t) * hidden;
         T* w = dword + static_cast<std::size_t>(ids[t]) * hidden;
-        T* p = dpos + static_cast<std::size_t>(t - cu_seqlens[b]) * hidden;
-        T* ty = dtype + static_cast<std::size_t>(token_types != nullptr ? token_types[t] : 0) * hidden;
+        T* p = dpos + static_cast<std::size_t>(t - cu_seqlens[b] + position_offset) * hidden;
         for (int c = c0; c < c1; ++c) {
           w[c] += g[c];
           p[c] += g[c];
-          ty[c] += g[c];
         }
+        if (dtype == nullptr) continue;
+        T* ty = dtype + static_cast<std::size_t>(token_types != nullptr ? token_types[t] : 0) * hidden;
+        for (int c = c0; c < c1; ++c) ty[c] += g[c];
       }
     }
   }
@@ -79,8 +88,8 @@ template void embedding_forward_cpu<float>(float*, const int32_t*, const int32_t
 template void embedding_forward_cpu<double>(double*, const int32_t*, const int32_t*, const int32_t*, const double*,
                                             const double*, const double*, int, int, int, int, int);
 template void embedding_backward_cpu<float>(float*, float*, float*, const float*, const int32_t*, const int32_t*,
-                                            const int32_t*, int, int, int, int, int, int);
+                                            const int32_t*, int, int, int, int, int, int, int);
 template void embedding_backward_cpu<double>(double*, double*, double*, const double*, const int32_t*,
-                                             const int32_t*, const int32_t*, int, int, int, int, int, int);
+                                             const int32_t*, const int32_t*, int, int, int, int, int, int, int);
 
 }  // namespace bertrain

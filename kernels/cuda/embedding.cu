@@ -2,7 +2,7 @@
 // deterministic without float atomics and parallel over every table row, however many tokens share it.
 //
 // Backward as segmented sums. Each token t contributes its dout row to three table rows, named by one key each:
-// ids[t] (dword), vocab + position (dpos) and vocab + max_pos + type (dtype), position = t - cu_seqlens[b] for t's row
+// ids[t] (dword), vocab + position (dpos) and vocab + max_pos + type (dtype), position = t - cu_seqlens[b] + position_offset for t's row
 // b. The 3T (key, token) pairs are radix-sorted by key (CUB, stable: within a key, tokens ascend), so every table row
 // is a segment of consecutive sorted entries in token order: the CPU twin's order (kernels/cpu/embedding.cpp). A
 // segment is cut into chunks of kEmbeddingGradientChunk (K) entries counted from its start. The sorted entries are
@@ -93,8 +93,12 @@ __global__ void embedding_forward_kernel(T* out, const int32_t* ids, const int32
   const int t = blockIdx.x;
   const T* w = word + static_cast<std::size_t>(ids[t]) * hidden;
   const T* p = pos + static_cast<std::size_t>(positions[t]) * hidden;
-  const T* ty = type + static_cast<std::size_t>(token_types != nullptr ? token_types[t] : 0) * hidden;
   T* o = out + static_cast<std::size_t>(t) * hidden;
+  if (type == nullptr) {  // no token-type table (DistilBERT)
+    for (int c = threadIdx.x; c < hidden; c += blockDim.x) cuda::store(o + c, __fadd_rn(cuda::load(w + c), cuda::load(p + c)));
+    return;
+  }
+  const T* ty = type + static_cast<std::size_t>(token_types != nullptr ? token_types[t] : 0) * hidden;
   for (int c = threadIdx.x; c < hidden; c += blockDim.x) {
     const float sum = __fadd_rn(__fadd_rn(cuda::load(w + c), cuda::load(p + c)), cuda::load(ty + c));
     cuda::store(o + c, sum);
@@ -119,11 +123,11 @@ struct Tables {
   }
 };
 
-// keys[t], keys[T + t], keys[2T + t] (=) the word, position and type keys of token t (Tables), tokens[...] (=) t.
-// Grid-stride, one thread per token; the token's row by binary search in cu_seqlens.
+// keys[t], keys[T + t], keys[2T + t] (=) the word, position and type keys of token t (Tables), tokens[...] (=) t;
+// with no type table (type_vocab 0) every type key is skip. Grid-stride, one thread per token; the token's row by binary search in cu_seqlens.
 __global__ void embedding_keys_kernel(uint32_t* keys, int32_t* tokens_out, const int32_t* ids,
                                       const int32_t* cu_seqlens, const int32_t* token_types, int batch, int tokens,
-                                      int vocab, int max_pos, int type_vocab) {
+                                      int vocab, int max_pos, int position_offset, int type_vocab) {
   const uint32_t skip = static_cast<uint32_t>(vocab + max_pos + type_vocab);
   for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < tokens; t += gridDim.x * blockDim.x) {
     const int id = ids[t];
@@ -133,7 +137,7 @@ __global__ void embedding_keys_kernel(uint32_t* keys, int32_t* tokens_out, const
       if (cu_seqlens[mid] <= t) lo = mid;
       else hi = mid;
     }
-    const int position = t - cu_seqlens[lo];
+    const int position = t - cu_seqlens[lo] + position_offset;
     const int type = token_types != nullptr ? token_types[t] : 0;
     keys[t] = id >= 0 && id < vocab ? static_cast<uint32_t>(id) : skip;
     keys[tokens + t] = position < max_pos ? static_cast<uint32_t>(vocab + position) : skip;
@@ -367,8 +371,7 @@ void embedding_forward_cuda(T* out, const int32_t* ids, const int32_t* positions
                             const T* word, const T* pos, const T* type, int tokens, int hidden, CudaStream stream) {
   check_tokens(tokens);
   BERTRAIN_CHECK(hidden > 0, "embedding_forward_cuda: hidden must be positive, got " << hidden);
-  BERTRAIN_CHECK(out != nullptr && ids != nullptr && positions != nullptr && word != nullptr && pos != nullptr &&
-                     type != nullptr,
+  BERTRAIN_CHECK(out != nullptr && ids != nullptr && positions != nullptr && word != nullptr && pos != nullptr,
                  "embedding_forward_cuda: null input or output");
   embedding_forward_kernel<T><<<tokens, threads_for(hidden), 0, stream>>>(out, ids, positions, token_types, word, pos,
                                                                           type, hidden);
@@ -385,18 +388,22 @@ std::size_t embedding_backward_scratch_bytes(int tokens, int hidden) {
 template <typename T>
 void embedding_backward_cuda(float* dword, float* dpos, float* dtype, const T* dout, const int32_t* ids,
                              const int32_t* cu_seqlens, const int32_t* token_types, int batch, int tokens, int hidden,
-                             int vocab, int max_pos, int type_vocab, void* scratch, std::size_t scratch_bytes,
-                             CudaStream stream) {
+                             int vocab, int max_pos, int position_offset, int type_vocab, void* scratch,
+                             std::size_t scratch_bytes, CudaStream stream) {
   check_tokens(tokens);
   BERTRAIN_CHECK(tokens <= INT_MAX / 3, "embedding_backward_cuda: " << tokens << " tokens, at most " << INT_MAX / 3);
   BERTRAIN_CHECK(batch > 0 && batch <= tokens, "embedding_backward_cuda: " << batch << " rows for " << tokens
                                                                             << " tokens");
-  BERTRAIN_CHECK(hidden > 0 && vocab > 0 && type_vocab > 0 && max_pos > 0,
-                 "embedding_backward_cuda: hidden, vocab, max_pos and type_vocab must be positive, got hidden "
-                     << hidden << ", vocab " << vocab << ", max_pos " << max_pos << ", type_vocab " << type_vocab);
+  BERTRAIN_CHECK(hidden > 0 && vocab > 0 && type_vocab >= 0 && max_pos > 0,
+                 "embedding_backward_cuda: hidden, vocab and max_pos must be positive and type_vocab not negative, got "
+                 "hidden " << hidden << ", vocab " << vocab << ", max_pos " << max_pos << ", type_vocab " << type_vocab);
+  BERTRAIN_CHECK((dtype == nullptr) == (type_vocab == 0),
+                 "embedding_backward_cuda: a token-type table needs type_vocab > 0, and none type_vocab 0");
+  BERTRAIN_CHECK(position_offset >= 0 && position_offset < max_pos,
+                 "embedding_backward_cuda: position offset " << position_offset << " outside [0, " << max_pos << ")");
   BERTRAIN_CHECK(static_cast<long long>(vocab) + max_pos + type_vocab < INT_MAX,
                  "embedding_backward_cuda: vocab + max_pos + type_vocab must fit an int");
-  BERTRAIN_CHECK(dword != nullptr && dpos != nullptr && dtype != nullptr && dout != nullptr && ids != nullptr &&
+  BERTRAIN_CHECK(dword != nullptr && dpos != nullptr && dout != nullptr && ids != nullptr &&
                      cu_seqlens != nullptr,
                  "embedding_backward_cuda: null input or output");
   const int entries = entries_for(tokens), tiles = tiles_for(entries);
@@ -433,11 +440,13 @@ void embedding_backward_cuda(float* dword, float* dpos, float* dtype, const T* d
   const std::size_t h = static_cast<std::size_t>(hidden);
   BERTRAIN_CUDA_CHECK(cudaMemsetAsync(dword, 0, static_cast<std::size_t>(vocab) * h * sizeof(float), stream));
   BERTRAIN_CUDA_CHECK(cudaMemsetAsync(dpos, 0, static_cast<std::size_t>(max_pos) * h * sizeof(float), stream));
-  BERTRAIN_CUDA_CHECK(cudaMemsetAsync(dtype, 0, static_cast<std::size_t>(type_vocab) * h * sizeof(float), stream));
+  if (dtype != nullptr) {
+    BERTRAIN_CUDA_CHECK(cudaMemsetAsync(dtype, 0, static_cast<std::size_t>(type_vocab) * h * sizeof(float), stream));
+  }
 
   embedding_keys_kernel<<<cuda::elementwise_blocks(static_cast<std::size_t>(tokens), kMaxThreads), kMaxThreads, 0,
                           stream>>>(s.keys, s.tokens, ids, cu_seqlens, token_types, batch, tokens, vocab, max_pos,
-                                    type_vocab);
+                                    position_offset, type_vocab);
   BERTRAIN_CUDA_CHECK_LAUNCH("embedding_keys_kernel");
 
   // Keys are below 2^end_bit; radix sort is stable, so equal keys keep ascending token order.
@@ -467,10 +476,10 @@ template void embedding_forward_cuda<float>(float*, const int32_t*, const int32_
 template void embedding_forward_cuda<bf16>(bf16*, const int32_t*, const int32_t*, const int32_t*, const bf16*,
                                            const bf16*, const bf16*, int, int, CudaStream);
 template void embedding_backward_cuda<float>(float*, float*, float*, const float*, const int32_t*, const int32_t*,
-                                             const int32_t*, int, int, int, int, int, int, void*, std::size_t,
+                                             const int32_t*, int, int, int, int, int, int, int, void*, std::size_t,
                                              CudaStream);
 template void embedding_backward_cuda<bf16>(float*, float*, float*, const bf16*, const int32_t*, const int32_t*,
-                                            const int32_t*, int, int, int, int, int, int, void*, std::size_t,
+                                            const int32_t*, int, int, int, int, int, int, int, void*, std::size_t,
                                             CudaStream);
 
 }  // namespace bertrain

@@ -64,7 +64,7 @@ TEST(ParamLayout, BertQueryKeyValueAreOneTensor) {
       EXPECT_EQ(layout.at(p + "value." + part).offset, q.offset + 2 * q.numel) << p << part;
     }
     std::vector<float> buffer(layout.total());
-    const BertWeights<float> w = bind_bert_weights(layout, 2, buffer.data());
+    const BertWeights<float> w = bind_bert_weights(layout, c, buffer.data());
     EXPECT_EQ(w.layers[static_cast<std::size_t>(l)].qkv_w, buffer.data() + layout.at(p + "query.weight").offset);
     EXPECT_EQ(w.layers[static_cast<std::size_t>(l)].qkv_b, buffer.data() + layout.at(p + "query.bias").offset);
   }

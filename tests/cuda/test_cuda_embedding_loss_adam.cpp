@@ -261,7 +261,7 @@ long check_embedding_backward(const EmbeddingCase& c, uint32_t seed, std::size_t
   const int32_t* cpu_types = c.with_types ? in.types.data() : nullptr;
   std::vector<float> dword_ref(c.vocab * h), dpos_ref(c.max_pos * h), dtype_ref(c.type_vocab * h);
   embedding_backward_cpu<float>(dword_ref.data(), dpos_ref.data(), dtype_ref.data(), in.dout.data(), in.ids.data(),
-                                in.cu_seqlens.data(), cpu_types, c.batch(), tokens, c.hidden, c.vocab, c.max_pos,
+                                in.cu_seqlens.data(), cpu_types, c.batch(), tokens, c.hidden, c.vocab, c.max_pos, 0,
                                 c.type_vocab);
   // Tokens per table row: ids, positions (rows longer than the position), types (all 0 without types).
   std::vector<long> uses(c.vocab, 0), position_uses(c.max_pos, 0), type_uses(c.type_vocab, 0);
@@ -286,7 +286,7 @@ long check_embedding_backward(const EmbeddingCase& c, uint32_t seed, std::size_t
     device_sync();
     embedding_backward_cuda<T>(dword.data(), dpos.data(), dtype.data(), dout.data(), ids.data(), cu_seqlens.data(),
                                c.with_types ? types.data() : nullptr, c.batch(), tokens, c.hidden, c.vocab, c.max_pos,
-                               c.type_vocab, scratch.data() + scratch_offset, scratch_bytes, stream);
+                               0, c.type_vocab, scratch.data() + scratch_offset, scratch_bytes, stream);
     device_sync();
     std::vector<float> got[3] = {dword.download(), dpos.download(), dtype.download()};
     if (run == 0) {
@@ -369,6 +369,51 @@ TEST(CudaEmbedding, BackwardLongSegmentsMatchCpu) {
   EXPECT_GT(longest_run, 4096) << "no id is repeated more than 4096 times";
 }
 
+// RoBERTa's offset positions and DistilBERT's missing token-type table: the forward reads the position table from
+// the offset row on and adds no type row, the backward keys positions from the offset and writes no dtype; both
+// the CPU twin's results bit for bit (rows of at most one chunk).
+TEST(CudaEmbedding, PositionOffsetWithoutTypeTableMatchesCpu) {
+  BERTRAIN_REQUIRE_GPU();
+  GpuContext ctx(0, 0);
+  const std::vector<int> lengths = {5, 3, 8};
+  const int hidden = 32, vocab = 9, max_pos = 10, offset = 2, batch = 3;
+  const std::vector<int32_t> cu = row_offsets(lengths);
+  const int tokens = cu.back();
+  std::vector<int32_t> ids(tokens), positions(tokens);
+  for (int t = 0; t < tokens; ++t) ids[t] = (t * 5 + 3) % vocab;
+  packed_positions_cpu(positions.data(), nullptr, cu.data(), batch, 0, max_pos - offset);
+  const std::size_t h = hidden;
+  const std::vector<float> word = bf16_rounded(random_floats(vocab * h, 7)), pos = bf16_rounded(random_floats(max_pos * h, 8));
+  const std::vector<float> dout = bf16_rounded(random_floats(tokens * h, 9));
+
+  std::vector<float> ref(tokens * h);
+  embedding_forward_cpu<float>(ref.data(), ids.data(), positions.data(), nullptr, word.data(), pos.data() + offset * h,
+                               static_cast<const float*>(nullptr), tokens, hidden, vocab, max_pos - offset, 0);
+  DeviceBuffer<int32_t> d_ids(ids), d_positions(positions), d_cu(cu);
+  DeviceBuffer<float> d_word(word), d_pos(pos), out(tokens * h);
+  embedding_forward_cuda<float>(out.data(), d_ids.data(), d_positions.data(), nullptr, d_word.data(),
+                                d_pos.data() + offset * h, static_cast<const float*>(nullptr), tokens, hidden,
+                                ctx.stream());
+  device_sync();
+  EXPECT_TRUE(bitwise_equal("forward, offset positions, no types", out.download(), ref));
+
+  std::vector<float> dword_ref(vocab * h), dpos_ref(max_pos * h);
+  embedding_backward_cpu<float>(dword_ref.data(), dpos_ref.data(), nullptr, dout.data(), ids.data(), cu.data(),
+                                nullptr, batch, tokens, hidden, vocab, max_pos, offset, 0);
+  const std::size_t scratch_bytes = embedding_backward_scratch_bytes(tokens, hidden);
+  DeviceBuffer<unsigned char> scratch(scratch_bytes);
+  DeviceBuffer<float> d_dout(dout), dword(vocab * h), dpos(max_pos * h);
+  poison(dword);
+  poison(dpos);
+  device_sync();
+  embedding_backward_cuda<float>(dword.data(), dpos.data(), nullptr, d_dout.data(), d_ids.data(), d_cu.data(), nullptr,
+                                 batch, tokens, hidden, vocab, max_pos, offset, 0, scratch.data(), scratch_bytes,
+                                 ctx.stream());
+  device_sync();
+  EXPECT_TRUE(bitwise_equal("dword, offset positions, no types", dword.download(), dword_ref));
+  EXPECT_TRUE(bitwise_equal("dpos, offset positions, no types", dpos.download(), dpos_ref));
+}
+
 TEST(CudaEmbedding, BackwardRejectsTooSmallScratch) {
   BERTRAIN_REQUIRE_GPU();
   GpuContext ctx(0, 0);
@@ -378,7 +423,7 @@ TEST(CudaEmbedding, BackwardRejectsTooSmallScratch) {
       dtype(2 * hidden);
   DeviceBuffer<unsigned char> scratch(64);
   EXPECT_THROW(embedding_backward_cuda<float>(dword.data(), dpos.data(), dtype.data(), dout.data(), ids.data(),
-                                              cu_seqlens.data(), nullptr, batch, tokens, hidden, vocab, seq, 2,
+                                              cu_seqlens.data(), nullptr, batch, tokens, hidden, vocab, seq, 0, 2,
                                               scratch.data(), 64, ctx.stream()),
                Error);
 }

@@ -2,7 +2,9 @@
 // ones the CPU engine matches Hugging Face on): forward outputs and every gradient with dropout on (the same
 // masks), parameters after Adam steps in fp32, the bf16 loss curve within 1% of fp32, and no device
 // allocation inside steady-state steps. The fixtures' right-padded rows are packed (their real tokens back to
-// back): ragged batches of 2 to 4 rows, one of them a single token (tiny_tanhgelu_bce_adam).
+// back): ragged batches of 2 to 4 rows, one of them a single token (tiny_tanhgelu_bce_adam, tiny_electra_bce_adam).
+// Every model family runs: BERT, RoBERTa and XLM-R (offset positions), DistilBERT (no token types, ReLU head),
+// ELECTRA with and without embeddings_project.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -117,7 +119,7 @@ TEST_P(CudaModelTest, ForwardAndGradientsMatchTheCpuModel) {
   expect_gradients_match(f.model.layout, got.data(), cpu_grads.data(), kScaledAtol, kRtol);
   // Gradient-ready offsets: head, every layer from the last, then 0, exactly the list the data-parallel
   // gradient buckets are planned from.
-  EXPECT_EQ(ready, backward_ready_offsets(f.model.layout, config.num_hidden_layers));
+  EXPECT_EQ(ready, backward_ready_offsets(f.model.layout, config));
 }
 
 std::unique_ptr<TrainingBackend> engine_for(const Fixture& f, bool cuda, bool bf16, Communicator& comm) {
@@ -272,7 +274,9 @@ TEST_P(CudaModelTest, EvaluationLogitsMatchTheCpuEngine) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaModelTest,
                          ::testing::Values("tiny_gelu_bce_adam", "odd_gelunew_bce_weighted_adam", "tiny_relu_ce_adamw",
-                                           "tiny_tanhgelu_bce_adam"));
+                                           "tiny_tanhgelu_bce_adam", "tiny_roberta_bce_adam", "tiny_xlmr_ce_adamw",
+                                           "tiny_distilbert_bce_adam", "tiny_electra_bce_adam",
+                                           "tiny_electra_same_size_relu_ce_adam"));
 
 }  // namespace
 }  // namespace bertrain

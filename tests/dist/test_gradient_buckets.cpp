@@ -115,7 +115,7 @@ TEST(GradientBuckets, BertBaseLayout) {
   BertConfig config;
   config.vocab_size = 31090;
   const ParamLayout layout = bert_classifier_layout(config, 4);
-  const std::vector<std::size_t> offsets = backward_ready_offsets(layout, config.num_hidden_layers);
+  const std::vector<std::size_t> offsets = backward_ready_offsets(layout, config);
   const std::size_t min_elements = (25u << 20) / sizeof(float);
   const Buckets buckets = plan_gradient_buckets(offsets, layout.total(), min_elements);
   expect_valid_plan(buckets, offsets, layout.total(), min_elements);
@@ -128,7 +128,7 @@ TEST(GradientBuckets, BertBaseLayout) {
 TEST(GradientBuckets, Deterministic) {
   BertConfig config;
   const ParamLayout layout = bert_classifier_layout(config, 2);
-  const std::vector<std::size_t> offsets = backward_ready_offsets(layout, config.num_hidden_layers);
+  const std::vector<std::size_t> offsets = backward_ready_offsets(layout, config);
   const Buckets first = plan_gradient_buckets(offsets, layout.total(), 1u << 20);
   EXPECT_EQ(plan_gradient_buckets(offsets, layout.total(), 1u << 20), first);
   // Two engines (two ranks) built from the same layout hold the same schedule.
@@ -167,7 +167,7 @@ TEST(GradientBucketSchedule, EmptySliceReducesTheSameBucketsInTheSameOrder) {
   BertConfig config;
   config.vocab_size = 31090;
   const ParamLayout layout = bert_classifier_layout(config, 4);
-  GradientBucketSchedule schedule(backward_ready_offsets(layout, config.num_hidden_layers), layout.total(),
+  GradientBucketSchedule schedule(backward_ready_offsets(layout, config), layout.total(),
                                   (25u << 20) / sizeof(float));
   const Buckets from_backward = backward_step(schedule);
   const Buckets from_empty_slice = empty_slice_step(schedule);
@@ -185,7 +185,7 @@ TEST(GradientBucketSchedule, RanksIssueTheSameCollectivesWhenOneHasAnEmptyLastSl
   config.num_attention_heads = 4;
   config.intermediate_size = 256;
   const ParamLayout layout = bert_classifier_layout(config, 3);
-  const std::vector<std::size_t> offsets = backward_ready_offsets(layout, config.num_hidden_layers);
+  const std::vector<std::size_t> offsets = backward_ready_offsets(layout, config);
   std::vector<Buckets> sequences(3);
   for (int rank = 0; rank < 3; ++rank) {
     GradientBucketSchedule schedule(offsets, layout.total(), 20000);  // 80 KB buckets: several per step

@@ -256,7 +256,7 @@ void check_embedding(bool with_types) {
   // Garbage first: the tables are documented as written (=), unused rows zero.
   std::vector<double> dword(V * H, 1e3), dpos(P * H, 1e3), dtype(TV * H, 1e3);
   embedding_backward_cpu(dword.data(), dpos.data(), dtype.data(), c.r.data(), c.ids.data(), c.cu_seqlens.data(), types,
-                         B, T, H, V, P, TV);
+                         B, T, H, V, P, 0, TV);
   const std::string tag = with_types ? "with token types" : "without token types";
   // The loss is linear in the tables, so FD is exact up to rounding and unused rows (ids 4–7, positions
   // 5–7, and types 1–2 without token types) must come out exactly 0 on both sides.
@@ -274,6 +274,35 @@ void check_embedding(bool with_types) {
       for (int h = 0; h < H; ++h) ASSERT_EQ(dtype[t * H + h], 0.0) << "unused type row " << t << ", column " << h;
     }
   }
+}
+
+// RoBERTa's positions start at padding_idx + 1 and DistilBERT has no token-type table: the forward reads the position
+// table from the offset row on, the backward writes the whole table with rows below the offset zero.
+TEST(EmbeddingGradient, PositionOffsetWithoutTypeTable) {
+  EmbeddingCase c;
+  const int B = EmbeddingCase::kBatch, T = EmbeddingCase::kTokens, H = EmbeddingCase::kHidden;
+  const int V = EmbeddingCase::kVocab, P = EmbeddingCase::kMaxPos, offset = 2;
+  ASSERT_LE(EmbeddingCase::kLongest + offset, P);
+  auto loss = [&] {
+    embedding_forward_cpu(c.out.data(), c.ids.data(), c.positions.data(), static_cast<const int32_t*>(nullptr),
+                          c.word.data(), c.pos.data() + offset * H, static_cast<const double*>(nullptr), T, H, V,
+                          P - offset, 0);
+    return projection(c.r, c.out.data());
+  };
+  std::vector<double> dword(V * H, 1e3), dpos(P * H, 1e3);
+  embedding_backward_cpu(dword.data(), dpos.data(), static_cast<double*>(nullptr), c.r.data(), c.ids.data(),
+                         c.cu_seqlens.data(), static_cast<const int32_t*>(nullptr), B, T, H, V, P, offset, 0);
+  EXPECT_TRUE(check_gradient("dword, offset positions", loss, c.word.data(), dword.data(), dword.size(), kDoubleFd,
+                             {V, H}));
+  EXPECT_TRUE(check_gradient("dpos, offset positions", loss, c.pos.data(), dpos.data(), dpos.size(), kDoubleFd, {P, H}));
+  for (int p = 0; p < offset; ++p) {
+    for (int h = 0; h < H; ++h) ASSERT_EQ(dpos[p * H + h], 0.0) << "position row " << p << " below the offset";
+  }
+  // A row must fit the table above the offset.
+  EXPECT_THROW(embedding_backward_cpu(dword.data(), dpos.data(), static_cast<double*>(nullptr), c.r.data(),
+                                      c.ids.data(), c.cu_seqlens.data(), static_cast<const int32_t*>(nullptr), B, T, H,
+                                      V, P, P - EmbeddingCase::kLongest + 1, 0),
+               Error);
 }
 
 TEST(EmbeddingGradient, WithTokenTypes) { check_embedding(true); }
@@ -310,7 +339,7 @@ TEST(EmbeddingBackward, RejectsBrokenRowOffsets) {
   std::vector<double> dword(V * H), dpos(P * H), dtype(TV * H);
   auto backward = [&](const std::vector<int32_t>& cu, int batch, int tokens) {
     embedding_backward_cpu(dword.data(), dpos.data(), dtype.data(), c.r.data(), c.ids.data(), cu.data(), nullptr,
-                           batch, tokens, H, V, P, TV);
+                           batch, tokens, H, V, P, 0, TV);
   };
   EXPECT_NO_THROW(backward(c.cu_seqlens, 2, 10));
   EXPECT_THROW(backward({0, 10, 10}, 2, 10), Error);  // an empty row

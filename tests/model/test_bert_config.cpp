@@ -44,7 +44,8 @@ TEST(BertConfig, ParsesEveryField) {
   EXPECT_DOUBLE_EQ(c.attention_probs_dropout_prob, 0.2);
   EXPECT_FALSE(c.classifier_dropout.has_value());
   EXPECT_EQ(c.labels, (std::vector<std::string>{"a", "b"}));
-  EXPECT_EQ(c.extra.at("pad_token_id"), 0);
+  EXPECT_EQ(c.pad_token_id, 0);
+  EXPECT_EQ(c.model_type, ModelType::kBert);
 }
 
 TEST(BertConfig, MissingFieldsTakeTransformersDefaults) {
@@ -94,8 +95,8 @@ TEST(BertConfig, RejectsInvalidValues) {
   j["layer_norm_eps"] = 0;
   expect_error(j, {"layer_norm_eps"});
   j = valid_config();
-  j["model_type"] = "roberta";
-  expect_error(j, {"model_type", "roberta"});
+  j["model_type"] = "gpt2";
+  expect_error(j, {"model_type", "gpt2"});
   expect_error(json::array(), {"JSON object"});
 }
 
@@ -138,17 +139,116 @@ TEST(BertConfig, ClassifierJsonRoundTrips) {
   EXPECT_EQ(back.intermediate_size, c.intermediate_size);
 }
 
+// Each family's config.json in its own field names: read into BERT's, written back as the family's classifier, and
+// read again to the same values.
+TEST(BertConfig, FamiliesRoundTripInTheirOwnNames) {
+  const json distilbert = json::parse(R"({"model_type": "distilbert", "vocab_size": 40, "dim": 16, "n_layers": 3,
+    "n_heads": 4, "hidden_dim": 24, "activation": "relu", "max_position_embeddings": 20, "dropout": 0.15,
+    "attention_dropout": 0.05, "seq_classif_dropout": 0.3, "qa_dropout": 0.1, "sinusoidal_pos_embds": false,
+    "tie_weights_": true, "pad_token_id": 0, "id2label": {"0": "a", "1": "b"}})");
+  const BertConfig d = BertConfig::from_json(distilbert, "cfg.json");
+  EXPECT_EQ(d.model_type, ModelType::kDistilBert);
+  EXPECT_EQ(d.hidden_size, 16);
+  EXPECT_EQ(d.num_hidden_layers, 3);
+  EXPECT_EQ(d.num_attention_heads, 4);
+  EXPECT_EQ(d.intermediate_size, 24);
+  EXPECT_EQ(d.hidden_act, "relu");
+  EXPECT_DOUBLE_EQ(d.hidden_dropout_prob, 0.15);
+  EXPECT_DOUBLE_EQ(d.attention_probs_dropout_prob, 0.05);
+  EXPECT_DOUBLE_EQ(d.classifier_dropout.value(), 0.3);
+  EXPECT_DOUBLE_EQ(d.layer_norm_eps, 1e-12);  // DistilBERT's LayerNorms hard-code it
+  EXPECT_EQ(d.token_type_rows(), 0);
+  EXPECT_EQ(d.max_sequence_length(), 20);
+  const json dj = d.to_classifier_json();
+  EXPECT_EQ(dj.at("architectures"), json::array({"DistilBertForSequenceClassification"}));
+  EXPECT_EQ(dj.at("dim"), 16);
+  EXPECT_EQ(dj.at("seq_classif_dropout"), 0.3);
+  EXPECT_EQ(dj.at("qa_dropout"), 0.1);  // kept from the source
+  EXPECT_FALSE(dj.contains("hidden_size"));
+  EXPECT_FALSE(dj.contains("type_vocab_size"));
+  const BertConfig d2 = BertConfig::from_json(dj, "back.json");
+  EXPECT_EQ(d2.hidden_size, 16);
+  EXPECT_EQ(d2.hidden_act, "relu");
+  EXPECT_EQ(d2.labels, d.labels);
+
+  json roberta = valid_config();
+  roberta["model_type"] = "roberta";
+  roberta.erase("pad_token_id");
+  roberta["max_position_embeddings"] = 18;
+  const BertConfig r = BertConfig::from_json(roberta, "cfg.json");
+  EXPECT_EQ(r.pad_token_id, 1);  // RobertaConfig's default
+  EXPECT_EQ(r.position_offset(), 2);
+  EXPECT_EQ(r.max_sequence_length(), 16);
+  EXPECT_EQ(r.to_classifier_json().at("architectures"), json::array({"RobertaForSequenceClassification"}));
+  roberta["model_type"] = "xlm-roberta";
+  EXPECT_EQ(BertConfig::from_json(roberta, "cfg.json").to_classifier_json().at("model_type"), "xlm-roberta");
+
+  json electra = valid_config();
+  electra["model_type"] = "electra";
+  electra["embedding_size"] = 8;
+  const BertConfig e = BertConfig::from_json(electra, "cfg.json");
+  EXPECT_EQ(e.embedding_width(), 8);
+  EXPECT_TRUE(e.has_embedding_projection());
+  EXPECT_EQ(e.to_classifier_json().at("embedding_size"), 8);
+  electra["embedding_size"] = 12;  // = hidden: no projection, as ElectraModel builds none
+  EXPECT_FALSE(BertConfig::from_json(electra, "cfg.json").has_embedding_projection());
+  // BertConfig has no embedding_size: transformers keeps it as an unused attribute, and so does bertrain.
+  json bert = valid_config();
+  bert["embedding_size"] = 8;
+  const BertConfig b = BertConfig::from_json(bert, "cfg.json");
+  EXPECT_FALSE(b.has_embedding_projection());
+  EXPECT_EQ(b.extra.at("embedding_size"), 8);
+}
+
+TEST(BertConfig, RefusesWhatNoFamilyComputes) {
+  json c = valid_config();
+  c["model_type"] = "gpt2";
+  expect_error(c, {"model_type \"gpt2\" is not supported", "roberta", "distilbert", "electra"});
+  c = valid_config();
+  c["position_embedding_type"] = "relative_key";
+  expect_error(c, {"position_embedding_type", "relative_key"});
+  c = valid_config();
+  c["pad_token_id"] = 50;
+  expect_error(c, {"pad_token_id 50"});
+  c = valid_config();
+  c["model_type"] = "roberta";
+  c["pad_token_id"] = 1;
+  c["max_position_embeddings"] = 2;  // all used up by the padding offset
+  expect_error(c, {"max_position_embeddings 2", "padding offset"});
+  const json d = json::parse(R"({"model_type": "distilbert", "sinusoidal_pos_embds": true})");
+  expect_error(d, {"sinusoidal_pos_embds"});
+}
+
+TEST(HfNames, MapsEachFamilysCheckpointNames) {
+  const ModelFamily& roberta = model_family("roberta");
+  EXPECT_EQ(canonical_param_name("embeddings.word_embeddings.weight", roberta), "roberta.embeddings.word_embeddings.weight");
+  EXPECT_EQ(canonical_param_name("classifier.out_proj.weight", roberta), "classifier.out_proj.weight");
+  EXPECT_EQ(canonical_param_name("lm_head.dense.weight", roberta), std::nullopt);
+  EXPECT_EQ(canonical_param_name("roberta.pooler.dense.weight", roberta), std::nullopt);
+  EXPECT_EQ(canonical_param_name("pooler.dense.bias", roberta), std::nullopt);
+  const ModelFamily& distilbert = model_family("distilbert");
+  EXPECT_EQ(canonical_param_name("transformer.layer.0.attention.q_lin.weight", distilbert),
+            "distilbert.transformer.layer.0.attention.q_lin.weight");
+  EXPECT_EQ(canonical_param_name("pre_classifier.weight", distilbert), "pre_classifier.weight");
+  EXPECT_EQ(canonical_param_name("vocab_projector.bias", distilbert), std::nullopt);
+  const ModelFamily& electra = model_family("electra");
+  EXPECT_EQ(canonical_param_name("embeddings_project.weight", electra), "electra.embeddings_project.weight");
+  EXPECT_EQ(canonical_param_name("discriminator_predictions.dense.weight", electra), std::nullopt);
+  EXPECT_EQ(canonical_param_name("electra.embeddings.position_ids", electra), std::nullopt);
+}
+
 TEST(HfNames, MapsCheckpointNames) {
-  EXPECT_EQ(canonical_param_name("bert.pooler.dense.weight"), "bert.pooler.dense.weight");
-  EXPECT_EQ(canonical_param_name("pooler.dense.weight"), "bert.pooler.dense.weight");
-  EXPECT_EQ(canonical_param_name("embeddings.LayerNorm.gamma"), "bert.embeddings.LayerNorm.weight");
-  EXPECT_EQ(canonical_param_name("bert.encoder.layer.3.output.LayerNorm.beta"),
+  const ModelFamily& bert = model_family(ModelType::kBert);
+  EXPECT_EQ(canonical_param_name("bert.pooler.dense.weight", bert), "bert.pooler.dense.weight");
+  EXPECT_EQ(canonical_param_name("pooler.dense.weight", bert), "bert.pooler.dense.weight");
+  EXPECT_EQ(canonical_param_name("embeddings.LayerNorm.gamma", bert), "bert.embeddings.LayerNorm.weight");
+  EXPECT_EQ(canonical_param_name("bert.encoder.layer.3.output.LayerNorm.beta", bert),
             "bert.encoder.layer.3.output.LayerNorm.bias");
-  EXPECT_EQ(canonical_param_name("classifier.weight"), "classifier.weight");
-  EXPECT_EQ(canonical_param_name("cls.predictions.bias"), std::nullopt);
-  EXPECT_EQ(canonical_param_name("cls.seq_relationship.weight"), std::nullopt);
-  EXPECT_EQ(canonical_param_name("bert.embeddings.position_ids"), std::nullopt);
-  EXPECT_EQ(canonical_param_name("embeddings.position_ids"), std::nullopt);
+  EXPECT_EQ(canonical_param_name("classifier.weight", bert), "classifier.weight");
+  EXPECT_EQ(canonical_param_name("cls.predictions.bias", bert), std::nullopt);
+  EXPECT_EQ(canonical_param_name("cls.seq_relationship.weight", bert), std::nullopt);
+  EXPECT_EQ(canonical_param_name("bert.embeddings.position_ids", bert), std::nullopt);
+  EXPECT_EQ(canonical_param_name("embeddings.position_ids", bert), std::nullopt);
 }
 
 }  // namespace

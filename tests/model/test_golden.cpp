@@ -1,6 +1,8 @@
 // Golden tests: the CPU engine against Hugging Face transformers on the committed fixtures
-// (tests/fixtures/<case>/, made by tests/reference/make_fixtures.py): logits, pooled and sequence
-// outputs, loss, the gradient of every parameter, and the parameters after two optimizer steps.
+// (tests/fixtures/<case>/, made by tests/reference/make_fixtures.py) for every model family (BERT, RoBERTa,
+// XLM-R, DistilBERT, ELECTRA with and without embeddings_project): logits, the head's hidden activation (BERT's
+// pooled output), sequence outputs, loss, the gradient of every parameter, and the parameters after two optimizer
+// steps.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -85,7 +87,8 @@ TEST_P(GoldenTest, MatchesTransformers) {
     const char* name;
     const float* got;
   } outputs[] = {{"logits", trainer.model().logits()},
-                 {"pooled_output", trainer.model().pooled_output()},
+                 // BERT's fixtures call the head's activation pooled_output, the other families' head_hidden.
+                 {c.golden.contains("pooled_output") ? "pooled_output" : "head_hidden", trainer.model().pooled_output()},
                  {"sequence_output", trainer.model().sequence_output()}};
   for (const auto& out : outputs) {
     std::vector<float> ref = c.golden.read_float(out.name);
@@ -103,7 +106,7 @@ TEST_P(GoldenTest, MatchesTransformers) {
     // The key bias gradient is exactly zero in exact arithmetic (softmax ignores a constant added to a
     // whole row of scores), so what we compute is pure rounding noise of the summed terms: measure it on
     // the scale of the key weight gradient, whose terms are the same.
-    const std::string suffix = ".attention.self.key.bias";
+    const std::string suffix = "." + std::string(c.model.config.family().layer.key) + ".bias";
     const bool is_key_bias = e.name.size() > suffix.size() && e.name.compare(e.name.size() - suffix.size(), suffix.size(), suffix) == 0;
     const std::string scale_name = is_key_bias ? e.name.substr(0, e.name.size() - 4) + "weight" : e.name;
     const double atol = kGradientRtol * max_abs(c.golden.read_float("grad." + scale_name));
@@ -180,7 +183,9 @@ TEST(PackedBatch, BrokenBatchesAreErrors) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTest,
                          ::testing::Values("tiny_gelu_bce_adam", "odd_gelunew_bce_weighted_adam", "tiny_relu_ce_adamw",
-                                           "tiny_tanhgelu_bce_adam"));
+                                           "tiny_tanhgelu_bce_adam", "tiny_roberta_bce_adam", "tiny_xlmr_ce_adamw",
+                                           "tiny_distilbert_bce_adam", "tiny_electra_bce_adam",
+                                           "tiny_electra_same_size_relu_ce_adam"));
 
 }  // namespace
 }  // namespace bertrain

@@ -5,10 +5,12 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <set>
 
 #include "core/error.h"
 #include "model/model_dir.h"
 #include "model/safetensors.h"
+#include "tests/expect_error.h"
 #include "tests/temp_dir.h"
 
 namespace bertrain {
@@ -55,7 +57,7 @@ class ModelDirTest : public ::testing::Test {
 TEST_F(ModelDirTest, LoadsTheFixtureAsWritten) {
   EXPECT_TRUE(reference_.classifier_loaded);
   EXPECT_EQ(reference_.config.num_labels(), 4);
-  EXPECT_EQ(reference_.vocab_path, kFixture + "/vocab.txt");
+  EXPECT_EQ(reference_.tokenizer_dir, kFixture);
   const SafetensorsFile file(kFixture + "/model.safetensors");
   for (const ParamEntry& e : reference_.layout.entries()) {
     const std::vector<float> expected = file.read_float(e.name);
@@ -66,11 +68,11 @@ TEST_F(ModelDirTest, LoadsTheFixtureAsWritten) {
 
 TEST_F(ModelDirTest, SaveThenLoadIsExact) {
   const std::string dir = tmp_ + "/saved/nested";
-  save_model_dir(dir, reference_.config, reference_.layout, reference_.params.data(), reference_.vocab_path);
+  save_model_dir(dir, reference_.config, reference_.layout, reference_.params.data(), reference_.tokenizer_dir);
   const LoadedModel back = load_model_dir(dir, {}, 0);
   EXPECT_EQ(back.params, reference_.params);
   EXPECT_EQ(back.config.labels, reference_.config.labels);
-  EXPECT_EQ(back.vocab_path, dir + "/vocab.txt");
+  EXPECT_EQ(back.tokenizer_dir, dir);
   std::ifstream a(kFixture + "/vocab.txt"), b(dir + "/vocab.txt");
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(a), {}), std::string(std::istreambuf_iterator<char>(b), {}));
   const SafetensorsFile file(dir + "/model.safetensors");
@@ -203,6 +205,72 @@ TEST_F(ModelDirTest, UnknownLabelsWithoutHeadIsAnError) {
   // to_classifier_json writes an empty id2label; loading without labels cannot know the classes.
   expect_load_error(dir, {"id2label", "labels are unknown"});
 }
+
+}  // namespace
+}  // namespace bertrain
+
+namespace bertrain {
+namespace {
+
+// Each family's fixture loads with every tensor under its transformers name, saves under exactly the names it was
+// read from (what transformers' from_pretrained needs to report no missing or unexpected keys), and reloads bit for
+// bit; a pre-training checkpoint of the family (no prefix, its pre-training head, no classifier) loads with a fresh
+// head whose dense layer is new too, except BERT's pooler.
+class FamilyModelDirTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  testing::TempDir temp_{"bertrain_family_dir"};
+};
+
+TEST_P(FamilyModelDirTest, SavesUnderTheNamesItReadAndLoadsBaseCheckpoints) {
+  const std::string fixture = std::string(BERTRAIN_FIXTURES_DIR) + "/" + GetParam();
+  const LoadedModel model = load_model_dir(fixture, {}, 0);
+  const SafetensorsFile source(fixture + "/model.safetensors");
+  std::set<std::string> source_names, layout_names;
+  for (const TensorInfo& t : source.tensors()) source_names.insert(t.name);
+  for (const ParamEntry& e : model.layout.entries()) layout_names.insert(e.name);
+  EXPECT_EQ(layout_names, source_names);
+
+  const std::string dir = temp_.path().string() + "/saved";
+  save_model_dir(dir, model.config, model.layout, model.params.data(), fixture);
+  const SafetensorsFile saved(dir + "/model.safetensors");
+  std::set<std::string> saved_names;
+  for (const TensorInfo& t : saved.tensors()) saved_names.insert(t.name);
+  EXPECT_EQ(saved_names, source_names);
+  const LoadedModel back = load_model_dir(dir, {}, 0);
+  EXPECT_EQ(back.params, model.params);
+  EXPECT_EQ(back.config.model_type, model.config.model_type);
+  EXPECT_EQ(back.config.to_classifier_json(), model.config.to_classifier_json());
+
+  // A pre-training checkpoint: the family's prefix dropped, a pre-training head beside it, no classifier.
+  const ModelFamily& family = model.config.family();
+  const std::string base_dir = temp_.path().string() + "/base";
+  save_model_dir(base_dir, model.config, model.layout, model.params.data(), "");
+  SafetensorsWriter writer;
+  for (const ParamEntry& e : model.layout.entries()) {
+    if (is_head_tensor(e.name, model.config)) continue;
+    const std::string name = e.name.rfind(family.base, 0) == 0 ? e.name.substr(std::string(family.base).size()) : e.name;
+    writer.add_f32(name, e.shape, model.params.data() + e.offset);
+  }
+  const std::vector<float> zeros(64, 0.0f);
+  writer.add_f32(family.ignored.front() + "bias", {4}, zeros.data());
+  writer.write(base_dir + "/model.safetensors");
+  const LoadedModel fresh = load_model_dir(base_dir, {"x", "y"}, 3);
+  EXPECT_FALSE(fresh.classifier_loaded);
+  for (const ParamEntry& e : fresh.layout.entries()) {
+    const ParamEntry& ref = model.layout.at(e.name);
+    const bool same = e.shape == ref.shape && std::equal(fresh.params.begin() + e.offset,
+                                                         fresh.params.begin() + e.offset + e.numel,
+                                                         model.params.begin() + ref.offset);
+    EXPECT_EQ(same, !is_head_tensor(e.name, model.config)) << e.name;
+  }
+  // A trained classifier must bring its whole head.
+  testing::expect_error([&] { load_model_dir(base_dir, {}, 0); }, {"missing"});
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, FamilyModelDirTest,
+                         ::testing::Values("tiny_gelu_bce_adam", "tiny_roberta_bce_adam", "tiny_xlmr_ce_adamw",
+                                           "tiny_distilbert_bce_adam", "tiny_electra_bce_adam",
+                                           "tiny_electra_same_size_relu_ce_adam"));
 
 }  // namespace
 }  // namespace bertrain

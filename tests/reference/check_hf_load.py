@@ -1,8 +1,15 @@
 #!/usr/bin/env python3
 """Check that a model directory (e.g. one written by the bertrain C++ writer) loads in
-Hugging Face transformers as a BertForSequenceClassification without missing or
-unexpected weights, has the expected label config, and optionally reproduces the
+Hugging Face transformers as a sequence classifier without missing, unexpected or
+mismatched weights, has the expected label config, and optionally reproduces the
 logits stored in a golden.safetensors file.
+
+The model class is the one named in config.json's "architectures" (e.g.
+BertForSequenceClassification, RobertaForSequenceClassification,
+XLMRobertaForSequenceClassification, DistilBertForSequenceClassification,
+ElectraForSequenceClassification); without "architectures" it is
+AutoModelForSequenceClassification's choice for config.json's model_type; --model-class
+overrides both.
 
 Usage:
   python tests/reference/check_hf_load.py DIR [--golden DIR/golden.safetensors]
@@ -11,6 +18,7 @@ Exit status 0 if all checks pass, 1 otherwise.
 """
 
 import argparse
+import inspect
 import json
 import os
 import sys
@@ -18,11 +26,33 @@ import sys
 import torch
 import transformers
 from safetensors import safe_open
-from transformers import BertForSequenceClassification
+from transformers import AutoConfig, AutoModelForSequenceClassification
 
 EXPECTED_ID2LABEL = {0: "computer-vision", 1: "mlops", 2: "natural-language-processing", 3: "other"}
-# Buffers that older transformers versions saved; they are harmless when present.
+# Buffers that older transformers versions saved in BERT checkpoints; they are harmless when
+# present. Only BERT's are tolerated: for the other families the file must hold exactly the
+# model's parameters.
 TOLERATED_EXTRA = {"bert.embeddings.position_ids", "bert.embeddings.token_type_ids"}
+
+
+def model_class(model_dir, name=None):
+    """The class to load DIR with: --model-class, else config.json's architectures[0], else
+    AutoModelForSequenceClassification's mapping of its model_type."""
+    if name is None:
+        with open(os.path.join(model_dir, "config.json")) as f:
+            archs = json.load(f).get("architectures") or []
+        if len(archs) > 1:
+            sys.exit("config.json names several architectures: %s" % archs)
+        name = archs[0] if archs else None
+    if name is None:
+        config = AutoConfig.from_pretrained(model_dir)
+        return AutoModelForSequenceClassification._model_mapping[type(config)]
+    cls = getattr(transformers, name, None)
+    if cls is None or not isinstance(cls, type):
+        sys.exit("transformers %s has no model class %r" % (transformers.__version__, name))
+    if not name.endswith("ForSequenceClassification"):
+        sys.exit("%s is not a sequence classifier" % name)
+    return cls
 
 
 def raw_weight_files(model_dir):
@@ -70,6 +100,8 @@ def main():
                     help="do not require the default 4-label id2label mapping")
     ap.add_argument("--lenient-names", action="store_true",
                     help="skip the check of the raw tensor names/dtypes in model.safetensors")
+    ap.add_argument("--model-class",
+                    help="transformers class to load with (default: config.json's architectures[0])")
     ap.add_argument("--atol", type=float, default=1e-5)
     ap.add_argument("--rtol", type=float, default=1e-5)
     args = ap.parse_args()
@@ -77,14 +109,19 @@ def main():
     transformers.utils.logging.disable_progress_bar()
     errors = []
 
-    model, info = BertForSequenceClassification.from_pretrained(
-        args.dir, output_loading_info=True, attn_implementation="eager")
+    cls = model_class(args.dir, args.model_class)
+    try:
+        model, info = cls.from_pretrained(
+            args.dir, output_loading_info=True, attn_implementation="eager")
+    except (OSError, RuntimeError, ValueError) as e:  # e.g. a tensor whose shape does not match the config
+        print("ERROR: %s.from_pretrained(%s) failed: %s" % (cls.__name__, args.dir, str(e).strip().splitlines()[-1]))
+        return 1
     for key in ("missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"):
         val = info.get(key)
         if val:
             errors.append("%s: %s" % (key, sorted(str(v) for v in val)))
-    print("loaded %s: %d parameters, loading info: %s" % (
-        args.dir, sum(p.numel() for p in model.parameters()),
+    print("loaded %s as %s (model_type %s): %d parameters, loading info: %s" % (
+        args.dir, type(model).__name__, model.config.model_type, sum(p.numel() for p in model.parameters()),
         {k: len(v) for k, v in info.items()}))
 
     if not args.lenient_names:
@@ -117,9 +154,12 @@ def main():
             attention_mask = f.get_tensor("attention_mask").to(torch.int64)
             want = f.get_tensor("logits").to(torch.float32)
         model.eval()
+        kwargs = {}
+        # Token types 0 for the models that take them (not DistilBERT).
+        if "token_type_ids" in inspect.signature(model.forward).parameters:
+            kwargs["token_type_ids"] = torch.zeros_like(input_ids)
         with torch.no_grad():
-            got = model(input_ids=input_ids, attention_mask=attention_mask,
-                        token_type_ids=torch.zeros_like(input_ids)).logits
+            got = model(input_ids=input_ids, attention_mask=attention_mask, **kwargs).logits
         if got.shape != want.shape:
             errors.append("logits shape %s != golden %s" % (tuple(got.shape), tuple(want.shape)))
         else:

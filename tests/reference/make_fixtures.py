@@ -2,11 +2,16 @@
 """Generate golden fixtures for the bertrain C++ engine with Hugging Face transformers.
 
 For every case this writes tests/fixtures/<case>/ containing:
-  config.json        - BertForSequenceClassification config (model.save_pretrained)
+  config.json        - the <Family>ForSequenceClassification config (model.save_pretrained)
   model.safetensors  - the INITIAL float32 parameters (model.save_pretrained)
-  vocab.txt          - a dummy WordPiece vocab (vocab_size lines, line 0 "[PAD]")
+  vocab.txt          - BERT cases only: a dummy WordPiece vocab (vocab_size lines, line 0 "[PAD]")
   golden.safetensors - inputs, forward outputs, loss, gradients and parameters after
                        2 optimizer steps (see README.md for the exact tensor list)
+
+Families: BERT (the original cases, unchanged), RoBERTa, XLM-RoBERTa, DistilBERT and
+ELECTRA (cases with a "family" key). The non-BERT cases have no pooler: instead of
+pooled_output their golden file holds head_hidden, the classification head's hidden
+activation (the input of its last Linear), and metadata model_type.
 
 The reference numbers are computed in float64 (by default) from the exact float32
 initial parameters, then rounded to float32. This makes the golden values the
@@ -27,7 +32,18 @@ import sys
 import torch
 import transformers
 from safetensors import safe_open
-from transformers import BertConfig, BertForSequenceClassification
+from transformers import (
+    BertConfig,
+    BertForSequenceClassification,
+    DistilBertConfig,
+    DistilBertForSequenceClassification,
+    ElectraConfig,
+    ElectraForSequenceClassification,
+    RobertaConfig,
+    RobertaForSequenceClassification,
+    XLMRobertaConfig,
+    XLMRobertaForSequenceClassification,
+)
 
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DEFAULT_OUT = os.path.join(REPO_ROOT, "tests", "fixtures")
@@ -121,6 +137,240 @@ CASES = [
 ]
 
 
+# Cases of the other encoder families. Same conventions as the BERT cases above (dropout 0, eager
+# attention, initializer_range 0.1, the same perturbation, labels, problem_type, lr/betas/eps); each
+# names its family and the family's own config fields. "pad" is the pad token id: real tokens are
+# drawn from [0, vocab) without it, pads are "pad", right padding.
+CASES += [
+    dict(
+        name="tiny_roberta_bce_adam",
+        family="roberta",
+        seed=1005,
+        vocab_size=67,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=4,
+        intermediate_size=64,
+        hidden_act="gelu",
+        layer_norm_eps=1e-5,
+        # RoBERTa's position ids are pad+1 .. pad+L (2 .. 14 here), rows 0..pad are never used by a
+        # real token and row pad (1) is the padding_idx row looked up by pad tokens.
+        max_position_embeddings=42,
+        type_vocab_size=1,
+        pad=1,
+        bos=0,
+        eos=2,
+        lengths=[13, 7, 10],
+        seq_len=13,
+        loss="bce",
+        class_weights=None,
+        optimizer="adam",
+        weight_decay=0.0,
+    ),
+    dict(
+        name="tiny_xlmr_ce_adamw",
+        family="xlm-roberta",
+        seed=1006,
+        vocab_size=71,
+        hidden_size=36,
+        num_layers=3,
+        num_heads=3,
+        intermediate_size=52,
+        hidden_act="gelu_new",
+        layer_norm_eps=1e-5,
+        # Exactly pad + 1 + longest row (1 + 1 + 11): the last position row (12) is used by row 0.
+        max_position_embeddings=13,
+        type_vocab_size=1,
+        pad=1,
+        bos=0,
+        eos=2,
+        lengths=[11, 5, 9, 3],
+        seq_len=11,
+        loss="ce",
+        class_weights=None,
+        optimizer="adamw",
+        weight_decay=0.01,
+    ),
+    dict(
+        name="tiny_distilbert_bce_adam",
+        family="distilbert",
+        seed=1007,
+        vocab_size=70,
+        hidden_size=32,  # dim
+        num_layers=2,  # n_layers
+        num_heads=4,  # n_heads
+        intermediate_size=64,  # hidden_dim
+        hidden_act="gelu",  # activation
+        layer_norm_eps=1e-12,  # fixed in DistilBERT's code, not a config field
+        max_position_embeddings=40,
+        pad=0,
+        lengths=[13, 7, 10],
+        seq_len=13,
+        loss="bce",
+        class_weights=None,
+        optimizer="adam",
+        weight_decay=0.0,
+    ),
+    dict(
+        name="tiny_electra_bce_adam",
+        family="electra",
+        seed=1008,
+        vocab_size=61,
+        embedding_size=24,  # != hidden_size: the model has electra.embeddings_project
+        hidden_size=32,
+        num_layers=2,
+        num_heads=2,
+        intermediate_size=48,
+        hidden_act="gelu",
+        layer_norm_eps=1e-12,
+        max_position_embeddings=40,
+        type_vocab_size=2,
+        pad=0,
+        lengths=[1, 6],
+        seq_len=6,
+        loss="bce",
+        class_weights=None,
+        optimizer="adam",
+        weight_decay=0.0,
+    ),
+    dict(
+        name="tiny_electra_same_size_relu_ce_adam",
+        family="electra",
+        seed=1009,
+        vocab_size=67,
+        embedding_size=32,  # == hidden_size: no embeddings_project
+        hidden_size=32,
+        num_layers=2,
+        num_heads=4,
+        intermediate_size=64,
+        hidden_act="relu",  # the encoder's; ELECTRA's classification head always uses gelu
+        layer_norm_eps=1e-12,
+        max_position_embeddings=40,
+        type_vocab_size=2,
+        pad=0,
+        lengths=[9, 4, 12],
+        seq_len=12,
+        loss="ce",
+        class_weights=None,
+        optimizer="adam",
+        weight_decay=0.0,
+    ),
+]
+
+# Per family: the model class, the base model attribute, the classification head's last Linear
+# (head_hidden is its input), the head's activation (metadata only) and whether forward takes
+# token_type_ids.
+FAMILIES = {
+    "roberta": dict(cls=RobertaForSequenceClassification, base="roberta", head_out="classifier.out_proj",
+                    head_act="tanh", token_types=True),
+    "xlm-roberta": dict(cls=XLMRobertaForSequenceClassification, base="roberta", head_out="classifier.out_proj",
+                        head_act="tanh", token_types=True),
+    "distilbert": dict(cls=DistilBertForSequenceClassification, base="distilbert", head_out="classifier",
+                       head_act="relu", token_types=False),
+    "electra": dict(cls=ElectraForSequenceClassification, base="electra", head_out="classifier.out_proj",
+                    head_act="gelu", token_types=True),
+}
+
+
+def case_family(case):
+    return case.get("family", "bert")
+
+
+def family_config(case):
+    common = dict(
+        vocab_size=case["vocab_size"],
+        max_position_embeddings=case["max_position_embeddings"],
+        initializer_range=0.1,
+        pad_token_id=case["pad"],
+        num_labels=NUM_LABELS,
+        id2label=dict(ID2LABEL),
+        label2id=dict(LABEL2ID),
+        problem_type=PROBLEM_TYPE,
+        attn_implementation="eager",
+    )
+    fam = case_family(case)
+    if fam == "distilbert":
+        return DistilBertConfig(
+            dim=case["hidden_size"],
+            n_layers=case["num_layers"],
+            n_heads=case["num_heads"],
+            hidden_dim=case["intermediate_size"],
+            activation=case["hidden_act"],
+            sinusoidal_pos_embds=False,
+            dropout=0.0,
+            attention_dropout=0.0,
+            seq_classif_dropout=0.0,
+            qa_dropout=0.0,
+            **common,
+        )
+    bert_like = dict(
+        hidden_size=case["hidden_size"],
+        num_hidden_layers=case["num_layers"],
+        num_attention_heads=case["num_heads"],
+        intermediate_size=case["intermediate_size"],
+        hidden_act=case["hidden_act"],
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        classifier_dropout=0.0,
+        type_vocab_size=case["type_vocab_size"],
+        layer_norm_eps=case["layer_norm_eps"],
+        **common,
+    )
+    if fam in ("roberta", "xlm-roberta"):
+        cfg_cls = RobertaConfig if fam == "roberta" else XLMRobertaConfig
+        return cfg_cls(bos_token_id=case["bos"], eos_token_id=case["eos"], **bert_like)
+    if fam == "electra":
+        return ElectraConfig(embedding_size=case["embedding_size"], **bert_like)
+    raise ValueError(fam)
+
+
+def build_family_model(case):
+    """build_model for the non-BERT families: the same seeds and the same perturbation."""
+    config = family_config(case)
+    fam = FAMILIES[case_family(case)]
+    torch.manual_seed(case["seed"])
+    model = fam["cls"](config).to(torch.float32)
+    assert model.config._attn_implementation == "eager", model.config._attn_implementation
+    assert model.base_model is getattr(model, fam["base"])
+    if case_family(case) == "electra":
+        assert hasattr(model.electra, "embeddings_project") == (case["embedding_size"] != case["hidden_size"])
+    g = torch.Generator().manual_seed(case["seed"] + 7)
+    with torch.no_grad():
+        for _, mod in model.named_modules():
+            if isinstance(mod, torch.nn.LayerNorm):
+                mod.weight.copy_(1.0 + 0.1 * torch.randn(mod.weight.shape, generator=g))
+                mod.bias.copy_(0.1 * torch.randn(mod.bias.shape, generator=g))
+            elif isinstance(mod, torch.nn.Linear) and mod.bias is not None:
+                mod.bias.copy_(0.05 * torch.randn(mod.bias.shape, generator=g))
+        we = model.get_input_embeddings().weight
+        assert model.get_input_embeddings().padding_idx == case["pad"]
+        we[case["pad"]].copy_(0.1 * torch.randn(we.shape[1], generator=g))
+    model.train()  # dropout probabilities are all 0, so train == eval numerically
+    for p in model.parameters():
+        assert p.dtype == torch.float32
+    for name, mod in model.named_modules():
+        if isinstance(mod, torch.nn.Dropout):
+            assert mod.p == 0.0, name
+    return model
+
+
+def make_family_batch(case):
+    """make_batch for the non-BERT families: real ids uniform over [0, vocab) minus the pad id."""
+    g = torch.Generator().manual_seed(case["seed"] + 13)
+    B, S, V, pad = len(case["lengths"]), case["seq_len"], case["vocab_size"], case["pad"]
+    assert S == max(case["lengths"])
+    input_ids = torch.randint(0, V - 1, (B, S), generator=g, dtype=torch.int64)
+    input_ids += (input_ids >= pad).to(torch.int64)  # skip the pad id
+    attention_mask = torch.zeros((B, S), dtype=torch.int64)
+    for b, n in enumerate(case["lengths"]):
+        attention_mask[b, :n] = 1
+        input_ids[b, n:] = pad
+    assert bool(((input_ids == pad) == (attention_mask == 0)).all())
+    labels = torch.randint(0, NUM_LABELS, (B,), generator=g, dtype=torch.int64)
+    targets = torch.nn.functional.one_hot(labels, NUM_LABELS).to(torch.float32)
+    return input_ids, attention_mask, labels, targets
+
+
 def build_model(case):
     config = BertConfig(
         vocab_size=case["vocab_size"],
@@ -202,12 +452,38 @@ def run_reference(case, model_f32, input_ids, attention_mask, labels, targets, d
     params = [p for _, p in model.named_parameters()]
 
     captured = {}
+    fam = case_family(case)
+    model_kwargs = {}
 
-    def hook(_mod, _inp, out):
-        captured["sequence_output"] = out.last_hidden_state
-        captured["pooled_output"] = out.pooler_output
+    if fam == "bert":
+        def hook(_mod, _inp, out):
+            captured["sequence_output"] = out.last_hidden_state
+            captured["pooled_output"] = out.pooler_output
 
-    handle = model.bert.register_forward_hook(hook)
+        handles = [model.bert.register_forward_hook(hook)]
+        model_kwargs["token_type_ids"] = torch.zeros_like(input_ids)
+        head_key = "pooled_output"
+    else:
+        spec = FAMILIES[fam]
+        head_key = "head_hidden"
+
+        def base_hook(_mod, _inp, out):
+            captured["sequence_output"] = out.last_hidden_state
+
+        def head_hook(_mod, args):
+            # The input of the head's last Linear: the activation after the head's dense layer
+            # (dropout is 0, so the dropout between them is the identity).
+            captured["head_hidden"] = args[0]
+
+        def pos_hook(_mod, args):
+            captured["position_ids"] = args[0]
+
+        base = getattr(model, spec["base"])
+        handles = [base.register_forward_hook(base_hook),
+                   model.get_submodule(spec["head_out"]).register_forward_pre_hook(head_hook),
+                   base.embeddings.position_embeddings.register_forward_pre_hook(pos_hook)]
+        if spec["token_types"]:
+            model_kwargs["token_type_ids"] = torch.zeros_like(input_ids)
 
     if case["loss"] == "bce":
         w = None if case["class_weights"] is None else torch.tensor(case["class_weights"], dtype=dtype)
@@ -219,17 +495,18 @@ def run_reference(case, model_f32, input_ids, attention_mask, labels, targets, d
     else:
         raise ValueError(case["loss"])
 
-    token_type_ids = torch.zeros_like(input_ids)
     opt = make_optimizer(case, params)
     result = {}
     for step in range(STEPS):
         opt.zero_grad(set_to_none=True)
-        out = model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        out = model(input_ids=input_ids, attention_mask=attention_mask, **model_kwargs)
         loss = loss_fn(out.logits, tgt)
         loss.backward()
         if step == 0:
+            if fam != "bert":
+                check_family_forward(case, model, input_ids, attention_mask, captured, out.logits)
             result["sequence_output"] = captured["sequence_output"].detach().clone()
-            result["pooled_output"] = captured["pooled_output"].detach().clone()
+            result[head_key] = captured[head_key].detach().clone()
             result["logits"] = out.logits.detach().clone()
             result["loss"] = loss.detach().clone()
             for n, p in zip(names, params):
@@ -239,8 +516,37 @@ def run_reference(case, model_f32, input_ids, attention_mask, labels, targets, d
         opt.step()
     for n, p in zip(names, params):
         result["adam." + n] = p.detach().clone()
-    handle.remove()
+    for handle in handles:
+        handle.remove()
     return result
+
+
+def check_family_forward(case, model, input_ids, attention_mask, captured, logits):
+    """Recompute what the hooks captured from first principles: the position ids (RoBERTa: pad+1 ..
+    pad+L for real tokens, pad for pads; the others 0 .. S-1) and head_hidden from
+    sequence_output[:, 0] with the head's own dense weights and activation."""
+    fam = case_family(case)
+    B, S = input_ids.shape
+    pos = captured["position_ids"].expand(B, S)
+    ar = torch.arange(S).unsqueeze(0).expand(B, S)
+    if fam in ("roberta", "xlm-roberta"):
+        pad = case["pad"]
+        want = torch.where(attention_mask.bool(), ar + pad + 1, torch.full_like(ar, pad))
+        assert int(want.max()) < case["max_position_embeddings"]
+    else:
+        want = ar
+    assert torch.equal(pos, want), (pos, want)
+    with torch.no_grad():
+        cls = captured["sequence_output"][:, 0]
+        if fam == "distilbert":
+            h = torch.relu(model.pre_classifier(cls))
+            lg = model.classifier(h)
+        else:
+            h = model.classifier.dense(cls)
+            h = torch.tanh(h) if fam in ("roberta", "xlm-roberta") else torch.nn.functional.gelu(h)
+            lg = model.classifier.out_proj(h)
+        assert torch.equal(h, captured["head_hidden"]), float((h - captured["head_hidden"]).abs().max())
+        assert torch.equal(lg, logits)
 
 
 def rel_err(a, b):
@@ -325,18 +631,25 @@ def make_case(case, out_root, compute_dtype):
     for fn in os.listdir(case_dir):  # start clean so stale files never linger
         os.remove(os.path.join(case_dir, fn))
 
-    model = build_model(case)
-    extra = save_model(model, case_dir)
-    write_vocab(os.path.join(case_dir, "vocab.txt"), case["vocab_size"])
-
-    input_ids, attention_mask, labels, targets = make_batch(case)
+    if case_family(case) == "bert":
+        model = build_model(case)
+        extra = save_model(model, case_dir)
+        write_vocab(os.path.join(case_dir, "vocab.txt"), case["vocab_size"])
+        input_ids, attention_mask, labels, targets = make_batch(case)
+    else:
+        model = build_family_model(case)
+        extra = save_model(model, case_dir)
+        if extra:
+            sys.exit("%s: model.safetensors has tensors that are not parameters: %s" % (case["name"], extra))
+        input_ids, attention_mask, labels, targets = make_family_batch(case)
     ref = run_reference(case, model, input_ids, attention_mask, labels, targets, compute_dtype)
 
     # Sanity: a plain float32 run must agree closely with the reference.
     if compute_dtype != torch.float32:
         f32 = run_reference(case, model, input_ids, attention_mask, labels, targets, torch.float32)
         worst = {}
-        for k in ("sequence_output", "pooled_output", "logits", "loss"):
+        head_key = "pooled_output" if case_family(case) == "bert" else "head_hidden"
+        for k in ("sequence_output", head_key, "logits", "loss"):
             worst[k] = rel_err(f32[k], ref[k])
         worst["grad.* (abs, scaled by max|grad|)"] = max(
             float((f32[k].double() - ref[k]).abs().max()) for k in ref if k.startswith("grad.")) / max(
@@ -374,6 +687,11 @@ def make_case(case, out_root, compute_dtype):
         "lengths": json.dumps(case["lengths"]),
         "seed": str(case["seed"]),
     }
+    if case_family(case) != "bert":
+        metadata["model_type"] = model.config.model_type
+        metadata["head_activation"] = FAMILIES[case_family(case)]["head_act"]
+        metadata["pad_token_id"] = str(case["pad"])
+        metadata["layer_norm_eps"] = repr(float(case["layer_norm_eps"]))
     write_safetensors(os.path.join(case_dir, "golden.safetensors"), tensors, metadata)
 
     print("%-32s loss %.6f  max|logit| %.4f  (B=%d S=%d, %d params, extra keys in model.safetensors: %s)"

@@ -76,14 +76,14 @@ void bench_embedding_backward(Runner& r) {
   r.measure(m,
             [&] {
               embedding_backward_cuda<T>(dword, dpos, dtype, dout, ids, cu_seqlens, nullptr, s.batch, s.tokens(),
-                                         s.hidden, s.vocab, s.max_pos, s.type_vocab, scratch, scratch_bytes,
+                                         s.hidden, s.vocab, s.max_pos, 0, s.type_vocab, scratch, scratch_bytes,
                                          r.stream());
             },
             [&](Checker& c) {
               std::vector<float> rword(nword), rpos(npos), rtype(ntype);
               embedding_backward_cpu<float>(rword.data(), rpos.data(), rtype.data(), hdout.data(), hb.ids.data(),
                                             hb.cu_seqlens.data(), nullptr, s.batch, s.tokens(), s.hidden, s.vocab,
-                                            s.max_pos, s.type_vocab);
+                                            s.max_pos, 0, s.type_vocab);
               c.compare("dword", r.download(dword, nword), rword);
               c.compare("dpos", r.download(dpos, npos), rpos);
               c.compare("dtype", r.download(dtype, ntype), rtype);
