@@ -54,7 +54,7 @@ std::string join_text_columns(const std::vector<std::string>& values) {
   return text;
 }
 
-Example encode_text(const std::string& text, const BertTokenizer& tokenizer, const DatasetOptions& options,
+Example encode_text(const std::string& text, const Tokenizer& tokenizer, const DatasetOptions& options,
                     bool* truncated) {
   Encoding encoding = tokenizer.encode(options.clean ? clean_text(text) : text, options.max_length);
   if (truncated != nullptr) *truncated = encoding.truncated;
@@ -120,7 +120,7 @@ std::vector<std::string> requested_columns(const DatasetOptions& options) {
 
 }  // namespace
 
-TextRowReader::TextRowReader(const std::string& path, const BertTokenizer& tokenizer, const DatasetOptions& options)
+TextRowReader::TextRowReader(const std::string& path, const Tokenizer& tokenizer, const DatasetOptions& options)
     : tokenizer_(tokenizer),
       options_(options),
       records_(path, record_format(path, options.format), requested_columns(options)),
@@ -255,7 +255,7 @@ bool TextRowReader::next(TextRow* row) {
   return false;
 }
 
-TextDataset load_text_dataset(const std::string& path, const BertTokenizer& tokenizer, const LabelSet* labels,
+TextDataset load_text_dataset(const std::string& path, const Tokenizer& tokenizer, const LabelSet* labels,
                               const DatasetOptions& options) {
   TextRowReader reader(path, tokenizer, options);
   TextDataset data;

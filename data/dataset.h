@@ -63,7 +63,7 @@ struct TextRow {
 // misspelt --text-columns, reported at the end of the file), are always an Error.
 class TextRowReader {
  public:
-  TextRowReader(const std::string& path, const BertTokenizer& tokenizer, const DatasetOptions& options);
+  TextRowReader(const std::string& path, const Tokenizer& tokenizer, const DatasetOptions& options);
   // The next good row; false at the end of the file.
   bool next(TextRow* row);
   const std::string& path() const { return records_.path(); }
@@ -78,7 +78,7 @@ class TextRowReader {
   std::string read_row(const Record& record, TextRow* row);
   std::vector<std::string> split_labels(const RecordField& field) const;
 
-  const BertTokenizer& tokenizer_;
+  const Tokenizer& tokenizer_;
   DatasetOptions options_;
   RecordReader records_;
   std::size_t label_field_ = 0, id_field_ = 0;  // indices in Record::fields
@@ -103,11 +103,11 @@ struct TextDataset {
 
 // Reads every good row of `path`. Labels are assigned when `labels` is non-null; a label outside it is an
 // Error naming the file, line and label. An empty result is an Error.
-TextDataset load_text_dataset(const std::string& path, const BertTokenizer& tokenizer, const LabelSet* labels,
+TextDataset load_text_dataset(const std::string& path, const Tokenizer& tokenizer, const LabelSet* labels,
                               const DatasetOptions& options);
 
 // One example from a text (prediction from the command line), cleaned as `options` say.
-Example encode_text(const std::string& text, const BertTokenizer& tokenizer, const DatasetOptions& options,
+Example encode_text(const std::string& text, const Tokenizer& tokenizer, const DatasetOptions& options,
                     bool* truncated);
 
 }  // namespace bertrain

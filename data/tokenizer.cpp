@@ -42,7 +42,6 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
-#include <map>
 #include <sstream>
 
 #include "core/error.h"
@@ -352,69 +351,6 @@ int Vocab::require(const std::string& token) const {
   return id;
 }
 
-// ---- Trie -------------------------------------------------------------------------------------
-
-void BertTokenizer::Trie::build(const std::vector<std::pair<std::string, int32_t>>& keys) {
-  // Build with sorted maps, then lay out every node's edges contiguously, sorted by byte.
-  struct Building {
-    std::map<unsigned char, int> next;
-    int32_t value = -1;
-  };
-  std::vector<Building> tmp(1);
-  for (const auto& [key, value] : keys) {
-    int node = 0;
-    for (const char ch : key) {
-      const unsigned char b = static_cast<unsigned char>(ch);
-      auto it = tmp[static_cast<std::size_t>(node)].next.find(b);
-      if (it == tmp[static_cast<std::size_t>(node)].next.end()) {
-        tmp.emplace_back();
-        const int child = static_cast<int>(tmp.size()) - 1;
-        tmp[static_cast<std::size_t>(node)].next.emplace(b, child);
-        node = child;
-      } else {
-        node = it->second;
-      }
-    }
-    tmp[static_cast<std::size_t>(node)].value = value;  // later keys overwrite: the last id wins
-  }
-  nodes_.assign(tmp.size(), Node{});
-  labels_.clear();
-  targets_.clear();
-  for (std::size_t i = 0; i < tmp.size(); ++i) {
-    nodes_[i].value = tmp[i].value;
-    nodes_[i].begin = static_cast<uint32_t>(labels_.size());
-    nodes_[i].count = static_cast<uint32_t>(tmp[i].next.size());
-    for (const auto& [b, child] : tmp[i].next) {
-      labels_.push_back(b);
-      targets_.push_back(child);
-    }
-  }
-  root_.fill(-1);
-  for (const auto& [b, child] : tmp[0].next) root_[b] = child;
-}
-
-int32_t BertTokenizer::Trie::longest(const char* s, std::size_t n, std::size_t* length) const {
-  int32_t best = -1;
-  *length = 0;
-  if (n == 0) return best;
-  int node = root_[static_cast<unsigned char>(s[0])];
-  for (std::size_t i = 1;; ++i) {
-    if (node < 0) break;
-    const Node& nd = nodes_[static_cast<std::size_t>(node)];
-    if (nd.value >= 0) {
-      best = nd.value;
-      *length = i;
-    }
-    if (i == n || nd.count == 0) break;
-    const unsigned char b = static_cast<unsigned char>(s[i]);
-    const unsigned char* first = labels_.data() + nd.begin;
-    const unsigned char* last = first + nd.count;
-    const unsigned char* it = nd.count <= 8 ? std::find(first, last, b) : std::lower_bound(first, last, b);
-    node = (it != last && *it == b) ? targets_[static_cast<std::size_t>(it - labels_.data())] : -1;
-  }
-  return best;
-}
-
 // ---- BertTokenizer ----------------------------------------------------------------------------
 
 BertTokenizer::BertTokenizer(Vocab vocab) : vocab_(std::move(vocab)) {
@@ -513,10 +449,8 @@ void BertTokenizer::encode(const std::string& text, int max_length, Encoding* ou
   out->ids.push_back(sep_);
 }
 
-Encoding BertTokenizer::encode(const std::string& text, int max_length) const {
-  Encoding enc;
-  encode(text, max_length, &enc);
-  return enc;
+std::string BertTokenizer::describe() const {
+  return "WordPiece (vocab.txt, BERT uncased rules) from " + vocab_.source();
 }
 
 }  // namespace bertrain

@@ -1,15 +1,20 @@
-// BERT tokenization with Hugging Face BertTokenizer (uncased) semantics: BasicTokenizer (clean control
+// The Tokenizer interface every user of token ids sees (dataset readers, predictor, serve, tools), and its
+// vocab.txt implementation. HfTokenizer (data/hf_tokenizer.h) reads tokenizer.json; load_tokenizer
+// (data/tokenizer_loader.h) picks one for a model directory.
+//
+// BertTokenizer: BERT tokenization with Hugging Face BertTokenizer (uncased) semantics: BasicTokenizer (clean control
 // characters, split on Unicode whitespace, isolate CJK ideographs, lowercase, NFD + drop combining
 // marks, split punctuation) then WordPiece (greedy longest match, "##" continuations, words over 100
 // characters and unmatched words become [UNK]), framed as [CLS] ... [SEP]. Unicode data: utf8proc.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "data/byte_trie.h"
 
 namespace bertrain {
 
@@ -28,6 +33,7 @@ class Vocab {
   const std::string& token(int id) const { return tokens_.at(static_cast<std::size_t>(id)); }
   // Id of a special token; throws Error naming the vocabulary file when absent.
   int require(const std::string& token) const;
+  const std::string& source() const { return source_; }
 
  private:
   std::string source_;
@@ -36,11 +42,34 @@ class Vocab {
 };
 
 struct Encoding {
-  std::vector<int32_t> ids;  // [CLS] tokens [SEP]
+  std::vector<int32_t> ids;  // the template's special tokens around the text's: [CLS] tokens [SEP], <s> tokens </s>
   bool truncated = false;    // the text had more tokens than fit in max_length
 };
 
-class BertTokenizer {
+// A tokenizer as the classifier needs it: text -> ids framed by the model's special tokens, cut to a length.
+// Implementations are immutable once built: encode is const and may be called from several threads at once.
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  // The special tokens of the single-sequence template around the text's tokens. When the text has more tokens
+  // than fit in max_length, the text's are cut from the right so that the specials stay (transformers'
+  // truncation=True, max_length=N for one sequence) and out->truncated is set. Throws Error when max_length
+  // cannot hold the specials. Reuses out's capacity.
+  virtual void encode(const std::string& text, int max_length, Encoding* out) const = 0;
+  Encoding encode(const std::string& text, int max_length) const {
+    Encoding enc;
+    encode(text, max_length, &enc);
+    return enc;
+  }
+  virtual int cls_id() const = 0;  // the template's first special token ([CLS], <s>)
+  virtual int sep_id() const = 0;  // its last ([SEP], </s>)
+  virtual int pad_id() const = 0;  // the padding token; -1 when the tokenizer names none
+  virtual int unk_id() const = 0;  // the model's unknown token; -1 when it has none
+  virtual int vocab_size() const = 0;  // one more than the largest id encode can produce
+  virtual std::string describe() const = 0;  // one line for logs: kind and source file
+};
+
+class BertTokenizer : public Tokenizer {
  public:
   explicit BertTokenizer(Vocab vocab);
 
@@ -51,34 +80,18 @@ class BertTokenizer {
   // [CLS] wordpieces [SEP]; when longer than max_length, wordpieces are cut so [SEP] stays last.
   // max_length >= 2. Special tokens written in the text ("[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]",
   // exact case) become their ids, as in transformers. Thread-safe (scratch buffers are per thread).
-  Encoding encode(const std::string& text, int max_length) const;
-  // The same into `out`, reusing its capacity.
-  void encode(const std::string& text, int max_length, Encoding* out) const;
+  using Tokenizer::encode;
+  void encode(const std::string& text, int max_length, Encoding* out) const override;
 
   const Vocab& vocab() const { return vocab_; }
-  int cls_id() const { return cls_; }
-  int sep_id() const { return sep_; }
-  int pad_id() const { return pad_; }
-  int unk_id() const { return unk_; }
+  int cls_id() const override { return cls_; }
+  int sep_id() const override { return sep_; }
+  int pad_id() const override { return pad_; }
+  int unk_id() const override { return unk_; }
+  int vocab_size() const override { return vocab_.size(); }
+  std::string describe() const override;
 
  private:
-  // Byte trie over vocabulary strings; the root's edges are a direct table, other nodes' edges sorted.
-  class Trie {
-   public:
-    void build(const std::vector<std::pair<std::string, int32_t>>& keys);
-    // Id of the longest key that is a prefix of s[0, n) (its byte length in *length), or -1.
-    int32_t longest(const char* s, std::size_t n, std::size_t* length) const;
-
-   private:
-    struct Node {
-      int32_t value = -1;
-      uint32_t begin = 0, count = 0;  // edges: labels_/targets_[begin, begin + count)
-    };
-    std::vector<Node> nodes_;
-    std::vector<unsigned char> labels_;
-    std::vector<int32_t> targets_;
-    std::array<int32_t, 256> root_{};
-  };
   struct Special {
     std::string text;
     int32_t id;
@@ -88,8 +101,8 @@ class BertTokenizer {
 
   Vocab vocab_;
   int cls_, sep_, pad_, unk_;
-  Trie whole_;         // every token: the first piece of a word
-  Trie continuation_;  // "##" tokens without the "##": the later pieces
+  ByteTrie whole_;         // every token: the first piece of a word
+  ByteTrie continuation_;  // "##" tokens without the "##": the later pieces
   std::vector<Special> specials_;
 };
 

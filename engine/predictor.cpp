@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "data/tokenizer_loader.h"
 #include "engine/batch_view.h"
 #include "kernels/loss.h"
 
@@ -20,12 +21,6 @@ std::string resolve_model_dir(const std::string& path) {
   BERTRAIN_FAIL(path << ": neither a model directory (config.json) nor a run directory (best/config.json)");
 }
 
-BertTokenizer load_model_tokenizer(const std::string& dir) {
-  const std::string vocab = dir + "/vocab.txt";
-  BERTRAIN_CHECK(path_exists(vocab), vocab << ": not found (the model directory needs its vocab.txt)");
-  return BertTokenizer(Vocab::load(vocab));
-}
-
 int top_class(const float* row, int n) {
   return static_cast<int>(std::max_element(row, row + n) - row);
 }
@@ -35,12 +30,20 @@ bool is_multi_label(const BertConfig& config) {
   return config.problem_type == "multi_label_classification" && !old_bertrain;
 }
 
+void check_tokenizer_fits(const Tokenizer& tokenizer, const BertConfig& config, const std::string& dir) {
+  BERTRAIN_CHECK(tokenizer.vocab_size() <= config.vocab_size,
+                 dir << ": the tokenizer (" << tokenizer.describe() << ") has ids up to " << tokenizer.vocab_size() - 1
+                     << " but config.json's vocab_size is " << config.vocab_size
+                     << ": the tokenizer belongs to another model");
+}
+
 Predictor::Predictor(const std::string& path, const InferenceOptions& options)
     : dir_(resolve_model_dir(path)),
       model_(load_model_dir(dir_, {}, 0)),
       labels_(model_.config.labels),
-      tokenizer_(load_model_tokenizer(dir_)),
+      tokenizer_(load_tokenizer(dir_)),
       multi_label_(is_multi_label(model_.config)) {
+  check_tokenizer_fits(*tokenizer_, model_.config, dir_);
   BERTRAIN_CHECK(options.batch_size >= 0, "--batch-size must be at least 1, got " << options.batch_size);
   const BackendChoice choice = choose_backend(options.device, options.precision, 0);
   batch_size_ = options.batch_size > 0 ? options.batch_size : choice.cuda ? kGpuInferenceBatch : kCpuInferenceBatch;

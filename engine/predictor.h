@@ -27,8 +27,9 @@ inline constexpr const char* kDataKey = "bertrain_data";
 // A RUN_DIR (holding best/) means its best/; anything else is taken as a model directory.
 std::string resolve_model_dir(const std::string& path);
 
-// The tokenizer of a model directory (its vocab.txt); throws Error naming the file when it is missing.
-BertTokenizer load_model_tokenizer(const std::string& dir);
+// Throws Error naming `dir` when `tokenizer` can produce ids outside the model's vocab_size rows of word embeddings
+// (a tokenizer.json from another model, say), before any text is read.
+void check_tokenizer_fits(const Tokenizer& tokenizer, const BertConfig& config, const std::string& dir);
 
 // Index of the largest of row[0, n) (the first on ties).
 int top_class(const float* row, int n);
@@ -55,13 +56,13 @@ struct InferenceOptions {
 
 class Predictor {
  public:
-  // Loads config.json, the weights (with the classifier) and vocab.txt of `path` (see resolve_model_dir) onto
-  // the engine `options` choose.
+  // Loads config.json, the weights (with the classifier) and the tokenizer (data/tokenizer_loader.h: tokenizer.json,
+  // else vocab.txt) of `path` (see resolve_model_dir) onto the engine `options` choose.
   Predictor(const std::string& path, const InferenceOptions& options);
 
   const std::string& model_dir() const { return dir_; }
   const LabelSet& labels() const { return labels_; }
-  const BertTokenizer& tokenizer() const { return tokenizer_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
   bool multi_label() const { return multi_label_; }
   std::string engine_description() const { return engine_->description(); }
   int batch_size() const { return batch_size_; }
@@ -83,7 +84,7 @@ class Predictor {
   std::string dir_;
   LoadedModel model_;
   LabelSet labels_;
-  BertTokenizer tokenizer_;
+  std::unique_ptr<Tokenizer> tokenizer_;
   bool multi_label_ = false;
   int batch_size_ = 256;
   std::unique_ptr<InferenceBackend> engine_;

@@ -13,7 +13,7 @@
 namespace bertrain {
 
 struct TrainArgs {
-  std::string model_dir;    // Hugging Face BERT directory (config.json, model.safetensors, vocab.txt)
+  std::string model_dir;    // Hugging Face model directory (config.json, weights, tokenizer.json or vocab.txt)
   std::string train_data;   // dataset file (CSV, TSV, JSON Lines) with the text and label columns
   std::string val_data;     // optional; empty: a split of train_data (stratified by label when single-label)
   // How the files are read: format, text and label columns, multi-label, bad rows, max_length (0 in

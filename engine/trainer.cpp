@@ -19,6 +19,7 @@
 #include "core/progress.h"
 #include "data/batcher.h"
 #include "data/tokenizer.h"
+#include "data/tokenizer_loader.h"
 #include "dist/communicator.h"
 #include "engine/batch_view.h"
 #include "engine/classifier_trainer.h"
@@ -618,8 +619,12 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
 
   // Data and model: what fails here is the user's input (exit status 2, never retried).
   const BertConfig source_config = input_step([&] { return BertConfig::load(dirs.source + "/config.json"); });
-  const BertTokenizer tokenizer = input_step([&] { return load_model_tokenizer(dirs.source); });
-  const TrainingData data = input_step([&] { return load_training_data(args, source_config, tokenizer); });
+  const std::unique_ptr<Tokenizer> tokenizer = input_step([&] {
+    std::unique_ptr<Tokenizer> t = load_tokenizer(dirs.source);
+    check_tokenizer_fits(*t, source_config, dirs.source);
+    return t;
+  });
+  const TrainingData data = input_step([&] { return load_training_data(args, source_config, *tokenizer); });
   if (leader) print_warnings(data);  // with --quiet too: it silences progress, not problems
   LoadedModel model =
       input_step([&] { return load_model_dir(dirs.source, data.labels.names(), args.seed, args.head_init); });

@@ -50,7 +50,7 @@ Split split_rows(const TrainArgs& args, const TextDataset& file, const std::vect
 
 }  // namespace
 
-TrainingData load_training_data(const TrainArgs& args, const BertConfig& source_config, const BertTokenizer& tokenizer) {
+TrainingData load_training_data(const TrainArgs& args, const BertConfig& source_config, const Tokenizer& tokenizer) {
   DatasetOptions data_options = args.data;
   data_options.clean = args.clean;
   data_options.read_labels = true;

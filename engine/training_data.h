@@ -27,6 +27,6 @@ struct TrainingData {
 
 // Labels: the sorted labels of the training rows, or (--resume) the resumed model's. Throws Error naming the file or
 // flag on bad input.
-TrainingData load_training_data(const TrainArgs& args, const BertConfig& source_config, const BertTokenizer& tokenizer);
+TrainingData load_training_data(const TrainArgs& args, const BertConfig& source_config, const Tokenizer& tokenizer);
 
 }  // namespace bertrain

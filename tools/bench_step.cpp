@@ -23,6 +23,7 @@
 #include "data/dataset.h"
 #include "data/split.h"
 #include "data/tokenizer.h"
+#include "data/tokenizer_loader.h"
 #include "dist/communicator.h"
 #include "engine/classifier_trainer.h"
 #include "engine/training_backend.h"
@@ -42,10 +43,10 @@ using BatchLengths = std::vector<std::vector<int>>;
 // --shuffle draws them); with `padded` every row gets its batch's longest length.
 BatchLengths lengths_from_dataset(const std::string& csv, const std::string& vocab, int max_length, int batch,
                                   int count, uint64_t seed, bool padded) {
-  const BertTokenizer tokenizer(Vocab::load(vocab));
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer_file(vocab);  // vocab.txt, or a tokenizer.json
   DatasetOptions options;
   options.max_length = max_length;
-  const TextDataset data = load_text_dataset(csv, tokenizer, nullptr, options);
+  const TextDataset data = load_text_dataset(csv, *tokenizer, nullptr, options);
   BERTRAIN_CHECK(!data.examples.empty(), csv << ": no rows to draw lengths from");
   const int n = static_cast<int>(data.examples.size());
   BatchLengths batches(static_cast<std::size_t>(count));

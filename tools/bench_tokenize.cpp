@@ -15,6 +15,7 @@
 #include "data/csv.h"
 #include "data/text_clean.h"
 #include "data/tokenizer.h"
+#include "data/tokenizer_loader.h"
 #include "tools/args.h"
 
 namespace bertrain {
@@ -58,10 +59,11 @@ void report(const char* variant, const Result& r, std::size_t rows, uint64_t inp
 
 int run_bench_tokenize(const std::vector<std::string>& args) {
   ArgParser parser("bench tokenize",
-                   "Times Made-With-ML's clean_text and the WordPiece tokenizer on one thread: clean only, tokenize\n"
+                   "Times Made-With-ML's clean_text and a tokenizer (--vocab FILE or --model DIR) on one thread: clean only, tokenize\n"
                    "only (text cleaned beforehand) and clean + tokenize, over a CSV's title + \" \" + description\n"
                    "with its rows repeated. Compare with tests/reference/bench_hf_tokenizer.py.");
-  parser.option("vocab", "", "WordPiece vocabulary (vocab.txt)", true).value_name("FILE");
+  parser.option("vocab", "", "WordPiece vocabulary (vocab.txt; a .json file is read as tokenizer.json)").value_name("FILE");
+  parser.option("model", "", "model directory: its tokenizer.json, else its vocab.txt").value_name("DIR");
   parser.option("data", "", "CSV with title and description columns", true).value_name("FILE");
   parser.option("rows", "100000", "rows per timed pass (the CSV's rows, repeated)");
   parser.option("max-length", "512", "max_length of every encoding");
@@ -73,7 +75,10 @@ int run_bench_tokenize(const std::vector<std::string>& args) {
     throw UsageError("bench tokenize: --rows and --repeats must be >= 1, --max-length >= 2");
   }
 
-  const BertTokenizer tokenizer(Vocab::load(parser.get("vocab")));
+  if (parser.given("vocab") == parser.given("model")) throw UsageError("bench tokenize: give either --vocab or --model");
+  const std::unique_ptr<Tokenizer> loaded =
+      parser.given("model") ? load_tokenizer(parser.get("model")) : load_tokenizer_file(parser.get("vocab"));
+  const Tokenizer& tokenizer = *loaded;
   const CsvTable table = read_csv(parser.get("data"));
   const auto title = static_cast<std::size_t>(table.require_column("title"));
   const auto description = static_cast<std::size_t>(table.require_column("description"));
@@ -91,10 +96,11 @@ int run_bench_tokenize(const std::vector<std::string>& args) {
     raw_bytes += raw.back().size();
     cleaned_bytes += cleaned.back().size();
   }
+  std::printf("bench tokenize: %s\n", tokenizer.describe().c_str());
   std::printf("bench tokenize: %s, %zu distinct rows repeated to %zu (%.2f MB raw, %.2f MB cleaned), vocab %d, "
               "max_length %d, 1 thread, best of %d\n",
               table.source.c_str(), table.rows.size(), rows, raw_bytes / 1e6, cleaned_bytes / 1e6,
-              tokenizer.vocab().size(), max_length, repeats);
+              tokenizer.vocab_size(), max_length, repeats);
 
   Encoding enc;  // reused: the timed loops allocate nothing once warm
   const Result clean = best_of(repeats, [&] {

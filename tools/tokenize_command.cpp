@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "data/dataset.h"
 #include "data/tokenizer.h"
+#include "data/tokenizer_loader.h"
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/data_flags.h"
@@ -26,11 +27,14 @@ void print_ids(const std::vector<int32_t>& ids, std::string* line) {
 
 int run_tokenize(const std::vector<std::string>& args) {
   ArgParser p("tokenize",
-              "Prints one JSON array of token ids per input on its own line: [CLS] ... [SEP] with BERT's\n"
-              "WordPiece. For a dataset file (CSV, TSV or JSON Lines), the text of a row is its --text-columns\n"
-              "joined with one space (title + \" \" + description by default), rows in file order.\n"
+              "Prints one JSON array of token ids per input on its own line, framed by the tokenizer's special\n"
+              "tokens ([CLS] ... [SEP], <s> ... </s>). The tokenizer: --model DIR (its tokenizer.json, else its\n"
+              "vocab.txt) or --vocab FILE (vocab.txt: BERT's uncased WordPiece; a .json file: tokenizer.json).\n"
+              "For a dataset file (CSV, TSV or JSON Lines), the text of a row is its --text-columns joined with\n"
+              "one space (title + \" \" + description by default), rows in file order.\n"
               "The text is cleaned as Made-With-ML's clean_text first unless --no-clean.");
-  p.option("vocab", "", "vocab.txt of the model", true).value_name("FILE");
+  p.option("vocab", "", "vocab.txt (or tokenizer.json) of the model").value_name("FILE");
+  p.option("model", "", "model directory: its tokenizer.json, else its vocab.txt").value_name("DIR");
   p.option("text", "", "one text").value_name("TEXT");
   p.option("data", "", "dataset file (CSV, TSV or JSON Lines)").value_name("FILE");
   p.option("format", "auto", "auto: from the extension (.csv; .tsv, .tab; .jsonl, .ndjson)").value_name("csv|tsv|jsonl");
@@ -42,6 +46,7 @@ int run_tokenize(const std::vector<std::string>& args) {
   if (has_text == has_data) throw UsageError("tokenize: give either --text or --data");
   if (has_text && join_text_columns({p.get("text")}).empty()) throw UsageError("tokenize: --text is empty");
   if (has_data && p.get("data").empty()) throw UsageError("tokenize: --data is empty");
+  if (p.given("vocab") == p.given("model")) throw UsageError("tokenize: give either --vocab or --model");
   DatasetOptions options;
   options.clean = !p.get_flag("no-clean");
   options.max_length = p.get_int("max-length");
@@ -51,7 +56,10 @@ int run_tokenize(const std::vector<std::string>& args) {
   options.text_columns = input_step([&] { return parse_column_list(p.get("text-columns"), "--text-columns"); });
 
   // Every failure here is in the input (the vocabulary, the file or a row): exit 2.
-  const BertTokenizer tokenizer = input_step([&] { return BertTokenizer(Vocab::load(p.get("vocab"))); });
+  const std::unique_ptr<Tokenizer> loaded = input_step([&] {
+    return p.given("model") ? load_tokenizer(p.get("model")) : load_tokenizer_file(p.get("vocab"));
+  });
+  const Tokenizer& tokenizer = *loaded;
   std::string line;
   int truncated = 0;
   if (has_text) {

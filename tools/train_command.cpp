@@ -18,11 +18,13 @@ namespace bertrain {
 
 ArgParser train_arg_parser() {
   ArgParser p("train",
-              "Fine-tunes a Hugging Face BERT model directory for text classification on a CSV, TSV or JSON Lines\n"
+              "Fine-tunes a Hugging Face BERT-family model directory (model_type bert, roberta, xlm-roberta,\n"
+              "distilbert or electra) for text classification on a CSV, TSV or JSON Lines\n"
               "file (Made-With-ML's title, description and tag columns by default; --text-columns, --label-column,\n"
               "--multi-label for others), keeps the epoch with the lowest val_loss (RUN_DIR/best) and the latest\n"
               "(RUN_DIR/last, resumable), and writes RUN_DIR/metrics.jsonl and RUN_DIR/results.json.");
-  p.option("model", "", "Hugging Face BERT directory: config.json, model.safetensors, vocab.txt", true).value_name("DIR");
+  p.option("model", "", "Hugging Face model directory: config.json, model.safetensors (or pytorch_model.bin), "
+                        "tokenizer.json (or vocab.txt)", true).value_name("DIR");
   p.option("train-data", "", "training dataset file (CSV, TSV or JSON Lines)", true).value_name("FILE");
   p.option("val-data", "", "validation dataset file; without it a split of --train-data is used").value_name("FILE");
   p.option("val-fraction", "0.2",

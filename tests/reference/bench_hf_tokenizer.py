@@ -13,6 +13,10 @@ Variants (one JSON line each, plus a readable line):
 MB/s counts the variant's input text (raw for the clean variants, cleaned for tokenize-only), UTF-8
 bytes. "tokens" and "id_sum" ([CLS] and [SEP] included) must match bertrain's for the same rows.
 
+With --tokenizer-json FILE (any tokenizer.json; `bertrain bench tokenize --model DIR` or --vocab FILE.json is
+the other side): tokenizers.Tokenizer.from_file(FILE), truncation at --max-length, no padding, instead of
+BertWordPieceTokenizer; the transformers_batch variant is skipped.
+
 Threads: RAYON_NUM_THREADS=1 and TOKENIZERS_PARALLELISM=false are set before tokenizers is imported.
 """
 
@@ -68,6 +72,8 @@ def main():
     ap.add_argument("--rows", type=int, default=100000)
     ap.add_argument("--repeats", type=int, default=3, help="timed passes per variant; the fastest is reported")
     ap.add_argument("--skip-loop", action="store_true", help="skip the row-by-row variants")
+    ap.add_argument("--tokenizer-json", help="time this tokenizer.json instead of the WordPiece vocabulary")
+    ap.add_argument("--max-length", type=int, default=512, help="truncation of --tokenizer-json encodings")
     args = ap.parse_args()
 
     import tokenizers
@@ -84,8 +90,13 @@ def main():
     raw_bytes = sum(len(t.encode("utf-8")) for t in raw)
     cleaned_bytes = sum(len(t.encode("utf-8")) for t in cleaned)
 
-    tok = BertWordPieceTokenizer(args.vocab, lowercase=True, clean_text=True, handle_chinese_chars=True,
-                                 strip_accents=None)
+    if args.tokenizer_json:
+        tok = tokenizers.Tokenizer.from_file(args.tokenizer_json)
+        tok.no_padding()
+        tok.enable_truncation(args.max_length)
+    else:
+        tok = BertWordPieceTokenizer(args.vocab, lowercase=True, clean_text=True, handle_chinese_chars=True,
+                                     strip_accents=None)
     hf = BertTokenizer(vocab=load_vocab(args.vocab))
     print(f"bench_hf_tokenizer: {args.data}, {len(table)} distinct rows repeated to {args.rows} "
           f"({raw_bytes / 1e6:.2f} MB raw, {cleaned_bytes / 1e6:.2f} MB cleaned), tokenizers {tokenizers.__version__}, "
@@ -105,6 +116,8 @@ def main():
     if not args.skip_loop:
         sec, enc = best_of(args.repeats, lambda: [tok.encode(clean_text(t, stopwords)) for t in raw])
         report("clean+tokenize_loop", sec, n, raw_bytes, count(enc))
+    if args.tokenizer_json:
+        return
     sec, out = best_of(args.repeats, lambda: hf(cleaned)["input_ids"])
     report("transformers_batch", sec, n, cleaned_bytes, count(out))
 

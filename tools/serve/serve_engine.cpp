@@ -16,7 +16,7 @@ double seconds_now() {
 
 // The largest batch the limits allow — max_batch_size rows, as many of them the model's longest as
 // max_batch_tokens holds, the rest sharing what is left — so that warming up sizes every buffer for it.
-std::vector<Example> warm_up_rows(const BertTokenizer& tokenizer, int max_length, const RequestBatcherOptions& b) {
+std::vector<Example> warm_up_rows(const Tokenizer& tokenizer, int max_length, const RequestBatcherOptions& b) {
   const long rows = b.max_batch_size;
   long tokens = std::min<long>(b.max_batch_tokens, rows * max_length);
   tokens = std::max<long>(tokens, 2 * rows);  // a row is at least [CLS] [SEP]
@@ -25,7 +25,8 @@ std::vector<Example> warm_up_rows(const BertTokenizer& tokenizer, int max_length
     const long left_rows = rows - r;
     const long length = std::clamp<long>(tokens - 2 * (left_rows - 1), 2, max_length);
     Example e;
-    e.ids.assign(static_cast<std::size_t>(length), tokenizer.unk_id());
+    // Any in-vocabulary id fills the row (a byte-level BPE may have no unknown token): only the shapes matter.
+    e.ids.assign(static_cast<std::size_t>(length), tokenizer.unk_id() >= 0 ? tokenizer.unk_id() : tokenizer.cls_id());
     e.ids.front() = tokenizer.cls_id();
     e.ids.back() = tokenizer.sep_id();
     tokens -= length;

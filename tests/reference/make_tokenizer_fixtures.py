@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""Writes tests/fixtures/tokenizers/<case>/{tokenizer.json,expected.jsonl}: Hugging Face tokenizer.json files and
+the token ids the `tokenizers` package (Rust) gives for a few thousand strings, the reference for
+data/hf_tokenizer.h (tests/data/test_hf_tokenizer.cpp).
+
+Cases:
+  bpe_bytelevel   RoBERTa style: byte-level BPE trained here on Made-With-ML's text (ByteLevel pre-tokenizer
+                  with its GPT-2 regex, RobertaProcessing <s> ... </s>), "<mask>" special with lstrip, and two
+                  non-special added tokens (one single_word, one rstrip).
+  unigram_xlmr    XLM-R style: a sentencepiece unigram model trained here, converted by transformers'
+                  XLMRobertaTokenizer (Precompiled nmt_nfkc normalizer, WhitespaceSplit + Metaspace, Unigram,
+                  <s> ... </s> template).
+  wordpiece_cased WordPiece trained here, cased and accent-keeping (BertNormalizer lowercase=false,
+                  strip_accents=false), pre-tokenizer Sequence[WhitespaceSplit, Punctuation, Digits(individual)],
+                  [CLS] ... [SEP] template.
+  minilm          models/all-MiniLM-L6-v2/tokenizer.json (uncased BERT WordPiece), copied.
+
+Strings: Made-With-ML titles, descriptions and both joined (real), plus seeded adversarial ones (accents and
+combining marks, CJK, Hangul, emoji with ZWJ and skin tones, control and zero-width characters, Unicode
+spaces, words over 100 characters, repeated punctuation, digits, special tokens written in the text).
+expected.jsonl: one {"text", "ids"} per string with truncation at max_length 512 (transformers'
+truncation=True, max_length=512), then rows with a "max_length" field at small lengths.
+
+Deterministic for the pinned versions (requirements.txt: tokenizers, transformers, sentencepiece).
+Usage: python tests/reference/make_tokenizer_fixtures.py [--out tests/fixtures/tokenizers]
+"""
+
+import argparse
+import csv
+import json
+import os
+import random
+import shutil
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEFAULT_DATA = os.environ.get("BERTRAIN_DATA_DIR", os.path.join(os.path.dirname(ROOT), "shared", "data"))
+MINILM = os.path.join(ROOT, "models", "all-MiniLM-L6-v2", "tokenizer.json")
+
+
+def real_strings(path):
+    with open(path, encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    out = []
+    for r in rows:
+        out.append(r["title"])
+        out.append(r["description"])
+    for r in rows[:300]:
+        out.append(r["title"] + " " + r["description"])
+    return out
+
+
+POOLS = {
+    "accents": ["Café", "naïve", "résumé", "ÉCOLE", "Ångström", "São Paulo", "Zürich", "Œuvre", "İstanbul",
+                "ΣΊΣΥΦΟΣ", "ὈΔΥΣΣΕΎΣ", "Straße", "ǅemal", "ﬁnance", "e\u0301", "a\u0308\u0301", "o\u0338",
+                "\u0301start", "n\u0303o\u0308", "Ⅻ", "½", "x²", "℃", "№5", "ｆｕｌｌｗｉｄｔｈ", "ＡＢＣ１２３"],
+    "cjk": ["基于transformer的模型", "東京タワー", "日本語のテキスト", "中文分词", "ｶﾀｶﾅ", "ひらがな", "𠀀𠀁", "\U0002B820\U0002B920",
+            "漢字かな交じり文", "〇一二三", "、。「」"],
+    "hangul": ["한국어 텍스트", "안녕하세요", "\u1100\u1161\u11a8", "ㄱㄴㄷ", "한글과 English"],
+    "emoji": ["👍", "👍🏽", "👨\u200d👩\u200d👧\u200d👦", "🏳️\u200d🌈", "❤️", "🇫🇷🇩🇪", "😀😃😄", "🥰", "🫠", "✅",
+              "☃", "🧑🏿\u200d💻", "#️⃣", "🤖🤖🤖"],
+    "control": ["\x00", "\x01", "\x07", "\x1b[31m", "\x7f", "\u0085", "\u200b", "\u200c", "\u200d", "\u2060",
+                "\ufeff", "\u00ad", "\ufffd", "\ue000", "\U000f0000", "\u0378", "\U0001FAFF", "\t", "\r\n", "\n\n",
+                "\x0b", "\x0c", "\x1c", "\x1f", "\u2028", "\u2029"],
+    "spaces": ["\u00a0", "\u2002", "\u2003", "\u2009", "\u202f", "\u205f", "\u3000", "\u1680", "  ", "   \t  "],
+    "punct": ["!!!", "...", "?!?!", "—", "–", "«»", "“quoted”", "‘single’", "(parens)", "[brackets]", "{x}",
+              "#hashtag", "@mention", "a-b_c/d", "e.g.", "$5.00", "100%", "C++", "C#", "F#", "::", "->", "=>",
+              "'s", "'ll", "'re", "don't", "I'M", "'S", "`code`", "~~", "^_^", "|pipe|", "\\back\\"],
+    "digits": ["2019", "3.14159", "1,000,000", "0x1F", "v2.1.0", "١٢٣", "٣.١٤", "१२३", "12345678901234567890",
+               "4th", "1st", "COVID-19", "GPT-3", "ResNet50"],
+    "special": ["<s>", "</s>", "<pad>", "<unk>", "<mask>", "[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]", "[cls]",
+                "<S>", "<mask >", "< mask>", "<<mask>>", "[CLS][SEP]", "<s></s>", "deep learning", "Deep Learning",
+                "deeplearning", "nlp", "NLP", "xnlp"],
+    "words": ["machine", "learning", "transformers", "BERT", "tokenization", "PyTorch", "TensorFlow", "the", "a",
+              "model", "neural", "networks", "attention", "is", "all", "you", "need", "computer-vision", "mlops",
+              "Hello", "world", "colab", "dataset", "GitHub", "state-of-the-art", "pre-trained", "fine-tuning"],
+    "scripts": ["Привет мир", "Γειά σου", "مرحبا بالعالم", "שלום", "नमस्ते", "สวัสดี", "ሰላም", "Ⴀ", "ᏣᎳᎩ",
+                "\u0e01\u0e34\u0e4d", "क्षि", "ﷺ", "ﬀ", "ǆ", "Ꭓ"],
+}
+
+
+def adversarial_strings(n, seed=1234):
+    rng = random.Random(seed)
+    keys = sorted(POOLS)
+    out = []
+    # Every pool entry alone, and between words.
+    for k in keys:
+        for s in POOLS[k]:
+            out.append(s)
+            out.append("hello " + s + " world")
+            out.append("x" + s + "y")
+    # Long words.
+    for length in (99, 100, 101, 150, 300):
+        out.append("a" * length)
+        out.append("Supercalifragilistic" * (length // 20 + 1))
+        out.append("é" * length)
+        out.append("日" * (length // 3))
+    out.append(" ".join(["word"] * 700))  # over 512 tokens: truncation
+    out.append("  leading and trailing spaces  ")
+    out.append("")
+    out.append(" ")
+    # Random mixtures.
+    while len(out) < n:
+        parts = []
+        for _ in range(rng.randint(1, 8)):
+            parts.append(rng.choice(POOLS[rng.choice(keys)]))
+        sep = rng.choice([" ", "", "  ", "\t", "\n", "\u00a0", " ", " "])
+        out.append(sep.join(parts))
+    return out
+
+
+def train_bpe(texts):
+    from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers, processors, trainers, decoders
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=1200, min_frequency=2, show_progress=False,
+                                  special_tokens=["<s>", "<pad>", "</s>", "<unk>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(texts, trainer)
+    tok.post_processor = processors.RobertaProcessing(("</s>", tok.token_to_id("</s>")), ("<s>", tok.token_to_id("<s>")))
+    tok.add_special_tokens([AddedToken("<mask>", lstrip=True, special=True, normalized=False)])
+    tok.add_tokens([AddedToken("deep learning", single_word=True, normalized=True),
+                    AddedToken("nlp", rstrip=True, normalized=True)])
+    return tok
+
+
+def train_wordpiece(texts):
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=60))
+    tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=False,
+                                                lowercase=False)
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation(),
+                                                 pre_tokenizers.Digits(individual_digits=True)])
+    trainer = trainers.WordPieceTrainer(vocab_size=1500, show_progress=False,
+                                        special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+    tok.train_from_iterator(texts, trainer)
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", tok.token_to_id("[CLS]")), ("[SEP]", tok.token_to_id("[SEP]"))])
+    return tok
+
+
+def train_unigram(texts, work):
+    import sentencepiece as spm
+    from tokenizers import Tokenizer
+    from transformers import XLMRobertaTokenizer
+
+    corpus = os.path.join(work, "corpus.txt")
+    with open(corpus, "w", encoding="utf-8") as f:
+        f.write("\n".join(t.replace("\n", " ") for t in texts) + "\n")
+    spm.SentencePieceTrainer.train(input=corpus, model_prefix=os.path.join(work, "spm"), vocab_size=900,
+                                   model_type="unigram", character_coverage=0.9995, num_threads=1,
+                                   minloglevel=2, seed_sentencepiece_size=100000)
+    model_dir = os.path.join(work, "xlmr")
+    os.makedirs(model_dir)
+    shutil.copy(os.path.join(work, "spm.model"), os.path.join(model_dir, "sentencepiece.bpe.model"))
+    with open(os.path.join(model_dir, "tokenizer_config.json"), "w") as f:
+        json.dump({"tokenizer_class": "XLMRobertaTokenizer"}, f)
+    # transformers converts the sentencepiece model (XLMRobertaConverter): Precompiled, Metaspace, Unigram.
+    return Tokenizer.from_str(XLMRobertaTokenizer.from_pretrained(model_dir).backend_tokenizer.to_str())
+
+
+def write_case(out_dir, name, tok, strings):
+    d = os.path.join(out_dir, name)
+    os.makedirs(d, exist_ok=True)
+    tok.no_padding()
+    tok.no_truncation()
+    with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
+        f.write(tok.to_str())
+    # Reload from the file: the ids are those of what was written.
+    from tokenizers import Tokenizer
+
+    ref = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
+    ref.enable_truncation(512)
+    rows = []
+    for s in strings:
+        rows.append({"text": s, "ids": ref.encode(s).ids})
+    for max_length in (2, 3, 5, 8, 16):
+        ref.enable_truncation(max_length)
+        for s in strings[:40:4] + strings[-60::6]:
+            rows.append({"text": s, "max_length": max_length, "ids": ref.encode(s).ids})
+    with open(os.path.join(d, "expected.jsonl"), "w", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    print(f"{name}: {len(rows)} rows")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=os.path.join(ROOT, "tests", "fixtures", "tokenizers"))
+    ap.add_argument("--data", default=os.path.join(DEFAULT_DATA, "madewithml", "dataset.csv"))
+    ap.add_argument("--adversarial", type=int, default=1000)
+    args = ap.parse_args()
+    from tokenizers import Tokenizer
+
+    real = real_strings(args.data)
+    strings = real + adversarial_strings(args.adversarial)
+    train_texts = real + POOLS["accents"] + POOLS["cjk"] + POOLS["hangul"] + POOLS["scripts"]
+    with tempfile.TemporaryDirectory() as work:
+        write_case(args.out, "bpe_bytelevel", train_bpe(train_texts), strings)
+        write_case(args.out, "unigram_xlmr", train_unigram(train_texts, work), strings)
+        write_case(args.out, "wordpiece_cased", train_wordpiece(train_texts), strings)
+    write_case(args.out, "minilm", Tokenizer.from_file(MINILM), strings)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+// The main job with every model family: a RoBERTa with a byte-level BPE tokenizer.json, an XLM-R with a Unigram
+// one, a DistilBERT and an ELECTRA (with embeddings_project) with a WordPiece tokenizer.json, each trained,
+// evaluated and asked for a prediction through the real binary exactly as a BERT is. Their weights are random
+// (the tiny fixture shapes, the tokenizers' vocabularies): these tests are about the commands, not the accuracy;
+// tests/model/test_golden.cpp checks the numbers against transformers.
+#include <set>
+
+#include "data/tokenizer_loader.h"
+#include "model/bert_config.h"
+#include "model/bert_params.h"
+#include "model/model_dir.h"
+#include "model/safetensors.h"
+#include "tests/tools/cli_test.h"
+
+namespace bertrain {
+namespace cli_test {
+namespace {
+
+struct FamilyCase {
+  const char* fixture;    // tests/fixtures/<fixture>: the model's config
+  const char* tokenizer;  // tests/fixtures/tokenizers/<tokenizer>/tokenizer.json
+};
+
+class CliFamilyTest : public CliTest, public ::testing::WithParamInterface<FamilyCase> {
+ protected:
+  // The fixture's config with the tokenizer's vocabulary and random weights for two labels other than the data's
+  // (so training starts from a fresh head), saved as the family's classifier with the tokenizer beside it.
+  static std::string tokenizer_dir() {
+    return std::string(BERTRAIN_FIXTURES_DIR) + "/tokenizers/" + GetParam().tokenizer;
+  }
+  void make_family_model(const fs::path& dir) const {
+    const FamilyCase& c = GetParam();
+    const std::string fixture = std::string(BERTRAIN_FIXTURES_DIR) + "/" + c.fixture;
+    BertConfig config = BertConfig::load(fixture + "/config.json");
+    config.vocab_size = load_tokenizer(tokenizer_dir())->vocab_size();
+    config.labels = {"a", "b"};
+    const ParamLayout layout = bert_classifier_layout(config, config.num_labels());
+    const std::vector<float> params = random_bert_parameters(layout, config, 5);
+    save_model_dir(dir.string(), config, layout, params.data(), tokenizer_dir());
+  }
+};
+
+TEST_P(CliFamilyTest, TrainEvaluatePredict) {
+  const FamilyCase& c = GetParam();
+  const fs::path family_model = dir_ / "family";
+  make_family_model(family_model);
+  ASSERT_TRUE(fs::exists(family_model / "tokenizer.json"));
+  const std::string run_dir = path("run");
+  const RunResult trained = run({"train", "--model", family_model.string(), "--train-data", data(), "--out", run_dir,
+                                 "--epochs", "2", "--batch-size", "8", "--lr", "1e-3", "--quiet"});
+  ASSERT_TRUE(succeeded(trained)) << trained.describe();
+  const std::vector<json> metrics = read_jsonl(run_dir + "/metrics.jsonl");
+  ASSERT_EQ(metrics.size(), 2u);
+  for (const json& m : metrics) EXPECT_TRUE(std::isfinite(m.at("val_loss").get<double>())) << m.dump();
+
+  // best/ is the family's classifier under the names it was read with, its config in the family's own field names,
+  // its tokenizer copied along.
+  const fs::path best = fs::path(run_dir) / "best";
+  const json config = json::parse(slurp(best / "config.json"));
+  const json source = json::parse(slurp(family_model / "config.json"));
+  EXPECT_EQ(config.at("model_type"), source.at("model_type"));
+  EXPECT_EQ(config.at("architectures"), source.at("architectures"));
+  EXPECT_EQ(config.at("id2label").size(), kTags.size());
+  EXPECT_EQ(slurp(best / "tokenizer.json"), slurp(family_model / "tokenizer.json"));
+  const SafetensorsFile saved_file((best / "model.safetensors").string());
+  const SafetensorsFile read_file((family_model / "model.safetensors").string());
+  std::set<std::string> saved, read;
+  for (const TensorInfo& t : saved_file.tensors()) saved.insert(t.name);
+  for (const TensorInfo& t : read_file.tensors()) read.insert(t.name);
+  EXPECT_EQ(saved, read);
+
+  const RunResult evaluated = run({"evaluate", "--model", run_dir, "--data", data(), "--device", "cpu"});
+  ASSERT_TRUE(succeeded(evaluated)) << evaluated.describe();
+  EXPECT_NE(evaluated.out.find("\"f1\""), std::string::npos) << evaluated.out;
+
+  const RunResult predicted = run({"predict", "--model", run_dir, "--title", "Image segmentation with résumé ✨",
+                                   "--description", "a camera and video model"});
+  ASSERT_TRUE(succeeded(predicted)) << predicted.describe();
+  const json prediction = json::parse(predicted.out);
+  EXPECT_NE(std::find(kTags.begin(), kTags.end(), prediction.at("prediction").get<std::string>()), kTags.end())
+      << predicted.out << " (" << c.fixture << ")";
+}
+
+// A tokenizer.json that can produce ids past the model's embedding rows (it belongs to another model) is refused
+// before any text is read, naming both sizes, by train and by predict.
+TEST_F(CliTest, ATokenizerLargerThanTheModelIsRefused) {
+  const fs::path dir = dir_ / "mismatch";
+  fs::create_directories(dir);
+  const fs::path fixture = fs::path(BERTRAIN_FIXTURES_DIR) / "tiny_roberta_bce_adam";  // vocab_size 67
+  for (const char* name : {"config.json", "model.safetensors"}) fs::copy_file(fixture / name, dir / name);
+  fs::copy_file(fs::path(BERTRAIN_FIXTURES_DIR) / "tokenizers/bpe_bytelevel/tokenizer.json", dir / "tokenizer.json");
+  expect_error(run({"train", "--model", dir.string(), "--train-data", data(), "--out", path("run"), "--quiet"}),
+               "vocab_size is 67");
+  expect_no_run(path("run"));
+  expect_error(run({"predict", "--model", dir.string(), "--title", "image"}), "vocab_size is 67");
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, CliFamilyTest,
+                         ::testing::Values(FamilyCase{"tiny_roberta_bce_adam", "bpe_bytelevel"},
+                                           FamilyCase{"tiny_xlmr_ce_adamw", "unigram_xlmr"},
+                                           FamilyCase{"tiny_distilbert_bce_adam", "wordpiece_cased"},
+                                           FamilyCase{"tiny_electra_bce_adam", "wordpiece_cased"}),
+                         [](const ::testing::TestParamInfo<FamilyCase>& info) {
+                           std::string name = info.param.fixture;
+                           name = name.substr(5, name.find('_', 5) - 5);  // tiny_<family>_...
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace cli_test
+}  // namespace bertrain
