@@ -44,4 +44,22 @@ void ByteTrie::build(const std::vector<std::pair<std::string, int32_t>>& keys) {
   for (const auto& [b, child] : tmp[0].next) root_[b] = child;
 }
 
+void append_wordpieces(const ByteTrie& whole, const ByteTrie& continuation, const char* word, std::size_t n,
+                       int32_t unk, std::vector<int32_t>* out) {
+  const std::size_t mark = out->size();
+  std::size_t length = 0;
+  int32_t id = whole.longest(word, n, &length);
+  for (std::size_t start = 0;;) {
+    if (id < 0) {
+      out->resize(mark);
+      out->push_back(unk);
+      return;
+    }
+    out->push_back(id);
+    start += length;
+    if (start == n) return;
+    id = continuation.longest(word + start, n - start, &length);
+  }
+}
+
 }  // namespace bertrain

@@ -76,4 +76,10 @@ class ByteTrie {
   std::array<int32_t, 256> root_{};
 };
 
+// WordPiece's greedy longest match of one word (both vocab.txt's and tokenizer.json's WordPiece): the longest token
+// of `whole` at the word's start, then again and again the longest of `continuation` (the "##" tokens without their
+// prefix) where the last match ended. Appends the ids, or only `unk` when some position matches nothing.
+void append_wordpieces(const ByteTrie& whole, const ByteTrie& continuation, const char* word, std::size_t n,
+                       int32_t unk, std::vector<int32_t>* out);
+
 }  // namespace bertrain

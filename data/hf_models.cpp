@@ -86,20 +86,7 @@ class WordPieceModel : public Model {
       out->push_back(unk_);
       return;
     }
-    const std::size_t mark = out->size();
-    std::size_t length = 0;
-    int32_t id = whole_.longest(w, n, &length);
-    for (std::size_t start = 0;;) {
-      if (id < 0) {
-        out->resize(mark);
-        out->push_back(unk_);
-        return;
-      }
-      out->push_back(id);
-      start += length;
-      if (start == n) return;
-      id = continuation_.longest(w + start, n - start, &length);
-    }
+    append_wordpieces(whole_, continuation_, w, n, unk_, out);
   }
   int32_t token_id(const std::string& t) const override {
     const auto it = vocab_.find(t);

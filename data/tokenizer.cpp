@@ -389,20 +389,7 @@ void BertTokenizer::wordpiece_bytes(const char* word, std::size_t size, std::siz
     out->push_back(unk_);
     return;
   }
-  const std::size_t mark = out->size();
-  std::size_t length = 0;
-  int32_t id = whole_.longest(word, size, &length);
-  for (std::size_t start = 0;;) {
-    if (id < 0) {
-      out->resize(mark);
-      out->push_back(unk_);
-      return;
-    }
-    out->push_back(id);
-    start += length;
-    if (start == size) return;
-    id = continuation_.longest(word + start, size - start, &length);
-  }
+  append_wordpieces(whole_, continuation_, word, size, unk_, out);
 }
 
 void BertTokenizer::wordpiece(const std::string& word, std::vector<int32_t>* out) const {
