@@ -17,10 +17,11 @@ namespace {
 const char kUsage[] =
     "usage: bertrain [--version] [--help] COMMAND [options]\n"
     "\n"
-    "Fine-tunes BERT encoders for text classification (C++/CUDA, no framework).\n"
+    "Fine-tunes BERT-family encoders (BERT, RoBERTa, XLM-R, DistilBERT, ELECTRA) for text classification\n"
+    "(C++/CUDA, no framework).\n"
     "\n"
     "commands:\n"
-    "  train          fine-tune a BERT model directory on a labelled CSV, TSV or JSON Lines file (single- or\n"
+    "  train          fine-tune a model directory on a labelled CSV, TSV or JSON Lines file (single- or\n"
     "                 multi-label; best and last checkpoints)\n"
     "  tune           search hyper-parameters: trials of train run in parallel, TPE / random / grid search, ASHA\n"
     "                 early stopping, the best trial's model kept (Made-With-ML's Ray Tune step)\n"
