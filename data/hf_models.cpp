@@ -182,7 +182,9 @@ class BpeModel : public Model {
       }
       const std::size_t mark = out->size();
       merge_word(w, n, sc, out);
-      if (cache.size() < kCacheCapacity) cache.emplace(sc.key, std::vector<int32_t>(out->begin() + static_cast<std::ptrdiff_t>(mark), out->end()));
+      if (cache.size() < kCacheCapacity) {
+        cache.emplace(sc.key, std::vector<int32_t>(out->begin() + static_cast<std::ptrdiff_t>(mark), out->end()));
+      }
       return;
     }
     merge_word(w, n, sc, out);

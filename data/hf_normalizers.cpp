@@ -37,6 +37,17 @@ void append_lower(int32_t c, std::string* out) {
   }
 }
 
+// *s lowercased character by character (append_lower), through *tmp.
+void lowercase(std::string* s, std::string* tmp) {
+  tmp->clear();
+  for (std::size_t i = 0; i < s->size();) {
+    std::size_t len = 0;
+    append_lower(decode_utf8(s->data() + i, s->size() - i, &len), tmp);
+    i += len;
+  }
+  std::swap(*s, *tmp);
+}
+
 struct UnicodeScratch {
   std::vector<utf8proc_int32_t> cps;
 };
@@ -118,15 +129,7 @@ class BertNormalizer : public Normalizer {
         i += len;
       }
     }
-    if (lower_) {
-      tmp->clear();
-      for (std::size_t i = 0; i < s->size();) {
-        std::size_t len = 0;
-        append_lower(decode_utf8(s->data() + i, s->size() - i, &len), tmp);
-        i += len;
-      }
-      std::swap(*s, *tmp);
-    }
+    if (lower_) lowercase(s, tmp);
   }
 
  private:
@@ -148,15 +151,7 @@ class UnicodeNormalizer : public Normalizer {
 
 class Lowercase : public Normalizer {
  public:
-  void normalize(std::string* s, std::string* tmp) const override {
-    tmp->clear();
-    for (std::size_t i = 0; i < s->size();) {
-      std::size_t len = 0;
-      append_lower(decode_utf8(s->data() + i, s->size() - i, &len), tmp);
-      i += len;
-    }
-    std::swap(*s, *tmp);
-  }
+  void normalize(std::string* s, std::string* tmp) const override { lowercase(s, tmp); }
 };
 
 class StripAccents : public Normalizer {

@@ -30,6 +30,26 @@ void push_span(std::vector<Span>* out, uint32_t begin, uint32_t end, const Span&
   if (end > begin) out->push_back({begin, end, parent.first && begin == parent.begin});
 }
 
+// Folds the events of one parent span front to back: an event for which joins(event, previous event was a match)
+// holds extends the current piece, any other starts a new one.
+template <class Joins>
+void fold_forward(const std::vector<Event>& ev, const Span& parent, std::vector<Span>* out, Joins&& joins) {
+  bool prev = false, any = false;
+  uint32_t b = 0, en = 0;
+  for (const Event& e : ev) {
+    if (any && joins(e, prev)) {
+      en = e.end;
+    } else {
+      if (any) push_span(out, b, en, parent);
+      b = e.begin;
+      en = e.end;
+      any = true;
+    }
+    prev = e.match;
+  }
+  if (any) push_span(out, b, en, parent);
+}
+
 // Folds the events of one parent span into *out.
 void fold(const std::vector<Event>& ev, Behavior behavior, const Span& parent, std::vector<Span>* out) {
   switch (behavior) {
@@ -41,40 +61,12 @@ void fold(const std::vector<Event>& ev, Behavior behavior, const Span& parent, s
     case Behavior::kIsolated:
       for (const Event& e : ev) push_span(out, e.begin, e.end, parent);
       return;
-    case Behavior::kContiguous: {
-      bool prev = false, any = false;
-      uint32_t b = 0, en = 0;
-      for (const Event& e : ev) {
-        if (any && e.match == prev) {
-          en = e.end;
-        } else {
-          if (any) push_span(out, b, en, parent);
-          b = e.begin;
-          en = e.end;
-          any = true;
-        }
-        prev = e.match;
-      }
-      if (any) push_span(out, b, en, parent);
+    case Behavior::kContiguous:  // a run of matches, or of non-matches, is one piece
+      fold_forward(ev, parent, out, [](const Event& e, bool prev) { return e.match == prev; });
       return;
-    }
-    case Behavior::kMergedWithPrevious: {
-      bool prev = false, any = false;
-      uint32_t b = 0, en = 0;
-      for (const Event& e : ev) {
-        if (e.match && !prev && any) {
-          en = e.end;
-        } else {
-          if (any) push_span(out, b, en, parent);
-          b = e.begin;
-          en = e.end;
-          any = true;
-        }
-        prev = e.match;
-      }
-      if (any) push_span(out, b, en, parent);
+    case Behavior::kMergedWithPrevious:  // a match after a non-match joins it
+      fold_forward(ev, parent, out, [](const Event& e, bool prev) { return e.match && !prev; });
       return;
-    }
     case Behavior::kMergedWithNext: {
       // Backwards: a match not preceded (in reverse order) by a match glues to the piece after it.
       const std::size_t mark = out->size();

@@ -150,6 +150,22 @@ void read_bert_fields(const json& j, const std::string& source, BertConfig* out)
   if (type == ModelType::kElectra) c.embedding_size = read_int(j, "embedding_size", c.embedding_size, source);
 }
 
+// The fields in BertConfig's names (RoBERTa, XLM-R and ELECTRA use them too).
+void write_bert_fields(const BertConfig& c, json* out) {
+  json& j = *out;
+  if (c.model_type == ModelType::kElectra) j["embedding_size"] = c.embedding_width();
+  j["hidden_size"] = c.hidden_size;
+  j["num_hidden_layers"] = c.num_hidden_layers;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["intermediate_size"] = c.intermediate_size;
+  j["hidden_act"] = c.hidden_act;
+  j["type_vocab_size"] = c.type_vocab_size;
+  j["layer_norm_eps"] = c.layer_norm_eps;
+  j["hidden_dropout_prob"] = c.hidden_dropout_prob;
+  j["attention_probs_dropout_prob"] = c.attention_probs_dropout_prob;
+  j["classifier_dropout"] = c.classifier_dropout ? json(*c.classifier_dropout) : json(nullptr);
+}
+
 }  // namespace
 
 BertConfig BertConfig::from_json(const json& j, const std::string& source) {
@@ -259,7 +275,7 @@ json BertConfig::to_classifier_json() const {
     j["seq_classif_dropout"] = classifier_dropout.value_or(0.2);
     j["sinusoidal_pos_embds"] = false;
   } else {
-    write_bert_fields(&j);
+    write_bert_fields(*this, &j);
   }
   json id2label = json::object(), label2id = json::object();
   for (std::size_t id = 0; id < labels.size(); ++id) {
@@ -271,21 +287,6 @@ json BertConfig::to_classifier_json() const {
   j["num_labels"] = labels.size();
   j["problem_type"] = problem_type.empty() ? "single_label_classification" : problem_type;
   return j;
-}
-
-void BertConfig::write_bert_fields(json* out) const {
-  json& j = *out;
-  if (model_type == ModelType::kElectra) j["embedding_size"] = embedding_width();
-  j["hidden_size"] = hidden_size;
-  j["num_hidden_layers"] = num_hidden_layers;
-  j["num_attention_heads"] = num_attention_heads;
-  j["intermediate_size"] = intermediate_size;
-  j["hidden_act"] = hidden_act;
-  j["type_vocab_size"] = type_vocab_size;
-  j["layer_norm_eps"] = layer_norm_eps;
-  j["hidden_dropout_prob"] = hidden_dropout_prob;
-  j["attention_probs_dropout_prob"] = attention_probs_dropout_prob;
-  j["classifier_dropout"] = classifier_dropout ? json(*classifier_dropout) : json(nullptr);
 }
 
 }  // namespace bertrain

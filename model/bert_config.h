@@ -62,9 +62,6 @@ struct BertConfig {
   // config.json of the family's sequence classifier (BertForSequenceClassification, ...), in the family's own
   // field names (problem_type as set; single_label_classification when empty).
   nlohmann::json to_classifier_json() const;
-
- private:
-  void write_bert_fields(nlohmann::json* out) const;  // BertConfig's names (RoBERTa, XLM-R and ELECTRA use them too)
 };
 
 }  // namespace bertrain

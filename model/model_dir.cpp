@@ -204,7 +204,6 @@ LoadedModel load_model_dir(const std::string& dir, const std::vector<std::string
                                                       << shape_string(entry.shape));
     file->read_float_into(it->second, dst, entry.numel);
   }
-  model.tokenizer_dir = dir;
   return model;
 }
 

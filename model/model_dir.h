@@ -50,7 +50,6 @@ struct LoadedModel {
   ParamLayout layout;         // bert_classifier_layout(config, labels)
   std::vector<float> params;  // layout.total() elements
   bool classifier_loaded = false;  // false: the head's output layer freshly initialised
-  std::string tokenizer_dir;       // the directory the model came from, where its tokenizer files are
 };
 
 // How a new classifier head is initialised.
