@@ -322,18 +322,57 @@ class Nccl final : public DeviceCommunicator {
 
 }  // namespace
 
-std::unique_ptr<DeviceCommunicator> make_device_communicator(Communicator& host, int device, double timeout_s) {
+std::unique_ptr<DeviceCommunicator> make_nccl_communicator(Communicator& host, int device, double timeout_s) {
   return std::make_unique<Nccl>(host, device, timeout_s);
 }
 
 #else
 
-std::unique_ptr<DeviceCommunicator> make_device_communicator(Communicator& host, int, double) {
-  BERTRAIN_FAIL(host.where() << ": GPU training with " << host.size()
-                             << " ranks needs NCCL, and this build has none (install NCCL and configure with "
-                                "-DBERTRAIN_NCCL=ON), or train on the CPU with --device cpu");
+std::unique_ptr<DeviceCommunicator> make_nccl_communicator(Communicator& host, int, double) {
+  BERTRAIN_FAIL(host.where() << ": --gpu-collectives nccl: this build has no NCCL (install NCCL and configure with "
+                                "-DBERTRAIN_NCCL=ON), or sum through host memory with --gpu-collectives mpi");
 }
 
 #endif
+
+GpuCollectives parse_gpu_collectives(const std::string& name) {
+  if (name == "auto") return GpuCollectives::kAuto;
+  if (name == "nccl") return GpuCollectives::kNccl;
+  if (name == "mpi") return GpuCollectives::kMpi;
+  BERTRAIN_FAIL("--gpu-collectives must be auto, nccl or mpi, got '" << name << "'");
+}
+
+const char* gpu_collectives_name(GpuCollectives kind) {
+  switch (kind) {
+    case GpuCollectives::kAuto: return "auto";
+    case GpuCollectives::kNccl: return "nccl";
+    case GpuCollectives::kMpi: return "mpi";
+  }
+  return "?";
+}
+
+GpuCollectives agree_gpu_collectives(GpuCollectives requested, Communicator& host, int visible_devices) {
+  // Every rank takes part in the vote, whatever it asked for, so that no rank waits in it alone.
+  const bool gpu_each = host.all_true(host.info().local_size <= visible_devices);
+  const bool nccl = BERTRAIN_HAS_NCCL != 0;
+  if (requested == GpuCollectives::kNccl) {
+    BERTRAIN_CHECK(nccl, host.where() << ": --gpu-collectives nccl: this build has no NCCL (configure with "
+                                         "-DBERTRAIN_NCCL=ON), or use --gpu-collectives mpi");
+    BERTRAIN_CHECK(gpu_each, host.where() << ": --gpu-collectives nccl needs a GPU per rank, and some host runs more "
+                                             "ranks than it has GPUs (this one: "
+                                          << host.info().local_size << " rank(s), " << visible_devices
+                                          << " GPU(s)); use --gpu-collectives mpi (or auto) to share GPUs");
+    return GpuCollectives::kNccl;
+  }
+  if (requested == GpuCollectives::kMpi) return GpuCollectives::kMpi;
+  return nccl && gpu_each ? GpuCollectives::kNccl : GpuCollectives::kMpi;
+}
+
+std::unique_ptr<DeviceCommunicator> make_device_communicator(GpuCollectives kind, Communicator& host, int device,
+                                                             double timeout_s, std::size_t max_elements) {
+  BERTRAIN_CHECK(kind != GpuCollectives::kAuto, "make_device_communicator: agree_gpu_collectives decides auto first");
+  if (kind == GpuCollectives::kNccl) return make_nccl_communicator(host, device, timeout_s);
+  return make_mpi_staged_communicator(host, max_elements);
+}
 
 }  // namespace bertrain

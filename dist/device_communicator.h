@@ -1,6 +1,10 @@
-// Collectives on GPU buffers between the ranks of a data-parallel job: NCCL (ring / tree allreduce), with
-// the ncclUniqueId sent from rank 0 over the host communicator and one device per process.
+// Collectives on GPU buffers between the ranks of a data-parallel job, by one of two transports:
+// - NCCL (ring / tree allreduce, GPU memory to GPU memory), with the ncclUniqueId sent from rank 0 over the host
+//   communicator and one device per process;
+// - MPI through pinned host memory (dist/staged_communicator.cpp): for builds or clusters without NCCL, and for
+//   several ranks on one GPU, which NCCL refuses ("Duplicate GPU detected").
 //
+// NCCL:
 // A dead or hung peer must end the job, not hang it:
 // - the NCCL communicator is non-blocking, so initialisation and the host side of every call are polled
 //   with the timeout (--collective-timeout) and never block the calling thread inside NCCL;
@@ -18,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "core/bf16.h"
 #include "core/cuda/gpu_handles.h"
@@ -39,10 +44,32 @@ class DeviceCommunicator {
   virtual void check(double waited_s) = 0;
 };
 
-// NCCL communicator over `host`'s ranks on `device` (already current). timeout_s > 0 bounds the
-// initialisation and every collective. `host` must outlive the result: the watchdog ends the job through it.
-// Throws Error when this build has no NCCL, or when the initialisation fails or times out.
-std::unique_ptr<DeviceCommunicator> make_device_communicator(Communicator& host, int device, double timeout_s);
+// Which transport sums GPU buffers across ranks (train --gpu-collectives).
+enum class GpuCollectives {
+  kAuto,  // NCCL when this build has it and every rank has a GPU of its own, else MPI
+  kNccl,  // NCCL, GPU memory to GPU memory: one GPU per rank
+  kMpi,   // MPI through pinned host memory: any number of ranks per GPU, no NCCL needed
+};
+// "auto" | "nccl" | "mpi"; throws Error naming --gpu-collectives for anything else.
+GpuCollectives parse_gpu_collectives(const std::string& name);
+const char* gpu_collectives_name(GpuCollectives kind);
+
+// What `requested` means for this job: kNccl or kMpi, the same on every rank. A collective: every rank of
+// `host` calls it, with the number of GPUs its process sees. kAuto is kNccl when the build has NCCL and on
+// every host the ranks are no more than its GPUs (so each gets one of its own), else kMpi. kNccl is refused
+// (Error, on every rank) when the build has no NCCL or when some host has more ranks than GPUs.
+GpuCollectives agree_gpu_collectives(GpuCollectives requested, Communicator& host, int visible_devices);
+
+// The communicator of `kind` (kNccl or kMpi, as agree_gpu_collectives returns) over `host`'s ranks on `device`
+// (already current). `max_elements` bounds every allreduce's size (kMpi stages that many floats in pinned host
+// memory, allocated here). timeout_s > 0 bounds NCCL's initialisation and every NCCL collective; MPI's
+// collectives have no timeout (as on the CPU engine, mpirun ends the job when a rank dies). `host` must outlive
+// the result: NCCL's watchdog ends the job through it, MPI's sums go through it. Throws Error when this build
+// lacks the transport, or when NCCL's initialisation fails or times out.
+std::unique_ptr<DeviceCommunicator> make_device_communicator(GpuCollectives kind, Communicator& host, int device,
+                                                             double timeout_s, std::size_t max_elements);
+std::unique_ptr<DeviceCommunicator> make_nccl_communicator(Communicator& host, int device, double timeout_s);
+std::unique_ptr<DeviceCommunicator> make_mpi_staged_communicator(Communicator& host, std::size_t max_elements);
 
 // The watchdog's book of enqueued collectives: a ring of slots, each holding the time a collective was
 // enqueued; the caller keeps a completion marker per slot (a CUDA event). Free of CUDA so that it is tested on

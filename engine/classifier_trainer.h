@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "dist/device_communicator.h"
 #include "engine/adam.h"
 #include "kernels/loss.h"
 #include "model/bert_classifier.h"
@@ -18,6 +19,7 @@ struct TrainerOptions {
   uint64_t seed = 42;                // dropout masks: stream (seed, optimizer step, site)
   double collective_timeout_s = 300;  // GPU data parallelism: a collective slower than this aborts the job
   bool reduce_bf16 = false;           // GPU data parallelism: send gradients as bf16 (half the traffic)
+  GpuCollectives gpu_collectives = GpuCollectives::kAuto;  // GPU data parallelism: NCCL or MPI through host memory
   bool cuda_graphs = true;            // GPU evaluation: replay repeated batch shapes as CUDA graphs
   int accumulation = 1;               // micro-batches per optimizer step (the GPU engine sizes a buffer by it)
 };

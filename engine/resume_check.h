@@ -17,7 +17,7 @@ namespace bertrain {
 inline constexpr const char* kResumableSettings[] = {
     "epochs",      "max_steps", "out",        "save_steps",  "keep",      "save_total_limit", "save_optimizer",
     "log_steps",   "threads",   "device",     "world_size",  "engine",    "device_memory_bytes",
-    "collective_timeout_s",     "mlflow_dir", "experiment",  "run_name",  "train_data",       "val_data"};
+    "collective_timeout_s",     "gpu_collectives", "mlflow_dir", "experiment",  "run_name",  "train_data",       "val_data"};
 
 // One line per setting that differs, "--lr 0.0001 (checkpoint) vs 5e-05 (now)"; data files are compared by their
 // content fingerprints (train_data_hash, val_data_hash), so a moved but unchanged file is no difference.

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "dist/device_communicator.h"
 #include "engine/early_stopping.h"
 #include "engine/lr_schedule.h"
 #include "engine/run_dir.h"
@@ -40,6 +41,7 @@ void validate_train_args(const TrainArgs& a) {
   BERTRAIN_CHECK(a.data.max_length >= 0, "--max-length must be >= 0 (0: the model's), got " << a.data.max_length);
   BERTRAIN_CHECK(a.grad_reduce == "fp32" || a.grad_reduce == "bf16",
                  "--grad-reduce must be fp32 or bf16, got '" << a.grad_reduce << "'");
+  parse_gpu_collectives(a.gpu_collectives);
   BERTRAIN_CHECK(a.grad_accum_steps >= 1, "--grad-accum-steps must be at least 1, got " << a.grad_accum_steps);
   BERTRAIN_CHECK(a.max_steps >= 0, "--max-steps must be >= 0 (0: --epochs decides), got " << a.max_steps);
   BERTRAIN_CHECK(a.eval_steps >= 0, "--eval-steps must be >= 0 (0: every epoch), got " << a.eval_steps);
@@ -72,7 +74,7 @@ nlohmann::json train_args_json(const TrainArgs& a) {
               {"class_weights", a.class_weights}, {"num_samples", a.num_samples}, {"seed", a.seed},
               {"split_seed", a.split_seed},     {"shuffle", a.shuffle},         {"clean", a.clean},
               {"device", a.device},             {"precision", a.precision},     {"grad_reduce", a.grad_reduce},
-              {"collective_timeout_s", a.collective_timeout_s},
+              {"collective_timeout_s", a.collective_timeout_s}, {"gpu_collectives", a.gpu_collectives},
               {"format", a.data.format},        {"text_columns", a.data.text_columns},
               {"label_column", a.data.label_column}, {"multi_label", a.data.multi_label},
               {"label_separator", a.data.label_separator}, {"skip_bad_rows", a.data.skip_bad_rows},

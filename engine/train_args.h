@@ -48,6 +48,7 @@ struct TrainArgs {
   std::string precision = "fp32";
   double collective_timeout_s = 300;  // multi-GPU: a collective slower than this ends the job
   std::string grad_reduce = "fp32";   // multi-GPU: fp32 | bf16 gradients on the wire
+  std::string gpu_collectives = "auto";  // multi-GPU: auto | nccl | mpi (dist/device_communicator.h)
   int save_steps = 0;          // > 0: also a resumable checkpoint (last/) every this many optimizer steps
   int keep = 0;                // step checkpoints also kept as RUN_DIR/checkpoints/step-<S>, the newest `keep`
   int save_total_limit = 0;    // > 0: at most this many checkpoints (last/ + checkpoints/step-<S>): keep = limit - 1

@@ -91,6 +91,7 @@ TrainerOptions trainer_options(const TrainArgs& args, const TrainingData& data) 
   }
   options.collective_timeout_s = args.collective_timeout_s;
   options.reduce_bf16 = args.grad_reduce == "bf16";
+  options.gpu_collectives = parse_gpu_collectives(args.gpu_collectives);
   options.accumulation = args.grad_accum_steps;
   return options;
 }

@@ -1,7 +1,8 @@
 // `bertrain bench allreduce`: bandwidth of the gradient allreduce across the ranks of an mpirun / srun
 // job, as nccl-tests reports it: algbw = bytes / time, busbw = algbw · 2(n-1)/n (the traffic each link
 // carries in a ring allreduce, comparable across rank counts). Every result is verified. --device cuda
-// reduces GPU buffers with NCCL (one GPU per local rank), the path data-parallel GPU training takes.
+// reduces GPU buffers through the device communicator data-parallel GPU training uses (--gpu-collectives:
+// NCCL, one GPU per local rank, or MPI through pinned host memory).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -52,11 +53,11 @@ class HostTarget final : public AllreduceTarget {
 #if BERTRAIN_HAS_CUDA
 class DeviceTarget final : public AllreduceTarget {
  public:
-  DeviceTarget(Communicator& comm, std::size_t max_count, double timeout_s)
+  DeviceTarget(Communicator& comm, GpuCollectives kind, std::size_t max_count, double timeout_s)
       : comm_(comm),
         context_(comm.info().local_rank % cuda_device_count(), 0),
         buffer_(max_count),
-        device_comm_(make_device_communicator(comm, context_.device(), timeout_s)) {}
+        device_comm_(make_device_communicator(kind, comm, context_.device(), timeout_s, max_count)) {}
   double reduce(std::vector<float>& host, std::size_t count) override {
     buffer_.upload(host.data(), count);
     comm_.all_true(true);
@@ -88,7 +89,9 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
   p.option("max-bytes", "440000000", "largest message (BERT-base gradient: 110 M float32)");
   p.option("iters", "10", "timed repetitions per size (the median is reported)");
   p.option("warmup", "2", "untimed repetitions per size");
-  p.option("device", "cpu", "cpu: MPI on host memory; cuda: NCCL on GPU memory, one GPU per local rank").value_name("cpu|cuda");
+  p.option("device", "cpu", "cpu: MPI on host memory; cuda: GPU memory, summed as --gpu-collectives says").value_name("cpu|cuda");
+  p.option("gpu-collectives", "auto", "with --device cuda: nccl (one GPU per local rank), mpi (through pinned host "
+                                      "memory; ranks may share a GPU) or auto (as train)").value_name("auto|nccl|mpi");
   p.flag("json", "one JSON object per size instead of the table");
   if (!p.parse(args)) return 0;
   const double min_bytes = p.get_double("min-bytes"), max_bytes = p.get_double("max-bytes");
@@ -98,25 +101,34 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
   }
   const std::string device = p.get("device");
   if (device != "cpu" && device != "cuda") throw UsageError("bench allreduce: --device must be cpu or cuda");
+  const std::string collectives = p.get("gpu-collectives");
+  if (collectives != "auto" && collectives != "nccl" && collectives != "mpi") {
+    throw UsageError("bench allreduce: --gpu-collectives must be auto, nccl or mpi");
+  }
   const std::unique_ptr<Communicator> comm = make_communicator(detect_launch());
   const int n = comm->size(), rank = comm->rank();
   const bool json = p.get_flag("json");
   const std::size_t max_count = static_cast<std::size_t>(max_bytes / 4);
   std::unique_ptr<AllreduceTarget> target;
+  const GpuCollectives requested = parse_gpu_collectives(collectives);
+  GpuCollectives kind = GpuCollectives::kAuto;
   if (device == "cpu") {
     target = std::make_unique<HostTarget>(*comm);
   } else {
 #if BERTRAIN_HAS_CUDA
     std::string why;
     BERTRAIN_CHECK(cuda_device_count(&why) > 0, "bench allreduce --device cuda: " << why);
-    target = std::make_unique<DeviceTarget>(*comm, max_count, 300.0);
+    kind = agree_gpu_collectives(requested, *comm, cuda_device_count());
+    target = std::make_unique<DeviceTarget>(*comm, kind, max_count, 300.0);
 #else
     BERTRAIN_FAIL("bench allreduce --device cuda: this build has no CUDA support");
 #endif
   }
   if (rank == 0 && !json) {
     std::printf("bench allreduce: %d rank(s), %s, float32 sum, in place; busbw = algbw * 2(n-1)/n\n", n,
-                device == "cpu" ? "MPI, host memory" : "NCCL, GPU memory");
+                device == "cpu"                 ? "MPI, host memory"
+                : kind == GpuCollectives::kNccl ? "NCCL, GPU memory"
+                                                : "GPU memory, MPI through pinned host memory");
     std::printf("%14s %12s %12s %12s %8s\n", "bytes", "time_us", "algbw_GB/s", "busbw_GB/s", "check");
   }
   std::vector<float> buffer(max_count);

@@ -77,6 +77,10 @@ ArgParser train_arg_parser() {
   p.option("precision", "fp32", "bf16 (CUDA only): bf16 weights and activations, fp32 master weights").value_name("fp32|bf16");
   p.option("collective-timeout", "300", "how long a multi-GPU collective may take before the job is aborted").value_name("SECONDS");
   p.option("grad-reduce", "fp32", "precision of the gradients in the multi-GPU allreduce").value_name("fp32|bf16");
+  p.option("gpu-collectives", "auto",
+           "how GPU ranks sum gradients: nccl (GPU to GPU, one GPU per rank), mpi (through host memory: no NCCL "
+           "needed, ranks may share a GPU, slower), auto (nccl when built with it and every rank has a GPU of its "
+           "own, else mpi)").value_name("auto|nccl|mpi");
   p.option("save-steps", "0", "also write the resumable checkpoint RUN_DIR/last every N optimizer steps (0: at "
                                 "the end of each epoch only)");
   p.option("keep", "0", "with --save-steps: keep the newest N step checkpoints as RUN_DIR/checkpoints/step-<S>");
@@ -149,6 +153,7 @@ int run_train(const std::vector<std::string>& args) {
   a.precision = p.get("precision");
   a.collective_timeout_s = p.get_double("collective-timeout");
   a.grad_reduce = p.get("grad-reduce");
+  a.gpu_collectives = p.get("gpu-collectives");
   a.save_steps = p.get_int("save-steps");
   a.keep = p.get_int("keep");
   a.save_total_limit = p.get_int("save-total-limit");

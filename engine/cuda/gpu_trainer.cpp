@@ -13,6 +13,7 @@
 #include <deque>
 #include <thread>
 
+#include "core/build_info.h"
 #include "core/cuda/device_buffer.h"
 #include "core/cuda/gpu_context.h"
 #include "dist/device_communicator.h"
@@ -103,12 +104,19 @@ class GpuBackend final : public TrainingBackend {
     }
     if (comm.size() > 1) {
       BERTRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
-      device_comm_ = make_device_communicator(comm, device, options.collective_timeout_s);
+      collectives_ = agree_gpu_collectives(options.gpu_collectives, comm, cuda_device_count());
+      std::size_t largest_bucket = 0;
+      for (const GradientBucket& bucket : buckets_.buckets()) largest_bucket = std::max(largest_bucket, bucket.size());
+      device_comm_ = make_device_communicator(collectives_, comm, device, options.collective_timeout_s, largest_bucket);
       if (options.reduce_bf16) reduce_buffer_ = DeviceBuffer<bf16>(size_);
     }
     context_.synchronize();
     host_.description = "cuda:" + std::to_string(device) + " " + context_.device_name() +
                         (std::is_same_v<T, float> ? ", fp32" : ", bf16 (fp32 master weights)");
+    if (device_comm_ != nullptr) {
+      host_.description += collectives_ == GpuCollectives::kNccl ? ", gradients summed by NCCL"
+                                                                 : ", gradients summed by MPI through host memory";
+    }
   }
 
   ~GpuBackend() override {
@@ -381,6 +389,7 @@ class GpuBackend final : public TrainingBackend {
     std::vector<float> params;
   } host_;
   // Data parallelism (more than one rank).
+  GpuCollectives collectives_ = GpuCollectives::kAuto;  // with several ranks: kNccl or kMpi, agreed by all
   std::unique_ptr<DeviceCommunicator> device_comm_;
   cudaStream_t comm_stream_ = nullptr;
   DeviceBuffer<bf16> reduce_buffer_;  // --grad-reduce bf16

@@ -12,6 +12,7 @@
 #include <random>
 #include <csignal>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <nlohmann/json.hpp>
@@ -33,10 +34,17 @@ using testing::RunResult;
 
 const std::string kFixture = std::string(BERTRAIN_FIXTURES_DIR) + "/tiny_gelu_bce_adam";
 
+// The PATH's mpirun first (a GPU machine's gpu-check puts the Open MPI it built with there), else Debian's.
 std::string find_mpirun() {
-  for (const char* dir : {"/usr/bin", "/usr/local/bin"}) {
-    const std::string path = std::string(dir) + "/mpirun";
-    if (::access(path.c_str(), X_OK) == 0) return path;
+  std::vector<std::string> dirs;
+  std::istringstream path(std::getenv("PATH") != nullptr ? std::getenv("PATH") : "");
+  for (std::string dir; std::getline(path, dir, ':');) {
+    if (!dir.empty()) dirs.push_back(dir);
+  }
+  dirs.insert(dirs.end(), {"/usr/bin", "/usr/local/bin"});
+  for (const std::string& dir : dirs) {
+    const std::string candidate = dir + "/mpirun";
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
   }
   return "";
 }
@@ -138,6 +146,23 @@ class MpiTest : public ::testing::Test {
   std::string mpirun_;
 };
 
+// Skips the calling test, saying why, when this machine has no CUDA device; under BERTRAIN_EXPECT_GPU=1 (a GPU
+// machine's run) fails it instead.
+#define BERTRAIN_REQUIRE_ONE_GPU()                                                                          \
+  do {                                                                                                      \
+    if (cuda_device_count() == 0) {                                                                         \
+      const char* expect = std::getenv("BERTRAIN_EXPECT_GPU");                                              \
+      if (expect != nullptr && std::string(expect) == "1") FAIL() << "BERTRAIN_EXPECT_GPU=1 but no CUDA device"; \
+      GTEST_SKIP() << "GPU test skipped: no CUDA device";                                                   \
+    }                                                                                                       \
+  } while (0)
+
+// What the run in `out` trained on: results.json's params.engine (the engine's description).
+std::string engine_of(const std::string& out) {
+  std::ifstream in(out + "/results.json");
+  return nlohmann::json::parse(in).at("params").at("engine").get<std::string>();
+}
+
 TEST_F(MpiTest, RanksMatchOneProcess) {
   // 23 training rows in batches of 5: the last batch has 3 rows, so with 2 ranks it splits 2 / 1 and with
   // 3 ranks 1 / 1 / 1; with 4 ranks one slice of it is empty.
@@ -167,16 +192,19 @@ TEST_F(MpiTest, AccumulatedRanksMatchOneProcess) {
   }
 }
 
-// The same on GPUs (NCCL), one GPU per rank, fp32: runs only where every rank has a GPU of its own.
+// The same on GPUs with NCCL, one GPU per rank, fp32: runs only where every rank has a GPU of its own.
+// (GpuRanksSummingThroughHostMemoryMatchOneGpuProcess below runs the GPU path on one GPU, through MPI.)
 TEST_F(MpiTest, GpuRanksMatchOneGpuProcess) {
+  if (!BERTRAIN_HAS_NCCL) GTEST_SKIP() << "built without NCCL";
   const int gpus = cuda_device_count();
   if (gpus < 2) GTEST_SKIP() << "GPU test skipped: needs a GPU per rank (2), this machine has " << gpus;
   const std::vector<std::string> cuda{"--device", "cuda"};
   const RunResult single = train(0, "gpu_single", 3, cuda);
   ASSERT_EQ(single.exit_code, 0) << single.describe();
   const int ranks = std::min(gpus, 4);
-  const RunResult r = train(ranks, "gpu_ranks", 3, cuda);
+  const RunResult r = train(ranks, "gpu_ranks", 3, {"--device", "cuda", "--gpu-collectives", "nccl"});
   ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_NE(engine_of(temp_.path("gpu_ranks")).find("gradients summed by NCCL"), std::string::npos);
   expect_same_parameters("gpu_single", "gpu_ranks");
 }
 
@@ -286,6 +314,45 @@ TEST_F(MpiTest, SignalToOneRankStopsTheWholeJob) {
   expect_same_parameters("single", "one");
 }
 
+// Several GPU ranks on however many GPUs there are, summing their gradients through host memory with MPI
+// (--gpu-collectives mpi; auto takes it when the ranks outnumber the GPUs, as here on a one-GPU machine): 2 and
+// 3 ranks end where one GPU process does, fp32.
+TEST_F(MpiTest, GpuRanksSummingThroughHostMemoryMatchOneGpuProcess) {
+  BERTRAIN_REQUIRE_ONE_GPU();
+  const int gpus = cuda_device_count();
+  const RunResult single = train(0, "gpu_single", 3, {"--device", "cuda"});
+  ASSERT_EQ(single.exit_code, 0) << single.describe();
+  for (int ranks : {2, 3}) {
+    const std::string run = "gpu_mpi" + std::to_string(ranks), collectives = ranks > gpus ? "auto" : "mpi";
+    const RunResult r = train(ranks, run, 3, {"--device", "cuda", "--gpu-collectives", collectives});
+    ASSERT_EQ(r.exit_code, 0) << r.describe();
+    EXPECT_NE(engine_of(temp_.path(run)).find("gradients summed by MPI through host memory"), std::string::npos)
+        << run << " (--gpu-collectives " << collectives << "): " << engine_of(temp_.path(run));
+    expect_same_parameters("gpu_single", run);
+  }
+}
+
+// A 2-rank GPU job summing through host memory, stopped by SIGTERM to one rank (every rank stops with the
+// checkpoint, exit 75), resumed as one GPU process, ends where one uninterrupted GPU process does.
+TEST_F(MpiTest, GpuJobStoppedBySigtermResumesOnOneRank) {
+  BERTRAIN_REQUIRE_ONE_GPU();
+  const int epochs = 60;
+  const std::vector<std::string> cuda{"--device", "cuda"};
+  const RunResult single = train(0, "gpu_single", epochs, cuda);
+  ASSERT_EQ(single.exit_code, 0) << single.describe();
+  std::atomic<bool> done{false};
+  bool sent = false;
+  std::thread signaller([&] { sent = signal_when_training(temp_.path("gpu_stopped"), is_rank, SIGTERM, done); });
+  const RunResult stopped = train(2, "gpu_stopped", epochs, {"--device", "cuda", "--gpu-collectives", "mpi"});
+  done = true;
+  signaller.join();
+  ASSERT_TRUE(sent) << "the job's ranks were not found running: " << stopped.describe();
+  ASSERT_EQ(stopped.exit_code, 75) << stopped.describe();
+  const RunResult resumed = train(0, "gpu_stopped", epochs, {"--device", "cuda", "--resume"});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.describe();
+  expect_same_parameters("gpu_single", "gpu_stopped");
+}
+
 // Chaos, MPI variant: one rank of a 2-rank job killed with SIGKILL at random moments, twice per run; mpirun ends
 // the job, `bertrain launch` runs it again with --resume; every run ends bit for bit as the uninterrupted job.
 TEST_F(MpiTest, ChaosKillingOneRankEndsAsTheUninterruptedJob) {
@@ -362,6 +429,23 @@ TEST_F(MpiTest, AllreduceBenchmarkVerifiesItsSums) {
     ++sizes;
   }
   EXPECT_EQ(sizes, 7);  // 1 KiB .. 64 KiB
+}
+
+// The same for GPU buffers summed through host memory, 3 ranks on however many GPUs there are.
+TEST_F(MpiTest, GpuAllreduceThroughHostMemoryVerifiesItsSums) {
+  BERTRAIN_REQUIRE_ONE_GPU();
+  std::vector<std::string> argv = mpi_prefix(3);
+  argv.insert(argv.end(), {BERTRAIN_BINARY, "bench", "allreduce", "--device", "cuda", "--gpu-collectives", "mpi",
+                           "--max-bytes", "65536", "--iters", "2", "--json"});
+  const RunResult r = testing::run_process(argv, {}, 120);
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  int sizes = 0;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_TRUE(nlohmann::json::parse(line).at("correct").get<bool>()) << line;
+    ++sizes;
+  }
+  EXPECT_EQ(sizes, 7);
 }
 
 }  // namespace

@@ -680,6 +680,8 @@ TEST_F(CliTest, BadMultiGpuOptionsAreRejectedBeforeAnythingIsWritten) {
   expect_no_run(path("run"));
   expect_error(run(train_args(path("run"), {"--collective-timeout", "0"})), "--collective-timeout");
   expect_no_run(path("run"));
+  expect_error(run(train_args(path("run"), {"--gpu-collectives", "gloo"})), "--gpu-collectives must be auto, nccl or mpi");
+  expect_no_run(path("run"));
 }
 
 TEST_F(CliTest, CudaAndBf16AreRejectedWithoutADevice) {
