@@ -91,6 +91,7 @@ enum cudaDeviceAttr {
   cudaDevAttrMaxSharedMemoryPerBlockOptin,
   cudaDevAttrMemoryClockRate,
   cudaDevAttrGlobalMemoryBusWidth,
+  cudaDevAttrClockRate,
 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
 constexpr unsigned cudaStreamDefault = 0, cudaStreamNonBlocking = 1;
@@ -112,6 +113,7 @@ struct cudaDeviceProp {
   std::size_t sharedMemPerBlock;
   std::size_t sharedMemPerBlockOptin;
   int major, minor, multiProcessorCount, warpSize, maxThreadsPerBlock;
+  int l2CacheSize;  // 0: no cache is emulated
 };
 typedef enum { CUDA_R_32F = 0, CUDA_R_16BF = 14 } cudaDataType_t;
 typedef cudaDataType_t cudaDataType;
@@ -313,7 +315,11 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t stream);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
 // Events: every operation completes when enqueued, so a recorded event is complete at once.
+cudaError_t cudaEventCreate(cudaEvent_t* event);
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags);
+// The host time between two recordings (the work between them ran on the host, in between): a duration of the
+// emulation, nothing like the GPU's.
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
 cudaError_t cudaEventDestroy(cudaEvent_t event);
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr);
 cudaError_t cudaEventSynchronize(cudaEvent_t event);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -455,6 +456,8 @@ struct CUgraphExec_st {
 };
 struct CUevent_st {
   bool recorded = false;
+  bool timing = true;                           // not cudaEventDisableTiming
+  std::chrono::steady_clock::time_point when;  // of the last recording
 };
 
 const char* cudaGetErrorString(cudaError_t error) {
@@ -468,6 +471,8 @@ const char* cudaGetErrorString(cudaError_t error) {
     case cudaErrorNotReady: return "device not ready (emulated)";
     case cudaErrorLaunchOutOfResources: return "too many resources requested for launch (emulated)";
     case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing (emulated)";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected (emulated)";
+    case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version (emulated)";
   }
   return "unknown error (emulated)";
 }
@@ -499,6 +504,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   prop->multiProcessorCount = 1;
   prop->warpSize = 32;
   prop->maxThreadsPerBlock = 1024;
+  prop->l2CacheSize = 0;  // no cache is emulated
   return cudaSuccess;
 }
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
@@ -511,6 +517,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
     case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = emu::max_dynamic_shared_bytes(); break;
     case cudaDevAttrMemoryClockRate: *value = 0; break;
     case cudaDevAttrGlobalMemoryBusWidth: *value = 0; break;
+    case cudaDevAttrClockRate: *value = 0; break;
   }
   return cudaSuccess;
 }
@@ -604,8 +611,10 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaDeviceSynchronize(); }
 
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned) {
+cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags) {
   *event = new CUevent_st;
+  (*event)->timing = (flags & cudaEventDisableTiming) == 0;
   return cudaSuccess;
 }
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
@@ -614,7 +623,18 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 }
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (event == nullptr) return cudaErrorInvalidResourceHandle;
-  emu::enqueue(stream, [event] { event->recorded = true; });
+  emu::enqueue(stream, [event] {
+    event->recorded = true;
+    event->when = std::chrono::steady_clock::now();
+  });
+  return cudaSuccess;
+}
+// As CUDA: both events recorded, neither created with cudaEventDisableTiming.
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (start == nullptr || end == nullptr || !start->recorded || !end->recorded || !start->timing || !end->timing) {
+    return cudaErrorInvalidResourceHandle;
+  }
+  *ms = std::chrono::duration<float, std::milli>(end->when - start->when).count();
   return cudaSuccess;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
