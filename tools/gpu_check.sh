@@ -6,7 +6,8 @@
 # a failing step is recorded and the next one still runs):
 #   env          nvidia-smi, nvcc, cmake, g++, python3/torch versions
 #   build        Release build for the GPU's own architecture in $BUILD_DIR (default build-gpu), MPI if found
-#   gpu-tests    ctest -L gpu with BERTRAIN_EXPECT_GPU=1 (every skip is a failure)
+#   gpu-tests    ctest -L gpu with BERTRAIN_EXPECT_GPU=1 (every skip is a failure): the kernel and model suites, and
+#                test_gpu_runs (SIGTERM resume and chaos of the main job on the GPU, through the binary)
 #   gpu-mpi-tests  test_mpi's GPU tests (MpiTest.Gpu*): 2 and 3 GPU ranks sharing the GPU through
 #                --gpu-collectives mpi, a SIGTERM'd 2-rank GPU job resumed on 1 rank, the host-staged allreduce
 #                benchmark. MPI comes from the machine, else from the Open MPI wheel in the bundle (deps-bundle)

@@ -3,7 +3,7 @@
 # suite name goes to GoogleTest (to bertrain for `bertrain`). A developer tool: never needed to build, run or test
 # bertrain.
 #
-#   tests/cuda_emulation/run.sh [--build-dir DIR] [attention|elementwise|embedding|model|mpi] [gtest arguments...]
+#   tests/cuda_emulation/run.sh [--build-dir DIR] [attention|elementwise|embedding|model|mpi|gpu_runs] [gtest arguments...]
 #   tests/cuda_emulation/run.sh [--build-dir DIR] bertrain [bertrain arguments...]
 #
 #   --build-dir DIR  where to configure and build (default: build-emu/ under the repository root, git-ignored)
@@ -15,6 +15,7 @@
 #   bertrain         the whole bertrain program with MPI on the emulated GPU (emu_bertrain): prints its path, then
 #                    runs it with the arguments that follow, if any (e.g. `mpirun -np 2 <path> train --device cuda`)
 #   mpi              tests/dist/test_mpi.cpp (emu_mpi) against emu_bertrain; needs MPI (libopenmpi-dev openmpi-bin)
+#   gpu_runs         tests/tools/test_gpu_runs.cpp (emu_gpu_runs) against emu_bertrain: SIGTERM resume and chaos
 #
 # EMU_JOBS: parallel compile jobs (default: all cores). EMU_SEED: the scheduler's seed. EMU_MAX_SMEM, EMU_CUBLASLT:
 # README.md.
@@ -31,11 +32,11 @@ fi
 
 suite=attention
 case ${1:-} in
-  attention | elementwise | embedding | model | bertrain | mpi) suite=$1; shift ;;
+  attention | elementwise | embedding | model | bertrain | mpi | gpu_runs) suite=$1; shift ;;
 esac
 targets=("emu_$suite")
-if [[ $suite == mpi ]]; then
-  targets=(emu_bertrain emu_mpi)  # emu_mpi runs emu_bertrain
+if [[ $suite == mpi || $suite == gpu_runs ]]; then
+  targets=(emu_bertrain "emu_$suite")  # they run emu_bertrain
 fi
 
 log="$build/configure.log"
@@ -45,7 +46,7 @@ if ! cmake -S "$here" -B "$build" >"$log" 2>&1; then
   echo "run.sh: configuring the emulation in $build failed (log above)" >&2
   exit 1
 fi
-if [[ $suite == bertrain || $suite == mpi ]] && grep -q "no emu_bertrain" "$log"; then
+if [[ $suite == bertrain || $suite == mpi || $suite == gpu_runs ]] && grep -q "no emu_bertrain" "$log"; then
   echo "run.sh: no MPI, nlohmann_json or utf8proc found, so no $suite suite (Debian: libopenmpi-dev openmpi-bin" \
        "nlohmann-json3-dev libutf8proc-dev)" >&2
   exit 1

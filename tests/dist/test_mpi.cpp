@@ -22,6 +22,7 @@
 #include "core/build_config.h"
 #include "core/build_info.h"
 #include "model/safetensors.h"
+#include "tests/gpu_skip.h"
 #include "tests/run_process.h"
 #include "tests/temp_dir.h"
 #include "tests/tolerance.h"
@@ -150,17 +151,6 @@ class MpiTest : public ::testing::Test {
   testing::TempDir temp_{"bertrain_mpi"};
   std::string mpirun_;
 };
-
-// Skips the calling test, saying why, when this machine has no CUDA device; under BERTRAIN_EXPECT_GPU=1 (a GPU
-// machine's run) fails it instead.
-#define BERTRAIN_REQUIRE_ONE_GPU()                                                                          \
-  do {                                                                                                      \
-    if (cuda_device_count() == 0) {                                                                         \
-      const char* expect = std::getenv("BERTRAIN_EXPECT_GPU");                                              \
-      if (expect != nullptr && std::string(expect) == "1") FAIL() << "BERTRAIN_EXPECT_GPU=1 but no CUDA device"; \
-      GTEST_SKIP() << "GPU test skipped: no CUDA device";                                                   \
-    }                                                                                                       \
-  } while (0)
 
 // What the run in `out` trained on: results.json's params.engine (the engine's description).
 std::string engine_of(const std::string& out) {
@@ -323,7 +313,7 @@ TEST_F(MpiTest, SignalToOneRankStopsTheWholeJob) {
 // (--gpu-collectives mpi; auto takes it when the ranks outnumber the GPUs, as here on a one-GPU machine): 2 and
 // 3 ranks end where one GPU process does, fp32.
 TEST_F(MpiTest, GpuRanksSummingThroughHostMemoryMatchOneGpuProcess) {
-  BERTRAIN_REQUIRE_ONE_GPU();
+  BERTRAIN_REQUIRE_GPU();
   const int gpus = cuda_device_count();
   const RunResult single = train(0, "gpu_single", 3, {"--device", "cuda"});
   ASSERT_EQ(single.exit_code, 0) << single.describe();
@@ -349,7 +339,7 @@ TEST_F(MpiTest, GpuRanksSummingThroughHostMemoryMatchOneGpuProcess) {
 // where one uninterrupted GPU process does. A checkpoint every step: the signal goes out once the first exists,
 // and the 100 steps still to come take long enough, also on a fast GPU, for it to arrive before the job ends.
 TEST_F(MpiTest, GpuJobStoppedBySigtermResumesOnOneRank) {
-  BERTRAIN_REQUIRE_ONE_GPU();
+  BERTRAIN_REQUIRE_GPU();
   const int epochs = 20;
   const RunResult single = train(0, "gpu_single", epochs, {"--device", "cuda"});
   ASSERT_EQ(single.exit_code, 0) << single.describe();
@@ -451,7 +441,7 @@ TEST_F(MpiTest, AllreduceBenchmarkVerifiesItsSums) {
 
 // The same for GPU buffers summed through host memory, 3 ranks on however many GPUs there are.
 TEST_F(MpiTest, GpuAllreduceThroughHostMemoryVerifiesItsSums) {
-  BERTRAIN_REQUIRE_ONE_GPU();
+  BERTRAIN_REQUIRE_GPU();
   std::vector<std::string> argv = mpi_prefix(3);
   argv.insert(argv.end(), {BERTRAIN_BINARY, "bench", "allreduce", "--device", "cuda", "--gpu-collectives", "mpi",
                            "--max-bytes", "65536", "--iters", "2", "--json"});
