@@ -15,9 +15,10 @@ namespace bertrain {
 // What may change when a run resumes: how long it trains, where and how often it saves and logs, and what it
 // runs on; none of them changes the training's arithmetic (the device may change the rounding, not the method).
 inline constexpr const char* kResumableSettings[] = {
-    "epochs",      "max_steps", "out",        "save_steps",  "keep",      "save_total_limit", "save_optimizer",
-    "log_steps",   "threads",   "device",     "world_size",  "engine",    "device_memory_bytes",
-    "collective_timeout_s",     "gpu_collectives", "mlflow_dir", "experiment",  "run_name",  "train_data",       "val_data"};
+    "epochs",     "max_steps", "out",        "save_steps", "keep",       "save_total_limit", "save_optimizer",
+    "log_steps",  "threads",   "device",     "world_size", "engine",     "device_memory_bytes",
+    "collective_timeout_s",    "gpu_collectives",          "mlflow_dir", "experiment",       "run_name",
+    "train_data", "val_data"};
 
 // One line per setting that differs, "--lr 0.0001 (checkpoint) vs 5e-05 (now)"; data files are compared by their
 // content fingerprints (train_data_hash, val_data_hash), so a moved but unchanged file is no difference.
