@@ -164,6 +164,15 @@ const char* name_of(Activation act) {
 // An aligned layer: every leading dimension a multiple of 8, so cuBLASLt's epilogues apply.
 bool aligned(const Shape& s) { return s.in % 8 == 0 && s.out % 8 == 0; }
 
+// Whether the test requires the fused epilogue (or any cuBLASLt algorithm) to run for a shape. cuBLASLt's heuristic
+// need not offer an epilogue algorithm for every shape (fp32, one-row GEMMs), and linear.cu falls back correctly:
+// there the results are checked, whichever path ran. bf16 GEMMs of several rows with dimensions a multiple of 8 are
+// the training path, where a missing epilogue would be a silent slowdown.
+template <typename T>
+bool epilogue_required(const Shape& s) {
+  return std::is_same_v<T, bf16> && s.rows > 1 && aligned(s);
+}
+
 // Column sums up to 4096 wide.
 const std::size_t kReductionWorkspace = gpu_reduction_workspace_elements(4096);
 
@@ -207,10 +216,10 @@ TYPED_TEST(CudaLinearEpilogues, ForwardMatchesCpu) {
         // With the bias in the epilogue, y is rounded once: the one-rounding tolerance holds for bf16 too.
         EXPECT_TRUE(all_close("y", got.data(), ref.data(), ny, tol.atol, tol.rtol));
       }
-      if (with_bias && aligned(s)) {
+      if (with_bias && epilogue_required<T>(s)) {
         EXPECT_EQ(after.bias_epilogues - before.bias_epilogues, 1u) << "the bias was not added in the epilogue";
       }
-      if (aligned(s)) {
+      if (epilogue_required<T>(s)) {
         EXPECT_EQ(after.gemm_ex_fallbacks, before.gemm_ex_fallbacks) << "no cuBLASLt algorithm";
       }
     }
@@ -259,10 +268,12 @@ TYPED_TEST(CudaLinearEpilogues, ActivationForwardMatchesCpu) {
         EXPECT_TRUE(all_close("y", got_y.data(), ref_y.data(), ny, tol.atol, tol.rtol));
         if (aligned(s)) {
           if (act == Activation::kGeluTanh) {
-            EXPECT_EQ(after.gelu_epilogues - before.gelu_epilogues, 1u) << "the GELU epilogue did not run";
+            if (epilogue_required<T>(s)) {
+              EXPECT_EQ(after.gelu_epilogues - before.gelu_epilogues, 1u) << "the GELU epilogue did not run";
+            }
           } else {
             EXPECT_EQ(after.gelu_epilogues, before.gelu_epilogues) << "a GELU epilogue ran for " << name_of(act);
-            if (with_bias) {
+            if (with_bias && epilogue_required<T>(s)) {
               EXPECT_EQ(after.bias_epilogues - before.bias_epilogues, 1u) << "the bias was not added in the epilogue";
             }
           }
@@ -355,7 +366,9 @@ TYPED_TEST(CudaLinearEpilogues, ActivationBackwardDataMatchesCpu) {
           for (float v : got_bias) ASSERT_TRUE(std::isnan(v)) << "dbias was written although null";
         }
         if (act == Activation::kGeluTanh && aligned(s)) {
-          EXPECT_EQ(after.dgelu_epilogues - before.dgelu_epilogues, 1u) << "the DGELU epilogue did not run";
+          if (epilogue_required<T>(s)) {
+            EXPECT_EQ(after.dgelu_epilogues - before.dgelu_epilogues, 1u) << "the DGELU epilogue did not run";
+          }
           if (with_bias && !reported && s.in >= 768) {
             // Whether cuBLASLt fuses an fp32 bias gradient here is reported, not required (the fallback is exact).
             std::cout << "[ dgelu dbias ] " << describe(s) << ": "
