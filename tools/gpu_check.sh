@@ -11,7 +11,8 @@
 #   gpu-mpi-tests  test_mpi's GPU tests (MpiTest.Gpu*): 2 and 3 GPU ranks sharing the GPU through
 #                --gpu-collectives mpi, a SIGTERM'd 2-rank GPU job resumed on 1 rank, the host-staged allreduce
 #                benchmark. MPI comes from the machine, else from the Open MPI wheel in the bundle (deps-bundle)
-#   sanitizer    compute-sanitizer memcheck, racecheck, initcheck on the element-wise GPU suite, if present
+#   sanitizer    compute-sanitizer memcheck, racecheck, initcheck and synccheck on the element-wise suite and on
+#                small cases of the attention and embedding suites, if compute-sanitizer is present
 #   kernels      bench kernels --json, bf16 and fp32 (every kernel verified against its CPU twin, then timed)
 #   step-*       bench step: BERT-base 256 x 128 bf16 and fp32 (rows of 64-128 tokens), 256 x 128 bf16 with
 #                every row full (--full-rows: the torch.compile comparison), a synthetic 256 x 40 (rows of 20-40 tokens),
@@ -161,10 +162,18 @@ gpu_mpi_tests() {
 }
 
 sanitizer() {
-  local tool rc=0
-  for tool in memcheck racecheck initcheck; do
-    echo "-- compute-sanitizer --tool $tool"
-    compute-sanitizer --tool "$tool" --error-exitcode 3 "$BUILD_DIR/tests/test_cuda_elementwise" || rc=1
+  local tool rc=0 item binary filter
+  # Each suite with the cases small enough to run under every tool (suite|gtest filter): the element-wise suite whole
+  # (the fused LayerNorm among it), attention's row-independence cases (forward, dK/dV and dQ kernels, fp32 and bf16,
+  # 5 ragged rows) and the embedding forward and backward cases but the 32768-token one.
+  local suites=("test_cuda_elementwise|*" "test_cuda_gemm_attention|CudaAttention/*.RowsDoNotDependOnTheirNeighbours"
+                "test_cuda_embedding_loss_adam|CudaEmbedding.*:-CudaEmbedding.BackwardLongSegmentsMatchCpu")
+  for item in "${suites[@]}"; do
+    binary=${item%%|*} filter=${item#*|}
+    for tool in memcheck racecheck initcheck synccheck; do
+      echo "-- compute-sanitizer --tool $tool $binary --gtest_filter=$filter"
+      compute-sanitizer --tool "$tool" --error-exitcode 3 "$BUILD_DIR/tests/$binary" --gtest_filter="$filter" || rc=1
+    done
   done
   return $rc
 }
