@@ -30,15 +30,18 @@ void push_span(std::vector<Span>* out, uint32_t begin, uint32_t end, const Span&
   if (end > begin) out->push_back({begin, end, parent.first && begin == parent.begin});
 }
 
-// Folds the events of one parent span front to back: an event for which joins(event, previous event was a match)
-// holds extends the current piece, any other starts a new one.
-template <class Joins>
-void fold_forward(const std::vector<Event>& ev, const Span& parent, std::vector<Span>* out, Joins&& joins) {
+// Folds the events [first, last) of one parent span into pieces, in the order the iterators walk them (reverse
+// iterators walk back to front): an event for which joins(event, previous event was a match) extends the current
+// piece, on whichever side it lies; any other starts a new one.
+template <class It, class Joins>
+void fold_pieces(It first, It last, const Span& parent, std::vector<Span>* out, Joins&& joins) {
   bool prev = false, any = false;
   uint32_t b = 0, en = 0;
-  for (const Event& e : ev) {
+  for (; first != last; ++first) {
+    const Event& e = *first;
     if (any && joins(e, prev)) {
-      en = e.end;
+      b = std::min(b, e.begin);
+      en = std::max(en, e.end);
     } else {
       if (any) push_span(out, b, en, parent);
       b = e.begin;
@@ -62,29 +65,16 @@ void fold(const std::vector<Event>& ev, Behavior behavior, const Span& parent, s
       for (const Event& e : ev) push_span(out, e.begin, e.end, parent);
       return;
     case Behavior::kContiguous:  // a run of matches, or of non-matches, is one piece
-      fold_forward(ev, parent, out, [](const Event& e, bool prev) { return e.match == prev; });
+      fold_pieces(ev.begin(), ev.end(), parent, out, [](const Event& e, bool prev) { return e.match == prev; });
       return;
     case Behavior::kMergedWithPrevious:  // a match after a non-match joins it
-      fold_forward(ev, parent, out, [](const Event& e, bool prev) { return e.match && !prev; });
+      fold_pieces(ev.begin(), ev.end(), parent, out, [](const Event& e, bool prev) { return e.match && !prev; });
       return;
     case Behavior::kMergedWithNext: {
-      // Backwards: a match not preceded (in reverse order) by a match glues to the piece after it.
+      // Back to front: a match whose next event is not a match joins the piece after it. The pieces come out
+      // back to front and are put in text order.
       const std::size_t mark = out->size();
-      bool prev = false, any = false;
-      uint32_t b = 0, en = 0;
-      for (std::size_t k = ev.size(); k-- > 0;) {
-        const Event& e = ev[k];
-        if (e.match && !prev && any) {
-          b = e.begin;
-        } else {
-          if (any) push_span(out, b, en, parent);
-          b = e.begin;
-          en = e.end;
-          any = true;
-        }
-        prev = e.match;
-      }
-      if (any) push_span(out, b, en, parent);
+      fold_pieces(ev.rbegin(), ev.rend(), parent, out, [](const Event& e, bool prev) { return e.match && !prev; });
       std::reverse(out->begin() + static_cast<std::ptrdiff_t>(mark), out->end());
       return;
     }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "data/hf_pre_tokenizers.h"
 #include "data/hf_tokenizer.h"
 #include "data/tokenizer_loader.h"
 #include "tests/expect_error.h"
@@ -97,6 +98,39 @@ nlohmann::json minilm_json() { return read_json(kDir + "minilm/tokenizer.json");
 
 void expect_refused(const nlohmann::json& j, std::initializer_list<const char*> fragments) {
   expect_error([&] { HfTokenizer::from_json(j, "t.json"); }, fragments);
+}
+
+// Punctuation's five split behaviours cut these texts as the Rust tokenizers package 0.23.3 does
+// (`pre_tokenizers.Punctuation(behavior=B).pre_tokenize_str(text)`, pieces copied from its output).
+TEST(HfPreTokenizer, PunctuationBehavioursSplitAsTokenizers) {
+  const std::vector<std::string> texts = {"a,b", "!!ab..c!", "hello, world!! ok?", ",x", "x,", "", "..", "a"};
+  const std::vector<std::pair<std::string, std::vector<std::vector<std::string>>>> expected = {
+      {"Removed", {{"a", "b"}, {"ab", "c"}, {"hello", " world", " ok"}, {"x"}, {"x"}, {}, {}, {"a"}}},
+      {"Isolated",
+       {{"a", ",", "b"}, {"!", "!", "ab", ".", ".", "c", "!"}, {"hello", ",", " world", "!", "!", " ok", "?"},
+        {",", "x"}, {"x", ","}, {}, {".", "."}, {"a"}}},
+      {"MergedWithPrevious",
+       {{"a,", "b"}, {"!", "!", "ab.", ".", "c!"}, {"hello,", " world!", "!", " ok?"}, {",", "x"}, {"x,"}, {},
+        {".", "."}, {"a"}}},
+      {"MergedWithNext",
+       {{"a", ",b"}, {"!", "!ab", ".", ".c", "!"}, {"hello", ", world", "!", "! ok", "?"}, {",x"}, {"x", ","}, {},
+        {".", "."}, {"a"}}},
+      {"Contiguous",
+       {{"a", ",", "b"}, {"!!", "ab", "..", "c", "!"}, {"hello", ",", " world", "!!", " ok", "?"}, {",", "x"},
+        {"x", ","}, {}, {".."}, {"a"}}},
+  };
+  const std::string source = "t.json";
+  for (const auto& [behaviour, pieces] : expected) {
+    const nlohmann::json j = {{"type", "Punctuation"}, {"behavior", behaviour}};
+    const std::unique_ptr<hf::PreTokenizer> pre = hf::make_pre_tokenizer({&source, "pre_tokenizer", &j});
+    for (std::size_t t = 0; t < texts.size(); ++t) {
+      hf::Pieces p{texts[t], {{0, static_cast<uint32_t>(texts[t].size()), true}}}, tmp;
+      pre->apply(&p, &tmp);
+      std::vector<std::string> got;
+      for (const hf::Span& s : p.spans) got.push_back(p.text.substr(s.begin, s.end - s.begin));
+      EXPECT_EQ(got, pieces[t]) << behaviour << " on \"" << texts[t] << "\"";
+    }
+  }
 }
 
 TEST(HfTokenizer, RefusesUnsupportedComponentsByName) {
