@@ -57,14 +57,37 @@ int32_t max_id_plus_one(const std::unordered_map<std::string, int32_t>& vocab) {
   return m;
 }
 
-class WordPieceModel : public Model {
+// WordPiece and BPE: the model's "vocab" {token: id}, the ids it spans and the unknown token's id (-1: none).
+class VocabModel : public Model {
+ public:
+  int32_t token_id(const std::string& t) const override {
+    const auto it = vocab_.find(t);
+    return it == vocab_.end() ? -1 : it->second;
+  }
+  int32_t unk_id() const override { return unk_; }
+  int32_t size() const override { return size_; }
+
+ protected:
+  // Reads the "vocab" of the model at `at`.
+  void load_vocab(const JsonAt& at) {
+    vocab_ = read_vocab(at.at("vocab"));
+    size_ = max_id_plus_one(vocab_);
+  }
+  // The unknown token is `unk` (the model's unk_token), which must be in the vocabulary.
+  void set_unk(const JsonAt& at, const std::string& unk) {
+    unk_ = token_id(unk);
+    if (unk_ < 0) at.at("unk_token").fail("unk_token " + json_quote(unk) + " is not in the vocabulary");
+  }
+
+  std::unordered_map<std::string, int32_t> vocab_;
+  int32_t unk_ = -1, size_ = 0;
+};
+
+class WordPieceModel final : public VocabModel {
  public:
   explicit WordPieceModel(const JsonAt& at) {
-    vocab_ = read_vocab(at.at("vocab"));
-    const std::string unk = at.get_str("unk_token", "[UNK]");
-    const auto it = vocab_.find(unk);
-    if (it == vocab_.end()) at.at("unk_token").fail("unk_token " + json_quote(unk) + " is not in the vocabulary");
-    unk_ = it->second;
+    load_vocab(at);
+    set_unk(at, at.get_str("unk_token", "[UNK]"));
     prefix_ = at.get_str("continuing_subword_prefix", "##");
     max_chars_ = at.has("max_input_chars_per_word") ? at.at("max_input_chars_per_word").integer() : 100;
     std::vector<std::pair<std::string, int32_t>> all, cont;
@@ -76,7 +99,6 @@ class WordPieceModel : public Model {
     }
     whole_.build(all);
     continuation_.build(cont);
-    size_ = max_id_plus_one(vocab_);
   }
 
   void tokenize(const char* w, std::size_t n, std::vector<int32_t>* out) const override {
@@ -88,42 +110,28 @@ class WordPieceModel : public Model {
     }
     append_wordpieces(whole_, continuation_, w, n, unk_, out);
   }
-  int32_t token_id(const std::string& t) const override {
-    const auto it = vocab_.find(t);
-    return it == vocab_.end() ? -1 : it->second;
-  }
-  int32_t unk_id() const override { return unk_; }
-  int32_t size() const override { return size_; }
   std::string name() const override { return "WordPiece"; }
 
  private:
-  std::unordered_map<std::string, int32_t> vocab_;
-  int32_t unk_ = -1, size_ = 0;
   std::string prefix_;
   int64_t max_chars_ = 100;
   ByteTrie whole_, continuation_;
 };
 
-class BpeModel : public Model {
+class BpeModel final : public VocabModel {
  public:
   explicit BpeModel(const JsonAt& at) : instance_(next_instance()) {
     if (at.has("dropout")) {
       const double d = at.at("dropout").number();
       if (d > 0) at.at("dropout").fail("unsupported BPE dropout " + std::to_string(d) + " (random; only null or 0)");
     }
-    vocab_ = read_vocab(at.at("vocab"));
-    size_ = max_id_plus_one(vocab_);
+    load_vocab(at);
     prefix_ = at.get_str("continuing_subword_prefix", "");
     suffix_ = at.get_str("end_of_word_suffix", "");
     fuse_unk_ = at.get_bool("fuse_unk", false);
     byte_fallback_ = at.get_bool("byte_fallback", false);
     ignore_merges_ = at.get_bool("ignore_merges", false);
-    if (at.has("unk_token")) {
-      const std::string unk = at.at("unk_token").str();
-      const auto it = vocab_.find(unk);
-      if (it == vocab_.end()) at.at("unk_token").fail("unk_token " + json_quote(unk) + " is not in the vocabulary");
-      unk_ = it->second;
-    }
+    if (at.has("unk_token")) set_unk(at, at.at("unk_token").str());
     if (byte_fallback_) {
       for (int b = 0; b < 256; ++b) {
         const auto it = vocab_.find(byte_token(static_cast<unsigned char>(b)));
@@ -189,12 +197,6 @@ class BpeModel : public Model {
     }
     merge_word(w, n, sc, out);
   }
-  int32_t token_id(const std::string& t) const override {
-    const auto it = vocab_.find(t);
-    return it == vocab_.end() ? -1 : it->second;
-  }
-  int32_t unk_id() const override { return unk_; }
-  int32_t size() const override { return size_; }
   std::string name() const override { return "BPE"; }
 
  private:
@@ -230,8 +232,7 @@ class BpeModel : public Model {
   int32_t lookup(const char* s, std::size_t n) const {
     thread_local std::string key;
     key.assign(s, n);
-    const auto it = vocab_.find(key);
-    return it == vocab_.end() ? -1 : it->second;
+    return token_id(key);
   }
 
   void merge_word(const char* w, std::size_t n, Scratch& sc, std::vector<int32_t>* out) const {
@@ -328,10 +329,8 @@ class BpeModel : public Model {
   }
 
   uint64_t instance_;
-  std::unordered_map<std::string, int32_t> vocab_;
   std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges_;  // (a, b) -> (rank, merged id)
   std::string prefix_, suffix_;
-  int32_t unk_ = -1, size_ = 0;
   bool fuse_unk_ = false, byte_fallback_ = false, ignore_merges_ = false;
   int32_t byte_ids_[256] = {};
 };
