@@ -101,16 +101,12 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
   }
   const std::string device = p.get("device");
   if (device != "cpu" && device != "cuda") throw UsageError("bench allreduce: --device must be cpu or cuda");
-  const std::string collectives = p.get("gpu-collectives");
-  if (collectives != "auto" && collectives != "nccl" && collectives != "mpi") {
-    throw UsageError("bench allreduce: --gpu-collectives must be auto, nccl or mpi");
-  }
+  const GpuCollectives requested = input_step([&] { return parse_gpu_collectives(p.get("gpu-collectives")); });
   const std::unique_ptr<Communicator> comm = make_communicator(detect_launch());
   const int n = comm->size(), rank = comm->rank();
   const bool json = p.get_flag("json");
   const std::size_t max_count = static_cast<std::size_t>(max_bytes / 4);
   std::unique_ptr<AllreduceTarget> target;
-  const GpuCollectives requested = parse_gpu_collectives(collectives);
   GpuCollectives kind = GpuCollectives::kAuto;
   if (device == "cpu") {
     target = std::make_unique<HostTarget>(*comm);
