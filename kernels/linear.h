@@ -51,9 +51,8 @@ template <typename T>
 void linear_activation_forward_cuda(const GpuHandles& handles, T* y, T* pre, const T* x, const T* w, const T* b,
                                     int rows, int in, int out, Activation act);
 // The CPU twin's dpre[rows, in] (=) (dy[rows, out] · W[out, in]) ∘ act'(pre[rows, in]) and dbias[in] (=) Σ_rows
-// dpre (fp32; may be null). dpre must not overlap dy, W or pre. kGeluTanh: one GEMM with cuBLASLt's DGELU(_BGRAD)
-// epilogue when in is a multiple of 8 and an algorithm exists; otherwise GEMM, activation_backward_cuda and
-// column_sum_cuda.
+// dpre (fp32; may be null). dpre must not overlap dy, W or pre. GEMM, activation_backward_cuda and column_sum_cuda
+// (cuBLASLt's DGELU(_BGRAD) epilogue is off: kFuseDGeluEpilogue in kernels/cuda/linear.cu).
 template <typename T>
 void linear_activation_backward_data_cuda(const GpuHandles& handles, T* dpre, float* dbias, const T* dy, const T* w,
                                           const T* pre, int rows, int in, int out, Activation act);

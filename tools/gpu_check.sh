@@ -29,6 +29,8 @@
 #                differences
 #   serve-gpu    bertrain serve on the GPU: /v1/predict (fp32) against predict's GPU probabilities, then bf16 under
 #                load at concurrency 1, 8 and 64 (tests/reference/serve_load.py: rows/s, p50, p99)
+# GPU_CHECK_ONLY="env gpu-tests ..." runs only the steps it names; without `build` in it, the binaries already in
+# $BUILD_DIR are used (built on another machine for this GPU's architecture and carried).
 # OUT_DIR/summary.md gets one line per step and the headline numbers. Exit status: 0 when every step passed.
 set -uo pipefail
 if [ -n "${BERTRAIN_DATA_DIR:-}" ] && [[ $BERTRAIN_DATA_DIR != /* ]]; then BERTRAIN_DATA_DIR=$PWD/$BERTRAIN_DATA_DIR; fi
@@ -58,7 +60,11 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
   echo "gpu-check: no NVIDIA GPU visible (nvidia-smi missing or it lists no device); run it on a GPU machine" >&2
   exit 1
 fi
-if [ ! -f "$DEPS/include/eigen3/Eigen/Core" ]; then
+# selected NAME: whether step NAME runs (every step unless GPU_CHECK_ONLY names some; see step below).
+selected() {
+  [ -z "${GPU_CHECK_ONLY:-}" ] || [[ " $GPU_CHECK_ONLY " == *" $1 "* ]]
+}
+if selected build && [ ! -f "$DEPS/include/eigen3/Eigen/Core" ]; then
   echo "gpu-check: no dependency bundle in $DEPS: run ./bertrain.sh deps-bundle $DEPS on a Debian machine" \
     "and bring the folder (or set BERTRAIN_DEPS_DIR)" >&2
   exit 1
@@ -73,10 +79,20 @@ fi
   echo "|---|---|---|"
 } >"$SUMMARY"
 
-# step NAME COMMAND...: runs COMMAND with its output in OUT/NAME.log, adds a row to the summary.
+# step NAME COMMAND...: runs COMMAND with its output in OUT/NAME.log, adds a row to the summary. With
+# GPU_CHECK_ONLY (step names, space-separated) the steps not named are skipped: a lent GPU's minutes go to the
+# steps that still need them, and steps can run as separate gpu-check processes side by side. Skipping `build`
+# uses the binaries already in $BUILD_DIR (built elsewhere for this GPU and carried).
 step() {
   local name=$1 start rc
   shift
+  if ! selected "$name"; then
+    if [ "$name" = build ] && [ ! -x "$BUILD_DIR/bertrain" ]; then
+      echo "gpu-check: GPU_CHECK_ONLY skips the build but $BUILD_DIR/bertrain does not exist" >&2
+      return 1
+    fi
+    return 0
+  fi
   echo "== gpu-check: $name"
   start=$(date +%s)
   "$@" >"$OUT/$name.log" 2>&1 &
@@ -140,7 +156,8 @@ configure_and_build() {
 }
 
 gpu_tests() {
-  (cd "$BUILD_DIR" && BERTRAIN_EXPECT_GPU=1 ctest --output-on-failure -L gpu -j 1 --timeout 300)
+  # GPU_TEST_JOBS suites at once (default 1: one suite's kernels alone on the GPU).
+  (cd "$BUILD_DIR" && BERTRAIN_EXPECT_GPU=1 ctest --output-on-failure -L gpu -j "${GPU_TEST_JOBS:-1}" --timeout 300)
   local rc=$?
   # ctest keeps a passing test's output: print the measured bf16-vs-fp32 gradient agreement once more.
   BERTRAIN_EXPECT_GPU=1 "$BUILD_DIR/tests/test_cuda_model" --gtest_filter='CudaModelRealSize.Bf16Gradients*' |

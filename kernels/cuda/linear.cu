@@ -69,8 +69,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string>
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
@@ -84,13 +86,26 @@ constexpr int kThreads = 256;
 // Policy switches, to revisit on new hardware or cuBLAS versions.
 // Fold db = Σ_rows dy into the dw GEMM (BGRADB) when cuBLASLt has a candidate without split-K. dw's GEMM is long
 // in k (= rows) and small in m × n, the shape split-K exists for, so the fused candidate may be slower than the
-// plain GEMM plus a column sum; `bertrain bench kernels --only linear_backward` tells.
-constexpr bool kFuseBiasGradIntoWeightGemm = true;
-// Use the GELU epilogues in fp32 mode too. fp32 mode exists to match the CPU twin: if a cuBLAS version evaluates
-// the epilogue's tanh less accurately than tanhf, test_cuda_linear_epilogues's fp32 GELU checks fail and this
-// goes false (fp32 then runs bias epilogue + activation kernels, as for the exact GELU; the test's assertions
-// that the GELU epilogues ran for T = float go with it).
+// plain GEMM plus a column sum. BERTRAIN_FUSE_BIAS_GRAD=0 turns the fusion off for one process, to time both ways:
+// on an H100 with cuBLAS 13.0 (2026-11-27) BERT-base's full-row bf16 step took 69.43 ms fused, 69.44 ms without.
+bool fuse_bias_grad() {
+  static const bool fuse = [] {
+    const char* v = std::getenv("BERTRAIN_FUSE_BIAS_GRAD");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return fuse;
+}
+// Use the forward GELU epilogue in fp32 mode too. fp32 mode exists to match the CPU twin: the epilogue met
+// test_cuda_linear_epilogues's fp32 tolerance (1e-4) on an H100 with cuBLAS 13.0 (2026-11-27); if a cuBLAS version
+// evaluates it less accurately, this goes false (fp32 then runs bias epilogue + activation kernel, as for the
+// exact GELU).
 constexpr bool kFuseGeluEpilogueInFp32 = true;
+// The backward's DGELU / DGELU_BGRAD epilogues stay off in both precisions: on that H100 and cuBLAS 13.0 the
+// epilogue's derivative of the tanh GELU was 0.69 % off at some inputs (fp32, one row, where dbias = dpre: 0.0042755
+// against 0.0043052), its fp32 dpre missed the twin's tolerance at 300 rows (1.05e-4 against 1e-4 + 1e-5·|ref|),
+// and in bf16 its bias gradients erred by up to 0.8 % of Σ|terms|, as much as two bf16 roundings. The GEMM, the
+// activation-backward kernel and the column sum give the exact derivative, as for the erf GELU.
+constexpr bool kFuseDGeluEpilogue = false;
 
 // Heuristic candidates examined per GEMM key (the first usable one is taken: they come best first).
 constexpr int kHeuristicCandidates = 8;
@@ -548,9 +563,9 @@ void linear_activation_backward_data_cuda(const GpuHandles& handles, T* dpre, fl
   const LtGemm product = data_gemm(dpre, dy, w, rows, in, out, 0.0f);
   // The epilogue's aux leading dimension (in) must be a multiple of 8. DGELU_BGRAD first; without an algorithm
   // for it (e.g. no fp32 bias gradient of a bf16 dpre), DGELU and a column sum.
-  if (act == Activation::kGeluTanh && gelu_epilogue_allowed<T>() && in % 8 == 0) {
+  if (kFuseDGeluEpilogue && act == Activation::kGeluTanh && gelu_epilogue_allowed<T>() && in % 8 == 0) {
     for (const bool with_bgrad : {true, false}) {
-      if (with_bgrad && dbias == nullptr) continue;
+      if (with_bgrad && (dbias == nullptr || !fuse_bias_grad())) continue;
       LtGemm g = product;
       g.epilogue = with_bgrad ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU;
       g.bias = with_bgrad ? dbias : nullptr;
@@ -590,7 +605,7 @@ void launch_linear_backward(const GpuHandles& handles, DX* dx, float* dw, float*
   BERTRAIN_CHECK(handles.blas != nullptr, "linear_backward_cuda: no cuBLAS handle");
   if (dx != nullptr) plain_gemm(handles, data_gemm(dx, dy, w, rows, in, out, accumulate_dx ? 1.0f : 0.0f));
   const LtGemm weight = weight_gemm(dw, dy, x, rows, in, out);
-  if (db != nullptr && kFuseBiasGradIntoWeightGemm) {
+  if (db != nullptr && fuse_bias_grad()) {
     LtGemm g = weight;
     g.epilogue = CUBLASLT_EPILOGUE_BGRADB;
     g.bias = db;

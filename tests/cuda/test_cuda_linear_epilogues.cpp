@@ -1,8 +1,8 @@
 // The cuBLASLt linear layers (kernels/cuda/linear.cu) against their CPU twins, for T = float and T = bf16:
 // linear_forward with the bias epilogue, linear_activation_forward (the tanh GELU epilogue; exact GELU and ReLU
-// through the bias epilogue and the activation kernel), linear_activation_backward_data (DGELU_BGRAD or its
-// fallback), linear_backward (dx = and +=, the float-dx overload, dw, db through BGRADB or the column sum), over
-// rows 1, 7, 300 and in/out among 8, 24, 768, 3072, 2304 plus an odd 33/31 pair (epilogue leading dimensions
+// through the bias epilogue and the activation kernel), linear_activation_backward_data (GEMM, activation-backward
+// kernel and column sum: cuBLASLt's DGELU epilogue is off, linear.cu says why), linear_backward (dx = and +=,
+// the float-dx overload, dw, db through BGRADB or the column sum), over rows 1, 7, 300 and in/out among 8, 24, 768, 3072, 2304 plus an odd 33/31 pair (epilogue leading dimensions
 // that are no multiple of 8, hence the fallbacks); unaligned pointers; bit-equal reruns; which path ran
 // (linear_path_counts_cuda); and the host-side argument checks.
 //
@@ -15,17 +15,25 @@
 //    O(1/√k) terms are O(1) with ~1e-6 rounding, hence atol 1e-4, rtol 1e-5 for every output (erff/tanhf on
 //    the device differ from the CPU's by a few ulps). The fused tanh GELU is held to the same tolerance: fp32
 //    mode promises the CPU's numbers (kFuseGeluEpilogueInFp32 in linear.cu says what to do if this fails).
-//  - bf16 outputs (y, pre, dpre, dx): rounded once or twice to bf16 (2⁻⁹ relative each): 2⁻⁹·|ref| per rounding,
-//    and an activation applied to a rounded pre-activation moves by |act'(x)·x|·2⁻⁹, below 1e-3 wherever that is
-//    not already below 2⁻⁹·|act(x)| (GELU's negative tail), hence atol 1e-3, rtol 1e-2. y is compared with the
-//    twin's activation of the device's own pre, so that the check of the activation does not inherit the GEMM's
-//    error. A bf16 GEMM with β = 1 (the fallback's bias broadcast, dx +=) rounds the product before adding C:
-//    those outputs get the two-rounding bound of test_cuda_gemm_attention.cpp.
+//  - bf16 outputs (y, pre, dpre, dx): rounded once or twice to bf16, each rounding at most 2⁻⁸ relative (bf16
+//    keeps 8 significant bits): 2⁻⁷·|ref| for two; an activation applied to a rounded pre-activation moves by
+//    |act'(x)·x|·2⁻⁸, within 1e-3 + 1e-2·|act(x)| for GELU and ReLU on [-6, 6]; hence atol 1e-3, rtol 1e-2. y is
+//    compared with the twin's activation of the device's own pre, so that the check of the activation does not
+//    inherit the GEMM's error. A bf16 GEMM with β = 1 (the fallback's bias broadcast, dx +=) rounds the product
+//    before adding C, and so does the bias epilogue for leading dimensions that are no multiple of 8 (on an H100
+//    with cuBLAS 13.0, rows 300, in 33, out 31: y 0.0977 against 0.1014 where the product is ~1, one bf16 step of
+//    the product): those outputs get the two-rounding bound of test_cuda_gemm_attention.cpp.
 //  - bf16 inputs with fp32 outputs (dw, the float dx): near-fp32, tensor-core accumulation order: atol 1e-3,
 //    rtol 1e-4.
-//  - Bias gradients are sums over rows: checked against the double sum with a bound proportional to the sum of
-//    the terms' magnitudes, Σ|term|: 1e-5 of it in fp32 (rows ≤ 300), 2⁻⁸ of it when the summed dpre are bf16
-//    (each may carry two roundings).
+//  - Bias gradients are sums over rows: checked against the double sum of the terms (the device's own dpre for
+//    linear_activation_backward_data, whose dpre is checked against the twin first; the exact dy for linear_backward)
+//    with a bound proportional to the sum of the terms' magnitudes, Σ|term|: 1e-5 of it in fp32 (rows ≤ 300), 2⁻⁸
+//    of it for a bf16 dpre, since a fused bias gradient may sum the terms before their rounding to bf16 (one
+//    rounding of 2⁻⁸). Checking dbias against the twin's dpre instead would hold a one-row dbias (= dpre) to 1e-6
+//    where dpre itself is held to 1e-4: on an H100 the fp32 tanh-GELU derivative near its root (x ≈ -0.75, where
+//    two terms of ~0.23 cancel) differed from the twin's by 3.6e-6 at a dpre of 1.4e-3. Against the derivative in
+//    double over [-4, 4], the twin's (Eigen's vectorised tanh) errs by up to 2.2e-6, the same float formula with
+//    libm's tanhf by 3.6e-7 (measured on the development machine).
 //  A wrong transpose, index or epilogue errs by the size of the values themselves (O(0.1–1)), far above these.
 #include <gtest/gtest.h>
 
@@ -79,13 +87,13 @@ template <>
 struct Tolerances<float> {
   static constexpr Tolerance out{1e-4, 1e-5};       // y, pre, dpre, dx
   static constexpr Tolerance fp32_out{1e-4, 1e-5};  // dw, float dx
-  static constexpr double dbias_fraction = 1e-5;    // dbias = Σ_rows dpre, as a fraction of Σ|dpre|
+  static constexpr double dbias_fraction = 1e-5;    // dbias = Σ_rows dpre (the device's), as a fraction of Σ|dpre|
 };
 template <>
 struct Tolerances<bf16> {
   static constexpr Tolerance out{1e-3, 1e-2};
   static constexpr Tolerance fp32_out{1e-3, 1e-4};
-  static constexpr double dbias_fraction = 1.0 / 256;  // 2⁻⁸: each summed bf16 dpre may carry two roundings
+  static constexpr double dbias_fraction = 1.0 / 256;  // 2⁻⁸: a fused bias gradient may sum dpre before its rounding
 };
 constexpr double kSumOfExactTerms = 1e-5;  // db = Σ_rows dy of exact inputs, fp32 accumulation
 
@@ -207,8 +215,8 @@ TYPED_TEST(CudaLinearEpilogues, ForwardMatchesCpu) {
       sync_device();
       const LinearPathCounts after = linear_path_counts_cuda();
       const std::vector<float> got = to_host(y_);
-      if (std::is_same_v<T, bf16> && with_bias && after.bias_epilogues == before.bias_epilogues) {
-        // The fallback (bias broadcast, then a β = 1 GEMM) rounds twice in bf16.
+      if (std::is_same_v<T, bf16> && with_bias && (after.bias_epilogues == before.bias_epilogues || !aligned(s))) {
+        // The fallback (bias broadcast, then a β = 1 GEMM), and the epilogue at unaligned shapes, round twice.
         std::vector<float> product(ny);
         linear_forward_cpu<float>(product.data(), x.data(), w.data(), nullptr, s.rows, s.in, s.out);
         EXPECT_TRUE(within_two_bf16_roundings("y", got, ref, product));
@@ -256,8 +264,9 @@ TYPED_TEST(CudaLinearEpilogues, ActivationForwardMatchesCpu) {
         const LinearPathCounts after = linear_path_counts_cuda();
         const std::vector<float> got_pre = to_host(pre_), got_y = to_host(y_);
         const bool fused = after.gelu_epilogues > before.gelu_epilogues || after.bias_epilogues > before.bias_epilogues;
-        if (std::is_same_v<T, bf16> && with_bias && !fused) {
-          EXPECT_TRUE(within_two_bf16_roundings("pre", got_pre, ref_pre, product));  // the β = 1 fallback
+        if (std::is_same_v<T, bf16> && with_bias && (!fused || !aligned(s))) {
+          // The β = 1 fallback, and the bias epilogue at unaligned shapes, round twice (see the top).
+          EXPECT_TRUE(within_two_bf16_roundings("pre", got_pre, ref_pre, product));
         } else {
           EXPECT_TRUE(all_close("pre", got_pre.data(), ref_pre.data(), ny, tol.atol, tol.rtol));
         }
@@ -334,7 +343,6 @@ TYPED_TEST(CudaLinearEpilogues, ActivationBackwardDataMatchesCpu) {
   using T = TypeParam;
   GpuContext gpu(0, kReductionWorkspace);
   const Tolerance tol = Tolerances<T>::out;
-  bool reported = false;
   for (const Shape& s : shapes()) {
     // Here W[out, in] is the next dense's weight: dpre[rows, in] = (dy[rows, out] · W) ∘ act'(pre[rows, in]).
     const std::size_t nd = static_cast<std::size_t>(s.rows) * s.in, ny = static_cast<std::size_t>(s.rows) * s.out;
@@ -346,8 +354,6 @@ TYPED_TEST(CudaLinearEpilogues, ActivationBackwardDataMatchesCpu) {
       std::vector<float> ref(nd), ref_bias(s.in);
       linear_activation_backward_data_cpu<float>(ref.data(), ref_bias.data(), dy.data(), w.data(), pre.data(), s.rows,
                                                  s.in, s.out, act);
-      std::vector<double> exact_bias, abs_bias;
-      column_sums(ref, s.rows, s.in, &exact_bias, &abs_bias);
       for (bool with_bias : {true, false}) {
         SCOPED_TRACE(describe(s) + ", " + name_of(act) + (with_bias ? ", dbias" : ", no dbias"));
         poison(dpre_);
@@ -361,25 +367,16 @@ TYPED_TEST(CudaLinearEpilogues, ActivationBackwardDataMatchesCpu) {
         const std::vector<float> got = to_host(dpre_), got_bias = dbias_.download();
         EXPECT_TRUE(all_close("dpre", got.data(), ref.data(), nd, tol.atol, tol.rtol));
         if (with_bias) {
+          // dbias against the column sums of the device's own dpre, checked just above against the twin: a test of
+          // the reduction, not a second, tighter test of dpre (see dbias_fraction).
+          std::vector<double> exact_bias, abs_bias;
+          column_sums(got, s.rows, s.in, &exact_bias, &abs_bias);
           EXPECT_TRUE(close_to_sums("dbias", got_bias, exact_bias, abs_bias, Tolerances<T>::dbias_fraction));
         } else {
           for (float v : got_bias) ASSERT_TRUE(std::isnan(v)) << "dbias was written although null";
         }
-        if (act == Activation::kGeluTanh && aligned(s)) {
-          if (epilogue_required<T>(s)) {
-            EXPECT_EQ(after.dgelu_epilogues - before.dgelu_epilogues, 1u) << "the DGELU epilogue did not run";
-          }
-          if (with_bias && !reported && s.in >= 768) {
-            // Whether cuBLASLt fuses an fp32 bias gradient here is reported, not required (the fallback is exact).
-            std::cout << "[ dgelu dbias ] " << describe(s) << ": "
-                      << (after.bgrad_epilogues > before.bgrad_epilogues ? "DGELU_BGRAD epilogue"
-                                                                         : "DGELU epilogue + column_sum_cuda")
-                      << "\n";
-            reported = true;
-          }
-        } else {
-          EXPECT_EQ(after.dgelu_epilogues, before.dgelu_epilogues);
-        }
+        // The DGELU epilogues stay off (kFuseDGeluEpilogue in linear.cu: their derivative missed these tolerances).
+        EXPECT_EQ(after.dgelu_epilogues, before.dgelu_epilogues) << "a DGELU epilogue ran";
       }
     }
   }
@@ -414,7 +411,7 @@ TYPED_TEST(CudaLinearEpilogues, BackwardMatchesCpu) {
                                  s.in, s.out, false);
       DeviceBuffer<T> dx_ = to_device<T>(dx0);
       DeviceBuffer<float> dw_(nw), db_(s.out);
-      if (!accumulate) poison(dx_);
+      if (want_dx && !accumulate) poison(dx_);  // a null dx must leave dx0 as it is
       poison(dw_);
       poison(db_);
       sync_device();

@@ -160,7 +160,7 @@ void bench_linear_activation_forward(Runner& r) {
     // flops = 2·T·in·out (bias and activation ignored). bytes = x T·in·e + W out·in·e + b out·e (read) + y and pre
     // 2·T·out·e (written).
     Measure m{"linear_activation_forward",
-              label("T=%lld: %lld -> %lld, ", rows, in, out) + (tanh_form ? "gelu_tanh (epilogue)" : "gelu (erf)"),
+              label("T=%lld: %lld -> %lld, ", rows, in, out) + (tanh_form ? "gelu_tanh" : "gelu (erf)"),
               (static_cast<double>(nx) + nw + out + 2.0 * ny) * elem<T>(), 2.0 * rows * in * out};
     r.measure(m, [&] { linear_activation_forward_cuda<T>(r.handles(), y, pre, x, w, b, rows, in, out, act); },
               [&](Checker& c) {
@@ -184,7 +184,7 @@ void bench_linear_activation_forward(Runner& r) {
 
 // The feed-forward's output dense backward into the intermediate pre-activation, I -> H: dpre[T, I] =
 // (dy[T, H] · W[H, I]) ∘ act'(pre) and the intermediate bias gradient dbias[I] = Σ_T dpre. Exact GELU: GEMM,
-// activation kernel and column sum; tanh GELU: cuBLASLt's DGELU(_BGRAD) epilogue.
+// activation kernel and column sum, for the tanh GELU too (cuBLASLt's DGELU epilogue is off, kernels/cuda/linear.cu).
 template <typename T>
 void bench_linear_activation_backward_data(Runner& r) {
   const Shape& s = r.options().shape;
@@ -208,7 +208,7 @@ void bench_linear_activation_backward_data(Runner& r) {
     // (read) + dpre T·in·e + dbias 4·in (written).
     Measure m{"linear_activation_backward_data",
               label("T=%lld: %lld <- %lld, ", rows, in, out) +
-                  (tanh_form ? "gelu_tanh (epilogue)" : "gelu (erf)"),
+                  (tanh_form ? "gelu_tanh" : "gelu (erf)"),
               (static_cast<double>(ny) + nw + 2.0 * nd) * elem<T>() + 4.0 * in, 2.0 * rows * in * out};
     r.measure(m,
               [&] {
