@@ -48,21 +48,42 @@ __device__ __forceinline__ float activation_derivative(float x, Activation act) 
   return 1.0f;
 }
 
-// y[i] (=) act(x[i]), i in [0, n). Grid-stride, one thread per element; y may alias x (each element is read
-// before it is written, by the same thread).
+// y[i] (=) act(x[i]), i in [0, n). Grid-stride: the first `packs` 16-byte packs a pack per thread (0 when a pointer
+// is not 16-byte aligned), then the rest an element per thread. y may alias x (each element is read before it is
+// written, by the same thread).
 template <typename T>
-__global__ void activation_forward_kernel(T* y, const T* x, std::size_t n, Activation act) {
+__global__ void activation_forward_kernel(T* y, const T* x, std::size_t n, std::size_t packs, Activation act) {
+  constexpr int kPack = cuda::kPack<T>;
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+  const std::size_t first = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (std::size_t p = first; p < packs; p += stride) {
+    float v[kPack];
+    cuda::load_pack(x + p * kPack, v);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) v[k] = activation_value(v[k], act);
+    cuda::store_pack(y + p * kPack, v);
+  }
+  for (std::size_t i = packs * kPack + first; i < n; i += stride) {
     cuda::store(y + i, activation_value(cuda::load(x + i), act));
   }
 }
 
-// dx[i] (=) dy[i] · act'(x[i]). Grid-stride, one thread per element; dx may alias dy.
+// dx[i] (=) dy[i] · act'(x[i]), in packs then elements as above; dx may alias dy.
 template <typename T>
-__global__ void activation_backward_kernel(T* dx, const T* dy, const T* x, std::size_t n, Activation act) {
+__global__ void activation_backward_kernel(T* dx, const T* dy, const T* x, std::size_t n, std::size_t packs,
+                                           Activation act) {
+  constexpr int kPack = cuda::kPack<T>;
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+  const std::size_t first = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (std::size_t p = first; p < packs; p += stride) {
+    float g[kPack], v[kPack];
+    cuda::load_pack(dy + p * kPack, g);
+    cuda::load_pack(x + p * kPack, v);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) g[k] *= activation_derivative(v[k], act);
+    cuda::store_pack(dx + p * kPack, g);
+  }
+  for (std::size_t i = packs * kPack + first; i < n; i += stride) {
     cuda::store(dx + i, cuda::load(dy + i) * activation_derivative(cuda::load(x + i), act));
   }
 }
@@ -92,7 +113,10 @@ void activation_forward_cuda(T* y, const T* x, std::size_t n, Activation act, Cu
   check_activation(act);
   if (n == 0) return;  // as the CPU twin: nothing to do
   BERTRAIN_CHECK(y != nullptr && x != nullptr, "activation_forward_cuda: null pointer");
-  activation_forward_kernel<T><<<cuda::elementwise_blocks(n, kThreads), kThreads, 0, stream>>>(y, x, n, act);
+  // 16-byte accesses where the pointers allow: 2 bytes per bf16 load reached 47 % of an H100's bandwidth.
+  const std::size_t packs = cuda::aligned16(y, x) ? n / cuda::kPack<T> : 0;
+  activation_forward_kernel<T>
+      <<<cuda::elementwise_blocks(packs > 0 ? packs : n, kThreads), kThreads, 0, stream>>>(y, x, n, packs, act);
   BERTRAIN_CUDA_CHECK_LAUNCH("activation_forward_kernel");
 }
 
@@ -101,7 +125,9 @@ void activation_backward_cuda(T* dx, const T* dy, const T* x, std::size_t n, Act
   check_activation(act);
   if (n == 0) return;
   BERTRAIN_CHECK(dx != nullptr && dy != nullptr && x != nullptr, "activation_backward_cuda: null pointer");
-  activation_backward_kernel<T><<<cuda::elementwise_blocks(n, kThreads), kThreads, 0, stream>>>(dx, dy, x, n, act);
+  const std::size_t packs = cuda::aligned16(dx, dy, x) ? n / cuda::kPack<T> : 0;
+  activation_backward_kernel<T>
+      <<<cuda::elementwise_blocks(packs > 0 ? packs : n, kThreads), kThreads, 0, stream>>>(dx, dy, x, n, packs, act);
   BERTRAIN_CUDA_CHECK_LAUNCH("activation_backward_kernel");
 }
 

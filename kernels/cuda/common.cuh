@@ -25,6 +25,46 @@ __device__ __forceinline__ void store(bf16* p, float x) {
   p->bits = *reinterpret_cast<const uint16_t*>(&r);
 }
 
+// 16-byte packs for element-wise kernels: kPack<T> elements (8 bf16 or 4 floats) per load and store, each in
+// float, rounded on store as store() rounds. The pointers must be 16-byte aligned (aligned16).
+template <typename T>
+constexpr int kPack = 16 / static_cast<int>(sizeof(T));
+
+template <typename... P>
+__host__ __device__ __forceinline__ bool aligned16(const P*... p) {
+  return ((reinterpret_cast<std::uintptr_t>(p) % 16 == 0) && ...);
+}
+
+__device__ __forceinline__ void load_pack(const float* p, float (&v)[4]) {
+  const float4 q = *reinterpret_cast<const float4*>(p);
+  v[0] = q.x;
+  v[1] = q.y;
+  v[2] = q.z;
+  v[3] = q.w;
+}
+__device__ __forceinline__ void load_pack(const bf16* p, float (&v)[8]) {
+  const uint4 q = *reinterpret_cast<const uint4*>(p);
+  const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {  // the element at the lower address is the word's low half
+    v[2 * k] = __uint_as_float(w[k] << 16);
+    v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+  }
+}
+__device__ __forceinline__ void store_pack(float* p, const float (&v)[4]) {
+  *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+}
+__device__ __forceinline__ void store_pack(bf16* p, const float (&v)[8]) {
+  uint32_t w[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const __nv_bfloat16 lo = __float2bfloat16_rn(v[2 * k]), hi = __float2bfloat16_rn(v[2 * k + 1]);
+    w[k] = static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(&lo)) |
+           (static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(&hi)) << 16);
+  }
+  *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
 // cuBLAS's name for a storage type (cublasGemmEx and friends).
 template <typename T>
 struct CudaDataType;

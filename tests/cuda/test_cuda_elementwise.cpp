@@ -186,6 +186,45 @@ void check_activation(Activation act, std::size_t n, uint32_t seed) {
   EXPECT_TRUE(close("y in place", d_x, y_ref, kElementwise<T>));
 }
 
+// The kernels read and write 16-byte packs when every pointer is 16-byte aligned and single elements otherwise
+// (and for the last n mod 8 (bf16) or n mod 4 (float) elements): buffers one element past an aligned address take
+// the element path, and both paths must give the same bits.
+template <typename T>
+void check_activation_paths_agree(Activation act, std::size_t n, uint32_t seed) {
+  SCOPED_TRACE(activation_name(act) + " n=" + std::to_string(n) + " " + type_name<T>());
+  const CudaStream stream = context().stream();
+  const std::vector<float> x = inputs<T>(n, seed, -5.0f, 5.0f), dy = inputs<T>(n, seed + 1, -1.0f, 1.0f);
+  std::vector<float> x_off(1, 0.0f), dy_off(1, 0.0f);  // the same values one element further on
+  x_off.insert(x_off.end(), x.begin(), x.end());
+  dy_off.insert(dy_off.end(), dy.begin(), dy.end());
+  DeviceBuffer<T> a_x = upload<T>(x), a_dy = upload<T>(dy), a_y(n), a_dx(n);
+  DeviceBuffer<T> u_x = upload<T>(x_off), u_dy = upload<T>(dy_off), u_y(n + 1), u_dx(n + 1);
+  poison(a_y);
+  poison(a_dx);
+  poison(u_y);
+  poison(u_dx);
+  sync_all();
+  activation_forward_cuda(a_y.data(), a_x.data(), n, act, stream);
+  activation_backward_cuda(a_dx.data(), a_dy.data(), a_x.data(), n, act, stream);
+  activation_forward_cuda(u_y.data() + 1, u_x.data() + 1, n, act, stream);
+  activation_backward_cuda(u_dx.data() + 1, u_dy.data() + 1, u_x.data() + 1, n, act, stream);
+  sync_all();
+  const std::vector<T> y = a_y.download(), dx = a_dx.download(), uy = u_y.download(), udx = u_dx.download();
+  EXPECT_EQ(0, std::memcmp(y.data(), uy.data() + 1, n * sizeof(T))) << "y: the two paths differ";
+  EXPECT_EQ(0, std::memcmp(dx.data(), udx.data() + 1, n * sizeof(T))) << "dx: the two paths differ";
+}
+
+TEST(CudaActivation, PackedAndElementPathsGiveTheSameBits) {
+  BERTRAIN_REQUIRE_GPU();
+  uint32_t seed = 300;
+  for (Activation act : kActivations) {
+    for (std::size_t n : {std::size_t{7}, std::size_t{8}, std::size_t{1000}, std::size_t{257 * 768 + 5}}) {
+      check_activation_paths_agree<float>(act, n, ++seed);
+      check_activation_paths_agree<bf16>(act, n, ++seed);
+    }
+  }
+}
+
 TEST(CudaActivation, ForwardAndBackwardMatchCpu) {
   BERTRAIN_REQUIRE_GPU();
   uint32_t seed = 100;
