@@ -1200,23 +1200,27 @@ TEST(CudaTensorOps, SumOfSquaresMatchesCpuAndIsDeterministic) {
   EXPECT_EQ(d_out.download()[0], 0.0f);
 
   uint32_t seed = 900;
-  // One element, one partial block, exactly 256 · 256, and a grid-stride wrap with a ragged tail.
-  for (std::size_t n : {std::size_t{1}, std::size_t{1000}, std::size_t{65536}, std::size_t{3 * 65536 + 17}}) {
-    SCOPED_TRACE("n=" + std::to_string(n));
-    const std::vector<float> x = random_floats(n, ++seed, -1.0f, 1.0f);
-    const double ref = sum_of_squares_cpu(x.data(), n);
-    DeviceBuffer<float> d_x(x);
-    float first = 0;
-    for (int run = 0; run < 2; ++run) {
-      poison(d_out);
-      sync_all();
-      sum_of_squares_cuda(handles, d_out.data(), d_x.data(), n);
-      sync_all();
-      const float got = d_out.download()[0];
-      // Float partial sums of ≤ n / 65536 + 8 squares per thread, then ordered float additions: well inside 1e-5.
-      EXPECT_NEAR(got, ref, 1e-5 * ref);
-      if (run == 0) first = got;
-      else EXPECT_EQ(std::memcmp(&got, &first, sizeof(float)), 0) << "two runs differ: " << got << " vs " << first;
+  // One element, a ragged tail after the float4s, one partial grid, and a grid-stride wrap (256 blocks of 1024
+  // threads read 2^20 elements per sweep); each from an aligned address (float4s) and one element further on (the
+  // element path).
+  for (std::size_t n : {std::size_t{1}, std::size_t{1003}, std::size_t{65536}, std::size_t{5 * 1048576 + 3}}) {
+    for (std::size_t offset : {std::size_t{0}, std::size_t{1}}) {
+      SCOPED_TRACE("n=" + std::to_string(n) + ", offset " + std::to_string(offset));
+      const std::vector<float> x = random_floats(n + offset, ++seed, -1.0f, 1.0f);
+      const double ref = sum_of_squares_cpu(x.data() + offset, n);
+      DeviceBuffer<float> d_x(x);
+      float first = 0;
+      for (int run = 0; run < 2; ++run) {
+        poison(d_out);
+        sync_all();
+        sum_of_squares_cuda(handles, d_out.data(), d_x.data() + offset, n);
+        sync_all();
+        const float got = d_out.download()[0];
+        // Float partial sums of ≤ n / 2^18 + 4 squares per thread, then ordered float additions: well inside 1e-5.
+        EXPECT_NEAR(got, ref, 1e-5 * ref);
+        if (run == 0) first = got;
+        else EXPECT_EQ(std::memcmp(&got, &first, sizeof(float)), 0) << "two runs differ: " << got << " vs " << first;
+      }
     }
   }
 }
