@@ -17,6 +17,10 @@
 // Only what the emulated kernels need is here; a missing intrinsic is a compile error, never a silent no-op.
 #pragma once
 
+// Kernel code that uses PTX (inline asm, which g++ cannot take) has a second implementation for the emulation,
+// selected by this macro (kernels/cuda/warp_mma.cuh).
+#define BERTRAIN_CUDA_EMULATION 1
+
 #include <math.h>
 
 #include <cmath>
@@ -141,6 +145,8 @@ extern dim3 block_dim, grid_dim;
 void syncthreads();
 void syncwarp(unsigned mask);
 uint64_t exchange(uint64_t bits, unsigned mask, int source_lane);  // a warp collective: lane source_lane's bits
+// A collective of the whole (32-lane) warp: all[l] = lane l's `bytes` bytes at `mine`, for every l, as one barrier.
+void warp_gather(const void* mine, std::size_t bytes, void* all);
 unsigned ballot(unsigned mask, bool predicate);
 int lane_id();
 unsigned char* dynamic_shared(std::size_t alignment);
@@ -216,6 +222,11 @@ T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
   return emu::shuffle(mask, v, src < 32 ? src : emu::lane_id());  // lanes past the end keep their own value
 }
 inline unsigned __ballot_sync(unsigned mask, int predicate) { return emu::ballot(mask, predicate != 0); }
+// A load through the read-only data cache: a plain load here.
+template <typename T>
+T __ldg(const T* p) {
+  return *p;
+}
 // Integer atomics. A fibre is never interrupted between barriers, so a plain read-modify-write is atomic here; the
 // old value is returned, as CUDA's atomics return it. Which thread's update lands first is still the scheduler's
 // random order, so a result that depends on it differs between seeds. Float atomics (order-dependent sums) are
@@ -424,3 +435,70 @@ void mma_sync(fragment<accumulator, 16, 16, 16, float>& d, const fragment<matrix
 }
 }  // namespace wmma
 }  // namespace nvcuda
+
+// ---- PTX warp instructions (kernels/cuda/warp_mma.cuh): mma.sync m16n8k16 bf16, ldmatrix, cp.async -------------
+// Each is a collective of the whole warp here, as on the hardware, with the PTX ISA's fragment layouts (lane =
+// 4g + t): a lane gathers the warp's registers or addresses (one barrier) and computes its own part.
+namespace emu {
+inline float bf16_half(uint32_t word, int high) {
+  return __uint_as_float(high ? word & 0xffff0000u : word << 16);
+}
+
+// d[4] += A[16×16] · B[16×8]; a and b are the lane's fragments. Products of bf16 values are exact in fp32; the sum
+// runs over k in ascending order (the tensor cores' order is unspecified).
+inline void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  struct Fragments {
+    uint32_t a[4], b[2];
+  };
+  const Fragments mine{{a[0], a[1], a[2], a[3]}, {b[0], b[1]}};
+  Fragments all[32];
+  warp_gather(&mine, sizeof mine, all);
+  // A (r, k): lane 4·(r % 8) + (k % 8) / 2, register (r ≥ 8) + 2·(k ≥ 8), half k % 2. B (k, n): lane 4n + (k % 8) / 2,
+  // register (k ≥ 8), half k % 2.
+  const auto a_at = [&](int r, int k) {
+    return bf16_half(all[4 * (r % 8) + (k % 8) / 2].a[(r >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k % 2);
+  };
+  const auto b_at = [&](int k, int n) { return bf16_half(all[4 * n + (k % 8) / 2].b[k >= 8 ? 1 : 0], k % 2); };
+  const int g = lane_id() / 4, t = lane_id() % 4;
+  for (int e = 0; e < 4; ++e) {  // d[e] is element (g + 8·(e / 2), 2t + e % 2)
+    const int r = g + 8 * (e / 2), n = 2 * t + e % 2;
+    float s = d[e];
+    for (int k = 0; k < 16; ++k) s += a_at(r, k) * b_at(k, n);
+    d[e] = s;
+  }
+}
+
+// ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lane l gives the address of row l % 8 of matrix l / 8 (16-byte
+// aligned rows of 8 b16 values); r[i] = matrix i's (row g, columns 2t, 2t + 1), or with trans (rows 2t, 2t + 1,
+// column g), the lower column or row in the low half.
+inline void ldmatrix_x4(uint32_t (&r)[4], const void* row, bool trans) {
+  if (reinterpret_cast<std::uintptr_t>(row) % 16 != 0) fail("ldmatrix: row address not 16-byte aligned");
+  const unsigned char* rows[32];
+  warp_gather(&row, sizeof row, rows);
+  const int g = lane_id() / 4, t = lane_id() % 4;
+  for (int i = 0; i < 4; ++i) {
+    if (trans) {
+      uint16_t lo, hi;
+      std::memcpy(&lo, rows[8 * i + 2 * t] + 2 * g, 2);
+      std::memcpy(&hi, rows[8 * i + 2 * t + 1] + 2 * g, 2);
+      r[i] = static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16;
+    } else {
+      std::memcpy(&r[i], rows[8 * i + g] + 4 * t, 4);
+    }
+  }
+}
+
+// cp.async.cg.shared.global with a source size of 16 (copy) or 0 (zero fill). The copy lands at once; the kernels'
+// cp.async.wait_group + __syncthreads order it for the other threads as on the hardware.
+inline void cp_async_16(void* shared_dst, const void* global_src, bool copy) {
+  if (reinterpret_cast<std::uintptr_t>(shared_dst) % 16 != 0 || reinterpret_cast<std::uintptr_t>(global_src) % 16 != 0) {
+    fail("cp.async: address not 16-byte aligned");
+  }
+  if (copy && !in_device_allocation(global_src, 16)) fail("cp.async: source outside every device allocation");
+  if (copy) {
+    std::memcpy(shared_dst, global_src, 16);
+  } else {
+    std::memset(shared_dst, 0, 16);
+  }
+}
+}  // namespace emu

@@ -271,6 +271,19 @@ uint64_t exchange(uint64_t bits, unsigned mask, int source_lane) {
   return got;
 }
 
+void warp_gather(const void* mine, std::size_t bytes, void* all) {
+  if (warp_size_of(current) != 32) fail("a whole-warp instruction (mma, ldmatrix) in a warp of fewer than 32 threads");
+  const int first = current - current % 32;
+  exchange_slots[current] = reinterpret_cast<std::uintptr_t>(mine);  // the fibre's stack stays put while it waits
+  arrive(warp_barriers[warp_of(current)], Wait::kWarp);
+  for (int l = 0; l < 32; ++l) {
+    if (fibers[first + l].done) fail("a whole-warp instruction (mma, ldmatrix) with a lane that has returned");
+    std::memcpy(static_cast<unsigned char*>(all) + l * bytes, reinterpret_cast<const void*>(exchange_slots[first + l]),
+                bytes);
+  }
+  arrive(warp_barriers[warp_of(current)], Wait::kWarp);
+}
+
 unsigned ballot(unsigned mask, bool predicate) {
   check_warp_mask(mask, "__ballot_sync");
   const int first = current - current % 32;

@@ -14,12 +14,14 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "engine/mlflow_run.h"
+#include "tests/scoped_env.h"
 #include "tests/temp_dir.h"
 
 namespace bertrain {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::ScopedEnv;
 
 // The message of the exception of type E (an Error, or the InputError of an input's fault) that `f` throws; ""
 // and a failure when it throws none, or another type.
@@ -93,32 +95,6 @@ TEST(MlflowStorePath, OtherSchemesAreRefusedWithTheWayToUseAFileStore) {
   // A scheme MLflow does not know either may be meant as a folder: say how to name one.
   EXPECT_HAS(input_error_of([] { mlflow_store_path("mlruns:2", "--mlflow-dir"); }), "./mlruns:2");
 }
-
-// The environment variable for the duration of one test.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    if (value != nullptr) {
-      ::setenv(name, value, 1);
-    } else {
-      ::unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      ::setenv(name_.c_str(), old_.c_str(), 1);
-    } else {
-      ::unsetenv(name_.c_str());
-    }
-  }
-
- private:
-  std::string name_, old_;
-  bool had_ = false;
-};
 
 TEST(MlflowStore, TheFlagWinsThenTheEnvironmentVariable) {
   {
