@@ -50,16 +50,20 @@ void attention_backward_cpu(T* dqkv, const T* dctx, const T* ctx, const T* lse, 
 // bf16 before the P·V product (as SDPA under autocast). Deterministic: each output element is written by one
 // thread block, in a fixed order (no float atomics). cu_seqlens is a device pointer whose offsets passed
 // check_row_offsets on the host; `tokens` is T and `longest` the longest row S (the host knows both).
-// Floats of workspace attention_backward_cuda needs (D, [NH, T]).
-std::size_t attention_workspace_floats_cuda(int tokens, int heads);
+// Floats of workspace attention_backward_cuda needs for batches of at most `tokens` tokens in rows of at most
+// `longest`: D [NH, T], then, for the tensor-core kernels with dropout, the dropout mask of every (head, query) as
+// ceil(longest / 32) 32-bit words (drawn once per backward instead of once in each of its two kernels).
+std::size_t attention_workspace_floats_cuda(int tokens, int heads, int longest);
 // ctx[T, H] (=), lse[NH, T] (=) as the CPU twin. One thread block per (query tile, head, row).
 template <typename T>
 void attention_forward_cuda(T* ctx, float* lse, const T* qkv, const int32_t* cu_seqlens, int batch, int tokens,
                             int longest, int heads, int head_dim, float dropout_p, const RandomKey& key,
                             const DropoutLayout& layout, CudaStream stream);
-// dqkv[T, 3H] (=) as the CPU twin. D first (one warp per (token, head)), then dK and dV with one block per
-// (key tile, head, row) walking the row's query tiles, then dQ with one block per (query tile, head, row)
-// walking its key tiles: the probabilities are recomputed twice so that no block adds into another's output.
+// dqkv[T, 3H] (=) as the CPU twin. D first, then dK and dV with one block per (key tile, head, row) walking the
+// row's query tiles, then dQ with one block per (query tile, head, row) walking its key tiles: the probabilities are
+// recomputed twice so that no block adds into another's output. The tensor-core kernels (bf16, head dim 64) draw
+// the dropout mask once into the workspace for both. `workspace` holds attention_workspace_floats_cuda(tokens,
+// heads, longest) floats.
 template <typename T>
 void attention_backward_cuda(T* dqkv, const T* dctx, const T* ctx, const float* lse, const T* qkv,
                              const int32_t* cu_seqlens, int batch, int tokens, int longest, int heads, int head_dim,

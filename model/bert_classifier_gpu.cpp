@@ -103,7 +103,7 @@ BertClassifierGpu<T>::BertClassifierGpu(const BertConfig& config, int num_labels
   carve.take(d_emb_, tokens * e);
   carve.take(d_qkv_, tokens * 3 * h);
   carve.take(d_inter_, tokens * i);
-  carve.take(attention_workspace_, attention_workspace_floats_cuda(limits.tokens, config.num_attention_heads));
+  carve.take(attention_workspace_, attention_workspace_floats_cuda(limits.tokens, config.num_attention_heads, limits.longest));
   // CUB's scratch size is a device query: models are only built (and sized) where there is a device.
   embedding_scratch_bytes_ = embedding_backward_scratch_bytes(static_cast<int>(tokens), config.embedding_width());
   carve.take_bytes(embedding_scratch_, embedding_scratch_bytes_);

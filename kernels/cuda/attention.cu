@@ -3,12 +3,18 @@
 // writes a score or probability matrix to global memory. Forward saves only ctx and the fp32 log-sum-exp; backward
 // recomputes the probabilities from lse.
 //
+// Two kernel families share this file's launchers (attention_forward_cuda, attention_backward_cuda): bf16 at head
+// dim 64, every BERT's, runs the tensor-core kernels of kernels/cuda/attention_mma.cu (register accumulators,
+// mma.sync, ldmatrix, cp.async; about 3× faster on an H100); everything else, and bf16 under
+// BERTRAIN_ATTENTION_MMA=0, runs the general kernels below. D = rowsum(dctx ∘ ctx) is computed here for both.
+//
 // Launch grids (tile = kTile tokens: 64 for head dims up to 64, 32 up to 128, else 16, or smaller when the device's
 // shared memory needs it; see choose_tile). Every block has 2·kTile threads, i.e. one warp per 16 tokens of its tile.
 //   attention_forward_kernel        (ceil(S / tile), NH, B): block (x, h, b) owns query tile x of row b, head h; each
 //                                   warp owns 16 of its queries and walks the row's key tiles with an online softmax.
 //   attention_backward_d_kernel     one warp per (token, head), kDThreads / 32 per block: D = rowsum(dctx ∘ ctx) into
-//                                   the workspace [NH, T].
+//                                   the workspace [NH, T]; attention_backward_d_packed_kernel the same with 16-byte
+//                                   loads, HD / kPack lanes per (token, head), where HD and alignment allow.
 //   attention_backward_dkdv_kernel  (ceil(S / tile), NH, B): block owns key tile x, each warp 16 of its keys; walks the
 //                                   row's query tiles and writes dK and dV of its keys (=).
 //   attention_backward_dq_kernel    (ceil(S / tile), NH, B): block owns query tile x, each warp 16 of its queries;
@@ -55,15 +61,18 @@
 #include <utility>
 
 #include "core/error.h"
+#include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/attention_mma.h"
 #include "kernels/cuda/common.cuh"
 
 namespace bertrain {
 
 namespace {
 
+using namespace cuda_attention;  // NOLINT(google-build-using-namespace): this file's own helpers
+
 constexpr int kFastHeadDim = 64;  // head dim of BERT-base/large and SciBERT
 constexpr int kDThreads = 256;    // attention_backward_d_kernel: 8 warps, 8 (token, head) pairs per block
-constexpr std::size_t kStaticSmemLimit = 48 * 1024;  // above this a kernel must opt in to dynamic shared memory
 
 // ---- Shared-memory layouts (the same arithmetic on the host, which sizes the launch, and on the device) ------------
 
@@ -164,45 +173,6 @@ struct DkdvSmem {
     bytes = c.bytes;
   }
 };
-
-// ---- Dropout ----------------------------------------------------------------------------------------------------
-
-// What the kernels need to draw the mask: probability (i, j) of block (b, h) has logical index
-// row_index(b, h, i) + j = (((first_sample + b)·NH + h)·P + i)·P + j (kernels/attention.h).
-struct AttentionDropout {
-  float p = 0.0f;      // 0: no dropout, and no Philox call at all
-  float scale = 1.0f;  // 1 / (1 − p) in float (the CPU's dropout_span<float>); 1 when p == 0
-  RandomKey key;
-  uint64_t first_sample = 0;
-  uint64_t positions = 1;  // P = max(max_positions, S)
-  int heads = 1;
-  __device__ __forceinline__ uint64_t row_index(int b, int h, int i) const {
-    return (((first_sample + static_cast<uint64_t>(b)) * static_cast<uint64_t>(heads) + static_cast<uint64_t>(h)) *
-                positions +
-            static_cast<uint64_t>(i)) *
-           positions;
-  }
-};
-
-// Bit t set when the element with logical index idx + t is kept (t < 4): one Philox group when idx is a multiple of 4
-// (always, when P and the tile offsets are multiples of 4), else the two groups the four indices straddle.
-__device__ __forceinline__ unsigned keep4(const AttentionDropout& d, uint64_t idx) {
-  const uint64_t group = idx >> 2;
-  const unsigned offset = static_cast<unsigned>(idx & 3u);
-  const Philox4 a = philox_group(d.key, group);
-  uint32_t w0 = a.v[0], w1 = a.v[1], w2 = a.v[2], w3 = a.v[3];
-  if (offset != 0) {
-    const Philox4 n = philox_group(d.key, group + 1);
-    // Draws 4·group + [offset, offset + 4): the tail of a, then the head of n (selects, not a dynamic index, so that
-    // nothing goes to local memory).
-    w0 = offset == 1 ? a.v[1] : offset == 2 ? a.v[2] : a.v[3];
-    w1 = offset == 1 ? a.v[2] : offset == 2 ? a.v[3] : n.v[0];
-    w2 = offset == 1 ? a.v[3] : offset == 2 ? n.v[0] : n.v[1];
-    w3 = offset == 1 ? n.v[0] : offset == 2 ? n.v[1] : n.v[2];
-  }
-  return (uniform_from_bits(w0) >= d.p ? 1u : 0u) | (uniform_from_bits(w1) >= d.p ? 2u : 0u) |
-         (uniform_from_bits(w2) >= d.p ? 4u : 0u) | (uniform_from_bits(w3) >= d.p ? 8u : 0u);
-}
 
 // ---- Shared-memory helpers --------------------------------------------------------------------------------------
 
@@ -440,42 +410,6 @@ __device__ __forceinline__ void warp_gemm_nn(float* c, int ldc, const bf16* a, i
 
 // ---- Kernels ------------------------------------------------------------------------------------------------------
 
-// Arguments every fused kernel shares. cu_seqlens: device [B + 1]; tokens T; hidden H = NH·HD; hdp = HDP (ignored
-// by the kernels compiled for a fixed head dim); scale = 1 / sqrt(HD); vec: 16-byte tile loads allowed.
-struct AttentionArgs {
-  const int32_t* cu_seqlens;
-  int tokens, heads, head_dim, hidden, hdp;
-  float scale;
-  AttentionDropout dropout;
-  bool vec;
-};
-
-// Block (x, h, b)'s row and head in the packed tensors: the row's first token and length, and the head's columns
-// of the row's first token in qkv (q; k and v follow at + H and + 2H, every token 3H further) and in a [T, H] tensor
-// such as dctx.
-template <typename T>
-struct RowHead {
-  int b, h, first, len;
-  std::size_t stride;  // 3H: one token's qkv row
-  const T *q, *k, *v;
-  std::size_t head_col;  // h · HD: the head's first column in a [T, H] tensor
-};
-
-template <typename T>
-__device__ __forceinline__ RowHead<T> row_head(const T* qkv, const AttentionArgs& args) {
-  RowHead<T> r;
-  r.b = blockIdx.z;
-  r.h = blockIdx.y;
-  r.first = args.cu_seqlens[r.b];
-  r.len = args.cu_seqlens[r.b + 1] - r.first;
-  r.stride = 3 * static_cast<std::size_t>(args.hidden);
-  r.head_col = static_cast<std::size_t>(r.h) * args.head_dim;
-  r.q = qkv + static_cast<std::size_t>(r.first) * r.stride + r.head_col;
-  r.k = r.q + args.hidden;
-  r.v = r.q + 2 * static_cast<std::size_t>(args.hidden);
-  return r;
-}
-
 // ctx[T, H] (=), lse[NH, T] (=). Grid (ceil(S / kTile), NH, B), 2·kTile threads; warp w owns queries
 // q0 + 16w + [0, 16) of the block's tile. Lane (r = lane / 2, half = lane % 2) does the softmax of query row r over
 // the 4-key chunks 2u + half of each key tile, keeping the row's running max m (same in both lanes) and its own part
@@ -600,6 +534,28 @@ __global__ void __launch_bounds__(kDThreads)
   for (int d = lane; d < head_dim; d += 32) sum += cuda::load(dctx + base + d) * cuda::load(ctx + base + d);
   sum = cuda::warp_sum(sum);
   if (lane == 0) dvec[h * tokens + t] = sum;
+}
+
+// The same with 16-byte loads, when HD is `group` packs of kPack<T> elements (group a power of two ≤ 32) and the
+// tensors are 16-byte aligned: `group` consecutive lanes own a (token, head), each one pack of dctx and of ctx, and
+// add their parts with group-wide shuffles (xor offsets below `group` stay inside the group). BERT's HD = 64 in bf16
+// is 8 lanes, 4 pairs per warp: every thread moves 32 bytes in two loads instead of 4 bytes in two.
+template <typename T>
+__global__ void __launch_bounds__(kDThreads)
+    attention_backward_d_packed_kernel(float* dvec, const T* dctx, const T* ctx, int tokens, int heads, int group) {
+  constexpr int kP = cuda::kPack<T>;
+  const std::size_t thread = static_cast<std::size_t>(blockIdx.x) * kDThreads + threadIdx.x;
+  const std::size_t pair = thread / static_cast<std::size_t>(group), pairs = static_cast<std::size_t>(tokens) * heads;
+  float sum = 0.0f;
+  if (pair < pairs) {  // no early return: every lane takes part in the shuffles
+    float a[kP], c[kP];
+    cuda::load_pack(dctx + thread * kP, a);  // (pair·group + part)·kPack = pair·HD + part·kPack
+    cuda::load_pack(ctx + thread * kP, c);
+#pragma unroll
+    for (int k = 0; k < kP; ++k) sum += a[k] * c[k];
+  }
+  for (int offset = group / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  if (pair < pairs && thread % static_cast<std::size_t>(group) == 0) dvec[(pair % heads) * tokens + pair / heads] = sum;
 }
 
 // dqkv's K and V columns (=) for the block's keys. Grid (ceil(S / kTile), NH, B), 2·kTile threads; warp w owns keys
@@ -898,42 +854,6 @@ bool vectorizable(int head_dim, std::initializer_list<const void*> pointers) {
   return true;
 }
 
-// The current device's compute capability and opt-in shared memory per block, queried once per device.
-struct DeviceFacts {
-  int device = 0, major = 0, max_smem = 0;
-};
-
-DeviceFacts current_device_facts() {
-  static std::mutex mutex;
-  static std::map<int, DeviceFacts> known;
-  int device = 0;
-  BERTRAIN_CUDA_CHECK(cudaGetDevice(&device));
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = known.find(device);
-  if (it == known.end()) {
-    DeviceFacts f;
-    f.device = device;
-    BERTRAIN_CUDA_CHECK(cudaDeviceGetAttribute(&f.major, cudaDevAttrComputeCapabilityMajor, device));
-    BERTRAIN_CUDA_CHECK(cudaDeviceGetAttribute(&f.max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    it = known.emplace(device, f).first;
-  }
-  return it->second;
-}
-
-// Above 48 KiB a kernel must opt in to its dynamic shared memory: once per (kernel, device), up to the device's limit
-// (so any later launch of it fits). A host-side attribute, no synchronisation.
-template <typename Kernel>
-void allow_shared_memory(Kernel* kernel, std::size_t bytes, const DeviceFacts& dev) {
-  if (bytes <= kStaticSmemLimit) return;
-  static std::mutex mutex;
-  static std::set<std::pair<const void*, int>> done;
-  std::lock_guard<std::mutex> lock(mutex);
-  const std::pair<const void*, int> id(reinterpret_cast<const void*>(kernel), dev.device);
-  if (done.count(id) != 0) return;
-  BERTRAIN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dev.max_smem));
-  done.insert(id);
-}
-
 // The preferred tile for a padded head dim (shared memory grows with tile·HDP), shrunk until the kernel's
 // shared memory fits the device; 0 when not even 16 fits.
 template <template <typename> class Smem, typename T>
@@ -1004,15 +924,19 @@ AttentionArgs make_args(const int32_t* cu_seqlens, int tokens, int heads, int he
   // The CPU's T(1) / std::sqrt(T(HD)) for T = float.
   a.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   a.dropout = make_dropout(dropout_p, key, layout, longest, heads);
+  a.longest = longest;
   a.vec = vec;
   return a;
 }
 
 }  // namespace
 
-std::size_t attention_workspace_floats_cuda(int tokens, int heads) {
-  BERTRAIN_CHECK(tokens > 0 && heads > 0, "attention_workspace_floats_cuda: tokens " << tokens << ", heads " << heads);
-  return static_cast<std::size_t>(tokens) * static_cast<std::size_t>(heads);
+std::size_t attention_workspace_floats_cuda(int tokens, int heads, int longest) {
+  BERTRAIN_CHECK(tokens > 0 && heads > 0 && longest > 0,
+                 "attention_workspace_floats_cuda: tokens " << tokens << ", heads " << heads << ", longest " << longest);
+  const std::size_t pairs = static_cast<std::size_t>(tokens) * static_cast<std::size_t>(heads);  // NH·T
+  static_assert(sizeof(uint32_t) == sizeof(float), "a mask word takes one float of the workspace");
+  return pairs + pairs * static_cast<std::size_t>(dropout_mask_words(longest));
 }
 
 template <typename T>
@@ -1033,6 +957,12 @@ void attention_forward_cuda(T* ctx, float* lse, const T* qkv, const int32_t* cu_
   const int tile = checked_tile<ForwardSmem, T>(what, head_dim, hdp, dev);
   const AttentionArgs args = make_args(cu_seqlens, tokens, heads, head_dim, dropout_p, key, layout, longest,
                                        vectorizable<T>(head_dim, {qkv}));
+  if constexpr (std::is_same<T, bf16>::value) {
+    if (tensor_core_attention_applies(head_dim, args.vec, dev)) {
+      attention_forward_mma(ctx, lse, qkv, args, batch, longest, dev, stream);
+      return;
+    }
+  }
   if (tile == 64 && hdp == kFastHeadDim) {
     launch_forward_tile<T, 64, kFastHeadDim>(ctx, lse, qkv, args, batch, longest, dev, stream);
   } else if (tile == 64) {
@@ -1057,7 +987,8 @@ void attention_backward_cuda(T* dqkv, const T* dctx, const T* ctx, const float* 
   const std::size_t n = static_cast<std::size_t>(tokens) * heads * head_dim;  // T·H
   const std::size_t nl = static_cast<std::size_t>(tokens) * heads;            // NH·T
   // The dK/dV kernel writes dqkv while the dQ kernel, later, still reads qkv, dctx, lse and D: no aliasing at all.
-  check_no_overlap(what, {{"dqkv", dqkv, 3 * n * sizeof(T)}, {"workspace", workspace, nl * sizeof(float)}},
+  const std::size_t workspace_bytes = attention_workspace_floats_cuda(tokens, heads, longest) * sizeof(float);
+  check_no_overlap(what, {{"dqkv", dqkv, 3 * n * sizeof(T)}, {"workspace", workspace, workspace_bytes}},
                    {{"dctx", dctx, n * sizeof(T)},
                     {"ctx", ctx, n * sizeof(T)},
                     {"lse", lse, nl * sizeof(float)},
@@ -1071,10 +1002,26 @@ void attention_backward_cuda(T* dqkv, const T* dctx, const T* ctx, const float* 
                                        vectorizable<T>(head_dim, {qkv, dctx}));
 
   // D = rowsum(dctx ∘ ctx) into the workspace [NH, T].
-  const std::size_t d_blocks = (nl + kDThreads / 32 - 1) / (kDThreads / 32);
-  attention_backward_d_kernel<T>
-      <<<static_cast<unsigned>(d_blocks), kDThreads, 0, stream>>>(workspace, dctx, ctx, tokens, heads, head_dim);
-  BERTRAIN_CUDA_CHECK_LAUNCH("attention_backward_d_kernel");
+  const int group = head_dim % cuda::kPack<T> == 0 ? head_dim / cuda::kPack<T> : 0;  // lanes per (token, head)
+  if (group > 0 && group <= 32 && (group & (group - 1)) == 0 && cuda::aligned16(dctx, ctx)) {
+    const std::size_t d_blocks = (nl * static_cast<std::size_t>(group) + kDThreads - 1) / kDThreads;
+    attention_backward_d_packed_kernel<T>
+        <<<static_cast<unsigned>(d_blocks), kDThreads, 0, stream>>>(workspace, dctx, ctx, tokens, heads, group);
+    BERTRAIN_CUDA_CHECK_LAUNCH("attention_backward_d_packed_kernel");
+  } else {
+    const std::size_t d_blocks = (nl + kDThreads / 32 - 1) / (kDThreads / 32);
+    attention_backward_d_kernel<T>
+        <<<static_cast<unsigned>(d_blocks), kDThreads, 0, stream>>>(workspace, dctx, ctx, tokens, heads, head_dim);
+    BERTRAIN_CUDA_CHECK_LAUNCH("attention_backward_d_kernel");
+  }
+
+  if constexpr (std::is_same<T, bf16>::value) {
+    if (tensor_core_attention_applies(head_dim, args.vec, dev)) {
+      attention_backward_mma(dqkv, dctx, lse, workspace, reinterpret_cast<uint32_t*>(workspace + nl), qkv, args, batch,
+                             longest, dev, stream);
+      return;
+    }
+  }
 
   if (tile_dkdv == 64 && hdp == kFastHeadDim) {
     launch_backward_tile_dkdv<T, 64, kFastHeadDim>(dqkv, dctx, lse, workspace, qkv, args, batch, longest, dev, stream);

@@ -107,7 +107,7 @@ void bench_attention_backward(Runner& r) {
   float* lse = r.take<float>(nl);
   T* dctx = r.take<T>(n);
   T* dqkv = r.take<T>(3 * n);
-  float* workspace = r.take<float>(attention_workspace_floats_cuda(s.tokens(), NH));
+  float* workspace = r.take<float>(attention_workspace_floats_cuda(s.tokens(), NH, S));
   if (r.sizing()) return;
   const HostBatch hb = make_batch(s, r.options().seed);
   const std::vector<float> hqkv = r.random<T>(3 * n, 90), hdctx = r.random<T>(n, 93);

@@ -1,0 +1,33 @@
+// The tensor-core attention kernels (kernels/cuda/attention_mma.cu): bf16 at head dim 64, the head dim of every
+// BERT the project trains (BERT-base and -large, SciBERT, DistilBERT, the small BERTs). attention_forward_cuda and
+// attention_backward_cuda (kernels/cuda/attention.cu) run them where tensor_core_attention_applies, and their own
+// general kernels everywhere else (fp32, other head dims).
+#pragma once
+
+#include "core/bf16.h"
+#include "core/cuda/gpu_handles.h"
+#include "kernels/cuda/attention_common.cuh"
+
+namespace bertrain {
+namespace cuda_attention {
+
+constexpr int kMmaHeadDim = 64;
+
+// head_dim 64, 16-byte aligned rows (args.vec), compute capability 8.0 or newer with the shared memory the kernels
+// need, and not turned off: BERTRAIN_ATTENTION_MMA=0 runs the general kernels instead (read at every call, so that
+// one process can time or test both).
+bool tensor_core_attention_applies(int head_dim, bool vec, const DeviceFacts& dev);
+
+// ctx[T, H] (=), lse[NH, T] (=): as attention_forward_cuda.
+void attention_forward_mma(bf16* ctx, float* lse, const bf16* qkv, const AttentionArgs& args, int batch, int longest,
+                           const DeviceFacts& dev, CudaStream stream);
+
+// dqkv[T, 3H] (=) from dctx, lse and dvec = D (attention_backward_cuda computes it first): as attention_backward_cuda.
+// With dropout, first draws the mask into `mask` (NH·T·dropout_mask_words(longest) words of the caller's workspace),
+// which both backward kernels then read.
+void attention_backward_mma(bf16* dqkv, const bf16* dctx, const float* lse, const float* dvec, uint32_t* mask,
+                            const bf16* qkv, const AttentionArgs& args, int batch, int longest, const DeviceFacts& dev,
+                            CudaStream stream);
+
+}  // namespace cuda_attention
+}  // namespace bertrain
