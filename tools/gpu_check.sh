@@ -13,9 +13,12 @@
 #                benchmark. MPI comes from the machine, else from the Open MPI wheel in the bundle (deps-bundle)
 #   sanitizer    compute-sanitizer memcheck, racecheck, initcheck and synccheck on the element-wise suite and on
 #                small cases of the attention and embedding suites, if compute-sanitizer is present
-#   kernels      bench kernels --json, bf16 and fp32 (every kernel verified against its CPU twin, then timed)
+#   kernels      bench kernels --json, bf16 and fp32 (every kernel verified against its CPU twin, then timed), and the
+#                attention kernels again on the general kernels (BERTRAIN_ATTENTION_MMA=0)
 #   step-*       bench step: BERT-base 256 x 128 bf16 and fp32 (rows of 64-128 tokens), 256 x 128 bf16 with
-#                every row full (--full-rows: the torch.compile comparison), a synthetic 256 x 40 (rows of 20-40 tokens),
+#                every row full (--full-rows: the torch.compile comparison; again with the general attention kernels
+#                and with the intermediate bias gradient in a separate column sum, the two A/B comparisons of
+#                docs/PERFORMANCE.md), a synthetic 256 x 40 (rows of 20-40 tokens),
 #                evaluation steps (--forward-only) at 32 x 128 with and without CUDA graphs,
 #                and SciBERT's shape in bf16 at batch 256 on Made-With-ML's own lengths (tokenized with
 #                $BERTRAIN_DATA_DIR/scibert_scivocab_uncased/vocab.txt, else MODEL_DIR/vocab.txt), packed and
@@ -83,6 +86,13 @@ fi
 # GPU_CHECK_ONLY (step names, space-separated) the steps not named are skipped: a lent GPU's minutes go to the
 # steps that still need them, and steps can run as separate gpu-check processes side by side. Skipping `build`
 # uses the binaries already in $BUILD_DIR (built elsewhere for this GPU and carried).
+# with_env NAME=VALUE command...: the command (a shell function too) with one more environment variable.
+with_env() {
+  local assignment=$1
+  shift
+  (export "$assignment" && "$@")
+}
+
 step() {
   local name=$1 start rc
   shift
@@ -181,9 +191,12 @@ gpu_mpi_tests() {
 sanitizer() {
   local tool rc=0 item binary filter
   # Each suite with the cases small enough to run under every tool (suite|gtest filter): the element-wise suite whole
-  # (the fused LayerNorm among it), attention's row-independence cases (forward, dK/dV and dQ kernels, fp32 and bf16,
-  # 5 ragged rows) and the embedding forward and backward cases but the 32768-token one.
-  local suites=("test_cuda_elementwise|*" "test_cuda_gemm_attention|CudaAttention/*.RowsDoNotDependOnTheirNeighbours"
+  # (the fused LayerNorm among it), attention's row-independence and one-hot mask cases (forward, the backward's mask,
+  # dK/dV and dQ kernels: the general ones in fp32, the tensor-core ones in bf16), the activation backward with its
+  # column sums, and the embedding forward and backward cases but the 32768-token one.
+  local suites=("test_cuda_elementwise|*"
+                "test_cuda_gemm_attention|CudaAttention/*.RowsDoNotDependOnTheirNeighbours:CudaAttention/*.DropoutMask*"
+                "test_cuda_gemm_attention|CudaLinear/*.ActivationBackwardColumnSumIsTheTwoPasses"
                 "test_cuda_embedding_loss_adam|CudaEmbedding.*:-CudaEmbedding.BackwardLongSegmentsMatchCpu")
   for item in "${suites[@]}"; do
     binary=${item%%|*} filter=${item#*|}
@@ -332,9 +345,14 @@ if step build configure_and_build; then
   if command -v compute-sanitizer >/dev/null 2>&1; then step sanitizer sanitizer; fi
   step kernels-bf16 "$BUILD_DIR/bertrain" bench kernels --json
   step kernels-fp32 "$BUILD_DIR/bertrain" bench kernels --json --precision fp32
+  step kernels-bf16-general-attention with_env BERTRAIN_ATTENTION_MMA=0 "$BUILD_DIR/bertrain" bench kernels --json \
+    --only attention
   step step-bf16-256x128 bench_step 256 128 bf16
   step step-fp32-256x128 bench_step 256 128 fp32
   step step-bf16-256x128-full bench_step 256 128 bf16 --full-rows
+  step step-bf16-256x128-full-general-attention with_env BERTRAIN_ATTENTION_MMA=0 bench_step 256 128 bf16 --full-rows
+  step step-bf16-256x128-full-separate-bias-grad with_env BERTRAIN_FUSE_ACTIVATION_BIAS_GRAD=0 \
+    bench_step 256 128 bf16 --full-rows
   step step-bf16-256x40 bench_step 256 40 bf16
   step step-bf16-eval-32x128-graphs bench_step 32 128 bf16 --forward-only
   step step-bf16-eval-32x128-eager bench_step 32 128 bf16 --forward-only --no-cuda-graphs
