@@ -13,8 +13,11 @@
 //                                     dS = P ∘ (mask ∘ dP / (1 − p) − D), dK += dSᵀ Q; dK and dV of its keys (=).
 //   attention_backward_dq_mma_kernel  (ceil(S / 64), NH, B): block owns queries 64x..; walks the row's keys:
 //                                     S, P, dP = dctx Vᵀ, dS as above, dQ += dS K; dQ of its queries (=).
-// D = rowsum(dctx ∘ ctx) comes from attention.cu's attention_backward_d_kernel. Blocks whose tile starts at or beyond
-// L_b return at once. Every output element is computed by one lane in a fixed order, without atomics, so results
+//   attention_dropout_mask_kernel     (ceil(S·W / 128), NH, B), with dropout, before the two: the mask as bits (W words
+//                                     per head and query) in the caller's workspace, so that the backward draws it
+//                                     once; the forward draws its own.
+// D = rowsum(dctx ∘ ctx) comes from attention.cu's D kernels. Blocks whose tile starts at or beyond L_b return at
+// once. Every output element is computed by one lane in a fixed order, without atomics, so results
 // are run-to-run identical.
 //
 // Numerics, against the general kernels: the same products (bf16 operands, fp32 accumulation; P and dS rounded to
