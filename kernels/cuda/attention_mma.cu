@@ -35,7 +35,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <string>
+#include <cstring>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/warp_mma.cuh"
@@ -80,6 +80,16 @@ __device__ __forceinline__ void load_key_value_tiles(bf16* ks, bf16* vs, int sta
   const std::size_t offset = static_cast<std::size_t>(k_first) * rh.stride;
   load_tile_async(ks + stage * kTileElems, rh.k + offset, rh.stride, min(kTile, rh.len - k_first));
   load_tile_async(vs + stage * kTileElems, rh.v + offset, rh.stride, min(kTile, rh.len - k_first));
+}
+
+// Stage `stage` of the Q and dctx tiles (=) queries q_first.. of the block's row and head (the dQ kernel owns them,
+// the dK/dV kernel walks them); dctx_head is the head's first column of the row's first token in dctx [T, H]. The
+// caller commits.
+__device__ __forceinline__ void load_query_tiles(bf16* qs, bf16* dos, int stage, const RowHead<bf16>& rh,
+                                                 const bf16* dctx_head, int hidden, int q_first) {
+  const int valid = min(kTile, rh.len - q_first);
+  load_tile_async(qs + stage * kTileElems, rh.q + static_cast<std::size_t>(q_first) * rh.stride, rh.stride, valid);
+  load_tile_async(dos + stage * kTileElems, dctx_head + static_cast<std::size_t>(q_first) * hidden, hidden, valid);
 }
 
 // Lane addresses for ldmatrix_x4 over a 16 × 16 block of a shared tile at (row0, col0). a_address: matrices
@@ -168,16 +178,8 @@ __device__ __forceinline__ uint32_t mask_word(const uint32_t* mask, std::size_t 
   return query < len && 32 * word < len ? __ldg(mask + query_words + static_cast<std::size_t>(word)) : 0xffffffffu;
 }
 
-// Zeroes the dropped elements of an accumulator: n-tile n's bits are keep[n].
-__device__ __forceinline__ void apply_mask(float (&c)[8][4], const unsigned (&keep)[8]) {
-#pragma unroll
-  for (int n = 0; n < 8; ++n) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) c[n][e] = (keep[n] >> e) & 1u ? c[n][e] : 0.0f;
-  }
-}
-
-// to_a of the accumulator with its dropped elements zeroed, leaving the accumulator as it is.
+// to_a of the accumulator with its dropped elements zeroed (n-tile n's bits are keep[n]), leaving the accumulator as
+// it is.
 __device__ __forceinline__ void to_a_kept(uint32_t (&a)[4][4], const float (&c)[8][4], const unsigned (&keep)[8]) {
   const auto kept = [&](int n, int e) { return (keep[n] >> e) & 1u ? c[n][e] : 0.0f; };
 #pragma unroll
@@ -286,14 +288,15 @@ __global__ void __launch_bounds__(kThreads)
       o[n][2] *= alpha[1];
       o[n][3] *= alpha[1];
     }
+    uint32_t pa[4][4];
     if (drop) {
       unsigned keep[8];
 #pragma unroll
       for (int n = 0; n < 8; ++n) keep[n] = keep_bits_query_rows(args.dropout, drop_g, drop_g8, k0 + 8 * n, t);
-      apply_mask(s, keep);
+      to_a_kept(pa, s, keep);
+    } else {
+      to_a(pa, s);
     }
-    uint32_t pa[4][4];
-    to_a(pa, s);
     mma_a_tile(o, pa, vt, lane);  // O += dropout(P) V (mask only; 1 / (1 − p) at the end)
     __syncthreads();              // every warp is done with this stage before it is refilled
   }
@@ -330,7 +333,7 @@ __global__ void __launch_bounds__(kThreads)
   float* lse2_s = reinterpret_cast<float*>(dos + 2 * kTileElems);  // [2][64]: lse · log2 e of the walked queries
   float* d_s = lse2_s + 2 * kTile;                                 // [2][64]: their D
   const std::size_t stride = rh.stride;
-  const bf16* do_src = dctx + static_cast<std::size_t>(rh.first) * args.hidden + rh.head_col;
+  const bf16* dctx_head = dctx + static_cast<std::size_t>(rh.first) * args.hidden + rh.head_col;
   const std::size_t stat0 = static_cast<std::size_t>(rh.h) * args.tokens + rh.first;
   const int tiles = (len + kTile - 1) / kTile;
 
@@ -342,10 +345,8 @@ __global__ void __launch_bounds__(kThreads)
       d_s[stage * kTile + e] = valid ? dvec[stat0 + q_first + e] : 0.0f;
     }
   };
-  load_tile_async(kts, rh.k + static_cast<std::size_t>(k0) * stride, stride, min(kTile, len - k0));
-  load_tile_async(vts, rh.v + static_cast<std::size_t>(k0) * stride, stride, min(kTile, len - k0));
-  load_tile_async(qs, rh.q, stride, min(kTile, len));
-  load_tile_async(dos, do_src, args.hidden, min(kTile, len));
+  load_key_value_tiles(kts, vts, 0, rh, k0);
+  load_query_tiles(qs, dos, 0, rh, dctx_head, args.hidden, 0);
   load_stats(0, 0);
   cuda::cp_async_commit();
 
@@ -360,12 +361,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int j = 0; j < tiles; ++j) {
     const int stage = j & 1, q_first = j * kTile, nq = min(kTile, len - q_first);
     if (j + 1 < tiles) {
-      const int q1 = (j + 1) * kTile;
-      load_tile_async(qs + (stage ^ 1) * kTileElems, rh.q + static_cast<std::size_t>(q1) * stride, stride,
-                      min(kTile, len - q1));
-      load_tile_async(dos + (stage ^ 1) * kTileElems, do_src + static_cast<std::size_t>(q1) * args.hidden,
-                      args.hidden, min(kTile, len - q1));
-      load_stats(stage ^ 1, q1);
+      load_query_tiles(qs, dos, stage ^ 1, rh, dctx_head, args.hidden, (j + 1) * kTile);
+      load_stats(stage ^ 1, (j + 1) * kTile);
     }
     cuda::cp_async_commit();
     cuda::cp_async_wait<1>();
@@ -451,9 +448,8 @@ __global__ void __launch_bounds__(kThreads)
   bf16* vs = ks + 2 * kTileElems;  // two stages
   const std::size_t stride = rh.stride;
   const int tiles = (len + kTile - 1) / kTile;
-  load_tile_async(qs, rh.q + static_cast<std::size_t>(q0) * stride, stride, min(kTile, len - q0));
-  load_tile_async(dos, dctx + static_cast<std::size_t>(rh.first + q0) * args.hidden + rh.head_col, args.hidden,
-                  min(kTile, len - q0));
+  load_query_tiles(qs, dos, 0, rh, dctx + static_cast<std::size_t>(rh.first) * args.hidden + rh.head_col, args.hidden,
+                   q0);
   load_key_value_tiles(ks, vs, 0, rh, 0);
   cuda::cp_async_commit();
 
@@ -541,8 +537,8 @@ dim3 grid_of(const AttentionArgs& args, int batch, int longest) {
 }  // namespace
 
 bool tensor_core_attention_applies(int head_dim, bool vec, const DeviceFacts& dev) {
-  const char* env = std::getenv("BERTRAIN_ATTENTION_MMA");
-  if (env != nullptr && std::string(env) == "0") return false;
+  const char* env = std::getenv("BERTRAIN_ATTENTION_MMA");  // at every call: a test may change it between calls
+  if (env != nullptr && std::strcmp(env, "0") == 0) return false;
   return head_dim == kMmaHeadDim && vec && dev.major >= 8 &&
          static_cast<std::size_t>(dev.max_smem) >= kDkdvSmem;
 }
