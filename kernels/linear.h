@@ -51,9 +51,8 @@ template <typename T>
 void linear_activation_forward_cuda(const GpuHandles& handles, T* y, T* pre, const T* x, const T* w, const T* b,
                                     int rows, int in, int out, Activation act);
 // The CPU twin's dpre[rows, in] (=) (dy[rows, out] · W[out, in]) ∘ act'(pre[rows, in]) and dbias[in] (=) Σ_rows
-// dpre (fp32; may be null). dpre must not overlap dy, W or pre. GEMM, then activation_backward_column_sum_cuda (or,
-// without dbias, activation_backward_cuda) (cuBLASLt's DGELU(_BGRAD) epilogue is off: kFuseDGeluEpilogue in
-// kernels/cuda/linear.cu).
+// dpre (fp32; may be null). dpre must not overlap dy, W or pre. GEMM, activation_backward_cuda and column_sum_cuda
+// (cuBLASLt's DGELU(_BGRAD) epilogue is off: kFuseDGeluEpilogue in kernels/cuda/linear.cu).
 template <typename T>
 void linear_activation_backward_data_cuda(const GpuHandles& handles, T* dpre, float* dbias, const T* dy, const T* w,
                                           const T* pre, int rows, int in, int out, Activation act);
@@ -78,12 +77,6 @@ void bias_add_cuda(T* y, const T* b, int rows, int cols, CudaStream stream);
 // then one pass adding them in chunk order.
 template <typename T>
 void column_sum_cuda(const GpuHandles& handles, float* out, const T* x, int rows, int cols);
-// dx[rows, cols] (=) dy ∘ act'(x) (activation_backward_cuda; dx may alias dy) and column_sums[cols] (=) Σ_rows dx
-// as column_sum_cuda computes it from the stored dx, bit for bit, in one pass over the rows (16-byte packs; two
-// passes, the same results, where cols or alignment do not allow them).
-template <typename T>
-void activation_backward_column_sum_cuda(const GpuHandles& handles, T* dx, float* column_sums, const T* dy,
-                                         const T* x, int rows, int cols, Activation act);
 
 // Which paths the CUDA linear launchers took since the process started (all threads; for tests and benchmarks
 // that must know whether a fused epilogue ran or its fallback did).

@@ -16,9 +16,8 @@
 #   kernels      bench kernels --json, bf16 and fp32 (every kernel verified against its CPU twin, then timed), and the
 #                attention kernels again on the general kernels (BERTRAIN_ATTENTION_MMA=0)
 #   step-*       bench step: BERT-base 256 x 128 bf16 and fp32 (rows of 64-128 tokens), 256 x 128 bf16 with
-#                every row full (--full-rows: the torch.compile comparison; again with the general attention kernels
-#                and with the intermediate bias gradient in a separate column sum, the two A/B comparisons of
-#                docs/PERFORMANCE.md), a synthetic 256 x 40 (rows of 20-40 tokens),
+#                every row full (--full-rows: the torch.compile comparison; again with the general attention kernels,
+#                the A/B comparison of docs/PERFORMANCE.md), a synthetic 256 x 40 (rows of 20-40 tokens),
 #                evaluation steps (--forward-only) at 32 x 128 with and without CUDA graphs,
 #                and SciBERT's shape in bf16 at batch 256 on Made-With-ML's own lengths (tokenized with
 #                $BERTRAIN_DATA_DIR/scibert_scivocab_uncased/vocab.txt, else MODEL_DIR/vocab.txt), packed and
@@ -192,11 +191,10 @@ sanitizer() {
   local tool rc=0 item binary filter
   # Each suite with the cases small enough to run under every tool (suite|gtest filter): the element-wise suite whole
   # (the fused LayerNorm among it), attention's row-independence and one-hot mask cases (forward, the backward's mask,
-  # dK/dV and dQ kernels: the general ones in fp32, the tensor-core ones in bf16), the activation backward with its
-  # column sums, and the embedding forward and backward cases but the 32768-token one.
+  # dK/dV and dQ kernels: the general ones in fp32, the tensor-core ones in bf16) and the embedding forward and
+  # backward cases but the 32768-token one.
   local suites=("test_cuda_elementwise|*"
                 "test_cuda_gemm_attention|CudaAttention/*.RowsDoNotDependOnTheirNeighbours:CudaAttention/*.DropoutMask*"
-                "test_cuda_gemm_attention|CudaLinear/*.ActivationBackwardColumnSumIsTheTwoPasses"
                 "test_cuda_embedding_loss_adam|CudaEmbedding.*:-CudaEmbedding.BackwardLongSegmentsMatchCpu")
   for item in "${suites[@]}"; do
     binary=${item%%|*} filter=${item#*|}
@@ -351,8 +349,6 @@ if step build configure_and_build; then
   step step-fp32-256x128 bench_step 256 128 fp32
   step step-bf16-256x128-full bench_step 256 128 bf16 --full-rows
   step step-bf16-256x128-full-general-attention with_env BERTRAIN_ATTENTION_MMA=0 bench_step 256 128 bf16 --full-rows
-  step step-bf16-256x128-full-separate-bias-grad with_env BERTRAIN_FUSE_ACTIVATION_BIAS_GRAD=0 \
-    bench_step 256 128 bf16 --full-rows
   step step-bf16-256x40 bench_step 256 40 bf16
   step step-bf16-eval-32x128-graphs bench_step 32 128 bf16 --forward-only
   step step-bf16-eval-32x128-eager bench_step 32 128 bf16 --forward-only --no-cuda-graphs

@@ -3,13 +3,50 @@
 #include "kernels/activation.h"
 
 #include "core/error.h"
-#include "kernels/cuda/activation_math.cuh"
 #include "kernels/cuda/common.cuh"
 
 namespace bertrain {
 namespace {
 
 constexpr int kThreads = 256;
+
+// The CPU's Constants<float>: the same decimal literals rounded to float.
+constexpr float kInvSqrt2 = 0.70710678118654752440f;
+constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
+constexpr float kSqrt2OverPi = 0.79788456080286535588f;
+constexpr float kCubic = 0.044715f;
+
+__device__ __forceinline__ float activation_value(float x, Activation act) {
+  switch (act) {
+    case Activation::kGelu:
+      return 0.5f * x * (1.0f + erff(x * kInvSqrt2));
+    case Activation::kGeluTanh:
+      return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + kCubic * x * x * x)));
+    case Activation::kRelu:
+      return x > 0.0f ? x : 0.0f;
+    case Activation::kTanh:
+      return tanhf(x);
+  }
+  return x;
+}
+
+__device__ __forceinline__ float activation_derivative(float x, Activation act) {
+  switch (act) {
+    case Activation::kGelu:
+      return 0.5f * (1.0f + erff(x * kInvSqrt2)) + x * kInvSqrt2Pi * expf(-0.5f * x * x);
+    case Activation::kGeluTanh: {
+      const float t = tanhf(kSqrt2OverPi * (x + kCubic * x * x * x));
+      return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
+    }
+    case Activation::kRelu:
+      return x > 0.0f ? 1.0f : 0.0f;
+    case Activation::kTanh: {
+      const float t = tanhf(x);
+      return 1.0f - t * t;
+    }
+  }
+  return 1.0f;
+}
 
 // y[i] (=) act(x[i]), i in [0, n). Grid-stride: the first `packs` 16-byte packs a pack per thread (0 when a pointer
 // is not 16-byte aligned), then the rest an element per thread. y may alias x (each element is read before it is
@@ -23,11 +60,11 @@ __global__ void activation_forward_kernel(T* y, const T* x, std::size_t n, std::
     float v[kPack];
     cuda::load_pack(x + p * kPack, v);
 #pragma unroll
-    for (int k = 0; k < kPack; ++k) v[k] = cuda::activation_value(v[k], act);
+    for (int k = 0; k < kPack; ++k) v[k] = activation_value(v[k], act);
     cuda::store_pack(y + p * kPack, v);
   }
   for (std::size_t i = packs * kPack + first; i < n; i += stride) {
-    cuda::store(y + i, cuda::activation_value(cuda::load(x + i), act));
+    cuda::store(y + i, activation_value(cuda::load(x + i), act));
   }
 }
 
@@ -43,11 +80,11 @@ __global__ void activation_backward_kernel(T* dx, const T* dy, const T* x, std::
     cuda::load_pack(dy + p * kPack, g);
     cuda::load_pack(x + p * kPack, v);
 #pragma unroll
-    for (int k = 0; k < kPack; ++k) g[k] *= cuda::activation_derivative(v[k], act);
+    for (int k = 0; k < kPack; ++k) g[k] *= activation_derivative(v[k], act);
     cuda::store_pack(dx + p * kPack, g);
   }
   for (std::size_t i = packs * kPack + first; i < n; i += stride) {
-    cuda::store(dx + i, cuda::load(dy + i) * cuda::activation_derivative(cuda::load(x + i), act));
+    cuda::store(dx + i, cuda::load(dy + i) * activation_derivative(cuda::load(x + i), act));
   }
 }
 
@@ -59,7 +96,7 @@ __global__ void bias_activation_forward_kernel(T* y, T* x, const T* bias, std::s
   for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     const int col = static_cast<int>(i % static_cast<std::size_t>(cols));
     cuda::store(x + i, cuda::load(x + i) + cuda::load(bias + col));
-    cuda::store(y + i, cuda::activation_value(cuda::load(x + i), act));
+    cuda::store(y + i, activation_value(cuda::load(x + i), act));
   }
 }
 

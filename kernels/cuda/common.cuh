@@ -8,7 +8,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <type_traits>
 
 #include "core/bf16.h"
 #include "core/cuda/cuda_check.h"
@@ -24,16 +23,6 @@ __device__ __forceinline__ void store(float* p, float x) { *p = x; }
 __device__ __forceinline__ void store(bf16* p, float x) {
   const __nv_bfloat16 r = __float2bfloat16_rn(x);
   p->bits = *reinterpret_cast<const uint16_t*>(&r);
-}
-
-// x as store() into T and load() back give it: what a kernel reading the stored value would see.
-template <typename T>
-__device__ __forceinline__ float rounded_to(float x) {
-  if constexpr (std::is_same<T, bf16>::value) {
-    return __bfloat162float(__float2bfloat16_rn(x));
-  } else {
-    return x;
-  }
 }
 
 // 16-byte packs for element-wise kernels: kPack<T> elements (8 bf16 or 4 floats) per load and store, each in

@@ -75,7 +75,6 @@
 #include <string>
 #include <type_traits>
 
-#include "kernels/cuda/activation_math.cuh"
 #include "kernels/cuda/common.cuh"
 
 namespace bertrain {
@@ -92,16 +91,6 @@ constexpr int kThreads = 256;
 bool fuse_bias_grad() {
   static const bool fuse = [] {
     const char* v = std::getenv("BERTRAIN_FUSE_BIAS_GRAD");
-    return v == nullptr || std::string(v) != "0";
-  }();
-  return fuse;
-}
-// With a bias gradient to compute, the activation backward also sums its output's columns (one pass over dpre
-// instead of two: on BERT-base's 3072-wide intermediate the separate column sum rereads 200 MB per layer).
-// BERTRAIN_FUSE_ACTIVATION_BIAS_GRAD=0 runs the activation kernel and column_sum_cuda instead, to time both ways.
-bool fuse_activation_bias_grad() {
-  static const bool fuse = [] {
-    const char* v = std::getenv("BERTRAIN_FUSE_ACTIVATION_BIAS_GRAD");
     return v == nullptr || std::string(v) != "0";
   }();
   return fuse;
@@ -454,57 +443,6 @@ __global__ void column_sum_partial_kernel(float* partial, const T* x, int rows, 
   partial[static_cast<std::size_t>(chunk) * cols + col] = sum;
 }
 
-// The activation backward with the first pass of the column sum of its output: dx[r, c] (=) dy[r, c] · act'(x[r, c])
-// for the rows r of chunk blockIdx.y (as column_sum_partial_kernel's chunks), and partial[chunk, c] (=) the sum of
-// those rows' dx as stored (rounded to T), added in row order: the partials column_sum_partial_kernel would compute
-// from dx, without reading it back. One thread per 16-byte pack of columns (cols a multiple of kPack<T>, pointers
-// 16-byte aligned), blocks of one warp (768 blocks for 3072 bf16 columns: every SM holds several); rows go eight
-// at a time, all their loads before any store, since so few warps need many bytes in flight each (8 rows · 2 loads ·
-// 16 bytes per lane: ~46 KB per H100 SM at 3072 bf16 columns). dx may alias dy: a row is read before it is written,
-// by the same thread.
-template <typename T>
-__global__ void activation_backward_column_partial_kernel(T* dx, float* partial, const T* dy, const T* x, int rows,
-                                                          int cols, int rows_per_chunk, Activation act) {
-  constexpr int kP = cuda::kPack<T>;
-  constexpr int kRows = 8;
-  const int col = (blockIdx.x * blockDim.x + threadIdx.x) * kP;
-  if (col >= cols) return;
-  const long long first = static_cast<long long>(blockIdx.y) * rows_per_chunk;
-  const long long last = first + rows_per_chunk < rows ? first + rows_per_chunk : rows;
-  float sum[kP] = {};
-  long long r = first;
-  for (; r + kRows <= last; r += kRows) {
-    float g[kRows][kP], v[kRows][kP];
-#pragma unroll
-    for (int i = 0; i < kRows; ++i) {
-      const std::size_t at = static_cast<std::size_t>(r + i) * cols + col;
-      cuda::load_pack(dy + at, g[i]);
-      cuda::load_pack(x + at, v[i]);
-    }
-#pragma unroll
-    for (int i = 0; i < kRows; ++i) {
-#pragma unroll
-      for (int k = 0; k < kP; ++k) g[i][k] *= cuda::activation_derivative(v[i][k], act);
-      cuda::store_pack(dx + static_cast<std::size_t>(r + i) * cols + col, g[i]);
-#pragma unroll
-      for (int k = 0; k < kP; ++k) sum[k] += cuda::rounded_to<T>(g[i][k]);
-    }
-  }
-  for (; r < last; ++r) {
-    float g[kP], v[kP];
-    const std::size_t at = static_cast<std::size_t>(r) * cols + col;
-    cuda::load_pack(dy + at, g);
-    cuda::load_pack(x + at, v);
-#pragma unroll
-    for (int k = 0; k < kP; ++k) g[k] *= cuda::activation_derivative(v[k], act);
-    cuda::store_pack(dx + at, g);
-#pragma unroll
-    for (int k = 0; k < kP; ++k) sum[k] += cuda::rounded_to<T>(g[k]);
-  }
-#pragma unroll
-  for (int k = 0; k < kP; ++k) partial[static_cast<std::size_t>(blockIdx.y) * cols + col + k] = sum[k];
-}
-
 // Second pass: out[col] (=) Σ_chunk partial[chunk, col], chunks added in order 0, 1, ..., so the result
 // depends only on the input. One thread per column.
 __global__ void column_sum_final_kernel(float* out, const float* partial, int cols) {
@@ -513,25 +451,6 @@ __global__ void column_sum_final_kernel(float* out, const float* partial, int co
   float sum = 0.0f;
   for (int chunk = 0; chunk < kReductionChunks; ++chunk) sum += partial[static_cast<std::size_t>(chunk) * cols + col];
   out[col] = sum;
-}
-
-// The checks column_sum_cuda and activation_backward_column_sum_cuda share: shape, and a workspace that holds the
-// kReductionChunks partials of every column without overlapping out.
-void check_column_sum(const char* what, const GpuHandles& handles, const float* out, int rows, int cols) {
-  BERTRAIN_CHECK(rows > 0 && cols > 0, what << ": rows " << rows << ", cols " << cols);
-  const std::size_t needed = static_cast<std::size_t>(kReductionChunks) * cols;
-  BERTRAIN_CHECK(handles.workspace != nullptr && handles.workspace_elements >= needed,
-                 what << ": " << cols << " columns need " << needed
-                      << " workspace floats (kReductionChunks × cols), the context has " << handles.workspace_elements
-                      << " (size it with gpu_reduction_workspace_elements)");
-  BERTRAIN_CHECK(out == nullptr || !ranges_overlap(out, cols * sizeof(float), handles.workspace, needed * sizeof(float)),
-                 what << ": out lies in the reduction workspace");
-}
-
-void column_sum_finish(const GpuHandles& handles, float* out, int cols) {
-  column_sum_final_kernel<<<(cols + kThreads - 1) / kThreads, kThreads, 0, handles.stream>>>(out, handles.workspace,
-                                                                                             cols);
-  BERTRAIN_CUDA_CHECK_LAUNCH("column_sum_final_kernel");
 }
 
 }  // namespace
@@ -547,36 +466,22 @@ void bias_add_cuda(T* y, const T* b, int rows, int cols, CudaStream stream) {
 
 template <typename T>
 void column_sum_cuda(const GpuHandles& handles, float* out, const T* x, int rows, int cols) {
-  check_column_sum("column_sum_cuda", handles, out, rows, cols);
+  BERTRAIN_CHECK(rows > 0 && cols > 0, "column_sum_cuda: rows " << rows << ", cols " << cols);
   BERTRAIN_CHECK(out != nullptr && x != nullptr, "column_sum_cuda: null out or x");
+  const std::size_t needed = static_cast<std::size_t>(kReductionChunks) * cols;
+  BERTRAIN_CHECK(handles.workspace != nullptr && handles.workspace_elements >= needed,
+                 "column_sum_cuda: " << cols << " columns need " << needed
+                                     << " workspace floats (kReductionChunks × cols), the context has "
+                                     << handles.workspace_elements << " (size it with gpu_reduction_workspace_elements)");
+  BERTRAIN_CHECK(!ranges_overlap(out, cols * sizeof(float), handles.workspace, needed * sizeof(float)),
+                 "column_sum_cuda: out lies in the reduction workspace");
   const int rows_per_chunk = (rows + kReductionChunks - 1) / kReductionChunks;
   const dim3 grid((cols + kThreads - 1) / kThreads, kReductionChunks);
   column_sum_partial_kernel<T><<<grid, kThreads, 0, handles.stream>>>(handles.workspace, x, rows, cols, rows_per_chunk);
   BERTRAIN_CUDA_CHECK_LAUNCH("column_sum_partial_kernel");
-  column_sum_finish(handles, out, cols);
-}
-
-template <typename T>
-void activation_backward_column_sum_cuda(const GpuHandles& handles, T* dx, float* column_sums, const T* dy,
-                                         const T* x, int rows, int cols, Activation act) {
-  const char* what = "activation_backward_column_sum_cuda";
-  check_column_sum(what, handles, column_sums, rows, cols);
-  BERTRAIN_CHECK(dx != nullptr && column_sums != nullptr && dy != nullptr && x != nullptr, what << ": null pointer");
-  BERTRAIN_CHECK(valid_activation(act), what << ": unknown activation value " << static_cast<int>(act));
-  const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
-  if (cols % cuda::kPack<T> != 0 || !cuda::aligned16(dx, dy, x)) {  // no 16-byte packs: the two passes
-    activation_backward_cuda<T>(dx, dy, x, n, act, handles.stream);
-    column_sum_cuda<T>(handles, column_sums, dx, rows, cols);
-    return;
-  }
-  constexpr int kWarp = 32;
-  const int rows_per_chunk = (rows + kReductionChunks - 1) / kReductionChunks;
-  const int packs = cols / cuda::kPack<T>;
-  const dim3 grid(static_cast<unsigned>((packs + kWarp - 1) / kWarp), kReductionChunks);
-  activation_backward_column_partial_kernel<T>
-      <<<grid, kWarp, 0, handles.stream>>>(dx, handles.workspace, dy, x, rows, cols, rows_per_chunk, act);
-  BERTRAIN_CUDA_CHECK_LAUNCH("activation_backward_column_partial_kernel");
-  column_sum_finish(handles, column_sums, cols);
+  column_sum_final_kernel<<<(cols + kThreads - 1) / kThreads, kThreads, 0, handles.stream>>>(out, handles.workspace,
+                                                                                             cols);
+  BERTRAIN_CUDA_CHECK_LAUNCH("column_sum_final_kernel");
 }
 
 template <typename T>
@@ -680,11 +585,6 @@ void linear_activation_backward_data_cuda(const GpuHandles& handles, T* dpre, fl
     }
   }
   plain_gemm(handles, product);
-  if (dbias != nullptr && fuse_activation_bias_grad()) {
-    activation_backward_column_sum_cuda<T>(handles, dpre, dbias, dpre, pre, rows, in, act);
-    count(counters().column_sum_fallbacks);
-    return;
-  }
   activation_backward_cuda<T>(dpre, dpre, pre, n, act, handles.stream);
   if (dbias != nullptr) {
     column_sum_cuda<T>(handles, dbias, dpre, rows, in);
@@ -768,9 +668,5 @@ template void bias_add_cuda<float>(float*, const float*, int, int, CudaStream);
 template void bias_add_cuda<bf16>(bf16*, const bf16*, int, int, CudaStream);
 template void column_sum_cuda<float>(const GpuHandles&, float*, const float*, int, int);
 template void column_sum_cuda<bf16>(const GpuHandles&, float*, const bf16*, int, int);
-template void activation_backward_column_sum_cuda<float>(const GpuHandles&, float*, float*, const float*, const float*,
-                                                         int, int, Activation);
-template void activation_backward_column_sum_cuda<bf16>(const GpuHandles&, bf16*, float*, const bf16*, const bf16*,
-                                                        int, int, Activation);
 
 }  // namespace bertrain

@@ -35,7 +35,6 @@
 #include <vector>
 
 #include "core/error.h"
-#include "kernels/activation.h"
 #include "kernels/attention.h"
 #include "kernels/linear.h"
 #include "tests/cuda/gpu_test.h"
@@ -265,46 +264,6 @@ TYPED_TEST(CudaLinear, ColumnSumIsDeterministic) {
       const std::vector<float> got = first.download();
       EXPECT_TRUE(all_close("column sum", got.data(), exact.data(), cols, tol.atol, tol.rtol));
       EXPECT_TRUE(bitwise_equal(first, second)) << "two column sums of the same input differ";
-    }
-  }
-}
-
-// The activation backward that also sums its output's columns gives, bit for bit, what the two passes it replaces
-// give (activation_backward_cuda, then column_sum_cuda over the stored dx): the same dx, and the same fp32 sums in
-// the same order. In place (dx = dy, as linear_activation_backward_data_cuda calls it) and not; widths that are no
-// multiple of a 16-byte pack take the two passes themselves; rows below, at and above the 64 chunks and 4 rows at a
-// time.
-TYPED_TEST(CudaLinear, ActivationBackwardColumnSumIsTheTwoPasses) {
-  BERTRAIN_REQUIRE_GPU();
-  using T = TypeParam;
-  GpuContext gpu(0, kReductionWorkspace);
-  const int row_counts[] = {1, 3, 64, 67, 257, 1029};
-  const int col_counts[] = {8, 24, 33, 1000, 1024};
-  for (const Activation act : {Activation::kGelu, Activation::kGeluTanh, Activation::kRelu}) {
-    for (int rows : row_counts) {
-      for (int cols : col_counts) {
-        for (const bool in_place : {true, false}) {
-          SCOPED_TRACE("activation " + std::to_string(static_cast<int>(act)) + ", rows " + std::to_string(rows) +
-                       ", cols " + std::to_string(cols) + (in_place ? ", in place" : ""));
-          const std::size_t n = static_cast<std::size_t>(rows) * cols;
-          const std::vector<float> dy = make_input<T>(n, 61), x = make_input<T>(n, 62);
-          DeviceBuffer<T> dy_fused = to_device<T>(dy), dy_two = to_device<T>(dy), x_ = to_device<T>(x);
-          DeviceBuffer<T> dx_fused(n), dx_two(n);
-          DeviceBuffer<float> sums_fused(cols), sums_two(cols);
-          poison(dx_fused);
-          poison(sums_fused);
-          T* out_fused = in_place ? dy_fused.data() : dx_fused.data();
-          T* out_two = in_place ? dy_two.data() : dx_two.data();
-          activation_backward_column_sum_cuda<T>(gpu.handles(), out_fused, sums_fused.data(), dy_fused.data(),
-                                                 x_.data(), rows, cols, act);
-          activation_backward_cuda<T>(out_two, dy_two.data(), x_.data(), n, act, gpu.stream());
-          column_sum_cuda<T>(gpu.handles(), sums_two.data(), out_two, rows, cols);
-          sync_device();
-          EXPECT_TRUE(in_place ? bitwise_equal(dy_fused, dy_two) : bitwise_equal(dx_fused, dx_two))
-              << "dx differs from activation_backward_cuda's";
-          EXPECT_TRUE(bitwise_equal(sums_fused, sums_two)) << "column sums differ from column_sum_cuda's";
-        }
-      }
     }
   }
 }

@@ -183,10 +183,8 @@ void bench_linear_activation_forward(Runner& r) {
 }
 
 // The feed-forward's output dense backward into the intermediate pre-activation, I -> H: dpre[T, I] =
-// (dy[T, H] · W[H, I]) ∘ act'(pre) and the intermediate bias gradient dbias[I] = Σ_T dpre: the GEMM, then one pass
-// for the activation backward and the bias gradient's column partials (BERTRAIN_FUSE_ACTIVATION_BIAS_GRAD=0: the
-// activation kernel and a separate column sum), for the tanh GELU too (cuBLASLt's DGELU epilogue is off,
-// kernels/cuda/linear.cu).
+// (dy[T, H] · W[H, I]) ∘ act'(pre) and the intermediate bias gradient dbias[I] = Σ_T dpre. Exact GELU: GEMM,
+// activation kernel and column sum, for the tanh GELU too (cuBLASLt's DGELU epilogue is off, kernels/cuda/linear.cu).
 template <typename T>
 void bench_linear_activation_backward_data(Runner& r) {
   const Shape& s = r.options().shape;
