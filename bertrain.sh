@@ -278,7 +278,10 @@ fuzz() {
   cmake -S . -B "$dir" -DCMAKE_CXX_COMPILER=clang++ -DBERTRAIN_FUZZ=ON -DBERTRAIN_TESTS=OFF -DBERTRAIN_CUDA=OFF \
     -DBERTRAIN_MPI=OFF -DBERTRAIN_NATIVE=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo ${CMAKE_ARGS:-}
   cmake --build "$dir" -j "$JOBS" --target fuzz_targets
-  for t in fuzz_safetensors fuzz_config fuzz_vocab fuzz_csv fuzz_records fuzz_torch_checkpoint; do
+  # Every target the fuzz build made (tests/fuzz/targets.cmake), in its order.
+  local targets
+  mapfile -t targets <"$dir/fuzz/targets.txt"
+  for t in "${targets[@]}"; do
     local corpus=$dir/fuzz/corpus/$t findings=$dir/fuzz/findings/$t log=$dir/fuzz/$t.log rc=0
     rm -rf "$findings"
     mkdir -p "$corpus" "$findings"
