@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "data/tokenizer.h"
 #include "data/utf8.h"
 
 namespace bertrain_fuzz {
@@ -26,13 +27,15 @@ inline bool valid_utf8(const std::string& s) {
 // What the dataset readers accept (data/chunked_input.h): valid UTF-8 without a NUL byte.
 inline bool is_text(const std::string& s) { return s.find('\0') == std::string::npos && valid_utf8(s); }
 
-// Writes `data` to this process's scratch file (in $TMPDIR or /tmp) and returns its path. The file is
-// rewritten for every input, so parallel fuzzing jobs (distinct pids) never share one.
+// This process's scratch path for `stem`, in $TMPDIR or /tmp: parallel fuzzing jobs (distinct pids) never share one.
+inline std::string scratch_path(const char* stem) {
+  const char* dir = std::getenv("TMPDIR");
+  return std::string(dir && *dir ? dir : "/tmp") + "/bertrain_" + stem + "_" + std::to_string(getpid());
+}
+
+// Writes `data` to this process's scratch file and returns its path. The file is rewritten for every input.
 inline const std::string& write_scratch(const char* stem, const uint8_t* data, std::size_t size) {
-  static const std::string path = [stem] {
-    const char* dir = std::getenv("TMPDIR");
-    return std::string(dir && *dir ? dir : "/tmp") + "/bertrain_" + stem + "_" + std::to_string(getpid());
-  }();
+  static const std::string path = scratch_path(stem);
   static const bool registered = [] { return std::atexit([] { std::remove(path.c_str()); }) == 0; }();
   (void)registered;
   std::FILE* f = std::fopen(path.c_str(), "wb");
@@ -40,6 +43,16 @@ inline const std::string& write_scratch(const char* stem, const uint8_t* data, s
   if (size > 0 && std::fwrite(data, 1, size, f) != size) std::abort();
   std::fclose(f);
   return path;
+}
+
+// What every encoding must be (__builtin_trap otherwise): 2 to max_length ids, all in [0, vocab_size), the first
+// the template's cls_id and the last its sep_id.
+inline void check_framed(const bertrain::Tokenizer& tokenizer, const bertrain::Encoding& e, int max_length) {
+  if (e.ids.size() < 2 || e.ids.size() > static_cast<std::size_t>(max_length)) __builtin_trap();
+  if (e.ids.front() != tokenizer.cls_id() || e.ids.back() != tokenizer.sep_id()) __builtin_trap();
+  for (int32_t id : e.ids) {
+    if (id < 0 || id >= tokenizer.vocab_size()) __builtin_trap();
+  }
 }
 
 }  // namespace bertrain_fuzz

@@ -26,6 +26,7 @@
 #include "data/hf_tokenizer.h"
 #include "data/text_clean.h"
 #include "data/tokenizer.h"
+#include "tests/fuzz/fuzz_common.h"
 
 namespace {
 
@@ -63,21 +64,13 @@ void check_cleaned(const std::string& cleaned) {
   }
 }
 
-void check_encoding(const bertrain::Tokenizer& tokenizer, const bertrain::Encoding& e, int max_length) {
-  if (e.ids.size() < 2 || e.ids.size() > static_cast<std::size_t>(max_length)) __builtin_trap();
-  if (e.ids.front() != tokenizer.cls_id() || e.ids.back() != tokenizer.sep_id()) __builtin_trap();
-  for (int32_t id : e.ids) {
-    if (id < 0 || id >= tokenizer.vocab_size()) __builtin_trap();
-  }
-}
-
 void check_text(const bertrain::Tokenizer& tokenizer, const std::string& text, bertrain::Encoding* reused) {
   constexpr int kLong = 512, kShort = 8;
   const bertrain::Encoding whole = tokenizer.encode(text, kLong);
-  check_encoding(tokenizer, whole, kLong);
+  bertrain_fuzz::check_framed(tokenizer, whole, kLong);
   tokenizer.encode(text, kShort, reused);  // `reused` holds the previous text's ids
   const bertrain::Encoding& cut = *reused;
-  check_encoding(tokenizer, cut, kShort);
+  bertrain_fuzz::check_framed(tokenizer, cut, kShort);
   const bool fits = !whole.truncated && whole.ids.size() <= static_cast<std::size_t>(kShort);
   if (fits) {
     if (cut.truncated || cut.ids != whole.ids) __builtin_trap();

@@ -14,8 +14,6 @@
 //     per text, or one list for a single "inputs" string);
 //   - a path dataset_under_root accepts names, as the operating system reads it (up to a NUL byte), a regular file
 //     whose real path lies inside the root.
-#include <unistd.h>
-
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -28,6 +26,7 @@
 #include <vector>
 
 #include "data/labels.h"
+#include "tests/fuzz/fuzz_common.h"
 #include "tools/prediction_rule.h"
 #include "tools/serve/api_requests.h"
 
@@ -42,9 +41,8 @@ struct Root {
 
 const Root& scratch_root() {
   static const Root made = [] {
-    const char* dir = std::getenv("TMPDIR");
     Root r;
-    r.top = fs::path(dir && *dir ? dir : "/tmp") / ("bertrain_fuzz_serve_" + std::to_string(getpid()));
+    r.top = bertrain_fuzz::scratch_path("serve_root");
     fs::remove_all(r.top);
     fs::create_directories(r.top / "root" / "sub");
     fs::create_directories(r.top / "root" / "folder");
@@ -55,9 +53,11 @@ const Root& scratch_root() {
     fs::create_symlink(r.top / "outside.csv", r.top / "root" / "link_out.csv");
     fs::create_directory_symlink(r.top, r.top / "root" / "link_up");
     r.root = fs::canonical(r.top / "root");
-    std::atexit([] { fs::remove_all(scratch_root().top); });
     return r;
   }();
+  // Registered once `made` exists, so that it runs before `made` is destroyed (exit runs both in reverse order).
+  static const bool registered = [] { return std::atexit([] { fs::remove_all(made.top); }) == 0; }();
+  (void)registered;
   return made;
 }
 

@@ -31,11 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
       } catch (const bertrain::Error&) {
         continue;  // max_length below the template's specials, or a Unigram model without unk_id
       }
-      if (e.ids.size() > static_cast<std::size_t>(max_length)) __builtin_trap();
-      if (e.ids.front() != tokenizer.cls_id() || e.ids.back() != tokenizer.sep_id()) __builtin_trap();
-      for (int32_t id : e.ids) {
-        if (id < 0 || id >= tokenizer.vocab_size()) __builtin_trap();
-      }
+      bertrain_fuzz::check_framed(tokenizer, e, max_length);
     }
   } catch (const bertrain::Error&) {
     // Rejected cleanly.
