@@ -15,12 +15,12 @@ namespace {
 constexpr int kThreads = 256;
 
 // out[i] (=) keep(i) ? in[i] · scale : 0 for i in [0, n), and copy[i] (=) the same value in copy's type when copy
-// is not null. Grid-stride, one thread per element; each thread computes the Philox group of its own index (four
-// neighbours recompute the same group: simple, and the generator is cheap next to the memory traffic). With
-// p == 0 every element is kept with scale 1 and no draw is made (a copy or a cast). out and copy may alias in
-// element for element (same type).
+// is not null. Grid-stride, one thread per element; each thread computes the Philox group of its own index, so four
+// neighbours draw the same group: the general path, for rows whose width is not a multiple of 4 or buffers not
+// aligned for dropout_group_kernel. With p == 0 every element is kept with scale 1 and no draw is made (a copy or
+// a cast). out and copy may alias in element for element (same type).
 template <typename Out, typename Copy, typename In>
-__global__ void dropout_forward_kernel(Out* out, Copy* copy, const In* in, std::size_t n, float p, float scale,
+__global__ void dropout_element_kernel(Out* out, Copy* copy, const In* in, std::size_t n, float p, float scale,
                                        RandomKey key, DropoutLayout layout, std::size_t cols) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
@@ -34,6 +34,81 @@ __global__ void dropout_forward_kernel(Out* out, Copy* copy, const In* in, std::
     cuda::store(out + i, value);
     if (copy != nullptr) cuda::store(copy + i, value);  // rounded once, from the float value
   }
+}
+
+// Four consecutive elements as one load or store (float4, or 8 bytes of bf16), in float; the pointer is aligned to
+// four elements (quad_aligned).
+__device__ __forceinline__ void load_quad(const float* p, float (&v)[4]) {
+  const float4 q = *reinterpret_cast<const float4*>(p);
+  v[0] = q.x;
+  v[1] = q.y;
+  v[2] = q.z;
+  v[3] = q.w;
+}
+__device__ __forceinline__ void load_quad(const bf16* p, float (&v)[4]) {
+  const uint2 q = *reinterpret_cast<const uint2*>(p);  // the element at the lower address is the word's low half
+  v[0] = __uint_as_float(q.x << 16);
+  v[1] = __uint_as_float(q.x & 0xffff0000u);
+  v[2] = __uint_as_float(q.y << 16);
+  v[3] = __uint_as_float(q.y & 0xffff0000u);
+}
+__device__ __forceinline__ void store_quad(float* p, const float (&v)[4]) {
+  *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+}
+__device__ __forceinline__ uint32_t bf16_bits(float x) {
+  const __nv_bfloat16 r = __float2bfloat16_rn(x);  // as cuda::store rounds
+  return *reinterpret_cast<const uint16_t*>(&r);
+}
+__device__ __forceinline__ void store_quad(bf16* p, const float (&v)[4]) {
+  *reinterpret_cast<uint2*>(p) =
+      make_uint2(bf16_bits(v[0]) | (bf16_bits(v[1]) << 16), bf16_bits(v[2]) | (bf16_bits(v[3]) << 16));
+}
+
+template <typename T>
+bool quad_aligned(const T* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % (4 * sizeof(T)) == 0;
+}
+
+// The same result as dropout_element_kernel when every row's width is a multiple of 4: then elements 4g .. 4g + 3
+// lie in one row and have the logical indices 4k .. 4k + 3 of one Philox group k, so one thread draws the group
+// once for its four elements (the element kernel's threads draw it four times, and on an H100 those draws, not
+// the memory traffic, set its time). Grid-stride over the n / 4 quads; out, copy and in quad-aligned.
+template <typename Out, typename Copy, typename In>
+__global__ void dropout_group_kernel(Out* out, Copy* copy, const In* in, std::size_t quads, float p, float scale,
+                                     RandomKey key, DropoutLayout layout, std::size_t cols) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t q = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; q < quads; q += stride) {
+    const std::size_t i = 4 * q;
+    float v[4];
+    load_quad(in + i, v);
+    if (p > 0.0f) {
+      const Philox4 bits = philox_group(key, dropout_index(layout, cols, i) >> 2);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) v[k] = uniform_from_bits(bits.v[k]) >= p ? v[k] * scale : 0.0f;
+    } else {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) v[k] *= scale;
+    }
+    store_quad(out + i, v);
+    if (copy != nullptr) store_quad(copy + i, v);
+  }
+}
+
+// One masking pass over n elements in rows of `cols`: the group kernel where its conditions hold, else the
+// element kernel. Both give the same bits.
+template <typename Out, typename Copy, typename In>
+void launch_dropout(Out* out, Copy* copy, const In* in, std::size_t n, float p, float scale, const RandomKey& key,
+                    const DropoutLayout& layout, std::size_t cols, CudaStream stream) {
+  if (cols % 4 == 0 && quad_aligned(out) && quad_aligned(in) && (copy == nullptr || quad_aligned(copy))) {
+    const std::size_t quads = n / 4;  // n is whole rows of cols
+    dropout_group_kernel<Out, Copy, In><<<cuda::elementwise_blocks(quads, kThreads), kThreads, 0, stream>>>(
+        out, copy, in, quads, p, scale, key, layout, cols);
+    BERTRAIN_CUDA_CHECK_LAUNCH("dropout_group_kernel");
+    return;
+  }
+  dropout_element_kernel<Out, Copy, In><<<cuda::elementwise_blocks(n, kThreads), kThreads, 0, stream>>>(
+      out, copy, in, n, p, scale, key, layout, cols);
+  BERTRAIN_CUDA_CHECK_LAUNCH("dropout_element_kernel");
 }
 
 // The CPU's layout preconditions (checked only when there is a mask to draw, as on the CPU); returns the
@@ -65,9 +140,7 @@ void apply_dropout_mask_cuda(T* out, const T* in, std::size_t n, float p, const 
   const std::size_t cols = check_dropout_layout(n, layout);
   // The CPU's T(1) / (T(1) - T(p)) for T = float, computed once on the host in IEEE float.
   const float scale = 1.0f / (1.0f - p);
-  dropout_forward_kernel<T, T, T><<<cuda::elementwise_blocks(n, kThreads), kThreads, 0, stream>>>(
-      out, static_cast<T*>(nullptr), in, n, p, scale, key, layout, cols);
-  BERTRAIN_CUDA_CHECK_LAUNCH("dropout_forward_kernel");
+  launch_dropout(out, static_cast<T*>(nullptr), in, n, p, scale, key, layout, cols, stream);
 }
 
 // The mixed-precision masking: out (=) dropout(in) in Out, copy (=) the same values in Copy (may be null).
@@ -87,9 +160,7 @@ void apply_mixed_dropout_mask_cuda(Out* out, Copy* copy, const In* in, std::size
   }
   const std::size_t cols = p > 0.0f ? check_dropout_layout(n, layout) : n;
   const float scale = 1.0f / (1.0f - p);  // 1 for p == 0: x · 1 is x exactly
-  dropout_forward_kernel<Out, Copy, In><<<cuda::elementwise_blocks(n, kThreads), kThreads, 0, stream>>>(
-      out, copy, in, n, p, scale, key, layout, cols);
-  BERTRAIN_CUDA_CHECK_LAUNCH("dropout_forward_kernel");
+  launch_dropout(out, copy, in, n, p, scale, key, layout, cols, stream);
 }
 
 }  // namespace

@@ -134,6 +134,21 @@ template <typename T>
   return all_close(what + " (" + type_name<T>() + ")", got.data(), ref.data(), ref.size(), tol.atol, tol.rtol);
 }
 
+// got and expected bit for bit; reports the first mismatch.
+::testing::AssertionResult same_floats(const std::string& what, const std::vector<float>& got,
+                                       const std::vector<float>& expected) {
+  if (got.size() != expected.size()) {
+    return ::testing::AssertionFailure() << what << ": " << got.size() << " elements, expected " << expected.size();
+  }
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (std::memcmp(&got[i], &expected[i], sizeof(float)) != 0) {
+      return ::testing::AssertionFailure() << what << ": element " << i << " is " << got[i] << ", expected "
+                                           << expected[i];
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
 ::testing::AssertionResult bit_identical(const std::string& what, const std::vector<float>& a,
                                          const std::vector<float>& b) {
   if (a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0) {
@@ -527,12 +542,12 @@ TEST(CudaDropout, MixedPrecisionMasksEqualTheCpuBitForBit) {
 }
 
 template <typename T>
-void check_mixed_dropout_edge_probabilities() {
-  SCOPED_TRACE(type_name<T>());
+void check_mixed_dropout_edge_probabilities(int rows, int cols) {
+  SCOPED_TRACE(std::string(type_name<T>()) + ", " + std::to_string(rows) + " rows of " + std::to_string(cols));
   const CudaStream stream = context().stream();
-  const std::size_t n = 1001;
+  const std::size_t n = static_cast<std::size_t>(rows) * cols;
   const RandomKey key{7, 1, 2};
-  const DropoutLayout layout{0, 8, 11};  // 1001 = 91 rows of 11
+  const DropoutLayout layout{0, 8, cols};
   const std::vector<float> x = random_floats(n, 31, -1.0f, 1.0f);
   DeviceBuffer<float> d_x(x), d_y(n);
   DeviceBuffer<T> d_copy(n), d_dx(n);
@@ -573,8 +588,59 @@ void check_mixed_dropout_edge_probabilities() {
 
 TEST(CudaDropout, MixedPrecisionZeroAndOneProbabilities) {
   BERTRAIN_REQUIRE_GPU();
-  check_mixed_dropout_edge_probabilities<float>();
-  check_mixed_dropout_edge_probabilities<bf16>();
+  // Rows of 11 take the element kernel, rows of 8 the group kernel (a cast of four elements at a time for p = 0).
+  for (const int cols : {11, 8}) {
+    const int rows = cols == 11 ? 91 : 125;
+    check_mixed_dropout_edge_probabilities<float>(rows, cols);
+    check_mixed_dropout_edge_probabilities<bf16>(rows, cols);
+  }
+}
+
+// The kernel that draws one Philox group for four elements needs every buffer aligned to four elements; views that
+// start one or two elements into their buffers (the classifier's row slices are views) take the element kernel
+// instead, with the same bits. Rows of 8, so only the alignment decides.
+template <typename T>
+void check_dropout_on_unaligned_views(std::size_t offset) {
+  SCOPED_TRACE(std::string(type_name<T>()) + ", views " + std::to_string(offset) + " elements in");
+  const CudaStream stream = context().stream();
+  const std::size_t n = 96;
+  const RandomKey key{0x0123456789abcdefULL, 3, 9};
+  const DropoutLayout layout{3, 1, 8};  // 12 rows of 8, from sample 3
+  const std::vector<float> x = inputs<T>(n + offset, 77, 0.5f, 1.5f);
+  const std::vector<float> x_view(x.begin() + static_cast<std::ptrdiff_t>(offset), x.end());
+  std::vector<float> y_ref(n), mixed_ref(n);
+  dropout_forward_cpu(y_ref.data(), x_view.data(), n, 0.3f, key, layout);
+  const std::vector<float> x_float = random_floats(n + offset, 78, 0.5f, 1.5f);  // the float stream: not rounded
+  dropout_forward_cpu(mixed_ref.data(), x_float.data() + offset, n, 0.3f, key, layout);
+
+  DeviceBuffer<T> d_x = upload<T>(x), d_y(n + offset), d_copy(n + offset);
+  DeviceBuffer<float> d_stream(x_float), d_stream_out(n + offset);
+  poison(d_y);
+  poison(d_copy);
+  poison(d_stream_out);
+  sync_all();
+  dropout_forward_cuda(d_y.data() + offset, d_x.data() + offset, n, 0.3f, key, layout, stream);
+  dropout_forward_cuda(d_stream_out.data() + offset, d_copy.data() + offset, d_stream.data() + offset, n, 0.3f, key,
+                       layout, stream);
+  sync_all();
+  const auto view_of = [&](const std::vector<float>& all) {
+    return std::vector<float>(all.begin() + static_cast<std::ptrdiff_t>(offset), all.end());
+  };
+  const std::vector<float> y = view_of(download(d_y)), copy = view_of(download(d_copy)),
+                           stream_out = view_of(download(d_stream_out));
+  const std::vector<float> y_expected = std::is_same_v<T, bf16> ? bf16_rounded(y_ref) : y_ref;
+  const std::vector<float> copy_expected = std::is_same_v<T, bf16> ? bf16_rounded(mixed_ref) : mixed_ref;
+  EXPECT_TRUE(same_floats("dropout on a view", y, y_expected));
+  EXPECT_TRUE(same_floats("mixed dropout on a view, float output", stream_out, mixed_ref));
+  EXPECT_TRUE(same_floats("mixed dropout on a view, T copy", copy, copy_expected));
+}
+
+TEST(CudaDropout, UnalignedViewsEqualTheCpuBitForBit) {
+  BERTRAIN_REQUIRE_GPU();
+  for (const std::size_t offset : {1, 2}) {
+    check_dropout_on_unaligned_views<float>(offset);
+    check_dropout_on_unaligned_views<bf16>(offset);
+  }
 }
 
 // ---- LayerNorm ----------------------------------------------------------------------------------------
