@@ -29,6 +29,8 @@
 #   finetune-report  the three fine-tunes overlaid in OUT_DIR/finetune-report.html (bertrain report)
 #   inference-gpu-vs-cpu  evaluate and predict on the GPU (fp32, bf16) and the CPU: rows/s and the probability
 #                differences
+#   tune-gpu     bertrain tune with GPU trials: 4 trials of 2 epochs, two at a time sharing the GPU (--devices 0,0),
+#                every trial on the GPU engine, then a prediction of the study's best/ on the GPU
 #   serve-gpu    bertrain serve on the GPU: /v1/predict (fp32) against predict's GPU probabilities, then bf16 under
 #                load at concurrency 1, 8 and 64 (tests/reference/serve_load.py: rows/s, p50, p99)
 # GPU_CHECK_ONLY="env gpu-tests ..." runs only the steps it names; without `build` in it, the binaries already in
@@ -292,6 +294,24 @@ for name, limit in (("cuda-fp32", 1e-4), ("cuda-bf16", 5e-2)):
 PY
 }
 
+# tune_check: `bertrain tune --devices 0,0` on MODEL: each trial is a `bertrain train` process with
+# CUDA_VISIBLE_DEVICES=0, two at a time on the one GPU (the tests check only the variable). The study must finish,
+# every trial's log must show the GPU engine, and the best model must predict on the GPU.
+tune_check() {
+  local study=$OUT/tune-study log missing=0
+  rm -rf "$study"
+  echo '{"lr": {"type": "loguniform", "low": 1e-5, "high": 1e-4}}' >"$OUT/tune-space.json"
+  "$BUILD_DIR/bertrain" tune --space "$OUT/tune-space.json" --out "$study" --trials 4 --devices 0,0 --seed 1 -- \
+    --model "$MODEL" --train-data "$DATA/madewithml/dataset.csv" --device cuda --precision bf16 --epochs 2 \
+    --batch-size 32 || return 1
+  for log in "$study"/trials/*/train.log; do
+    grep -q '^engine: cuda' "$log" || { echo "not on the GPU engine: $log"; missing=1; }
+  done
+  [ "$missing" = 0 ] || return 1
+  "$BUILD_DIR/bertrain" predict --model "$study/best" --device cuda \
+    --title "Transfer learning with transformers" --description "Using transformers for transfer learning on text."
+}
+
 # serve_check: `bertrain serve` of the fp32 fine-tune on the GPU. fp32: the first 256 rows of dataset.csv through
 # POST /v1/predict must give predict's GPU probabilities (inference-predict-cuda-fp32.jsonl) within 1e-4 (other
 # batches may take other cuBLAS algorithms); bf16: one Made-With-ML row per request at concurrency 1, 8, 64.
@@ -370,6 +390,7 @@ if step build configure_and_build; then
     step finetune-cpu finetune cpu cpu fp32
     step finetune-report finetune_report
     step inference-gpu-vs-cpu inference_check
+    step tune-gpu tune_check
     step serve-gpu serve_check
   fi
 fi
