@@ -54,20 +54,26 @@ void attention_backward_cpu(T* dqkv, const T* dctx, const T* ctx, const T* lse, 
 // `longest`: D [NH, T], then, for the tensor-core kernels with dropout, the dropout mask of every (head, query) as
 // ceil(longest / 32) 32-bit words (drawn once per backward instead of once in each of its two kernels).
 std::size_t attention_workspace_floats_cuda(int tokens, int heads, int longest);
-// ctx[T, H] (=), lse[NH, T] (=) as the CPU twin. One thread block per (query tile, head, row).
+// 32-bit words of a dropout mask kept from a forward for its backward: ceil(longest / 32) per head and query.
+std::size_t attention_dropout_mask_words_cuda(int tokens, int heads, int longest);
+// ctx[T, H] (=), lse[NH, T] (=) as the CPU twin. One thread block per (query tile, head, row). With dropout and a
+// `dropout_mask` of attention_dropout_mask_words_cuda(tokens, heads, longest) words, the tensor-core kernels also
+// store the mask they draw there, for the backward to read instead of drawing it again (the general kernels
+// leave it alone; their backward draws its own).
 template <typename T>
 void attention_forward_cuda(T* ctx, float* lse, const T* qkv, const int32_t* cu_seqlens, int batch, int tokens,
                             int longest, int heads, int head_dim, float dropout_p, const RandomKey& key,
-                            const DropoutLayout& layout, CudaStream stream);
+                            const DropoutLayout& layout, CudaStream stream, uint32_t* dropout_mask = nullptr);
 // dqkv[T, 3H] (=) as the CPU twin. D first, then dK and dV with one block per (key tile, head, row) walking the
 // row's query tiles, then dQ with one block per (query tile, head, row) walking its key tiles: the probabilities are
-// recomputed twice so that no block adds into another's output. The tensor-core kernels (bf16, head dim 64) draw
-// the dropout mask once into the workspace for both. `workspace` holds attention_workspace_floats_cuda(tokens,
-// heads, longest) floats.
+// recomputed twice so that no block adds into another's output. The tensor-core kernels (bf16, head dim 64) read
+// the dropout mask as bits: the forward's `dropout_mask` when given (the same buffer, key, layout and batch, and the
+// same BERTRAIN_ATTENTION_MMA, so that both took the same kernels), else drawn once into the workspace for both.
+// `workspace` holds attention_workspace_floats_cuda(tokens, heads, longest) floats.
 template <typename T>
 void attention_backward_cuda(T* dqkv, const T* dctx, const T* ctx, const float* lse, const T* qkv,
                              const int32_t* cu_seqlens, int batch, int tokens, int longest, int heads, int head_dim,
                              float dropout_p, const RandomKey& key, const DropoutLayout& layout, float* workspace,
-                             CudaStream stream);
+                             CudaStream stream, const uint32_t* dropout_mask = nullptr);
 
 }  // namespace bertrain

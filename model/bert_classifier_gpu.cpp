@@ -93,6 +93,10 @@ BertClassifierGpu<T>::BertClassifierGpu(const BertConfig& config, int num_labels
     for (float** p : {&a.ln1_mean, &a.ln1_rstd, &a.ln2_mean, &a.ln2_rstd}) carve.take(*p, tokens);
     carve.take(a.inter_pre, tokens * i);
     carve.take(a.inter_act, tokens * i);
+    if constexpr (!std::is_same_v<T, float>) {
+      carve.take(a.attention_mask, attention_dropout_mask_words_cuda(limits.tokens, static_cast<int>(nh),
+                                                                     limits.longest));
+    }
   }
   for (T** p : {&cls_, &cls_drop_, &pool_pre_, &pooled_, &pooled_drop_, &d_small_a_}) carve.take(*p, b * h);
   carve.take(d_small_b_, b * h);
@@ -162,7 +166,8 @@ void BertClassifierGpu<T>::forward(const T* params, const BertBatch& batch, cons
     linear_forward_cuda(hd, a.qkv, x_t, lw.qkv_w, lw.qkv_b, tokens, H, 3 * H);
     attention_forward_cuda(a.ctx, a.lse, static_cast<const T*>(a.qkv), batch.cu_seqlens, B, tokens, S,
                            c.num_attention_heads, c.head_dim(), dropout.attention,
-                           dropout.key(layer_site(l, kAttentionProbs)), layouts.attention, stream);
+                           dropout.key(layer_site(l, kAttentionProbs)), layouts.attention, stream,
+                           a.attention_mask);
     linear_forward_cuda(hd, a.attn_out, a.ctx, lw.attn_out_w, lw.attn_out_b, tokens, H, H);
     // dropout(attn_out) (T) + x (float) in fp32, as autocast promotes bf16 + fp32, then LayerNorm.
     dropout_residual_layernorm_forward_cuda(a.ln1_out, a.ln1_out_t, a.ln1_mean, a.ln1_rstd,
@@ -273,7 +278,7 @@ void BertClassifierGpu<T>::backward(float* grads, const T* params, const T* dlog
                             static_cast<const float*>(a.lse), static_cast<const T*>(a.qkv), batch_.cu_seqlens, B,
                             tokens, S, c.num_attention_heads, c.head_dim(), dropout.attention,
                             dropout.key(layer_site(l, kAttentionProbs)), layouts.attention, attention_workspace_,
-                            stream);
+                            stream, a.attention_mask);
     // The Q/K/V projection (one GEMM each way); its input gradient accumulates onto dz1 in fp32 (the residual
     // around the attention block): dy_ = dz1 + dqkv · Wqkv, the gradient of the layer's input.
     linear_backward_cuda(hd, dy_, lg.qkv_w, lg.qkv_b, static_cast<const T*>(d_qkv_), x_t, lw.qkv_w, tokens, H,

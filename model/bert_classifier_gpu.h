@@ -86,6 +86,9 @@ class BertClassifierGpu {
     float* ln1_out;  // [T, H] the attention block's output: residual stream (float)
     T* ln1_out_t;    // [T, H] its T copy, the intermediate dense's input (ln1_out itself when T is float)
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
+    // bf16 only: the attention dropout mask the tensor-core forward draws, read by the backward instead of drawing
+    // it again (kernels/attention.h); null for float, whose attention kernels draw in each direction.
+    uint32_t* attention_mask = nullptr;
   };
 
   BertConfig config_;

@@ -192,11 +192,11 @@ gpu_mpi_tests() {
 sanitizer() {
   local tool rc=0 item binary filter
   # Each suite with the cases small enough to run under every tool (suite|gtest filter): the element-wise suite whole
-  # (the fused LayerNorm among it), attention's row-independence and one-hot mask cases (forward, the backward's mask,
-  # dK/dV and dQ kernels: the general ones in fp32, the tensor-core ones in bf16) and the embedding forward and
-  # backward cases but the 32768-token one.
+  # (the fused LayerNorm among it), attention's row-independence, one-hot mask and kept-mask cases (forward, the
+  # backward's mask, the mask the forward keeps, dK/dV and dQ kernels: the general ones in fp32, the tensor-core ones
+  # in bf16) and the embedding forward and backward cases but the 32768-token one.
   local suites=("test_cuda_elementwise|*"
-                "test_cuda_gemm_attention|CudaAttention/*.RowsDoNotDependOnTheirNeighbours:CudaAttention/*.DropoutMask*"
+                "test_cuda_gemm_attention|CudaAttention/*.RowsDoNotDependOnTheirNeighbours:CudaAttention/*.DropoutMask*:CudaAttention/*.KeptDropoutMask*"
                 "test_cuda_embedding_loss_adam|CudaEmbedding.*:-CudaEmbedding.BackwardLongSegmentsMatchCpu")
   for item in "${suites[@]}"; do
     binary=${item%%|*} filter=${item#*|}

@@ -939,17 +939,29 @@ std::size_t attention_workspace_floats_cuda(int tokens, int heads, int longest) 
   return pairs + pairs * static_cast<std::size_t>(dropout_mask_words(longest));
 }
 
+std::size_t attention_dropout_mask_words_cuda(int tokens, int heads, int longest) {
+  BERTRAIN_CHECK(tokens > 0 && heads > 0 && longest > 0, "attention_dropout_mask_words_cuda: tokens "
+                                                             << tokens << ", heads " << heads << ", longest " << longest);
+  return static_cast<std::size_t>(tokens) * static_cast<std::size_t>(heads) *
+         static_cast<std::size_t>(dropout_mask_words(longest));
+}
+
 template <typename T>
 void attention_forward_cuda(T* ctx, float* lse, const T* qkv, const int32_t* cu_seqlens, int batch, int tokens,
                             int longest, int heads, int head_dim, float dropout_p, const RandomKey& key,
-                            const DropoutLayout& layout, CudaStream stream) {
+                            const DropoutLayout& layout, CudaStream stream, uint32_t* dropout_mask) {
   const char* what = "attention_forward_cuda";
   check_shape(what, batch, tokens, longest, heads, head_dim, dropout_p, layout);
   BERTRAIN_CHECK(ctx != nullptr && lse != nullptr && qkv != nullptr && cu_seqlens != nullptr,
                  what << ": null pointer argument");
   const std::size_t n = static_cast<std::size_t>(tokens) * heads * head_dim;  // T·H
   const std::size_t nl = static_cast<std::size_t>(tokens) * heads;            // NH·T
-  check_no_overlap(what, {{"ctx", ctx, n * sizeof(T)}, {"lse", lse, nl * sizeof(float)}},
+  const std::size_t mask_bytes =
+      dropout_mask != nullptr ? attention_dropout_mask_words_cuda(tokens, heads, longest) * sizeof(uint32_t) : 0;
+  check_no_overlap(what,
+                   {{"ctx", ctx, n * sizeof(T)},
+                    {"lse", lse, nl * sizeof(float)},
+                    {"dropout_mask", dropout_mask, mask_bytes}},
                    {{"qkv", qkv, 3 * n * sizeof(T)}});
 
   const DeviceFacts dev = current_device_facts();
@@ -959,7 +971,7 @@ void attention_forward_cuda(T* ctx, float* lse, const T* qkv, const int32_t* cu_
                                        vectorizable<T>(head_dim, {qkv}));
   if constexpr (std::is_same<T, bf16>::value) {
     if (tensor_core_attention_applies(head_dim, args.vec, dev)) {
-      attention_forward_mma(ctx, lse, qkv, args, batch, longest, dev, stream);
+      attention_forward_mma(ctx, lse, dropout_mask, qkv, args, batch, longest, dev, stream);
       return;
     }
   }
@@ -978,7 +990,7 @@ template <typename T>
 void attention_backward_cuda(T* dqkv, const T* dctx, const T* ctx, const float* lse, const T* qkv,
                              const int32_t* cu_seqlens, int batch, int tokens, int longest, int heads, int head_dim,
                              float dropout_p, const RandomKey& key, const DropoutLayout& layout, float* workspace,
-                             CudaStream stream) {
+                             CudaStream stream, const uint32_t* dropout_mask) {
   const char* what = "attention_backward_cuda";
   check_shape(what, batch, tokens, longest, heads, head_dim, dropout_p, layout);
   BERTRAIN_CHECK(dqkv != nullptr && dctx != nullptr && ctx != nullptr && lse != nullptr && qkv != nullptr &&
@@ -988,11 +1000,14 @@ void attention_backward_cuda(T* dqkv, const T* dctx, const T* ctx, const float* 
   const std::size_t nl = static_cast<std::size_t>(tokens) * heads;            // NH·T
   // The dK/dV kernel writes dqkv while the dQ kernel, later, still reads qkv, dctx, lse and D: no aliasing at all.
   const std::size_t workspace_bytes = attention_workspace_floats_cuda(tokens, heads, longest) * sizeof(float);
+  const std::size_t mask_bytes =
+      dropout_mask != nullptr ? attention_dropout_mask_words_cuda(tokens, heads, longest) * sizeof(uint32_t) : 0;
   check_no_overlap(what, {{"dqkv", dqkv, 3 * n * sizeof(T)}, {"workspace", workspace, workspace_bytes}},
                    {{"dctx", dctx, n * sizeof(T)},
                     {"ctx", ctx, n * sizeof(T)},
                     {"lse", lse, nl * sizeof(float)},
-                    {"qkv", qkv, 3 * n * sizeof(T)}});
+                    {"qkv", qkv, 3 * n * sizeof(T)},
+                    {"dropout_mask", dropout_mask, mask_bytes}});
 
   const DeviceFacts dev = current_device_facts();
   const int hdp = padded_head_dim(head_dim);
@@ -1017,8 +1032,8 @@ void attention_backward_cuda(T* dqkv, const T* dctx, const T* ctx, const float* 
 
   if constexpr (std::is_same<T, bf16>::value) {
     if (tensor_core_attention_applies(head_dim, args.vec, dev)) {
-      attention_backward_mma(dqkv, dctx, lse, workspace, reinterpret_cast<uint32_t*>(workspace + nl), qkv, args, batch,
-                             longest, dev, stream);
+      attention_backward_mma(dqkv, dctx, lse, workspace, dropout_mask, reinterpret_cast<uint32_t*>(workspace + nl), qkv,
+                             args, batch, longest, dev, stream);
       return;
     }
   }
@@ -1045,14 +1060,14 @@ void attention_backward_cuda(T* dqkv, const T* dctx, const T* ctx, const float* 
 }
 
 template void attention_forward_cuda<float>(float*, float*, const float*, const int32_t*, int, int, int, int, int,
-                                            float, const RandomKey&, const DropoutLayout&, CudaStream);
+                                            float, const RandomKey&, const DropoutLayout&, CudaStream, uint32_t*);
 template void attention_forward_cuda<bf16>(bf16*, float*, const bf16*, const int32_t*, int, int, int, int, int, float,
-                                           const RandomKey&, const DropoutLayout&, CudaStream);
+                                           const RandomKey&, const DropoutLayout&, CudaStream, uint32_t*);
 template void attention_backward_cuda<float>(float*, const float*, const float*, const float*, const float*,
                                              const int32_t*, int, int, int, int, int, float, const RandomKey&,
-                                             const DropoutLayout&, float*, CudaStream);
+                                             const DropoutLayout&, float*, CudaStream, const uint32_t*);
 template void attention_backward_cuda<bf16>(bf16*, const bf16*, const bf16*, const float*, const bf16*,
                                             const int32_t*, int, int, int, int, int, float, const RandomKey&,
-                                            const DropoutLayout&, float*, CudaStream);
+                                            const DropoutLayout&, float*, CudaStream, const uint32_t*);
 
 }  // namespace bertrain

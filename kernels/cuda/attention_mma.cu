@@ -15,7 +15,8 @@
 //                                     S, P, dP = dctx Vᵀ, dS as above, dQ += dS K; dQ of its queries (=).
 //   attention_dropout_mask_kernel     (ceil(S·W / 128), NH, B), with dropout, before the two: the mask as bits (W words
 //                                     per head and query) in the caller's workspace, so that the backward draws it
-//                                     once; the forward draws its own.
+//                                     once; the forward draws its own. Not launched when the forward was given a
+//                                     mask buffer: it stores the words it drew, and the backward reads those.
 // D = rowsum(dctx ∘ ctx) comes from attention.cu's D kernels. Blocks whose tile starts at or beyond L_b return at
 // once. Every output element is computed by one lane in a fixed order, without atomics, so results
 // are run-to-run identical.
@@ -196,6 +197,33 @@ __device__ __forceinline__ void store_pair(bf16* dst, float lo, float hi) {
   *reinterpret_cast<uint32_t*>(dst) = cuda::pack_bf16x2(lo, hi);
 }
 
+// The forward's keep bits of one 64-key tile (keys k0.., n-tile n's bits keep[n] as keep_bits_query_rows gives them)
+// as the mask words attention_dropout_mask_kernel writes: words k0 / 32 and k0 / 32 + 1 of the lane's queries i0 and
+// i0 + 8. Each lane holds two keys per n-tile and row, so the quad ORs its four parts; then lane t stores one of the
+// four words (t & 1: which word, t & 2: which query), where the query is in the row and the word not wholly past it
+// (the words the mask kernel writes). row_words: the mask's first word of query 0 of the block's row and head.
+__device__ __forceinline__ void store_mask_words(uint32_t* row_words, int words, const unsigned (&keep)[8], int i0,
+                                                 int k0, int len, int t) {
+  uint32_t w[2][2] = {};  // [query i0, i0 + 8][word]
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+    const int shift = 8 * (n & 3) + 2 * t;  // key 8n + 2t of the tile is bit shift of its word
+    w[0][n >> 2] |= (keep[n] & 3u) << shift;
+    w[1][n >> 2] |= ((keep[n] >> 2) & 3u) << shift;
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      w[r][half] |= __shfl_xor_sync(kFullWarp, w[r][half], 1);
+      w[r][half] |= __shfl_xor_sync(kFullWarp, w[r][half], 2);
+    }
+  }
+  const int r = t >> 1, half = t & 1;
+  const int i = i0 + 8 * r, c = k0 / 32 + half;
+  if (i < len && 32 * c < len) row_words[static_cast<std::size_t>(i) * words + c] = w[r][half];
+}
+
 // mask[(h·T + first + i)·W + c] (=) the dropout mask of query i of row b, head h: bit u set when key 32c + u is kept
 // (W = dropout_mask_words(longest)). Grid (ceil(longest·W / 128), NH, B), one word (eight Philox groups) per
 // thread; words wholly past the row are not written.
@@ -213,8 +241,9 @@ __global__ void __launch_bounds__(kThreads)
   mask[(static_cast<std::size_t>(h) * args.tokens + first + i) * words + c] = word;
 }
 
+// mask: null, or where the drawn dropout mask is stored (attention_dropout_mask_kernel's layout) for the backward.
 __global__ void __launch_bounds__(kThreads)
-    attention_forward_mma_kernel(bf16* ctx, float* lse, const bf16* qkv, AttentionArgs args) {
+    attention_forward_mma_kernel(bf16* ctx, float* lse, uint32_t* mask, const bf16* qkv, AttentionArgs args) {
   const RowHead<bf16> rh = row_head(qkv, args);
   const int len = rh.len, q0 = blockIdx.x * kTile;
   if (q0 >= len) return;
@@ -234,6 +263,11 @@ __global__ void __launch_bounds__(kThreads)
   const bool drop = args.dropout.p > 0.0f;
   const uint64_t drop_g = drop ? args.dropout.row_index(rh.b, rh.h, i0) : 0;
   const uint64_t drop_g8 = drop ? args.dropout.row_index(rh.b, rh.h, i0 + 8) : 0;
+  const int mask_words = dropout_mask_words(args.longest);
+  uint32_t* row_mask =
+      drop && mask != nullptr
+          ? mask + (static_cast<std::size_t>(rh.h) * args.tokens + rh.first) * static_cast<std::size_t>(mask_words)
+          : nullptr;
   const float scale2 = args.scale * kLog2e;
 
   float o[8][4] = {};
@@ -294,6 +328,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int n = 0; n < 8; ++n) keep[n] = keep_bits_query_rows(args.dropout, drop_g, drop_g8, k0 + 8 * n, t);
       to_a_kept(pa, s, keep);
+      if (row_mask != nullptr) store_mask_words(row_mask, mask_words, keep, i0, k0, len, t);
     } else {
       to_a(pa, s);
     }
@@ -543,31 +578,32 @@ bool tensor_core_attention_applies(int head_dim, bool vec, const DeviceFacts& de
          static_cast<std::size_t>(dev.max_smem) >= kDkdvSmem;
 }
 
-void attention_forward_mma(bf16* ctx, float* lse, const bf16* qkv, const AttentionArgs& args, int batch, int longest,
-                           const DeviceFacts& dev, CudaStream stream) {
+void attention_forward_mma(bf16* ctx, float* lse, uint32_t* mask, const bf16* qkv, const AttentionArgs& args,
+                           int batch, int longest, const DeviceFacts& dev, CudaStream stream) {
   allow_shared_memory(attention_forward_mma_kernel, kForwardSmem, dev);
-  attention_forward_mma_kernel<<<grid_of(args, batch, longest), kThreads, kForwardSmem, stream>>>(ctx, lse, qkv,
-                                                                                                   args);
+  attention_forward_mma_kernel<<<grid_of(args, batch, longest), kThreads, kForwardSmem, stream>>>(ctx, lse, mask,
+                                                                                                   qkv, args);
   BERTRAIN_CUDA_CHECK_LAUNCH("attention_forward_mma_kernel");
 }
 
-void attention_backward_mma(bf16* dqkv, const bf16* dctx, const float* lse, const float* dvec, uint32_t* mask,
-                            const bf16* qkv, const AttentionArgs& args, int batch, int longest, const DeviceFacts& dev,
-                            CudaStream stream) {
-  if (args.dropout.p > 0.0f) {
+void attention_backward_mma(bf16* dqkv, const bf16* dctx, const float* lse, const float* dvec,
+                            const uint32_t* saved_mask, uint32_t* mask, const bf16* qkv, const AttentionArgs& args,
+                            int batch, int longest, const DeviceFacts& dev, CudaStream stream) {
+  if (args.dropout.p > 0.0f && saved_mask == nullptr) {
     const int words = dropout_mask_words(longest);
     const dim3 grid(static_cast<unsigned>((static_cast<long long>(longest) * words + kThreads - 1) / kThreads),
                     static_cast<unsigned>(args.heads), static_cast<unsigned>(batch));
     attention_dropout_mask_kernel<<<grid, kThreads, 0, stream>>>(mask, args, words);
     BERTRAIN_CUDA_CHECK_LAUNCH("attention_dropout_mask_kernel");
   }
+  const uint32_t* bits = saved_mask != nullptr ? saved_mask : mask;
   allow_shared_memory(attention_backward_dkdv_mma_kernel, kDkdvSmem, dev);
   attention_backward_dkdv_mma_kernel<<<grid_of(args, batch, longest), kThreads, kDkdvSmem, stream>>>(
-      dqkv, dctx, lse, dvec, mask, qkv, args);
+      dqkv, dctx, lse, dvec, bits, qkv, args);
   BERTRAIN_CUDA_CHECK_LAUNCH("attention_backward_dkdv_mma_kernel");
   allow_shared_memory(attention_backward_dq_mma_kernel, kDqSmem, dev);
   attention_backward_dq_mma_kernel<<<grid_of(args, batch, longest), kThreads, kDqSmem, stream>>>(dqkv, dctx, lse,
-                                                                                                 dvec, mask, qkv, args);
+                                                                                                 dvec, bits, qkv, args);
   BERTRAIN_CUDA_CHECK_LAUNCH("attention_backward_dq_mma_kernel");
 }
 

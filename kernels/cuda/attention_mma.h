@@ -18,16 +18,16 @@ constexpr int kMmaHeadDim = 64;
 // one process can time or test both).
 bool tensor_core_attention_applies(int head_dim, bool vec, const DeviceFacts& dev);
 
-// ctx[T, H] (=), lse[NH, T] (=): as attention_forward_cuda.
-void attention_forward_mma(bf16* ctx, float* lse, const bf16* qkv, const AttentionArgs& args, int batch, int longest,
-                           const DeviceFacts& dev, CudaStream stream);
-
+// ctx[T, H] (=), lse[NH, T] (=): as attention_forward_cuda. With dropout and a non-null `mask` (NH·T·
+// dropout_mask_words(longest) words), also stores the mask it draws, in attention_backward_mma's layout.
+void attention_forward_mma(bf16* ctx, float* lse, uint32_t* mask, const bf16* qkv, const AttentionArgs& args,
+                           int batch, int longest, const DeviceFacts& dev, CudaStream stream);
 // dqkv[T, 3H] (=) from dctx, lse and dvec = D (attention_backward_cuda computes it first): as attention_backward_cuda.
-// With dropout, first draws the mask into `mask` (NH·T·dropout_mask_words(longest) words of the caller's workspace),
-// which both backward kernels then read.
-void attention_backward_mma(bf16* dqkv, const bf16* dctx, const float* lse, const float* dvec, uint32_t* mask,
-                            const bf16* qkv, const AttentionArgs& args, int batch, int longest, const DeviceFacts& dev,
-                            CudaStream stream);
+// With dropout, both kernels read the mask as bits: `saved_mask`, the forward's, when not null; else it is first
+// drawn into `mask` (NH·T·dropout_mask_words(longest) words of the caller's workspace).
+void attention_backward_mma(bf16* dqkv, const bf16* dctx, const float* lse, const float* dvec,
+                            const uint32_t* saved_mask, uint32_t* mask, const bf16* qkv, const AttentionArgs& args,
+                            int batch, int longest, const DeviceFacts& dev, CudaStream stream);
 
 }  // namespace cuda_attention
 }  // namespace bertrain

@@ -457,24 +457,28 @@ std::vector<float> cpu_backward(const AttentionData& d, const std::vector<float>
 }
 
 // The CUDA kernels, forward then backward from the device's own ctx and lse. Every output and the workspace are
-// poisoned with NaN first, so an element a kernel fails to write (=) shows.
+// poisoned with NaN first, so an element a kernel fails to write (=) shows. With keep_mask, the forward is given a
+// dropout mask buffer (filled with 0x5a bytes, no mask's words) and the backward reads it (the model's way).
 template <typename T>
-AttentionOutputs gpu_attention(const AttentionData& d, const RandomKey& key, CudaStream stream) {
+AttentionOutputs gpu_attention(const AttentionData& d, const RandomKey& key, CudaStream stream,
+                               bool keep_mask = false) {
   const std::size_t n = d.hidden_elements();
   DeviceBuffer<T> qkv = to_device<T>(d.qkv), dctx = to_device<T>(d.dctx), ctx(n), dqkv(3 * n);
   DeviceBuffer<float> lse(d.lse_elements());
   DeviceBuffer<float> workspace(attention_workspace_floats_cuda(d.tokens, d.c.heads, d.longest));
   DeviceBuffer<int32_t> cu(d.cu);  // the kernels read the row offsets on the device
+  DeviceBuffer<uint32_t> mask(keep_mask ? attention_dropout_mask_words_cuda(d.tokens, d.c.heads, d.longest) : 0);
   poison(ctx);
   poison(dqkv);
   poison(lse);
   poison(workspace);
+  if (keep_mask) BERTRAIN_CUDA_CHECK(cudaMemset(mask.data(), 0x5a, mask.bytes()));
   sync_device();
   attention_forward_cuda<T>(ctx.data(), lse.data(), qkv.data(), cu.data(), d.batch, d.tokens, d.longest, d.c.heads,
-                            d.c.head_dim, d.c.dropout_p, key, d.layout, stream);
+                            d.c.head_dim, d.c.dropout_p, key, d.layout, stream, mask.data());
   attention_backward_cuda<T>(dqkv.data(), dctx.data(), ctx.data(), lse.data(), qkv.data(), cu.data(), d.batch,
                              d.tokens, d.longest, d.c.heads, d.c.head_dim, d.c.dropout_p, key, d.layout,
-                             workspace.data(), stream);
+                             workspace.data(), stream, mask.data());
   sync_device();
   return {to_host(ctx), lse.download(), to_host(dqkv)};
 }
@@ -597,6 +601,34 @@ TYPED_TEST(CudaAttention, RunsAreBitIdentical) {
     EXPECT_TRUE(same_bits(first.ctx, second.ctx)) << "ctx differs between two identical runs";
     EXPECT_TRUE(same_bits(first.lse, second.lse)) << "lse differs between two identical runs";
     EXPECT_TRUE(same_bits(first.dqkv, second.dqkv)) << "dqkv differs between two identical runs";
+  }
+}
+
+// The dropout mask the forward keeps for its backward (the model's way) gives the bits of the backward that draws the
+// mask itself: the same ctx and lse, the same dqkv. The tensor-core forward stores the words it draws, so a wrong or
+// missing word (the buffer starts as 0x5a bytes) changes dqkv; the general kernels ignore the buffer. Lengths around
+// the 32-key words and 64-token tiles, one token, and a P that makes four-key groups straddle rows.
+TYPED_TEST(CudaAttention, KeptDropoutMaskGivesTheSameBits) {
+  BERTRAIN_REQUIRE_GPU();
+  using T = TypeParam;
+  GpuContext gpu(0, kReductionWorkspace);
+  const RandomKey key{0x3a5c, 11, 4};
+  const AttentionCase cases[] = {{"tensor-core shape", {170, 1, 31, 32, 33, 64, 65, 96, 200}, 3, 64, 0.1f, 2, 512},
+                                 {"P = 130", {130, 7, 127}, 2, 64, 0.5f, 5, 130},
+                                 {"other head dim", {130, 17, 64}, 2, 40, 0.1f, 0, 130}};
+  const std::vector<std::string> kernels =
+      std::is_same<T, bf16>::value ? std::vector<std::string>{"1", "0"} : std::vector<std::string>{"1"};
+  for (const std::string& mma : kernels) {
+    const testing::ScopedEnv mma_setting("BERTRAIN_ATTENTION_MMA", mma.c_str());
+    for (const AttentionCase& c : cases) {
+      SCOPED_TRACE("BERTRAIN_ATTENTION_MMA=" + mma + ", " + describe(c));
+      const AttentionData d = attention_inputs<T>(c);
+      const AttentionOutputs drawn = gpu_attention<T>(d, key, gpu.stream());
+      const AttentionOutputs kept = gpu_attention<T>(d, key, gpu.stream(), true);
+      EXPECT_TRUE(same_bits(drawn.ctx, kept.ctx)) << "ctx differs when the forward keeps its mask";
+      EXPECT_TRUE(same_bits(drawn.lse, kept.lse)) << "lse differs when the forward keeps its mask";
+      EXPECT_TRUE(same_bits(drawn.dqkv, kept.dqkv)) << "dqkv from the kept mask differs from the drawn mask's";
+    }
   }
 }
 

@@ -60,6 +60,7 @@ void bench_attention_forward(Runner& r) {
   int32_t* cu_seqlens = r.take<int32_t>(sz(B) + 1);
   T* ctx = r.take<T>(n);
   float* lse = r.take<float>(nl);
+  uint32_t* mask = r.take<uint32_t>(attention_dropout_mask_words_cuda(s.tokens(), NH, S));
   if (r.sizing()) return;
   const HostBatch hb = make_batch(s, r.options().seed);
   const std::vector<float> hqkv = r.random<T>(3 * n, 40);
@@ -69,14 +70,15 @@ void bench_attention_forward(Runner& r) {
   const DropoutLayout layout = attention_layout(s);
   // flops = 4·NH·Σ_b L_b²·HD (Q·Kᵀ and P·V). bytes = what the op must move: qkv 3·T·H·e and cu_seqlens 4·(B + 1)
   // read, ctx T·H·e and lse 4·NH·T written (each K/V tile is read once per query tile of its row, from L2 mostly;
-  // that re-reading is this implementation's traffic, not the op's).
+  // that re-reading is this implementation's traffic, not the op's, as is the dropout mask the tensor-core kernels
+  // keep for the backward, as the model has them do: 4·NH·T·ceil(S / 32) bytes).
   Measure m{"attention_forward", label("B=%lld S=%lld NH=%lld, p=0.1", B, S, NH),
             4.0 * static_cast<double>(n) * elem<T>() + 4.0 * static_cast<double>(nl) + 4.0 * (B + 1),
             forward_flops(s, B)};
   r.measure(m,
             [&] {
               attention_forward_cuda<T>(ctx, lse, qkv, cu_seqlens, B, s.tokens(), S, NH, HD, kDropout, key, layout,
-                                        r.stream());
+                                        r.stream(), mask);
             },
             [&](Checker& c) {
               const RowSample sample = rows_to_verify(B, forward_flops(s, 1));
@@ -108,6 +110,7 @@ void bench_attention_backward(Runner& r) {
   T* dctx = r.take<T>(n);
   T* dqkv = r.take<T>(3 * n);
   float* workspace = r.take<float>(attention_workspace_floats_cuda(s.tokens(), NH, S));
+  uint32_t* mask = r.take<uint32_t>(attention_dropout_mask_words_cuda(s.tokens(), NH, S));
   if (r.sizing()) return;
   const HostBatch hb = make_batch(s, r.options().seed);
   const std::vector<float> hqkv = r.random<T>(3 * n, 90), hdctx = r.random<T>(n, 93);
@@ -116,8 +119,10 @@ void bench_attention_backward(Runner& r) {
   r.copy_in(cu_seqlens, hb.cu_seqlens);
   const RandomKey key = dropout_key(r.options(), 90);
   const DropoutLayout layout = attention_layout(s);
-  // What backward reads: the forward's ctx and lse.
-  attention_forward_cuda<T>(ctx, lse, qkv, cu_seqlens, B, s.tokens(), S, NH, HD, kDropout, key, layout, r.stream());
+  // What backward reads: the forward's ctx and lse, and the dropout mask the tensor-core forward keeps (the model's
+  // way; without it the backward draws the mask first).
+  attention_forward_cuda<T>(ctx, lse, qkv, cu_seqlens, B, s.tokens(), S, NH, HD, kDropout, key, layout, r.stream(),
+                            mask);
   // flops = 2.5 × the forward's, as FlashAttention reports it: five L_b × L_b × HD products (S recomputed, dP, dV,
   // dK, dQ) = 10·NH·Σ_b L_b²·HD. This implementation runs seven (the dK/dV and the dQ kernels each recompute S and
   // dP, so that no two blocks add into one output), so its achieved rate is 7/5 of the one printed.
@@ -129,7 +134,7 @@ void bench_attention_backward(Runner& r) {
   r.measure(m,
             [&] {
               attention_backward_cuda<T>(dqkv, dctx, ctx, lse, qkv, cu_seqlens, B, s.tokens(), S, NH, HD, kDropout, key,
-                                         layout, workspace, r.stream());
+                                         layout, workspace, r.stream(), mask);
             },
             [&](Checker& c) {
               // The twin gets the device's ctx and lse (bf16 ctx in bf16 mode), so only backward is compared.
