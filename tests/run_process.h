@@ -90,8 +90,17 @@ inline RunResult run_process(std::vector<std::string> argv_storage, const std::v
     ::dup2(out_pipe[1], 1);
     ::dup2(err_pipe[1], 2);
     ::execve(argv[0], argv.data(), envp.data());
-    const char msg[] = "run_process: execve failed\n";
-    (void)!::write(2, msg, sizeof msg - 1);
+    // Only write(2) here (the parent may have threads): the path and errno's number, its digits made by hand.
+    const int error = errno;
+    char digits[12];
+    int at = sizeof digits;
+    for (unsigned v = static_cast<unsigned>(error); at == sizeof digits || v > 0; v /= 10) digits[--at] = '0' + v % 10;
+    const char before[] = "run_process: execve ", after[] = " failed: errno ";
+    (void)!::write(2, before, sizeof before - 1);
+    (void)!::write(2, argv[0], std::strlen(argv[0]));
+    (void)!::write(2, after, sizeof after - 1);
+    (void)!::write(2, digits + at, sizeof digits - at);
+    (void)!::write(2, "\n", 1);
     ::_exit(127);
   }
   ::close(out_pipe[1]);
