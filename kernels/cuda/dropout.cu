@@ -37,14 +37,8 @@ __global__ void dropout_element_kernel(Out* out, Copy* copy, const In* in, std::
 }
 
 // Four consecutive elements as one load or store (float4, or 8 bytes of bf16), in float; the pointer is aligned to
-// four elements (quad_aligned).
-__device__ __forceinline__ void load_quad(const float* p, float (&v)[4]) {
-  const float4 q = *reinterpret_cast<const float4*>(p);
-  v[0] = q.x;
-  v[1] = q.y;
-  v[2] = q.z;
-  v[3] = q.w;
-}
+// four elements (quad_aligned). For float that is a 16-byte pack.
+__device__ __forceinline__ void load_quad(const float* p, float (&v)[4]) { cuda::load_pack(p, v); }
 __device__ __forceinline__ void load_quad(const bf16* p, float (&v)[4]) {
   const uint2 q = *reinterpret_cast<const uint2*>(p);  // the element at the lower address is the word's low half
   v[0] = __uint_as_float(q.x << 16);
@@ -52,9 +46,7 @@ __device__ __forceinline__ void load_quad(const bf16* p, float (&v)[4]) {
   v[2] = __uint_as_float(q.y << 16);
   v[3] = __uint_as_float(q.y & 0xffff0000u);
 }
-__device__ __forceinline__ void store_quad(float* p, const float (&v)[4]) {
-  *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
-}
+__device__ __forceinline__ void store_quad(float* p, const float (&v)[4]) { cuda::store_pack(p, v); }
 __device__ __forceinline__ uint32_t bf16_bits(float x) {
   const __nv_bfloat16 r = __float2bfloat16_rn(x);  // as cuda::store rounds
   return *reinterpret_cast<const uint16_t*>(&r);
