@@ -597,8 +597,8 @@ TEST(CudaDropout, MixedPrecisionZeroAndOneProbabilities) {
 }
 
 // The kernel that draws one Philox group for four elements needs every buffer aligned to four elements; views that
-// start one or two elements into their buffers (the classifier's row slices are views) take the element kernel
-// instead, with the same bits. Rows of 8, so only the alignment decides.
+// start one or two elements into their buffers (the model passes none today, the API takes any pointer) take the
+// element kernel instead, with the same bits. Rows of 8, so only the alignment decides.
 template <typename T>
 void check_dropout_on_unaligned_views(std::size_t offset) {
   SCOPED_TRACE(std::string(type_name<T>()) + ", views " + std::to_string(offset) + " elements in");
