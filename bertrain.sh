@@ -6,7 +6,8 @@
 #                                      are downloaded into datasets/madewithml/ when no data folder has them
 #   ./bertrain.sh test                 set up, build, run the whole test suite (what CI runs)
 #   ./bertrain.sh asan                 the test suite under AddressSanitizer + UBSan (build-asan/), then
-#                                      every fuzz target for 3 s (./bertrain.sh fuzz 3)
+#                                      every fuzz target for 3 s (./bertrain.sh fuzz 3); every part runs,
+#                                      non-zero exit when any failed
 #   ./bertrain.sh build                set up and build only
 #   ./bertrain.sh fuzz [SECONDS]       libFuzzer on the parsers (safetensors, pytorch_model.bin,
 #                                      config.json, vocab.txt, CSV)
