@@ -929,6 +929,11 @@ AttentionArgs make_args(const int32_t* cu_seqlens, int tokens, int heads, int he
   return a;
 }
 
+// Bytes of a kept dropout mask for the overlap checks: none when there is no buffer.
+std::size_t kept_mask_bytes(const uint32_t* mask, int tokens, int heads, int longest) {
+  return mask != nullptr ? attention_dropout_mask_words_cuda(tokens, heads, longest) * sizeof(uint32_t) : 0;
+}
+
 }  // namespace
 
 std::size_t attention_workspace_floats_cuda(int tokens, int heads, int longest) {
@@ -936,7 +941,7 @@ std::size_t attention_workspace_floats_cuda(int tokens, int heads, int longest) 
                  "attention_workspace_floats_cuda: tokens " << tokens << ", heads " << heads << ", longest " << longest);
   const std::size_t pairs = static_cast<std::size_t>(tokens) * static_cast<std::size_t>(heads);  // NH·T
   static_assert(sizeof(uint32_t) == sizeof(float), "a mask word takes one float of the workspace");
-  return pairs + pairs * static_cast<std::size_t>(dropout_mask_words(longest));
+  return pairs + attention_dropout_mask_words_cuda(tokens, heads, longest);
 }
 
 std::size_t attention_dropout_mask_words_cuda(int tokens, int heads, int longest) {
@@ -956,12 +961,10 @@ void attention_forward_cuda(T* ctx, float* lse, const T* qkv, const int32_t* cu_
                  what << ": null pointer argument");
   const std::size_t n = static_cast<std::size_t>(tokens) * heads * head_dim;  // T·H
   const std::size_t nl = static_cast<std::size_t>(tokens) * heads;            // NH·T
-  const std::size_t mask_bytes =
-      dropout_mask != nullptr ? attention_dropout_mask_words_cuda(tokens, heads, longest) * sizeof(uint32_t) : 0;
   check_no_overlap(what,
                    {{"ctx", ctx, n * sizeof(T)},
                     {"lse", lse, nl * sizeof(float)},
-                    {"dropout_mask", dropout_mask, mask_bytes}},
+                    {"dropout_mask", dropout_mask, kept_mask_bytes(dropout_mask, tokens, heads, longest)}},
                    {{"qkv", qkv, 3 * n * sizeof(T)}});
 
   const DeviceFacts dev = current_device_facts();
@@ -1000,14 +1003,12 @@ void attention_backward_cuda(T* dqkv, const T* dctx, const T* ctx, const float* 
   const std::size_t nl = static_cast<std::size_t>(tokens) * heads;            // NH·T
   // The dK/dV kernel writes dqkv while the dQ kernel, later, still reads qkv, dctx, lse and D: no aliasing at all.
   const std::size_t workspace_bytes = attention_workspace_floats_cuda(tokens, heads, longest) * sizeof(float);
-  const std::size_t mask_bytes =
-      dropout_mask != nullptr ? attention_dropout_mask_words_cuda(tokens, heads, longest) * sizeof(uint32_t) : 0;
   check_no_overlap(what, {{"dqkv", dqkv, 3 * n * sizeof(T)}, {"workspace", workspace, workspace_bytes}},
                    {{"dctx", dctx, n * sizeof(T)},
                     {"ctx", ctx, n * sizeof(T)},
                     {"lse", lse, nl * sizeof(float)},
                     {"qkv", qkv, 3 * n * sizeof(T)},
-                    {"dropout_mask", dropout_mask, mask_bytes}});
+                    {"dropout_mask", dropout_mask, kept_mask_bytes(dropout_mask, tokens, heads, longest)}});
 
   const DeviceFacts dev = current_device_facts();
   const int hdp = padded_head_dim(head_dim);

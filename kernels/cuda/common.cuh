@@ -25,6 +25,13 @@ __device__ __forceinline__ void store(bf16* p, float x) {
   p->bits = *reinterpret_cast<const uint16_t*>(&r);
 }
 
+// Two fp32 values as a bf16 pair (round to nearest even, as store() rounds), `lo` in the low half: the element at the
+// lower address of a 4-byte store, or an mma A-operand register (kernels/cuda/warp_mma.cuh).
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 x = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&x);
+}
+
 // 16-byte packs for element-wise kernels: kPack<T> elements (8 bf16 or 4 floats) per load and store, each in
 // float, rounded on store as store() rounds. The pointers must be 16-byte aligned (aligned16).
 template <typename T>

@@ -47,13 +47,8 @@ __device__ __forceinline__ void load_quad(const bf16* p, float (&v)[4]) {
   v[3] = __uint_as_float(q.y & 0xffff0000u);
 }
 __device__ __forceinline__ void store_quad(float* p, const float (&v)[4]) { cuda::store_pack(p, v); }
-__device__ __forceinline__ uint32_t bf16_bits(float x) {
-  const __nv_bfloat16 r = __float2bfloat16_rn(x);  // as cuda::store rounds
-  return *reinterpret_cast<const uint16_t*>(&r);
-}
 __device__ __forceinline__ void store_quad(bf16* p, const float (&v)[4]) {
-  *reinterpret_cast<uint2*>(p) =
-      make_uint2(bf16_bits(v[0]) | (bf16_bits(v[1]) << 16), bf16_bits(v[2]) | (bf16_bits(v[3]) << 16));
+  *reinterpret_cast<uint2*>(p) = make_uint2(cuda::pack_bf16x2(v[0], v[1]), cuda::pack_bf16x2(v[2], v[3]));
 }
 
 template <typename T>

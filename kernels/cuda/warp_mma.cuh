@@ -92,11 +92,5 @@ __device__ __forceinline__ void cp_async_wait() {
 #endif
 }
 
-// Two fp32 values as a bf16 pair (round to nearest even), `lo` in the low half: an A-operand register.
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  const __nv_bfloat162 x = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&x);
-}
-
 }  // namespace cuda
 }  // namespace bertrain
