@@ -54,11 +54,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <map>
-#include <mutex>
-#include <set>
 #include <type_traits>
-#include <utility>
 
 #include "core/error.h"
 #include "kernels/cuda/attention_common.cuh"

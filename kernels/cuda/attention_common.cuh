@@ -5,14 +5,11 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
-#include <mutex>
-#include <set>
-#include <utility>
 
 #include "core/cuda/cuda_check.h"
 #include "kernels/attention.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/device_facts.cuh"
 
 namespace bertrain {
 namespace cuda_attention {
@@ -98,43 +95,9 @@ __host__ __device__ constexpr int dropout_mask_words(int longest) { return (long
 
 // ---- Host side ----------------------------------------------------------------------------------------------------
 
-constexpr std::size_t kStaticSmemLimit = 48 * 1024;  // above this a kernel must opt in to dynamic shared memory
-
-// The current device's compute capability and opt-in shared memory per block, queried once per device.
-struct DeviceFacts {
-  int device = 0, major = 0, max_smem = 0;
-};
-
-inline DeviceFacts current_device_facts() {
-  static std::mutex mutex;
-  static std::map<int, DeviceFacts> known;
-  int device = 0;
-  BERTRAIN_CUDA_CHECK(cudaGetDevice(&device));
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = known.find(device);
-  if (it == known.end()) {
-    DeviceFacts f;
-    f.device = device;
-    BERTRAIN_CUDA_CHECK(cudaDeviceGetAttribute(&f.major, cudaDevAttrComputeCapabilityMajor, device));
-    BERTRAIN_CUDA_CHECK(cudaDeviceGetAttribute(&f.max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    it = known.emplace(device, f).first;
-  }
-  return it->second;
-}
-
-// Above 48 KiB a kernel must opt in to its dynamic shared memory: once per (kernel, device), up to the device's limit
-// (so any later launch of it fits). A host-side attribute, no synchronisation.
-template <typename Kernel>
-inline void allow_shared_memory(Kernel* kernel, std::size_t bytes, const DeviceFacts& dev) {
-  if (bytes <= kStaticSmemLimit) return;
-  static std::mutex mutex;
-  static std::set<std::pair<const void*, int>> done;
-  std::lock_guard<std::mutex> lock(mutex);
-  const std::pair<const void*, int> id(reinterpret_cast<const void*>(kernel), dev.device);
-  if (done.count(id) != 0) return;
-  BERTRAIN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dev.max_smem));
-  done.insert(id);
-}
+using cuda::allow_shared_memory;
+using cuda::current_device_facts;
+using cuda::DeviceFacts;
 
 }  // namespace cuda_attention
 }  // namespace bertrain

@@ -22,6 +22,7 @@
 
 #include "core/error.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/device_facts.cuh"
 
 namespace bertrain {
 namespace {
@@ -427,6 +428,12 @@ __global__ void __launch_bounds__(kFusedThreads)
   }
 }
 
+// Shared memory of the cached backward kernel: each warp's column sums of dy · xhat and dy, [kFusedWarps][2][span]
+// floats, span = kUnits · W · 32, lane-major: unit k's column e of lane l at (k · W + e) · 32 + l (a warp's 32 lanes
+// touch 32 consecutive words: no bank conflicts). 48 KiB at BERT-base's width (bf16 and float), 64 KiB at 1024.
+template <int W, int kUnits>
+constexpr std::size_t kBackwardSmem = 2 * kFusedWarps * kUnits * W * 32 * sizeof(float);
+
 // dz, dx (=) for the rows [blockIdx.x · rows_per_block, + rows_per_block) of a block, warp w taking rows w, w + 8, ...
 // of the range; the block's column sums of dy · xhat and dy (its rows in warp-then-row order) (=) into
 // partial[blockIdx.x] and partial[gridDim.x + blockIdx.x] (rows of cols floats). One pass over the row into
@@ -434,21 +441,28 @@ __global__ void __launch_bounds__(kFusedThreads)
 // gamma kept, the row sums of dxhat and dxhat · xhat (layernorm_backward_kernel's formulas), then dz = rstd ·
 // (dxhat - mean(dxhat) - xhat · mean(dxhat · xhat)) and dx = keep ? dz · scale : 0 rounded once to T. dz may alias
 // dy: a lane reads all of its units before it writes any.
+// Each warp adds its rows' dy · xhat and dy into its own column sums in shared memory (kBackwardSmem), not in
+// registers: with them in registers a lane held ~200 registers at BERT-base's width, one block of 8 warps per SM, and
+// the kRowPartialBlocks blocks ran in two waves; at most 128 (the launch bound up to 768 columns, where ptxas needs no
+// spills for it) two blocks fit per SM, every block at once. The additions are the same, in the same order, so the
+// results did not change.
+template <int W, int kUnits>
+constexpr int kBackwardMinBlocks = kUnits * W * 32 <= 768 ? 2 : 1;
+
 template <typename T, int W, int kUnits>
-__global__ void __launch_bounds__(kFusedThreads)
+__global__ void __launch_bounds__(kFusedThreads, (kBackwardMinBlocks<W, kUnits>))
     dropout_residual_layernorm_backward_kernel(const FusedArgs<T> a) {
-  __shared__ float block_sums[2][kMaxCachedCols];
+  constexpr int kSpan = kUnits * W * 32;
+  extern __shared__ float warp_sums[];
   const int warp = static_cast<int>(threadIdx.x >> 5), lane = threadIdx.x & 31;
   const int units = a.cols / W;
   const int r0 = blockIdx.x * a.rows_per_block, r1 = min(a.rows, r0 + a.rows_per_block);
   const float inv_cols = 1.0f / static_cast<float>(a.cols);
 
-  float g_acc[kUnits][W], b_acc[kUnits][W];
+  float* g_sum = warp_sums + 2 * kSpan * warp + lane;  // + (k · W + e) · 32: this lane's column sums
+  float* b_sum = g_sum + kSpan;
 #pragma unroll
-  for (int k = 0; k < kUnits; ++k) {
-#pragma unroll
-    for (int e = 0; e < W; ++e) g_acc[k][e] = b_acc[k][e] = 0.0f;
-  }
+  for (int i = 0; i < kUnits * W; ++i) g_sum[32 * i] = b_sum[32 * i] = 0.0f;  // only this lane touches them
 
   for (int row = r0 + warp; row < r1; row += kFusedWarps) {  // warp-uniform bounds: warp_sum sees all 32 lanes
     const std::size_t base = static_cast<std::size_t>(row) * static_cast<std::size_t>(a.cols);
@@ -476,8 +490,8 @@ __global__ void __launch_bounds__(kFusedThreads)
           dxhat[k][e] = dyv[e] * g[e];
           sum_dxhat += dxhat[k][e];
           sum_dxhat_xhat += dxhat[k][e] * xhat[k][e];
-          g_acc[k][e] += dyv[e] * xhat[k][e];
-          b_acc[k][e] += dyv[e];
+          g_sum[32 * (k * W + e)] += dyv[e] * xhat[k][e];
+          b_sum[32 * (k * W + e)] += dyv[e];
         }
       } else {
 #pragma unroll
@@ -502,31 +516,22 @@ __global__ void __launch_bounds__(kFusedThreads)
       }
     }
   }
+  __syncthreads();
 
-  // The block's column sums: the warps' sums added in warp order through shared memory (every warp covers every
-  // column with the same lane mapping, so warp 0 initialises all of them).
-  for (int w = 0; w < kFusedWarps; ++w) {
-    if (warp == w) {
-#pragma unroll
-      for (int k = 0; k < kUnits; ++k) {
-        const int u = lane + 32 * k;
-        if (u < units) {
-#pragma unroll
-          for (int e = 0; e < W; ++e) {
-            const int c = u * W + e;
-            block_sums[0][c] = (w == 0 ? 0.0f : block_sums[0][c]) + g_acc[k][e];
-            block_sums[1][c] = (w == 0 ? 0.0f : block_sums[1][c]) + b_acc[k][e];
-          }
-        }
-      }
-    }
-    __syncthreads();
-  }
+  // The block's column sums: the warps' sums added in warp order.
   float* partial_g = a.partial + static_cast<std::size_t>(blockIdx.x) * a.cols;
   float* partial_b = a.partial + static_cast<std::size_t>(gridDim.x + blockIdx.x) * a.cols;
   for (int c = threadIdx.x; c < a.cols; c += kFusedThreads) {
-    partial_g[c] = block_sums[0][c];
-    partial_b[c] = block_sums[1][c];
+    const int u = c / W, e = c - u * W;
+    const int at = ((u >> 5) * W + e) * 32 + (u & 31);  // lane u % 32's unit u / 32, column e
+    float g = 0.0f, b = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kFusedWarps; ++w) {
+      g += warp_sums[2 * kSpan * w + at];
+      b += warp_sums[2 * kSpan * w + kSpan + at];
+    }
+    partial_g[c] = g;
+    partial_b[c] = b;
   }
 }
 
@@ -662,7 +667,10 @@ struct ForwardLaunch {
 template <typename T, int W, int kUnits>
 struct BackwardLaunch {
   static void run(const FusedArgs<T>& a, dim3 grid, CudaStream stream) {
-    dropout_residual_layernorm_backward_kernel<T, W, kUnits><<<grid, kFusedThreads, 0, stream>>>(a);
+    const auto kernel = dropout_residual_layernorm_backward_kernel<T, W, kUnits>;
+    constexpr std::size_t smem = kBackwardSmem<W, kUnits>;
+    if constexpr (smem > cuda::kStaticSmemLimit) cuda::allow_shared_memory(kernel, smem, cuda::current_device_facts());
+    kernel<<<grid, kFusedThreads, smem, stream>>>(a);
     BERTRAIN_CUDA_CHECK_LAUNCH("dropout_residual_layernorm_backward_kernel");
   }
 };
