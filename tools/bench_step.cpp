@@ -234,27 +234,36 @@ int bench_step(const std::vector<std::string>& args) {
   double peak_tflops = parser.get_double("peak-tflops");
   if (peak_tflops <= 0 && choice.cuda) peak_tflops = gpu_peak_tflops(choice.device, choice.bf16);
 
-  std::vector<double> times;
+  // On a GPU train_step only enqueues the step; how long that takes on the host (enqueue_ms) beside the whole step
+  // says whether the host's launches, not the GPU, bound it (then they take nearly the whole step).
+  const bool enqueue_timed = choice.cuda && !forward_only;
+  const auto since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+  };
+  std::vector<double> times, enqueue_times;
   double timed_flops = 0, timed_tokens = 0, timed_rows = 0;
   for (int i = 0; i < warmup + steps; ++i) {
     const SyntheticBatch& b = batches[static_cast<std::size_t>(i) % batches.size()];
     const auto start = std::chrono::steady_clock::now();
-    double loss;
+    double loss, enqueue_ms = 0;
     if (forward_only) {
       loss = engine->evaluate(b.view(), b.targets.data());  // returns the loss: waits for the step
     } else {
       engine->train_step(b.view(), b.targets.data(), 1.0, *single);
+      enqueue_ms = since(start);
       loss = engine->take_loss();  // waits for the step: each step is timed whole
     }
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    const double ms = since(start);
     if (i >= warmup) {
       times.push_back(ms);
+      enqueue_times.push_back(enqueue_ms);
       timed_flops += step_flops(config, lengths[static_cast<std::size_t>(i) % lengths.size()], forward_only);
       timed_tokens += static_cast<double>(b.ids.size());
       timed_rows += static_cast<double>(b.cu_seqlens.size() - 1);
     }
-    std::printf("step %3d  loss %.6f  %8.2f ms  %6zu tokens%s\n", i + 1, loss, ms, b.ids.size(),
-                i < warmup ? "  (warm-up)" : "");
+    std::printf("step %3d  loss %.6f  %8.2f ms  %6zu tokens", i + 1, loss, ms, b.ids.size());
+    if (enqueue_timed) std::printf("  (enqueued in %.2f ms)", enqueue_ms);
+    std::printf("%s\n", i < warmup ? "  (warm-up)" : "");
     std::fflush(stdout);
   }
   std::vector<double> sorted = times;
@@ -271,6 +280,10 @@ int bench_step(const std::vector<std::string>& args) {
               mean, timed_rows * 1000.0 / total_ms, timed_tokens * 1000.0 / total_ms, tflops,
               forward_only ? (choice.cuda && options.cuda_graphs ? "forward, cuda graphs" : "forward") : "train");
   if (peak_tflops > 0) std::printf(", \"mfu_percent\": %.1f", 100.0 * tflops / peak_tflops);
+  if (enqueue_timed) {
+    std::sort(enqueue_times.begin(), enqueue_times.end());
+    std::printf(", \"enqueue_median_ms\": %.3f", enqueue_times[enqueue_times.size() / 2]);
+  }
   std::printf("}\n");
   return 0;
 }
