@@ -1,6 +1,6 @@
 // Host side, shared by the kernels whose blocks use more than 48 KiB of dynamic shared memory (the attention
 // kernels, the fused LayerNorm backward at BERT-large's width): the current device's compute capability and opt-in
-// shared memory per block, queried once per device, and the opt-in itself. Included by kernels/cuda/*.cu only.
+// shared memory per block, queried once per device, and the opt-in itself. Included by kernels/cuda/ only.
 #pragma once
 
 #include <cuda_runtime.h>
