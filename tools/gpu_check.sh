@@ -34,7 +34,8 @@
 #   serve-gpu    bertrain serve on the GPU: /v1/predict (fp32) against predict's GPU probabilities, then bf16 under
 #                load at concurrency 1, 8 and 64 (tests/reference/serve_load.py: rows/s, p50, p99)
 # GPU_CHECK_ONLY="env gpu-tests ..." runs only the steps it names; without `build` in it, the binaries already in
-# $BUILD_DIR are used (built on another machine for this GPU's architecture and carried).
+# $BUILD_DIR are used (built on another machine for this GPU's architecture and carried; check_carried_libraries
+# finds the shared libraries they need or stops, naming them).
 # OUT_DIR/summary.md gets one line per step and the headline numbers. Exit status: 0 when every step passed.
 set -uo pipefail
 if [ -n "${BERTRAIN_DATA_DIR:-}" ] && [[ $BERTRAIN_DATA_DIR != /* ]]; then BERTRAIN_DATA_DIR=$PWD/$BERTRAIN_DATA_DIR; fi
@@ -355,7 +356,31 @@ PY
   return $rc
 }
 
+# Carried binaries (GPU_CHECK_ONLY without `build`) were linked on another machine: their RUNPATH names its folders.
+# Libraries it cannot find there are looked for where a GPU machine without packages has them: the bundle's
+# $DEPS/lib, the Open MPI unpacked into $BUILD_DIR-openmpi, PyTorch's NCCL (pip's nvidia-nccl). Whatever is still
+# missing stops gpu-check here, named, before any step spends the GPU's time on a binary that cannot start.
+check_carried_libraries() {
+  selected build && return 0
+  local binary=$BUILD_DIR/bertrain missing nccl deps=$DEPS build=$BUILD_DIR
+  [ -x "$binary" ] || return 0  # `step build` below says so
+  missing=$(ldd "$binary" 2>/dev/null | awk '/not found/ {printf "%s%s", sep, $1; sep = " "}')
+  [ -n "$missing" ] || return 0
+  [[ $deps == /* ]] || deps=$PWD/$deps
+  [[ $build == /* ]] || build=$PWD/$build
+  nccl=$(python3 -c 'import nvidia.nccl as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null)
+  export LD_LIBRARY_PATH=$deps/lib:$build-openmpi/lib${nccl:+:$nccl}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  echo "gpu-check: $binary did not find $missing; LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  missing=$(ldd "$binary" 2>/dev/null | awk '/not found/ {printf "%s%s", sep, $1; sep = " "}')
+  if [ -n "$missing" ]; then
+    echo "gpu-check: $binary still cannot load $missing (carry the folder that has them and add it to" \
+      "LD_LIBRARY_PATH, or run with \`build\` in GPU_CHECK_ONLY to build here)" >&2
+    exit 1
+  fi
+}
+
 use_bundled_mpi
+check_carried_libraries
 step env environment
 if step build configure_and_build; then
   step gpu-tests gpu_tests
