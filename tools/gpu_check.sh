@@ -360,18 +360,21 @@ PY
 # Libraries it cannot find there are looked for where a GPU machine without packages has them: the bundle's
 # $DEPS/lib, the Open MPI unpacked into $BUILD_DIR-openmpi, PyTorch's NCCL (pip's nvidia-nccl). Whatever is still
 # missing stops gpu-check here, named, before any step spends the GPU's time on a binary that cannot start.
+missing_libraries() {  # missing_libraries BINARY: the shared libraries ldd cannot find, space-separated
+  ldd "$1" 2>/dev/null | awk '/not found/ {printf "%s%s", sep, $1; sep = " "}'
+}
 check_carried_libraries() {
   selected build && return 0
   local binary=$BUILD_DIR/bertrain missing nccl deps=$DEPS build=$BUILD_DIR
   [ -x "$binary" ] || return 0  # `step build` below says so
-  missing=$(ldd "$binary" 2>/dev/null | awk '/not found/ {printf "%s%s", sep, $1; sep = " "}')
+  missing=$(missing_libraries "$binary")
   [ -n "$missing" ] || return 0
   [[ $deps == /* ]] || deps=$PWD/$deps
   [[ $build == /* ]] || build=$PWD/$build
   nccl=$(python3 -c 'import nvidia.nccl as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null)
   export LD_LIBRARY_PATH=$deps/lib:$build-openmpi/lib${nccl:+:$nccl}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   echo "gpu-check: $binary did not find $missing; LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
-  missing=$(ldd "$binary" 2>/dev/null | awk '/not found/ {printf "%s%s", sep, $1; sep = " "}')
+  missing=$(missing_libraries "$binary")
   if [ -n "$missing" ]; then
     echo "gpu-check: $binary still cannot load $missing (carry the folder that has them and add it to" \
       "LD_LIBRARY_PATH, or run with \`build\` in GPU_CHECK_ONLY to build here)" >&2
