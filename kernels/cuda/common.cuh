@@ -62,14 +62,8 @@ __device__ __forceinline__ void store_pack(float* p, const float (&v)[4]) {
   *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
 }
 __device__ __forceinline__ void store_pack(bf16* p, const float (&v)[8]) {
-  uint32_t w[4];
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const __nv_bfloat16 lo = __float2bfloat16_rn(v[2 * k]), hi = __float2bfloat16_rn(v[2 * k + 1]);
-    w[k] = static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(&lo)) |
-           (static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(&hi)) << 16);
-  }
-  *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+  *reinterpret_cast<uint4*>(p) = make_uint4(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]), pack_bf16x2(v[4], v[5]),
+                                            pack_bf16x2(v[6], v[7]));
 }
 
 // cuBLAS's name for a storage type (cublasGemmEx and friends).

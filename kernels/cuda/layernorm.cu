@@ -223,68 +223,38 @@ struct FusedArgs {
   std::size_t layout_cols;
 };
 
-// W consecutive values at p as float: W == 1 a scalar load, else W / 4 float4 (float) or W / 8 uint4 (bf16) loads.
-template <int W>
-__device__ __forceinline__ void load_cols(const float* p, float (&v)[W]) {
-  if constexpr (W == 1) {
-    v[0] = *p;
-  } else {
-#pragma unroll
-    for (int i = 0; i < W / 4; ++i) {
-      const float4 q = reinterpret_cast<const float4*>(p)[i];
-      v[4 * i] = q.x, v[4 * i + 1] = q.y, v[4 * i + 2] = q.z, v[4 * i + 3] = q.w;
-    }
-  }
-}
-
-template <int W>
-__device__ __forceinline__ void load_cols(const bf16* p, float (&v)[W]) {
+// W consecutive values at p as float: W == 1 one element, else W / kPack<T> 16-byte packs (common.cuh's load_pack /
+// store_pack, rounded as cuda::store rounds): a bf16 unit of 8 columns is one pack of T and two of the float stream.
+template <int W, typename T>
+__device__ __forceinline__ void load_cols(const T* p, float (&v)[W]) {
   if constexpr (W == 1) {
     v[0] = cuda::load(p);
   } else {
-    static_assert(W % 8 == 0, "bf16 vectors are 8 columns");
+    constexpr int kP = cuda::kPack<T>;
+    static_assert(W % kP == 0, "vector units are whole 16-byte packs");
 #pragma unroll
-    for (int i = 0; i < W / 8; ++i) {
-      const uint4 q = reinterpret_cast<const uint4*>(p)[i];
-      const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+    for (int i = 0; i < W / kP; ++i) {
+      float pack[kP];
+      cuda::load_pack(p + i * kP, pack);
 #pragma unroll
-      for (int w = 0; w < 4; ++w) {  // little-endian: the low half is the lower column
-        v[8 * i + 2 * w] = __uint_as_float(words[w] << 16);
-        v[8 * i + 2 * w + 1] = __uint_as_float(words[w] & 0xffff0000u);
-      }
+      for (int e = 0; e < kP; ++e) v[i * kP + e] = pack[e];
     }
   }
 }
 
-template <int W>
-__device__ __forceinline__ void store_cols(float* p, const float (&v)[W]) {
-  if constexpr (W == 1) {
-    *p = v[0];
-  } else {
-#pragma unroll
-    for (int i = 0; i < W / 4; ++i) {
-      reinterpret_cast<float4*>(p)[i] = make_float4(v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3]);
-    }
-  }
-}
-
-__device__ __forceinline__ uint32_t bf16_bits(float x) {
-  const __nv_bfloat16 r = __float2bfloat16_rn(x);
-  return *reinterpret_cast<const uint16_t*>(&r);
-}
-
-template <int W>
-__device__ __forceinline__ void store_cols(bf16* p, const float (&v)[W]) {
+template <int W, typename T>
+__device__ __forceinline__ void store_cols(T* p, const float (&v)[W]) {
   if constexpr (W == 1) {
     cuda::store(p, v[0]);
   } else {
-    static_assert(W % 8 == 0, "bf16 vectors are 8 columns");
+    constexpr int kP = cuda::kPack<T>;
+    static_assert(W % kP == 0, "vector units are whole 16-byte packs");
 #pragma unroll
-    for (int i = 0; i < W / 8; ++i) {
-      uint32_t words[4];
+    for (int i = 0; i < W / kP; ++i) {
+      float pack[kP];
 #pragma unroll
-      for (int w = 0; w < 4; ++w) words[w] = bf16_bits(v[8 * i + 2 * w]) | (bf16_bits(v[8 * i + 2 * w + 1]) << 16);
-      reinterpret_cast<uint4*>(p)[i] = make_uint4(words[0], words[1], words[2], words[3]);
+      for (int e = 0; e < kP; ++e) pack[e] = v[i * kP + e];
+      cuda::store_pack(p + i * kP, pack);
     }
   }
 }
@@ -428,11 +398,13 @@ __global__ void __launch_bounds__(kFusedThreads)
   }
 }
 
-// Shared memory of the cached backward kernel: each warp's column sums of dy · xhat and dy, [kFusedWarps][2][span]
-// floats, span = kUnits · W · 32, lane-major: unit k's column e of lane l at (k · W + e) · 32 + l (a warp's 32 lanes
-// touch 32 consecutive words: no bank conflicts). 48 KiB at BERT-base's width (bf16 and float), 64 KiB at 1024.
+// Shared memory of the cached backward kernel: each warp's column sums of dy · xhat and dy, [kFusedWarps][2][kSumSpan]
+// floats, lane-major: unit k's column e of lane l at (k · W + e) · 32 + l (a warp's 32 lanes touch 32 consecutive
+// words: no bank conflicts). 48 KiB at BERT-base's width (bf16 and float), 64 KiB at 1024.
 template <int W, int kUnits>
-constexpr std::size_t kBackwardSmem = 2 * kFusedWarps * kUnits * W * 32 * sizeof(float);
+constexpr int kSumSpan = kUnits * W * 32;
+template <int W, int kUnits>
+constexpr std::size_t kBackwardSmem = 2 * kFusedWarps * kSumSpan<W, kUnits> * sizeof(float);
 
 // dz, dx (=) for the rows [blockIdx.x · rows_per_block, + rows_per_block) of a block, warp w taking rows w, w + 8, ...
 // of the range; the block's column sums of dy · xhat and dy (its rows in warp-then-row order) (=) into
@@ -447,12 +419,12 @@ constexpr std::size_t kBackwardSmem = 2 * kFusedWarps * kUnits * W * 32 * sizeof
 // spills for it) two blocks fit per SM, every block at once. The additions are the same, in the same order, so the
 // results did not change.
 template <int W, int kUnits>
-constexpr int kBackwardMinBlocks = kUnits * W * 32 <= 768 ? 2 : 1;
+constexpr int kBackwardMinBlocks = kSumSpan<W, kUnits> <= 768 ? 2 : 1;
 
 template <typename T, int W, int kUnits>
 __global__ void __launch_bounds__(kFusedThreads, (kBackwardMinBlocks<W, kUnits>))
     dropout_residual_layernorm_backward_kernel(const FusedArgs<T> a) {
-  constexpr int kSpan = kUnits * W * 32;
+  constexpr int kSpan = kSumSpan<W, kUnits>;
   extern __shared__ float warp_sums[];
   const int warp = static_cast<int>(threadIdx.x >> 5), lane = threadIdx.x & 31;
   const int units = a.cols / W;
@@ -609,8 +581,6 @@ __global__ void __launch_bounds__(256) fused_param_finish_kernel(float* dgamma, 
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
-
 // The fused ops' checks (kernels/layernorm.h): p in [0, 1]; when p > 0, dropout's layout checks and layout rows
 // holding whole rows. Returns the layout's row width (0 when nothing is drawn).
 std::size_t check_fused(int rows, int cols, float p, const DropoutLayout& layout, const char* what) {
@@ -675,10 +645,6 @@ struct BackwardLaunch {
   }
 };
 
-// Vector units of 16 bytes of T (4 float, 8 bf16 columns).
-template <typename T>
-constexpr int kVectorWidth = static_cast<int>(16 / sizeof(T));
-
 }  // namespace
 
 template <typename T>
@@ -708,8 +674,7 @@ void dropout_residual_layernorm_forward_cuda(float* y, T* y_copy, float* mean, f
   a.beta = beta;
   a.eps = eps;
   const dim3 grid(static_cast<unsigned>((rows + kFusedWarps - 1) / kFusedWarps));
-  const bool vector = cols % kVectorWidth<T> == 0 && aligned16(y) && aligned16(y_copy) && aligned16(x) &&
-                      aligned16(residual) && aligned16(gamma) && aligned16(beta);
+  const bool vector = cols % cuda::kPack<T> == 0 && cuda::aligned16(y, y_copy, x, residual, gamma, beta);
   if (launch_fused<T, ForwardLaunch>(vector, a, grid, stream)) return;
   dropout_residual_layernorm_forward_uncached_kernel<T><<<grid, kFusedThreads, 0, stream>>>(a);
   BERTRAIN_CUDA_CHECK_LAUNCH("dropout_residual_layernorm_forward_uncached_kernel");
@@ -740,8 +705,7 @@ void dropout_residual_layernorm_backward_cuda(const GpuHandles& handles, float* 
 
   // Blocks over contiguous row ranges: as many as fill the GPU (at most kRowPartialBlocks), a function of rows
   // alone so that the partial sums, and so dgamma and dbeta, are the same on every device.
-  const bool vector = cols % kVectorWidth<T> == 0 && aligned16(dz) && aligned16(dx) && aligned16(dy) &&
-                      aligned16(x) && aligned16(residual) && aligned16(gamma);
+  const bool vector = cols % cuda::kPack<T> == 0 && cuda::aligned16(dz, dx, dy, x, residual, gamma);
   const bool cached = cols <= kMaxCachedCols;
   const int warps_per_block = cached ? kFusedWarps : 1;  // the uncached kernel's blocks are one warp
   int blocks = (rows + warps_per_block - 1) / warps_per_block;
