@@ -122,6 +122,30 @@ void dropout_residual_layernorm_backward_cuda(const GpuHandles& handles, float* 
                                               const float* mean, const float* rstd, const T* gamma, int rows, int cols,
                                               float p, const RandomKey& key, const DropoutLayout& layout);
 
+// ---- LayerNorm, then dropout, fused: the embeddings' LayerNorm (no residual; BERT drops out its output, the first
+// residual stream). y = dropout(LayerNorm(x)) with kernels/dropout.h's mask and the layout rules above; CPU twin:
+// layernorm_forward_cpu (no residual) followed by dropout_forward_cpu, and backward dropout_backward_cpu followed by
+// layernorm_backward_cpu, on x read as float, T outputs rounded once. The preconditions (and errors) are
+// dropout_residual_layernorm_forward_cuda's. Types as the mixed-precision functions above: x, gamma, beta in T; y,
+// dy, dz and the statistics in float.
+// Forward: y (=) float; y_copy (=) the same values rounded to T (may be null; for T = float it may be y itself);
+// mean, rstd (=) float, of the LayerNorm's input. y may alias x (T = float) and y_copy x. When cols is a multiple of
+// a 16-byte unit (4 float or 8 bf16 columns), at most 1024, and every pointer 16-byte aligned (BERT's embedding
+// widths), one kernel: dropout_residual_layernorm_forward_cuda's with the mask on its output; otherwise the two
+// kernels of the composition.
+template <typename T>
+void layernorm_dropout_forward_cuda(float* y, T* y_copy, float* mean, float* rstd, const T* x, const T* gamma,
+                                    const T* beta, int rows, int cols, float eps, float p, const RandomKey& key,
+                                    const DropoutLayout& layout, CudaStream stream);
+// Backward from the float gradient of y: dz (=) float, the gradient of x; dgamma, dbeta (=) float. dz may alias dy.
+// Under the same conditions one pass, dropout_residual_layernorm_backward_cuda's (dy masked as it is read, no dx),
+// with its workspace (dropout_residual_layernorm_workspace_elements); otherwise dropout_backward_cuda into dz, then
+// layernorm_backward_cuda in place (gpu_reduction_workspace_elements).
+template <typename T>
+void layernorm_dropout_backward_cuda(const GpuHandles& handles, float* dz, float* dgamma, float* dbeta,
+                                     const float* dy, const T* x, const float* mean, const float* rstd, const T* gamma,
+                                     int rows, int cols, float p, const RandomKey& key, const DropoutLayout& layout);
+
 // Floats of handles.workspace dropout_residual_layernorm_backward_cuda needs at most, for any rows: dgamma and dbeta
 // partials of up to kRowPartialBlocks blocks (core/cuda/gpu_handles.h).
 inline std::size_t dropout_residual_layernorm_workspace_elements(int cols) {

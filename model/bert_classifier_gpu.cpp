@@ -129,7 +129,7 @@ void BertClassifierGpu<T>::forward(const T* params, const BertBatch& batch, cons
   const int B = batch.batch, S = batch.longest, H = c.hidden_size, I = c.intermediate_size, C = num_labels_;
   const int E = c.embedding_width();
   const int tokens = batch.tokens;
-  const std::size_t th = static_cast<std::size_t>(tokens) * H, te = static_cast<std::size_t>(tokens) * E;
+  const std::size_t th = static_cast<std::size_t>(tokens) * H;
   const float eps = static_cast<float>(c.layer_norm_eps);
   const Activation act = c.activation();
   const float attention_output_p = family.attention_output_dropout ? dropout.hidden : 0.0f;
@@ -141,18 +141,16 @@ void BertClassifierGpu<T>::forward(const T* params, const BertBatch& batch, cons
   embedding_forward_cuda(emb_sum_, batch.input_ids, positions_, static_cast<const int32_t*>(nullptr), w.word_emb,
                          w.pos_emb + static_cast<std::size_t>(c.position_offset()) * E, w.type_emb, tokens, E, stream);
   if (emb_norm_ == nullptr) {
-    // The embedding LayerNorm writes the float stream only; the dropout after it writes the stream and its T copy.
-    layernorm_forward_cuda(stream_[0], static_cast<T*>(nullptr), emb_mean_, emb_rstd_, emb_sum_,
-                           static_cast<const float*>(nullptr), w.emb_ln_g, w.emb_ln_b, tokens, H, eps, stream);
-    dropout_forward_cuda(stream_[0], stream_t_[0], stream_[0], th, dropout.hidden, dropout.key(kEmbeddings),
-                         layouts.tokens, stream);
+    // The embedding LayerNorm and the dropout after it (one kernel) write the float stream and its T copy.
+    layernorm_dropout_forward_cuda(stream_[0], stream_t_[0], emb_mean_, emb_rstd_, static_cast<const T*>(emb_sum_),
+                                   w.emb_ln_g, w.emb_ln_b, tokens, H, eps, dropout.hidden, dropout.key(kEmbeddings),
+                                   layouts.tokens, stream);
   } else {
     // ELECTRA: LayerNorm and dropout at width E, then embeddings_project (a T GEMM, as autocast runs the Linear)
     // whose output, widened to float, starts the residual stream.
-    layernorm_forward_cuda(emb_norm_, static_cast<T*>(nullptr), emb_mean_, emb_rstd_, emb_sum_,
-                           static_cast<const float*>(nullptr), w.emb_ln_g, w.emb_ln_b, tokens, E, eps, stream);
-    dropout_forward_cuda(emb_norm_, emb_norm_t_, emb_norm_, te, dropout.hidden, dropout.key(kEmbeddings),
-                         embedding_layouts.tokens, stream);
+    layernorm_dropout_forward_cuda(emb_norm_, emb_norm_t_, emb_mean_, emb_rstd_, static_cast<const T*>(emb_sum_),
+                                   w.emb_ln_g, w.emb_ln_b, tokens, E, eps, dropout.hidden, dropout.key(kEmbeddings),
+                                   embedding_layouts.tokens, stream);
     linear_forward_cuda(hd, stream_t_[0], static_cast<const T*>(emb_norm_t_), w.emb_proj_w, w.emb_proj_b, tokens, E,
                         H);
     if constexpr (!std::is_same_v<T, float>) cast_cuda(stream_[0], static_cast<const T*>(stream_t_[0]), th, stream);
@@ -214,7 +212,7 @@ void BertClassifierGpu<T>::backward(float* grads, const T* params, const T* dlog
   const int B = batch_.batch, S = batch_.longest, H = c.hidden_size, I = c.intermediate_size, C = num_labels_;
   const int E = c.embedding_width();
   const int tokens = batch_.tokens;
-  const std::size_t th = static_cast<std::size_t>(tokens) * H, te = static_cast<std::size_t>(tokens) * E;
+  const std::size_t th = static_cast<std::size_t>(tokens) * H;
   const std::size_t bh = static_cast<std::size_t>(B) * H;
   const Activation act = c.activation();
   const float attention_output_p = family.attention_output_dropout ? dropout.hidden : 0.0f;
@@ -286,7 +284,8 @@ void BertClassifierGpu<T>::backward(float* grads, const T* params, const T* dlog
     ready(lg.qkv_w);
   }
 
-  // Embeddings: [the projection,] dropout and LayerNorm (no residual) in float, then the tables from the float dz.
+  // Embeddings: [the projection,] dropout and LayerNorm (no residual; one kernel) in float, then the tables from the
+  // float dz.
   float* d_norm = dy_;
   if (emb_norm_ != nullptr) {
     const T* dy_t;  // the projection's output gradient as its GEMM reads it
@@ -300,11 +299,9 @@ void BertClassifierGpu<T>::backward(float* grads, const T* params, const T* dlog
                          w.emb_proj_w, tokens, E, H, false);
     d_norm = d_emb_norm_;
   }
-  dropout_backward_cuda(d_norm, static_cast<const float*>(d_norm), te, dropout.hidden, dropout.key(kEmbeddings),
-                        embedding_layouts.tokens, stream);
-  layernorm_backward_cuda(hd, d_emb_, g.emb_ln_g, g.emb_ln_b, static_cast<const float*>(d_norm),
-                          static_cast<const T*>(emb_sum_), static_cast<const float*>(nullptr), emb_mean_, emb_rstd_,
-                          w.emb_ln_g, tokens, E);
+  layernorm_dropout_backward_cuda(hd, d_emb_, g.emb_ln_g, g.emb_ln_b, static_cast<const float*>(d_norm),
+                                  static_cast<const T*>(emb_sum_), emb_mean_, emb_rstd_, w.emb_ln_g, tokens, E,
+                                  dropout.hidden, dropout.key(kEmbeddings), embedding_layouts.tokens);
   embedding_backward_cuda(g.word_emb, g.pos_emb, g.type_emb, static_cast<const float*>(d_emb_), batch_.input_ids,
                           batch_.cu_seqlens, static_cast<const int32_t*>(nullptr), B, tokens, E, c.vocab_size,
                           c.max_position_embeddings, c.position_offset(), c.token_type_rows(), embedding_scratch_,

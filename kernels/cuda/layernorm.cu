@@ -14,7 +14,9 @@
 // (r, c) has logical index first(r) + c, first(r) = dropout_index(layout, layout_cols, r · cols), kept iff its
 // Philox uniform is >= p, kept values x · scale with the host's float scale = 1 / (1 - p), as dropout.cu. Its
 // backward writes the parameter gradients' per-block partials in the same pass as dz and dx: 2 · blocks · cols
-// floats of handles.workspace, blocks <= kRowPartialBlocks (dropout_residual_layernorm_workspace_elements).
+// floats of handles.workspace, blocks <= kRowPartialBlocks (dropout_residual_layernorm_workspace_elements). The
+// same kernels, with the mask moved to the LayerNorm's output (DropoutAt::kOutput), are the embeddings' LayerNorm
+// then dropout (layernorm_dropout_forward_cuda / _backward_cuda).
 #include "kernels/layernorm.h"
 
 #include <cstdint>
@@ -154,6 +156,14 @@ void launch_layernorm_forward(Y* y, C* y_copy, float* mean, float* rstd, const T
   BERTRAIN_CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
 }
 
+// The plain backward's workspace: 2 · kReductionChunks · cols floats (gamma and beta partial sums side by side).
+void check_layernorm_workspace(const GpuHandles& handles, int cols, const char* what) {
+  const std::size_t needed = 2 * static_cast<std::size_t>(kReductionChunks) * static_cast<std::size_t>(cols);
+  BERTRAIN_CHECK(handles.workspace != nullptr && handles.workspace_elements >= needed,
+                 what << ": reduction workspace of " << handles.workspace_elements << " floats, needs " << needed
+                      << " for " << cols << " columns");
+}
+
 // The backward launches behind both backward launchers: parameter gradients, then dz.
 template <typename DZ, typename DY, typename X, typename R>
 void launch_layernorm_backward(const GpuHandles& handles, DZ* dz, float* dgamma, float* dbeta, const DY* dy,
@@ -163,11 +173,7 @@ void launch_layernorm_backward(const GpuHandles& handles, DZ* dz, float* dgamma,
   BERTRAIN_CHECK(dz != nullptr && dgamma != nullptr && dbeta != nullptr && dy != nullptr && x != nullptr &&
                      mean != nullptr && rstd != nullptr && gamma != nullptr,
                  "layernorm_backward_cuda: null pointer (only residual may be null)");
-  const std::size_t needed = 2 * static_cast<std::size_t>(kReductionChunks) * static_cast<std::size_t>(cols);
-  BERTRAIN_CHECK(handles.workspace != nullptr && handles.workspace_elements >= needed,
-                 "layernorm_backward_cuda: reduction workspace of " << handles.workspace_elements
-                                                                    << " floats, needs " << needed << " for " << cols
-                                                                    << " columns");
+  check_layernorm_workspace(handles, cols, "layernorm_backward_cuda");
   CudaStream stream = handles.stream;
 
   // Parameter gradients first: dz may alias dy, and all three launches run in order on one stream.
@@ -198,6 +204,12 @@ constexpr int kFusedWarps = 8;  // warps per block: 8 rows per block in the forw
 constexpr int kFusedThreads = 32 * kFusedWarps;
 constexpr int kMaxCachedCols = 1024;  // the widest row the cached kernels hold (BERT-large's H)
 
+// Where the fused kernels apply the dropout mask. kInput: on the sublayer output before the residual add, every
+// LayerNorm inside a layer (z = dropout(x) + residual, y = LayerNorm(z); backward dz, and dx = dropout'(dz)).
+// kOutput: on the LayerNorm's output, the embeddings' (z = x, no residual; y = dropout(LayerNorm(z)); backward dz
+// from dropout'(dy), no dx).
+enum class DropoutAt { kInput, kOutput };
+
 // Arguments shared by the fused kernels (by value: a kernel parameter block).
 template <typename T>
 struct FusedArgs {
@@ -208,11 +220,11 @@ struct FusedArgs {
   const float* saved_mean;  // backward: [rows], the forward's statistics
   const float* saved_rstd;  // backward: [rows]
   float* dz;          // backward: [rows, cols] (=), may be dy
-  T* dx;              // backward: [rows, cols] (=)
+  T* dx;              // backward: [rows, cols] (=); unused for DropoutAt::kOutput
   float* partial;     // backward: [2, blocks, cols] (=): dgamma then dbeta partials of each block
   const float* dy;    // backward: [rows, cols]
   const T* x;         // [rows, cols] the sublayer output
-  const float* residual;  // [rows, cols]
+  const float* residual;  // [rows, cols]; unused for DropoutAt::kOutput
   const T* gamma;     // [cols]
   const T* beta;      // [cols]
   int rows, cols;
@@ -292,11 +304,11 @@ __device__ __forceinline__ uint32_t unit_keep_bits(const FusedArgs<T>& a, uint64
 }
 
 // y, y_copy, mean, rstd (=) for one row per warp, kFusedWarps rows per block (grid ceil(rows / kFusedWarps)): z =
-// dropout(x) + residual read once into registers, mean and squared deviations from the registers (the two-pass
-// statistics of layernorm_forward_kernel), then y = (z - mean) · rstd · gamma + beta stored as float and as T.
-// y may alias residual and y_copy x: a lane reads all of its units before it writes any, and no other lane
-// touches them.
-template <typename T, int W, int kUnits>
+// dropout(x) + residual (kInput) or x (kOutput) read once into registers, mean and squared deviations from the
+// registers (the two-pass statistics of layernorm_forward_kernel), then y = (z - mean) · rstd · gamma + beta
+// (kOutput: then dropout(y), dropout.cu's keep ? y · scale : 0) stored as float and as T. y may alias residual and
+// y_copy x: a lane reads all of its units before it writes any, and no other lane touches them.
+template <typename T, int W, int kUnits, DropoutAt kAt>
 __global__ void __launch_bounds__(kFusedThreads)
     dropout_residual_layernorm_forward_kernel(const FusedArgs<T> a) {
   const int row = blockIdx.x * kFusedWarps + static_cast<int>(threadIdx.x >> 5);
@@ -313,15 +325,16 @@ __global__ void __launch_bounds__(kFusedThreads)
     const int u = lane + 32 * k;
     if (u < units) {
       const int c = u * W;
-      float xv[W], rv[W];
-      load_cols<W>(a.x + base + c, xv);
-      load_cols<W>(a.residual + base + c, rv);
-      const uint32_t keep = unit_keep_bits<W>(a, first, c);
+      load_cols<W>(a.x + base + c, z[k]);
+      if constexpr (kAt == DropoutAt::kInput) {
+        float rv[W];
+        load_cols<W>(a.residual + base + c, rv);
+        const uint32_t keep = unit_keep_bits<W>(a, first, c);
 #pragma unroll
-      for (int e = 0; e < W; ++e) {
-        z[k][e] = ((keep >> e) & 1u ? xv[e] * a.scale : 0.0f) + rv[e];
-        sum += z[k][e];
+        for (int e = 0; e < W; ++e) z[k][e] = ((keep >> e) & 1u ? z[k][e] * a.scale : 0.0f) + rv[e];
       }
+#pragma unroll
+      for (int e = 0; e < W; ++e) sum += z[k][e];
     } else {
 #pragma unroll
       for (int e = 0; e < W; ++e) z[k][e] = 0.0f;
@@ -350,6 +363,11 @@ __global__ void __launch_bounds__(kFusedThreads)
       load_cols<W>(a.beta + c, b);
 #pragma unroll
       for (int e = 0; e < W; ++e) out[e] = (z[k][e] - mu) * inv * g[e] + b[e];
+      if constexpr (kAt == DropoutAt::kOutput) {
+        const uint32_t keep = unit_keep_bits<W>(a, first, c);
+#pragma unroll
+        for (int e = 0; e < W; ++e) out[e] = (keep >> e) & 1u ? out[e] * a.scale : 0.0f;
+      }
       store_cols<W>(a.y + base + c, out);
       if (a.y_copy != nullptr) store_cols<W>(a.y_copy + base + c, out);  // rounded once, from the float value
     }
@@ -411,8 +429,9 @@ constexpr std::size_t kBackwardSmem = 2 * kFusedWarps * kSumSpan<W, kUnits> * si
 // partial[blockIdx.x] and partial[gridDim.x + blockIdx.x] (rows of cols floats). One pass over the row into
 // registers: z recomputed from x, residual and the regenerated mask (which also masks dx), xhat and dxhat = dy ·
 // gamma kept, the row sums of dxhat and dxhat · xhat (layernorm_backward_kernel's formulas), then dz = rstd ·
-// (dxhat - mean(dxhat) - xhat · mean(dxhat · xhat)) and dx = keep ? dz · scale : 0 rounded once to T. dz may alias
-// dy: a lane reads all of its units before it writes any.
+// (dxhat - mean(dxhat) - xhat · mean(dxhat · xhat)) and dx = keep ? dz · scale : 0 rounded once to T. kOutput: z =
+// x, the mask applies to dy instead (dy read as keep ? dy · scale : 0, dropout.cu's backward, before anything else
+// uses it) and there is no dx. dz may alias dy: a lane reads all of its units before it writes any.
 // Each warp adds its rows' dy · xhat and dy into its own column sums in shared memory (kBackwardSmem), not in
 // registers: with them in registers a lane held ~200 registers at BERT-base's width, one block of 8 warps per SM, and
 // the kRowPartialBlocks blocks ran in two waves; at most 128 (the launch bound up to 768 columns, where ptxas needs no
@@ -421,7 +440,7 @@ constexpr std::size_t kBackwardSmem = 2 * kFusedWarps * kSumSpan<W, kUnits> * si
 template <int W, int kUnits>
 constexpr int kBackwardMinBlocks = kSumSpan<W, kUnits> <= 768 ? 2 : 1;
 
-template <typename T, int W, int kUnits>
+template <typename T, int W, int kUnits, DropoutAt kAt>
 __global__ void __launch_bounds__(kFusedThreads, (kBackwardMinBlocks<W, kUnits>))
     dropout_residual_layernorm_backward_kernel(const FusedArgs<T> a) {
   constexpr int kSpan = kSumSpan<W, kUnits>;
@@ -449,16 +468,23 @@ __global__ void __launch_bounds__(kFusedThreads, (kBackwardMinBlocks<W, kUnits>)
       keep[k] = 0;
       if (u < units) {
         const int c = u * W;
-        float dyv[W], xv[W], rv[W], g[W];
+        float dyv[W], zv[W], g[W];
         load_cols<W>(a.dy + base + c, dyv);
-        load_cols<W>(a.x + base + c, xv);
-        load_cols<W>(a.residual + base + c, rv);
+        load_cols<W>(a.x + base + c, zv);
         load_cols<W>(a.gamma + c, g);
         keep[k] = unit_keep_bits<W>(a, first, c);
+        if constexpr (kAt == DropoutAt::kInput) {
+          float rv[W];
+          load_cols<W>(a.residual + base + c, rv);
+#pragma unroll
+          for (int e = 0; e < W; ++e) zv[e] = ((keep[k] >> e) & 1u ? zv[e] * a.scale : 0.0f) + rv[e];
+        } else {
+#pragma unroll
+          for (int e = 0; e < W; ++e) dyv[e] = (keep[k] >> e) & 1u ? dyv[e] * a.scale : 0.0f;
+        }
 #pragma unroll
         for (int e = 0; e < W; ++e) {
-          const float z = ((keep[k] >> e) & 1u ? xv[e] * a.scale : 0.0f) + rv[e];
-          xhat[k][e] = (z - mu) * inv;
+          xhat[k][e] = (zv[e] - mu) * inv;
           dxhat[k][e] = dyv[e] * g[e];
           sum_dxhat += dxhat[k][e];
           sum_dxhat_xhat += dxhat[k][e] * xhat[k][e];
@@ -477,14 +503,16 @@ __global__ void __launch_bounds__(kFusedThreads, (kBackwardMinBlocks<W, kUnits>)
       const int u = lane + 32 * k;
       if (u < units) {
         const int c = u * W;
-        float dzv[W], dxv[W];
+        float dzv[W];
 #pragma unroll
-        for (int e = 0; e < W; ++e) {
-          dzv[e] = inv * (dxhat[k][e] - mean_dxhat - xhat[k][e] * mean_dxhat_xhat);
-          dxv[e] = (keep[k] >> e) & 1u ? dzv[e] * a.scale : 0.0f;
-        }
+        for (int e = 0; e < W; ++e) dzv[e] = inv * (dxhat[k][e] - mean_dxhat - xhat[k][e] * mean_dxhat_xhat);
         store_cols<W>(a.dz + base + c, dzv);
-        store_cols<W>(a.dx + base + c, dxv);
+        if constexpr (kAt == DropoutAt::kInput) {
+          float dxv[W];
+#pragma unroll
+          for (int e = 0; e < W; ++e) dxv[e] = (keep[k] >> e) & 1u ? dzv[e] * a.scale : 0.0f;
+          store_cols<W>(a.dx + base + c, dxv);
+        }
       }
     }
   }
@@ -613,12 +641,10 @@ bool launch_cached(const FusedArgs<T>& a, dim3 grid, CudaStream stream) {
   return ((per_lane <= kClasses && (Launch<T, W, kClasses>::run(a, grid, stream), true)) || ...);
 }
 
-// The cached kernel for this row width and storage (vector units when `vector`), or false (rows wider than
-// kMaxCachedCols).
+// The cached kernel of 16-byte units for this row width, or false (rows wider than kMaxCachedCols).
 template <typename T, template <typename, int, int> class Launch>
-bool launch_fused(bool vector, const FusedArgs<T>& a, dim3 grid, CudaStream stream) {
+bool launch_vector_units(const FusedArgs<T>& a, dim3 grid, CudaStream stream) {
   if (a.cols > kMaxCachedCols) return false;
-  if (!vector) return launch_cached<T, 1, Launch, 1, 4, 32>(a, grid, stream);
   if constexpr (sizeof(T) == 4) {
     return launch_cached<T, 4, Launch, 1, 2, 3, 4, 6, 8>(a, grid, stream);
   } else {
@@ -626,24 +652,66 @@ bool launch_fused(bool vector, const FusedArgs<T>& a, dim3 grid, CudaStream stre
   }
 }
 
-template <typename T, int W, int kUnits>
-struct ForwardLaunch {
-  static void run(const FusedArgs<T>& a, dim3 grid, CudaStream stream) {
-    dropout_residual_layernorm_forward_kernel<T, W, kUnits><<<grid, kFusedThreads, 0, stream>>>(a);
-    BERTRAIN_CUDA_CHECK_LAUNCH("dropout_residual_layernorm_forward_kernel");
-  }
+// The cached kernel for this row width and storage (vector units when `vector`), or false (rows wider than
+// kMaxCachedCols).
+template <typename T, template <typename, int, int> class Launch>
+bool launch_fused(bool vector, const FusedArgs<T>& a, dim3 grid, CudaStream stream) {
+  if (vector) return launch_vector_units<T, Launch>(a, grid, stream);
+  return a.cols <= kMaxCachedCols && launch_cached<T, 1, Launch, 1, 4, 32>(a, grid, stream);
+}
+
+template <DropoutAt kAt>
+struct Forward {
+  template <typename T, int W, int kUnits>
+  struct Launch {
+    static void run(const FusedArgs<T>& a, dim3 grid, CudaStream stream) {
+      dropout_residual_layernorm_forward_kernel<T, W, kUnits, kAt><<<grid, kFusedThreads, 0, stream>>>(a);
+      BERTRAIN_CUDA_CHECK_LAUNCH("dropout_residual_layernorm_forward_kernel");
+    }
+  };
 };
 
-template <typename T, int W, int kUnits>
-struct BackwardLaunch {
-  static void run(const FusedArgs<T>& a, dim3 grid, CudaStream stream) {
-    const auto kernel = dropout_residual_layernorm_backward_kernel<T, W, kUnits>;
-    constexpr std::size_t smem = kBackwardSmem<W, kUnits>;
-    if constexpr (smem > cuda::kStaticSmemLimit) cuda::allow_shared_memory(kernel, smem, cuda::current_device_facts());
-    kernel<<<grid, kFusedThreads, smem, stream>>>(a);
-    BERTRAIN_CUDA_CHECK_LAUNCH("dropout_residual_layernorm_backward_kernel");
-  }
+template <DropoutAt kAt>
+struct Backward {
+  template <typename T, int W, int kUnits>
+  struct Launch {
+    static void run(const FusedArgs<T>& a, dim3 grid, CudaStream stream) {
+      const auto kernel = dropout_residual_layernorm_backward_kernel<T, W, kUnits, kAt>;
+      constexpr std::size_t smem = kBackwardSmem<W, kUnits>;
+      if constexpr (smem > cuda::kStaticSmemLimit) {
+        cuda::allow_shared_memory(kernel, smem, cuda::current_device_facts());
+      }
+      kernel<<<grid, kFusedThreads, smem, stream>>>(a);
+      BERTRAIN_CUDA_CHECK_LAUNCH("dropout_residual_layernorm_backward_kernel");
+    }
+  };
 };
+
+// Blocks of the fused backward over contiguous row ranges of a.rows_per_block (=): as many as fill the GPU (at most
+// kRowPartialBlocks), a function of rows alone so that the partial sums, and so dgamma and dbeta, are the same on
+// every device. Checks that handles.workspace holds their partials; a.partial (=) it.
+template <typename T>
+int fused_backward_blocks(const GpuHandles& handles, FusedArgs<T>& a, int warps_per_block, const char* what) {
+  int blocks = (a.rows + warps_per_block - 1) / warps_per_block;
+  blocks = blocks < kRowPartialBlocks ? blocks : kRowPartialBlocks;
+  a.rows_per_block = (a.rows + blocks - 1) / blocks;
+  blocks = (a.rows + a.rows_per_block - 1) / a.rows_per_block;  // no block without rows
+  const std::size_t needed = 2 * static_cast<std::size_t>(blocks) * static_cast<std::size_t>(a.cols);
+  BERTRAIN_CHECK(handles.workspace != nullptr && handles.workspace_elements >= needed,
+                 what << ": reduction workspace of " << handles.workspace_elements << " floats, needs " << needed
+                      << " for " << a.rows << " rows of " << a.cols
+                      << " (size it with gpu_reduction_workspace_elements or dropout_residual_layernorm_workspace_"
+                         "elements)");
+  a.partial = handles.workspace;
+  return blocks;
+}
+
+// dgamma, dbeta (=) the `blocks` partial rows the fused backward left in handles.workspace.
+void finish_fused_param_gradients(const GpuHandles& handles, float* dgamma, float* dbeta, int blocks, int cols) {
+  const dim3 finish_grid(static_cast<unsigned>((cols + 31) / 32), 2);
+  fused_param_finish_kernel<<<finish_grid, 256, 0, handles.stream>>>(dgamma, dbeta, handles.workspace, blocks, cols);
+  BERTRAIN_CUDA_CHECK_LAUNCH("fused_param_finish_kernel");
+}
 
 }  // namespace
 
@@ -675,7 +743,7 @@ void dropout_residual_layernorm_forward_cuda(float* y, T* y_copy, float* mean, f
   a.eps = eps;
   const dim3 grid(static_cast<unsigned>((rows + kFusedWarps - 1) / kFusedWarps));
   const bool vector = cols % cuda::kPack<T> == 0 && cuda::aligned16(y, y_copy, x, residual, gamma, beta);
-  if (launch_fused<T, ForwardLaunch>(vector, a, grid, stream)) return;
+  if (launch_fused<T, Forward<DropoutAt::kInput>::template Launch>(vector, a, grid, stream)) return;
   dropout_residual_layernorm_forward_uncached_kernel<T><<<grid, kFusedThreads, 0, stream>>>(a);
   BERTRAIN_CUDA_CHECK_LAUNCH("dropout_residual_layernorm_forward_uncached_kernel");
 }
@@ -703,33 +771,83 @@ void dropout_residual_layernorm_backward_cuda(const GpuHandles& handles, float* 
   a.saved_rstd = rstd;
   a.gamma = gamma;
 
-  // Blocks over contiguous row ranges: as many as fill the GPU (at most kRowPartialBlocks), a function of rows
-  // alone so that the partial sums, and so dgamma and dbeta, are the same on every device.
   const bool vector = cols % cuda::kPack<T> == 0 && cuda::aligned16(dz, dx, dy, x, residual, gamma);
   const bool cached = cols <= kMaxCachedCols;
   const int warps_per_block = cached ? kFusedWarps : 1;  // the uncached kernel's blocks are one warp
-  int blocks = (rows + warps_per_block - 1) / warps_per_block;
-  blocks = blocks < kRowPartialBlocks ? blocks : kRowPartialBlocks;
-  a.rows_per_block = (rows + blocks - 1) / blocks;
-  blocks = (rows + a.rows_per_block - 1) / a.rows_per_block;  // no block without rows
-  const std::size_t needed = 2 * static_cast<std::size_t>(blocks) * static_cast<std::size_t>(cols);
-  BERTRAIN_CHECK(handles.workspace != nullptr && handles.workspace_elements >= needed,
-                 what << ": reduction workspace of " << handles.workspace_elements << " floats, needs " << needed
-                      << " for " << rows << " rows of " << cols
-                      << " (size it with gpu_reduction_workspace_elements or dropout_residual_layernorm_workspace_"
-                         "elements)");
-  a.partial = handles.workspace;
-  CudaStream stream = handles.stream;
-
+  const int blocks = fused_backward_blocks(handles, a, warps_per_block, what);
   const dim3 grid(static_cast<unsigned>(blocks));
-  if (!launch_fused<T, BackwardLaunch>(vector, a, grid, stream)) {
+  if (!launch_fused<T, Backward<DropoutAt::kInput>::template Launch>(vector, a, grid, handles.stream)) {
     BERTRAIN_CHECK(!cached, what << ": no cached kernel for rows of " << cols);
-    dropout_residual_layernorm_backward_uncached_kernel<T><<<grid, 32, 0, stream>>>(a);
+    dropout_residual_layernorm_backward_uncached_kernel<T><<<grid, 32, 0, handles.stream>>>(a);
     BERTRAIN_CUDA_CHECK_LAUNCH("dropout_residual_layernorm_backward_uncached_kernel");
   }
-  const dim3 finish_grid(static_cast<unsigned>((cols + 31) / 32), 2);
-  fused_param_finish_kernel<<<finish_grid, 256, 0, stream>>>(dgamma, dbeta, handles.workspace, blocks, cols);
-  BERTRAIN_CUDA_CHECK_LAUNCH("fused_param_finish_kernel");
+  finish_fused_param_gradients(handles, dgamma, dbeta, blocks, cols);
+}
+
+template <typename T>
+void layernorm_dropout_forward_cuda(float* y, T* y_copy, float* mean, float* rstd, const T* x, const T* gamma,
+                                    const T* beta, int rows, int cols, float eps, float p, const RandomKey& key,
+                                    const DropoutLayout& layout, CudaStream stream) {
+  const char* what = "layernorm_dropout_forward_cuda";
+  const std::size_t layout_cols = check_fused(rows, cols, p, layout, what);
+  BERTRAIN_CHECK(eps >= 0.0f, what << ": eps " << eps);
+  BERTRAIN_CHECK(y != nullptr && mean != nullptr && rstd != nullptr && x != nullptr && gamma != nullptr &&
+                     beta != nullptr,
+                 what << ": null pointer (only y_copy may be null)");
+  if (static_cast<const void*>(y_copy) == static_cast<const void*>(y)) {
+    BERTRAIN_CHECK((std::is_same_v<T, float>), what << ": the bf16 copy is the float output");
+    y_copy = nullptr;
+  }
+  FusedArgs<T> a = fused_args<T>(rows, cols, p, key, layout, layout_cols);
+  a.y = y;
+  a.y_copy = y_copy;
+  a.mean = mean;
+  a.rstd = rstd;
+  a.x = x;
+  a.gamma = gamma;
+  a.beta = beta;
+  a.eps = eps;
+  const dim3 grid(static_cast<unsigned>((rows + kFusedWarps - 1) / kFusedWarps));
+  const bool vector = cols % cuda::kPack<T> == 0 && cuda::aligned16(y, y_copy, x, gamma, beta);
+  if (vector && launch_vector_units<T, Forward<DropoutAt::kOutput>::template Launch>(a, grid, stream)) return;
+  // Rows not of whole 16-byte units, or wider than registers hold: the composition the CPU twin is.
+  layernorm_forward_cuda(y, static_cast<T*>(nullptr), mean, rstd, x, static_cast<const float*>(nullptr), gamma, beta,
+                         rows, cols, eps, stream);
+  dropout_forward_cuda(y, y_copy, static_cast<const float*>(y), static_cast<std::size_t>(rows) * cols, p, key, layout,
+                       stream);
+}
+
+template <typename T>
+void layernorm_dropout_backward_cuda(const GpuHandles& handles, float* dz, float* dgamma, float* dbeta,
+                                     const float* dy, const T* x, const float* mean, const float* rstd, const T* gamma,
+                                     int rows, int cols, float p, const RandomKey& key, const DropoutLayout& layout) {
+  const char* what = "layernorm_dropout_backward_cuda";
+  const std::size_t layout_cols = check_fused(rows, cols, p, layout, what);
+  BERTRAIN_CHECK(dz != nullptr && dgamma != nullptr && dbeta != nullptr && dy != nullptr && x != nullptr &&
+                     mean != nullptr && rstd != nullptr && gamma != nullptr,
+                 what << ": null pointer");
+  FusedArgs<T> a = fused_args<T>(rows, cols, p, key, layout, layout_cols);
+  a.dz = dz;
+  a.dy = dy;
+  a.x = x;
+  a.saved_mean = mean;
+  a.saved_rstd = rstd;
+  a.gamma = gamma;
+  const bool vector = cols % cuda::kPack<T> == 0 && cuda::aligned16(dz, dy, x, gamma);
+  if (vector && cols <= kMaxCachedCols) {
+    const int blocks = fused_backward_blocks(handles, a, kFusedWarps, what);
+    const bool launched = launch_vector_units<T, Backward<DropoutAt::kOutput>::template Launch>(
+        a, dim3(static_cast<unsigned>(blocks)), handles.stream);
+    BERTRAIN_CHECK(launched, what << ": no cached kernel for rows of " << cols);
+    finish_fused_param_gradients(handles, dgamma, dbeta, blocks, cols);
+    return;
+  }
+  // The composition the CPU twin is: dropout' into dz, then LayerNorm's backward in place (its workspace checked
+  // before the first launch).
+  check_layernorm_workspace(handles, cols, what);
+  dropout_backward_cuda(dz, dy, static_cast<std::size_t>(rows) * cols, p, key, layout, handles.stream);
+  layernorm_backward_cuda(handles, dz, dgamma, dbeta, static_cast<const float*>(dz), x,
+                          static_cast<const float*>(nullptr), mean, rstd, gamma, rows, cols);
 }
 
 template <typename T>
@@ -789,5 +907,17 @@ template void dropout_residual_layernorm_backward_cuda<bf16>(const GpuHandles&, 
                                                              const float*, const bf16*, const float*, const float*,
                                                              const float*, const bf16*, int, int, float,
                                                              const RandomKey&, const DropoutLayout&);
+template void layernorm_dropout_forward_cuda<float>(float*, float*, float*, float*, const float*, const float*,
+                                                    const float*, int, int, float, float, const RandomKey&,
+                                                    const DropoutLayout&, CudaStream);
+template void layernorm_dropout_forward_cuda<bf16>(float*, bf16*, float*, float*, const bf16*, const bf16*,
+                                                   const bf16*, int, int, float, float, const RandomKey&,
+                                                   const DropoutLayout&, CudaStream);
+template void layernorm_dropout_backward_cuda<float>(const GpuHandles&, float*, float*, float*, const float*,
+                                                     const float*, const float*, const float*, const float*, int, int,
+                                                     float, const RandomKey&, const DropoutLayout&);
+template void layernorm_dropout_backward_cuda<bf16>(const GpuHandles&, float*, float*, float*, const float*,
+                                                    const bf16*, const float*, const float*, const bf16*, int, int,
+                                                    float, const RandomKey&, const DropoutLayout&);
 
 }  // namespace bertrain

@@ -1159,6 +1159,188 @@ TEST(CudaFusedLayerNorm, MaskEqualsDropoutKernelMask) {
   EXPECT_TRUE(bit_identical("fused mask vs dropout_forward_cuda's", kept_by_fused, kept_by_dropout));
 }
 
+// ---- LayerNorm, then dropout, fused: the embeddings (no residual) -----------------------------------------------
+// x, gamma and beta in T; y, dy and dz in float; the T copy of y. CPU twin: layernorm_forward_cpu<float> (no
+// residual) then dropout_forward_cpu<float>, and backward dropout_backward_cpu<float> then
+// layernorm_backward_cpu<float>, with the same key and layout. The forward's mask must be the CPU's bit for bit (the
+// zeros of y: a kept y is never exactly zero for these inputs); a wrong backward mask moves dz and the parameter
+// gradients by O(1), far beyond their tolerances. Tolerances: the fused LayerNorm's above, times 1 / (1 - p) (y is
+// the LayerNorm's output and dz the LayerNorm's backward of dy, both scaled by it where kept).
+
+struct LayerNormDropoutCase {
+  int rows, cols;
+  float p;
+  bool packed;      // token slots of packed rows (else one logical row per row, first_sample 2)
+  bool in_place;    // forward: the T copy over x (T = float: y over x, stored once); backward: dz over dy
+  bool misaligned;  // y and dy 4 bytes off 16-byte alignment: the two-kernel composition
+  std::string name() const {
+    std::ostringstream os;
+    os << "rows=" << rows << " cols=" << cols << " p=" << p << (packed ? " token slots" : " sample rows")
+       << (in_place ? ", in place" : "") << (misaligned ? ", misaligned" : "");
+    return os.str();
+  }
+};
+
+template <typename T>
+void check_layernorm_dropout(const LayerNormDropoutCase& lc, uint32_t seed) {
+  SCOPED_TRACE(lc.name() + " " + type_name<T>());
+  const GpuHandles& handles = context().handles();
+  const int rows = lc.rows, cols = lc.cols;
+  const std::size_t n = static_cast<std::size_t>(rows) * cols;
+  const float eps = 1e-12f, p = lc.p;
+  const RandomKey key{0x5eedULL, 11, 2};
+
+  std::vector<int64_t> slots;
+  if (lc.packed) {
+    const std::vector<int> lengths = lengths_adding_up_to(rows, 96, seed);
+    const std::vector<int32_t> cu = row_offsets(lengths);
+    std::vector<int32_t> positions(static_cast<std::size_t>(rows));
+    slots.resize(static_cast<std::size_t>(rows));
+    packed_positions_cpu(positions.data(), slots.data(), cu.data(), static_cast<int>(lengths.size()), 3, 512);
+  }
+  DeviceBuffer<int64_t> d_slots = slots.empty() ? DeviceBuffer<int64_t>() : DeviceBuffer<int64_t>(slots);
+  const DropoutLayout host_layout = lc.packed ? DropoutLayout{3, 512, cols, slots.data()} : DropoutLayout{2, 1, cols};
+  const DropoutLayout device_layout =
+      lc.packed ? DropoutLayout{3, 512, cols, d_slots.data()} : DropoutLayout{2, 1, cols};
+
+  const std::vector<float> x = inputs<T>(n, seed, -2.0f, 3.0f);
+  const std::vector<float> gamma = inputs<T>(static_cast<std::size_t>(cols), seed + 2, 0.5f, 1.5f);
+  const std::vector<float> beta = inputs<T>(static_cast<std::size_t>(cols), seed + 3, -0.5f, 0.5f);
+  const std::vector<float> dy = random_floats(n, seed + 4, -1.0f, 1.0f);
+
+  std::vector<float> y_ref(n), mean_ref(rows), rstd_ref(rows);
+  layernorm_forward_cpu<float>(y_ref.data(), mean_ref.data(), rstd_ref.data(), x.data(), nullptr, gamma.data(),
+                               beta.data(), rows, cols, eps);
+  dropout_forward_cpu(y_ref.data(), y_ref.data(), n, p, key, host_layout);
+  std::vector<float> dz_ref(n), dgamma_ref(cols), dbeta_ref(cols);
+  dropout_backward_cpu(dz_ref.data(), dy.data(), n, p, key, host_layout);
+  layernorm_backward_cpu<float>(dz_ref.data(), dgamma_ref.data(), dbeta_ref.data(), dz_ref.data(), x.data(), nullptr,
+                                mean_ref.data(), rstd_ref.data(), gamma.data(), rows, cols);
+  std::size_t dropped = 0;
+  for (float v : y_ref) dropped += v == 0.0f;
+  if (p > 0.0f && n >= 1000) {
+    EXPECT_GT(dropped, 0u) << "the reference dropped nothing";
+  }
+  if (p == 0.0f) {
+    EXPECT_EQ(dropped, 0u);
+  }
+  const double scale = p > 0.0f ? 1.0 / (1.0 - p) : 1.0;
+
+  // Forward.
+  const std::size_t offset = lc.misaligned ? 1 : 0;
+  DeviceBuffer<T> d_x = upload<T>(x), d_gamma = upload<T>(gamma), d_beta = upload<T>(beta), d_copy(n);
+  OffsetFloats d_y(std::vector<float>(n, std::nanf("")), offset);
+  DeviceBuffer<float> d_mean(rows), d_rstd(rows);
+  poison(d_copy);
+  poison(d_mean);
+  poison(d_rstd);
+  sync_all();
+  float* y = d_y.data();
+  T* copy = d_copy.data();
+  if (lc.in_place) {
+    if constexpr (std::is_same_v<T, float>) {
+      y = d_x.data();  // y over x, and y is its own copy
+      copy = y;
+    } else {
+      copy = d_x.data();
+    }
+  }
+  layernorm_dropout_forward_cuda(y, copy, d_mean.data(), d_rstd.data(), static_cast<const T*>(d_x.data()),
+                                 static_cast<const T*>(d_gamma.data()), static_cast<const T*>(d_beta.data()), rows,
+                                 cols, eps, p, key, device_layout, handles.stream);
+  sync_all();
+  const std::vector<float> y_got = y == d_y.data() ? d_y.download() : download(d_x);  // y over x: T = float
+  EXPECT_TRUE(all_close("y (float)", y_got.data(), y_ref.data(), n, kLayerNorm<float>.atol * scale,
+                        kLayerNorm<float>.rtol));
+  EXPECT_TRUE(bit_identical("y zero pattern (the mask) against the CPU", zero_pattern(y_got), zero_pattern(y_ref)));
+  if (static_cast<const void*>(copy) != static_cast<const void*>(y)) {
+    EXPECT_TRUE(same_bits("y (T copy)", copy == d_copy.data() ? d_copy : d_x, y_got));  // rounded once
+  }
+  EXPECT_TRUE(all_close("mean", d_mean.download().data(), mean_ref.data(), mean_ref.size(), 1e-6, 1e-5));
+  EXPECT_TRUE(all_close("rstd", d_rstd.download().data(), rstd_ref.data(), rstd_ref.size(), 1e-6, 1e-5));
+
+  // Backward from the CPU's statistics, twice: the second run must reproduce the first bit for bit.
+  DeviceBuffer<T> d_x2 = upload<T>(x);
+  d_mean.upload(mean_ref.data(), mean_ref.size());
+  d_rstd.upload(rstd_ref.data(), rstd_ref.size());
+  float max_rstd = 1.0f;
+  for (float r : rstd_ref) max_rstd = std::max(max_rstd, r);
+  const Tolerance dz_tol{kLayerNorm<float>.atol * max_rstd * scale, kLayerNorm<float>.rtol};
+  const Tolerance param_tol = parameter_gradient_tolerance(rows);
+  std::vector<float> first_dz, first_dgamma, first_dbeta;
+  for (int run = 0; run < 2; ++run) {
+    OffsetFloats d_dy(dy, offset);
+    DeviceBuffer<float> d_dz(n), d_dgamma(cols), d_dbeta(cols);
+    poison(d_dz);
+    poison(d_dgamma);
+    poison(d_dbeta);
+    sync_all();
+    float* dz = lc.in_place ? d_dy.data() : d_dz.data();
+    layernorm_dropout_backward_cuda(handles, dz, d_dgamma.data(), d_dbeta.data(),
+                                    static_cast<const float*>(d_dy.data()), static_cast<const T*>(d_x2.data()),
+                                    static_cast<const float*>(d_mean.data()), static_cast<const float*>(d_rstd.data()),
+                                    static_cast<const T*>(d_gamma.data()), rows, cols, p, key, device_layout);
+    sync_all();
+    const std::vector<float> dz_got = lc.in_place ? d_dy.download() : d_dz.download();
+    EXPECT_TRUE(all_close("dz (float)", dz_got.data(), dz_ref.data(), n, dz_tol.atol, dz_tol.rtol));
+    const std::vector<float> dgamma = d_dgamma.download(), dbeta = d_dbeta.download();
+    EXPECT_TRUE(all_close("dgamma", dgamma.data(), dgamma_ref.data(), dgamma.size(), param_tol.atol * scale,
+                          param_tol.rtol));
+    EXPECT_TRUE(all_close("dbeta", dbeta.data(), dbeta_ref.data(), dbeta.size(), param_tol.atol * scale,
+                          param_tol.rtol));
+    if (run == 0) {
+      first_dz = dz_got;
+      first_dgamma = dgamma;
+      first_dbeta = dbeta;
+    } else {
+      EXPECT_TRUE(bit_identical("dz", dz_got, first_dz));
+      EXPECT_TRUE(bit_identical("dgamma", dgamma, first_dgamma));
+      EXPECT_TRUE(bit_identical("dbeta", dbeta, first_dbeta));
+    }
+  }
+}
+
+// cols: 12 (float: one 4-column unit per lane's first unit, bf16: the composition), 13 (the composition), 128 (ELECTRA
+// and ALBERT's embedding width), 768 and 1024 (BERT's, one kernel), 1030 (wider than registers: the composition);
+// rows 1, 7 (one block, idle warps) and 1000 (125 backward blocks of 8 rows); token slots and sample rows; p 0 and
+// 0.1.
+TEST(CudaLayerNormDropout, MatchesCpuCompositionOverShapesAndLayouts) {
+  BERTRAIN_REQUIRE_GPU();
+  uint32_t seed = 5000;
+  for (int cols : {12, 13, 128, 768, 1024, 1030}) {
+    for (int rows : {1, 7, 1000}) {
+      for (bool packed : {true, false}) {
+        for (float p : {0.0f, 0.1f}) {
+          if (cols > 768 && rows == 1000) continue;  // within the test context's workspace
+          const LayerNormDropoutCase c{rows, cols, p, packed, false, false};
+          check_layernorm_dropout<float>(c, seed += 10);
+          check_layernorm_dropout<bf16>(c, seed += 10);
+        }
+      }
+    }
+  }
+}
+
+// In place (the T copy over x, y over x for float, dz over dy) through one kernel and through the composition (13
+// columns), misaligned y and dy (the composition at BERT's width), p = 0.5, and 5000 rows (the backward's
+// kRowPartialBlocks blocks of 20 rows).
+TEST(CudaLayerNormDropout, InPlaceAlignmentAndManyRows) {
+  BERTRAIN_REQUIRE_GPU();
+  uint32_t seed = 6000;
+  const std::vector<LayerNormDropoutCase> cases = {
+      {7, 768, 0.1f, true, true, false},
+      {300, 13, 0.1f, true, true, false},
+      {1000, 768, 0.1f, true, false, true},
+      {1000, 384, 0.5f, false, true, false},
+      {1000, 384, 0.5f, false, true, true},
+      {5000, 96, 0.1f, true, false, false},
+  };
+  for (const LayerNormDropoutCase& c : cases) {
+    check_layernorm_dropout<float>(c, seed += 10);
+    check_layernorm_dropout<bf16>(c, seed += 10);
+  }
+}
+
 // ---- Tensor ops ---------------------------------------------------------------------------------------
 
 float float_from_bits(uint32_t u) {
@@ -1397,7 +1579,7 @@ TEST(CudaPacked, FirstTokensGatherAndScatterMatchCpu) {
 
 TEST(CudaLaunchers, RejectBadArgumentsBeforeLaunching) {
   // Never dereferenced: every call below must throw on its arguments first.
-  float fake[4] = {};
+  alignas(16) float fake[4] = {};  // aligned: the fused launchers below take their one-kernel paths
   float* f = fake;
   const RandomKey key{};
   EXPECT_THROW(dropout_forward_cuda(f, f, 4, 1.5f, key, DropoutLayout{}, nullptr), Error);
@@ -1417,7 +1599,7 @@ TEST(CudaLaunchers, RejectBadArgumentsBeforeLaunching) {
   EXPECT_THROW(scatter_first_tokens_cuda(f, f, fake_offsets, 2, 1, 4, nullptr), Error);
   // The mixed-precision overloads check the same things (and that a bf16 copy is not the float output itself).
   // h lies apart from f, so that each call below fails on the argument its comment names, not on h aliasing f.
-  bf16 fake_bf16[8] = {};
+  alignas(16) bf16 fake_bf16[8] = {};
   bf16* h = fake_bf16;
   EXPECT_THROW(dropout_forward_cuda(f, h, f, 4, 1.5f, key, DropoutLayout{}, nullptr), Error);
   EXPECT_THROW(dropout_forward_cuda(f, h, f, 10, 0.5f, key, DropoutLayout{0, 1, 3}, nullptr), Error);  // 10 % 3
@@ -1480,6 +1662,31 @@ TEST(CudaLaunchers, RejectBadArgumentsBeforeLaunching) {
                                                         DropoutLayout{}),
                Error);  // workspace of 4 floats
   EXPECT_GE(gpu_reduction_workspace_elements(cols), dropout_residual_layernorm_workspace_elements(cols));
+
+  // LayerNorm then dropout: the same checks (p, the layout, the bf16 copy over the float output, null pointers, the
+  // workspace of the one-pass backward).
+  EXPECT_THROW(layernorm_dropout_forward_cuda(f, f, f, f, f, f, f, 4, fused_cols, 1e-5f, -0.5f, key, DropoutLayout{},
+                                              nullptr),
+               Error);
+  EXPECT_THROW(layernorm_dropout_forward_cuda(f, f, f, f, f, f, f, 4, fused_cols, 1e-5f, 0.1f, key,
+                                              DropoutLayout{0, 1, 4, nullptr}, nullptr),
+               Error);
+  EXPECT_THROW(layernorm_dropout_forward_cuda(f, reinterpret_cast<bf16*>(f), f, f, static_cast<const bf16*>(h),
+                                              static_cast<const bf16*>(h), static_cast<const bf16*>(h), 4, fused_cols,
+                                              1e-5f, 0.1f, key, DropoutLayout{}, nullptr),
+               Error);
+  EXPECT_THROW(layernorm_dropout_forward_cuda(f, f, f, f, static_cast<const float*>(nullptr), f, f, 4, fused_cols,
+                                              1e-5f, 0.1f, key, DropoutLayout{}, nullptr),
+               Error);  // null x
+  EXPECT_THROW(layernorm_dropout_backward_cuda(fused, f, f, f, f, static_cast<const bf16*>(h), f, f,
+                                               static_cast<const bf16*>(h), 4, fused_cols, 0.1f, key, DropoutLayout{}),
+               Error);  // workspace of 4 floats
+  EXPECT_THROW(layernorm_dropout_backward_cuda(fused, f + 1, f, f, static_cast<const float*>(f + 1), f, f, f, f, 4,
+                                               fused_cols, 0.1f, key, DropoutLayout{}),
+               Error);  // the same on the misaligned (two-kernel) path, before its first launch
+  EXPECT_THROW(layernorm_dropout_backward_cuda(fused, f, f, f, f, f, f, f, f, 0, fused_cols, 0.1f, key,
+                                               DropoutLayout{}),
+               Error);  // no rows
 }
 
 }  // namespace

@@ -42,6 +42,7 @@ std::vector<std::function<void(Runner&)>> all_benchmarks(bool bf16_mode) {
       bench_embedding_forward<T>,
       bench_layernorm_forward<T>,
       [](Runner& r) { bench_dropout<T>(r, true); },
+      bench_layernorm_dropout_forward<T>,
       bench_dropout_residual_layernorm_forward<T>,
       bench_linear_forward<T>,
       bench_linear_activation_forward<T>,
@@ -51,6 +52,7 @@ std::vector<std::function<void(Runner&)>> all_benchmarks(bool bf16_mode) {
       bench_loss<T>,
       [](Runner& r) { bench_dropout<T>(r, false); },
       bench_layernorm_backward<T>,
+      bench_layernorm_dropout_backward<T>,
       bench_dropout_residual_layernorm_backward<T>,
       bench_linear_backward<T>,
       bench_linear_activation_backward_data<T>,
@@ -67,10 +69,11 @@ std::vector<std::function<void(Runner&)>> all_benchmarks(bool bf16_mode) {
 }
 
 const char kKernelNames[] =
-    "embedding_forward, layernorm_forward, dropout_forward, dropout_residual_layernorm_forward, linear_forward, "
+    "embedding_forward, layernorm_forward, dropout_forward, layernorm_dropout_forward, "
+    "dropout_residual_layernorm_forward, linear_forward, "
     "linear_activation_forward, "
     "attention_forward, bias_activation_forward, activation_forward, classification_loss, dropout_backward, "
-    "layernorm_backward, dropout_residual_layernorm_backward, linear_backward, "
+    "layernorm_backward, layernorm_dropout_backward, dropout_residual_layernorm_backward, linear_backward, "
     "linear_activation_backward_data, activation_backward, "
     "attention_backward, column_sum, add_inplace, embedding_backward, sum_of_squares, adam_update, "
     "cast_fp32_to_bf16, cast_bf16_to_fp32";

@@ -28,6 +28,11 @@ template <typename T>
 void bench_dropout_residual_layernorm_forward(Runner& r);
 template <typename T>
 void bench_dropout_residual_layernorm_backward(Runner& r);
+// ... and followed by dropout (no residual; the float stream and a T copy): the embeddings' LayerNorm.
+template <typename T>
+void bench_layernorm_dropout_forward(Runner& r);
+template <typename T>
+void bench_layernorm_dropout_backward(Runner& r);
 
 // dropout.cpp: dropout_forward, or dropout_backward when !forward.
 template <typename T>
