@@ -23,7 +23,10 @@
 #                $BERTRAIN_DATA_DIR/scibert_scivocab_uncased/vocab.txt, else MODEL_DIR/vocab.txt), packed and
 #                --padded (the padded engine's work)
 #   torch-*      tests/reference/bench_torch_step.py on the same GPU, shapes and lengths (dynamic padding),
-#                when torch imports; torch-compile-bf16-256x128-full is the same model under torch.compile
+#                when torch imports; torch-compile-bf16-256x128-full is the same model under torch.compile;
+#                torch-kernels-bf16: tests/reference/bench_torch_kernels.py, PyTorch's kernels for bench kernels'
+#                operations (attention, the LayerNorms with their dropout, GELU, embedding backward, AdamW, the norm),
+#                set beside bertrain's in the summary
 #   finetune-*   with MODEL_DIR: a short fine-tune on Made-With-ML's data ($BERTRAIN_DATA_DIR/madewithml,
 #                default datasets/madewithml in the checkout), GPU bf16, GPU fp32 and CPU, then evaluate on holdout.csv
 #   finetune-report  the three fine-tunes overlaid in OUT_DIR/finetune-report.html (bertrain report)
@@ -411,6 +414,7 @@ if step build configure_and_build; then
     step torch-bf16-256x128-full torch_full_step
     step torch-compile-bf16-256x128-full torch_full_step --compile --warmup 10
     if [ -f "$OUT/mwml-lengths.json" ]; then step torch-bf16-mwml torch_mwml_step; fi
+    step torch-kernels-bf16 python3 tests/reference/bench_torch_kernels.py --device cuda
   fi
   if [ -n "$MODEL" ]; then
     step finetune-gpu-bf16 finetune gpu-bf16 cuda bf16
@@ -440,9 +444,31 @@ for line in open(sys.argv[1]):
     print(f"- {r['kernel']} {r['shape']}: {r['median_us']:.1f} us, {rate}, {r.get('verified')}")
 PY
   done
+  if [ -f "$OUT/kernels-bf16.log" ] && [ -f "$OUT/torch-kernels-bf16.log" ]; then
+    echo
+    echo "## The same operations in PyTorch (bf16, median us): bertrain / PyTorch, PyTorch's time over bertrain's"
+    python3 - "$OUT/kernels-bf16.log" "$OUT/torch-kernels-bf16.log" <<'PY' || true
+import json, sys
+def rows(path):
+    out = {}
+    for line in open(path):
+        if line.startswith("{"):
+            r = json.loads(line)
+            if r.get("record") == "kernel":
+                out.setdefault(r["kernel"], r)  # the first row of a name (bench kernels times some at several shapes)
+    return out
+ours, theirs = rows(sys.argv[1]), rows(sys.argv[2])
+for name, t in theirs.items():
+    o = ours.get(name)
+    mine = f"{o['median_us']:.1f}" if o else "-"
+    ratio = f", {t['median_us'] / o['median_us']:.2f}x" if o and o["median_us"] > 0 else ""
+    print(f"- {name} ({t['shape']}): {mine} / {t['median_us']:.1f}{ratio}")
+PY
+  fi
   echo
   echo "## Training steps (median ms, samples/s)"
   for f in "$OUT"/step-*.log "$OUT"/torch-*.log; do
+    [ "$f" = "$OUT/torch-kernels-bf16.log" ] && continue
     [ -f "$f" ] && echo "- $(basename "$f" .log): $(grep -h '^{' "$f" | tail -1)"
   done
   if [ -d "$OUT/runs" ]; then
