@@ -13,6 +13,12 @@
 //                                     dS = P ∘ (mask ∘ dP / (1 − p) − D), dK += dSᵀ Q; dK and dV of its keys (=).
 //   attention_backward_dq_mma_kernel  (ceil(S / 64), NH, B): block owns queries 64x..; walks the row's keys:
 //                                     S, P, dP = dctx Vᵀ, dS as above, dQ += dS K; dQ of its queries (=).
+//   attention_backward_dkdv_mma_kernel<true>, alone where S <= 64 (the fused backward): the block owns the row's
+//                                     every key, so after dK and dV it holds the row's whole dS (kept in shared
+//                                     memory in bf16, as the dQ kernel rounds it), and each warp adds dQ = dS K for
+//                                     16 queries: five products where the two kernels take seven (S and dP made
+//                                     once), one launch instead of two, the same bits (below).
+//                                     BERTRAIN_ATTENTION_FUSED_BACKWARD=0 runs the two kernels there too.
 //   attention_dropout_mask_kernel     (ceil(S·W / 128), NH, B), with dropout, before the two: the mask as bits (W words
 //                                     per head and query) in the caller's workspace, so that the backward draws it
 //                                     once; the forward draws its own. Not launched when the forward was given a
@@ -59,10 +65,11 @@ constexpr float kLn2 = 0.6931471805599453f;
 constexpr unsigned kFullWarp = 0xffffffffu;
 
 // Dynamic shared memory of each kernel: forward Q, K[2], V[2]; dQ Q, dctx, K[2], V[2]; dK/dV K, V, Q[2], dctx[2]
-// and lse·log2 e, D of the walked queries [2][64] fp32.
+// and lse·log2 e, D of the walked queries [2][64] fp32; the fused backward also dS [64 keys][kLd].
 constexpr std::size_t kForwardSmem = 5 * kTileBytes;
 constexpr std::size_t kDqSmem = 6 * kTileBytes;
 constexpr std::size_t kDkdvSmem = 6 * kTileBytes + 4 * kTile * sizeof(float);
+constexpr std::size_t kFusedBackwardSmem = kDkdvSmem + kTileBytes;
 
 // dst[64][kLd] (=) the 64 token rows of src (row r at src + r·stride, 64 columns); rows at or beyond `valid` are
 // zero. The whole block issues 16-byte cp.async copies (512 of them, 4 per thread); the caller commits and waits.
@@ -353,6 +360,24 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// dQ of queries i0 and i0 + 8 (the lane's accumulator rows; those past the row are not written) times the softmax
+// scale, into the q part of dqkv.
+__device__ __forceinline__ void store_dq(bf16* dqkv, const float (&dq)[8][4], const RowHead<bf16>& rh,
+                                         const AttentionArgs& args, int i0, int t) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int i = i0 + 8 * r;
+    if (i >= rh.len) continue;
+    bf16* dst = dqkv + static_cast<std::size_t>(rh.first + i) * rh.stride + rh.head_col + 2 * t;
+#pragma unroll
+    for (int n = 0; n < 8; ++n) store_pair(dst + 8 * n, dq[n][2 * r] * args.scale, dq[n][2 * r + 1] * args.scale);
+  }
+}
+
+// kWithDq: the fused backward, for rows of at most 64 tokens (one block, keys 0..63, and one query tile). The dS it
+// keeps is the dQ kernel's to the bit: S and dP here are Sᵀ and dPᵀ, the same products of the same bf16 values, and a
+// mma adds an element's 16 products in an order fixed by their position k, whichever operand is A.
+template <bool kWithDq>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_dkdv_mma_kernel(bf16* dqkv, const bf16* dctx, const float* lse, const float* dvec,
                                        const uint32_t* mask, const bf16* qkv, AttentionArgs args) {
@@ -367,6 +392,7 @@ __global__ void __launch_bounds__(kThreads)
   bf16* dos = qs + 2 * kTileElems;  // two stages
   float* lse2_s = reinterpret_cast<float*>(dos + 2 * kTileElems);  // [2][64]: lse · log2 e of the walked queries
   float* d_s = lse2_s + 2 * kTile;                                 // [2][64]: their D
+  bf16* ds_s = reinterpret_cast<bf16*>(d_s + 2 * kTile);           // kWithDq: [64 keys][kLd], dS in bf16
   const std::size_t stride = rh.stride;
   const bf16* dctx_head = dctx + static_cast<std::size_t>(rh.first) * args.hidden + rh.head_col;
   const std::size_t stat0 = static_cast<std::size_t>(rh.h) * args.tokens + rh.first;
@@ -451,6 +477,21 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     to_a(a, ds);
+    if constexpr (kWithDq) {
+      // dS of the warp's keys into ds_s [key][query], rounded as the operand just made; rows of keys past the row are
+      // zeros (their scores came from zero-filled K rows), as the dQ kernel masks them. The barrier below publishes
+      // them.
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int key = key0 + g + 8 * r;
+        const bool in_row = key < len;
+        bf16* dst = ds_s + key * kLd + 2 * t;
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+          store_pair(dst + 8 * n, in_row ? ds[n][2 * r] : 0.0f, in_row ? ds[n][2 * r + 1] : 0.0f);
+        }
+      }
+    }
     mma_a_tile(dk, a, qt, lane);  // dK += dSᵀ Q
     __syncthreads();
   }
@@ -467,6 +508,19 @@ __global__ void __launch_bounds__(kThreads)
       store_pair(dv_dst + 8 * n, dv[n][2 * r] * args.dropout.scale, dv[n][2 * r + 1] * args.dropout.scale);
     }
   }
+
+  if constexpr (kWithDq) {
+    // dQ = dS K for the warp's 16 queries: the A operand read transposed from ds_s [key][query], the dQ kernel's
+    // product on the same values.
+    const int i0 = warp * 16;
+    if (i0 >= len) return;
+    uint32_t a[4][4];
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) cuda::ldmatrix_x4_trans(a[kk], b_address(ds_s, 16 * kk, i0, lane));
+    float dq[8][4] = {};
+    mma_a_tile(dq, a, kts, lane);
+    store_dq(dqkv, dq, rh, args, i0 + g, t);
+  }
 }
 
 __global__ void __launch_bounds__(kThreads)
@@ -481,7 +535,6 @@ __global__ void __launch_bounds__(kThreads)
   bf16* dos = qs + kTileElems;
   bf16* ks = dos + kTileElems;     // two stages
   bf16* vs = ks + 2 * kTileElems;  // two stages
-  const std::size_t stride = rh.stride;
   const int tiles = (len + kTile - 1) / kTile;
   load_query_tiles(qs, dos, 0, rh, dctx + static_cast<std::size_t>(rh.first) * args.hidden + rh.head_col, args.hidden,
                    q0);
@@ -554,19 +607,21 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
   }
 
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int i = i0 + 8 * r;
-    if (i >= len) continue;
-    bf16* dst = dqkv + static_cast<std::size_t>(rh.first + i) * stride + rh.head_col + 2 * t;
-#pragma unroll
-    for (int n = 0; n < 8; ++n) store_pair(dst + 8 * n, dq[n][2 * r] * args.scale, dq[n][2 * r + 1] * args.scale);
-  }
+  store_dq(dqkv, dq, rh, args, i0, t);
 }
 
 dim3 grid_of(const AttentionArgs& args, int batch, int longest) {
   return dim3(static_cast<unsigned>((longest + kTile - 1) / kTile), static_cast<unsigned>(args.heads),
               static_cast<unsigned>(batch));
+}
+
+// The fused backward where every row fits one block (at most 64 tokens) and the device has its shared memory, unless
+// BERTRAIN_ATTENTION_FUSED_BACKWARD=0 (read at every call, as BERTRAIN_ATTENTION_MMA, so that one process can time
+// or test both).
+bool fused_backward_applies(int longest, const DeviceFacts& dev) {
+  const char* env = std::getenv("BERTRAIN_ATTENTION_FUSED_BACKWARD");
+  if (env != nullptr && std::strcmp(env, "0") == 0) return false;
+  return longest <= kTile && static_cast<std::size_t>(dev.max_smem) >= kFusedBackwardSmem;
 }
 
 }  // namespace
@@ -597,8 +652,15 @@ void attention_backward_mma(bf16* dqkv, const bf16* dctx, const float* lse, cons
     BERTRAIN_CUDA_CHECK_LAUNCH("attention_dropout_mask_kernel");
   }
   const uint32_t* bits = saved_mask != nullptr ? saved_mask : mask;
-  allow_shared_memory(attention_backward_dkdv_mma_kernel, kDkdvSmem, dev);
-  attention_backward_dkdv_mma_kernel<<<grid_of(args, batch, longest), kThreads, kDkdvSmem, stream>>>(
+  if (fused_backward_applies(longest, dev)) {
+    allow_shared_memory(attention_backward_dkdv_mma_kernel<true>, kFusedBackwardSmem, dev);
+    attention_backward_dkdv_mma_kernel<true><<<grid_of(args, batch, longest), kThreads, kFusedBackwardSmem, stream>>>(
+        dqkv, dctx, lse, dvec, bits, qkv, args);
+    BERTRAIN_CUDA_CHECK_LAUNCH("attention_backward_dkdv_mma_kernel<true>");
+    return;
+  }
+  allow_shared_memory(attention_backward_dkdv_mma_kernel<false>, kDkdvSmem, dev);
+  attention_backward_dkdv_mma_kernel<false><<<grid_of(args, batch, longest), kThreads, kDkdvSmem, stream>>>(
       dqkv, dctx, lse, dvec, bits, qkv, args);
   BERTRAIN_CUDA_CHECK_LAUNCH("attention_backward_dkdv_mma_kernel");
   allow_shared_memory(attention_backward_dq_mma_kernel, kDqSmem, dev);

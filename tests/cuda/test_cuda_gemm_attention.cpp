@@ -632,6 +632,37 @@ TYPED_TEST(CudaAttention, KeptDropoutMaskGivesTheSameBits) {
   }
 }
 
+// Where every row has at most 64 tokens the tensor-core backward is one kernel (dQ from the dS the dK/dV kernel keeps
+// in shared memory); it gives the two kernels' bits (BERTRAIN_ATTENTION_FUSED_BACKWARD=0), with and without dropout
+// and with the forward's kept mask. Lengths around the 16-query warps and 32-key mask words, one token, 64. bf16 only:
+// the tensor-core kernels' case.
+TEST(CudaAttentionMma, FusedBackwardGivesTheTwoKernelsBits) {
+  BERTRAIN_REQUIRE_GPU();
+  using T = bf16;
+  GpuContext gpu(0, kReductionWorkspace);
+  const RandomKey key{0xf05e, 7, 2};
+  const AttentionCase cases[] = {{"rows up to 64", {64, 1, 31, 32, 33, 15, 16, 17, 48}, 3, 64, 0.1f, 2, 512},
+                                 {"no dropout", {40, 64, 9}, 2, 64, 0.0f, 0, 512},
+                                 {"P = 66", {63, 2, 50}, 2, 64, 0.5f, 1, 66}};
+  for (const AttentionCase& c : cases) {
+    for (const bool keep_mask : {false, true}) {
+      SCOPED_TRACE(describe(c) + (keep_mask ? ", kept mask" : ""));
+      const AttentionData d = attention_inputs<T>(c);
+      AttentionOutputs fused, two_kernels;
+      {
+        const testing::ScopedEnv setting("BERTRAIN_ATTENTION_FUSED_BACKWARD", "1");
+        fused = gpu_attention<T>(d, key, gpu.stream(), keep_mask);
+      }
+      {
+        const testing::ScopedEnv setting("BERTRAIN_ATTENTION_FUSED_BACKWARD", "0");
+        two_kernels = gpu_attention<T>(d, key, gpu.stream(), keep_mask);
+      }
+      EXPECT_TRUE(same_bits(fused.dqkv, two_kernels.dqkv))
+          << "dqkv of the fused backward differs from the two kernels'";
+    }
+  }
+}
+
 // A row's results do not depend on the rows packed around it: each row of a batch run alone, as the batch's row b
 // (first_sample + b, the batch's P), gives exactly the bits it gets inside the batch. Catches row-offset mistakes and
 // dropout indices that depend on packing (the CPU comparison above would too, but not bit for bit).
