@@ -631,6 +631,52 @@ FusedArgs<T> fused_args(int rows, int cols, float p, const RandomKey& key, const
   return a;
 }
 
+// The forward launchers' checks (but the residual's) and arguments. For T = float the stream may be its own copy
+// (y_copy == y): stored once, a.y_copy null. For bf16 the two must be distinct buffers.
+template <typename T>
+FusedArgs<T> fused_forward_args(float* y, T* y_copy, float* mean, float* rstd, const T* x, const T* gamma,
+                                const T* beta, int rows, int cols, float eps, float p, const RandomKey& key,
+                                const DropoutLayout& layout, const char* what) {
+  const std::size_t layout_cols = check_fused(rows, cols, p, layout, what);
+  BERTRAIN_CHECK(eps >= 0.0f, what << ": eps " << eps);
+  BERTRAIN_CHECK(y != nullptr && mean != nullptr && rstd != nullptr && x != nullptr && gamma != nullptr &&
+                     beta != nullptr,
+                 what << ": null pointer (only y_copy may be null)");
+  if (static_cast<const void*>(y_copy) == static_cast<const void*>(y)) {
+    BERTRAIN_CHECK((std::is_same_v<T, float>), what << ": the bf16 copy is the float output");
+    y_copy = nullptr;
+  }
+  FusedArgs<T> a = fused_args<T>(rows, cols, p, key, layout, layout_cols);
+  a.y = y;
+  a.y_copy = y_copy;
+  a.mean = mean;
+  a.rstd = rstd;
+  a.x = x;
+  a.gamma = gamma;
+  a.beta = beta;
+  a.eps = eps;
+  return a;
+}
+
+// The backward launchers' checks (but those of dx and the residual) and arguments.
+template <typename T>
+FusedArgs<T> fused_backward_args(float* dz, float* dgamma, float* dbeta, const float* dy, const T* x,
+                                 const float* mean, const float* rstd, const T* gamma, int rows, int cols, float p,
+                                 const RandomKey& key, const DropoutLayout& layout, const char* what) {
+  const std::size_t layout_cols = check_fused(rows, cols, p, layout, what);
+  BERTRAIN_CHECK(dz != nullptr && dgamma != nullptr && dbeta != nullptr && dy != nullptr && x != nullptr &&
+                     mean != nullptr && rstd != nullptr && gamma != nullptr,
+                 what << ": null pointer");
+  FusedArgs<T> a = fused_args<T>(rows, cols, p, key, layout, layout_cols);
+  a.dz = dz;
+  a.dy = dy;
+  a.x = x;
+  a.saved_mean = mean;
+  a.saved_rstd = rstd;
+  a.gamma = gamma;
+  return a;
+}
+
 // Launches Launch<T, W, k>, k the smallest of kClasses holding the row's units (cols / W per row, 32 lanes);
 // false when none does. The class lists reach kMaxCachedCols columns exactly: 4-column units up to 8 per lane,
 // 8-column units up to 4, single columns up to 32.
@@ -721,26 +767,10 @@ void dropout_residual_layernorm_forward_cuda(float* y, T* y_copy, float* mean, f
                                              float eps, float p, const RandomKey& key, const DropoutLayout& layout,
                                              CudaStream stream) {
   const char* what = "dropout_residual_layernorm_forward_cuda";
-  const std::size_t layout_cols = check_fused(rows, cols, p, layout, what);
-  BERTRAIN_CHECK(eps >= 0.0f, what << ": eps " << eps);
-  BERTRAIN_CHECK(y != nullptr && mean != nullptr && rstd != nullptr && x != nullptr && residual != nullptr &&
-                     gamma != nullptr && beta != nullptr,
-                 what << ": null pointer (only y_copy may be null)");
-  // For T = float the stream is its own copy: one store. For bf16 the two must be distinct buffers.
-  if (static_cast<const void*>(y_copy) == static_cast<const void*>(y)) {
-    BERTRAIN_CHECK((std::is_same_v<T, float>), what << ": the bf16 copy is the float output");
-    y_copy = nullptr;
-  }
-  FusedArgs<T> a = fused_args<T>(rows, cols, p, key, layout, layout_cols);
-  a.y = y;
-  a.y_copy = y_copy;
-  a.mean = mean;
-  a.rstd = rstd;
-  a.x = x;
+  FusedArgs<T> a = fused_forward_args(y, y_copy, mean, rstd, x, gamma, beta, rows, cols, eps, p, key, layout, what);
+  BERTRAIN_CHECK(residual != nullptr, what << ": null pointer (only y_copy may be null)");
   a.residual = residual;
-  a.gamma = gamma;
-  a.beta = beta;
-  a.eps = eps;
+  y_copy = a.y_copy;
   const dim3 grid(static_cast<unsigned>((rows + kFusedWarps - 1) / kFusedWarps));
   const bool vector = cols % cuda::kPack<T> == 0 && cuda::aligned16(y, y_copy, x, residual, gamma, beta);
   if (launch_fused<T, Forward<DropoutAt::kInput>::template Launch>(vector, a, grid, stream)) return;
@@ -754,22 +784,14 @@ void dropout_residual_layernorm_backward_cuda(const GpuHandles& handles, float* 
                                               const float* mean, const float* rstd, const T* gamma, int rows, int cols,
                                               float p, const RandomKey& key, const DropoutLayout& layout) {
   const char* what = "dropout_residual_layernorm_backward_cuda";
-  const std::size_t layout_cols = check_fused(rows, cols, p, layout, what);
-  BERTRAIN_CHECK(dz != nullptr && dx != nullptr && dgamma != nullptr && dbeta != nullptr && dy != nullptr &&
-                     x != nullptr && residual != nullptr && mean != nullptr && rstd != nullptr && gamma != nullptr,
-                 what << ": null pointer");
+  FusedArgs<T> a =
+      fused_backward_args(dz, dgamma, dbeta, dy, x, mean, rstd, gamma, rows, cols, p, key, layout, what);
+  BERTRAIN_CHECK(dx != nullptr && residual != nullptr, what << ": null pointer");
   const void* dx_address = dx;
   BERTRAIN_CHECK(dx_address != dz && dx_address != dy && dx_address != x && dx_address != residual,
                  what << ": dx must not alias dz, dy, x or residual");
-  FusedArgs<T> a = fused_args<T>(rows, cols, p, key, layout, layout_cols);
-  a.dz = dz;
   a.dx = dx;
-  a.dy = dy;
-  a.x = x;
   a.residual = residual;
-  a.saved_mean = mean;
-  a.saved_rstd = rstd;
-  a.gamma = gamma;
 
   const bool vector = cols % cuda::kPack<T> == 0 && cuda::aligned16(dz, dx, dy, x, residual, gamma);
   const bool cached = cols <= kMaxCachedCols;
@@ -789,24 +811,9 @@ void layernorm_dropout_forward_cuda(float* y, T* y_copy, float* mean, float* rst
                                     const T* beta, int rows, int cols, float eps, float p, const RandomKey& key,
                                     const DropoutLayout& layout, CudaStream stream) {
   const char* what = "layernorm_dropout_forward_cuda";
-  const std::size_t layout_cols = check_fused(rows, cols, p, layout, what);
-  BERTRAIN_CHECK(eps >= 0.0f, what << ": eps " << eps);
-  BERTRAIN_CHECK(y != nullptr && mean != nullptr && rstd != nullptr && x != nullptr && gamma != nullptr &&
-                     beta != nullptr,
-                 what << ": null pointer (only y_copy may be null)");
-  if (static_cast<const void*>(y_copy) == static_cast<const void*>(y)) {
-    BERTRAIN_CHECK((std::is_same_v<T, float>), what << ": the bf16 copy is the float output");
-    y_copy = nullptr;
-  }
-  FusedArgs<T> a = fused_args<T>(rows, cols, p, key, layout, layout_cols);
-  a.y = y;
-  a.y_copy = y_copy;
-  a.mean = mean;
-  a.rstd = rstd;
-  a.x = x;
-  a.gamma = gamma;
-  a.beta = beta;
-  a.eps = eps;
+  const FusedArgs<T> a =
+      fused_forward_args(y, y_copy, mean, rstd, x, gamma, beta, rows, cols, eps, p, key, layout, what);
+  y_copy = a.y_copy;
   const dim3 grid(static_cast<unsigned>((rows + kFusedWarps - 1) / kFusedWarps));
   const bool vector = cols % cuda::kPack<T> == 0 && cuda::aligned16(y, y_copy, x, gamma, beta);
   if (vector && launch_vector_units<T, Forward<DropoutAt::kOutput>::template Launch>(a, grid, stream)) return;
@@ -822,17 +829,8 @@ void layernorm_dropout_backward_cuda(const GpuHandles& handles, float* dz, float
                                      const float* dy, const T* x, const float* mean, const float* rstd, const T* gamma,
                                      int rows, int cols, float p, const RandomKey& key, const DropoutLayout& layout) {
   const char* what = "layernorm_dropout_backward_cuda";
-  const std::size_t layout_cols = check_fused(rows, cols, p, layout, what);
-  BERTRAIN_CHECK(dz != nullptr && dgamma != nullptr && dbeta != nullptr && dy != nullptr && x != nullptr &&
-                     mean != nullptr && rstd != nullptr && gamma != nullptr,
-                 what << ": null pointer");
-  FusedArgs<T> a = fused_args<T>(rows, cols, p, key, layout, layout_cols);
-  a.dz = dz;
-  a.dy = dy;
-  a.x = x;
-  a.saved_mean = mean;
-  a.saved_rstd = rstd;
-  a.gamma = gamma;
+  FusedArgs<T> a =
+      fused_backward_args(dz, dgamma, dbeta, dy, x, mean, rstd, gamma, rows, cols, p, key, layout, what);
   const bool vector = cols % cuda::kPack<T> == 0 && cuda::aligned16(dz, dy, x, gamma);
   if (vector && cols <= kMaxCachedCols) {
     const int blocks = fused_backward_blocks(handles, a, kFusedWarps, what);

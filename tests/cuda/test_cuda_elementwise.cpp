@@ -917,6 +917,25 @@ std::vector<int> lengths_adding_up_to(int tokens, int longest, uint32_t seed) {
   return lengths;
 }
 
+// A fused case's dropout layout: token slots of packed rows up to 512 long (P = 512, first_sample 3), or sample rows
+// (first_sample 2); the host's copy of the slots for the CPU twin, the device's for the kernels.
+struct CaseLayout {
+  std::vector<int64_t> slots;
+  DeviceBuffer<int64_t> d_slots;
+  DropoutLayout host, device;
+  CaseLayout(int rows, int cols, bool packed, uint32_t seed) : host{2, 1, cols}, device{2, 1, cols} {
+    if (!packed) return;
+    const std::vector<int> lengths = lengths_adding_up_to(rows, 96, seed);
+    const std::vector<int32_t> cu = row_offsets(lengths);
+    std::vector<int32_t> positions(static_cast<std::size_t>(rows));
+    slots.resize(static_cast<std::size_t>(rows));
+    packed_positions_cpu(positions.data(), slots.data(), cu.data(), static_cast<int>(lengths.size()), 3, 512);
+    d_slots = DeviceBuffer<int64_t>(slots);
+    host = DropoutLayout{3, 512, cols, slots.data()};
+    device = DropoutLayout{3, 512, cols, d_slots.data()};
+  }
+};
+
 struct FusedCase {
   int rows, cols;
   float p;
@@ -963,19 +982,8 @@ void check_fused_layernorm(const FusedCase& fc, uint32_t seed) {
   const float eps = 1e-12f, p = fc.p;
   const RandomKey key{0x0123456789abcdefULL, 23, 7};
 
-  // The layout: token slots of packed rows up to 512 long (P = 512, first_sample 3), or sample rows.
-  std::vector<int64_t> slots;
-  if (fc.packed) {
-    const std::vector<int> lengths = lengths_adding_up_to(rows, 96, seed);
-    const std::vector<int32_t> cu = row_offsets(lengths);
-    std::vector<int32_t> positions(static_cast<std::size_t>(rows));
-    slots.resize(static_cast<std::size_t>(rows));
-    packed_positions_cpu(positions.data(), slots.data(), cu.data(), static_cast<int>(lengths.size()), 3, 512);
-  }
-  DeviceBuffer<int64_t> d_slots = slots.empty() ? DeviceBuffer<int64_t>() : DeviceBuffer<int64_t>(slots);
-  const DropoutLayout host_layout = fc.packed ? DropoutLayout{3, 512, cols, slots.data()} : DropoutLayout{2, 1, cols};
-  const DropoutLayout device_layout =
-      fc.packed ? DropoutLayout{3, 512, cols, d_slots.data()} : DropoutLayout{2, 1, cols};
+  const CaseLayout layouts(rows, cols, fc.packed, seed);
+  const DropoutLayout &host_layout = layouts.host, &device_layout = layouts.device;
 
   const std::vector<float> x = inputs<T>(n, seed, -2.0f, 3.0f);
   const std::vector<float> residual = random_floats(n, seed + 1, -1.0f, 1.0f);
@@ -1190,18 +1198,8 @@ void check_layernorm_dropout(const LayerNormDropoutCase& lc, uint32_t seed) {
   const float eps = 1e-12f, p = lc.p;
   const RandomKey key{0x5eedULL, 11, 2};
 
-  std::vector<int64_t> slots;
-  if (lc.packed) {
-    const std::vector<int> lengths = lengths_adding_up_to(rows, 96, seed);
-    const std::vector<int32_t> cu = row_offsets(lengths);
-    std::vector<int32_t> positions(static_cast<std::size_t>(rows));
-    slots.resize(static_cast<std::size_t>(rows));
-    packed_positions_cpu(positions.data(), slots.data(), cu.data(), static_cast<int>(lengths.size()), 3, 512);
-  }
-  DeviceBuffer<int64_t> d_slots = slots.empty() ? DeviceBuffer<int64_t>() : DeviceBuffer<int64_t>(slots);
-  const DropoutLayout host_layout = lc.packed ? DropoutLayout{3, 512, cols, slots.data()} : DropoutLayout{2, 1, cols};
-  const DropoutLayout device_layout =
-      lc.packed ? DropoutLayout{3, 512, cols, d_slots.data()} : DropoutLayout{2, 1, cols};
+  const CaseLayout layouts(rows, cols, lc.packed, seed);
+  const DropoutLayout &host_layout = layouts.host, &device_layout = layouts.device;
 
   const std::vector<float> x = inputs<T>(n, seed, -2.0f, 3.0f);
   const std::vector<float> gamma = inputs<T>(static_cast<std::size_t>(cols), seed + 2, 0.5f, 1.5f);

@@ -23,16 +23,13 @@ template <typename T>
 void bench_layernorm_forward(Runner& r);
 template <typename T>
 void bench_layernorm_backward(Runner& r);
-// ... and fused with the dropout before it (the float residual stream, a T copy): every LayerNorm inside a layer.
+// ... and fused with its dropout (the float residual stream, a T copy): with `residual` the dropout before it and the
+// residual add, every LayerNorm inside a layer (dropout_residual_layernorm_*); else the dropout after it, the
+// embeddings' LayerNorm (layernorm_dropout_*).
 template <typename T>
-void bench_dropout_residual_layernorm_forward(Runner& r);
+void bench_fused_layernorm_forward(Runner& r, bool residual);
 template <typename T>
-void bench_dropout_residual_layernorm_backward(Runner& r);
-// ... and followed by dropout (no residual; the float stream and a T copy): the embeddings' LayerNorm.
-template <typename T>
-void bench_layernorm_dropout_forward(Runner& r);
-template <typename T>
-void bench_layernorm_dropout_backward(Runner& r);
+void bench_fused_layernorm_backward(Runner& r, bool residual);
 
 // dropout.cpp: dropout_forward, or dropout_backward when !forward.
 template <typename T>
