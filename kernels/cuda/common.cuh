@@ -8,9 +8,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/bf16.h"
 #include "core/cuda/cuda_check.h"
+#include "core/error.h"
 
 namespace bertrain {
 namespace cuda {
@@ -114,6 +116,16 @@ __device__ __forceinline__ float block_max(float x, float* shared) {
 inline unsigned elementwise_blocks(std::size_t n, int threads) {
   const std::size_t blocks = (n + threads - 1) / threads;
   return static_cast<unsigned>(blocks < 65536 ? (blocks > 0 ? blocks : 1) : 65536);
+}
+
+// The T copy a mixed-precision forward stores beside its float output y (the next GEMMs' input): y_copy, or null when
+// it is y itself (T = float: the stream is its own copy, stored once). For bf16 the two must be distinct buffers;
+// `what` names the launcher in the error.
+template <typename T>
+T* separate_copy(const float* y, T* y_copy, const char* what) {
+  if (static_cast<const void*>(y_copy) != static_cast<const void*>(y)) return y_copy;
+  BERTRAIN_CHECK((std::is_same_v<T, float>), what << ": the bf16 copy is the float output");
+  return nullptr;
 }
 
 }  // namespace cuda

@@ -4,8 +4,6 @@
 // bit.
 #include "kernels/dropout.h"
 
-#include <type_traits>
-
 #include "core/error.h"
 #include "kernels/cuda/common.cuh"
 
@@ -167,12 +165,8 @@ void dropout_backward_cuda(T* dx, const T* dy, std::size_t n, float p, const Ran
 template <typename T>
 void dropout_forward_cuda(float* y, T* y_copy, const float* x, std::size_t n, float p, const RandomKey& key,
                           const DropoutLayout& layout, CudaStream stream) {
-  // For T = float the stream is its own copy: one store. For bf16 the two must be distinct buffers.
-  if (static_cast<const void*>(y_copy) == static_cast<const void*>(y)) {
-    BERTRAIN_CHECK((std::is_same_v<T, float>), "dropout_forward_cuda: the bf16 copy is the float output");
-    y_copy = nullptr;
-  }
-  apply_mixed_dropout_mask_cuda(y, y_copy, x, n, p, key, layout, stream);
+  apply_mixed_dropout_mask_cuda(y, cuda::separate_copy(y, y_copy, "dropout_forward_cuda"), x, n, p, key, layout,
+                                stream);
 }
 
 void dropout_backward_cuda(bf16* dx, const float* dy, std::size_t n, float p, const RandomKey& key,

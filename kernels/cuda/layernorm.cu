@@ -20,7 +20,6 @@
 #include "kernels/layernorm.h"
 
 #include <cstdint>
-#include <type_traits>
 
 #include "core/error.h"
 #include "kernels/cuda/common.cuh"
@@ -631,8 +630,7 @@ FusedArgs<T> fused_args(int rows, int cols, float p, const RandomKey& key, const
   return a;
 }
 
-// The forward launchers' checks (but the residual's) and arguments. For T = float the stream may be its own copy
-// (y_copy == y): stored once, a.y_copy null. For bf16 the two must be distinct buffers.
+// The forward launchers' checks (but the residual's) and arguments; a.y_copy is cuda::separate_copy's.
 template <typename T>
 FusedArgs<T> fused_forward_args(float* y, T* y_copy, float* mean, float* rstd, const T* x, const T* gamma,
                                 const T* beta, int rows, int cols, float eps, float p, const RandomKey& key,
@@ -642,13 +640,9 @@ FusedArgs<T> fused_forward_args(float* y, T* y_copy, float* mean, float* rstd, c
   BERTRAIN_CHECK(y != nullptr && mean != nullptr && rstd != nullptr && x != nullptr && gamma != nullptr &&
                      beta != nullptr,
                  what << ": null pointer (only y_copy may be null)");
-  if (static_cast<const void*>(y_copy) == static_cast<const void*>(y)) {
-    BERTRAIN_CHECK((std::is_same_v<T, float>), what << ": the bf16 copy is the float output");
-    y_copy = nullptr;
-  }
   FusedArgs<T> a = fused_args<T>(rows, cols, p, key, layout, layout_cols);
   a.y = y;
-  a.y_copy = y_copy;
+  a.y_copy = cuda::separate_copy(y, y_copy, what);
   a.mean = mean;
   a.rstd = rstd;
   a.x = x;
@@ -770,9 +764,8 @@ void dropout_residual_layernorm_forward_cuda(float* y, T* y_copy, float* mean, f
   FusedArgs<T> a = fused_forward_args(y, y_copy, mean, rstd, x, gamma, beta, rows, cols, eps, p, key, layout, what);
   BERTRAIN_CHECK(residual != nullptr, what << ": null pointer (only y_copy may be null)");
   a.residual = residual;
-  y_copy = a.y_copy;
   const dim3 grid(static_cast<unsigned>((rows + kFusedWarps - 1) / kFusedWarps));
-  const bool vector = cols % cuda::kPack<T> == 0 && cuda::aligned16(y, y_copy, x, residual, gamma, beta);
+  const bool vector = cols % cuda::kPack<T> == 0 && cuda::aligned16(y, a.y_copy, x, residual, gamma, beta);
   if (launch_fused<T, Forward<DropoutAt::kInput>::template Launch>(vector, a, grid, stream)) return;
   dropout_residual_layernorm_forward_uncached_kernel<T><<<grid, kFusedThreads, 0, stream>>>(a);
   BERTRAIN_CUDA_CHECK_LAUNCH("dropout_residual_layernorm_forward_uncached_kernel");
@@ -813,15 +806,14 @@ void layernorm_dropout_forward_cuda(float* y, T* y_copy, float* mean, float* rst
   const char* what = "layernorm_dropout_forward_cuda";
   const FusedArgs<T> a =
       fused_forward_args(y, y_copy, mean, rstd, x, gamma, beta, rows, cols, eps, p, key, layout, what);
-  y_copy = a.y_copy;
   const dim3 grid(static_cast<unsigned>((rows + kFusedWarps - 1) / kFusedWarps));
-  const bool vector = cols % cuda::kPack<T> == 0 && cuda::aligned16(y, y_copy, x, gamma, beta);
+  const bool vector = cols % cuda::kPack<T> == 0 && cuda::aligned16(y, a.y_copy, x, gamma, beta);
   if (vector && launch_vector_units<T, Forward<DropoutAt::kOutput>::template Launch>(a, grid, stream)) return;
   // Rows not of whole 16-byte units, or wider than registers hold: the composition the CPU twin is.
   layernorm_forward_cuda(y, static_cast<T*>(nullptr), mean, rstd, x, static_cast<const float*>(nullptr), gamma, beta,
                          rows, cols, eps, stream);
-  dropout_forward_cuda(y, y_copy, static_cast<const float*>(y), static_cast<std::size_t>(rows) * cols, p, key, layout,
-                       stream);
+  dropout_forward_cuda(y, a.y_copy, static_cast<const float*>(y), static_cast<std::size_t>(rows) * cols, p, key,
+                       layout, stream);
 }
 
 template <typename T>
@@ -858,12 +850,8 @@ void layernorm_forward_cuda(T* y, float* mean, float* rstd, const T* x, const T*
 template <typename T>
 void layernorm_forward_cuda(float* y, T* y_copy, float* mean, float* rstd, const T* x, const float* residual,
                             const T* gamma, const T* beta, int rows, int cols, float eps, CudaStream stream) {
-  // For T = float the stream is its own copy: one store. For bf16 the two must be distinct buffers.
-  if (static_cast<const void*>(y_copy) == static_cast<const void*>(y)) {
-    BERTRAIN_CHECK((std::is_same_v<T, float>), "layernorm_forward_cuda: the bf16 copy is the float output");
-    y_copy = nullptr;
-  }
-  launch_layernorm_forward(y, y_copy, mean, rstd, x, residual, gamma, beta, rows, cols, eps, stream);
+  launch_layernorm_forward(y, cuda::separate_copy(y, y_copy, "layernorm_forward_cuda"), mean, rstd, x, residual, gamma,
+                           beta, rows, cols, eps, stream);
 }
 
 template <typename T>
