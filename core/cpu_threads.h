@@ -1,6 +1,10 @@
 // CPU thread setup for the Eigen/OpenMP engine.
 #pragma once
 
+#include <string>
+
+#include "core/count_text.h"
+
 namespace bertrain {
 
 // Sets the OpenMP thread count (0 keeps OpenMP's default) and pins thread i to the i-th CPU this process
@@ -11,5 +15,10 @@ namespace bertrain {
 // (r · threads)-th allowed CPU, so that processes do not pile onto the same cores.
 // Returns the thread count in effect.
 int configure_cpu_threads(int threads, int local_rank = 0);
+
+// "cpu (2 threads, fp32)": the CPU engine as logs, run files and serve's /v1/model name it. The engines take
+// `threads` when they are built, on the thread that runs them: OpenMP's count is per thread (serve's HTTP threads
+// keep the default).
+inline std::string cpu_engine_description(int threads) { return "cpu (" + count_of(threads, "thread") + ", fp32)"; }
 
 }  // namespace bertrain

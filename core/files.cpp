@@ -39,6 +39,62 @@ void require_readable_file(const std::string& path, const std::string& what) {
   BERTRAIN_FAIL("cannot open " << what << " '" << path << "': " << std::strerror(error));
 }
 
+namespace {
+
+// Creates and removes a file in directory `dir`: the one test that answers for permissions, read-only mounts and
+// filesystems like /proc alike. Returns "" or the system's reason.
+std::string probe_file_creation(const std::string& dir) {
+  const std::string probe = dir + "/.bertrain-write-check-" + std::to_string(::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return std::strerror(errno);
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return "";
+}
+
+void check_can_create_in(const std::filesystem::path& dir, const std::string& path, const std::string& what) {
+  const std::string name = dir.empty() ? "." : dir.string();
+  const std::string why = probe_file_creation(name);
+  BERTRAIN_CHECK(why.empty(), what << " '" << path << "': cannot create files in '" << name << "': " << why);
+}
+
+}  // namespace
+
+void check_writable_directory(const std::string& dir, const std::string& what) {
+  // The nearest part of the path that exists must be a directory; mkdir -p makes the rest in it.
+  std::filesystem::path p = std::filesystem::path(dir).lexically_normal();
+  struct stat st;
+  while (!p.empty() && ::stat(p.c_str(), &st) != 0 && p != p.parent_path()) {
+    // Missing, or below a file (ENOTDIR: the loop reaches that file): look one folder up. Any other reason (no
+    // permission to search a folder) is the answer.
+    const int error = errno;
+    BERTRAIN_CHECK(error == ENOENT || error == ENOTDIR, what << " '" << dir << "': " << std::strerror(error));
+    p = p.parent_path();
+  }
+  if (!p.empty() && ::stat(p.c_str(), &st) == 0) {
+    BERTRAIN_CHECK(S_ISDIR(st.st_mode), what << " '" << dir << "': '" << p.string() << "' is a file, not a directory");
+  }
+  check_can_create_in(p, dir, what);
+}
+
+void check_writable_file(const std::string& path, const std::string& what) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {
+    BERTRAIN_CHECK(!S_ISDIR(st.st_mode), what << " '" << path << "': it is a directory, not a file");
+  }
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  if (!folder.empty()) {
+    if (::stat(folder.c_str(), &st) != 0) {
+      const int error = errno;
+      if (error == ENOTDIR) check_writable_directory(folder.string(), what);  // names the file on the way
+      BERTRAIN_CHECK(error != ENOENT, what << " '" << path << "': folder '" << folder.string() << "' does not exist");
+      BERTRAIN_FAIL(what << " '" << path << "': folder '" << folder.string() << "': " << std::strerror(error));
+    }
+    BERTRAIN_CHECK(S_ISDIR(st.st_mode), what << " '" << path << "': '" << folder.string() << "' is a file, not a directory");
+  }
+  check_can_create_in(folder, path, what);
+}
+
 std::string read_file(const std::string& path, const std::string& what) {
   require_readable_file(path, what);
   std::ifstream in(path, std::ios::binary);

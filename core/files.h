@@ -26,6 +26,16 @@ void require_readable_file(const std::string& path, const std::string& what);
 // The whole of file `path` (named `what` in errors, as require_readable_file's).
 std::string read_file(const std::string& path, const std::string& what);
 
+// Before any work: checks that an output can be written where the user asked, so that a bad --out fails at once
+// instead of after the training or evaluation. Nothing is created (a file is made and removed at once to probe).
+// check_writable_directory: `dir` is a directory, or mkdir -p can make it, in which files can be created.
+// check_writable_file: `path` is not a directory and files can be created in its folder, which must exist (the
+// commands write files atomically beside themselves and make no folders for them). Both throw Error
+// "<what> '<path>': <why>", why being "'<p>' is a file, not a directory", "folder '<p>' does not exist" or
+// "cannot create files in '<p>': <the system's reason>".
+void check_writable_directory(const std::string& dir, const std::string& what);
+void check_writable_file(const std::string& path, const std::string& what);
+
 bool directory_exists(const std::string& path);
 bool file_exists(const std::string& path);
 bool path_exists(const std::string& path);  // anything at all: file, directory, device...

@@ -255,6 +255,12 @@ bool TextRowReader::next(TextRow* row) {
   return false;
 }
 
+void TextRowReader::require_rows() const {
+  BERTRAIN_CHECK(good_ > 0, path() << ": no data rows"
+                                   << (skipped_ > 0 ? " (all " + std::to_string(skipped_) + " rows were bad and skipped)"
+                                                    : std::string()));
+}
+
 TextDataset load_text_dataset(const std::string& path, const Tokenizer& tokenizer, const LabelSet* labels,
                               const DatasetOptions& options) {
   TextRowReader reader(path, tokenizer, options);
@@ -264,15 +270,13 @@ TextDataset load_text_dataset(const std::string& path, const Tokenizer& tokenize
   while (reader.next(&row)) {
     if (labels != nullptr) row.example.labels = labels->require_all(row.tags, path + ":" + std::to_string(row.line));
     data.ids.push_back(std::move(row.id));
+    data.lines.push_back(row.line);
     data.raw_text.push_back(std::move(row.raw_text));
     data.tags.push_back(std::move(row.tags));
     data.examples.push_back(std::move(row.example));
     row = TextRow{};
   }
-  BERTRAIN_CHECK(!data.examples.empty(), path << ": no data rows" << (reader.skipped() > 0
-                                                                         ? " (all " + std::to_string(reader.skipped()) +
-                                                                               " rows were bad and skipped)"
-                                                                         : std::string()));
+  reader.require_rows();
   data.truncated = reader.truncated();
   data.skipped = reader.skipped();
   data.skip_reasons = reader.skip_reasons();

@@ -72,6 +72,9 @@ class TextRowReader {
   int truncated() const { return truncated_; }
   // The first few skipped rows' reasons ("file:line: ..."), for the log.
   const std::vector<std::string>& skip_reasons() const { return skip_reasons_; }
+  // At the end of the file: an Error "<path>: no data rows" (saying when every row was bad and skipped) unless some
+  // row was good. A file of a header alone is refused by every command alike.
+  void require_rows() const;
 
  private:
   // Why `record` is bad ("" when it is good); fills `row` otherwise.
@@ -93,6 +96,7 @@ class TextRowReader {
 struct TextDataset {
   std::string source;                         // file path
   std::vector<std::string> ids;               // see TextRow
+  std::vector<int> lines;                     // where each row starts in the file (1-based), for messages
   std::vector<std::string> raw_text;
   std::vector<std::vector<std::string>> tags;
   std::vector<Example> examples;              // labels assigned when a LabelSet was given

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "core/build_config.h"
+#include "core/cpu_threads.h"
 #include "core/error.h"
 #include "kernels/packed.h"
 
@@ -23,11 +24,9 @@ int round_up_to_power_of_two(int n) {
 class CpuInference final : public InferenceBackend {
  public:
   CpuInference(const BertConfig& config, int num_labels, const std::vector<float>& params)
-      : config_(config), num_labels_(num_labels), params_(params) {}
+      : config_(config), num_labels_(num_labels), params_(params), threads_(omp_get_max_threads()) {}
 
-  std::string description() const override {
-    return "cpu (" + std::to_string(omp_get_max_threads()) + " threads, fp32)";
-  }
+  std::string description() const override { return cpu_engine_description(threads_); }
 
   void logits(const BertBatch& batch, float* out) override {
     if (batch.batch == 0) return;
@@ -49,6 +48,7 @@ class CpuInference final : public InferenceBackend {
   std::vector<float> params_;
   BatchLimits limits_{0, 0, 0};
   std::optional<BertClassifier<float>> model_;
+  int threads_;  // OpenMP's count on the thread that built (and runs) the engine: serve's engine thread
 };
 
 }  // namespace

@@ -50,11 +50,10 @@ Predictor::Predictor(const std::string& path, const InferenceOptions& options)
   engine_ = make_inference_backend(choice, model_.config, labels_.size(), model_.params);
 }
 
-DatasetOptions Predictor::dataset_options() const {
+DatasetOptions trained_dataset_options(const BertConfig& config, const std::string& source) {
   DatasetOptions options;
-  const nlohmann::json& extra = model_.config.extra;
-  const std::string source = dir_ + "/config.json";
-  options.max_length = model_.config.max_sequence_length();
+  const nlohmann::json& extra = config.extra;
+  options.max_length = config.max_sequence_length();
   try {
     if (extra.contains(kCleanTextKey)) options.clean = extra.at(kCleanTextKey).get<bool>();
     if (extra.contains(kDataKey)) {
@@ -67,16 +66,23 @@ DatasetOptions Predictor::dataset_options() const {
   } catch (const nlohmann::json::exception& e) {
     BERTRAIN_FAIL(source << ": " << kCleanTextKey << " / " << kDataKey << ": " << e.what());
   }
+  return options;
+}
+
+void check_max_length(const DatasetOptions& options, const BertConfig& config) {
+  BERTRAIN_CHECK(options.max_length <= config.max_sequence_length(),
+                 "--max-length " << options.max_length << " is more than the " << config.max_sequence_length()
+                                 << " tokens the model's max_position_embeddings " << config.max_position_embeddings
+                                 << " allow");
+}
+
+DatasetOptions Predictor::dataset_options() const {
+  DatasetOptions options = trained_dataset_options(model_.config, dir_ + "/config.json");
   options.multi_label = multi_label_;
   return options;
 }
 
-void Predictor::check_dataset_options(const DatasetOptions& options) const {
-  BERTRAIN_CHECK(options.max_length <= model_.config.max_sequence_length(),
-                 "--max-length " << options.max_length << " is more than the " << model_.config.max_sequence_length()
-                                 << " tokens the model's max_position_embeddings " << model_.config.max_position_embeddings
-                                 << " allow");
-}
+void Predictor::check_dataset_options(const DatasetOptions& options) const { check_max_length(options, model_.config); }
 
 std::vector<float> Predictor::predict_proba(const std::vector<Example>& examples) {
   std::vector<float> probs;

@@ -31,6 +31,13 @@ std::string resolve_model_dir(const std::string& path);
 // (a tokenizer.json from another model, say), before any text is read.
 void check_tokenizer_fits(const Tokenizer& tokenizer, const BertConfig& config, const std::string& dir);
 
+// How the model in `config` reads text: cleaning, columns, label separator and max_length as a bertrain training read
+// its data (config.json's kCleanTextKey and kDataKey), else the defaults with the model's whole max_sequence_length.
+// `source` names config.json in errors.
+DatasetOptions trained_dataset_options(const BertConfig& config, const std::string& source);
+// Throws Error naming --max-length when `options` ask for more tokens than the model's position table holds.
+void check_max_length(const DatasetOptions& options, const BertConfig& config);
+
 // Index of the largest of row[0, n) (the first on ties).
 int top_class(const float* row, int n);
 

@@ -92,6 +92,8 @@ RunDirs prepare_run_dir(const TrainArgs& args, Communicator& comm) {
   BERTRAIN_CHECK(!path_exists(args.out_dir) || directory_exists(args.out_dir),
                  "--out " << args.out_dir << " is a file, not a run directory");
   if (comm.rank() == 0) {
+    // Rank 0 writes RUN_DIR: one that cannot be written fails now, not at the first checkpoint.
+    check_writable_directory(args.out_dir, "--out");
     recover_directory(dirs.last);
     recover_directory(dirs.best);
   }

@@ -14,6 +14,17 @@ namespace bertrain {
 // (EX_TEMPFAIL from sysexits.h: a temporary failure, try again).
 inline constexpr int kExitCheckpointed = 75;
 
+// "SIGTERM", "SIGINT", "SIGUSR1", "SIGHUP", else "signal N": how every command names the signal that stopped it.
+inline std::string signal_name(int sig) {
+  switch (sig) {
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGHUP: return "SIGHUP";
+    default: return "signal " + std::to_string(sig);
+  }
+}
+
 class StopSignals {
  public:
   StopSignals();

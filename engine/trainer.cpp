@@ -559,11 +559,10 @@ class TrainingLoop {
   // What a run stopped by a signal says: where its checkpoint is and how to go on.
   std::string stop_message(long step) const {
     const int sig = StopSignals::received();
-    const char* name = sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : sig == SIGUSR1 ? "SIGUSR1" : "a signal";
     const int epoch = static_cast<int>(step / p_.plan.steps_per_epoch);
     const bool epoch_end = (step + 1) % p_.plan.steps_per_epoch == 0;
     std::ostringstream os;
-    os << "stopped by " << (sig != 0 ? name : "a signal to another rank") << " "
+    os << "stopped by " << (sig != 0 ? signal_name(sig) : "a signal to another rank") << " "
        << (epoch_end ? "at the end of epoch " : "in epoch ") << epoch + 1 << " of " << p_.plan.epochs
        << ", after optimizer step " << p_.engine.optimizer_steps() << "; checkpoint in " << p_.args.out_dir
        << "/last; continue with the same command and --resume";
@@ -672,6 +671,12 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
                             model.params, trainer_options(args, data), comm);
   RunState run = args.resume ? input_step([&] { return resumed_state(args, dirs, saved, plan, *engine, resumes); })
                              : fresh_state(args, plan);
+
+  params["world_size"] = comm.size();
+  params["engine"] = engine->description();
+  params["device_memory_bytes"] = engine->device_memory_bytes();
+  if (verbose) print_start(args, plan, data, model, *engine, comm);
+  // After the run's header, which says what trains; this line says where it goes on from.
   if (verbose && args.resume) {
     if (run.first_step < plan.total_steps) {
       std::printf("resuming from epoch %d, step %ld (%s)\n", static_cast<int>(run.first_step / plan.steps_per_epoch) + 1,
@@ -681,11 +686,6 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
                   static_cast<long>(engine->optimizer_steps()), dirs.last.c_str());
     }
   }
-
-  params["world_size"] = comm.size();
-  params["engine"] = engine->description();
-  params["device_memory_bytes"] = engine->device_memory_bytes();
-  if (verbose) print_start(args, plan, data, model, *engine, comm);
   if (leader) {
     // --overwrite: the earlier run goes only now, once the new run's inputs have been read and checked.
     for (const std::string& path : dirs.to_clear) remove_tree(path);

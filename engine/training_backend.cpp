@@ -8,6 +8,7 @@
 
 #include "core/build_config.h"
 #include "core/build_info.h"
+#include "core/cpu_threads.h"
 #include "core/error.h"
 #include "engine/checkpoint.h"
 #include "kernels/tensor_ops.h"
@@ -21,11 +22,9 @@ class CpuBackend final : public TrainingBackend {
  public:
   CpuBackend(const BertConfig& config, int num_labels, const BatchLimits& limits, const std::vector<float>& params,
              const TrainerOptions& options)
-      : trainer_(config, num_labels, limits, params, options) {}
+      : trainer_(config, num_labels, limits, params, options), threads_(omp_get_max_threads()) {}
 
-  std::string description() const override {
-    return "cpu (" + std::to_string(omp_get_max_threads()) + " threads, fp32)";
-  }
+  std::string description() const override { return cpu_engine_description(threads_); }
   std::size_t device_memory_bytes() const override { return 0; }
 
   void train_step(const BertBatch& batch, const float* targets, double loss_scale, Communicator& comm,
@@ -84,6 +83,7 @@ class CpuBackend final : public TrainingBackend {
   std::vector<float> accumulated_;  // gradient accumulation: the step's earlier micro-batches' gradient sum
   std::deque<StepResult> steps_;
   double last_grad_norm_ = 0;
+  int threads_;  // OpenMP's count on the thread that built (and runs) the engine
 };
 
 }  // namespace

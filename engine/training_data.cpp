@@ -7,18 +7,20 @@
 #include "data/dataset.h"
 #include "data/label_checks.h"
 #include "data/split.h"
+#include "engine/predictor.h"
 
 namespace bertrain {
 
 namespace {
 
-// The examples of `rows` of `data`, labelled by `labels` (a label outside them is an Error naming the file).
+// The examples of `rows` of `data`, labelled by `labels` (a label outside them is an Error naming the file and line).
 std::vector<Example> labelled_examples(const TextDataset& data, const std::vector<int>& rows, const LabelSet& labels) {
   std::vector<Example> out;
   out.reserve(rows.size());
   for (int r : rows) {
-    Example e = data.examples[static_cast<std::size_t>(r)];
-    e.labels = labels.require_all(data.tags[static_cast<std::size_t>(r)], data.source);
+    const auto i = static_cast<std::size_t>(r);
+    Example e = data.examples[i];
+    e.labels = labels.require_all(data.tags[i], data.source + ":" + std::to_string(data.lines[i]));
     out.push_back(std::move(e));
   }
   return out;
@@ -44,7 +46,10 @@ Split split_rows(const TrainArgs& args, const TextDataset& file, const std::vect
     return split;
   }
   std::vector<int> row_labels;
-  for (int r : rows) row_labels.push_back(labels.require(file.tags[static_cast<std::size_t>(r)].at(0), file.source));
+  for (int r : rows) {
+    const auto i = static_cast<std::size_t>(r);
+    row_labels.push_back(labels.require(file.tags[i].at(0), file.source + ":" + std::to_string(file.lines[i])));
+  }
   return stratified_split(row_labels, args.val_fraction, args.split_seed);
 }
 
@@ -55,10 +60,7 @@ TrainingData load_training_data(const TrainArgs& args, const BertConfig& source_
   data_options.clean = args.clean;
   data_options.read_labels = true;
   if (data_options.max_length == 0) data_options.max_length = source_config.max_sequence_length();
-  BERTRAIN_CHECK(data_options.max_length <= source_config.max_sequence_length(),
-                 "--max-length " << data_options.max_length << " is more than the " << source_config.max_sequence_length()
-                                 << " tokens the model's max_position_embeddings " << source_config.max_position_embeddings
-                                 << " allow");
+  check_max_length(data_options, source_config);
   const TextDataset train_file = load_text_dataset(args.train_data, tokenizer, nullptr, data_options);
   std::vector<int> rows = all_rows(train_file.examples.size());
   if (args.num_samples > 0) rows = sample_rows(static_cast<int>(rows.size()), args.num_samples, args.split_seed);

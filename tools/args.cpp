@@ -107,13 +107,36 @@ std::string ArgParser::get(const std::string& name) const {
 
 int ArgParser::get_int(const std::string& name) const {
   const std::string text = get(name);
+  const std::string range = command_ + ": --" + name + " must be between -2147483647 and 2147483647, got " + text;
+  long value = 0;
+  std::size_t used = 0;
   try {
-    std::size_t used = 0;
-    const long value = std::stol(text, &used);
-    if (used == text.size() && value >= -2147483647L && value <= 2147483647L) return static_cast<int>(value);
+    value = std::stol(text, &used);
+  } catch (const std::out_of_range&) {
+    throw UsageError(range);
   } catch (const std::exception&) {
   }
-  throw UsageError(command_ + ": --" + name + " expects an integer, got '" + text + "'");
+  if (used != text.size() || text.empty()) {
+    throw UsageError(command_ + ": --" + name + " expects an integer, got '" + text + "'");
+  }
+  if (value < -2147483647L || value > 2147483647L) throw UsageError(range);
+  return static_cast<int>(value);
+}
+
+uint64_t ArgParser::get_uint64(const std::string& name) const {
+  const std::string text = get(name);
+  // std::stoull would take "-1" as 2^64 - 1: only digits are a seed.
+  const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+  if (digits) {
+    try {
+      return std::stoull(text);
+    } catch (const std::out_of_range&) {
+      throw UsageError(command_ + ": --" + name + " must be at most 18446744073709551615 (2^64 - 1), got " + text);
+    }
+  }
+  const bool negative = text.size() > 1 && text[0] == '-' && text.find_first_not_of("0123456789", 1) == std::string::npos;
+  throw UsageError(command_ + ": --" + name + (negative ? " must be 0 or more, got " : " expects an integer, got '") +
+                   text + (negative ? "" : "'"));
 }
 
 double ArgParser::get_double(const std::string& name) const {

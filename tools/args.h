@@ -2,6 +2,7 @@
 // defaults, boolean switches, generated --help, and UsageError (exit code 2) for anything malformed.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -42,6 +43,8 @@ class ArgParser {
   const std::string& command() const { return command_; }  // "train", "evaluate", ... (for messages)
   std::string get(const std::string& name) const;
   int get_int(const std::string& name) const;        // UsageError naming the flag when not an integer
+  // A seed: 0 to 2^64 - 1, as results.json records it (so a recorded seed can be given back); UsageError otherwise.
+  uint64_t get_uint64(const std::string& name) const;
   double get_double(const std::string& name) const;  // UsageError naming the flag when not a number
   bool get_flag(const std::string& name) const;
   // Whether the command line gave option or flag `name` (an empty value counts), as opposed to its default.

@@ -121,9 +121,9 @@ int bench_step(const std::vector<std::string>& args) {
                    "Times training steps (forward + BCE loss + backward + Adam) of a random BERT classifier and\n"
                    "prints the loss of every step. Batches are packed: only real tokens are computed. Without\n"
                    "--lengths-from every step uses one synthetic batch whose lengths run from S/2 to S (all S with\n"
-                   "--full-rows); with it,\n"
-                   "step i uses the i-th batch of row lengths drawn (seeded, shuffled epochs) from the tokenized\n"
-                   "CSV, and --padded extends every row to its batch's longest (the padded engine's work).\n"
+                   "--full-rows); with it, step i uses the i-th batch of row lengths drawn (seeded, shuffled epochs)\n"
+                   "from the tokenized CSV, and --padded extends every row to its batch's longest (the padded\n"
+                   "engine's work).\n"
                    "--forward-only times evaluation steps (forward + loss; CUDA graphs replay repeated shapes\n"
                    "unless --no-cuda-graphs).\n"
                    "Defaults: BERT-mini on the CPU; BERT-base on a GPU: --layers 12 --hidden 768 --heads 12\n"
@@ -166,7 +166,7 @@ int bench_step(const std::vector<std::string>& args) {
   config.hidden_dropout_prob = config.attention_probs_dropout_prob = parser.get_double("dropout");
   const int batch = parser.get_int("batch"), seq = parser.get_int("seq"), labels = parser.get_int("labels");
   const int steps = parser.get_int("steps"), warmup = parser.get_int("warmup");
-  const uint64_t seed = static_cast<uint64_t>(parser.get_int("seed"));
+  const uint64_t seed = parser.get_uint64("seed");
   const std::string lengths_csv = parser.get("lengths-from");
   const bool padded = parser.get_flag("padded");
   if (batch < 1 || seq < 2 || labels < 1 || steps < 1 || warmup < 0) {
@@ -202,7 +202,7 @@ int bench_step(const std::vector<std::string>& args) {
     most_tokens = std::max(most_tokens, std::accumulate(rows.begin(), rows.end(), 0));
   }
   if (longest > config.max_position_embeddings) config.max_position_embeddings = longest;
-  config.validate("bench step");
+  input_step([&] { config.validate("bench step"); });
   std::vector<SyntheticBatch> batches;
   for (std::size_t i = 0; i < lengths.size(); ++i) {
     batches.push_back(synthetic_batch(lengths[i], config.vocab_size, labels, RandomKey{seed, 0, 0xbe7c4u},
@@ -215,7 +215,8 @@ int bench_step(const std::vector<std::string>& args) {
   options.seed = seed;
   options.cuda_graphs = !parser.get_flag("no-cuda-graphs");
   const bool forward_only = parser.get_flag("forward-only");
-  const BackendChoice choice = choose_backend(parser.get("device"), parser.get("precision"), 0);
+  // As for train: a --device or --precision this machine cannot run is the flags' fault.
+  const BackendChoice choice = input_step([&] { return choose_backend(parser.get("device"), parser.get("precision"), 0); });
   const std::unique_ptr<Communicator> single = make_communicator(LaunchInfo{});
   const std::unique_ptr<TrainingBackend> engine =
       make_training_backend(choice, config, labels, BatchLimits{batch, longest, most_tokens},

@@ -59,9 +59,9 @@ void report(const char* variant, const Result& r, std::size_t rows, uint64_t inp
 
 int run_bench_tokenize(const std::vector<std::string>& args) {
   ArgParser parser("bench tokenize",
-                   "Times Made-With-ML's clean_text and a tokenizer (--vocab FILE or --model DIR) on one thread: clean only, tokenize\n"
-                   "only (text cleaned beforehand) and clean + tokenize, over a CSV's title + \" \" + description\n"
-                   "with its rows repeated. Compare with tests/reference/bench_hf_tokenizer.py.");
+                   "Times Made-With-ML's clean_text and a tokenizer (--vocab FILE or --model DIR) on one thread:\n"
+                   "clean only, tokenize only (text cleaned beforehand) and clean + tokenize, over a CSV's\n"
+                   "title + \" \" + description with its rows repeated. Compare with tests/reference/bench_hf_tokenizer.py.");
   parser.option("vocab", "", "WordPiece vocabulary (vocab.txt; a .json file is read as tokenizer.json)").value_name("FILE");
   parser.option("model", "", "model directory: its tokenizer.json, else its vocab.txt").value_name("DIR");
   parser.option("data", "", "CSV with title and description columns", true).value_name("FILE");
@@ -76,13 +76,18 @@ int run_bench_tokenize(const std::vector<std::string>& args) {
   }
 
   if (parser.given("vocab") == parser.given("model")) throw UsageError("bench tokenize: give either --vocab or --model");
-  const std::unique_ptr<Tokenizer> loaded =
-      parser.given("model") ? load_tokenizer(parser.get("model")) : load_tokenizer_file(parser.get("vocab"));
+  // The tokenizer and the data are the user's input: what fails here exits 2.
+  const std::unique_ptr<Tokenizer> loaded = input_step([&] {
+    return parser.given("model") ? load_tokenizer(parser.get("model")) : load_tokenizer_file(parser.get("vocab"));
+  });
   const Tokenizer& tokenizer = *loaded;
-  const CsvTable table = read_csv(parser.get("data"));
-  const auto title = static_cast<std::size_t>(table.require_column("title"));
-  const auto description = static_cast<std::size_t>(table.require_column("description"));
-  BERTRAIN_CHECK(!table.rows.empty(), table.source << ": no rows");
+  const CsvTable table = input_step([&] { return read_csv(parser.get("data")); });
+  std::size_t title = 0, description = 0;
+  input_step([&] {
+    title = static_cast<std::size_t>(table.require_column("title"));
+    description = static_cast<std::size_t>(table.require_column("description"));
+    BERTRAIN_CHECK(!table.rows.empty(), table.source << ": no rows");
+  });
 
   const std::size_t rows = static_cast<std::size_t>(rows_arg);
   std::vector<std::string> raw, cleaned;

@@ -79,7 +79,8 @@ int run_convert(const std::vector<std::string>& args) {
               "Writes DIR's weights (pytorch_model.bin, or model.safetensors when DIR has one) as model.safetensors:\n"
               "float32, Hugging Face names as bertrain writes them (the family's prefix such as bert. or roberta.,\n"
               "the head when DIR has one), pre-training heads and position_ids dropped, LayerNorm gamma/beta\n"
-              "renamed. config.json and the tokenizer's files (tokenizer.json, vocab.txt, ...) are copied beside it. Each file is replaced atomically. transformers loads the result.\n"
+              "renamed. config.json and the tokenizer's files (tokenizer.json, vocab.txt, ...) are copied beside\n"
+              "it. Each file is replaced atomically. transformers loads the result.\n"
               "pytorch_model.bin is read without Python and without executing its pickle (zip or legacy format).");
   p.positionals("DIR", "a model directory, or a RUN_DIR (its best/)", 1, 1);
   p.option("out", "", "output directory (created if missing; default DIR)").value_name("DIR2");
@@ -87,6 +88,7 @@ int run_convert(const std::vector<std::string>& args) {
   // A RUN_DIR means its best/, as for evaluate and predict.
   const std::string dir = input_step([&] { return resolve_model_dir(p.positional_values()[0]); });
   const std::string out = p.get("out").empty() ? dir : p.get("out");
+  input_step([&] { check_writable_directory(out, "--out"); });
 
   // Everything is read and checked before anything is written (DIR2 may be DIR); what fails while reading is the
   // user's input (exit 2).

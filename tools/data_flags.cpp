@@ -77,7 +77,7 @@ InferenceOptions inference_options(const ArgParser& p) {
   options.device = p.get("device");
   options.precision = p.get("precision");
   options.batch_size = p.get("batch-size") == "auto" ? 0 : p.get_int("batch-size");
-  if (p.get("batch-size") != "auto" && options.batch_size < 1) throw UsageError("--batch-size must be >= 1 or auto");
+  if (p.get("batch-size") != "auto" && options.batch_size < 1) throw UsageError(p.command() + ": --batch-size must be >= 1 or auto");
   return options;
 }
 

@@ -87,15 +87,17 @@ int run_evaluate(const std::vector<std::string>& args) {
   if (!p.parse(args)) return 0;
   const double threshold = p.get_double("threshold");
   if (!(threshold >= 0 && threshold <= 1)) throw UsageError("evaluate: --threshold must be in [0, 1]");
+  const InferenceOptions inference = inference_options(p);
 
   // The model, the flags and the data are the user's input: what fails here exits 2.
+  if (!p.get("out").empty()) input_step([&] { check_writable_file(p.get("out"), "--out"); });
   const ModelSource source = model_source(p);
   if (p.given("experiment") && source.store.dir.empty()) {
     throw UsageError("evaluate: --experiment names the experiment of an MLflow run: give --mlflow-dir too (or set "
                      "MLFLOW_TRACKING_URI)");
   }
   const std::optional<MlflowRunInfo> mlflow_run = input_step([&] { return run_to_log(p, source); });
-  Predictor predictor = input_step([&] { return Predictor(source.path, inference_options(p)); });
+  Predictor predictor = input_step([&] { return Predictor(source.path, inference); });
   const TextDataset data = input_step([&] {
     DatasetOptions options = predictor.dataset_options();
     apply_data_flags(p, &options);

@@ -11,6 +11,7 @@
 #include "core/atomic_file.h"
 #include "core/count_text.h"
 #include "core/error.h"
+#include "core/files.h"
 #include "engine/predictor.h"
 #include "engine/stop_signals.h"
 #include "tools/args.h"
@@ -92,6 +93,7 @@ long predict_file(Predictor& predictor, const std::string& path, const DatasetOp
     std::fprintf(stderr, "predict: %s longer than %d tokens %s truncated\n", count_of(reader.truncated(), "row").c_str(),
                  options.max_length, reader.truncated() == 1 ? "was" : "were");
   }
+  input_step([&] { reader.require_rows(); });  // as evaluate refuses it; --out is then not written
   return written;
 }
 
@@ -133,6 +135,7 @@ int run_predict(const std::vector<std::string>& args) {
   if (has_text && text.empty()) throw UsageError("predict: --text is empty");
   if (has_data && p.get("data").empty()) throw UsageError("predict: --data is empty");
   if (!has_data && !p.get("out").empty()) throw UsageError("predict: --out goes with --data");
+  if (has_data && !p.get("out").empty()) input_step([&] { check_writable_file(p.get("out"), "--out"); });
   PredictionRule rule;
   if (!p.get("threshold").empty()) {
     rule.threshold = p.get_double("threshold");
@@ -177,7 +180,7 @@ int run_predict(const std::vector<std::string>& args) {
     rows = predict_file(predictor, p.get("data"), options, predictor.batch_size(), rule, sink);
     sink.commit();
   } catch (const PredictionStopped& stopped) {
-    std::fprintf(stderr, "bertrain: predict: stopped by signal %d (%s)%s\n", stopped.signal, strsignal(stopped.signal),
+    std::fprintf(stderr, "bertrain: predict: stopped by %s%s\n", signal_name(stopped.signal).c_str(),
                  p.get("out").empty() ? "" : ("; " + p.get("out") + " not written").c_str());
     std::fflush(stderr);
     std::signal(stopped.signal, SIG_DFL);

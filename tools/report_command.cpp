@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/atomic_file.h"
+#include "core/files.h"
 #include "core/count_text.h"
 #include "core/error.h"
 #include "core/timestamp.h"
@@ -34,7 +35,9 @@ int report_study(const std::string& dir, const std::vector<std::pair<std::string
   // An unreadable study.json is the input's fault (exit 2); a failed write is not.
   const report::StudyRecord study = input_step([&] { return report::load_study(dir); });
   note_repeats(repeats, "study directory");
+  const std::string what = out.empty() ? "report" : "--out";
   if (out.empty()) out = dir + "/report.html";
+  input_step([&] { check_writable_file(out, what); });
   write_file_atomically(out, report::render_study_report(study, iso_timestamp_now()));
   std::fputs(report::study_summary(study).c_str(), stdout);
   std::printf("report: study of %s -> %s\n", count_of(static_cast<long long>(study.trials.size()), "trial").c_str(),
@@ -93,6 +96,7 @@ int run_report(const std::vector<std::string>& args) {
   report::name_runs(&runs);
   std::string out = p.get("out");
   if (out.empty()) out = dirs.size() == 1 ? dirs[0] + "/report.html" : "report.html";
+  input_step([&] { check_writable_file(out, p.given("out") ? "--out" : "report"); });
   write_file_atomically(out, report::render_report(runs, iso_timestamp_now()));
   for (const report::RunRecord& run : runs) std::fputs(report::run_summary(run).c_str(), stdout);
   std::printf("report: %s -> %s\n", count_of(static_cast<long long>(runs.size()), "run").c_str(), out.c_str());

@@ -1,12 +1,16 @@
 // `bertrain tokenize`: shows what the model sees: the token ids of a text or of every CSV row.
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "core/count_text.h"
 #include "core/error.h"
+#include "core/files.h"
 #include "data/dataset.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_loader.h"
+#include "engine/predictor.h"
+#include "model/bert_config.h"
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/data_flags.h"
@@ -32,28 +36,43 @@ int run_tokenize(const std::vector<std::string>& args) {
               "vocab.txt) or --vocab FILE (vocab.txt: BERT's uncased WordPiece; a .json file: tokenizer.json).\n"
               "For a dataset file (CSV, TSV or JSON Lines), the text of a row is its --text-columns joined with\n"
               "one space (title + \" \" + description by default), rows in file order.\n"
-              "The text is cleaned as Made-With-ML's clean_text first unless --no-clean.");
+              "The text is cleaned as Made-With-ML's clean_text first unless --no-clean. With --model DIR the text is\n"
+              "read as predict reads it for that model: the columns, cleaning and max_length its training used (a\n"
+              "model trained by bertrain), else the defaults and the model's max_position_embeddings.");
   p.option("vocab", "", "vocab.txt (or tokenizer.json) of the model").value_name("FILE");
   p.option("model", "", "model directory: its tokenizer.json, else its vocab.txt").value_name("DIR");
   p.option("text", "", "one text").value_name("TEXT");
   p.option("data", "", "dataset file (CSV, TSV or JSON Lines)").value_name("FILE");
   p.option("format", "auto", "auto: from the extension (.csv; .tsv, .tab; .jsonl, .ndjson)").value_name("csv|tsv|jsonl");
-  p.option("text-columns", "title,description", "columns joined with one space into the text, empty ones left out").value_name("A,B,...");
+  p.option("text-columns", "", "columns joined with one space into the text, empty ones left out (default: as --model "
+                                "was trained, else title,description)").value_name("A,B,...");
   p.flag("no-clean", "tokenize the text as given");
-  p.option("max-length", "512", "tokens per text, [CLS] and [SEP] included; longer texts are truncated");
+  p.option("max-length", "", "tokens per text, [CLS] and [SEP] included; longer texts are truncated (default: as "
+                             "--model reads text, else 512)").value_name("N");
   if (!p.parse(args)) return 0;
   const bool has_text = p.given("text"), has_data = p.given("data");
   if (has_text == has_data) throw UsageError("tokenize: give either --text or --data");
   if (has_text && join_text_columns({p.get("text")}).empty()) throw UsageError("tokenize: --text is empty");
   if (has_data && p.get("data").empty()) throw UsageError("tokenize: --data is empty");
   if (p.given("vocab") == p.given("model")) throw UsageError("tokenize: give either --vocab or --model");
+  if (p.given("max-length") && p.get_int("max-length") < 2) throw UsageError("tokenize: --max-length must be >= 2");
+
+  // A model directory's inputs as predict prepares them (a tokenizer's folder without config.json: the defaults).
+  const std::string config_path = p.get("model") + "/config.json";
+  std::optional<BertConfig> config;
   DatasetOptions options;
-  options.clean = !p.get_flag("no-clean");
-  options.max_length = p.get_int("max-length");
-  if (options.max_length < 2) throw UsageError("tokenize: --max-length must be >= 2");
+  if (p.given("model") && path_exists(config_path)) {
+    config = input_step([&] { return BertConfig::load(config_path); });
+    options = input_step([&] { return trained_dataset_options(*config, config_path); });
+  }
+  if (p.get_flag("no-clean")) options.clean = false;
+  if (p.given("max-length")) options.max_length = p.get_int("max-length");
+  if (config) input_step([&] { check_max_length(options, *config); });
   options.format = p.get("format");
   options.command_flags = dataset_flags_of(p);
-  options.text_columns = input_step([&] { return parse_column_list(p.get("text-columns"), "--text-columns"); });
+  if (p.given("text-columns")) {
+    options.text_columns = input_step([&] { return parse_column_list(p.get("text-columns"), "--text-columns"); });
+  }
 
   // Every failure here is in the input (the vocabulary, the file or a row): exit 2.
   const std::unique_ptr<Tokenizer> loaded = input_step([&] {

@@ -141,8 +141,8 @@ int run_train(const std::vector<std::string>& args) {
   a.weight_decay = p.get_double("weight-decay");
   a.class_weights = p.get_flag("class-weights");
   a.num_samples = p.get_int("num-samples");
-  a.seed = static_cast<uint64_t>(p.get_int("seed"));
-  a.split_seed = static_cast<uint64_t>(p.get_int("split-seed"));
+  a.seed = p.get_uint64("seed");
+  a.split_seed = p.get_uint64("split-seed");
   a.shuffle = p.get_flag("shuffle");
   a.clean = !p.get_flag("no-clean");
   apply_data_flags(p, &a.data);

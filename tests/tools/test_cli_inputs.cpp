@@ -3,6 +3,7 @@
 // text, a directory where a file belongs, hints that name only the running command's flags, and the label
 // warnings of train.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <filesystem>
@@ -262,6 +263,114 @@ TEST_F(CliTest, ADirectoryWhereAFileBelongsIsNamed) {
   expect_named(run({"train", "--model", data(), "--train-data", data(), "--out", path("run3"), "--epochs", "1"}),
                data() + ": a file, not a directory");
   expect_named(run({"predict", "--model", data(), "--text", "image"}), data() + ": a file, not a directory");
+}
+
+// ---- where outputs go ------------------------------------------------------------------------------------
+
+// An output that cannot be written is the user's input error (exit 2, never retried by launch), found before any
+// work: train used to train its first epoch into a folder it could not write and then exit 1 (which launch
+// retried, epoch and all), and evaluate to evaluate everything before failing to save it.
+TEST_F(CliTest, OutputsThatCannotBeWrittenAreRefusedBeforeAnyWork) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  spit(path("afile"), "not a folder\n");
+  const std::string not_dir = "'" + path("afile") + "' is a file, not a directory";
+  expect_error(run(train_args(path("afile/run"))), not_dir);
+  expect_error(run(train_args(path("afile/deeper/run"))), not_dir);
+  expect_error(run({"evaluate", "--model", suite_run(), "--data", data(), "--out", path("afile/e.json")}), not_dir);
+  expect_error(run({"evaluate", "--model", suite_run(), "--data", data(), "--out", path("no_folder/e.json")}),
+               "folder '" + path("no_folder") + "' does not exist");
+  expect_error(run({"evaluate", "--model", suite_run(), "--data", data(), "--out", path("model")}),
+               "it is a directory, not a file");
+  expect_error(run({"predict", "--model", suite_run(), "--data", data(), "--out", path("afile/p.jsonl")}), not_dir);
+  expect_error(run({"report", suite_run(), "--out", path("afile/r.html")}), not_dir);
+  expect_error(run({"convert", suite_run(), "--out", path("afile")}), not_dir);
+  EXPECT_FALSE(fs::exists(path("no_folder")));
+  // A folder nobody can create files in: /proc for every user (root too), a read-only folder for the others.
+  if (fs::is_directory("/proc")) {
+    expect_error(run(train_args("/proc/bertrain-run")), "cannot create files in '/proc'");
+    expect_error(run({"convert", suite_run(), "--out", "/proc/bertrain-model"}), "cannot create files in '/proc'");
+  }
+  if (::geteuid() != 0) {
+    fs::create_directories(path("read_only"));
+    fs::permissions(path("read_only"), fs::perms::owner_read | fs::perms::owner_exec);
+    expect_error(run(train_args(path("read_only"))), "cannot create files in '" + path("read_only") + "'");
+    expect_error(run(train_args(path("read_only/run"))), "cannot create files in '" + path("read_only") + "'");
+    fs::permissions(path("read_only"), fs::perms::owner_all);
+  }
+  // launch does not retry it.
+  const RunResult launched = run({"launch", "--restart-delay", "0", "--", binary(), "train", "--model", model(),
+                                  "--train-data", data(), "--out", path("afile/run"), "--device", "cpu", "--quiet"});
+  EXPECT_EQ(launched.exit_code, 2) << launched.describe();
+  EXPECT_EQ(launched.err.find("restart 1"), std::string::npos) << launched.describe();
+}
+
+// Numbers given to flags: a seed is what results.json records (0 to 2^64 - 1; a negative one used to wrap to
+// 2^64 - N), and a number out of an integer flag's range says so instead of "expects an integer".
+TEST_F(CliTest, SeedsAndIntegerRangesAreCheckedAsWritten) {
+  expect_error(run(train_args(path("run"), {"--seed", "-1"})), "train: --seed must be 0 or more, got -1");
+  expect_error(run(train_args(path("run"), {"--split-seed", "18446744073709551616"})),
+               "--split-seed must be at most 18446744073709551615");
+  expect_error(run(train_args(path("run"), {"--seed", "4x"})), "--seed expects an integer, got '4x'");
+  expect_error(run(train_args(path("run"), {"--epochs", "99999999999"})),
+               "--epochs must be between -2147483647 and 2147483647, got 99999999999");
+  // The largest seed parses: the command goes on to its next check (the run directory, here a file's child).
+  spit(path("afile"), "x\n");
+  expect_error(run(train_args(path("afile/run"), {"--seed", "18446744073709551615"})), "is a file, not a directory");
+  expect_no_run(path("run"));
+}
+
+// The same file means the same to every command: a header without rows is refused by predict as by evaluate.
+TEST_F(CliTest, AHeaderWithoutRowsIsRefusedByPredictToo) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  spit(path("header.csv"), "id,title,description,tag\n");
+  expect_error(run({"predict", "--model", suite_run(), "--data", path("header.csv"), "--out", path("p.jsonl")}),
+               path("header.csv") + ": no data rows");
+  EXPECT_FALSE(fs::exists(path("p.jsonl")));
+  const RunResult to_stdout = run({"predict", "--model", suite_run(), "--data", path("header.csv")});
+  expect_error(to_stdout, "no data rows");
+  EXPECT_EQ(to_stdout.out, "");
+}
+
+// tokenize prints what the model is given: cut at the model's max_length (40 for the fixture, as the suite's run
+// was trained), not at 512.
+TEST_F(CliTest, TokenizeCutsWhereTheModelDoes) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  std::string text = "image";
+  for (int i = 1; i < 100; ++i) text += " image";  // 100 tokens of the fixture's vocabulary, 102 with [CLS] and [SEP]
+  for (const std::string& dir : {model(), suite_run() + "/best"}) {
+    SCOPED_TRACE(dir);
+    const RunResult r = run({"tokenize", "--model", dir, "--text", text});
+    ASSERT_TRUE(succeeded(r)) << r.describe();
+    EXPECT_EQ(json::parse(r.out).size(), 40u) << r.out;
+    EXPECT_NE(r.err.find("longer than 40 tokens"), std::string::npos) << r.err;
+    expect_error(run({"tokenize", "--model", dir, "--text", text, "--max-length", "41"}),
+                 "--max-length 41 is more than the 40 tokens");
+  }
+  // A bare vocabulary has no model to ask: 512 tokens, or --max-length.
+  const RunResult vocab = run({"tokenize", "--vocab", path("model/vocab.txt"), "--text", text});
+  ASSERT_TRUE(succeeded(vocab)) << vocab.describe();
+  EXPECT_EQ(json::parse(vocab.out).size(), 102u) << vocab.out;
+  const RunResult cut = run({"tokenize", "--vocab", path("model/vocab.txt"), "--text", text, "--max-length", "10"});
+  ASSERT_TRUE(succeeded(cut)) << cut.describe();
+  EXPECT_EQ(json::parse(cut.out).size(), 10u) << cut.out;
+}
+
+// An unknown label in --val-data is named with its line, as evaluate names it.
+TEST_F(CliTest, AnUnknownValidationLabelNamesItsLine) {
+  std::vector<Row> rows = synthetic_rows();
+  rows.resize(6);
+  rows[3].tag = "quantum-computing";
+  spit(path("val.csv"), to_csv(rows));
+  // Line 1 is the header, row 0 spans lines 2-3 (its description holds a newline), so row 3 starts on line 6.
+  expect_error(run(train_args(path("run"), {"--val-data", path("val.csv")})),
+               "unknown tag 'quantum-computing' in " + path("val.csv") + ":6");
+  expect_no_run(path("run"));
+}
+
+// bench's input errors exit 2, as every command's do.
+TEST_F(CliTest, BenchInputErrorsAreExitStatusTwo) {
+  expect_error(run({"bench", "step", "--hidden", "30", "--heads", "4", "--steps", "1"}), "is not divisible by");
+  expect_error(run({"bench", "tokenize", "--model", model(), "--data", path("nothing.csv")}), "nothing.csv");
 }
 
 // ---- hints name only the running command's flags -----------------------------------------------------------

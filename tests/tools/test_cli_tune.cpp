@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 #include <thread>
@@ -372,6 +373,22 @@ TEST_F(CliTune, BadInputIsOneLineNamingWhatToFix) {
                "--grace-period (5) must not exceed the trials' epochs (3)");
   expect_error(run(tune_args(R"({"lr": {"type": "uniform", "low": 1e-5, "high": 1e-4}})", out, {}, {"--eval-steps", "3"})),
                "--scheduler asha counts epochs; --eval-steps");
+  // A space with nothing searched still names a key train does not have or tune sets.
+  expect_error(run(tune_args(R"({"nosuchflag": 3})", out, {})), "\"nosuchflag\" is not a flag of bertrain train");
+  expect_error(run(tune_args(R"({"out": "x"})", out, {})), "\"out\": tune sets --out itself");
+  // The files every trial reads, and the study's folder, are checked before a study exists: a typo there used to
+  // fail every trial, exit 1 and leave a study that the corrected command could neither start nor --resume.
+  const std::string lr = R"({"lr": {"type": "uniform", "low": 1e-5, "high": 1e-4}})";
+  std::vector<std::string> missing_data = tune_args(lr, out, {});
+  std::replace(missing_data.begin(), missing_data.end(), data(), path("nothing.csv"));
+  expect_error(run(missing_data), "cannot open --train-data '" + path("nothing.csv") + "'");
+  expect_error(run(tune_args(lr, out, {}, {"--val-data", path("nothing.csv")})), "cannot open --val-data");
+  std::vector<std::string> missing_model = tune_args(lr, out, {});
+  std::replace(missing_model.begin(), missing_model.end(), model(), path("no_model"));
+  expect_error(run(missing_model), path("no_model") + ": not found");
+  spit(dir_ / "afile", "x\n");
+  expect_error(run(tune_args(lr, path("afile/study"), {})), "'" + path("afile") + "' is a file, not a directory");
+  EXPECT_FALSE(fs::exists(out));
   spit(dir_ / "broken.json", "{\"lr\": ");
   expect_error(run({"tune", "--space", path("broken.json"), "--out", out, "--", "--model", model(), "--train-data", data()}),
                "broken.json");

@@ -144,7 +144,7 @@ int run_bench_kernels(const std::vector<std::string>& args) {
   o.device = p.get_int("device");
   o.peak_tflops = p.get_double("peak-tflops");
   o.peak_gbps = p.get_double("peak-gbps");
-  o.seed = static_cast<uint64_t>(p.get_int("seed"));
+  o.seed = p.get_uint64("seed");
   o.json = p.get_flag("json");
   if (s.batch < 1 || s.seq < 1 || s.hidden < 1 || s.heads < 1 || s.intermediate < 1 || s.vocab < 1 ||
       s.classes < 1 || s.layers < 1) {
@@ -163,7 +163,7 @@ int run_bench_kernels(const std::vector<std::string>& args) {
   if (cuda_device_count(&why) == 0) {
     if (why.empty() || why == "no CUDA device") why = "none visible (check CUDA_VISIBLE_DEVICES and the driver)";
     std::fprintf(stderr, "bertrain: bench kernels: no CUDA device: %s\n", why.c_str());
-    return 1;
+    return 2;  // as train --device cuda: what was asked for does not fit this machine, and no retry changes that
   }
   configure_cpu_threads(0);  // the CPU twins check the results; pinned threads keep Eigen's GEMMs fast
   try {

@@ -516,7 +516,7 @@ const char kStyle[] =
 }  // namespace
 
 RunRecord load_run(const std::string& dir) {
-  BERTRAIN_CHECK(directory_exists(dir), "run directory '" << dir << "' not found");
+  BERTRAIN_CHECK(directory_exists(dir), "run directory '" << dir << "' " << (path_exists(dir) ? "is a file, not a directory" : "not found"));
   RunRecord run;
   run.dir = dir;
   run.epochs = read_metrics(dir + "/metrics.jsonl");

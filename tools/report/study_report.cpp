@@ -303,7 +303,7 @@ std::string settings_section(const StudyRecord& study) {
 bool is_study_dir(const std::string& dir) { return file_exists((fs::path(dir) / "study.json").string()); }
 
 StudyRecord load_study(const std::string& dir) {
-  BERTRAIN_CHECK(directory_exists(dir), "study directory '" << dir << "' not found");
+  BERTRAIN_CHECK(directory_exists(dir), "study directory '" << dir << "' " << (path_exists(dir) ? "is a file, not a directory" : "not found"));
   const std::string path = (fs::path(dir) / "study.json").string();
   const json j = read_json_file(path);
   StudyRecord study;

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "engine/predictor.h"
+#include "engine/stop_signals.h"
 #include "engine/training_backend.h"
 #include "tools/args.h"
 #include "tools/commands.h"
@@ -207,7 +208,7 @@ int run_serve(const std::vector<std::string>& args) {
     sig = wait_for_signal(signals, [&] { return engine.failed(); });
   }
   if (sig != 0) {
-    std::fprintf(stderr, "bertrain serve: %s: no new connections; answering the %d requests in flight\n", strsignal(sig),
+    std::fprintf(stderr, "bertrain serve: %s: no new connections; answering the %d requests in flight\n", signal_name(sig).c_str(),
                  frontend.in_flight());
   }
   frontend.stop();

@@ -22,6 +22,7 @@
 #include "core/progress.h"
 #include "engine/asha_scheduler.h"
 #include "engine/mlflow_run.h"
+#include "engine/stop_signals.h"
 #include "engine/study.h"
 #include "tools/tune/trial_process.h"
 #include "tools/wait_status.h"
@@ -391,7 +392,7 @@ class StudyRunner {
   void begin_stop() {
     stopping_ = true;
     if (!s_.quiet) {
-      std::printf("tune: %s: stopping %s with their checkpoints\n", strsignal(stop_signal.load()),
+      std::printf("tune: %s: stopping %s with their checkpoints\n", signal_name(stop_signal.load()).c_str(),
                   count_of(static_cast<long long>(running_.size()), "running trial").c_str());
       std::fflush(stdout);
     }
@@ -407,7 +408,7 @@ class StudyRunner {
     }
     print_table();
     std::fprintf(stderr, "bertrain: tune stopped by %s; continue with the same command and --resume\n",
-                 strsignal(stop_signal.load()));
+                 signal_name(stop_signal.load()).c_str());
     return 75;
   }
 

@@ -19,6 +19,7 @@
 #include "engine/asha_scheduler.h"
 #include "engine/mlflow_store.h"
 #include "engine/param_search.h"
+#include "engine/predictor.h"
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/tune/study_runner.h"
@@ -82,23 +83,30 @@ bool has_flag(const std::vector<std::string>& flags, const std::string& name) {
   return false;
 }
 
-// Checks the space's names and kinds against train's flags.
-void check_space_flags(const SearchSpace& space, const ArgParser& train, const std::vector<std::string>& train_flags,
+// Checks the space's names against train's flags: before the space is parsed, so that a misspelt or managed key is
+// named even in a space that would otherwise have nothing to search.
+void check_space_names(const json& space, const ArgParser& train, const std::vector<std::string>& train_flags,
                        const std::string& origin) {
-  for (const SearchParam& p : space.params) {
-    const std::string where = origin + ": \"" + p.name + "\"";
-    const char* hint = p.name == "dropout-p" ? "; Made-With-ML's dropout_p is --dropout" : "";
-    BERTRAIN_CHECK(train.has_option(p.name),
-                   where << " is not a flag of bertrain train (see bertrain train --help)" << hint);
-    BERTRAIN_CHECK(kManagedFlags.count(p.name) == 0, where << ": tune sets --" << p.name << " itself");
-    BERTRAIN_CHECK(!has_flag(train_flags, p.name),
+  if (!space.is_object()) return;  // parse_search_space says what a space is
+  for (const auto& item : space.items()) {
+    const std::string& name = item.key();
+    const std::string where = origin + ": \"" + name + "\"";
+    const char* hint = name == "dropout-p" ? "; Made-With-ML's dropout_p is --dropout" : "";
+    BERTRAIN_CHECK(train.has_option(name), where << " is not a flag of bertrain train (see bertrain train --help)" << hint);
+    BERTRAIN_CHECK(kManagedFlags.count(name) == 0, where << ": tune sets --" << name << " itself");
+    BERTRAIN_CHECK(!has_flag(train_flags, name),
                    where << " is also given after --: a flag is either searched or common to every trial");
-    if (train.is_switch(p.name)) {
-      const bool listed = p.distribution == Distribution::kChoice || p.distribution == Distribution::kFixed;
-      const bool booleans =
-          listed && std::all_of(p.values.begin(), p.values.end(), [](const json& v) { return v.is_boolean(); });
-      BERTRAIN_CHECK(booleans, where << ": --" << p.name << " is a switch: give it true / false (a choice or a fixed value)");
-    }
+  }
+}
+
+// Checks the parsed space's kinds against train's flags: a switch takes true / false.
+void check_space_switches(const SearchSpace& space, const ArgParser& train, const std::string& origin) {
+  for (const SearchParam& p : space.params) {
+    if (!train.is_switch(p.name)) continue;
+    const bool listed = p.distribution == Distribution::kChoice || p.distribution == Distribution::kFixed;
+    const bool booleans = listed && std::all_of(p.values.begin(), p.values.end(), [](const json& v) { return v.is_boolean(); });
+    BERTRAIN_CHECK(booleans, origin << ": \"" << p.name << "\": --" << p.name
+                                    << " is a switch: give it true / false (a choice or a fixed value)");
   }
 }
 
@@ -184,7 +192,7 @@ int run_tune(const std::vector<std::string>& args) {
   s.search = p.get("search");
   s.trials = p.get_int("trials");
   s.parallel = p.get_int("parallel");
-  s.seed = static_cast<uint64_t>(p.get_int("seed"));
+  s.seed = p.get_uint64("seed");
   s.tpe.startup_trials = p.get_int("startup-trials");
   s.asha = p.get("scheduler") == "asha";
   s.grace_period = p.get_double("grace-period");
@@ -224,9 +232,10 @@ int run_tune(const std::vector<std::string>& args) {
   // The space, with its names spelled as train's flags.
   const std::string space_file = p.get("space");
   const json space_json = input_step([&] { return with_flag_names(read_json_file(space_file), space_file); });
-  s.space = input_step([&] { return parse_search_space(space_json, space_file); });
   ArgParser train = train_arg_parser();
-  input_step([&] { check_space_flags(s.space, train, train_flags, space_file); });
+  input_step([&] { check_space_names(space_json, train, train_flags, space_file); });
+  s.space = input_step([&] { return parse_search_space(space_json, space_file); });
+  input_step([&] { check_space_switches(s.space, train, space_file); });
   for (const SearchParam& param : s.space.params) {
     if (train.is_switch(param.name)) s.switches[param.name] = true;
     else if (train.takes_integer(param.name)) s.integers[param.name] = true;
@@ -278,6 +287,14 @@ int run_tune(const std::vector<std::string>& args) {
   } catch (const UsageError& e) {
     throw UsageError("tune: TRAIN FLAGS: " + std::string(e.what()));
   }
+  // The files every trial reads, and the study directory: a typo fails here, before the study exists, and not as
+  // a study of failed trials that the corrected command would have to --resume with other flags.
+  input_step([&] {
+    resolve_model_dir(check.get("model"));
+    require_readable_file(check.get("train-data"), "--train-data");
+    if (!check.get("val-data").empty()) require_readable_file(check.get("val-data"), "--val-data");
+    check_writable_directory(s.out_dir, "--out");
+  });
   const SearchParam* epochs_param = s.space.find("epochs");
   if (s.asha) {
     for (const char* flag : {"max-steps", "eval-steps"}) {
