@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -93,6 +94,35 @@ void check_writable_file(const std::string& path, const std::string& what) {
     BERTRAIN_CHECK(S_ISDIR(st.st_mode), what << " '" << path << "': '" << folder.string() << "' is a file, not a directory");
   }
   check_can_create_in(folder, path, what);
+}
+
+DirectoryLock::DirectoryLock(const std::string& dir, const std::string& what) : path_(dir + "/.bertrain-lock") {
+  make_directories(dir);
+  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  BERTRAIN_CHECK(fd_ >= 0, path_ << ": cannot open the lock file: " << std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    char holder[32] = {0};
+    const ssize_t n = ::pread(fd_, holder, sizeof(holder) - 1, 0);
+    ::close(fd_);
+    fd_ = -1;
+    std::string pid(holder, n > 0 ? static_cast<std::size_t>(n) : 0);
+    pid = pid.substr(0, pid.find_first_not_of("0123456789"));
+    BERTRAIN_CHECK(error != EWOULDBLOCK, what << " '" << dir << "' is in use by another bertrain process (pid "
+                                              << (pid.empty() ? "unknown" : pid) << "): wait for it to end, or "
+                                              << "choose another " << what);
+    BERTRAIN_FAIL(path_ << ": cannot lock: " << std::strerror(error));
+  }
+  const std::string pid = std::to_string(::getpid());
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) < 0) {
+    // The pid only makes the message of a process that waits more helpful; the lock itself holds.
+  }
+}
+
+DirectoryLock::~DirectoryLock() {
+  if (fd_ < 0) return;
+  ::unlink(path_.c_str());  // while still held: a process that opened the old file finds it locked and stops
+  ::close(fd_);
 }
 
 std::string read_file(const std::string& path, const std::string& what) {

@@ -36,6 +36,22 @@ std::string read_file(const std::string& path, const std::string& what);
 void check_writable_directory(const std::string& dir, const std::string& what);
 void check_writable_file(const std::string& path, const std::string& what);
 
+// Holds an exclusive lock on directory `dir` (created if missing) for as long as it lives, so that two processes
+// never write one run directory at once: flock on "<dir>/.bertrain-lock", which the kernel releases when the
+// process ends (kill -9 included). The file names the holder's pid and is removed when the lock is given back.
+// Throws Error "<what> '<dir>' is in use by another bertrain process (pid N) ..." when another process holds it.
+class DirectoryLock {
+ public:
+  DirectoryLock(const std::string& dir, const std::string& what);
+  ~DirectoryLock();
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
 bool directory_exists(const std::string& path);
 bool file_exists(const std::string& path);
 bool path_exists(const std::string& path);  // anything at all: file, directory, device...

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "core/count_text.h"
@@ -655,6 +656,7 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
 
   // What this run trains with, data contents included: recorded, and compared by --resume.
   json params = train_args_json(args);
+  params["world_size"] = comm.size();  // before check_resume: a resume at another world size records the change
   params["train_data_hash"] = input_step([&] { return file_fingerprint(args.train_data); });
   if (!args.val_data.empty()) params["val_data_hash"] = input_step([&] { return file_fingerprint(args.val_data); });
   json resumes = json::array();
@@ -672,7 +674,6 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
   RunState run = args.resume ? input_step([&] { return resumed_state(args, dirs, saved, plan, *engine, resumes); })
                              : fresh_state(args, plan);
 
-  params["world_size"] = comm.size();
   params["engine"] = engine->description();
   params["device_memory_bytes"] = engine->device_memory_bytes();
   if (verbose) print_start(args, plan, data, model, *engine, comm);
@@ -686,10 +687,13 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
                   static_cast<long>(engine->optimizer_steps()), dirs.last.c_str());
     }
   }
+  // Rank 0 writes RUN_DIR, and no other process may meanwhile: a second train (or --resume, or --overwrite) into
+  // it fails here, before it touches a file, instead of interleaving its checkpoints with this run's.
+  std::optional<DirectoryLock> run_dir_lock;
   if (leader) {
+    input_step([&] { run_dir_lock.emplace(args.out_dir, "--out"); });
     // --overwrite: the earlier run goes only now, once the new run's inputs have been read and checked.
     for (const std::string& path : dirs.to_clear) remove_tree(path);
-    make_directories(args.out_dir);
     // best/ is written after last/: a run stopped between the two has last/ of an evaluation that improved and
     // best/ of an older one, or none. When last/ is that evaluation's checkpoint (no steps since it) and the best,
     // its weights are best/'s; write them into best/ again.

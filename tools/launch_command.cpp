@@ -21,6 +21,7 @@
 #include "core/count_text.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "engine/stop_signals.h"
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/wait_status.h"
@@ -90,10 +91,12 @@ int run_launch(const std::vector<std::string>& args) {
   if (dashes != args.end()) command.assign(dashes + 1, args.end());
   ArgParser p("launch",
               "Runs COMMAND and, when it fails while working (exit 1), is stopped with a checkpoint (75) or is killed\n"
-              "by a signal, runs it again with --resume (added when the run directory of its --out has last/), up to\n"
+              "by a signal, runs it again with --resume (added when the run directory of its --out has last/; also\n"
+              "on the first attempt, for a requeued job, unless COMMAND has --overwrite), up to\n"
               "--max-restarts times; a usage or input error (2) or any other exit is not retried. Each attempt's end\n"
               "and every restart are logged on stderr and recorded in results.json (\"restarts\"). SIGTERM, SIGINT\n"
-              "and SIGUSR1 are passed on to COMMAND, which then ends without a restart.");
+              "and SIGUSR1 are passed on to COMMAND, which then ends without a restart (exit 75 when last/ holds a\n"
+              "checkpoint to continue from).");
   p.usage("bertrain launch [--max-restarts N] [--restart-delay SECONDS] -- COMMAND [ARGS...]");
   p.epilog(kExitStatusHelp);
   p.option("max-restarts", "3", "how many times COMMAND is run again");
@@ -117,8 +120,11 @@ int run_launch(const std::vector<std::string>& args) {
   for (int attempt = 0;; ++attempt) {
     std::vector<std::string> argv = command;
     const bool has_checkpoint = file_exists(run_dir + "/last/trainer_state.json");
-    if (has_checkpoint) {
-      // The checkpoint is this job's own now: --overwrite (replace an earlier run) would refuse to go with --resume.
+    // A checkpoint is resumed: a restart's, and on the first attempt one a requeued job (Slurm) left, unless the
+    // command says --overwrite, which asks the first attempt to replace that run. After it the checkpoint is this
+    // job's own: --overwrite would refuse to go with --resume.
+    const bool overwrite_first = attempt == 0 && std::find(argv.begin(), argv.end(), "--overwrite") != argv.end();
+    if (has_checkpoint && !overwrite_first) {
       argv.erase(std::remove(argv.begin(), argv.end(), "--overwrite"), argv.end());
       if (std::find(argv.begin(), argv.end(), "--resume") == argv.end()) argv.push_back("--resume");
     }
@@ -137,9 +143,13 @@ int run_launch(const std::vector<std::string>& args) {
     }
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (launcher_signal != 0) {
-      std::fprintf(stderr, "bertrain launch: stopped by signal %d: %s; not restarting\n", launcher_signal.load(),
-                   why.c_str());
-      return code;
+      // Stopped as asked: with a checkpoint to continue from that is 75 ("resume me", what a Slurm script requeues
+      // on) whatever status the command ended with; Open MPI's mpirun ends with 1 when SIGTERM stops its ranks.
+      const bool resumable = code != 2 && file_exists(run_dir + "/last/trainer_state.json");
+      std::fprintf(stderr, "bertrain launch: stopped by %s: %s; not restarting%s\n",
+                   signal_name(launcher_signal.load()).c_str(), why.c_str(),
+                   resumable && code != kExitCheckpointed ? " (exit 75: the checkpoint in last/ continues it)" : "");
+      return resumable ? kExitCheckpointed : code;
     }
     if (!worth_a_restart(status)) {
       std::fprintf(stderr, "bertrain launch: %s%s: not restarting\n", why.c_str(),

@@ -232,6 +232,13 @@ TEST_F(MpiTest, StepCheckpointResumesAtAnotherWorldSize) {
   const RunResult resumed = train(3, "stepped", 3, {"--save-steps", "4", "--resume"});
   ASSERT_EQ(resumed.exit_code, 0) << resumed.describe();
   expect_same_parameters("single", "stepped");
+  // results.json records the change of world size (it recorded none: the world size joined the settings after
+  // the resume was checked).
+  std::ifstream results_file(temp_.path("stepped") + "/results.json");
+  const nlohmann::json results = nlohmann::json::parse(results_file);
+  ASSERT_EQ(results.at("resumes").size(), 1u) << results.dump();
+  EXPECT_EQ(results["resumes"][0]["changed"].value("world_size", nlohmann::json()), nlohmann::json::array({2, 3}))
+      << results.dump();
 }
 
 // The pids of the processes of the job training into `out` whose command line `match` accepts: the ranks

@@ -1,12 +1,15 @@
 // CLI tests of run directories: what a fresh run refuses, --overwrite, --resume's messages, a best/ repaired after
 // a kill between the two checkpoint writes of an epoch, and a RUN_DIR as the model to start from.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "core/files.h"
 #include "tests/tools/cli_test.h"
 
 namespace bertrain {
@@ -66,6 +69,53 @@ TEST_F(CliTest, LaunchResumesARunStartedWithOverwrite) {
   ASSERT_TRUE(succeeded(r));
   EXPECT_NE(r.err.find("restart 1 of 1 with --resume"), std::string::npos) << r.describe();
   EXPECT_TRUE(slurp(path("full/last/model.safetensors")) == slurp(path("run/last/model.safetensors")));
+}
+
+// launch's first attempt runs the command as given when it says --overwrite: it replaced nothing before, and resumed
+// the earlier run instead (a changed --lr was then refused as a resume, an equal one "already finished").
+TEST_F(CliTest, LaunchsFirstAttemptOverwritesWhenAsked) {
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--epochs", "1", "--lr", "1e-3"}))));
+  std::vector<std::string> launch{"launch", "--max-restarts", "1", "--restart-delay", "0", "--", binary()};
+  const std::vector<std::string> train = train_args(path("run"), {"--epochs", "1", "--lr", "5e-4", "--overwrite"});
+  launch.insert(launch.end(), train.begin(), train.end());
+  const RunResult r = run(launch);
+  ASSERT_TRUE(succeeded(r)) << r.describe();
+  const json results = json::parse(slurp(path("run/results.json")));
+  EXPECT_EQ(results["params"]["lr"], 5e-4) << results.dump();
+  EXPECT_EQ(results["resumes"].size(), 0u) << results.dump();
+}
+
+// Two processes never write one run directory: while one holds it (here this test, through the same lock), train
+// into it, --overwrite or --resume, fails before touching a file, naming the holder.
+TEST_F(CliTest, ARunDirectoryInUseIsRefused) {
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--epochs", "1"}))));
+  EXPECT_FALSE(fs::exists(path("run/.bertrain-lock"))) << "the lock outlived its run";
+  const auto before = snapshot(path("run"));
+  {
+    DirectoryLock held(path("run"), "--out");
+    const std::string in_use = "--out '" + path("run") + "' is in use by another bertrain process (pid " +
+                               std::to_string(::getpid()) + ")";
+    expect_error(run(train_args(path("run"), {"--epochs", "2", "--resume"})), in_use);
+    expect_error(run(train_args(path("run"), {"--epochs", "1", "--overwrite"})), in_use);
+  }
+  EXPECT_FALSE(fs::exists(path("run/.bertrain-lock")));
+  EXPECT_EQ(snapshot(path("run")), before);
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--epochs", "2", "--resume"}))));
+}
+
+// A signal to launch ends it with 75 when the run has a checkpoint to continue from, whatever status the command
+// ended with: Open MPI's mpirun ends with 1 when SIGTERM stops its ranks (they exit 75 after their checkpoint),
+// which a Slurm script would not requeue. Here a stand-in for mpirun: writes last/, then exits 1 on SIGTERM.
+TEST_F(CliTest, LaunchStoppedBySignalWithACheckpointExits75) {
+  const std::string dir = path("job");
+  const std::string script = "mkdir -p '" + dir + "/last' && echo '{}' > '" + dir + "/last/trainer_state.json' && "
+                             "trap 'exit 1' TERM; while :; do sleep 0.05; done";
+  const std::vector<std::string> argv{binary(), "launch", "--restart-delay", "0", "--", "/bin/sh", "-c", script,
+                                      "sh", "--out", dir};
+  const auto ready = [&] { return fs::exists(dir + "/last/trainer_state.json"); };
+  const RunResult r = testing::run_process(argv, {}, 60, {{0.0, SIGTERM, ready}});
+  EXPECT_EQ(r.exit_code, 75) << r.describe();
+  EXPECT_NE(r.err.find("stopped by SIGTERM: exit status 1; not restarting (exit 75"), std::string::npos) << r.describe();
 }
 
 // A resumed run says where it continues: the epoch counted from 1 and the optimizer steps done.
