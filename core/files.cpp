@@ -53,7 +53,20 @@ std::string probe_file_creation(const std::string& dir) {
   return "";
 }
 
-void check_can_create_in(const std::filesystem::path& dir, const std::string& path, const std::string& what) {
+// The nearest part of directory `dir` that exists must be a directory in which files can be created (mkdir -p
+// makes the rest in it). Errors name `path`, the output asked for, and `what`, its flag.
+void check_creatable_below(std::filesystem::path dir, const std::string& path, const std::string& what) {
+  struct stat st;
+  while (!dir.empty() && ::stat(dir.c_str(), &st) != 0 && dir != dir.parent_path()) {
+    // Missing, or below a file (ENOTDIR: the loop reaches that file): look one folder up. Any other reason (no
+    // permission to search a folder) is the answer.
+    const int error = errno;
+    BERTRAIN_CHECK(error == ENOENT || error == ENOTDIR, what << " '" << path << "': " << std::strerror(error));
+    dir = dir.parent_path();
+  }
+  if (!dir.empty() && ::stat(dir.c_str(), &st) == 0) {
+    BERTRAIN_CHECK(S_ISDIR(st.st_mode), what << " '" << path << "': '" << dir.string() << "' is a file, not a directory");
+  }
   const std::string name = dir.empty() ? "." : dir.string();
   const std::string why = probe_file_creation(name);
   BERTRAIN_CHECK(why.empty(), what << " '" << path << "': cannot create files in '" << name << "': " << why);
@@ -62,20 +75,7 @@ void check_can_create_in(const std::filesystem::path& dir, const std::string& pa
 }  // namespace
 
 void check_writable_directory(const std::string& dir, const std::string& what) {
-  // The nearest part of the path that exists must be a directory; mkdir -p makes the rest in it.
-  std::filesystem::path p = std::filesystem::path(dir).lexically_normal();
-  struct stat st;
-  while (!p.empty() && ::stat(p.c_str(), &st) != 0 && p != p.parent_path()) {
-    // Missing, or below a file (ENOTDIR: the loop reaches that file): look one folder up. Any other reason (no
-    // permission to search a folder) is the answer.
-    const int error = errno;
-    BERTRAIN_CHECK(error == ENOENT || error == ENOTDIR, what << " '" << dir << "': " << std::strerror(error));
-    p = p.parent_path();
-  }
-  if (!p.empty() && ::stat(p.c_str(), &st) == 0) {
-    BERTRAIN_CHECK(S_ISDIR(st.st_mode), what << " '" << dir << "': '" << p.string() << "' is a file, not a directory");
-  }
-  check_can_create_in(p, dir, what);
+  check_creatable_below(std::filesystem::path(dir).lexically_normal(), dir, what);
 }
 
 void check_writable_file(const std::string& path, const std::string& what) {
@@ -83,17 +83,11 @@ void check_writable_file(const std::string& path, const std::string& what) {
   if (::stat(path.c_str(), &st) == 0) {
     BERTRAIN_CHECK(!S_ISDIR(st.st_mode), what << " '" << path << "': it is a directory, not a file");
   }
+  // Unlike a directory, the file's folder is not made: it must exist (a file on the way is named below).
   const std::filesystem::path folder = std::filesystem::path(path).parent_path();
-  if (!folder.empty()) {
-    if (::stat(folder.c_str(), &st) != 0) {
-      const int error = errno;
-      if (error == ENOTDIR) check_writable_directory(folder.string(), what);  // names the file on the way
-      BERTRAIN_CHECK(error != ENOENT, what << " '" << path << "': folder '" << folder.string() << "' does not exist");
-      BERTRAIN_FAIL(what << " '" << path << "': folder '" << folder.string() << "': " << std::strerror(error));
-    }
-    BERTRAIN_CHECK(S_ISDIR(st.st_mode), what << " '" << path << "': '" << folder.string() << "' is a file, not a directory");
-  }
-  check_can_create_in(folder, path, what);
+  BERTRAIN_CHECK(folder.empty() || ::stat(folder.c_str(), &st) == 0 || errno != ENOENT,
+                 what << " '" << path << "': folder '" << folder.string() << "' does not exist");
+  check_creatable_below(folder, path, what);
 }
 
 DirectoryLock::DirectoryLock(const std::string& dir, const std::string& what) : path_(dir + "/.bertrain-lock") {
