@@ -892,6 +892,111 @@ TEST_F(ReportRunTest, ARunThatStoppedEarlySaysWhenAndWhy) {
   EXPECT_EQ(text.find("not-stopped"), std::string::npos) << text;
 }
 
+// --eval-steps (with --max-steps): several evaluations an epoch. The page counts epochs, not evaluations, plans by the
+// steps the run was given (not --epochs' default), and charts over the optimizer step so that no two points of an
+// epoch stack on one x.
+TEST_F(ReportRunTest, ARunThatEvaluatesWithinEpochsIsChartedOverSteps) {
+  const fs::path dir = temp_.path() / "steps";
+  const std::vector<std::pair<int, int>> evaluations = {{0, 4}, {0, 8}, {1, 12}, {1, 16}, {2, 18}};  // epoch, step
+  const std::vector<double> val_losses = {0.6, 0.5, 0.45, 0.47, 0.46};
+  std::string lines;
+  for (std::size_t i = 0; i < evaluations.size(); ++i) {
+    nlohmann::json line = metrics_line(evaluations[i].first, 0.7, val_losses[i], 1e-4);
+    line["step"] = evaluations[i].second;
+    lines += line.dump() + "\n";
+  }
+  write(dir / "metrics.jsonl", lines);
+  write(dir / "results.json",
+        nlohmann::json{{"params", {{"epochs", 10}, {"eval_steps", 4}, {"max_steps", 18}}},
+                       {"steps_per_epoch", 8},
+                       {"total_steps", 18},
+                       {"best_epoch", 1},
+                       {"best_step", 12},
+                       {"stopped_early", {{"epoch", 2}, {"step", 18}, {"reason", "no better"}}}}
+            .dump());
+  std::vector<RunRecord> runs{load_run(dir.string())};
+  name_runs(&runs);
+  EXPECT_TRUE(runs[0].evaluates_within_epochs);
+  const XmlElement page = parse_xml(render_report(runs, "now"));
+  EXPECT_EQ(table_cell(page, "epochs", 0), "3 of 3 (5 evaluations), stopped early");
+  EXPECT_EQ(table_cell(page, "best epoch", 0), "2 (step 12)");
+  EXPECT_EQ(notes(page), "Stopped early after epoch 3, step 18: no better.\n"
+                         "Learning rate: 1e-4 throughout (no ReduceLROnPlateau reduction).\n");
+  for (const char* title : {"Loss per evaluation", "Training throughput per evaluation"}) {
+    const XmlElement* chart = chart_titled(page, title);
+    ASSERT_NE(chart, nullptr) << title;
+    std::set<double> xs;
+    for (const XmlElement* p : with_class(*chart, "circle", "point")) {
+      xs.insert(attr_number(*p, "data-x"));
+      EXPECT_NE(p->children.at(0).text.find(", step " + format_value(attr_number(*p, "data-x")) + ": "), std::string::npos)
+          << p->children.at(0).text;
+    }
+    EXPECT_EQ(xs, (std::set<double>{4, 8, 12, 16, 18})) << title;
+    EXPECT_NE(all_text(*chart).find("optimizer step"), std::string::npos) << title;
+  }
+  const auto marks = with_class(*chart_titled(page, "Loss per evaluation"), "circle", "mark");
+  ASSERT_EQ(marks.size(), 1u);
+  EXPECT_EQ(attr_number(*marks[0], "data-x"), 12);
+  EXPECT_NE(all_text(*marks[0]).find("best evaluation (lowest val_loss): val_loss, step 12: 0.45"), std::string::npos)
+      << all_text(*marks[0]);
+  EXPECT_EQ(run_summary(runs[0]), dir.string() + ": finished 3 epochs (5 evaluations) in 25.5 s, stopped early after epoch "
+                                                 "3, step 18: no better; best epoch 2, step 12 (val_loss 0.4500), its "
+                                                 "model in " + dir.string() + "/best\n");
+  // Beside a run that evaluates per epoch, both run over the step.
+  const fs::path per_epoch = make_run("per-epoch", {0.5, 0.4}, false);
+  std::string stepped;
+  for (int e = 0; e < 2; ++e) {
+    nlohmann::json line = metrics_line(e, 0.6, 0.5 - 0.1 * e, 1e-4);
+    line["step"] = 8 * (e + 1);
+    stepped += line.dump() + "\n";
+  }
+  write(per_epoch / "metrics.jsonl", stepped);
+  std::vector<RunRecord> both{load_run(dir.string()), load_run(per_epoch.string())};
+  name_runs(&both);
+  const XmlElement overlay = parse_xml(render_report(both, "now"));
+  EXPECT_EQ(table_cell(overlay, "epochs", 1), "2 of 2");
+  EXPECT_EQ(table_cell(overlay, "best epoch", 1), "2");
+  const XmlElement* loss = chart_titled(overlay, "Loss per evaluation");
+  ASSERT_NE(loss, nullptr);
+  std::set<double> xs;
+  for (const auto& [x, pixel] : points_of(*loss, "per-epoch val_loss", "data-x", "cx")) xs.insert(x);
+  EXPECT_EQ(xs, (std::set<double>{8, 16}));
+}
+
+// best/ is what the trainer kept by the run's --metric-for-best (results.json, or last/trainer_state.json while the
+// run goes), which need not be the lowest val_loss; the ring's legend says which rule.
+TEST_F(ReportRunTest, TheBestIsTheEvaluationTheTrainerKept) {
+  const fs::path dir = make_run("by-f1", {0.5, 0.4, 0.35}, false);
+  nlohmann::json results = nlohmann::json::parse(std::ifstream(dir / "results.json"));
+  results["params"]["metric_for_best"] = "f1";
+  results["best_epoch"] = 0;
+  results["best_step"] = 5;
+  write(dir / "results.json", results.dump());
+  std::vector<RunRecord> runs{load_run(dir.string())};
+  name_runs(&runs);
+  ASSERT_TRUE(runs[0].best.has_value());
+  EXPECT_EQ(*runs[0].best, 0u);
+  const XmlElement page = parse_xml(render_report(runs, "now"));
+  EXPECT_EQ(table_cell(page, "best epoch", 0), "1");
+  const auto marks = with_class(*chart_titled(page, "Loss per epoch"), "circle", "mark");
+  ASSERT_EQ(marks.size(), 1u);
+  EXPECT_NE(all_text(*marks[0]).find("best epoch (highest val_f1): val_loss, epoch 1: 0.5"), std::string::npos)
+      << all_text(*marks[0]);
+
+  const fs::path going = temp_.path() / "going";
+  write(going / "metrics.jsonl", metrics_line(0, 0.7, 0.6, 1e-4).dump() + "\n" + metrics_line(1, 0.6, 0.5, 1e-4).dump() + "\n");
+  write(going / "last" / "trainer_state.json",
+        nlohmann::json{{"params", {{"metric_for_best", "accuracy"}}}, {"best_epoch", 0}, {"best_step", 4}}.dump());
+  const RunRecord run = load_run(going.string());
+  EXPECT_EQ(*run.best, 0u);
+  EXPECT_EQ(run.best_rule, "highest val_accuracy");
+  // Two runs that pick best/ differently: the legend does not pretend one rule.
+  std::vector<RunRecord> two{load_run(dir.string()), load_run(make_run("by-loss", {0.5, 0.4}, false).string())};
+  name_runs(&two);
+  EXPECT_NE(all_text(parse_xml(render_report(two, "now"))).find("best epoch (each run's --metric-for-best)"),
+            std::string::npos);
+}
+
 void expect_load_error(const fs::path& dir, const std::string& needle) {
   SCOPED_TRACE(dir.string());
   testing::expect_error([&] { load_run(dir.string()); }, needle);

@@ -85,7 +85,9 @@ std::optional<EarlyStop> read_early_stop(const json& results, const std::string&
   BERTRAIN_CHECK(stop.is_object(), path << ": stopped_early is not an object");
   BERTRAIN_CHECK(stop.contains("epoch") && stop["epoch"].is_number(), path << ": stopped_early.epoch is not a number");
   BERTRAIN_CHECK(!stop.contains("reason") || stop["reason"].is_string(), path << ": stopped_early.reason is not a string");
-  return EarlyStop{stop["epoch"].get<double>(), stop.value("reason", std::string())};
+  BERTRAIN_CHECK(!stop.contains("step") || stop["step"].is_number(), path << ": stopped_early.step is not a number");
+  return EarlyStop{stop["epoch"].get<double>(), stop.contains("step") ? stop["step"].get<double>() : NAN,
+                   stop.value("reason", std::string())};
 }
 
 // evaluation.json as `bertrain evaluate` writes it; checked here so that rendering can trust its shape.
@@ -155,6 +157,39 @@ std::string prf(const json& m) {
 // prints it, where metrics.jsonl and results.json count from 0 as Made-With-ML writes them.
 double shown_epoch(const EpochRecord& e) { return e.epoch + 1; }
 
+// Whether the curves run over the optimizer step: where some run evaluates several times an epoch (--eval-steps),
+// over epochs its points would stack; every line of every run must then carry its step.
+bool step_axis(const std::vector<RunRecord>& runs) {
+  bool within = false, steps = true;
+  for (const RunRecord& run : runs) {
+    within = within || run.evaluates_within_epochs;
+    for (const EpochRecord& e : run.epochs) steps = steps && e.has_step;
+  }
+  return within && steps;
+}
+
+// A planned or trained epoch count from results.json: the epochs its total_steps touch (a --max-steps run's
+// --epochs is not its length), else params.epochs; 0 when it gives neither.
+long planned_epochs(const json& results) {
+  if (!results.is_object()) return 0;
+  const long total = results.value("total_steps", 0L), per_epoch = results.value("steps_per_epoch", 0L);
+  if (total > 0 && per_epoch > 0) return (total + per_epoch - 1) / per_epoch;
+  const json params = results.value("params", json::object());
+  return params.is_object() && params.contains("epochs") && params["epochs"].is_number_integer() ? params["epochs"].get<long>()
+                                                                                                 : 0;
+}
+
+// The epochs the run has trained in (its last evaluation's, counted from 1).
+long trained_epochs(const RunRecord& run) { return static_cast<long>(run.epochs.back().epoch) + 1; }
+
+// "best epoch (lowest val_loss)": what a chart's ring stands for.
+std::string best_legend(const std::vector<RunRecord>& runs, bool by_step) {
+  bool same = true;
+  for (const RunRecord& run : runs) same = same && run.best_rule == runs.front().best_rule;
+  return std::string(by_step ? "best evaluation (" : "best epoch (") +
+         (same && !runs.empty() ? runs.front().best_rule : "each run's --metric-for-best") + ")";
+}
+
 std::string cell(const std::string& text, bool number = false) {
   return std::string(number ? "<td class=\"num\">" : "<td>") + xml_escape(text) + "</td>";
 }
@@ -167,14 +202,20 @@ std::string summary_table(const std::vector<RunRecord>& runs) {
   for (std::size_t r = 0; r < runs.size(); ++r) {
     const RunRecord& run = runs[r];
     const EpochRecord* best = run.best ? &run.epochs[*run.best] : nullptr;
-    const std::string planned = param(run, "epochs");
-    const std::string epochs = std::to_string(run.epochs.size()) + (planned.empty() ? "" : " of " + planned) +
-                               (run.results.is_null() ? " (no results.json: running or stopped)" : "") +
-                               (run.stopped_early ? ", stopped early" : "");
+    const long planned = planned_epochs(run.results);
+    std::string epochs = std::to_string(trained_epochs(run)) + (planned > 0 ? " of " + std::to_string(planned) : "");
+    if (run.evaluates_within_epochs) epochs += " (" + count_of(static_cast<long long>(run.epochs.size()), "evaluation") + ")";
+    epochs += std::string(run.results.is_null() ? " (no results.json: running or stopped)" : "") +
+              (run.stopped_early ? ", stopped early" : "");
+    std::string best_cell = "none";
+    if (best != nullptr) {
+      best_cell = format_value(shown_epoch(*best));
+      if (run.evaluates_within_epochs && best->has_step) best_cell += " (step " + format_fixed(best->step, 0) + ")";
+    }
     html += "<tr><td>" + run_swatch(r) +
             xml_escape(run.name) + "</td>" + cell(param(run, "model")) + cell(param(run, "engine")) +
             cell(param(run, "world_size"), true) + cell(param(run, "batch_size"), true) + cell(param(run, "lr"), true) +
-            cell(epochs) + cell(best ? format_value(shown_epoch(*best)) : "none", true) +
+            cell(epochs) + cell(best_cell, true) +
             cell(best ? format_fixed(best->val_loss, 4) : "n/a", true) + cell(format_duration(run.epochs.back().elapsed_s), true) +
             cell(headline_f1(run), true) + "</tr>\n";
   }
@@ -182,8 +223,12 @@ std::string summary_table(const std::vector<RunRecord>& runs) {
 }
 
 // "after epoch 4: <reason>" of "stopped early after epoch 4: <reason>" (the epoch as the page counts).
-std::string early_stop_text(const EarlyStop& stop) {
-  return "after epoch " + format_value(stop.epoch + 1) + (stop.reason.empty() ? "" : ": " + stop.reason);
+// The step too where the run evaluates within epochs.
+std::string early_stop_text(const RunRecord& run) {
+  const EarlyStop& stop = *run.stopped_early;
+  const bool step = run.evaluates_within_epochs && !std::isnan(stop.step);
+  return "after epoch " + format_value(stop.epoch + 1) + (step ? ", step " + format_fixed(stop.step, 0) : "") +
+         (stop.reason.empty() ? "" : ": " + stop.reason);
 }
 
 // Under the runs table, a line for each run that stopped early, with the trainer's reason.
@@ -191,7 +236,7 @@ std::string early_stop_notes(const std::vector<RunRecord>& runs) {
   std::string html;
   for (std::size_t r = 0; r < runs.size(); ++r) {
     if (!runs[r].stopped_early) continue;
-    const std::string text = early_stop_text(*runs[r].stopped_early);
+    const std::string text = early_stop_text(runs[r]);
     if (runs.size() == 1) {
       html += "<p class=\"note\">Stopped early " + xml_escape(text) + ".</p>\n";
     } else {
@@ -202,51 +247,56 @@ std::string early_stop_notes(const std::vector<RunRecord>& runs) {
   return html;
 }
 
-// One per-epoch quantity of one run as a line. Its x is the shown epoch, so the axis, the hover text and the
-// points' data-x all say the same number (data-x is what the chart plots, not the file's field).
-LineSeries epoch_series(const RunRecord& run, double EpochRecord::*field, std::string name, std::string color) {
+// One quantity of one run per evaluation as a line. Its x is the shown epoch (or the optimizer step), so the
+// axis, the hover text and the points' data-x all say the same number (data-x is what the chart plots, not the
+// file's field).
+LineSeries epoch_series(const RunRecord& run, double EpochRecord::*field, std::string name, std::string color,
+                        bool by_step) {
   LineSeries s;
   s.name = std::move(name);
   s.color = std::move(color);
   for (const EpochRecord& e : run.epochs) {
-    s.x.push_back(shown_epoch(e));
+    s.x.push_back(by_step ? e.step : shown_epoch(e));
     s.y.push_back(e.*field);
   }
   return s;
 }
 
-// What RunRecord::best is, as a ring's legend says it.
-const char kBestByValLoss[] = "best epoch (lowest val_loss)";
-
-// An empty chart of quantities per epoch, its best-epoch ring (where it draws one) the trainer's best/.
-LineChart per_epoch_chart(const std::string& title, const std::string& y_title) {
+// An empty chart of the runs' quantities per epoch, or per evaluation over the optimizer step where some run
+// evaluates within epochs (step_axis); "<title> per epoch" (`per` " per ") or "<title> after each epoch". Its
+// ring (where it draws one) is the trainer's best/.
+LineChart per_epoch_chart(const std::vector<RunRecord>& runs, const std::string& title, const std::string& y_title,
+                          const std::string& per = " per ") {
+  const bool by_step = step_axis(runs);
   LineChart chart;
-  chart.title = title;
-  chart.x_title = "epoch";
+  chart.title = title + per + (by_step ? "evaluation" : "epoch");
+  chart.x_title = by_step ? "optimizer step" : "epoch";
+  chart.x_name = by_step ? "step" : "epoch";
   chart.y_title = y_title;
-  chart.mark_legend = kBestByValLoss;
+  chart.mark_legend = best_legend(runs, by_step);
   return chart;
 }
 
 }  // namespace
 
 LineChart epoch_chart(const std::vector<RunRecord>& runs, const std::string& title, const std::string& y_title,
-                      double EpochRecord::*field) {
-  LineChart chart = per_epoch_chart(title, y_title);
+                      double EpochRecord::*field, const std::string& per) {
+  LineChart chart = per_epoch_chart(runs, title, y_title, per);
+  const bool by_step = step_axis(runs);
   for (std::size_t r = 0; r < runs.size(); ++r) {
-    chart.series.push_back(epoch_series(runs[r], field, runs[r].name, run_color(r)));
+    chart.series.push_back(epoch_series(runs[r], field, runs[r].name, run_color(r), by_step));
   }
   return chart;
 }
 
 LineChart loss_chart(const std::vector<RunRecord>& runs, bool name_each_run, const std::string& mark_legend) {
-  LineChart chart = per_epoch_chart("Loss per epoch", "loss (binary cross-entropy)");
-  chart.mark_legend = mark_legend;
-  const bool named = name_each_run || runs.size() > 1;
+  LineChart chart = per_epoch_chart(runs, "Loss", "loss (binary cross-entropy)");
+  if (!mark_legend.empty()) chart.mark_legend = mark_legend;
+  const bool named = name_each_run || runs.size() > 1, by_step = step_axis(runs);
   for (std::size_t r = 0; r < runs.size(); ++r) {
     const std::string prefix = named ? runs[r].name + " " : "";
-    chart.series.push_back(epoch_series(runs[r], &EpochRecord::train_loss, prefix + "train_loss", run_color(r)));
-    LineSeries val = epoch_series(runs[r], &EpochRecord::val_loss, prefix + "val_loss", run_color(r));
+    chart.series.push_back(epoch_series(runs[r], &EpochRecord::train_loss, prefix + "train_loss", run_color(r), by_step));
+    LineSeries val = epoch_series(runs[r], &EpochRecord::val_loss, prefix + "val_loss", run_color(r), by_step);
     val.dash = Dash::kDashed;
     val.marked = runs[r].best;
     chart.series.push_back(std::move(val));
@@ -266,7 +316,7 @@ LineChart loss_chart(const std::vector<RunRecord>& runs, bool name_each_run, con
 namespace {
 
 LineChart learning_rate_chart(const std::vector<RunRecord>& runs) {
-  LineChart chart = epoch_chart(runs, "Learning rate after each epoch", "learning rate", &EpochRecord::lr);
+  LineChart chart = epoch_chart(runs, "Learning rate", "learning rate", &EpochRecord::lr, " after each ");
   double lo = INFINITY, hi = 0;
   for (const RunRecord& run : runs) {
     for (const EpochRecord& e : run.epochs) {
@@ -328,9 +378,10 @@ bool micro_f1_is_accuracy(const RunRecord& run) {
   });
 }
 
-// The validation metrics of every run that has them, the best epoch (lowest val_loss) ringed on the weighted F1.
+// The validation metrics of every run that has them, the trainer's best/ ringed on the weighted F1.
 LineChart validation_chart(const std::vector<RunRecord>& runs) {
-  LineChart chart = per_epoch_chart("Validation accuracy and F1 per epoch", "score (0 to 1)");
+  LineChart chart = per_epoch_chart(runs, "Validation accuracy and F1", "score (0 to 1)");
+  const bool by_step = step_axis(runs);
   std::size_t shown = 0;
   for (const RunRecord& run : runs) shown += has_validation_metrics(run) ? 1 : 0;
   bool micro_lines = false, every_micro_is_accuracy = true;
@@ -343,7 +394,7 @@ LineChart validation_chart(const std::vector<RunRecord>& runs) {
       if (merged && q.field == &EpochRecord::val_f1_micro) continue;
       micro_lines = micro_lines || q.field == &EpochRecord::val_f1_micro;
       const std::string name = merged && q.field == &EpochRecord::val_accuracy ? kAccuracyIsMicro : q.name;
-      LineSeries s = epoch_series(runs[r], q.field, prefix + name, shown > 1 ? run_color(r) : q.color);
+      LineSeries s = epoch_series(runs[r], q.field, prefix + name, shown > 1 ? run_color(r) : q.color, by_step);
       s.dash = q.dash;
       if (q.field == &EpochRecord::val_f1) s.marked = runs[r].best;
       chart.series.push_back(std::move(s));
@@ -385,8 +436,9 @@ std::string validation_table(const RunRecord& run) {
 // The per-epoch tables of the runs whose metrics.jsonl has validation metrics ("" when none has).
 std::string validation_section(const std::vector<RunRecord>& runs) {
   if (!std::any_of(runs.begin(), runs.end(), has_validation_metrics)) return "";
+  const std::string unit = step_axis(runs) ? "evaluation" : "epoch";
   std::string html =
-      "<section>\n<h2>Validation metrics per epoch</h2>\n<p class=\"meta\">On the validation split after each epoch, "
+      "<section>\n<h2>Validation metrics per " + unit + "</h2>\n<p class=\"meta\">On the validation split after each " + unit + ", "
       "as scikit-learn computes them: accuracy (multi-label: every label of a row right), and F1 averaged over the "
       "labels weighted by their rows (Made-With-ML's), over all predictions (micro) and as the plain mean (macro). "
       "Single-label micro F1 equals accuracy.</p>\n";
@@ -513,6 +565,30 @@ const char kStyle[] =
     ".error{color:#a1232b;font-size:12px;max-width:40em;overflow-wrap:anywhere}"
     "td.json{font-family:'DejaVu Sans Mono',monospace;font-size:12px;overflow-wrap:anywhere}";
 
+// The evaluation the trainer kept as best/: the one whose step `state` (results.json or trainer_state.json) names,
+// by the run's --metric-for-best; records without steps (older runs) by its epoch. Without such a file (or one that
+// names none of the records), the trainer's default rule: the first val_loss below every earlier one.
+void pick_best(RunRecord* run, const json& state) {
+  const std::vector<EpochRecord>& records = run->epochs;
+  if (state.is_object() && state.contains("best_step") && state["best_step"].is_number() &&
+      state.contains("best_epoch") && state["best_epoch"].is_number()) {
+    const double step = state["best_step"].get<double>(), epoch = state["best_epoch"].get<double>();
+    for (std::size_t i = 0; i < records.size() && !run->best; ++i) {
+      if (records[i].has_step ? records[i].step == step : records[i].epoch == epoch) run->best = i;
+    }
+    const json params = state.value("params", json::object());
+    const std::string metric = params.is_object() ? params.value("metric_for_best", std::string("val_loss")) : "val_loss";
+    if (run->best) {
+      run->best_rule = metric == "val_loss" ? "lowest val_loss" : "highest val_" + metric;
+      return;
+    }
+  }
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const double loss = records[i].val_loss;
+    if (std::isfinite(loss) && (!run->best || loss < records[*run->best].val_loss)) run->best = i;
+  }
+}
+
 }  // namespace
 
 RunRecord load_run(const std::string& dir) {
@@ -520,13 +596,12 @@ RunRecord load_run(const std::string& dir) {
   RunRecord run;
   run.dir = dir;
   run.epochs = read_metrics(dir + "/metrics.jsonl");
-  for (std::size_t i = 0; i < run.epochs.size(); ++i) {
-    // The trainer's rule: best/ is the first epoch whose val_loss is below every earlier one.
-    const double loss = run.epochs[i].val_loss;
-    if (std::isfinite(loss) && (!run.best || loss < run.epochs[*run.best].val_loss)) run.best = i;
+  for (std::size_t i = 1; i < run.epochs.size(); ++i) {
+    run.evaluates_within_epochs = run.evaluates_within_epochs || run.epochs[i].epoch == run.epochs[i - 1].epoch;
   }
   run.results = read_optional_json(dir + "/results.json");
   BERTRAIN_CHECK(run.results.is_null() || run.results.is_object(), dir << "/results.json: not a JSON object");
+  pick_best(&run, run.results.is_null() ? read_optional_json(dir + "/last/trainer_state.json") : run.results);
   run.stopped_early = read_early_stop(run.results, dir + "/results.json");
   run.evaluation = read_optional_json(dir + "/evaluation.json");
   if (!run.evaluation.is_null()) check_evaluation(run.evaluation, dir + "/evaluation.json");
@@ -562,12 +637,15 @@ void name_runs(std::vector<RunRecord>* runs) {
 std::string run_summary(const RunRecord& run) {
   // results.json is written at the end: without it the run is going, or was stopped.
   std::string out = run.dir + ": " + (run.results.is_null() ? "trained " : "finished ") +
-                    count_of(static_cast<long long>(run.epochs.size()), "epoch") + (run.results.is_null() ? " so far" : "") +
-                    " in " + format_duration(run.epochs.back().elapsed_s);
-  if (run.stopped_early) out += ", stopped early " + early_stop_text(*run.stopped_early);
+                    count_of(trained_epochs(run), "epoch");
+  if (run.evaluates_within_epochs) out += " (" + count_of(static_cast<long long>(run.epochs.size()), "evaluation") + ")";
+  out += (run.results.is_null() ? " so far" : "") + std::string(" in ") + format_duration(run.epochs.back().elapsed_s);
+  if (run.stopped_early) out += ", stopped early " + early_stop_text(run);
   if (run.best) {
     const EpochRecord& best = run.epochs[*run.best];
-    out += "; best epoch " + format_value(shown_epoch(best)) + " (val_loss " + format_fixed(best.val_loss, 4);
+    out += "; best epoch " + format_value(shown_epoch(best));
+    if (run.evaluates_within_epochs && best.has_step) out += ", step " + format_fixed(best.step, 0);
+    out += " (val_loss " + format_fixed(best.val_loss, 4);
     if (best.has_validation_metrics) {
       out += ", val_accuracy " + format_fixed(best.val_accuracy, 3) + ", val_f1 " + format_fixed(best.val_f1, 3);
     }
@@ -608,11 +686,11 @@ std::string render_report(const std::vector<RunRecord>& runs, const std::string&
   html += "<section>\n<h2>Runs</h2>\n" + summary_table(runs) + early_stop_notes(runs) + "</section>\n";
   const bool any_lr_change = std::any_of(runs.begin(), runs.end(), learning_rate_changed);
   html += "<section>\n<h2>Training</h2>\n" + (any_lr_change ? "" : constant_learning_rate_note(runs)) +
-          "<div class=\"charts\">\n" + render_line_chart(loss_chart(runs, false, kBestByValLoss));
+          "<div class=\"charts\">\n" + render_line_chart(loss_chart(runs, false, ""));
   // Beside the loss, where any run recorded them: the validation metrics that go with val_loss.
   if (std::any_of(runs.begin(), runs.end(), has_validation_metrics)) html += render_line_chart(validation_chart(runs));
   if (any_lr_change) html += render_line_chart(learning_rate_chart(runs));
-  LineChart throughput = epoch_chart(runs, "Training throughput per epoch", "samples / s", &EpochRecord::samples_per_s);
+  LineChart throughput = epoch_chart(runs, "Training throughput", "samples / s", &EpochRecord::samples_per_s);
   throughput.y_from_zero = true;
   html += render_line_chart(throughput) + "</div>\n</section>\n" + validation_section(runs);
   for (const RunRecord& run : runs) {

@@ -29,14 +29,20 @@ struct EpochRecord {
 // epoch fields are (the page shows E + 1).
 struct EarlyStop {
   double epoch = 0;
+  double step = NAN;   // the optimizer step, where the file gives it
   std::string reason;  // "" when the file gives none
 };
 
 struct RunRecord {
   std::string dir;   // as given on the command line
   std::string name;  // how charts and tables call the run: the directory's name (the path when two share it)
-  std::vector<EpochRecord> epochs;
-  std::optional<std::size_t> best;  // index in `epochs` of the lowest val_loss (the trainer's best/)
+  std::vector<EpochRecord> epochs;   // one per evaluation: per epoch, or per --eval-steps steps
+  // Some epoch has more than one evaluation (--eval-steps): the charts then run over the optimizer step.
+  bool evaluates_within_epochs = false;
+  // Index in `epochs` of the trainer's best/: the evaluation results.json (or, while the run goes, last/'s
+  // trainer_state.json) names, picked by the run's --metric-for-best; without those files, the lowest val_loss.
+  std::optional<std::size_t> best;
+  std::string best_rule = "lowest val_loss";  // how `best` was picked, as a legend says it
   nlohmann::json results;     // results.json; null while the run is going or was stopped
   std::optional<EarlyStop> stopped_early;  // results.json's stopped_early, when it has one (not null)
   nlohmann::json evaluation;  // evaluation.json; null when the run has not been evaluated
@@ -79,13 +85,16 @@ std::string run_swatch(std::size_t run);
 // page uses. The page's content follows; it ends with "</main>\n</body>\n</html>\n".
 std::string page_head(const std::string& title);
 
-// Train (solid) and validation (dashed) loss per epoch of every run, each in run_color(its index), each run's `best`
-// ringed on its val_loss; `mark_legend` says what the ring is ("best epoch (lowest val_loss)"). Several runs, or
-// `name_each_run`, name each line "<run name> train_loss" and give the legend a box per run and a style per loss.
+// Train (solid) and validation (dashed) loss of every run, each in run_color(its index), each run's `best` ringed
+// on its val_loss; `mark_legend` says what the ring is ("" for the runs' own rule: "best epoch (lowest val_loss)").
+// Several runs, or `name_each_run`, name each line "<run name> train_loss" and give the legend a box per run and a
+// style per loss. Per epoch, or per evaluation over the optimizer step where some run evaluates within epochs
+// (--eval-steps), as every chart below.
 LineChart loss_chart(const std::vector<RunRecord>& runs, bool name_each_run, const std::string& mark_legend);
 
-// One per-epoch quantity (`field`) of every run, a line named by the run in run_color(its index); no rings.
+// One quantity (`field`) of every run, a line named by the run in run_color(its index); no rings. The title is
+// `title` + `per` + "epoch" (or "evaluation").
 LineChart epoch_chart(const std::vector<RunRecord>& runs, const std::string& title, const std::string& y_title,
-                      double EpochRecord::*field);
+                      double EpochRecord::*field, const std::string& per = " per ");
 
 }  // namespace bertrain::report

@@ -187,7 +187,7 @@ std::string curves_section(const StudyRecord& study) {
             render_line_chart(loss_chart(runs, true, ring));
     // The metric the study optimizes, where it is not the loss already drawn.
     if (double EpochRecord::*field = metric_field(study.metric); field != nullptr && study.metric != "val_loss") {
-      LineChart chart = epoch_chart(runs, study.metric + " per epoch", study.metric, field);
+      LineChart chart = epoch_chart(runs, study.metric, study.metric, field);
       chart.mark_legend = ring;
       for (std::size_t r = 0; r < runs.size(); ++r) chart.series[r].marked = runs[r].best;
       html += render_line_chart(chart);
