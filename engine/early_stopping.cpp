@@ -19,7 +19,9 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 BestMetric parse_metric_for_best(const std::string& text) {
   if (text == "val_loss") return {text, false};
   if (text == "f1" || text == "accuracy") return {text, true};
-  BERTRAIN_FAIL("--metric-for-best must be val_loss, f1 or accuracy, got \"" << text << "\"");
+  // metrics.jsonl's names (and bertrain tune --metric's) name the same metrics.
+  if (text == "val_f1" || text == "val_accuracy") return {text.substr(4), true};
+  BERTRAIN_FAIL("--metric-for-best must be val_loss, f1 or accuracy (or val_f1, val_accuracy), got \"" << text << "\"");
 }
 
 EarlyStopping::EarlyStopping(int patience, double threshold, bool greater_is_better)

@@ -34,7 +34,8 @@ struct BestMetric {
   bool greater_is_better;
 };
 
-// "val_loss" | "f1" | "accuracy"; throws Error naming --metric-for-best and the choices otherwise.
+// "val_loss" | "f1" | "accuracy", or metrics.jsonl's "val_f1" | "val_accuracy" for the last two (the name is then
+// "f1" / "accuracy"); throws Error naming --metric-for-best and the choices otherwise.
 BestMetric parse_metric_for_best(const std::string& text);
 
 class EarlyStopping {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/cpu_threads.h"
 #include "core/error.h"
 #include "core/files.h"
 #include "data/tokenizer_loader.h"
@@ -47,6 +48,8 @@ Predictor::Predictor(const std::string& path, const InferenceOptions& options)
   BERTRAIN_CHECK(options.batch_size >= 0, "--batch-size must be at least 1, got " << options.batch_size);
   const BackendChoice choice = choose_backend(options.device, options.precision, 0);
   batch_size_ = options.batch_size > 0 ? options.batch_size : choice.cuda ? kGpuInferenceBatch : kCpuInferenceBatch;
+  BERTRAIN_CHECK(options.threads >= 0, "--threads must be >= 0, got " << options.threads);
+  if (!choice.cuda) configure_cpu_threads(options.threads);  // before the engine: it takes the count it is built with
   engine_ = make_inference_backend(choice, model_.config, labels_.size(), model_.params);
 }
 

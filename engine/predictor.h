@@ -59,6 +59,7 @@ struct InferenceOptions {
   std::string device = "auto";     // auto | cpu | cuda
   std::string precision = "fp32";  // fp32 | bf16 (CUDA)
   int batch_size = 0;              // rows per forward pass; 0: the engine's default (above)
+  int threads = 0;                 // CPU engine threads; 0: all cores, or OMP_NUM_THREADS (core/cpu_threads.h)
 };
 
 class Predictor {

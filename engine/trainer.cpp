@@ -115,6 +115,10 @@ struct TrainingPlan {
         best(parse_metric_for_best(args.metric_for_best)) {}
 
   bool step_wise() const { return schedule != LrSchedulerKind::kPlateau; }
+  // The optimizer steps epoch `epoch` (0-based) trains: all of them, but for --max-steps's last epoch.
+  int steps_in_epoch(int epoch) const {
+    return static_cast<int>(std::min<long>(steps_per_epoch, total_steps - static_cast<long>(epoch) * steps_per_epoch));
+  }
   // The learning rate of optimizer update `step` (0-based) under a step-wise schedule.
   double learning_rate(double base, long step) const {
     return base * lr_multiplier(schedule, step, warmup_steps, total_steps);
@@ -173,11 +177,15 @@ void check_resume(const TrainArgs& args, const RunDirs& dirs, const json& state,
   if (!differences.empty()) {
     std::string text;
     for (const std::string& d : differences) text += (text.empty() ? "" : "; ") + d;
+    // A step-wise schedule fixes the run's length: there --epochs and --max-steps may not change either.
+    const std::string may_change = plan.step_wise() ? "save, keep, log steps, threads, device and MLflow settings "
+                                                      "may change; the " + args.lr_scheduler +
+                                                          " schedule fixes epochs and max-steps"
+                                                    : "epochs, max-steps, save, keep, log steps, threads, device and "
+                                                      "MLflow settings may change";
     BERTRAIN_FAIL("--resume: the command differs from the checkpoint in " << dirs.last << ": " << text
                                                                          << ". Resume with the run's settings (only "
-                                                                            "epochs, max-steps, save, keep, log "
-                                                                            "steps, threads, device and MLflow "
-                                                                            "settings may change), or start a new run");
+                                                                         << may_change << "), or start a new run");
   }
   const json changes = resumable_changes(recorded, params);
   *resumes = state.value("resumes", json::array());
@@ -390,7 +398,7 @@ class TrainingLoop {
     const double seconds = seconds_since(loop_start_);
     const long done = entry.step + 1 - run_.first_step;
     const double eta = seconds / static_cast<double>(done) * static_cast<double>(p_.plan.total_steps - entry.step - 1);
-    progress_.update(epoch + 1, p_.plan.epochs, index + 1, p_.plan.steps_per_epoch, loss,
+    progress_.update(epoch + 1, p_.plan.epochs, index + 1, p_.plan.steps_in_epoch(epoch), loss,
                      static_cast<double>(rows_trained_) / seconds, eta);
     if (p_.mlflow != nullptr && p_.args.log_steps > 0 && (entry.step + 1) % p_.args.log_steps == 0) {
       p_.mlflow->log_metric("step_train_loss", loss, entry.step + 1);
@@ -586,19 +594,34 @@ class TrainingLoop {
   const long crash_step_;
 };
 
-// --resume of a run that already finished: nothing to do; results.json as it is.
-TrainingOutcome finished_run(const TrainArgs& args, bool verbose) {
+// --resume of a run that already finished: nothing to do; results.json as it is. Says how far it trained, as it was
+// asked to (epochs, or steps under --max-steps), and how to train more where that is possible.
+TrainingOutcome finished_run(const TrainArgs& args, const RunDirs& dirs, bool verbose) {
   TrainingOutcome outcome{input_step([&] { return read_json_file(args.out_dir + "/results.json"); }), true};
   if (verbose) {
     const json& r = outcome.results;
     const json metrics = r.value("metrics", json::array());
+    const json params = r.value("params", json::object());
+    const bool by_steps = params.value("max_steps", 0L) > 0;
     const int epochs = metrics.empty() ? 0 : metrics.back().value("epoch", 0) + 1;
     const bool early = r.value("stopped_early", json()).is_object();
-    std::printf("%s already finished %s%s; nothing to do (best/: epoch %d, val_loss %.5f%s)\n", args.out_dir.c_str(),
-                count_of(epochs, "epoch").c_str(), early ? " (stopped early)" : "",
-                r.value("best_epoch", -1) + 1,
+    std::string hint;
+    if (!early) {
+      hint = !file_exists(dirs.last + "/" + kOptimizerFile)
+                 ? "; " + dirs.last + " holds no optimizer state (--save-optimizer " +
+                       params.value("save_optimizer", std::string("never")) +
+                       "), so it cannot be resumed: train more in a new run with --model " + dirs.last
+             : by_steps ? "; raise --max-steps to train more"
+                        : "; raise --epochs to train more";
+    }
+    std::string best = "epoch " + std::to_string(r.value("best_epoch", -1) + 1);
+    if (by_steps || params.value("eval_steps", 0L) > 0) best += ", step " + std::to_string(r.value("best_step", -1L));
+    std::printf("%s already finished %s%s; nothing to do (best/: %s, val_loss %.5f%s)\n", args.out_dir.c_str(),
+                (by_steps ? count_of(r.value("optimizer_steps", 0L), "step") + " (--max-steps)" : count_of(epochs, "epoch"))
+                    .c_str(),
+                early ? " (stopped early)" : "", best.c_str(),
                 r.contains("best_val_loss") && r["best_val_loss"].is_number() ? r["best_val_loss"].get<double>() : std::nan(""),
-                early ? "" : "; raise --epochs or --max-steps to train more");
+                hint.c_str());
     std::fflush(stdout);
   }
   return outcome;
@@ -616,7 +639,7 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
   const auto start = Clock::now();
   configure_cpu_threads(args.threads, comm.info().local_rank);
   const RunDirs dirs = input_step([&] { return prepare_run_dir(args, comm); });
-  if (dirs.finished) return finished_run(args, verbose);
+  if (dirs.finished) return finished_run(args, dirs, verbose);
 
   // Data and model: what fails here is the user's input (exit status 2, never retried).
   const BertConfig source_config = input_step([&] { return BertConfig::load(dirs.source + "/config.json"); });

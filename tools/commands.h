@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/train_args.h"
 #include "tools/args.h"
 
 namespace bertrain {
@@ -25,6 +26,9 @@ int run_bench_kernels(const std::vector<std::string>& args);
 int run_train(const std::vector<std::string>& args);     // tools/train_command.cpp
 // train's flags, defaults and --help (tools/train_command.cpp): tune checks its TRAIN FLAGS and space against it.
 ArgParser train_arg_parser();
+// The settings a parsed train command line gives, checked as train checks them before it loads anything: UsageError
+// or InputError naming the flag. tune checks its first trial's command with it.
+TrainArgs train_args_of(const ArgParser& p);
 int run_tune(const std::vector<std::string>& args);      // tools/tune/tune_command.cpp
 int run_evaluate(const std::vector<std::string>& args);  // tools/evaluate_command.cpp
 int run_predict(const std::vector<std::string>& args);   // tools/predict_command.cpp

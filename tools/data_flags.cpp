@@ -70,6 +70,7 @@ void add_inference_flags(ArgParser& p) {
   p.option("batch-size", "auto", "rows per forward pass; auto: " + std::to_string(kCpuInferenceBatch) +
                                       " on the CPU, " + std::to_string(kGpuInferenceBatch) + " on a GPU (the fastest measured)")
       .value_name("N");
+  p.option("threads", "0", "CPU threads of the CPU engine (0: all cores, or OMP_NUM_THREADS)");
 }
 
 InferenceOptions inference_options(const ArgParser& p) {
@@ -78,6 +79,8 @@ InferenceOptions inference_options(const ArgParser& p) {
   options.precision = p.get("precision");
   options.batch_size = p.get("batch-size") == "auto" ? 0 : p.get_int("batch-size");
   if (p.get("batch-size") != "auto" && options.batch_size < 1) throw UsageError(p.command() + ": --batch-size must be >= 1 or auto");
+  options.threads = p.get_int("threads");
+  if (options.threads < 0) throw UsageError(p.command() + ": --threads must be >= 0");
   return options;
 }
 

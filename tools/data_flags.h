@@ -17,7 +17,7 @@ void apply_data_flags(const ArgParser& p, DatasetOptions* options);
 // The dataset flags `p` declares, for DatasetOptions::command_flags: what messages about a file may suggest.
 std::vector<std::string> dataset_flags_of(const ArgParser& p);
 
-// --device, --precision, --batch-size (evaluate, predict).
+// --device, --precision, --batch-size, --threads (evaluate, predict).
 void add_inference_flags(ArgParser& p);
 InferenceOptions inference_options(const ArgParser& p);
 

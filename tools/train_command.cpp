@@ -1,12 +1,15 @@
 // `bertrain train`: fine-tunes a BERT checkpoint on a tagged CSV (engine/trainer.h does the work).
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "core/error.h"
 #include "dist/communicator.h"
+#include "engine/early_stopping.h"
 #include "engine/mlflow_store.h"
 #include "engine/stop_signals.h"
 #include "engine/trainer.h"
@@ -54,7 +57,7 @@ ArgParser train_arg_parser() {
   p.option("eval-steps", "0", "validate every N optimizer steps (and after the last) instead of at each epoch's end");
   p.option("metric-for-best", "val_loss",
            "the validation metric that picks RUN_DIR/best and drives early stopping: val_loss (lower is better), f1 "
-           "(weighted) or accuracy (higher is better)")
+           "(weighted) or accuracy (higher is better; val_f1 and val_accuracy, metrics.jsonl's names, too)")
       .value_name("val_loss|f1|accuracy");
   p.option("early-stopping-patience", "0",
            "stop when --metric-for-best has not improved for N evaluations in a row (0: never; Trainer's "
@@ -110,10 +113,7 @@ ArgParser train_arg_parser() {
   return p;
 }
 
-int run_train(const std::vector<std::string>& args) {
-  ArgParser p = train_arg_parser();
-  if (!p.parse(args)) return 0;
-
+TrainArgs train_args_of(const ArgParser& p) {
   TrainArgs a;
   a.model_dir = p.get("model");
   a.train_data = p.get("train-data");
@@ -129,7 +129,8 @@ int run_train(const std::vector<std::string>& args) {
   a.warmup_steps = p.get_int("warmup-steps");
   a.warmup_ratio = p.get_double("warmup-ratio");
   a.eval_steps = p.get_int("eval-steps");
-  a.metric_for_best = p.get("metric-for-best");
+  // One spelling per metric in the run's files, so that --resume compares like with like.
+  a.metric_for_best = input_step([&] { return parse_metric_for_best(p.get("metric-for-best")).name; });
   a.early_stopping_patience = p.get_int("early-stopping-patience");
   a.early_stopping_threshold = p.get_double("early-stopping-threshold");
   a.dropout = p.get_double("dropout");
@@ -173,8 +174,47 @@ int run_train(const std::vector<std::string>& args) {
   a.threads = p.get_int("threads");
   a.quiet = p.get_flag("quiet");
   if (a.threads < 0) throw UsageError("train: --threads must be >= 0");
+  // Flags that only mean something beside another: alone they would be ignored without a word.
+  if (a.mlflow_dir.empty()) {
+    for (const char* name : {"experiment", "run-name"}) {
+      if (p.given(name)) {
+        throw UsageError(std::string("train: --") + name + " names the MLflow run: give --mlflow-dir too (or set "
+                         "MLFLOW_TRACKING_URI)");
+      }
+    }
+  }
+  if (p.given("label-separator") && !a.data.multi_label) {
+    throw UsageError("train: --label-separator splits a label field into several labels: give --multi-label too "
+                     "(without it the whole field is one label)");
+  }
+  input_step([&] { validate_train_args(a); });
+  return a;
+}
 
-  const std::unique_ptr<Communicator> comm = make_communicator(detect_launch());
+namespace {
+
+// A mistake in the command line or in input every rank reads (the data, the model, RUN_DIR) fails on every rank of a
+// job alike. The ranks but 0 wait before they report one, so that rank 0 says it once and ends the job; they speak
+// only where it did not (their own node's files or disk). Not for other errors: those each rank reports at once.
+void let_rank_zero_speak_first(int rank) {
+  if (rank != 0) std::this_thread::sleep_for(std::chrono::seconds(3));
+}
+
+}  // namespace
+
+int run_train(const std::vector<std::string>& args) {
+  const LaunchInfo launch = detect_launch();
+  ArgParser p = train_arg_parser();
+  TrainArgs a;
+  try {
+    if (!p.parse(args)) return 0;
+    a = train_args_of(p);
+  } catch (const std::exception&) {
+    let_rank_zero_speak_first(launch.rank);
+    throw;
+  }
+
+  const std::unique_ptr<Communicator> comm = make_communicator(launch);
   TrainingOutcome outcome;
   try {
     outcome = run_training(a, *comm);
@@ -187,7 +227,9 @@ int run_train(const std::vector<std::string>& args) {
     // The other ranks may be waiting in a collective: end the whole job, naming who failed.
     // Errors from dist/ already start with "<host> rank <r>": name the rank once.
     const std::string what = e.what(), who = comm->where();
-    const int code = dynamic_cast<const InputError*>(&e) != nullptr ? 2 : 1;
+    const bool input = dynamic_cast<const InputError*>(&e) != nullptr;
+    if (input) let_rank_zero_speak_first(comm->rank());
+    const int code = input ? 2 : 1;
     comm->abort(code, "bertrain: error: " + (what.rfind(who, 0) == 0 ? what : who + ": " + what));
   }
   if (!a.quiet && comm->rank() == 0 && !outcome.already_finished) {

@@ -421,6 +421,26 @@ TEST_F(MpiTest, AFailingRankEndsTheJob) {
   EXPECT_FALSE(fs::exists(temp_.path("failing") + "/last"));
 }
 
+// A mistake every rank meets alike, in the command line (before MPI starts) or in input every rank reads (after), is
+// said once, by rank 0, not once per rank.
+TEST_F(MpiTest, AMistakeEveryRankMeetsIsSaidOnce) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--lr", "-1"}, "--lr must be positive"},
+      {{"--val-data", temp_.path("missing.csv")}, "missing.csv"}};
+  for (const auto& [extra, needle] : cases) {
+    std::vector<std::string> argv = mpi_prefix(3);
+    for (const std::string& a : train_command("mistake", 1, extra)) argv.push_back(a);
+    const RunResult r = testing::run_process(argv, {}, 120);
+    EXPECT_EQ(r.exit_code, 2) << r.describe();
+    std::size_t said = 0;
+    for (std::size_t at = r.err.find("bertrain: error:"); at != std::string::npos; at = r.err.find("bertrain: error:", at + 1)) {
+      ++said;
+    }
+    EXPECT_EQ(said, 1u) << r.describe();
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.describe();
+  }
+}
+
 // Rank 1 dies from a signal before taking part in any collective: mpirun must end rank 0 too.
 TEST_F(MpiTest, ADyingRankEndsTheJob) {
   std::vector<std::string> argv = mpi_prefix(2);

@@ -196,6 +196,12 @@ TEST(EarlyStopping, MetricNames) {
   const BestMetric accuracy = parse_metric_for_best("accuracy");
   EXPECT_EQ(accuracy.name, "accuracy");
   EXPECT_TRUE(accuracy.greater_is_better);
+  // metrics.jsonl's names for the same two (tune --metric's).
+  for (const char* name : {"val_f1", "val_accuracy"}) {
+    const BestMetric m = parse_metric_for_best(name);
+    EXPECT_EQ("val_" + m.name, name);
+    EXPECT_TRUE(m.greater_is_better);
+  }
 }
 
 using testing::expect_error;

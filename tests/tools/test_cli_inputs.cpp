@@ -396,6 +396,52 @@ void expect_error_naming_own_flags(const std::string& command, const RunResult& 
   }
 }
 
+// Flags that only mean something beside another are refused alone instead of being ignored: the MLflow run's names
+// without an MLflow store, a label separator of a single-label run. Nothing is trained.
+TEST_F(CliTest, FlagsThatNeedAnotherAreRefusedAlone) {
+  for (const std::vector<std::string>& extra : std::vector<std::vector<std::string>>{{"--experiment", "e"}, {"--run-name", "r"}}) {
+    const RunResult r = run(train_args(path("run"), extra));
+    expect_error(r, extra[0] + " names the MLflow run: give --mlflow-dir too (or set MLFLOW_TRACKING_URI)");
+    expect_no_run(path("run"));
+  }
+  // MLFLOW_TRACKING_URI is the store when no --mlflow-dir is given.
+  ASSERT_TRUE(succeeded(run(train_args(path("env"), {"--epochs", "1", "--run-name", "named"}),
+                            {"MLFLOW_TRACKING_URI=" + path("mlruns")})));
+  std::vector<std::string> run_names;
+  for (const auto& e : fs::recursive_directory_iterator(path("mlruns"))) {
+    if (e.path().filename() == "mlflow.runName") run_names.push_back(slurp(e.path()));
+  }
+  EXPECT_EQ(run_names, std::vector<std::string>{"named"});
+  const RunResult sep = run(train_args(path("run"), {"--label-separator", "|"}));
+  expect_error(sep, "--label-separator splits a label field into several labels: give --multi-label too");
+  expect_no_run(path("run"));
+}
+
+// --metric-for-best and tune's --metric take each other's names for a metric; the run records one spelling, so a
+// resume under the other one is the same run.
+TEST_F(CliTest, MetricNamesOfTrainAndTuneAreOne) {
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--epochs", "1", "--metric-for-best", "val_f1"}))));
+  const json results = json::parse(slurp(path("run/results.json")));
+  EXPECT_EQ(results["params"]["metric_for_best"], "f1");
+  EXPECT_EQ(results["best_metric"]["name"], "f1");
+  EXPECT_TRUE(succeeded(run(train_args(path("run"), {"--epochs", "1", "--metric-for-best", "f1", "--resume"}))));
+  expect_error(run(train_args(path("x"), {"--metric-for-best", "val_f2"})),
+               "--metric-for-best must be val_loss, f1 or accuracy (or val_f1, val_accuracy), got \"val_f2\"");
+}
+
+// evaluate and predict run the CPU engine on --threads threads, as train and serve do.
+TEST_F(CliTest, EvaluateAndPredictTakeThreads) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  const RunResult two = run({"evaluate", "--model", suite_run(), "--data", data(), "--device", "cpu", "--threads", "2"});
+  ASSERT_TRUE(succeeded(two));
+  EXPECT_NE(two.err.find("on cpu (2 threads, fp32)"), std::string::npos) << two.describe();
+  const RunResult one = run({"predict", "--model", suite_run(), "--data", data(), "--device", "cpu", "--threads", "1",
+                             "--out", path("predictions.jsonl")});
+  ASSERT_TRUE(succeeded(one));
+  EXPECT_NE((one.out + one.err).find("cpu (1 thread, fp32)"), std::string::npos) << one.describe();
+  expect_error(run({"predict", "--model", suite_run(), "--text", "x", "--threads", "-1"}), "predict: --threads must be >= 0");
+}
+
 TEST_F(CliTest, HintsNameOnlyFlagsOfTheCommandThatRuns) {
   ASSERT_TRUE(succeeded(suite_train()));
   spit(path("gap.csv"), "title,description,tag\nimage camera,video,computer-vision\n, ,mlops\n");

@@ -136,6 +136,54 @@ TEST_F(CliTest, ResumeSaysWhereItContinues) {
   EXPECT_NE(more.out.find(" of 3 (step 12), val_loss "), std::string::npos) << more.out;
 }
 
+// --resume of a finished run says how far it trained as it was asked to (steps under --max-steps), and how to train
+// more only where that works: a run whose optimizer state was dropped at its end cannot be resumed.
+TEST_F(CliTest, AFinishedRunSaysHowFarItTrainedAndHowToGoOn) {
+  // 4 steps an epoch (30 training rows, batches of 8); evaluations after steps 2, 4, 6 and 6 is the last.
+  const std::vector<std::string> steps{"--max-steps", "6", "--eval-steps", "2"};
+  ASSERT_TRUE(succeeded(run(train_args(path("steps"), steps))));
+  std::vector<std::string> again = steps;
+  again.push_back("--resume");
+  const RunResult r = run(without_quiet(train_args(path("steps"), again)));
+  ASSERT_TRUE(succeeded(r));
+  const json results = json::parse(slurp(path("steps/results.json")));
+  EXPECT_EQ(r.out, path("steps") + " already finished 6 steps (--max-steps); nothing to do (best/: epoch " +
+                       std::to_string(results.at("best_epoch").get<int>() + 1) + ", step " +
+                       std::to_string(results.at("best_step").get<long>()) + ", val_loss " +
+                       r.out.substr(r.out.find("val_loss ") + 9, 7) + "; raise --max-steps to train more)\n")
+      << r.out;
+
+  ASSERT_TRUE(succeeded(run(train_args(path("during"), {"--epochs", "1", "--save-optimizer", "during"}))));
+  const RunResult done = run(without_quiet(train_args(path("during"), {"--epochs", "1", "--save-optimizer", "during",
+                                                                       "--resume"})));
+  ASSERT_TRUE(succeeded(done));
+  EXPECT_NE(done.out.find(path("during") + "/last holds no optimizer state (--save-optimizer during), so it cannot be "
+                          "resumed: train more in a new run with --model " + path("during") + "/last)"),
+            std::string::npos)
+      << done.out;
+  EXPECT_EQ(done.out.find("raise --epochs"), std::string::npos) << done.out;
+  // The way it names works.
+  const std::vector<std::string> more{"train", "--model", path("during") + "/last", "--train-data", data(), "--out",
+                                      path("more"), "--epochs", "1", "--batch-size", "8", "--quiet"};
+  EXPECT_TRUE(succeeded(run(more)));
+}
+
+// A step-wise schedule is planned over the run's length: a resume that changes --epochs is refused, and the message
+// does not say that epochs may change.
+TEST_F(CliTest, AResumeThatWouldReplanALinearScheduleSaysWhatMayChange) {
+  ASSERT_TRUE(succeeded(run(train_args(path("linear"), {"--epochs", "1", "--lr-scheduler", "linear"}))));
+  const RunResult r = run(train_args(path("linear"), {"--epochs", "2", "--lr-scheduler", "linear", "--resume"}));
+  expect_error(r, "the linear schedule was planned over 4 steps, now 8");
+  EXPECT_NE(r.err.find("(only save, keep, log steps, threads, device and MLflow settings may change; the linear "
+                       "schedule fixes epochs and max-steps)"),
+            std::string::npos)
+      << r.err;
+  // The plateau schedule lets them change.
+  ASSERT_TRUE(succeeded(run(train_args(path("plateau"), {"--epochs", "1"}))));
+  const RunResult p = run(train_args(path("plateau"), {"--epochs", "2", "--lr", "3e-4", "--resume"}));
+  expect_error(p, "(only epochs, max-steps, save, keep, log steps, threads, device and MLflow settings may change)");
+}
+
 // best/ is written after last/: a run killed between them resumes with best/ rewritten from last/ when last/ is the
 // best epoch, so it ends with the uninterrupted run's best/, bit for bit.
 TEST_F(CliTest, ABestMissedByAKillIsWrittenOnResume) {

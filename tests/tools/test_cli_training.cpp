@@ -59,6 +59,26 @@ TEST_F(CliTraining, MaxStepsOverridesEpochsAndEvalStepsValidatesBetweenEpochEnds
   EXPECT_GE(r["best_step"].get<long>(), 3);
 }
 
+// On a terminal, the progress line of --max-steps's short last epoch counts that epoch's steps (2 of 2, not 2 of 4).
+// util-linux's script(1) gives the run a terminal.
+TEST_F(CliTraining, TheProgressLineOfAShortLastEpochCountsItsSteps) {
+  const std::string script = "/usr/bin/script";  // Debian's bsdutils, an essential package
+  if (!fs::exists(script)) GTEST_SKIP() << script << " is not installed";
+  std::string command;
+  for (const std::string& a : without_quiet(train_args(path("max"), {"--max-steps", "6", "--device", "cpu"}))) {
+    command += (command.empty() ? "'" + binary() + "' " : std::string()) + "'" + a + "' ";
+  }
+  const RunResult r = testing::run_process({script, "-qefc", command, "/dev/null"}, {}, 120);
+  ASSERT_TRUE(succeeded(r));
+  EXPECT_NE(r.out.find("epoch 1/2 [########################] step 4/4 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("epoch 2/2 [########################] step 2/2 "), std::string::npos) << r.out;
+  for (std::size_t at = r.out.find("epoch 2/2 ["); at != std::string::npos; at = r.out.find("epoch 2/2 [", at + 1)) {
+    const std::size_t step = r.out.find("] step ", at);
+    ASSERT_NE(step, std::string::npos) << r.out;
+    EXPECT_EQ(r.out.substr(step + 8, 3), "/2 ") << r.out.substr(at, 60);
+  }
+}
+
 TEST_F(CliTraining, ValidationMetricsPerEvaluationAndMetricForBest) {
   ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--metric-for-best", "f1"}))));
   const std::vector<json> m = read_jsonl(path("run") + "/metrics.jsonl");

@@ -153,6 +153,18 @@ TEST_F(CliTune, TrialsRunInParallelWithFlagsAsTrainTakesThem) {
                                       {"--epochs", "1"}),
                             {"FAKE_TRIAL_EPOCH_MS=1"})));
   for (int i = 0; i < 4; ++i) EXPECT_EQ(study(again)["trials"][i]["params"], s["trials"][i]["params"]) << i;
+  // --metric takes train's name of a metric as well as metrics.jsonl's.
+  const std::string by_accuracy = path("accuracy");
+  ASSERT_TRUE(succeeded(run(tune_args(slurp(dir_ / "space.json"), by_accuracy,
+                                      {"--search", "random", "--trials", "1", "--scheduler", "none", "--metric", "accuracy",
+                                       "--quiet"},
+                                      {"--epochs", "1"}),
+                            {"FAKE_TRIAL_EPOCH_MS=1"})));
+  EXPECT_EQ(study(by_accuracy)["metric"], "val_accuracy");
+  const std::vector<std::string> trial = lines_of(slurp(fs::path(by_accuracy) / "trials/000/argv.txt"));
+  const auto metric = std::find(trial.begin(), trial.end(), "--metric-for-best");
+  ASSERT_NE(metric, trial.end());
+  EXPECT_EQ(*(metric + 1), "accuracy");
 }
 
 TEST_F(CliTune, DevicesGiveEachRunningTrialItsOwnGpu) {
@@ -386,6 +398,10 @@ TEST_F(CliTune, BadInputIsOneLineNamingWhatToFix) {
   std::vector<std::string> missing_model = tune_args(lr, out, {});
   std::replace(missing_model.begin(), missing_model.end(), model(), path("no_model"));
   expect_error(run(missing_model), path("no_model") + ": not found");
+  // Train's checks of values and combinations too, before a study exists.
+  expect_error(run(tune_args(lr, out, {}, {"--dropout", "1.5"})), "TRAIN FLAGS: --dropout must be in [0, 1), got 1.5");
+  expect_error(run(tune_args(lr, out, {}, {"--label-separator", "|"})),
+               "tune: TRAIN FLAGS: train: --label-separator splits a label field into several labels");
   spit(dir_ / "afile", "x\n");
   expect_error(run(tune_args(lr, path("afile/study"), {})), "'" + path("afile") + "' is a file, not a directory");
   EXPECT_FALSE(fs::exists(out));

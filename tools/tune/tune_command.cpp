@@ -160,7 +160,8 @@ int run_tune(const std::vector<std::string>& args) {
   p.option("reduction-factor", "4", "asha: rungs at grace_period * factor^k epochs; at each, a trial goes on only in "
                                     "the best 1/factor (Ray's default 4, which Made-With-ML uses)").value_name("X");
   p.option("metric", "val_loss", "what the study optimizes, per epoch from each trial's metrics.jsonl; best/ of each "
-                                 "trial follows it (--metric-for-best)").value_name("val_loss|val_f1|val_accuracy");
+                                 "trial follows it (--metric-for-best; f1 and accuracy, its names, are taken too)")
+      .value_name("val_loss|val_f1|val_accuracy");
   p.option("mode", "auto", "min or max; auto: min for val_loss, max for the others").value_name("auto|min|max");
   p.option("initial-params", "", "points evaluated first (Ray's points_to_evaluate): a JSON object or array of "
                                  "objects, or a file holding one").value_name("JSON|FILE");
@@ -198,6 +199,7 @@ int run_tune(const std::vector<std::string>& args) {
   s.grace_period = p.get_double("grace-period");
   s.reduction_factor = p.get_double("reduction-factor");
   s.metric = p.get("metric");
+  if (s.metric == "f1" || s.metric == "accuracy") s.metric = "val_" + s.metric;  // train --metric-for-best's names
   s.launcher = p.get("launcher");
   s.trial_stop_signal = s.launcher.empty() ? SIGTERM : SIGUSR1;
   s.resume = p.get_flag("resume");
@@ -211,7 +213,7 @@ int run_tune(const std::vector<std::string>& args) {
     throw UsageError("tune: --scheduler must be asha or none, got '" + p.get("scheduler") + "'");
   }
   if (s.metric != "val_loss" && s.metric != "val_f1" && s.metric != "val_accuracy") {
-    throw UsageError("tune: --metric must be val_loss, val_f1 or val_accuracy, got '" + s.metric + "'");
+    throw UsageError("tune: --metric must be val_loss, val_f1 or val_accuracy (or f1, accuracy), got '" + s.metric + "'");
   }
   const std::string mode = p.get("mode");
   if (mode != "auto" && mode != "min" && mode != "max") throw UsageError("tune: --mode must be auto, min or max, got '" + mode + "'");
@@ -284,8 +286,11 @@ int run_tune(const std::vector<std::string>& args) {
   ArgParser check = train_arg_parser();
   try {
     if (!check.parse(sample)) return 0;  // --help after --: train's help was printed
+    train_args_of(check);                // and its values and combinations as train checks them
   } catch (const UsageError& e) {
     throw UsageError("tune: TRAIN FLAGS: " + std::string(e.what()));
+  } catch (const InputError& e) {
+    throw InputError("TRAIN FLAGS: " + std::string(e.what()));
   }
   // The files every trial reads, and the study directory: a typo fails here, before the study exists, and not as
   // a study of failed trials that the corrected command would have to --resume with other flags.
