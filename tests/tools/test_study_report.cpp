@@ -138,6 +138,26 @@ class StudyReportTest : public ::testing::Test {
   fs::path dir_ = temp_.path() / "study";
 };
 
+// A trial that evaluates within epochs (--eval-steps, --scheduler none): the study counts metrics.jsonl's lines, so
+// its best_epoch is the index of a line, and that line is ringed (not the first line of the epoch of that number).
+TEST_F(StudyReportTest, TheRingOfATrialThatEvaluatesWithinEpochsIsItsBestLine) {
+  write_study(study_json());
+  std::string lines;
+  const std::vector<std::pair<int, int>> evaluations = {{0, 2}, {0, 4}, {1, 6}};  // epoch, step
+  const std::vector<double> val_losses = {0.5, 0.4, 0.45};
+  for (std::size_t i = 0; i < evaluations.size(); ++i) {
+    lines += json{{"epoch", evaluations[i].first}, {"step", evaluations[i].second}, {"lr", 1e-4}, {"train_loss", 0.7},
+                  {"val_loss", val_losses[i]}, {"samples_per_s", 80.0}, {"elapsed_s", 10.0}}
+                 .dump() +
+             "\n";
+  }
+  write(dir_ / "trials" / "000" / "metrics.jsonl", lines);
+  const StudyRecord study = load_study(dir_.string());
+  ASSERT_TRUE(study.trials[0].run.has_value());
+  ASSERT_TRUE(study.trials[0].run->best.has_value());
+  EXPECT_EQ(*study.trials[0].run->best, 1u);  // study.json's best_epoch 1: the second line, step 4
+}
+
 TEST_F(StudyReportTest, LoadsEveryTrialAndTheCurvesOfThoseWithEpochs) {
   write_study(study_json());
   EXPECT_TRUE(is_study_dir(dir_.string()));

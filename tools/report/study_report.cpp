@@ -40,14 +40,11 @@ void load_curves(StudyTrial* t) {
     }
     RunRecord run = load_run(t->dir);
     run.name = "trial " + t->id;
-    // Ring the epoch the study counts as the trial's best (by the study's metric, as its best/ holds), not
-    // load_run's lowest val_loss: the two differ when the study maximizes val_f1.
+    // Ring the evaluation the study counts as the trial's best (by the study's metric, as its best/ holds). The
+    // study counts metrics.jsonl's lines, one an epoch (more under --eval-steps): its best_epoch is a line's index.
     run.best.reset();
-    for (std::size_t i = 0; i < run.epochs.size() && !std::isnan(t->best_epoch); ++i) {
-      if (run.epochs[i].epoch == t->best_epoch) {
-        run.best = i;
-        break;
-      }
+    if (!std::isnan(t->best_epoch) && t->best_epoch < static_cast<double>(run.epochs.size())) {
+      run.best = static_cast<std::size_t>(t->best_epoch);
     }
     t->run = std::move(run);
   } catch (const Error& e) {
