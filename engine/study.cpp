@@ -160,6 +160,7 @@ json Study::to_json() const {
   json j{{"version", 1},
          {"metric", metric},
          {"mode", lower_is_better ? "min" : "max"},
+         {"iteration", iteration},
          {"settings", settings},
          {"searched", searched},
          {"trials", trial_list},
@@ -182,6 +183,11 @@ Study Study::from_json(const json& j, const std::string& origin) {
   const std::string mode = f.string(j, "mode", "mode");
   BERTRAIN_CHECK(mode == "min" || mode == "max", origin << ": field 'mode' is '" << mode << "', not min or max");
   s.lower_is_better = mode == "min";
+  if (j.contains("iteration")) {  // studies written before it counted epochs
+    s.iteration = f.string(j, "iteration", "iteration");
+    BERTRAIN_CHECK(s.iteration == "epoch" || s.iteration == "evaluation",
+                   origin << ": field 'iteration' is '" << s.iteration << "', not epoch or evaluation");
+  }
   if (j.contains("settings")) {
     BERTRAIN_CHECK(j["settings"].is_object(), origin << ": field 'settings' is not an object");
     s.settings = j["settings"];

@@ -61,6 +61,9 @@ struct Study {
   nlohmann::json settings = nlohmann::json::object();  // what --resume must find unchanged
   std::string metric = "val_loss";
   bool lower_is_better = true;
+  // What a line of a trial's metrics.jsonl is, as messages and the report count them: "epoch" (an epoch's end), or
+  // "evaluation" when the trials evaluate every --eval-steps steps (several an epoch).
+  std::string iteration = "epoch";
   std::vector<std::string> searched;
   std::vector<TrialRecord> trials;
   std::vector<SchedulerEvent> scheduler_events;

@@ -124,6 +124,17 @@ TEST(Study, JsonRoundTrip) {
   bad = j;
   bad["mode"] = "up";
   testing::expect_error([&] { Study::from_json(bad, "study.json"); }, "study.json: field 'mode' is 'up', not min or max");
+  // What a metrics line is: epochs, unless the study says evaluations; a study written before the field counted epochs.
+  EXPECT_EQ(j["iteration"], "epoch");
+  json evaluations = j;
+  evaluations["iteration"] = "evaluation";
+  EXPECT_EQ(Study::from_json(evaluations, "study.json").iteration, "evaluation");
+  json older = j;
+  older.erase("iteration");
+  EXPECT_EQ(Study::from_json(older, "study.json").iteration, "epoch");
+  bad = j;
+  bad["iteration"] = "step";
+  testing::expect_error([&] { Study::from_json(bad, "study.json"); }, "study.json: field 'iteration' is 'step', not epoch or evaluation");
 }
 
 }  // namespace

@@ -429,6 +429,29 @@ TEST_F(CliTune, BadInputIsOneLineNamingWhatToFix) {
 
 // The real trainer on the tiny model: two trials at once, ASHA, MLflow parent and child runs, and a best/ that
 // predict loads.
+// Trials that evaluate every --eval-steps steps (several an epoch): the study counts evaluations, says where each is
+// (step and epoch, not "epoch 3/2"), and its table, study.json and report say evaluations.
+TEST_F(CliTune, AStudyOfTrialsThatEvaluateWithinEpochsCountsEvaluations) {
+  const std::string out = path("study");
+  spit(dir_ / "space.json", R"({"lr": {"type": "loguniform", "low": 1e-4, "high": 1e-2}})");
+  // 30 training rows in batches of 8: 4 steps an epoch, 8 in two; evaluations after steps 3, 6 and 8.
+  const RunResult r = run({"tune", "--space", path("space.json"), "--out", out, "--trials", "1", "--scheduler", "none",
+                           "--", "--model", model(), "--train-data", data(), "--epochs", "2", "--batch-size", "8",
+                           "--eval-steps", "3", "--device", "cpu"});
+  ASSERT_TRUE(succeeded(r));
+  EXPECT_NE(r.out.find("trial 000 evaluation 2 (step 6, epoch 2): val_loss "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("trial 000 completed after 3 evaluations: best val_loss "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("epoch 3/2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("trial  status     evaluations  best val_loss"), std::string::npos) << r.out;
+  const json s = study(out);
+  EXPECT_EQ(s["iteration"], "evaluation");
+  EXPECT_EQ(s["trials"][0]["epochs"], 3);
+  const RunResult report = run({"report", out});
+  ASSERT_TRUE(succeeded(report));
+  EXPECT_NE(report.out.find(" at evaluation "), std::string::npos) << report.out;
+  EXPECT_NE(slurp(fs::path(out) / "report.html").find("<th>evaluations</th>"), std::string::npos);
+}
+
 TEST_F(CliTune, AShortRealStudyWithMlflow) {
   const std::string out = path("study"), mlruns = path("mlruns");
   spit(dir_ / "space.json", R"({"lr": {"type": "loguniform", "low": 1e-4, "high": 1e-2}, "dropout": 0.1})");

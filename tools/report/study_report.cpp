@@ -112,7 +112,8 @@ std::string direction(const StudyRecord& study) { return study.lower_is_better ?
 std::string best_text(const StudyRecord& study) {
   const StudyTrial& b = study.trials[*study.best];
   std::string text = "trial " + b.id + ", " + study.metric + " " + format_fixed(b.best_metric, 4);
-  if (!std::isnan(b.best_epoch)) text += " at epoch " + format_value(b.best_epoch + 1);  // counted from 1, as train prints
+  // Counted from 1, as train prints; the study's evaluations where it counts those (--eval-steps).
+  if (!std::isnan(b.best_epoch)) text += " at " + study.record.iteration + " " + format_value(b.best_epoch + 1);
   const std::string params = params_text(study, b);
   return text + (params.empty() ? "" : " (" + params + ")");
 }
@@ -122,8 +123,8 @@ std::string cell(const std::string& text, bool number = false) {
 }
 
 std::string trials_table(const StudyRecord& study, const std::vector<std::string>& colors) {
-  std::string html = "<div class=\"scroll\">\n<table>\n<thead><tr><th>trial</th><th>status</th><th>epochs</th><th>best " +
-                     xml_escape(study.metric) + "</th>";
+  std::string html = "<div class=\"scroll\">\n<table>\n<thead><tr><th>trial</th><th>status</th><th>" +
+                     study.record.iteration + "s</th><th>best " + xml_escape(study.metric) + "</th>";
   for (const std::string& name : study.searched) html += "<th>" + xml_escape(name) + "</th>";
   html += "<th>time</th></tr></thead>\n<tbody>\n";
   // One notation down a column, as along a log axis: "1e-3" below "3e-4", not "0.001".
@@ -173,13 +174,13 @@ double EpochRecord::*metric_field(const std::string& metric) {
 
 std::string curves_section(const StudyRecord& study) {
   const std::vector<RunRecord> runs = charted_runs(study);
-  const std::string ring = "best epoch (" + direction(study) + " " + study.metric + ")";
+  const std::string ring = "best " + study.record.iteration + " (" + direction(study) + " " + study.metric + ")";
   std::string html = "<section>\n<h2>Training curves</h2>\n";
   if (runs.empty()) {
     html += "<p class=\"note\">No trial has recorded an epoch yet.</p>\n";
   } else {
     html += "<p class=\"meta\">Every trial that has recorded an epoch, in its colour (the table's swatch): train_loss "
-            "solid, val_loss dashed; the ring is the trial's best epoch by " +
+            "solid, val_loss dashed; the ring is the trial's best " + study.record.iteration + " by " +
             xml_escape(study.metric) + ", the one its best/ holds.</p>\n<div class=\"charts\">\n" +
             render_line_chart(loss_chart(runs, true, ring));
     // The metric the study optimizes, where it is not the loss already drawn.

@@ -150,6 +150,7 @@ class StudyRunner {
       study_.settings = s_.settings;
       study_.metric = s_.metric;
       study_.lower_is_better = s_.lower_is_better;
+      study_.iteration = s_.iteration;
       for (const SearchParam* p : s_.space.searched()) study_.searched.push_back(p->name);
       make_directories(path("trials"));
       save();
@@ -299,8 +300,13 @@ class StudyRunner {
       t.add_evaluation(value, s_.lower_is_better);
       changed = true;
       if (!s_.quiet) {
-        std::printf("trial %s epoch %ld/%g: %s %s\n", t.id.c_str(), t.epochs, s_.max_t, s_.metric.c_str(),
-                    metric_text(value).c_str());
+        // Under --eval-steps the number of evaluations is not known ahead: the line says where the trial is.
+        const std::string where =
+            study_.iteration == "epoch"
+                ? "epoch " + std::to_string(t.epochs) + "/" + shortest_double(s_.max_t)
+                : "evaluation " + std::to_string(t.epochs) + " (step " + std::to_string(record.value("step", 0L)) +
+                      ", epoch " + std::to_string(record.value("epoch", 0L) + 1) + ")";
+        std::printf("trial %s %s: %s %s\n", t.id.c_str(), where.c_str(), s_.metric.c_str(), metric_text(value).c_str());
       }
       // A trial the scheduler stopped reports no more, as in Ray (an epoch it finished before the signal landed
       // is in its record, not in the scheduler's).
@@ -368,10 +374,12 @@ class StudyRunner {
     if (!s_.quiet) {
       std::string what = trial_status_name(t.status);
       if (t.status == TrialStatus::kFailed) what += " (" + t.error + "; log: " + path(t.dir() + "/train.log") + ")";
-      const std::string at =
-          std::isfinite(t.best_epoch) ? " at epoch " + std::to_string(static_cast<long>(t.best_epoch) + 1) : "";
+      const std::string at = std::isfinite(t.best_epoch) ? " at " + study_.iteration + " " +
+                                                                 std::to_string(static_cast<long>(t.best_epoch) + 1)
+                                                           : "";
       std::printf("trial %s %s after %s: best %s %s%s\n", t.id.c_str(), what.c_str(),
-                  count_of(t.epochs, "epoch").c_str(), s_.metric.c_str(), metric_text(t.best_metric).c_str(), at.c_str());
+                  count_of(t.epochs, study_.iteration).c_str(), s_.metric.c_str(), metric_text(t.best_metric).c_str(),
+                  at.c_str());
       std::printf("  %s (%s)\n", format_duration(t.time_s).c_str(), progress_text().c_str());
       std::fflush(stdout);
     }
@@ -440,9 +448,9 @@ class StudyRunner {
     }
     print_table();
     if (!s_.quiet) {
-      std::printf("best: trial %s, %s %s at epoch %ld; model in %s/best, results in %s/results.json, study in "
+      std::printf("best: trial %s, %s %s at %s %ld; model in %s/best, results in %s/results.json, study in "
                   "%s/study.json (%s)\n",
-                  b.id.c_str(), s_.metric.c_str(), metric_text(b.best_metric).c_str(),
+                  b.id.c_str(), s_.metric.c_str(), metric_text(b.best_metric).c_str(), study_.iteration.c_str(),
                   static_cast<long>(b.best_epoch) + 1, s_.out_dir.c_str(), s_.out_dir.c_str(), s_.out_dir.c_str(),
                   format_duration(study_.time_s).c_str());
     }
@@ -510,10 +518,10 @@ class StudyRunner {
     std::fflush(stdout);
   }
 
-  // The trials best first: id, status, epochs, best metric, each searched parameter, time.
+  // The trials best first: id, status, epochs (or evaluations), best metric, each searched parameter, time.
   void print_table() const {
     std::vector<std::vector<std::string>> rows;
-    std::vector<std::string> head{"trial", "status", "epochs", "best " + s_.metric};
+    std::vector<std::string> head{"trial", "status", study_.iteration + "s", "best " + s_.metric};
     for (const std::string& name : study_.searched) head.push_back(name);
     head.push_back("time");
     rows.push_back(head);

@@ -31,6 +31,7 @@ struct TuneSetup {
   double grace_period = 1, reduction_factor = 4, max_t = 10;
   std::string metric = "val_loss";
   bool lower_is_better = true;
+  std::string iteration = "epoch";        // "evaluation" under --eval-steps (Study::iteration)
   std::vector<std::string> train_flags;   // TRAIN FLAGS, as given after --
   std::vector<std::string> extra_flags;   // what tune adds to every trial (--metric-for-best, --threads)
   std::map<std::string, bool> switches;   // train flags that take no value (searched booleans): name -> true

@@ -313,6 +313,8 @@ int run_tune(const std::vector<std::string>& args) {
     }
   }
   s.max_t = epochs_param != nullptr ? epochs_param->values[0].get<double>() : check.get_int("epochs");
+  // Under --eval-steps a trial's metrics.jsonl has a line per evaluation, several an epoch: the study counts those.
+  if (check.get_int("eval-steps") > 0 || s.space.find("eval-steps") != nullptr) s.iteration = "evaluation";
 
   const MlflowStore store = input_step([&] { return mlflow_store(p.given("mlflow-dir"), p.get("mlflow-dir")); });
   s.mlflow_dir = store.dir;
