@@ -384,16 +384,23 @@ TEST_F(MpiTest, ChaosKillingOneRankEndsAsTheUninterruptedJob) {
     argv.insert(argv.end(), job.begin(), job.end());
     const std::vector<std::string> command = train_command(out, 6, {"--save-steps", "1"});
     argv.insert(argv.end(), command.begin(), command.end());
+    std::atomic<bool> finished{false};
     std::thread killer([&, out] {
       for (int k = 0; k < 2; ++k) {
         std::this_thread::sleep_for(std::chrono::duration<double>(std::uniform_real_distribution<double>(0.3, 0.9)(rng) * seconds));
-        const std::vector<pid_t> ranks = rank_pids(temp_.path(out));
-        if (ranks.empty()) continue;
+        // Between attempts (and on a loaded machine, before mpirun has started them) there are no ranks yet: wait
+        // for the next ones rather than give up the kill, unless the job has ended.
+        std::vector<pid_t> ranks;
+        while (!finished && (ranks = rank_pids(temp_.path(out))).empty()) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        if (ranks.empty()) break;
         ::kill(ranks[rng() % ranks.size()], SIGKILL);
         ++kills;
       }
     });
     const RunResult launched = testing::run_process(argv, {}, 300);
+    finished = true;
     killer.join();
     ASSERT_EQ(launched.exit_code, 0) << launched.describe();
     for (const char* file : {"last/model.safetensors", "last/optimizer.safetensors", "best/model.safetensors"}) {
