@@ -185,6 +185,23 @@ long SearchRng::below(long n) { return static_cast<long>(uniform() * static_cast
 
 double quantize(double value, double q) { return std::nearbyint(value / q) * q; }
 
+std::vector<json> extreme_values(const SearchParam& p) {
+  switch (p.distribution) {
+    case Distribution::kFixed:
+      return p.values;
+    case Distribution::kUniform:
+    case Distribution::kLogUniform:
+      return {p.low, std::nextafter(p.high, p.low)};
+    case Distribution::kQUniform:
+      return {quantize(p.low, p.q), quantize(std::nextafter(p.high, p.low), p.q)};
+    case Distribution::kInt:
+      return {p.category(0), p.category(p.categories() - 1)};
+    case Distribution::kChoice:
+      return p.values;
+  }
+  return {};
+}
+
 json sample_prior(const SearchParam& p, SearchRng& rng) {
   switch (p.distribution) {
     case Distribution::kFixed:

@@ -73,4 +73,9 @@ nlohmann::json sample_prior(const SearchParam& param, SearchRng& rng);
 // `value` rounded to a multiple of q, as HyperOpt's and Ray's quniform do: round(value / q) * q.
 double quantize(double value, double q);
 
+// The values a searched parameter can propose at its ends, for checking a space against what train accepts: every
+// choice, an int's two bounds, a range's low and its largest value below high (uniform, loguniform; quantized for
+// quniform, whose rounding can reach high).
+std::vector<nlohmann::json> extreme_values(const SearchParam& p);
+
 }  // namespace bertrain

@@ -39,6 +39,24 @@ TEST(SearchSpace, ParsesEveryDistribution) {
   EXPECT_FALSE(s.find("lr-scheduler")->searched());
 }
 
+// What tune checks a space against train with: the values each parameter can propose at its ends.
+TEST(SearchSpace, ExtremeValuesAreTheEndsAParameterCanReach) {
+  const SearchSpace s = space_of(R"({"a": {"type": "uniform", "low": 0.3, "high": 1},
+                                     "b": {"type": "loguniform", "low": 1e-5, "high": 1e-3},
+                                     "c": {"type": "quniform", "low": 0, "high": 1, "q": 0.25},
+                                     "d": {"type": "int", "low": 1, "high": 10},
+                                     "e": {"type": "choice", "values": ["x", 2, true]},
+                                     "f": 7})");
+  // uniform and loguniform draw from [low, high): the largest value below high, not high.
+  EXPECT_EQ(extreme_values(*s.find("a")), (std::vector<json>{0.3, std::nextafter(1.0, 0.0)}));
+  EXPECT_EQ(extreme_values(*s.find("b")), (std::vector<json>{1e-5, std::nextafter(1e-3, 0.0)}));
+  // quniform's rounding reaches high.
+  EXPECT_EQ(extreme_values(*s.find("c")), (std::vector<json>{0.0, 1.0}));
+  EXPECT_EQ(extreme_values(*s.find("d")), (std::vector<json>{1, 10}));
+  EXPECT_EQ(extreme_values(*s.find("e")), (std::vector<json>{"x", 2, true}));
+  EXPECT_EQ(extreme_values(*s.find("f")), (std::vector<json>{7}));
+}
+
 TEST(SearchSpace, ErrorsNameTheKey) {
   testing::expect_error([&] { space_of(R"({"lr": {"type": "uniform", "low": 2, "high": 1}})"); }, "\"lr\": low (2) must be below high (1)");
   testing::expect_error([&] { space_of(R"({"lr": {"type": "loguniform", "low": 0, "high": 1}})"); }, "\"lr\": a loguniform's low must be positive");

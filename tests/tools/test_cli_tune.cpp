@@ -140,6 +140,10 @@ TEST_F(CliTune, TrialsRunInParallelWithFlagsAsTrainTakesThem) {
   const auto at = std::find(argv.begin(), argv.end(), "--lr-patience");
   ASSERT_NE(at, argv.end());
   EXPECT_EQ(*(at + 1), std::to_string(static_cast<long>(patience)));
+  // The lines and the table show the value the trial ran with; study.json keeps the drawn one.
+  EXPECT_NE(patience, std::trunc(patience));
+  EXPECT_NE(r.out.find("trial 000 started:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("lr-patience=" + std::to_string(static_cast<long>(patience)) + " "), std::string::npos) << r.out;
   EXPECT_NE(std::find(argv.begin(), argv.end(), "--shuffle"), argv.end());
   // Through a launcher, placing the trials is the launcher's business: no --threads (the real study below checks
   // the cores' split without one).
@@ -402,6 +406,18 @@ TEST_F(CliTune, BadInputIsOneLineNamingWhatToFix) {
   expect_error(run(tune_args(lr, out, {}, {"--dropout", "1.5"})), "TRAIN FLAGS: --dropout must be in [0, 1), got 1.5");
   expect_error(run(tune_args(lr, out, {}, {"--label-separator", "|"})),
                "tune: TRAIN FLAGS: train: --label-separator splits a label field into several labels");
+  // A space that can propose what train refuses is named by its key, whichever value the first trial draws.
+  expect_error(run(tune_args(R"({"dropout": {"type": "choice", "values": [0.5, 1.5]}})", out, {})),
+               "space.json: \"dropout\" can propose 1.5, which train refuses: --dropout must be in [0, 1), got 1.5");
+  expect_error(run(tune_args(R"({"warmup-ratio": {"type": "quniform", "low": 0, "high": 1, "q": 0.25},
+                                 "lr-scheduler": "linear"})", out, {})),
+               "\"warmup-ratio\" can propose 1.0, which train refuses: --warmup-ratio must be in [0, 1)");
+  for (const char* first : {R"({"lr-scheduler": "plateau"})", R"({"lr-scheduler": "linear"})"}) {  // the first trial's
+    expect_error(run(tune_args(R"({"lr-scheduler": {"type": "choice", "values": ["plateau", "linear"]}})", out,
+                               {"--initial-params", first}, {"--warmup-steps", "2"})),
+                 "\"lr-scheduler\" can propose \"plateau\", which train refuses: --warmup-steps / --warmup-ratio need a "
+                 "step-wise --lr-scheduler");
+  }
   spit(dir_ / "afile", "x\n");
   expect_error(run(tune_args(lr, path("afile/study"), {})), "'" + path("afile") + "' is a file, not a directory");
   EXPECT_FALSE(fs::exists(out));

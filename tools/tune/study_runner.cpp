@@ -271,7 +271,7 @@ class StudyRunner {
     save();
     if (!s_.quiet) {
       std::string params;
-      for (const SearchParam* p : s_.space.searched()) params += " " + p->name + "=" + short_value(t.params[p->name]);
+      for (const SearchParam* p : s_.space.searched()) params += " " + p->name + "=" + shown_value(p->name, t.params[p->name]);
       const std::string gpu = s_.devices.empty() ? "" : ", GPU " + env["CUDA_VISIBLE_DEVICES"];
       std::printf("trial %s %s:%s (%s/%s%s)\n", t.id.c_str(), resume ? "resumed" : "started", params.c_str(),
                   s_.out_dir.c_str(), t.dir().c_str(), gpu.c_str());
@@ -328,6 +328,13 @@ class StudyRunner {
       std::fflush(stdout);
       save();
     }
+  }
+
+  // A parameter's value as the trial runs it: an integer flag's integer part (param_flags), else 4 significant
+  // digits. study.json keeps the value the search proposed, which its models learn from.
+  std::string shown_value(const std::string& name, const json& v) const {
+    if (s_.integers.count(name) != 0 && v.is_number()) return std::to_string(static_cast<long long>(std::trunc(v.get<double>())));
+    return short_value(v);
   }
 
   // The cutoff, as the metric, of the rung a result after `iteration` evaluations is compared at (for messages).
@@ -530,7 +537,7 @@ class StudyRunner {
       std::vector<std::string> row{t.id, trial_status_name(t.status), std::to_string(t.epochs),
                                    metric_text(t.best_metric)};
       for (const std::string& name : study_.searched) {
-        row.push_back(t.params.contains(name) ? short_value(t.params[name]) : "");
+        row.push_back(t.params.contains(name) ? shown_value(name, t.params[name]) : "");
       }
       row.push_back(format_duration(t.time_s));
       rows.push_back(row);

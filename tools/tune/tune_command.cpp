@@ -272,25 +272,65 @@ int run_tune(const std::vector<std::string>& args) {
     }
   }
 
-  // Every trial's command line must parse as train's: checked now on the first trial's, with the space's prior
-  // draws where --initial-params gives none, so that a typo fails here and not in every trial.
-  std::vector<std::string> sample = train_flags;
+  // Every trial's command line must parse and pass train's checks. Checked now: the first trial's (the space's prior
+  // draws where --initial-params gives none), and each searched parameter at every value it can propose at its ends
+  // (extreme_values), the others as in the first trial. A mistake in TRAIN FLAGS, or a space that can propose what
+  // train refuses, fails here naming the flag or the key, not as a study of failed trials.
   SearchRng rng(s.seed, 0);
-  const json first = s.initial.empty() ? json::object() : s.initial[0];
+  const json initial = s.initial.empty() ? json::object() : s.initial[0];
+  json first = json::object();
   for (const SearchParam& param : s.space.params) {
-    const json value = first.contains(param.name) ? first[param.name] : sample_prior(param, rng);
-    for (const std::string& f : param_flags(s, param.name, value)) sample.push_back(f);
+    first[param.name] = initial.contains(param.name) ? initial[param.name] : sample_prior(param, rng);
   }
-  sample.insert(sample.end(), s.extra_flags.begin(), s.extra_flags.end());
-  sample.insert(sample.end(), {"--out", s.out_dir + "/trials/000"});
+  const auto command_of = [&](const json& point) {
+    std::vector<std::string> argv = train_flags;
+    for (const SearchParam& param : s.space.params) {
+      for (const std::string& f : param_flags(s, param.name, point[param.name])) argv.push_back(f);
+    }
+    argv.insert(argv.end(), s.extra_flags.begin(), s.extra_flags.end());
+    argv.insert(argv.end(), {"--out", s.out_dir + "/trials/000"});
+    return argv;
+  };
   ArgParser check = train_arg_parser();
+  std::string refused;  // what train says to the first trial's command ("" when it takes it)
+  bool usage = false;
   try {
-    if (!check.parse(sample)) return 0;  // --help after --: train's help was printed
-    train_args_of(check);                // and its values and combinations as train checks them
+    if (!check.parse(command_of(first))) return 0;  // --help after --: train's help was printed
+    train_args_of(check);
   } catch (const UsageError& e) {
-    throw UsageError("tune: TRAIN FLAGS: " + std::string(e.what()));
+    refused = e.what();
+    usage = true;
   } catch (const InputError& e) {
-    throw InputError("TRAIN FLAGS: " + std::string(e.what()));
+    refused = e.what();
+  }
+  for (const SearchParam* param : s.space.searched()) {
+    for (const json& value : extreme_values(*param)) {
+      json point = first;
+      point[param->name] = value;
+      ArgParser p_end = train_arg_parser();
+      std::string why;
+      try {
+        if (p_end.parse(command_of(point))) train_args_of(p_end);
+      } catch (const UsageError& e) {
+        why = e.what();
+      } catch (const InputError& e) {
+        why = e.what();
+      }
+      // Refused at an end: the space's. Taken at an end where the first trial was refused: the first trial's value
+      // of this parameter was what train refused. Refused alike at both: TRAIN FLAGS'.
+      if (!why.empty() && why != refused) {
+        throw InputError(space_file + ": \"" + param->name + "\" can propose " + value.dump() + ", which train refuses: " +
+                         why);
+      }
+      if (why.empty() && !refused.empty()) {
+        throw InputError(space_file + ": \"" + param->name + "\" can propose " + first[param->name].dump() +
+                         ", which train refuses: " + refused);
+      }
+    }
+  }
+  if (!refused.empty()) {
+    if (usage) throw UsageError("tune: TRAIN FLAGS: " + refused);
+    throw InputError("TRAIN FLAGS: " + refused);
   }
   // The files every trial reads, and the study directory: a typo fails here, before the study exists, and not as
   // a study of failed trials that the corrected command would have to --resume with other flags.
