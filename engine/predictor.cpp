@@ -22,6 +22,10 @@ std::string resolve_model_dir(const std::string& path) {
   BERTRAIN_FAIL(path << ": neither a model directory (config.json) nor a run directory (best/config.json)");
 }
 
+std::string resolve_tokenizer_dir(const std::string& path) {
+  return !path_exists(path + "/config.json") && path_exists(path + "/best/config.json") ? path + "/best" : path;
+}
+
 int top_class(const float* row, int n) {
   return static_cast<int>(std::max_element(row, row + n) - row);
 }

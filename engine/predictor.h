@@ -26,6 +26,9 @@ inline constexpr const char* kDataKey = "bertrain_data";
 
 // A RUN_DIR (holding best/) means its best/; anything else is taken as a model directory.
 std::string resolve_model_dir(const std::string& path);
+// For tokenize: a RUN_DIR (best/config.json, no config.json) means its best/; anything else as given (a model
+// directory, or a folder with only a tokenizer).
+std::string resolve_tokenizer_dir(const std::string& path);
 
 // Throws Error naming `dir` when `tokenizer` can produce ids outside the model's vocab_size rows of word embeddings
 // (a tokenizer.json from another model, say), before any text is read.

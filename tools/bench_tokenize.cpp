@@ -16,6 +16,7 @@
 #include "data/text_clean.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_loader.h"
+#include "engine/predictor.h"
 #include "tools/args.h"
 
 namespace bertrain {
@@ -63,7 +64,7 @@ int run_bench_tokenize(const std::vector<std::string>& args) {
                    "clean only, tokenize only (text cleaned beforehand) and clean + tokenize, over a CSV's\n"
                    "title + \" \" + description with its rows repeated. Compare with tests/reference/bench_hf_tokenizer.py.");
   parser.option("vocab", "", "WordPiece vocabulary (vocab.txt; a .json file is read as tokenizer.json)").value_name("FILE");
-  parser.option("model", "", "model directory: its tokenizer.json, else its vocab.txt").value_name("DIR");
+  parser.option("model", "", "model directory (RUN_DIR: its best/): its tokenizer.json, else its vocab.txt").value_name("DIR");
   parser.option("data", "", "CSV with title and description columns", true).value_name("FILE");
   parser.option("rows", "100000", "rows per timed pass (the CSV's rows, repeated)");
   parser.option("max-length", "512", "max_length of every encoding");
@@ -78,7 +79,7 @@ int run_bench_tokenize(const std::vector<std::string>& args) {
   if (parser.given("vocab") == parser.given("model")) throw UsageError("bench tokenize: give either --vocab or --model");
   // The tokenizer and the data are the user's input: what fails here exits 2.
   const std::unique_ptr<Tokenizer> loaded = input_step([&] {
-    return parser.given("model") ? load_tokenizer(parser.get("model")) : load_tokenizer_file(parser.get("vocab"));
+    return parser.given("model") ? load_tokenizer(resolve_tokenizer_dir(parser.get("model"))) : load_tokenizer_file(parser.get("vocab"));
   });
   const Tokenizer& tokenizer = *loaded;
   const CsvTable table = input_step([&] { return read_csv(parser.get("data")); });

@@ -60,14 +60,14 @@ else
 fi
 export BERTRAIN_DATA_DIR=$DATA  # the tests that read the real data find it there
 JOBS=${JOBS:-$(nproc)}
-mkdir -p "$OUT"
-SUMMARY=$OUT/summary.md
-failed=0
-
+# Before anything is written: a machine without a GPU gets no empty OUT.
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "gpu-check: no NVIDIA GPU visible (nvidia-smi missing or it lists no device); run it on a GPU machine" >&2
   exit 1
 fi
+mkdir -p "$OUT"
+SUMMARY=$OUT/summary.md
+failed=0
 # selected NAME: whether step NAME runs (every step unless GPU_CHECK_ONLY names some; see step below).
 selected() {
   [ -z "${GPU_CHECK_ONLY:-}" ] || [[ " $GPU_CHECK_ONLY " == *" $1 "* ]]

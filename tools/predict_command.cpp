@@ -153,10 +153,7 @@ int run_predict(const std::vector<std::string>& args) {
   rule.multi_label = predictor.multi_label();
   rule.other = p.get("other-label");
   const DatasetOptions options = input_step([&] {
-    // The default "other" is Made-With-ML's label; a model without it needs the fallback named.
-    BERTRAIN_CHECK(rule.multi_label || rule.threshold < 0 || p.given("other-label") || labels.find(rule.other) >= 0,
-                   "--threshold predicts the label 'other' below it, but the model's labels are "
-                       << nlohmann::json(labels.names()).dump() << ": name the prediction with --other-label NAME");
+    rule.check_other_label(labels, p.given("other-label"));
     DatasetOptions o = predictor.dataset_options();
     apply_data_flags(p, &o);
     predictor.check_dataset_options(o);

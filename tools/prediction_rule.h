@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/error.h"
 #include "data/labels.h"
 #include "engine/predictor.h"
 
@@ -34,6 +35,16 @@ struct PredictionRule {
     for (int c = 0; c < classes; ++c) probabilities[labels.name(c)] = row[c];
     out["probabilities"] = probabilities;
     return out;
+  }
+
+  // A single-label rule with a threshold answers `other` below it: refused when that is not one of the model's
+  // labels unless --other-label named it (Made-With-ML's default "other" is its dataset's label). An empty name is
+  // refused always.
+  void check_other_label(const LabelSet& labels, bool other_given) const {
+    BERTRAIN_CHECK(!other.empty(), "--other-label is empty: name the prediction below --threshold");
+    BERTRAIN_CHECK(multi_label || threshold < 0 || other_given || labels.find(other) >= 0,
+                   "--threshold predicts the label '" << other << "' below it, but the model's labels are "
+                       << nlohmann::json(labels.names()).dump() << ": name the prediction with --other-label NAME");
   }
 };
 

@@ -40,7 +40,7 @@ int run_tokenize(const std::vector<std::string>& args) {
               "read as predict reads it for that model: the columns, cleaning and max_length its training used (a\n"
               "model trained by bertrain), else the defaults and the model's max_position_embeddings.");
   p.option("vocab", "", "vocab.txt (or tokenizer.json) of the model").value_name("FILE");
-  p.option("model", "", "model directory: its tokenizer.json, else its vocab.txt").value_name("DIR");
+  p.option("model", "", "model directory (RUN_DIR: its best/): its tokenizer.json, else its vocab.txt").value_name("DIR");
   p.option("text", "", "one text").value_name("TEXT");
   p.option("data", "", "dataset file (CSV, TSV or JSON Lines)").value_name("FILE");
   p.option("format", "auto", "auto: from the extension (.csv; .tsv, .tab; .jsonl, .ndjson)").value_name("csv|tsv|jsonl");
@@ -58,7 +58,8 @@ int run_tokenize(const std::vector<std::string>& args) {
   if (p.given("max-length") && p.get_int("max-length") < 2) throw UsageError("tokenize: --max-length must be >= 2");
 
   // A model directory's inputs as predict prepares them (a tokenizer's folder without config.json: the defaults).
-  const std::string config_path = p.get("model") + "/config.json";
+  const std::string model_dir = resolve_tokenizer_dir(p.get("model"));
+  const std::string config_path = model_dir + "/config.json";
   std::optional<BertConfig> config;
   DatasetOptions options;
   if (p.given("model") && path_exists(config_path)) {
@@ -76,7 +77,7 @@ int run_tokenize(const std::vector<std::string>& args) {
 
   // Every failure here is in the input (the vocabulary, the file or a row): exit 2.
   const std::unique_ptr<Tokenizer> loaded = input_step([&] {
-    return p.given("model") ? load_tokenizer(p.get("model")) : load_tokenizer_file(p.get("vocab"));
+    return p.given("model") ? load_tokenizer(model_dir) : load_tokenizer_file(p.get("vocab"));
   });
   const Tokenizer& tokenizer = *loaded;
   std::string line;

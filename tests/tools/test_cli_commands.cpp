@@ -53,6 +53,9 @@ TEST_F(CliTest, PredictThresholdFallsBackToOtherLabel) {
   const RunResult other = run({"predict", "--model", suite_run(), "--text", "image", "--threshold", "1.0"});
   ASSERT_TRUE(succeeded(other));
   EXPECT_EQ(json::parse(other.out)["prediction"], "other");
+  // An empty name would answer "" below the threshold.
+  expect_error(run({"predict", "--model", suite_run(), "--text", "image", "--threshold", "0.9", "--other-label", ""}),
+               "--other-label is empty");
 }
 
 // A signal stops predict --out between two batches: the temporary file goes, the process ends by that signal.

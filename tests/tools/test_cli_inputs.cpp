@@ -337,7 +337,8 @@ TEST_F(CliTest, TokenizeCutsWhereTheModelDoes) {
   ASSERT_TRUE(succeeded(suite_train()));
   std::string text = "image";
   for (int i = 1; i < 100; ++i) text += " image";  // 100 tokens of the fixture's vocabulary, 102 with [CLS] and [SEP]
-  for (const std::string& dir : {model(), suite_run() + "/best"}) {
+  // A RUN_DIR is its best/, as predict takes it.
+  for (const std::string& dir : {model(), suite_run() + "/best", suite_run()}) {
     SCOPED_TRACE(dir);
     const RunResult r = run({"tokenize", "--model", dir, "--text", text});
     ASSERT_TRUE(succeeded(r)) << r.describe();
@@ -353,6 +354,8 @@ TEST_F(CliTest, TokenizeCutsWhereTheModelDoes) {
   const RunResult cut = run({"tokenize", "--vocab", path("model/vocab.txt"), "--text", text, "--max-length", "10"});
   ASSERT_TRUE(succeeded(cut)) << cut.describe();
   EXPECT_EQ(json::parse(cut.out).size(), 10u) << cut.out;
+  const RunResult bench = run({"bench", "tokenize", "--model", suite_run(), "--data", data(), "--rows", "10"});
+  EXPECT_TRUE(succeeded(bench)) << bench.describe();
 }
 
 // An unknown label in --val-data is named with its line, as evaluate names it.

@@ -338,6 +338,15 @@ TEST_F(CliServe, InfoEndpointsAnswerAsDocumented) {
   // OMP_NUM_THREADS=1: it said 1 thread here, and 2 under --threads 1 on a 2-core machine).
   EXPECT_EQ(m["engine"], "cpu (2 threads, fp32)") << model.body;
   EXPECT_TRUE(m["parameters"].is_number_integer() && m["parameters"].get<long>() > 0) << model.body;
+  EXPECT_TRUE(m["threshold"].is_null()) << model.body;  // single-label without --threshold: the arg-max
+  // A multi-label model predicts the labels at p >= 0.5 unless told another --threshold, and says so.
+  ASSERT_TRUE(succeeded(run(train_args(path("multi"), {"--multi-label", "--epochs", "1"}))));
+  ServeProcess multi(binary(), {"--model", path("multi"), "--port", "0", "--device", "cpu", "--quiet"}, path("multi.log"));
+  ASSERT_TRUE(multi.wait_ready(60)) << multi.describe();
+  const Answer multi_model = Client(multi.port()).get("/v1/model");
+  ASSERT_EQ(multi_model.status, 200) << multi_model.describe();
+  EXPECT_EQ(multi_model.parsed()["problem_type"], "multi_label_classification") << multi_model.body;
+  EXPECT_EQ(multi_model.parsed()["threshold"], 0.5) << multi_model.body;
 }
 
 // POST /predict/ with Made-With-ML's body answers as its serve.py (the "other" threshold 0.9) and as
@@ -1116,6 +1125,13 @@ TEST_F(CliServe, StartupErrorsExit2WithOneLine) {
   socklen_t len = sizeof addr;
   ASSERT_EQ(::getsockname(taken, reinterpret_cast<sockaddr*>(&addr), &len), 0);
   const std::string port = std::to_string(ntohs(addr.sin_port));
+  // A single-label model without the label "other": an explicit --threshold needs --other-label, as predict's.
+  std::vector<Row> three_tags = synthetic_rows();
+  three_tags.erase(std::remove_if(three_tags.begin(), three_tags.end(), [](const Row& r) { return r.tag == "other"; }),
+                   three_tags.end());
+  spit(path("three.csv"), to_csv(three_tags));
+  ASSERT_TRUE(succeeded(run({"train", "--model", model(), "--train-data", path("three.csv"), "--out", path("three"),
+                             "--epochs", "1", "--batch-size", "8", "--quiet"})));
 
   struct Case {
     std::vector<std::string> args;
@@ -1128,6 +1144,11 @@ TEST_F(CliServe, StartupErrorsExit2WithOneLine) {
       {{"--model", suite_run(), "--port", "70000", "--device", "cpu"}, "--port"},
       {{"--model", suite_run(), "--port", "0", "--device", "cpu", "--max-batch-size", "0"}, "--max-batch-size"},
       {{"--model", suite_run(), "--port", "0", "--device", "cpu", "--evaluate-root", path("no-such-dir")}, "--evaluate-root"},
+      {{"--model", path("three"), "--port", "0", "--device", "cpu", "--threshold", "0.9"},
+       "--threshold predicts the label 'other' below it, but the model's labels are"},
+      {{"--model", suite_run(), "--port", "0", "--device", "cpu", "--other-label", ""}, "--other-label is empty"},
+      {{"--model", suite_run(), "--host", "999.1.1.1", "--port", "0", "--device", "cpu"},
+       "--host 999.1.1.1 --port 0 (not an address of this machine"},
   };
   for (const Case& k : cases) {
     ServeProcess server(binary(), k.args, path("startup.log"));

@@ -224,7 +224,9 @@ class HttpFrontend::Handlers {
       out["max_batch_size"] = b.max_batch_size;
       out["max_wait_ms"] = b.max_wait_s * 1000;
       out["max_queue"] = b.max_queue_rows;
-      out["threshold"] = f_.options_.threshold >= 0 ? ordered_json(f_.options_.threshold) : ordered_json(nullptr);
+      // The threshold that applies: --threshold, else a multi-label model's 0.5; null: a single-label model's arg-max.
+      const double threshold = f_.options_.threshold >= 0 ? f_.options_.threshold : p.multi_label() ? 0.5 : -1;
+      out["threshold"] = threshold >= 0 ? ordered_json(threshold) : ordered_json(nullptr);
       out["version"] = build_version();
       res.set_content(out.dump(), kJson);
     });
@@ -435,7 +437,8 @@ void HttpFrontend::bind() {
   });
   if (options_.port == 0) {
     port_ = server_->bind_to_any_port(options_.host);
-    BERTRAIN_CHECK(port_ > 0, "cannot listen on --host " << options_.host << " (no free port)");
+    BERTRAIN_CHECK(port_ > 0, "cannot listen on --host " << options_.host
+                                                          << " --port 0 (not an address of this machine, or no free port)");
   } else {
     BERTRAIN_CHECK(server_->bind_to_port(options_.host, options_.port),
                    "cannot listen on --host " << options_.host << " --port " << options_.port

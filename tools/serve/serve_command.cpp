@@ -19,6 +19,7 @@
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/model_source.h"
+#include "tools/prediction_rule.h"
 #include "tools/serve/http_frontend.h"
 #include "tools/serve/serve_engine.h"
 #include "tools/serve/serve_metrics.h"
@@ -192,10 +193,24 @@ int run_serve(const std::vector<std::string>& args) {
   });
   engine.start();
   int sig = wait_for_signal(signals, [&] { return engine.loading_finished(); });
-  if (sig == 0 && !engine.ready()) {
+  // An explicit --threshold on a single-label model must name a label to answer below it, as in predict (POST
+  // /predict/'s own 0.9 answers Made-With-ML's "other", as its serve.py does).
+  std::string refused = sig == 0 && !engine.ready() ? engine.load_error() : "";
+  if (sig == 0 && engine.ready()) {
+    try {
+      PredictionRule rule;
+      rule.multi_label = engine.predictor().multi_label();
+      rule.threshold = http.threshold;
+      rule.other = http.other_label;
+      rule.check_other_label(engine.predictor().labels(), p.given("other-label"));
+    } catch (const Error& e) {
+      refused = e.what();
+    }
+  }
+  if (!refused.empty()) {
     frontend.stop();
     listener.join();
-    throw InputError(engine.load_error());
+    throw InputError(refused);
   }
   if (sig == 0) {
     const RequestBatcherOptions& b = engine.batching();
