@@ -5,9 +5,11 @@
 // can be checked against each other and against tests/reference/bench_hf_tokenizer.py (same numbers
 // for the same rows), and the two tokenizing variants must agree or the benchmark fails.
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -82,7 +84,15 @@ int run_bench_tokenize(const std::vector<std::string>& args) {
     return parser.given("model") ? load_tokenizer(resolve_tokenizer_dir(parser.get("model"))) : load_tokenizer_file(parser.get("vocab"));
   });
   const Tokenizer& tokenizer = *loaded;
-  const CsvTable table = input_step([&] { return read_csv(parser.get("data")); });
+  const CsvTable table = input_step([&] {
+    // A TSV or JSON Lines file read as CSV would fail on some row with a CSV error: say what is read instead.
+    const std::string& path = parser.get("data");
+    std::string extension = std::filesystem::path(path).extension().string();
+    std::transform(extension.begin(), extension.end(), extension.begin(), [](unsigned char c) { return std::tolower(c); });
+    BERTRAIN_CHECK(extension != ".tsv" && extension != ".tab" && extension != ".jsonl" && extension != ".ndjson",
+                   path << ": bench tokenize reads CSV only (title and description columns), not " << extension << " files");
+    return read_csv(path);
+  });
   std::size_t title = 0, description = 0;
   input_step([&] {
     title = static_cast<std::size_t>(table.require_column("title"));

@@ -356,6 +356,10 @@ TEST_F(CliTest, TokenizeCutsWhereTheModelDoes) {
   EXPECT_EQ(json::parse(cut.out).size(), 10u) << cut.out;
   const RunResult bench = run({"bench", "tokenize", "--model", suite_run(), "--data", data(), "--rows", "10"});
   EXPECT_TRUE(succeeded(bench)) << bench.describe();
+  // bench tokenize reads CSV: another format is named, not parsed as CSV until a row fails.
+  spit(path("rows.jsonl"), "{\"title\": \"image\", \"description\": \"x, y\"}\n");
+  expect_error(run({"bench", "tokenize", "--model", suite_run(), "--data", path("rows.jsonl")}),
+               "bench tokenize reads CSV only (title and description columns), not .jsonl files");
 }
 
 // An unknown label in --val-data is named with its line, as evaluate names it.
