@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "core/number_text.h"
 #include "engine/asha_scheduler.h"
 #include "engine/mlflow_store.h"
 #include "engine/param_search.h"
@@ -319,8 +320,13 @@ int run_tune(const std::vector<std::string>& args) {
       // Refused at an end: the space's. Taken at an end where the first trial was refused: the first trial's value
       // of this parameter was what train refused. Refused alike at both: TRAIN FLAGS'.
       if (!why.empty() && why != refused) {
-        throw InputError(space_file + ": \"" + param->name + "\" can propose " + value.dump() + ", which train refuses: " +
-                         why);
+        // A range's open end as its bound, not as the double just below it.
+        const bool below_high = (param->distribution == Distribution::kUniform ||
+                                 param->distribution == Distribution::kLogUniform) &&
+                                value.get<double>() != param->low;
+        throw InputError(space_file + ": \"" + param->name + "\" can propose " +
+                         (below_high ? "values just below " + shortest_double(param->high) : value.dump()) +
+                         ", which train refuses: " + why);
       }
       if (why.empty() && !refused.empty()) {
         throw InputError(space_file + ": \"" + param->name + "\" can propose " + first[param->name].dump() +
