@@ -7,6 +7,8 @@
 // evaluation (the checkpoint of the epoch before stands), as the trainer's step checkpoint does. It also writes RUN_DIR/argv.txt (its flags, one per
 // line) and CUDA_VISIBLE_DEVICES (RUN_DIR/cuda_visible_devices.txt), and appends "start <ns>" / "end <ns>" (CLOCK_REALTIME) to RUN_DIR/times.txt, and fails (exit 1, with
 // bertrain's error line) when --weight-decay is above 0.5. FAKE_TRIAL_EPOCH_MS: how long an epoch takes (default 50).
+// FAKE_TRIAL_IGNORE_STOP=1: a stop signal is noted but training goes on to its end and exits 0, as a trainer whose
+// last epoch ended before the signal landed.
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
@@ -72,6 +74,8 @@ int main(int argc, char** argv) {
   }
   const char* epoch_ms = std::getenv("FAKE_TRIAL_EPOCH_MS");
   const int sleep_ms = epoch_ms != nullptr ? std::atoi(epoch_ms) : 50;
+  const char* ignore_stop = std::getenv("FAKE_TRIAL_IGNORE_STOP");
+  const bool stoppable = ignore_stop == nullptr || std::string(ignore_stop) != "1";
   int done = 0;
   std::string metrics;
   if (flags.count("resume")) {
@@ -84,8 +88,8 @@ int main(int argc, char** argv) {
   const double base = std::pow(std::log10(lr) + 3.5, 2) + 4 * std::pow(dropout - 0.35, 2);
   double best = INFINITY;
   for (int e = done; e < epochs; ++e) {
-    for (int t = 0; t < sleep_ms && !stop; t += 5) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    if (stop) {  // as the trainer: a checkpoint of the unfinished epoch, no evaluation
+    for (int t = 0; t < sleep_ms && !(stop && stoppable); t += 5) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (stop && stoppable) {  // as the trainer: a checkpoint of the unfinished epoch, no evaluation
       std::ofstream(out + "/times.txt", std::ios::app) << "end " << now_ns() << "\n";
       std::fprintf(stderr, "bertrain: stopped by %s in epoch %d\n", stop == SIGUSR1 ? "SIGUSR1" : "SIGTERM", e + 1);
       return 75;

@@ -110,6 +110,25 @@ TEST_F(CliTune, AshaDecisionsEqualAHandComputedTrace) {
   EXPECT_TRUE(results["run_id"].is_null());  // no MLflow
 }
 
+// ASHA's stop can come after a trial's training ended (its last epochs were written before tune read the one the
+// decision was on): the trial is completed, and the line says why it was not stopped. Each line after a trial says
+// the trial's own time and the study's.
+TEST_F(CliTune, AStopThatCameTooLateIsSaid) {
+  const std::string out = path("study");
+  const RunResult r = run(tune_args(R"({"lr": {"type": "choice", "values": [0.00031622776601683794, 1e-5]}, "dropout": 0.35})",
+                                    out, {"--search", "grid", "--reduction-factor", "2"}, {"--epochs", "2"}),
+                          {"FAKE_TRIAL_EPOCH_MS=100", "FAKE_TRIAL_IGNORE_STOP=1"});
+  ASSERT_TRUE(succeeded(r));
+  EXPECT_NE(r.out.find("trial 001 stopped by ASHA after epoch 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("trial 001 completed after 2 epochs (its training ended before ASHA's stop took effect): "),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("trial 000 completed after 2 epochs (its"), std::string::npos) << r.out;
+  EXPECT_EQ(statuses(study(out)), (std::vector<std::string>{"completed", "completed"}));
+  EXPECT_NE(r.out.find("  took "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 of 2 trials done; best so far: trial 000, val_loss 0.25000 (study: "), std::string::npos) << r.out;
+}
+
 TEST_F(CliTune, TrialsRunInParallelWithFlagsAsTrainTakesThem) {
   const std::string out = path("study");
   const RunResult r = run(tune_args(R"({"lr": {"type": "loguniform", "low": 1e-5, "high": 1e-2},

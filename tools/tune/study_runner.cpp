@@ -381,13 +381,18 @@ class StudyRunner {
     if (!s_.quiet) {
       std::string what = trial_status_name(t.status);
       if (t.status == TrialStatus::kFailed) what += " (" + t.error + "; log: " + path(t.dir() + "/train.log") + ")";
+      const std::string late = t.status == TrialStatus::kCompleted && r.stop_requested
+                                   ? " (its training ended before ASHA's stop took effect)"
+                                   : "";
       const std::string at = std::isfinite(t.best_epoch) ? " at " + study_.iteration + " " +
                                                                  std::to_string(static_cast<long>(t.best_epoch) + 1)
                                                            : "";
-      std::printf("trial %s %s after %s: best %s %s%s\n", t.id.c_str(), what.c_str(),
-                  count_of(t.epochs, study_.iteration).c_str(), s_.metric.c_str(), metric_text(t.best_metric).c_str(),
-                  at.c_str());
-      std::printf("  %s (%s)\n", format_duration(t.time_s).c_str(), progress_text().c_str());
+      std::printf("trial %s %s after %s%s: best %s %s%s\n", t.id.c_str(), what.c_str(),
+                  count_of(t.epochs, study_.iteration).c_str(), late.c_str(), s_.metric.c_str(),
+                  metric_text(t.best_metric).c_str(), at.c_str());
+      // The trial's own time, then the study's: both are durations, not a clock.
+      std::printf("  took %s; %s (study: %s)\n", format_duration(t.time_s).c_str(), progress_text().c_str(),
+                  format_duration(study_.time_s).c_str());
       std::fflush(stdout);
     }
   }
