@@ -115,16 +115,21 @@ std::string json_field(const nlohmann::json& value, const std::string& column, R
 
 }  // namespace
 
+std::optional<RecordFormat> extension_format(const std::string& path) {
+  const std::string extension = lower(std::filesystem::path(path).extension().string());
+  if (extension == ".csv") return RecordFormat::kCsv;
+  if (extension == ".tsv" || extension == ".tab") return RecordFormat::kTsv;
+  if (extension == ".jsonl" || extension == ".ndjson") return RecordFormat::kJsonl;
+  return std::nullopt;
+}
+
 RecordFormat record_format(const std::string& path, const std::string& format_flag) {
   if (format_flag == "csv") return RecordFormat::kCsv;
   if (format_flag == "tsv") return RecordFormat::kTsv;
   if (format_flag == "jsonl") return RecordFormat::kJsonl;
   BERTRAIN_CHECK(format_flag.empty() || format_flag == "auto",
                  "--format must be auto, csv, tsv or jsonl, got '" << format_flag << "'");
-  const std::string extension = lower(std::filesystem::path(path).extension().string());
-  if (extension == ".csv") return RecordFormat::kCsv;
-  if (extension == ".tsv" || extension == ".tab") return RecordFormat::kTsv;
-  if (extension == ".jsonl" || extension == ".ndjson") return RecordFormat::kJsonl;
+  if (const std::optional<RecordFormat> format = extension_format(path)) return *format;
   // A directory or a missing path is that, not a question of format.
   require_readable_file(path, "dataset file");
   BERTRAIN_FAIL(path << ": cannot tell the format from the extension; pass --format csv|tsv|jsonl");

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,8 @@ enum class RecordFormat { kCsv, kTsv, kJsonl };
 // require_readable_file's Error saying why); an unknown flag value
 // throws Error "--format must be auto, csv, tsv or jsonl, got 'x'".
 RecordFormat record_format(const std::string& path, const std::string& format_flag);
+// The format path's extension names, as above; none for any other extension.
+std::optional<RecordFormat> extension_format(const std::string& path);
 const char* record_format_name(RecordFormat format);  // "csv", "tsv", "jsonl"
 
 struct RecordField {

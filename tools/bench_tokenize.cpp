@@ -5,16 +5,17 @@
 // can be checked against each other and against tests/reference/bench_hf_tokenizer.py (same numbers
 // for the same rows), and the two tokenizing variants must agree or the benchmark fails.
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "data/csv.h"
+#include "data/records.h"
 #include "data/text_clean.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_loader.h"
@@ -87,10 +88,10 @@ int run_bench_tokenize(const std::vector<std::string>& args) {
   const CsvTable table = input_step([&] {
     // A TSV or JSON Lines file read as CSV would fail on some row with a CSV error: say what is read instead.
     const std::string& path = parser.get("data");
-    std::string extension = std::filesystem::path(path).extension().string();
-    std::transform(extension.begin(), extension.end(), extension.begin(), [](unsigned char c) { return std::tolower(c); });
-    BERTRAIN_CHECK(extension != ".tsv" && extension != ".tab" && extension != ".jsonl" && extension != ".ndjson",
-                   path << ": bench tokenize reads CSV only (title and description columns), not " << extension << " files");
+    const std::optional<RecordFormat> format = extension_format(path);
+    BERTRAIN_CHECK(!format || *format == RecordFormat::kCsv,
+                   path << ": bench tokenize reads CSV only (title and description columns), not "
+                        << std::filesystem::path(path).extension().string() << " files");
     return read_csv(path);
   });
   std::size_t title = 0, description = 0;

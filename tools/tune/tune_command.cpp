@@ -292,31 +292,32 @@ int run_tune(const std::vector<std::string>& args) {
     argv.insert(argv.end(), {"--out", s.out_dir + "/trials/000"});
     return argv;
   };
+  // What train says to the command of `point`, parsed into `parser` ("" when it takes it); *usage: a usage error.
+  // False when the command asks for --help (train's help was printed).
+  const auto refusal = [&](ArgParser& parser, const json& point, std::string* why, bool* usage) {
+    try {
+      if (!parser.parse(command_of(point))) return false;
+      train_args_of(parser);
+    } catch (const UsageError& e) {
+      *why = e.what();
+      *usage = true;
+    } catch (const InputError& e) {
+      *why = e.what();
+    }
+    return true;
+  };
   ArgParser check = train_arg_parser();
   std::string refused;  // what train says to the first trial's command ("" when it takes it)
   bool usage = false;
-  try {
-    if (!check.parse(command_of(first))) return 0;  // --help after --: train's help was printed
-    train_args_of(check);
-  } catch (const UsageError& e) {
-    refused = e.what();
-    usage = true;
-  } catch (const InputError& e) {
-    refused = e.what();
-  }
+  if (!refusal(check, first, &refused, &usage)) return 0;
   for (const SearchParam* param : s.space.searched()) {
     for (const json& value : extreme_values(*param)) {
       json point = first;
       point[param->name] = value;
       ArgParser p_end = train_arg_parser();
       std::string why;
-      try {
-        if (p_end.parse(command_of(point))) train_args_of(p_end);
-      } catch (const UsageError& e) {
-        why = e.what();
-      } catch (const InputError& e) {
-        why = e.what();
-      }
+      bool end_usage = false;
+      refusal(p_end, point, &why, &end_usage);
       // Refused at an end: the space's. Taken at an end where the first trial was refused: the first trial's value
       // of this parameter was what train refused. Refused alike at both: TRAIN FLAGS'.
       if (!why.empty() && why != refused) {
