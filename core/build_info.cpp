@@ -35,10 +35,14 @@ std::string build_version() { return BERTRAIN_VERSION; }
 
 std::string build_git_commit() { return BERTRAIN_GIT_COMMIT; }
 
+bool build_git_dirty() { return BERTRAIN_GIT_DIRTY != 0; }
+
 std::string build_info() {
   std::ostringstream os;
   os << "bertrain " << BERTRAIN_VERSION << "\n";
-  if (!build_git_commit().empty()) os << "  commit " << build_git_commit() << "\n";
+  if (!build_git_commit().empty()) {
+    os << "  commit " << build_git_commit() << (build_git_dirty() ? ", with uncommitted changes" : "") << "\n";
+  }
   os << "  Eigen " << EIGEN_WORLD_VERSION << "." << EIGEN_MAJOR_VERSION << "." << EIGEN_MINOR_VERSION
      << ", OpenMP threads " << omp_get_max_threads() << "\n";
 #if BERTRAIN_HAS_CUDA

@@ -12,8 +12,11 @@ std::string build_info();
 std::string build_version();
 
 // The git commit the build's sources were at (40 hex digits), refreshed at every build; "" when the build
-// did not know it (sources outside a git checkout, or no git). Uncommitted changes are not reflected.
+// did not know it (sources outside a git checkout, or no git). Uncommitted changes: build_git_dirty().
 std::string build_git_commit();
+
+// Whether tracked files differed from build_git_commit() when the build was made (--version says so).
+bool build_git_dirty();
 
 // Number of CUDA devices visible to this process; 0 without CUDA support or without a device.
 // `why` (optional) receives the reason when there are none.

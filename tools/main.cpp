@@ -39,7 +39,7 @@ const char kUsage[] =
     "  bench allreduce  gradient allreduce bandwidth across the ranks of an mpirun job\n"
     "  bench kernels  check each CUDA kernel against its CPU twin, then time it (GB/s, TFLOP/s, % of peak)\n"
     "\n"
-    "Run 'bertrain COMMAND --help' for the options of a command.\n"
+    "Run 'bertrain COMMAND --help' (or 'bertrain help COMMAND') for the options of a command.\n"
     "\n";
 
 int dispatch(const std::vector<std::string>& args) {
@@ -48,16 +48,21 @@ int dispatch(const std::vector<std::string>& args) {
     return 2;
   }
   const std::string& command = args[0];
-  if (command == "--help" || command == "-h" || command == "help") {
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  const auto is_help = [](const std::string& word) { return word == "--help" || word == "-h" || word == "help"; };
+  if (is_help(command)) {
+    // "bertrain help train" is "bertrain train --help".
+    if (rest.size() == 1 && !is_help(rest[0])) return dispatch({rest[0], "--help"});
+    if (rest.size() > 1) throw bertrain::UsageError(command + " takes at most one COMMAND (got '" + rest[1] + "')");
     std::fputs(kUsage, stdout);
     std::fputs(bertrain::kExitStatusHelp, stdout);
     return 0;
   }
   if (command == "--version" || command == "version") {
+    if (!rest.empty()) throw bertrain::UsageError(command + " takes no arguments (got '" + rest[0] + "')");
     std::fputs(bertrain::build_info().c_str(), stdout);
     return 0;
   }
-  const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (command == "train") return bertrain::run_train(rest);
   if (command == "tune") return bertrain::run_tune(rest);
   if (command == "evaluate") return bertrain::run_evaluate(rest);

@@ -49,6 +49,23 @@ TEST_F(CliTest, TopLevelHelpAndVersion) {
   const RunResult version = run({"--version"});
   ASSERT_TRUE(succeeded(version));
   EXPECT_EQ(version.out.rfind("bertrain ", 0), 0u) << version.out;
+  // "help COMMAND" is the command's own --help; "help" with a flag of its own is the top-level help.
+  EXPECT_EQ(run({"help", "train"}).out, run({"train", "--help"}).out);
+  EXPECT_EQ(run({"help", "--help"}).out, help.out);
+}
+
+// Words after --version or --help's COMMAND are refused, not dropped: "bertrain --version train ..." was
+// likely meant as something else.
+TEST_F(CliTest, TopLevelFlagsRefuseWordsAfterThem) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--version", "extra"}, {"version", "--verbose"}, {"--help", "train", "extra"}, {"help", "nosuch"}}) {
+    const RunResult r = run(args);
+    EXPECT_EQ(r.exit_code, 2) << args[0] << " " << args[1];
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  EXPECT_NE(run({"--version", "extra"}).err.find("--version takes no arguments (got 'extra')"), std::string::npos);
+  EXPECT_NE(run({"help", "nosuch"}).err.find("unknown command 'nosuch'"), std::string::npos);
 }
 
 TEST_F(CliTest, CommandHelpListsTheFlags) {

@@ -229,15 +229,22 @@ TEST_F(CliMlflowTest, RunIdErrorsAndOldRuns) {
 }
 
 // The commit the build reports (--version, the tag mlflow.source.git.commit) is the one its sources are at: the
-// header is rewritten at every build, so a commit made since the last cmake run shows too.
+// header is rewritten at every build, so a commit made since the last cmake run shows too. --version also says
+// whether tracked files had changes (as they have now, when the tests run right after a build).
 TEST_F(CliMlflowTest, TheBuildsCommitIsTheSourcesHead) {
   const RunResult head = ::bertrain::testing::run_process(
       {"/bin/sh", "-c", "exec git -C '" BERTRAIN_SOURCE_DIR "' rev-parse --verify HEAD 2>/dev/null"});
   if (head.exit_code != 0) GTEST_SKIP() << "the sources are not a git checkout here (or no git): no commit to compare";
   EXPECT_EQ(build_git_commit() + "\n", head.out);
+  const RunResult changes = ::bertrain::testing::run_process(
+      {"/bin/sh", "-c", "exec git -C '" BERTRAIN_SOURCE_DIR "' status --porcelain --untracked-files=no"});
+  ASSERT_EQ(changes.exit_code, 0);
+  EXPECT_EQ(build_git_dirty(), !changes.out.empty()) << changes.out;
   const RunResult version = run({"--version"});
   ASSERT_TRUE(succeeded(version));
-  EXPECT_NE(version.out.find("\n  commit " + build_git_commit() + "\n"), std::string::npos) << version.out;
+  const std::string line =
+      "\n  commit " + build_git_commit() + (build_git_dirty() ? ", with uncommitted changes" : "") + "\n";
+  EXPECT_NE(version.out.find(line), std::string::npos) << version.out;
 }
 
 }  // namespace
