@@ -126,8 +126,8 @@ int bench_step(const std::vector<std::string>& args) {
                    "engine's work).\n"
                    "--forward-only times evaluation steps (forward + loss; CUDA graphs replay repeated shapes\n"
                    "unless --no-cuda-graphs).\n"
-                   "Defaults: BERT-mini on the CPU; BERT-base on a GPU: --layers 12 --hidden 768 --heads 12\n"
-                   "--intermediate 3072 --batch 256 --seq 128 --device cuda --precision bf16.");
+                   "The defaults are BERT-mini's, on the CPU. For BERT-base on a GPU give --layers 12 --hidden 768\n"
+                   "--heads 12 --intermediate 3072 --batch 256 --seq 128 --device cuda --precision bf16.");
   parser.option("layers", "4", "encoder layers");
   parser.option("hidden", "256", "hidden size H");
   parser.option("heads", "4", "attention heads");

@@ -110,7 +110,7 @@ int run_predict(const std::vector<std::string>& args) {
                          "with --run-id: the MLflow experiment of that run (default: any; MLflow run ids are unique)");
   p.option("text", "", "one text").value_name("TEXT");
   p.option("title", "", "title of one project (Made-With-ML)").value_name("TEXT");
-  p.option("description", "", "description of that project (with --title)").value_name("TEXT");
+  p.option("description", "", "description of that project (alone: a project without a title)").value_name("TEXT");
   p.option("data", "", "dataset file: one prediction per row").value_name("FILE");
   p.option("out", "", "with --data: write the JSON Lines to this file (replaced atomically when done)").value_name("FILE");
   p.option("threshold", "",
@@ -125,9 +125,12 @@ int run_predict(const std::vector<std::string>& args) {
                               "their row number, from 0)").value_name("NAME");
   add_inference_flags(p);
   if (!p.parse(args)) return 0;
-  const bool has_title = p.given("title"), has_text = p.given("text"), has_data = p.given("data");
-  if (has_title + has_text + has_data != 1) throw UsageError("predict: give one of --text, --title or --data");
-  if (!has_title && p.given("description")) throw UsageError("predict: --description goes with --title");
+  // A project is --title and/or --description: a missing title is an empty one, as in serve's /predict/ body.
+  const bool has_title = p.given("title") || p.given("description"), has_text = p.given("text"),
+             has_data = p.given("data");
+  if (has_title + has_text + has_data != 1) {
+    throw UsageError("predict: give one of --text, --title / --description or --data");
+  }
   // The text of one project as a dataset row's: the columns that are not empty, joined with one space.
   const std::string text = has_title ? join_text_columns({p.get("title"), p.get("description")})
                                      : has_text ? join_text_columns({p.get("text")}) : std::string();

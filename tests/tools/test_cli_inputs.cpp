@@ -136,6 +136,12 @@ TEST_F(CliTest, AnEmptyDescriptionIsNotABadRow) {
                                           rows[4].title});
   ASSERT_TRUE(succeeded(description_only));
   expect_same_probabilities(json::parse(description_only.out)["probabilities"], lines[4]["probabilities"]);
+  // Without --title, as serve's /predict/ body without "title".
+  const RunResult no_title = run({"predict", "--model", suite_run(), "--description", rows[4].title});
+  ASSERT_TRUE(succeeded(no_title)) << no_title.err;
+  EXPECT_EQ(no_title.out, description_only.out);
+  expect_error(run({"predict", "--model", suite_run(), "--description", "x", "--text", "y"}),
+               "predict: give one of --text, --title / --description or --data");
 }
 
 // JSON Lines: an absent key or null is an empty value of that row; a row with no text at all is bad.
