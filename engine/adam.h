@@ -13,8 +13,11 @@ class AdamOptimizer {
  public:
   AdamOptimizer(std::size_t size, const AdamHyper& hyper) : hyper_(hyper), m_(size, T(0)), v_(size, T(0)) {}
 
-  // One update of params[0, size) with grads of the same layout; step() counts from 1.
-  void step(T* params, const T* grads) { adam_update_cpu(params, m_.data(), v_.data(), grads, m_.size(), hyper_, ++step_); }
+  // One update of params[0, size) with grads of the same layout, read times grad_scale (gradient clipping:
+  // clip_grad_scale); step() counts from 1.
+  void step(T* params, const T* grads, T grad_scale = T(1)) {
+    adam_update_cpu(params, m_.data(), v_.data(), grads, m_.size(), hyper_, ++step_, grad_scale);
+  }
 
   AdamHyper& hyper() { return hyper_; }  // the learning rate changes with the schedule
   const AdamHyper& hyper() const { return hyper_; }

@@ -1,8 +1,11 @@
 #include "engine/classifier_trainer.h"
 
 #include <algorithm>
+#include <cmath>
+#include <type_traits>
 
 #include "core/error.h"
+#include "kernels/tensor_ops.h"
 
 namespace bertrain {
 
@@ -55,8 +58,16 @@ T ClassifierTrainer<T>::compute_gradients(const BertBatch& batch, const T* targe
 }
 
 template <typename T>
-void ClassifierTrainer<T>::apply_update() {
-  optimizer_.step(params_.data(), grads_.data());
+double ClassifierTrainer<T>::apply_update() {
+  double sum_of_squares = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    sum_of_squares = sum_of_squares_cpu(grads_.data(), grads_.size());
+  } else {
+    for (const T g : grads_) sum_of_squares += static_cast<double>(g) * static_cast<double>(g);
+  }
+  const double norm = std::sqrt(sum_of_squares);
+  optimizer_.step(params_.data(), grads_.data(), static_cast<T>(clip_grad_scale(options_.max_grad_norm, norm)));
+  return norm;
 }
 
 template <typename T>

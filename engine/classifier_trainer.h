@@ -22,6 +22,7 @@ struct TrainerOptions {
   GpuCollectives gpu_collectives = GpuCollectives::kAuto;  // GPU data parallelism: NCCL or MPI through host memory
   bool cuda_graphs = true;            // GPU evaluation: replay repeated batch shapes as CUDA graphs
   int accumulation = 1;               // micro-batches per optimizer step (the GPU engine sizes a buffer by it)
+  double max_grad_norm = 0;           // > 0: clip the gradient to this global L2 norm before Adam (clip_grad_scale)
 };
 
 template <typename T>
@@ -39,7 +40,9 @@ class ClassifierTrainer {
   // gradients over ranks before apply_update(). loss_scale = local rows / global rows makes the sum over
   // ranks the gradient of the global batch's mean loss.
   T compute_gradients(const BertBatch& batch, const T* targets, double loss_scale);
-  void apply_update();
+  // The Adam update from gradients(), clipped to options.max_grad_norm (gradients() itself is left unclipped).
+  // Returns the gradient's global L2 norm before clipping.
+  double apply_update();
   // Forward without dropout and the loss; no update. model().logits() holds the logits. 0 for 0 rows.
   T evaluate(const BertBatch& batch, const T* targets);
 

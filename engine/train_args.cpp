@@ -24,6 +24,8 @@ void validate_train_args(const TrainArgs& a) {
   BERTRAIN_CHECK(a.adam_beta2 >= 0 && a.adam_beta2 < 1, "--adam-beta2 must be in [0, 1), got " << a.adam_beta2);
   BERTRAIN_CHECK(a.adam_eps > 0, "--adam-eps must be positive, got " << a.adam_eps);
   BERTRAIN_CHECK(a.weight_decay >= 0, "--weight-decay must be >= 0, got " << a.weight_decay);
+  BERTRAIN_CHECK(a.max_grad_norm >= 0 && std::isfinite(a.max_grad_norm),
+                 "--max-grad-norm must be >= 0 (0: no clipping), got " << a.max_grad_norm);
   BERTRAIN_CHECK(a.num_samples >= 0, "--num-samples must be >= 0, got " << a.num_samples);
   if (a.val_data.empty()) {
     BERTRAIN_CHECK(a.val_fraction > 0 && a.val_fraction < 1, "--val-fraction must be in (0, 1), got " << a.val_fraction);
@@ -71,6 +73,7 @@ nlohmann::json train_args_json(const TrainArgs& a) {
               {"batch_size", a.batch_size},     {"lr", a.lr},                   {"dropout", a.dropout},
               {"lr_factor", a.lr_factor},       {"lr_patience", a.lr_patience}, {"adam_beta1", a.adam_beta1},
               {"adam_beta2", a.adam_beta2},     {"adam_eps", a.adam_eps},       {"weight_decay", a.weight_decay},
+              {"max_grad_norm", a.max_grad_norm},
               {"class_weights", a.class_weights}, {"num_samples", a.num_samples}, {"seed", a.seed},
               {"split_seed", a.split_seed},     {"shuffle", a.shuffle},         {"clean", a.clean},
               {"device", a.device},             {"precision", a.precision},     {"grad_reduce", a.grad_reduce},

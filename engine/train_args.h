@@ -37,6 +37,7 @@ struct TrainArgs {
   int early_stopping_patience = 0;     // > 0: stop after this many evaluations without improvement (Trainer's)
   double early_stopping_threshold = 0; // an improvement must exceed this to reset the patience
   double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_eps = 1e-8, weight_decay = 0.0;
+  double max_grad_norm = 0;    // > 0: clip the gradient's global L2 norm to this (Trainer's max_grad_norm; 0: off)
   bool class_weights = false;  // BCE weights 1 / (training rows of the class)
   int num_samples = 0;         // 0: all rows
   uint64_t seed = 42;          // classifier init, dropout masks, shuffling

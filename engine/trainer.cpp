@@ -82,6 +82,7 @@ TrainerOptions trainer_options(const TrainArgs& args, const TrainingData& data) 
   options.adam.beta2 = args.adam_beta2;
   options.adam.eps = args.adam_eps;
   options.adam.weight_decay = args.weight_decay;
+  options.max_grad_norm = args.max_grad_norm;
   options.seed = args.seed;
   if (args.class_weights) {
     std::vector<int> counts(static_cast<std::size_t>(data.labels.size()), 0);

@@ -3,7 +3,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cmath>
 #include <deque>
 
 #include "core/build_config.h"
@@ -42,8 +41,7 @@ class CpuBackend final : public TrainingBackend {
     }
     if (!micro.first) add_inplace_cpu(grads.data(), accumulated_.data(), grads.size());
     comm.allreduce_sum(grads.data(), grads.size());
-    const double grad_norm = std::sqrt(sum_of_squares_cpu(grads.data(), grads.size()));
-    trainer_.apply_update();
+    const double grad_norm = trainer_.apply_update();
     steps_.push_back({loss, grad_norm, true});
   }
   double take_loss() override {

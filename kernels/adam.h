@@ -19,14 +19,33 @@ struct AdamHyper {
   double weight_decay = 0.0;  // > 0: decoupled (AdamW): param *= 1 - lr · weight_decay before the update
 };
 
-// param, m, v (+= in place, n elements) updated with grad for optimizer step `step` (1-based).
+// Clipping by the gradient's global L2 norm, as torch.nn.utils.clip_grad_norm_ (Trainer's max_grad_norm): the
+// factor every gradient is multiplied by before Adam reads it, min(1, max_norm / (norm + 1e-6)) in float as torch
+// computes it for float gradients. 1 (no change) when max_norm is 0 (no clipping) or the norm is within it.
+inline float clip_grad_scale(double max_norm, double norm) {
+  if (max_norm <= 0) return 1.0f;
+  const float coef = static_cast<float>(max_norm) / (static_cast<float>(norm) + 1e-6f);
+  return coef < 1.0f ? coef : 1.0f;
+}
+
+// param, m, v (+= in place, n elements) updated with grad · grad_scale for optimizer step `step` (1-based);
+// grad itself is left as it is. grad_scale 1 is exactly the unscaled update.
 template <typename T>
-void adam_update_cpu(T* param, T* m, T* v, const T* grad, std::size_t n, const AdamHyper& hyper, long step);
+void adam_update_cpu(T* param, T* m, T* v, const T* grad, std::size_t n, const AdamHyper& hyper, long step,
+                     T grad_scale = T(1));
 
 // ---- CUDA (kernels/cuda/adam.cu): one launch over the flat buffer, the CPU's arithmetic in float.
-// param, m, v (fp32) updated in place; param_copy (may be null) (=) the new parameters rounded to bf16 (the
-// compute copy of --precision bf16).
+
+// Clipping whose norm stays on the device: sum_of_squares points at the step's Σ g² (sum_of_squares_cuda), and each
+// thread derives clip_grad_scale(max_norm, sqrt(Σ g²)) from it, so the step needs no host sync. Null: no clipping.
+struct DeviceGradClip {
+  const float* sum_of_squares = nullptr;
+  float max_norm = 0;
+};
+
+// param, m, v (fp32) updated in place with grad times clip's factor; param_copy (may be null) (=) the new
+// parameters rounded to bf16 (the compute copy of --precision bf16).
 void adam_update_cuda(float* param, float* m, float* v, const float* grad, bf16* param_copy, std::size_t n,
-                      const AdamHyper& hyper, long step, CudaStream stream);
+                      const AdamHyper& hyper, long step, const DeviceGradClip& clip, CudaStream stream);
 
 }  // namespace bertrain

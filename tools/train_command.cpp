@@ -67,6 +67,8 @@ ArgParser train_arg_parser() {
   p.option("adam-beta2", "0.999", "Adam beta2");
   p.option("adam-eps", "1e-8", "Adam epsilon");
   p.option("weight-decay", "0", "decoupled weight decay (AdamW) when > 0").value_name("X");
+  p.option("max-grad-norm", "0", "clip the gradient to this global L2 norm before each update, as Trainer's "
+                                 "max_grad_norm (whose default is 1.0); 0: no clipping, as Made-With-ML").value_name("X");
   p.flag("class-weights", "weight the BCE loss of each tag by 1 / its training rows");
   p.option("num-samples", "0", "use only N rows of --train-data (seeded shuffle), 0: all");
   p.option("seed", "42", "seed of the classifier initialisation, dropout and shuffling");
@@ -140,6 +142,7 @@ TrainArgs train_args_of(const ArgParser& p) {
   a.adam_beta2 = p.get_double("adam-beta2");
   a.adam_eps = p.get_double("adam-eps");
   a.weight_decay = p.get_double("weight-decay");
+  a.max_grad_norm = p.get_double("max-grad-norm");
   a.class_weights = p.get_flag("class-weights");
   a.num_samples = p.get_int("num-samples");
   a.seed = p.get_uint64("seed");

@@ -175,10 +175,12 @@ class GpuBackend final : public TrainingBackend {
         });
       }
       finish_reductions();
-      // loss[1] = Σ g² of the (reduced) gradient, read back with the loss: a non-finite step stops training.
+      // loss[1] = Σ g² of the (reduced) gradient, read back with the loss: a non-finite step stops training. Adam
+      // clips by it on the device (--max-grad-norm).
       sum_of_squares_cuda(context_.handles(), loss + 1, grads_.data(), size_);
+      const DeviceGradClip clip{loss + 1, static_cast<float>(options_.max_grad_norm)};
       adam_update_cuda(master_.data(), moments_.data(), moments_.data() + size_, grads_.data(), compute_copy(), size_,
-                       hyper_, ++steps_, stream);
+                       hyper_, ++steps_, clip, stream);
     }
     BERTRAIN_CUDA_CHECK(cudaMemcpyAsync(staging.loss.data(), loss, 2 * sizeof(float), cudaMemcpyDeviceToHost, stream));
     BERTRAIN_CUDA_CHECK(cudaEventRecord(staging.done.get(), stream));

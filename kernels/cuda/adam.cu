@@ -44,12 +44,18 @@ struct AdamScalars {
 // For each i < n: param[i], m[i], v[i] (=, in place) the Adam update of step `step` with grad[i];
 // param_copy[i] (=, when not null) the new param[i] rounded to bf16. One thread per element, grid-stride.
 __global__ void adam_update_kernel(float* param, float* m, float* v, const float* grad, bf16* param_copy,
-                                   std::size_t n, AdamScalars k) {
+                                   std::size_t n, AdamScalars k, DeviceGradClip clip) {
+  // clip_grad_scale's arithmetic (kernels/adam.h) on the device's Σ g²: every thread reads the same word.
+  float grad_scale = 1.0f;
+  if (clip.sum_of_squares != nullptr) {
+    const float coef = __fdiv_rn(clip.max_norm, __fadd_rn(__fsqrt_rn(*clip.sum_of_squares), 1e-6f));
+    grad_scale = coef < 1.0f ? coef : 1.0f;
+  }
   for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
     float p = param[i];
     if (k.decoupled) p = __fmul_rn(p, k.decay);
-    const float g = grad[i];
+    const float g = __fmul_rn(grad[i], grad_scale);  // exact when grad_scale is 1
     const float m_old = m[i];
     // mi = m + (1 - beta1) · (g - m)
     const float mi = __fadd_rn(m_old, __fmul_rn(k.one_minus_beta1, __fsub_rn(g, m_old)));
@@ -69,7 +75,7 @@ __global__ void adam_update_kernel(float* param, float* m, float* v, const float
 }  // namespace
 
 void adam_update_cuda(float* param, float* m, float* v, const float* grad, bf16* param_copy, std::size_t n,
-                      const AdamHyper& hyper, long step, CudaStream stream) {
+                      const AdamHyper& hyper, long step, const DeviceGradClip& clip, CudaStream stream) {
   BERTRAIN_CHECK(step >= 1, "Adam step must start at 1, got " << step);
   if (n == 0) return;
   BERTRAIN_CHECK(param != nullptr && m != nullptr && v != nullptr && grad != nullptr,
@@ -90,9 +96,11 @@ void adam_update_cuda(float* param, float* m, float* v, const float* grad, bf16*
   const volatile double lr_times_decay = hyper.lr * hyper.weight_decay;
   k.decay = static_cast<float>(1.0 - lr_times_decay);
   k.decoupled = hyper.weight_decay > 0.0;
+  // max_norm 0 is no clipping, as clip_grad_scale says, wherever the Σ g² is.
+  const DeviceGradClip device_clip = clip.max_norm > 0 ? clip : DeviceGradClip{};
 
   adam_update_kernel<<<cuda::elementwise_blocks(n, kThreads), kThreads, 0, stream>>>(param, m, v, grad, param_copy,
-                                                                                     n, k);
+                                                                                     n, k, device_clip);
   BERTRAIN_CUDA_CHECK_LAUNCH("adam_update_kernel");
 }
 

@@ -566,7 +566,7 @@ float product(float a, float b) {
 }
 
 void adam_reference(float* param, float* m, float* v, const float* grad, std::size_t n, const AdamHyper& hyper,
-                    long step) {
+                    long step, float grad_scale = 1.0f) {
   const double bias_correction1 = 1.0 - std::pow(hyper.beta1, static_cast<double>(step));
   const double bias_correction2 = 1.0 - std::pow(hyper.beta2, static_cast<double>(step));
   const float step_size = static_cast<float>(hyper.lr / bias_correction1);
@@ -579,7 +579,7 @@ void adam_reference(float* param, float* m, float* v, const float* grad, std::si
   for (std::size_t i = 0; i < n; ++i) {
     float p = param[i];
     if (hyper.weight_decay > 0.0) p = product(p, decay);
-    const float g = grad[i];
+    const float g = product(grad[i], grad_scale);
     const float mi = m[i] + product(one_minus_beta1, g - m[i]);
     const float vi = product(v[i], beta2) + product(product(one_minus_beta2, g), g);
     const float denom = std::sqrt(vi) / bias_correction2_sqrt + eps;  // no product: nothing to contract
@@ -639,17 +639,20 @@ AdamHyper adam_hyper(double weight_decay) {
 }
 
 // Runs without a GPU: the reference the GPU kernel is held to bit for bit is the CPU twin's arithmetic.
+// A gradient scale below 1 (clipping) is a product more for the contracted twin to fuse: within the same bounds.
 TEST(AdamReference, UncontractedReferenceMatchesCpuTwin) {
   for (std::size_t n : kAdamSizes) {
   for (double weight_decay : {0.0, 0.01}) {
-    SCOPED_TRACE("n " + std::to_string(n) + ", weight_decay " + std::to_string(weight_decay));
+  for (float grad_scale : {1.0f, 0.37f}) {
+    SCOPED_TRACE("n " + std::to_string(n) + ", weight_decay " + std::to_string(weight_decay) + ", grad_scale " +
+                 std::to_string(grad_scale));
     const AdamHyper hyper = adam_hyper(weight_decay);
     const uint32_t seed = adam_seed(n);
     AdamState ref = adam_initial(n, seed), twin = ref;
     for (long step = 1; step <= kAdamSteps; ++step) {
       const std::vector<float> g = adam_grad(n, step, seed);
-      adam_reference(ref.param.data(), ref.m.data(), ref.v.data(), g.data(), n, hyper, step);
-      adam_update_cpu<float>(twin.param.data(), twin.m.data(), twin.v.data(), g.data(), n, hyper, step);
+      adam_reference(ref.param.data(), ref.m.data(), ref.v.data(), g.data(), n, hyper, step, grad_scale);
+      adam_update_cpu<float>(twin.param.data(), twin.m.data(), twin.v.data(), g.data(), n, hyper, step, grad_scale);
     }
 #if defined(__FP_FAST_FMAF)
     // This build has FMA instructions, so GCC may have contracted the twin: close, not identical.
@@ -667,30 +670,50 @@ TEST(AdamReference, UncontractedReferenceMatchesCpuTwin) {
     EXPECT_GT(moved, 5e-4) << "largest parameter change";
   }
   }
+  }
 }
+
+// Gradient clipping (--max-grad-norm) as the GPU step runs it: Σ g² on the device, the factor derived there.
+enum class AdamClip { kNone, kWithinTheNorm, kClipped };
 
 TEST(CudaAdam, BitIdenticalToReferenceAndCloseToCpuTwin) {
   BERTRAIN_REQUIRE_GPU();
   GpuContext ctx(0, 0);
   for (std::size_t n : kAdamSizes) {
-    for (double weight_decay : {0.0, 0.01}) {
-      SCOPED_TRACE("n " + std::to_string(n) + ", weight_decay " + std::to_string(weight_decay));
+  for (double weight_decay : {0.0, 0.01}) {
+    for (AdamClip clip : {AdamClip::kNone, AdamClip::kWithinTheNorm, AdamClip::kClipped}) {
+      SCOPED_TRACE("n " + std::to_string(n) + ", weight_decay " + std::to_string(weight_decay) + ", clip " +
+                   std::to_string(static_cast<int>(clip)));
       const AdamHyper hyper = adam_hyper(weight_decay);
       const uint32_t seed = adam_seed(n);
       AdamState ref = adam_initial(n, seed), twin = ref;
-      DeviceBuffer<float> param(ref.param), m(ref.m), v(ref.v), grad(n);
+      DeviceBuffer<float> param(ref.param), m(ref.m), v(ref.v), grad(n), sum_of_squares(1);
       DeviceBuffer<bf16> copy(n);
       for (long step = 1; step <= kAdamSteps; ++step) {
         const std::vector<float> g = adam_grad(n, step, seed);
-        adam_reference(ref.param.data(), ref.m.data(), ref.v.data(), g.data(), n, hyper, step);
-        adam_update_cpu<float>(twin.param.data(), twin.m.data(), twin.v.data(), g.data(), n, hyper, step);
+        // The step's Σ g² as the device would hold it, and a max norm above it or at a quarter of its norm.
+        double sum = 0;
+        for (float x : g) sum += static_cast<double>(x) * x;
+        const float sum_f = static_cast<float>(sum), norm_f = std::sqrt(sum_f);
+        const float max_norm = clip == AdamClip::kClipped ? 0.25f * norm_f : 2.0f * norm_f;
+        const float scale = clip == AdamClip::kNone ? 1.0f : clip_grad_scale(max_norm, norm_f);
+        if (clip == AdamClip::kClipped) {
+          ASSERT_LT(scale, 0.3f);
+        } else if (clip == AdamClip::kWithinTheNorm) {
+          ASSERT_EQ(scale, 1.0f);
+        }
+        adam_reference(ref.param.data(), ref.m.data(), ref.v.data(), g.data(), n, hyper, step, scale);
+        adam_update_cpu<float>(twin.param.data(), twin.m.data(), twin.v.data(), g.data(), n, hyper, step, scale);
         grad.upload(g.data(), n);
+        sum_of_squares.upload(&sum_f, 1);
         poison(copy);
         device_sync();
+        const DeviceGradClip device_clip =
+            clip == AdamClip::kNone ? DeviceGradClip{} : DeviceGradClip{sum_of_squares.data(), max_norm};
         // The bf16 copy on odd steps; null (no copy) on even ones.
         const bool with_copy = step % 2 == 1;
         adam_update_cuda(param.data(), m.data(), v.data(), grad.data(), with_copy ? copy.data() : nullptr, n, hyper,
-                         step, ctx.stream());
+                         step, device_clip, ctx.stream());
         device_sync();
         const AdamState got{param.download(), m.download(), v.download()};
         const std::string at = "step " + std::to_string(step);
@@ -705,12 +728,14 @@ TEST(CudaAdam, BitIdenticalToReferenceAndCloseToCpuTwin) {
       expect_adam_close("GPU vs CPU twin", got, twin);
     }
   }
+  }
 }
 
 TEST(CudaAdam, RejectsStepZero) {
   BERTRAIN_REQUIRE_GPU();
   DeviceBuffer<float> x(4);
-  EXPECT_THROW(adam_update_cuda(x.data(), x.data(), x.data(), x.data(), nullptr, 4, AdamHyper{}, 0, nullptr), Error);
+  EXPECT_THROW(adam_update_cuda(x.data(), x.data(), x.data(), x.data(), nullptr, 4, AdamHyper{}, 0, {}, nullptr),
+               Error);
 }
 
 }  // namespace

@@ -59,6 +59,7 @@ struct Fixture {
     options.adam.eps = std::stod(meta.at("eps"));
     options.adam.weight_decay = std::stod(meta.at("weight_decay"));
     if (golden.contains("class_weights")) options.class_weights = golden.read_float("class_weights");
+    if (meta.count("max_grad_norm") != 0) options.max_grad_norm = std::stod(meta.at("max_grad_norm"));
     options.seed = 11;
   }
   int labels() const { return model.config.num_labels(); }
@@ -279,7 +280,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CudaModelTest,
                          ::testing::Values("tiny_gelu_bce_adam", "odd_gelunew_bce_weighted_adam", "tiny_relu_ce_adamw",
                                            "tiny_tanhgelu_bce_adam", "tiny_roberta_bce_adam", "tiny_xlmr_ce_adamw",
                                            "tiny_distilbert_bce_adam", "tiny_electra_bce_adam",
-                                           "tiny_electra_same_size_relu_ce_adam"));
+                                           "tiny_electra_same_size_relu_ce_adam", "tiny_gelu_bce_adamw_clip"));
 
 }  // namespace
 }  // namespace bertrain

@@ -187,6 +187,17 @@ TEST_F(MpiTest, AccumulatedRanksMatchOneProcess) {
   }
 }
 
+// Gradient clipping scales by the norm of the gradient summed over ranks, not of a rank's own share: 2 ranks clip
+// as one process does (a rank clipping its share by its own norm would land elsewhere).
+TEST_F(MpiTest, ClippedRanksMatchOneProcess) {
+  const std::vector<std::string> clip{"--max-grad-norm", "1e-3"};
+  const RunResult single = train(0, "clipped_single", 3, clip);
+  ASSERT_EQ(single.exit_code, 0) << single.describe();
+  const RunResult r = train(2, "clipped2", 3, clip);
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  expect_same_parameters("clipped_single", "clipped2");
+}
+
 // The same on GPUs with NCCL, one GPU per rank, fp32: runs only where every rank has a GPU of its own.
 // (GpuRanksSummingThroughHostMemoryMatchOneGpuProcess below runs the GPU path on one GPU, through MPI.)
 TEST_F(MpiTest, GpuRanksMatchOneGpuProcess) {

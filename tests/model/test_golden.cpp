@@ -2,7 +2,7 @@
 // (tests/fixtures/<case>/, made by tests/reference/make_fixtures.py) for every model family (BERT, RoBERTa,
 // XLM-R, DistilBERT, ELECTRA with and without embeddings_project): logits, the head's hidden activation (BERT's
 // pooled output), sequence outputs, loss, the gradient of every parameter, and the parameters after two optimizer
-// steps.
+// steps (tiny_gelu_bce_adamw_clip: each clipped by the gradient's norm, as clip_grad_norm_).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -65,6 +65,8 @@ struct GoldenCase {
     o.adam.weight_decay = std::stod(meta.at("weight_decay"));
     EXPECT_EQ(meta.at("optimizer"), o.adam.weight_decay > 0 ? "adamw" : "adam");
     if (golden.contains("class_weights")) o.class_weights = golden.read_float("class_weights");
+    // torch.nn.utils.clip_grad_norm_ before each step (absent: no clipping).
+    if (meta.count("max_grad_norm") != 0) o.max_grad_norm = std::stod(meta.at("max_grad_norm"));
     return o;
   }
 };
@@ -185,7 +187,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTest,
                          ::testing::Values("tiny_gelu_bce_adam", "odd_gelunew_bce_weighted_adam", "tiny_relu_ce_adamw",
                                            "tiny_tanhgelu_bce_adam", "tiny_roberta_bce_adam", "tiny_xlmr_ce_adamw",
                                            "tiny_distilbert_bce_adam", "tiny_electra_bce_adam",
-                                           "tiny_electra_same_size_relu_ce_adam"));
+                                           "tiny_electra_same_size_relu_ce_adam", "tiny_gelu_bce_adamw_clip"));
 
 }  // namespace
 }  // namespace bertrain

@@ -134,6 +134,27 @@ CASES = [
         optimizer="adam",
         weight_decay=0.0,
     ),
+    # Gradient clipping (torch.nn.utils.clip_grad_norm_, Trainer's max_grad_norm) before each step. The gradient's
+    # norm is ~0.9 at both steps, so 1e-3 clips both by ~1e-3: the clipped elements then sit near eps (1e-5), where
+    # Adam's update is no longer invariant to the gradient's scale, and the parameters differ from an unclipped run.
+    dict(
+        name="tiny_gelu_bce_adamw_clip",
+        seed=1005,
+        vocab_size=67,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=4,
+        intermediate_size=64,
+        hidden_act="gelu",
+        layer_norm_eps=1e-12,
+        lengths=[13, 7, 10],
+        seq_len=13,
+        loss="bce",
+        class_weights=None,
+        optimizer="adamw",
+        weight_decay=0.01,
+        max_grad_norm=1e-3,
+    ),
 ]
 
 
@@ -502,6 +523,11 @@ def run_reference(case, model_f32, input_ids, attention_mask, labels, targets, d
         out = model(input_ids=input_ids, attention_mask=attention_mask, **model_kwargs)
         loss = loss_fn(out.logits, tgt)
         loss.backward()
+        # The gradients recorded below are the unclipped ones (what the engine's gradients() hold); the step clips.
+        grads = [(p.grad if p.grad is not None else torch.zeros_like(p)).detach().clone() for p in params]
+        if case.get("max_grad_norm"):
+            norm = torch.nn.utils.clip_grad_norm_(params, case["max_grad_norm"])
+            print("  step %d: gradient norm %.6g clipped to %g" % (step + 1, float(norm), case["max_grad_norm"]))
         if step == 0:
             if fam != "bert":
                 check_family_forward(case, model, input_ids, attention_mask, captured, out.logits)
@@ -509,10 +535,9 @@ def run_reference(case, model_f32, input_ids, attention_mask, labels, targets, d
             result[head_key] = captured[head_key].detach().clone()
             result["logits"] = out.logits.detach().clone()
             result["loss"] = loss.detach().clone()
-            for n, p in zip(names, params):
-                # Parameters that take no part in the loss (e.g. nothing here) would have grad None.
-                grad = p.grad if p.grad is not None else torch.zeros_like(p)
-                result["grad." + n] = grad.detach().clone()
+            for n, grad in zip(names, grads):
+                # Parameters that take no part in the loss (e.g. nothing here) would have grad None: zeros.
+                result["grad." + n] = grad
         opt.step()
     for n, p in zip(names, params):
         result["adam." + n] = p.detach().clone()
@@ -687,6 +712,8 @@ def make_case(case, out_root, compute_dtype):
         "lengths": json.dumps(case["lengths"]),
         "seed": str(case["seed"]),
     }
+    if case.get("max_grad_norm"):
+        metadata["max_grad_norm"] = repr(float(case["max_grad_norm"]))
     if case_family(case) != "bert":
         metadata["model_type"] = model.config.model_type
         metadata["head_activation"] = FAMILIES[case_family(case)]["head_act"]

@@ -72,7 +72,7 @@ TEST_F(CliTest, CommandHelpListsTheFlags) {
   const std::map<std::string, std::vector<std::string>> flags = {
       {"train",
        {"--model", "--train-data", "--val-data", "--val-fraction", "--out", "--epochs", "--batch-size", "--lr",
-        "--dropout", "--lr-factor", "--lr-patience", "--adam-beta1", "--adam-beta2", "--adam-eps", "--weight-decay",
+        "--dropout", "--lr-factor", "--lr-patience", "--adam-beta1", "--adam-beta2", "--adam-eps", "--weight-decay", "--max-grad-norm",
         "--class-weights", "--num-samples", "--seed", "--device", "--precision", "--resume", "--format",
         "--text-columns", "--label-column", "--multi-label", "--label-separator", "--skip-bad-rows", "--max-length",
         "--head-init"}},

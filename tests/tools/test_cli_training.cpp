@@ -1,6 +1,6 @@
 // CLI tests of the trainer's Hugging Face Trainer-style features: step-wise schedules with warmup, --max-steps,
 // --eval-steps, validation metrics and --metric-for-best, early stopping, gradient accumulation (also across a
-// crash and --resume), honest resume, --save-optimizer, --save-total-limit and the disk line, predict --id-column.
+// crash and --resume), gradient clipping, honest resume, --save-optimizer, --save-total-limit and the disk line, predict --id-column.
 // The synthetic data (tests/tools/cli_test.h): 30 training rows, 10 validation rows; batches of 8 make 4 steps an
 // epoch.
 #include <gtest/gtest.h>
@@ -149,6 +149,26 @@ TEST_F(CliTraining, GradientAccumulationMatchesTheLargerBatchAndResumesBitForBit
   EXPECT_TRUE(slurp(path("whole") + "/last/model.safetensors") == slurp(path("killed") + "/last/model.safetensors"));
   EXPECT_EQ(read_jsonl(path("whole") + "/metrics.jsonl").back()["val_loss"],
             read_jsonl(path("killed") + "/metrics.jsonl").back()["val_loss"]);
+}
+
+// --max-grad-norm: above the gradient's norm it changes nothing, bit for bit; far below it every update is clipped
+// and the run trains elsewhere. It is recorded, a resume must keep it, and a negative or infinite one is refused.
+// (The clipped arithmetic itself is checked against torch's clip_grad_norm_ in test_golden.)
+TEST_F(CliTraining, MaxGradNormClipsOnlyAboveTheGradientsNorm) {
+  ASSERT_TRUE(succeeded(run(train_args(path("plain"), {"--epochs", "1"}))));
+  ASSERT_TRUE(succeeded(run(train_args(path("loose"), {"--epochs", "1", "--max-grad-norm", "1e9"}))));
+  ASSERT_TRUE(succeeded(run(train_args(path("tight"), {"--epochs", "1", "--max-grad-norm", "1e-6"}))));
+  const std::string plain = slurp(path("plain") + "/last/model.safetensors");
+  EXPECT_TRUE(plain == slurp(path("loose") + "/last/model.safetensors"));
+  EXPECT_FALSE(plain == slurp(path("tight") + "/last/model.safetensors"));
+  EXPECT_NE(read_jsonl(path("plain") + "/metrics.jsonl").back()["val_loss"],
+            read_jsonl(path("tight") + "/metrics.jsonl").back()["val_loss"]);
+  EXPECT_EQ(results_of(path("tight"))["params"]["max_grad_norm"], 1e-6);
+  EXPECT_EQ(results_of(path("plain"))["params"]["max_grad_norm"], 0.0);
+  expect_error(run(train_args(path("tight"), {"--epochs", "2", "--resume", "--max-grad-norm", "1"})),
+               "--max-grad-norm 1e-06 (checkpoint) vs 1.0 (now)");
+  expect_error(run(train_args(path("bad"), {"--max-grad-norm", "-1"})), "--max-grad-norm must be >= 0");
+  expect_error(run(train_args(path("bad"), {"--max-grad-norm", "inf"})), "--max-grad-norm");
 }
 
 // --resume refuses training settings that differ from the checkpoint's, one line naming each; the resumable ones
