@@ -198,9 +198,10 @@ sanitizer() {
   # Each suite with the cases small enough to run under every tool (suite|gtest filter): the element-wise suite whole
   # (the fused LayerNorm among it), attention's row-independence, one-hot mask and kept-mask cases (forward, the
   # backward's mask, the mask the forward keeps, dK/dV and dQ kernels: the general ones in fp32, the tensor-core ones
-  # in bf16) and the embedding forward and backward cases but the 32768-token one.
+  # in bf16), the tensor-core backward fused into one kernel for rows of at most 64 tokens (CudaAttentionMma: 21 rows
+  # in three cases, kept mask on and off) and the embedding forward and backward cases but the 32768-token one.
   local suites=("test_cuda_elementwise|*"
-                "test_cuda_gemm_attention|CudaAttention/*.RowsDoNotDependOnTheirNeighbours:CudaAttention/*.DropoutMask*:CudaAttention/*.KeptDropoutMask*"
+                "test_cuda_gemm_attention|CudaAttention/*.RowsDoNotDependOnTheirNeighbours:CudaAttention/*.DropoutMask*:CudaAttention/*.KeptDropoutMask*:CudaAttentionMma.*"
                 "test_cuda_embedding_loss_adam|CudaEmbedding.*:-CudaEmbedding.BackwardLongSegmentsMatchCpu")
   for item in "${suites[@]}"; do
     binary=${item%%|*} filter=${item#*|}

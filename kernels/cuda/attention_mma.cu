@@ -228,7 +228,9 @@ __device__ __forceinline__ void store_mask_words(uint32_t* row_words, int words,
   }
   const int r = t >> 1, half = t & 1;
   const int i = i0 + 8 * r, c = k0 / 32 + half;
-  if (i < len && 32 * c < len) row_words[static_cast<std::size_t>(i) * words + c] = w[r][half];
+  // Selected, not indexed by the lane's r and half: a dynamic index would put w in local memory (16 bytes of stack).
+  const uint32_t word = r != 0 ? (half != 0 ? w[1][1] : w[1][0]) : (half != 0 ? w[0][1] : w[0][0]);
+  if (i < len && 32 * c < len) row_words[static_cast<std::size_t>(i) * words + c] = word;
 }
 
 // mask[(h·T + first + i)·W + c] (=) the dropout mask of query i of row b, head h: bit u set when key 32c + u is kept
