@@ -52,8 +52,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // The per-evaluation metrics an MLflow run gets (--mlflow-dir), as metrics.jsonl has them (runs written before the
 // validation metrics existed lack the val_accuracy / val_f1* keys).
-constexpr const char* kMlflowMetrics[] = {"train_loss", "val_loss",     "val_accuracy", "val_f1",    "val_f1_micro",
-                                          "val_f1_macro", "lr",         "samples_per_s", "elapsed_s"};
+constexpr const char* kMlflowMetrics[] = {"train_loss",   "val_loss", "val_accuracy",  "val_f1",    "val_f1_micro",
+                                          "val_f1_macro", "lr",       "samples_per_s", "elapsed_s", "grad_norm"};
 
 // JSON has no infinity: an unset best is null.
 json finite_or_null(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
@@ -141,6 +141,7 @@ struct TrainingPlan {
 struct RunState {
   long first_step = 0;           // optimizer steps already taken (a resumed run starts there)
   RunningMean period_loss;       // the step losses since the last evaluation
+  RunningMean period_grad_norm;  // and the gradient norms of their updates (before --max-grad-norm clips them)
   double period_seconds = 0;     // and their training seconds
   long period_rows = 0;          // and rows
   int best_epoch = -1;
@@ -157,7 +158,7 @@ struct RunState {
 };
 
 RunState fresh_state(const TrainArgs& args, const TrainingPlan& plan) {
-  RunState run{0,  {}, 0, 0, -1, -1, plan.best.greater_is_better ? -kInf : kInf, kInf, 0, json::array(),
+  RunState run{0, {}, {}, 0, 0, -1, -1, plan.best.greater_is_better ? -kInf : kInf, kInf, 0, json::array(),
                ReduceLROnPlateau(args.lr, args.lr_factor, args.lr_patience),
                EarlyStopping(args.early_stopping_patience, args.early_stopping_threshold, plan.best.greater_is_better),
                nullptr, json::array(), ""};
@@ -221,6 +222,8 @@ RunState resumed_state(const TrainArgs& args, const RunDirs& dirs, const json& s
     run.mlflow_run_id = state.value("mlflow_run_id", "");
     if (state.contains("running_loss")) {  // a checkpoint between evaluations
       run.period_loss = RunningMean::from_json(state.at("running_loss"));
+      // Checkpoints written before the gradient norm was recorded: the mean of the period's remaining steps.
+      if (state.contains("running_grad_norm")) run.period_grad_norm = RunningMean::from_json(state.at("running_grad_norm"));
       run.period_seconds = state.at("epoch_train_seconds").get<double>();
       run.period_rows = state.value("period_rows", 0L);
     }
@@ -394,6 +397,7 @@ class TrainingLoop {
                             << "; training stopped (last/ holds the last checkpoint; try a lower --lr, or --precision "
                                "fp32)");
     run_.period_loss.add(loss);
+    run_.period_grad_norm.add(grad_norm);
     run_.period_rows += entry.rows;
     rows_trained_ += entry.rows;
     const double seconds = seconds_since(loop_start_);
@@ -403,6 +407,7 @@ class TrainingLoop {
                      static_cast<double>(rows_trained_) / seconds, eta);
     if (p_.mlflow != nullptr && p_.args.log_steps > 0 && (entry.step + 1) % p_.args.log_steps == 0) {
       p_.mlflow->log_metric("step_train_loss", loss, entry.step + 1);
+      p_.mlflow->log_metric("step_grad_norm", grad_norm, entry.step + 1);
     }
   }
 
@@ -474,7 +479,8 @@ class TrainingLoop {
                                 {"val_f1_micro", v.metrics.f1_micro},
                                 {"val_f1_macro", v.metrics.f1_macro},
                                 {"samples_per_s", static_cast<double>(run_.period_rows) / train_seconds},
-                                {"elapsed_s", elapsed}});
+                                {"elapsed_s", elapsed},
+                                {"grad_norm", run_.period_grad_norm.mean}});
     if (stop_early) {
       std::ostringstream why;
       why << p_.plan.best.name << " did not improve"
@@ -485,6 +491,7 @@ class TrainingLoop {
       run_.stopped_early = json{{"epoch", epoch}, {"step", step + 1}, {"reason", why.str()}};
     }
     run_.period_loss = RunningMean{};
+    run_.period_grad_norm = RunningMean{};
     run_.period_seconds = 0;
     run_.period_rows = 0;
     checkpoint(step, save, /*evaluated=*/true, improved);
@@ -547,6 +554,7 @@ class TrainingLoop {
     if (!epoch_end) state["steps_in_epoch"] = index + 1;
     if (!evaluated) {
       state["running_loss"] = run_.period_loss.to_json();
+      state["running_grad_norm"] = run_.period_grad_norm.to_json();
       state["epoch_train_seconds"] = run_.period_seconds + seconds_since(period_start_);
       state["period_rows"] = run_.period_rows;
     }
@@ -743,8 +751,8 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
       }
       mlflow->reset_metric(key, values);  // a resumed run: as its checkpoint's history says
     }
-    // Per-step losses up to the checkpoint's step stay; any logged after it (before a kill) are redone.
-    mlflow->truncate_metric("step_train_loss", run.first_step);
+    // Per-step losses and norms up to the checkpoint's step stay; any logged after it (before a kill) are redone.
+    for (const char* key : {"step_train_loss", "step_grad_norm"}) mlflow->truncate_metric(key, run.first_step);
     if (verbose) std::printf("mlflow: run %s in %s/%s\n", mlflow->run_id().c_str(), args.mlflow_dir.c_str(),
                              mlflow->experiment_id().c_str());
   }

@@ -158,7 +158,8 @@ inline std::string to_csv(const std::vector<Row>& rows, bool with_tag = true) {
   return text;
 }
 
-inline const char* const kRequiredMetricKeys[] = {"epoch", "lr", "train_loss", "val_loss", "samples_per_s", "elapsed_s"};
+inline const char* const kRequiredMetricKeys[] = {"epoch",         "lr",        "train_loss", "val_loss",
+                                                  "samples_per_s", "elapsed_s", "grad_norm"};
 
 class CliTest : public ::testing::Test {
  protected:

@@ -129,6 +129,7 @@ TEST_F(CliTest, TrainWritesTheRunDirectory) {
     EXPECT_TRUE(std::isfinite(metrics[e]["train_loss"].get<double>()));
     EXPECT_GT(metrics[e]["val_loss"].get<double>(), 0.0);
     EXPECT_GT(metrics[e]["samples_per_s"].get<double>(), 0.0);
+    EXPECT_GT(metrics[e]["grad_norm"].get<double>(), 0.0);
     if (e > 0) {
       EXPECT_GE(metrics[e]["elapsed_s"].get<double>(), metrics[e - 1]["elapsed_s"].get<double>());
     }
@@ -485,17 +486,21 @@ TEST_F(CliTest, MlflowRunIsWrittenAndContinuedOnResume) {
     EXPECT_EQ(step, static_cast<long>(e));
     EXPECT_EQ(value, metrics[e]["val_loss"].get<double>());
   }
-  // --log-steps 2 over 3 epochs of 4 batches: steps 2, 4, …, 12, each once although the run was killed at step 6.
-  std::vector<long> steps;
-  for (const std::string& line : lines_of(slurp(run_dir + "/metrics/step_train_loss"))) {
-    std::istringstream fields(line);
-    long long timestamp = 0;
-    double value = 0;
-    long step = 0;
-    fields >> timestamp >> value >> step;
-    steps.push_back(step);
+  // --log-steps 2 over 3 epochs of 4 batches: steps 2, 4, …, 12, each once although the run was killed at step 6;
+  // the gradient norms with them, positive and finite.
+  for (const char* metric : {"step_train_loss", "step_grad_norm"}) {
+    std::vector<long> steps;
+    for (const std::string& line : lines_of(slurp(run_dir + "/metrics/" + metric))) {
+      std::istringstream fields(line);
+      long long timestamp = 0;
+      double value = 0;
+      long step = 0;
+      fields >> timestamp >> value >> step;
+      steps.push_back(step);
+      EXPECT_TRUE(std::isfinite(value) && value > 0) << metric << " " << line;
+    }
+    EXPECT_EQ(steps, (std::vector<long>{2, 4, 6, 8, 10, 12})) << metric;
   }
-  EXPECT_EQ(steps, (std::vector<long>{2, 4, 6, 8, 10, 12}));
   EXPECT_TRUE(fs::exists(run_dir + "/artifacts/model/model.safetensors"));
   EXPECT_EQ(slurp(run_dir + "/artifacts/results.json"), slurp(path("run/results.json")));
   // evaluate --mlflow-dir logs into the training's run.

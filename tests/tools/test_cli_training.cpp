@@ -164,6 +164,10 @@ TEST_F(CliTraining, MaxGradNormClipsOnlyAboveTheGradientsNorm) {
   EXPECT_NE(read_jsonl(path("plain") + "/metrics.jsonl").back()["val_loss"],
             read_jsonl(path("tight") + "/metrics.jsonl").back()["val_loss"]);
   EXPECT_EQ(results_of(path("tight"))["params"]["max_grad_norm"], 1e-6);
+  // metrics.jsonl's grad_norm is the norm before clipping: the same in the two unclipped runs, far above 1e-6 here.
+  EXPECT_EQ(read_jsonl(path("plain") + "/metrics.jsonl")[0]["grad_norm"],
+            read_jsonl(path("loose") + "/metrics.jsonl")[0]["grad_norm"]);
+  EXPECT_GT(read_jsonl(path("tight") + "/metrics.jsonl")[0]["grad_norm"].get<double>(), 1e-3);
   EXPECT_EQ(results_of(path("plain"))["params"]["max_grad_norm"], 0.0);
   expect_error(run(train_args(path("tight"), {"--epochs", "2", "--resume", "--max-grad-norm", "1"})),
                "--max-grad-norm 1e-06 (checkpoint) vs 1.0 (now)");
