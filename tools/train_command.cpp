@@ -68,7 +68,8 @@ ArgParser train_arg_parser() {
   p.option("adam-eps", "1e-8", "Adam epsilon");
   p.option("weight-decay", "0", "decoupled weight decay (AdamW) when > 0").value_name("X");
   p.option("max-grad-norm", "0", "clip the gradient to this global L2 norm before each update, as Trainer's "
-                                 "max_grad_norm (whose default is 1.0); 0: no clipping, as Made-With-ML").value_name("X");
+                                 "max_grad_norm (which clips at 1.0 unless told); 0: no clipping, as Made-With-ML")
+      .value_name("X");
   p.flag("class-weights", "weight the BCE loss of each tag by 1 / its training rows");
   p.option("num-samples", "0", "use only N rows of --train-data (seeded shuffle), 0: all");
   p.option("seed", "42", "seed of the classifier initialisation, dropout and shuffling");

@@ -802,6 +802,36 @@ TEST_F(ReportRunTest, RunsWithoutValidationMetricsShowNone) {
   EXPECT_EQ(run_summary(runs[0]).find("val_accuracy"), std::string::npos);
 }
 
+// metrics.jsonl's grad_norm (runs since --max-grad-norm) is charted per epoch from zero; runs without it have no
+// such chart, and one run without it beside one with it leaves its series empty.
+TEST_F(ReportRunTest, TheGradientNormIsChartedWhereRecorded) {
+  const fs::path with = make_run("with-norm", {0.5, 0.4, 0.45}, false);
+  std::string lines;
+  for (int e = 0; e < 3; ++e) {
+    nlohmann::json line = metrics_line(e, 0.6, 0.5, 1e-4);
+    line["grad_norm"] = 2.5 - 0.5 * e;
+    lines += line.dump() + "\n";
+  }
+  write(with / "metrics.jsonl", lines);
+  std::vector<RunRecord> runs{load_run(with.string()), load_run(make_run("without-norm", {0.5, 0.4}, false).string())};
+  name_runs(&runs);
+  EXPECT_TRUE(runs[0].epochs[2].has_grad_norm);
+  EXPECT_EQ(runs[0].epochs[2].grad_norm, 1.5);
+  EXPECT_FALSE(runs[1].epochs[0].has_grad_norm);
+  const XmlElement page = parse_xml(render_report(runs, "now"));
+  const XmlElement* chart = chart_titled(page, "Gradient norm per epoch");
+  ASSERT_NE(chart, nullptr);
+  const auto points = points_of(*chart, "with-norm", "data-y", "cy");
+  ASSERT_EQ(points.size(), 3u);
+  EXPECT_EQ(points[0].first, 2.5);
+  EXPECT_EQ(points[2].first, 1.5);
+  EXPECT_TRUE(points_of(*chart, "without-norm", "data-y", "cy").empty());
+
+  std::vector<RunRecord> old{load_run(make_run("old", {0.5, 0.4}, false).string())};
+  name_runs(&old);
+  EXPECT_EQ(chart_titled(parse_xml(render_report(old, "now")), "Gradient norm per epoch"), nullptr);
+}
+
 TEST_F(ReportRunTest, SeveralRunsWithValidationMetricsTakeAColourEachAndALineStylePerMetric) {
   const fs::path single = make_run("single", {0.5, 0.4}, false), multi = make_run("multi", {0.6, 0.5, 0.3}, false),
                  old = make_run("old", {0.7}, false);

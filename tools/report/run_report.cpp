@@ -70,6 +70,7 @@ std::vector<EpochRecord> read_metrics(const std::string& path) {
     e.val_f1_micro = optional_number_field(object, "val_f1_micro", where, &present[2]);
     e.val_f1_macro = optional_number_field(object, "val_f1_macro", where, &present[3]);
     e.has_validation_metrics = present[0] || present[1] || present[2] || present[3];
+    e.grad_norm = optional_number_field(object, "grad_norm", where, &e.has_grad_norm);
     epochs.push_back(e);
   }
   BERTRAIN_CHECK(!epochs.empty(), path << " has no epochs yet (the report needs at least one finished epoch)");
@@ -349,6 +350,10 @@ std::string constant_learning_rate_note(const std::vector<RunRecord>& runs) {
     html += std::string(r == 0 ? "" : ", ") + run_swatch(r) + xml_escape(runs[r].name + " " + format_value(runs[r].epochs.front().lr));
   }
   return html + ".</p>\n";
+}
+
+bool has_grad_norm(const RunRecord& run) {
+  return std::any_of(run.epochs.begin(), run.epochs.end(), [](const EpochRecord& e) { return e.has_grad_norm; });
 }
 
 bool has_validation_metrics(const RunRecord& run) {
@@ -692,7 +697,15 @@ std::string render_report(const std::vector<RunRecord>& runs, const std::string&
   if (any_lr_change) html += render_line_chart(learning_rate_chart(runs));
   LineChart throughput = epoch_chart(runs, "Training throughput", "samples / s", &EpochRecord::samples_per_s);
   throughput.y_from_zero = true;
-  html += render_line_chart(throughput) + "</div>\n</section>\n" + validation_section(runs);
+  html += render_line_chart(throughput);
+  // Where any run recorded it: the gradient norm before clipping, what --max-grad-norm is chosen from.
+  if (std::any_of(runs.begin(), runs.end(), has_grad_norm)) {
+    LineChart norm = epoch_chart(runs, "Gradient norm", "L2 norm of the gradient (mean over the steps)",
+                                 &EpochRecord::grad_norm);
+    norm.y_from_zero = true;
+    html += render_line_chart(norm);
+  }
+  html += "</div>\n</section>\n" + validation_section(runs);
   for (const RunRecord& run : runs) {
     if (!run.evaluation.is_null()) html += evaluation_section(run);
   }

@@ -19,10 +19,12 @@ struct EpochRecord {
   double epoch = 0, train_loss = 0, val_loss = 0, lr = 0, samples_per_s = 0, elapsed_s = 0;
   // Fields older runs' lines do not have: NaN when absent (or null), has_* say whether the line had them.
   // step: the optimizer step of the evaluation. The validation metrics: val_accuracy, val_f1 (weighted, Made-With-ML's
-  // F1), val_f1_micro, val_f1_macro; has_validation_metrics when the line has any of the four.
+  // F1), val_f1_micro, val_f1_macro; has_validation_metrics when the line has any of the four. grad_norm: the mean
+  // gradient norm of the steps since the previous evaluation.
   double step = NAN;
   double val_accuracy = NAN, val_f1 = NAN, val_f1_micro = NAN, val_f1_macro = NAN;
-  bool has_step = false, has_validation_metrics = false;
+  double grad_norm = NAN;
+  bool has_step = false, has_validation_metrics = false, has_grad_norm = false;
 };
 
 // results.json's "stopped_early": {"epoch": E, "reason": "..."}, the epoch counted from 0 as the file's other
