@@ -700,7 +700,7 @@ std::string render_report(const std::vector<RunRecord>& runs, const std::string&
   html += render_line_chart(throughput);
   // Where any run recorded it: the gradient norm before clipping, what --max-grad-norm is chosen from.
   if (std::any_of(runs.begin(), runs.end(), has_grad_norm)) {
-    LineChart norm = epoch_chart(runs, "Gradient norm", "L2 norm of the gradient (mean over the steps)",
+    LineChart norm = epoch_chart(runs, "Gradient norm", "L2 norm (mean of its steps)",
                                  &EpochRecord::grad_norm);
     norm.y_from_zero = true;
     html += render_line_chart(norm);
