@@ -552,9 +552,10 @@ TEST_F(CliTest, ReportOfATrainedAndEvaluatedRun) {
   const std::string html = slurp(path("run/report.html"));
   const testing::XmlElement page = testing::parse_xml(html);  // throws (fails the test) unless well-formed
   const auto charts = page.find_all("svg");
-  // loss, validation accuracy and F1, throughput, per-class bars, confusion matrix; 3 epochs at --lr-patience 3 keep
-  // the rate, said in a line
-  ASSERT_EQ(charts.size(), 5u);
+  // loss, validation accuracy and F1, throughput, gradient norm, per-class bars, confusion matrix; 3 epochs at
+  // --lr-patience 3 keep the rate, said in a line
+  ASSERT_EQ(charts.size(), 6u);
+  EXPECT_EQ(testing::attr(*charts[3], "aria-label"), "Gradient norm per epoch");
   EXPECT_NE(html.find("Learning rate: 0.001 throughout"), std::string::npos);
   std::vector<double> train_loss, val_loss;
   for (const json& m : read_jsonl(path("run/metrics.jsonl"))) {
@@ -565,7 +566,7 @@ TEST_F(CliTest, ReportOfATrainedAndEvaluatedRun) {
   EXPECT_EQ(chart_series(*charts[0], "val_loss"), val_loss);
   const json eval = json::parse(slurp(path("run/evaluation.json")));
   long cells = 0;
-  for (const testing::XmlElement* c : charts[4]->find_all("rect")) {
+  for (const testing::XmlElement* c : charts[5]->find_all("rect")) {
     const std::string* row = c->attribute("data-row");
     if (row == nullptr) continue;
     const auto labels = eval["confusion_matrix"]["labels"].get<std::vector<std::string>>();
@@ -582,7 +583,7 @@ TEST_F(CliTest, ReportOfATrainedAndEvaluatedRun) {
   ASSERT_TRUE(succeeded(both));
   const testing::XmlElement both_page = testing::parse_xml(slurp(path("both.html")));
   const auto overlaid = both_page.find_all("svg");
-  ASSERT_EQ(overlaid.size(), 5u);  // the charts above, the validation metrics of both runs overlaid too
+  ASSERT_EQ(overlaid.size(), 6u);  // the charts above, the validation metrics of both runs overlaid too
   EXPECT_EQ(chart_series(*overlaid[0], "run val_loss"), val_loss);
   EXPECT_EQ(chart_series(*overlaid[0], "run2 val_loss").size(), 2u);
 
