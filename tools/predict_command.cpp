@@ -126,15 +126,15 @@ int run_predict(const std::vector<std::string>& args) {
   add_inference_flags(p);
   if (!p.parse(args)) return 0;
   // A project is --title and/or --description: a missing title is an empty one, as in serve's /predict/ body.
-  const bool has_title = p.given("title") || p.given("description"), has_text = p.given("text"),
+  const bool has_project = p.given("title") || p.given("description"), has_text = p.given("text"),
              has_data = p.given("data");
-  if (has_title + has_text + has_data != 1) {
+  if (has_project + has_text + has_data != 1) {
     throw UsageError("predict: give one of --text, --title / --description or --data");
   }
   // The text of one project as a dataset row's: the columns that are not empty, joined with one space.
-  const std::string text = has_title ? join_text_columns({p.get("title"), p.get("description")})
+  const std::string text = has_project ? join_text_columns({p.get("title"), p.get("description")})
                                      : has_text ? join_text_columns({p.get("text")}) : std::string();
-  if (has_title && text.empty()) throw UsageError("predict: --title and --description are both empty");
+  if (has_project && text.empty()) throw UsageError("predict: --title and --description are both empty");
   if (has_text && text.empty()) throw UsageError("predict: --text is empty");
   if (has_data && p.get("data").empty()) throw UsageError("predict: --data is empty");
   if (!has_data && !p.get("out").empty()) throw UsageError("predict: --out goes with --data");
