@@ -263,12 +263,11 @@ LineSeries epoch_series(const RunRecord& run, double EpochRecord::*field, std::s
   return s;
 }
 
-// An empty chart of the runs' quantities per epoch, or per evaluation over the optimizer step where some run
-// evaluates within epochs (step_axis); "<title> per epoch" (`per` " per ") or "<title> after each epoch". Its
-// ring (where it draws one) is the trainer's best/.
-LineChart per_epoch_chart(const std::vector<RunRecord>& runs, const std::string& title, const std::string& y_title,
-                          const std::string& per = " per ") {
-  const bool by_step = step_axis(runs);
+// An empty chart of the runs' quantities per epoch, or per evaluation over the optimizer step (`by_step`: the
+// caller's step_axis(runs), which it also gives its series); "<title> per epoch" (`per` " per ") or "<title> after
+// each epoch". Its ring (where it draws one) is the trainer's best/.
+LineChart per_epoch_chart(const std::vector<RunRecord>& runs, bool by_step, const std::string& title,
+                          const std::string& y_title, const std::string& per = " per ") {
   LineChart chart;
   chart.title = title + per + (by_step ? "evaluation" : "epoch");
   chart.x_title = by_step ? "optimizer step" : "epoch";
@@ -282,8 +281,8 @@ LineChart per_epoch_chart(const std::vector<RunRecord>& runs, const std::string&
 
 LineChart epoch_chart(const std::vector<RunRecord>& runs, const std::string& title, const std::string& y_title,
                       double EpochRecord::*field, const std::string& per) {
-  LineChart chart = per_epoch_chart(runs, title, y_title, per);
   const bool by_step = step_axis(runs);
+  LineChart chart = per_epoch_chart(runs, by_step, title, y_title, per);
   for (std::size_t r = 0; r < runs.size(); ++r) {
     chart.series.push_back(epoch_series(runs[r], field, runs[r].name, run_color(r), by_step));
   }
@@ -291,9 +290,10 @@ LineChart epoch_chart(const std::vector<RunRecord>& runs, const std::string& tit
 }
 
 LineChart loss_chart(const std::vector<RunRecord>& runs, bool name_each_run, const std::string& mark_legend) {
-  LineChart chart = per_epoch_chart(runs, "Loss", "loss (binary cross-entropy)");
+  const bool by_step = step_axis(runs);
+  LineChart chart = per_epoch_chart(runs, by_step, "Loss", "loss (binary cross-entropy)");
   if (!mark_legend.empty()) chart.mark_legend = mark_legend;
-  const bool named = name_each_run || runs.size() > 1, by_step = step_axis(runs);
+  const bool named = name_each_run || runs.size() > 1;
   for (std::size_t r = 0; r < runs.size(); ++r) {
     const std::string prefix = named ? runs[r].name + " " : "";
     chart.series.push_back(epoch_series(runs[r], &EpochRecord::train_loss, prefix + "train_loss", run_color(r), by_step));
@@ -385,8 +385,8 @@ bool micro_f1_is_accuracy(const RunRecord& run) {
 
 // The validation metrics of every run that has them, the trainer's best/ ringed on the weighted F1.
 LineChart validation_chart(const std::vector<RunRecord>& runs) {
-  LineChart chart = per_epoch_chart(runs, "Validation accuracy and F1", "score (0 to 1)");
   const bool by_step = step_axis(runs);
+  LineChart chart = per_epoch_chart(runs, by_step, "Validation accuracy and F1", "score (0 to 1)");
   std::size_t shown = 0;
   for (const RunRecord& run : runs) shown += has_validation_metrics(run) ? 1 : 0;
   bool micro_lines = false, every_micro_is_accuracy = true;
