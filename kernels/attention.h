@@ -59,7 +59,9 @@ std::size_t attention_dropout_mask_words_cuda(int tokens, int heads, int longest
 // ctx[T, H] (=), lse[NH, T] (=) as the CPU twin. One thread block per (query tile, head, row). With dropout and a
 // `dropout_mask` of attention_dropout_mask_words_cuda(tokens, heads, longest) words, the tensor-core kernels also
 // store the mask they draw there, for the backward to read instead of drawing it again (the general kernels
-// leave it alone; their backward draws its own).
+// leave it alone, and their backward draws its own; but where only a ctx not 4-byte aligned keeps the forward off
+// the tensor-core kernels, the mask is drawn into the buffer by a kernel of its own, since the backward decides from
+// its own pointers).
 template <typename T>
 void attention_forward_cuda(T* ctx, float* lse, const T* qkv, const int32_t* cu_seqlens, int batch, int tokens,
                             int longest, int heads, int head_dim, float dropout_p, const RandomKey& key,

@@ -970,8 +970,15 @@ void attention_forward_cuda(T* ctx, float* lse, const T* qkv, const int32_t* cu_
                                        vectorizable<T>(head_dim, {qkv}));
   if constexpr (std::is_same<T, bf16>::value) {
     if (tensor_core_attention_applies(head_dim, args.vec, dev)) {
-      attention_forward_mma(ctx, lse, dropout_mask, qkv, args, batch, longest, dev, stream);
-      return;
+      if (pair_stores_aligned(ctx)) {
+        attention_forward_mma(ctx, lse, dropout_mask, qkv, args, batch, longest, dev, stream);
+        return;
+      }
+      // The general kernels write this ctx, and leave a mask buffer alone; the backward decides from its own
+      // pointers and may still take the tensor-core kernels, which would read the buffer: it gets the mask here.
+      if (dropout_mask != nullptr && dropout_p > 0.0f) {
+        attention_dropout_mask_mma(dropout_mask, args, batch, longest, stream);
+      }
     }
   }
   if (tile == 64 && hdp == kFastHeadDim) {
@@ -1028,7 +1035,8 @@ void attention_backward_cuda(T* dqkv, const T* dctx, const T* ctx, const float* 
   }
 
   if constexpr (std::is_same<T, bf16>::value) {
-    if (tensor_core_attention_applies(head_dim, args.vec, dev)) {
+    // A dqkv not 4-byte aligned takes the general kernels below, which draw the mask themselves: the forward's bits.
+    if (tensor_core_attention_applies(head_dim, args.vec, dev) && pair_stores_aligned(dqkv)) {
       attention_backward_mma(dqkv, dctx, lse, workspace, dropout_mask, reinterpret_cast<uint32_t*>(workspace + nl), qkv,
                              args, batch, longest, dev, stream);
       return;

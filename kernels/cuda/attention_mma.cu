@@ -23,6 +23,8 @@
 //                                     per head and query) in the caller's workspace, so that the backward draws it
 //                                     once; the forward draws its own. Not launched when the forward was given a
 //                                     mask buffer: it stores the words it drew, and the backward reads those.
+//                                     (attention_forward_cuda launches it into that buffer when a misaligned ctx
+//                                     sends the forward to the general kernels.)
 // D = rowsum(dctx ∘ ctx) comes from attention.cu's D kernels. Blocks whose tile starts at or beyond L_b return at
 // once. Every output element is computed by one lane in a fixed order, without atomics, so results
 // are run-to-run identical.
@@ -635,6 +637,15 @@ bool tensor_core_attention_applies(int head_dim, bool vec, const DeviceFacts& de
          static_cast<std::size_t>(dev.max_smem) >= kDkdvSmem;
 }
 
+void attention_dropout_mask_mma(uint32_t* mask, const AttentionArgs& args, int batch, int longest,
+                                CudaStream stream) {
+  const int words = dropout_mask_words(longest);
+  const dim3 grid(static_cast<unsigned>((static_cast<long long>(longest) * words + kThreads - 1) / kThreads),
+                  static_cast<unsigned>(args.heads), static_cast<unsigned>(batch));
+  attention_dropout_mask_kernel<<<grid, kThreads, 0, stream>>>(mask, args, words);
+  BERTRAIN_CUDA_CHECK_LAUNCH("attention_dropout_mask_kernel");
+}
+
 void attention_forward_mma(bf16* ctx, float* lse, uint32_t* mask, const bf16* qkv, const AttentionArgs& args,
                            int batch, int longest, const DeviceFacts& dev, CudaStream stream) {
   allow_shared_memory(attention_forward_mma_kernel, kForwardSmem, dev);
@@ -646,13 +657,7 @@ void attention_forward_mma(bf16* ctx, float* lse, uint32_t* mask, const bf16* qk
 void attention_backward_mma(bf16* dqkv, const bf16* dctx, const float* lse, const float* dvec,
                             const uint32_t* saved_mask, uint32_t* mask, const bf16* qkv, const AttentionArgs& args,
                             int batch, int longest, const DeviceFacts& dev, CudaStream stream) {
-  if (args.dropout.p > 0.0f && saved_mask == nullptr) {
-    const int words = dropout_mask_words(longest);
-    const dim3 grid(static_cast<unsigned>((static_cast<long long>(longest) * words + kThreads - 1) / kThreads),
-                    static_cast<unsigned>(args.heads), static_cast<unsigned>(batch));
-    attention_dropout_mask_kernel<<<grid, kThreads, 0, stream>>>(mask, args, words);
-    BERTRAIN_CUDA_CHECK_LAUNCH("attention_dropout_mask_kernel");
-  }
+  if (args.dropout.p > 0.0f && saved_mask == nullptr) attention_dropout_mask_mma(mask, args, batch, longest, stream);
   const uint32_t* bits = saved_mask != nullptr ? saved_mask : mask;
   if (fused_backward_applies(longest, dev)) {
     allow_shared_memory(attention_backward_dkdv_mma_kernel<true>, kFusedBackwardSmem, dev);

@@ -4,6 +4,8 @@
 // general kernels everywhere else (fp32, other head dims).
 #pragma once
 
+#include <cstdint>
+
 #include "core/bf16.h"
 #include "core/cuda/gpu_handles.h"
 #include "kernels/cuda/attention_common.cuh"
@@ -18,6 +20,14 @@ constexpr int kMmaHeadDim = 64;
 // one process can time or test both).
 bool tensor_core_attention_applies(int head_dim, bool vec, const DeviceFacts& dev);
 
+// The tensor-core kernels store their outputs two bf16 columns at a time (4-byte stores): they need ctx and dqkv
+// 4-byte aligned, which attention_forward_cuda and attention_backward_cuda check beside tensor_core_attention_applies.
+inline bool pair_stores_aligned(const bf16* out) { return reinterpret_cast<std::uintptr_t>(out) % 4 == 0; }
+
+// With dropout: the mask as bits (NH·T·dropout_mask_words(longest) words, attention_backward_mma's layout) into
+// `mask`, drawn by one kernel of its own.
+void attention_dropout_mask_mma(uint32_t* mask, const AttentionArgs& args, int batch, int longest,
+                                CudaStream stream);
 // ctx[T, H] (=), lse[NH, T] (=): as attention_forward_cuda. With dropout and a non-null `mask` (NH·T·
 // dropout_mask_words(longest) words), also stores the mask it draws, in attention_backward_mma's layout.
 void attention_forward_mma(bf16* ctx, float* lse, uint32_t* mask, const bf16* qkv, const AttentionArgs& args,

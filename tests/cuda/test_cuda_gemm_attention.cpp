@@ -30,6 +30,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -456,31 +457,46 @@ std::vector<float> cpu_backward(const AttentionData& d, const std::vector<float>
   return dqkv;
 }
 
+// Where gpu_attention writes: ctx and dqkv `offset` elements into their buffers (an odd offset leaves a bf16 output
+// 2-byte aligned only), and, when set, BERTRAIN_ATTENTION_MMA for the backward alone.
+struct OutputPlacement {
+  int ctx_offset = 0, dqkv_offset = 0;
+  const char* backward_mma = nullptr;
+};
+
 // The CUDA kernels, forward then backward from the device's own ctx and lse. Every output and the workspace are
 // poisoned with NaN first, so an element a kernel fails to write (=) shows. With keep_mask, the forward is given a
 // dropout mask buffer (filled with 0x5a bytes, no mask's words) and the backward reads it (the model's way).
 template <typename T>
 AttentionOutputs gpu_attention(const AttentionData& d, const RandomKey& key, CudaStream stream,
-                               bool keep_mask = false) {
+                               bool keep_mask = false, const OutputPlacement& at = {}) {
   const std::size_t n = d.hidden_elements();
-  DeviceBuffer<T> qkv = to_device<T>(d.qkv), dctx = to_device<T>(d.dctx), ctx(n), dqkv(3 * n);
+  DeviceBuffer<T> qkv = to_device<T>(d.qkv), dctx = to_device<T>(d.dctx);
+  DeviceBuffer<T> ctx_buffer(n + at.ctx_offset), dqkv_buffer(3 * n + at.dqkv_offset);
+  T* const ctx = ctx_buffer.data() + at.ctx_offset;
+  T* const dqkv = dqkv_buffer.data() + at.dqkv_offset;
   DeviceBuffer<float> lse(d.lse_elements());
   DeviceBuffer<float> workspace(attention_workspace_floats_cuda(d.tokens, d.c.heads, d.longest));
   DeviceBuffer<int32_t> cu(d.cu);  // the kernels read the row offsets on the device
   DeviceBuffer<uint32_t> mask(keep_mask ? attention_dropout_mask_words_cuda(d.tokens, d.c.heads, d.longest) : 0);
-  poison(ctx);
-  poison(dqkv);
+  poison(ctx_buffer);
+  poison(dqkv_buffer);
   poison(lse);
   poison(workspace);
   if (keep_mask) BERTRAIN_CUDA_CHECK(cudaMemset(mask.data(), 0x5a, mask.bytes()));
   sync_device();
-  attention_forward_cuda<T>(ctx.data(), lse.data(), qkv.data(), cu.data(), d.batch, d.tokens, d.longest, d.c.heads,
+  attention_forward_cuda<T>(ctx, lse.data(), qkv.data(), cu.data(), d.batch, d.tokens, d.longest, d.c.heads,
                             d.c.head_dim, d.c.dropout_p, key, d.layout, stream, mask.data());
-  attention_backward_cuda<T>(dqkv.data(), dctx.data(), ctx.data(), lse.data(), qkv.data(), cu.data(), d.batch,
-                             d.tokens, d.longest, d.c.heads, d.c.head_dim, d.c.dropout_p, key, d.layout,
-                             workspace.data(), stream, mask.data());
+  {
+    std::optional<testing::ScopedEnv> backward_setting;
+    if (at.backward_mma != nullptr) backward_setting.emplace("BERTRAIN_ATTENTION_MMA", at.backward_mma);
+    attention_backward_cuda<T>(dqkv, dctx.data(), ctx, lse.data(), qkv.data(), cu.data(), d.batch, d.tokens,
+                               d.longest, d.c.heads, d.c.head_dim, d.c.dropout_p, key, d.layout, workspace.data(),
+                               stream, mask.data());
+  }
   sync_device();
-  return {to_host(ctx), lse.download(), to_host(dqkv)};
+  const auto past = [](std::vector<float> x, int offset) { return std::vector<float>(x.begin() + offset, x.end()); };
+  return {past(to_host(ctx_buffer), at.ctx_offset), lse.download(), past(to_host(dqkv_buffer), at.dqkv_offset)};
 }
 
 // Part `part` (0: q, 1: k, 2: v) of a [T, 3H] tensor, as [T, H].
@@ -660,6 +676,44 @@ TEST(CudaAttentionMma, FusedBackwardGivesTheTwoKernelsBits) {
       EXPECT_TRUE(same_bits(fused.dqkv, two_kernels.dqkv))
           << "dqkv of the fused backward differs from the two kernels'";
     }
+  }
+}
+
+// The tensor-core kernels store two bf16 columns at a time, so an output that is only 2-byte aligned sends its
+// direction to the general kernels, and every combination gives the bits of a run that chose the same kernels with
+// aligned outputs. A forward that fell back still leaves the mask the backward, whose pointers are aligned, reads
+// from the buffer (0x5a bytes before: a missing mask changes dqkv); a backward that fell back draws its own mask.
+TEST(CudaAttentionMma, OutputsAlignedToTwoBytesTakeTheGeneralKernels) {
+  BERTRAIN_REQUIRE_GPU();
+  using T = bf16;
+  GpuContext gpu(0, kReductionWorkspace);
+  const RandomKey key{0xa119, 3, 8};
+  const AttentionCase c{"tensor-core shape", {170, 1, 33, 64, 65}, 2, 64, 0.1f, 1, 512};
+  const AttentionData d = attention_inputs<T>(c);
+  for (const bool keep_mask : {false, true}) {
+    SCOPED_TRACE(keep_mask ? "kept mask" : "no kept mask");
+    // ctx misaligned: the forward is the general kernels', the backward the tensor-core kernels'.
+    const AttentionOutputs ctx_moved = gpu_attention<T>(d, key, gpu.stream(), keep_mask, {1, 0, nullptr});
+    const AttentionOutputs general_backward = gpu_attention<T>(d, key, gpu.stream(), false, {0, 0, "0"});
+    AttentionOutputs general_both;
+    {
+      const testing::ScopedEnv setting("BERTRAIN_ATTENTION_MMA", "0");
+      general_both = gpu_attention<T>(d, key, gpu.stream());
+    }
+    EXPECT_TRUE(same_bits(ctx_moved.ctx, general_both.ctx)) << "a misaligned ctx is not the general kernels'";
+    EXPECT_TRUE(same_bits(ctx_moved.lse, general_both.lse)) << "lse beside a misaligned ctx is not the general's";
+    const AttentionOutputs tensor_core_backward =
+        gpu_attention<T>(d, key, gpu.stream(), false, {1, 0, nullptr});  // drawing the mask itself
+    EXPECT_TRUE(same_bits(ctx_moved.dqkv, tensor_core_backward.dqkv))
+        << "the tensor-core backward after a forward on the general kernels differs";
+    EXPECT_FALSE(same_bits(ctx_moved.dqkv, general_both.dqkv)) << "the backward did not take the tensor-core kernels";
+
+    // dqkv misaligned: the forward is the tensor-core kernels', the backward the general kernels'.
+    const AttentionOutputs dqkv_moved = gpu_attention<T>(d, key, gpu.stream(), keep_mask, {0, 1, nullptr});
+    EXPECT_TRUE(same_bits(dqkv_moved.ctx, general_backward.ctx)) << "ctx of the tensor-core forward differs";
+    EXPECT_TRUE(same_bits(dqkv_moved.dqkv, general_backward.dqkv)) << "a misaligned dqkv is not the general kernels'";
+    // lse, not ctx: ctx is rounded to bf16, where the kernels' fp32 differences (exp2f against expf) mostly vanish.
+    EXPECT_FALSE(same_bits(dqkv_moved.lse, general_both.lse)) << "the forward did not take the tensor-core kernels";
   }
 }
 
