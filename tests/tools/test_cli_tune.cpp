@@ -494,13 +494,13 @@ TEST_F(CliTune, AShortRealStudyWithMlflow) {
   spit(dir_ / "space.json", R"({"lr": {"type": "loguniform", "low": 1e-4, "high": 1e-2}, "dropout": 0.1})");
   const RunResult r = run({"tune", "--space", path("space.json"), "--out", out, "--trials", "3", "--parallel", "2",
                            "--search", "random", "--mlflow-dir", mlruns, "--experiment", "tune-test", "--initial-params",
-                           R"([{"train_loop_config": {"lr": 1e-3}}])", "--",
+                           R"([{"train_loop_config": {"lr": 1e-3, "dropout_p": 0.1}}])", "--",
                            "--model", model(), "--train-data", data(), "--epochs", "2", "--batch-size", "8",
                            "--device", "cpu"});
   ASSERT_TRUE(succeeded(r));
   const json s = study(out);
   ASSERT_EQ(s["trials"].size(), 3u);
-  EXPECT_EQ(s["trials"][0]["params"], json::parse(R"({"lr": 1e-3, "dropout": 0.1})"));
+  EXPECT_EQ(s["trials"][0]["params"], json::parse(R"({"lr": 1e-3, "dropout": 0.1})"));  // dropout_p is --dropout
   for (const json& t : s["trials"]) {
     EXPECT_TRUE(t["status"] == "completed" || t["status"] == "stopped") << t;
     EXPECT_TRUE(fs::exists(fs::path(out) / t["dir"].get<std::string>() / "train.log"));

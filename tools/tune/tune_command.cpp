@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -55,8 +56,11 @@ json with_flag_names(const json& object, const std::string& origin) {
   return out;
 }
 
+// Made-With-ML's train_loop_config keys that are not train's flag names (its lr, lr_factor and lr_patience are).
+const std::map<std::string, std::string> kMadeWithMlKeys{{"dropout_p", "dropout"}};
+
 // The text after --initial-params: JSON (starting with [ or {) or a file holding it. One point or a list of them;
-// Made-With-ML's form, {"train_loop_config": {...}}, is unwrapped.
+// Made-With-ML's form, {"train_loop_config": {...}}, is unwrapped, its keys spelt as train's flags.
 std::vector<json> read_initial_params(const std::string& text) {
   if (text.empty()) return {};
   std::string origin = "--initial-params";
@@ -70,7 +74,18 @@ std::vector<json> read_initial_params(const std::string& text) {
   BERTRAIN_CHECK(!parsed.is_discarded(), origin << ": not valid JSON");
   std::vector<json> points;
   for (const json& p : parsed.is_array() ? parsed : json::array({parsed})) {
-    const json& point = p.is_object() && p.size() == 1 && p.contains("train_loop_config") ? p["train_loop_config"] : p;
+    if (!(p.is_object() && p.size() == 1 && p.contains("train_loop_config") && p["train_loop_config"].is_object())) {
+      points.push_back(with_flag_names(p, origin));
+      continue;
+    }
+    json point = json::object();
+    for (const auto& item : p["train_loop_config"].items()) {
+      const auto renamed = kMadeWithMlKeys.find(item.key());
+      const std::string key = renamed != kMadeWithMlKeys.end() ? renamed->second : item.key();
+      BERTRAIN_CHECK(!point.contains(key),
+                     origin << ": \"" << item.key() << "\" names --" << flag_name(key) << " a second time");
+      point[key] = item.value();
+    }
     points.push_back(with_flag_names(point, origin));
   }
   return points;
