@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/count_text.h"
 #include "core/error.h"
 #include "data/csv_parser.h"
 #include "data/text_clean.h"
@@ -259,6 +260,20 @@ void TextRowReader::require_rows() const {
   BERTRAIN_CHECK(good_ > 0, path() << ": no data rows"
                                    << (skipped_ > 0 ? " (all " + std::to_string(skipped_) + " rows were bad and skipped)"
                                                     : std::string()));
+}
+
+std::string reading_notes(const std::string& who, int skipped, const std::vector<std::string>& skip_reasons,
+                          int truncated, int max_length) {
+  std::string notes;
+  if (skipped > 0) {
+    notes += who + ": skipped " + count_of(skipped, "bad row") + " (--skip-bad-rows); the first:\n";
+    for (const std::string& why : skip_reasons) notes += "  " + why + "\n";
+  }
+  if (truncated > 0) {
+    notes += who + ": " + count_of(truncated, "row") + " longer than " + std::to_string(max_length) + " tokens " +
+             (truncated == 1 ? "was" : "were") + " truncated\n";
+  }
+  return notes;
 }
 
 TextDataset load_text_dataset(const std::string& path, const Tokenizer& tokenizer, const LabelSet* labels,

@@ -110,6 +110,12 @@ struct TextDataset {
 TextDataset load_text_dataset(const std::string& path, const Tokenizer& tokenizer, const LabelSet* labels,
                               const DatasetOptions& options);
 
+// What a command says after reading a file, one line each, starting with `who` ("note", "predict"): the bad rows it
+// skipped, with the reasons of the first few (TextRowReader::skip_reasons) on lines of their own, and the rows it
+// truncated to max_length tokens. "" when there is nothing to say.
+std::string reading_notes(const std::string& who, int skipped, const std::vector<std::string>& skip_reasons,
+                          int truncated, int max_length);
+
 // One example from a text (prediction from the command line), cleaned as `options` say.
 Example encode_text(const std::string& text, const Tokenizer& tokenizer, const DatasetOptions& options,
                     bool* truncated);

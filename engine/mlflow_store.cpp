@@ -157,12 +157,16 @@ void check_mlflow_run_id(const std::string& run_id) {
 
 MlflowRunInfo find_mlflow_run(const std::string& store_dir, const std::string& run_id, const std::string& experiment) {
   check_mlflow_run_id(run_id);
-  BERTRAIN_CHECK(directory_exists(store_dir),
-                 store_dir << ": no MLflow file store here (--mlflow-dir or MLFLOW_TRACKING_URI)");
+  const std::string looking_for =
+      "MLflow run " + run_id + (experiment.empty() ? std::string() : " of experiment '" + experiment + "'");
+  BERTRAIN_CHECK(directory_exists(store_dir), store_dir << ": no MLflow file store here (--mlflow-dir or "
+                                                           "MLFLOW_TRACKING_URI), looking for the "
+                                                        << looking_for);
   std::vector<std::string> ids;
   if (!experiment.empty()) {
     const std::string id = find_mlflow_experiment(store_dir, experiment);
-    BERTRAIN_CHECK(!id.empty(), store_dir << ": no MLflow experiment named '" << experiment << "' (--experiment)");
+    BERTRAIN_CHECK(!id.empty(), store_dir << ": no MLflow experiment named '" << experiment
+                                          << "' (--experiment), looking for the MLflow run " << run_id);
     ids.push_back(id);
   } else {
     ids = experiment_ids(store_dir);

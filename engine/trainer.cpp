@@ -240,14 +240,8 @@ RunState resumed_state(const TrainArgs& args, const RunDirs& dirs, const json& s
 
 void print_start(const TrainArgs& args, const TrainingPlan& plan, const TrainingData& data, const LoadedModel& model,
                  const TrainingBackend& engine, const Communicator& comm) {
-  if (data.skipped > 0) {
-    std::printf("note: skipped %s (--skip-bad-rows); the first:\n", count_of(data.skipped, "bad row").c_str());
-    for (const std::string& why : data.skip_reasons) std::printf("  %s\n", why.c_str());
-  }
-  if (data.truncated > 0) {
-    std::printf("note: %s longer than %d tokens %s truncated\n", count_of(data.truncated, "row").c_str(),
-                data.options.max_length, data.truncated == 1 ? "was" : "were");
-  }
+  std::fputs(reading_notes("note", data.skipped, data.skip_reasons, data.truncated, data.options.max_length).c_str(),
+             stdout);
   const std::string batch = args.grad_accum_steps > 1 ? std::to_string(args.batch_size) + " x " +
                                                             std::to_string(args.grad_accum_steps) + " accumulated"
                                                       : std::to_string(args.batch_size);

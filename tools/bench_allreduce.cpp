@@ -113,11 +113,12 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
   } else {
 #if BERTRAIN_HAS_CUDA
     std::string why;
-    BERTRAIN_CHECK(cuda_device_count(&why) > 0, "bench allreduce --device cuda: " << why);
+    // As train --device cuda: what was asked for does not fit this machine, and no retry changes that (exit 2).
+    if (cuda_device_count(&why) == 0) throw UsageError("bench allreduce --device cuda: " + why);
     kind = agree_gpu_collectives(requested, *comm, cuda_device_count());
     target = std::make_unique<DeviceTarget>(*comm, kind, max_count, 300.0);
 #else
-    BERTRAIN_FAIL("bench allreduce --device cuda: this build has no CUDA support");
+    throw UsageError("bench allreduce --device cuda: this build has no CUDA support");
 #endif
   }
   if (rank == 0 && !json) {

@@ -98,14 +98,16 @@ int run_evaluate(const std::vector<std::string>& args) {
   }
   const std::optional<MlflowRunInfo> mlflow_run = input_step([&] { return run_to_log(p, source); });
   Predictor predictor = input_step([&] { return Predictor(source.path, inference); });
+  DatasetOptions options = predictor.dataset_options();
   const TextDataset data = input_step([&] {
-    DatasetOptions options = predictor.dataset_options();
     apply_data_flags(p, &options);
     predictor.check_dataset_options(options);
     options.read_labels = true;
     // Labels are checked here: a label the model does not know is an error naming the file and line.
     return load_text_dataset(p.get("data"), predictor.tokenizer(), &predictor.labels(), options);
   });
+  std::fputs(reading_notes("evaluate", data.skipped, data.skip_reasons, data.truncated, options.max_length).c_str(),
+             stderr);
   const auto start = std::chrono::steady_clock::now();
   const std::vector<float> probs = predictor.predict_proba(data.examples);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

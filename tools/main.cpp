@@ -51,9 +51,16 @@ int dispatch(const std::vector<std::string>& args) {
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   const auto is_help = [](const std::string& word) { return word == "--help" || word == "-h" || word == "help"; };
   if (is_help(command)) {
-    // "bertrain help train" is "bertrain train --help".
-    if (rest.size() == 1 && !is_help(rest[0])) return dispatch({rest[0], "--help"});
-    if (rest.size() > 1) throw bertrain::UsageError(command + " takes at most one COMMAND (got '" + rest[1] + "')");
+    // "bertrain help train" is "bertrain train --help", and "bertrain help bench step" "bertrain bench step --help".
+    const std::size_t words = !rest.empty() && rest[0] == "bench" ? 2 : 1;
+    if (!rest.empty() && rest.size() <= words && !is_help(rest[0])) {
+      std::vector<std::string> asked(rest);
+      asked.push_back("--help");
+      return dispatch(asked);
+    }
+    if (rest.size() > words) {
+      throw bertrain::UsageError(command + " takes at most one COMMAND (got '" + rest[words] + "')");
+    }
     std::fputs(kUsage, stdout);
     std::fputs(bertrain::kExitStatusHelp, stdout);
     return 0;

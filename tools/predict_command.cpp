@@ -85,14 +85,9 @@ long predict_file(Predictor& predictor, const std::string& path, const DatasetOp
     written += static_cast<long>(examples.size());
     if (StopSignals::received() != 0) throw PredictionStopped{StopSignals::received()};
   }
-  if (reader.skipped() > 0) {
-    std::fprintf(stderr, "predict: skipped %s of %s (first: %s)\n", count_of(reader.skipped(), "bad row").c_str(),
-                 path.c_str(), reader.skip_reasons().front().c_str());
-  }
-  if (reader.truncated() > 0) {
-    std::fprintf(stderr, "predict: %s longer than %d tokens %s truncated\n", count_of(reader.truncated(), "row").c_str(),
-                 options.max_length, reader.truncated() == 1 ? "was" : "were");
-  }
+  std::fputs(reading_notes("predict", reader.skipped(), reader.skip_reasons(), reader.truncated(), options.max_length)
+                 .c_str(),
+             stderr);
   input_step([&] { reader.require_rows(); });  // as evaluate refuses it; --out is then not written
   return written;
 }

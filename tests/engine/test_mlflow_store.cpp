@@ -158,8 +158,11 @@ TEST_F(MlflowStoreRuns, WhatIsMissingIsNamedWithStoreExperimentAndId) {
   EXPECT_HAS(message, "no MLflow run " + id + " in experiment 'a' of the store " + store_);
   message = error_of([&] { find_mlflow_run(store_, "0123abcd", ""); });
   EXPECT_HAS(message, "no MLflow run 0123abcd in any experiment of the store " + store_);
-  EXPECT_HAS(error_of([&] { find_mlflow_run(store_, id, "c"); }), "no MLflow experiment named 'c'");
-  EXPECT_HAS(error_of([&] { find_mlflow_run(store_ + "-missing", id, ""); }), "no MLflow file store here");
+  EXPECT_HAS(error_of([&] { find_mlflow_run(store_, id, "c"); }),
+             store_ + ": no MLflow experiment named 'c' (--experiment), looking for the MLflow run " + id);
+  EXPECT_HAS(error_of([&] { find_mlflow_run(store_ + "-missing", id, "c"); }),
+             store_ + "-missing: no MLflow file store here (--mlflow-dir or MLFLOW_TRACKING_URI), looking for the "
+                      "MLflow run " + id + " of experiment 'c'");
   for (const char* bad : {"../0", "a/b", "", "-x", "a b"}) {
     EXPECT_HAS(error_of([&] { find_mlflow_run(store_, bad, ""); }), "is not an MLflow run id");
   }

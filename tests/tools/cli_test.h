@@ -138,6 +138,13 @@ inline std::vector<Row> synthetic_rows() {
   return rows;
 }
 
+// How often `needle` occurs in `text` (overlapping occurrences counted).
+inline std::size_t count_occurrences(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
 inline std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
   std::string q = "\"";

@@ -51,6 +51,9 @@ TEST_F(CliTest, TopLevelHelpAndVersion) {
   EXPECT_EQ(version.out.rfind("bertrain ", 0), 0u) << version.out;
   // "help COMMAND" is the command's own --help; "help" with a flag of its own is the top-level help.
   EXPECT_EQ(run({"help", "train"}).out, run({"train", "--help"}).out);
+  const RunResult bench_step = run({"help", "bench", "step"});  // the bench commands are two words
+  ASSERT_TRUE(succeeded(bench_step));
+  EXPECT_EQ(bench_step.out, run({"bench", "step", "--help"}).out);
   EXPECT_EQ(run({"help", "--help"}).out, help.out);
 }
 
@@ -58,7 +61,8 @@ TEST_F(CliTest, TopLevelHelpAndVersion) {
 // likely meant as something else.
 TEST_F(CliTest, TopLevelFlagsRefuseWordsAfterThem) {
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
-           {"--version", "extra"}, {"version", "--verbose"}, {"--help", "train", "extra"}, {"help", "nosuch"}}) {
+           {"--version", "extra"}, {"version", "--verbose"}, {"--help", "train", "extra"}, {"help", "nosuch"},
+           {"help", "bench", "step", "extra"}}) {
     const RunResult r = run(args);
     EXPECT_EQ(r.exit_code, 2) << args[0] << " " << args[1];
     EXPECT_TRUE(r.out.empty()) << r.out;
@@ -721,6 +725,10 @@ TEST_F(CliTest, CudaAndBf16AreRejectedWithoutADevice) {
   const RunResult bf16 = run(train_args(path("run"), {"--precision", "bf16"}));
   expect_error(bf16, "bf16");
   expect_no_run(path("run"));
+  // The benchmarks say so as train does (exit 2: no retry changes the machine).
+  expect_error(run({"bench", "allreduce", "--device", "cuda", "--max-bytes", "4096"}),
+               "bench allreduce --device cuda: ");
+  expect_error(run({"bench", "step", "--device", "cuda", "--steps", "1"}), "cuda");
   const RunResult tpu = run(train_args(path("run"), {"--device", "tpu"}));
   EXPECT_NE(tpu.exit_code, 0) << tpu.describe();
   EXPECT_EQ(tpu.signal, 0);
@@ -999,8 +1007,39 @@ TEST_F(CliTest, PredictLeavesNoFileBehindOnABadRow) {
   const RunResult skipped = run({"predict", "--model", suite_run(), "--data", path("bad.csv"), "--batch-size", "8",
                                  "--out", path("p.jsonl"), "--skip-bad-rows"});
   ASSERT_TRUE(succeeded(skipped));
-  EXPECT_NE(skipped.err.find("skipped 1 bad row of"), std::string::npos) << skipped.err;
+  EXPECT_NE(skipped.err.find("predict: skipped 1 bad row (--skip-bad-rows); the first:\n  " + path("bad.csv") +
+                             ":43: all text columns"),
+            std::string::npos)
+      << skipped.err;
   EXPECT_EQ(parse_jsonl(slurp(path("p.jsonl"))).size(), static_cast<std::size_t>(kRows));
+}
+
+// evaluate and predict say what they skipped and truncated as train does: the count of bad rows with the first five
+// (README), and the count of truncated rows (which evaluate's JSON records as well).
+TEST_F(CliTest, EvaluateAndPredictSaySkippedAndTruncatedRows) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  std::string csv = to_csv(synthetic_rows());
+  for (int i = 0; i < 7; ++i) csv += std::to_string(100 + i) + ",, ,mlops\n";  // no text at all
+  spit(path("bad.csv"), csv);
+  const std::vector<std::string> flags{"--data", path("bad.csv"), "--skip-bad-rows", "--max-length", "6"};
+  for (const std::string command : {"evaluate", "predict"}) {
+    SCOPED_TRACE(command);
+    std::vector<std::string> args{command, "--model", suite_run()};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const RunResult r = run(args);
+    ASSERT_TRUE(succeeded(r));
+    EXPECT_NE(r.err.find(command + ": skipped 7 bad rows (--skip-bad-rows); the first:\n"), std::string::npos) << r.err;
+    EXPECT_EQ(count_occurrences(r.err, "\n  " + path("bad.csv") + ":"), 5u) << r.err;
+    const std::string truncated = " longer than 6 tokens were truncated\n";
+    EXPECT_NE(r.err.find(truncated), std::string::npos) << r.err;
+    if (command == "evaluate") {
+      const json e = json::parse(r.out);
+      EXPECT_EQ(e["skipped_rows"].get<int>(), 7);
+      EXPECT_NE(r.err.find("evaluate: " + std::to_string(e["truncated_rows"].get<int>()) + " rows" + truncated),
+                std::string::npos)
+          << r.err;
+    }
+  }
 }
 
 TEST_F(CliTest, PredictThreshold) {

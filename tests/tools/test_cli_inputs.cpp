@@ -488,12 +488,6 @@ TEST_F(CliTest, HintsNameOnlyFlagsOfTheCommandThatRuns) {
 
 // ---- label warnings ---------------------------------------------------------------------------------------
 
-std::size_t count_of(const std::string& text, const std::string& needle) {
-  std::size_t n = 0;
-  for (std::size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
-  return n;
-}
-
 // train warns, on stderr and once, about labels it cannot learn: with --quiet too, which silences progress, not
 // problems.
 TEST_F(CliTest, TrainWarnsAboutLabelsWithoutTrainingRows) {
@@ -510,7 +504,7 @@ TEST_F(CliTest, TrainWarnsAboutLabelsWithoutTrainingRows) {
     if (quiet) args.push_back("--quiet");
     const RunResult r = run(args);
     ASSERT_TRUE(succeeded(r));
-    EXPECT_EQ(count_of(r.err, "bertrain: warning: "), 1u) << r.err;
+    EXPECT_EQ(count_occurrences(r.err, "bertrain: warning: "), 1u) << r.err;
     EXPECT_NE(r.err.find(warning), std::string::npos) << r.err;
     EXPECT_EQ(r.out.find("warning"), std::string::npos) << r.out;
     if (quiet) {
@@ -542,7 +536,7 @@ TEST_F(CliTest, TrainWarnsAboutLabelsThatLookLikeLists) {
                                 "text", "--label-column", "topics"};
   const RunResult r = run(args);
   ASSERT_TRUE(succeeded(r));
-  EXPECT_EQ(count_of(r.err, "bertrain: warning: "), 1u) << r.err;
+  EXPECT_EQ(count_occurrences(r.err, "bertrain: warning: "), 1u) << r.err;
   EXPECT_NE(r.err.find("bertrain: warning: label 'computer-vision|uses-model' contains '|' (as do 3 more of the 4 "
                        "labels): labels are split at ','; if '|' separates labels, pass --label-separator '|'\n"),
             std::string::npos)
