@@ -303,6 +303,11 @@ Vocab Vocab::load(const std::string& path) {
   std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   BERTRAIN_CHECK(!in.bad(), "cannot read vocabulary file '" << path << "'");
   BERTRAIN_CHECK(!data.empty(), "vocabulary file '" << path << "' is empty");
+  // transformers reads the mark as part of the first token (its [PAD], usually), so neither would find that token.
+  BERTRAIN_CHECK(data.compare(0, 3, "\xEF\xBB\xBF") != 0,
+                 path << ":1: starts with a UTF-8 byte-order mark, which would be read as part of the first token "
+                         "(transformers reads it so too); remove it, e.g. sed -i '1s/^\\xEF\\xBB\\xBF//' "
+                      << path);
   std::vector<std::string> tokens;
   std::size_t start = 0;
   while (start < data.size()) {

@@ -186,6 +186,9 @@ TEST(Vocab, ErrorsNameTheFile) {
   expect_error([&] { Vocab::load(empty); }, {empty, "empty"});
   const std::string bad = write_temp("bad_utf8.txt", "[PAD]\nab\xff\n");
   expect_error([&] { Vocab::load(bad); }, {bad + ":2", "UTF-8"});
+  // A byte-order mark would be part of [PAD] (as transformers reads it): named, not "no '[PAD]' token".
+  const std::string bom = write_temp("bom.txt", "\xEF\xBB\xBF[PAD]\n[UNK]\n[CLS]\n[SEP]\n");
+  expect_error([&] { Vocab::load(bom); }, {bom + ":1", "byte-order mark"});
   const std::string no_cls = write_temp("no_cls.txt", "[PAD]\n[UNK]\n[SEP]\nhello\n");
   expect_error([&] { BertTokenizer t(Vocab::load(no_cls)); }, {no_cls, "[CLS]"});
   expect_error([&] { Vocab::from_tokens({"a"}).require("[SEP]"); }, {"in-memory vocabulary", "[SEP]"});
