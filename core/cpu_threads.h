@@ -7,6 +7,10 @@
 
 namespace bertrain {
 
+// The most CPU threads a command takes (--threads): far above any machine's cores, and far below the thousands at
+// which libgomp fails to create or allocate its threads (a crash, not an error).
+constexpr int kMaxCpuThreads = 1024;
+
 // Sets the OpenMP thread count (0 keeps OpenMP's default) and pins thread i to the i-th CPU this process
 // may run on, unless the user chose a placement (OMP_PROC_BIND, OMP_PLACES or GOMP_CPU_AFFINITY set).
 // Why: OpenMP threads spin at every barrier of Eigen's parallel GEMM; unpinned, the scheduler lets two of

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "core/cpu_threads.h"
 #include "core/error.h"
@@ -61,17 +62,23 @@ DatasetOptions trained_dataset_options(const BertConfig& config, const std::stri
   DatasetOptions options;
   const nlohmann::json& extra = config.extra;
   options.max_length = config.max_sequence_length();
-  try {
-    if (extra.contains(kCleanTextKey)) options.clean = extra.at(kCleanTextKey).get<bool>();
-    if (extra.contains(kDataKey)) {
-      const nlohmann::json& data = extra.at(kDataKey);
-      options.text_columns = data.at("text_columns").get<std::vector<std::string>>();
-      options.label_column = data.at("label_column").get<std::string>();
-      options.label_separator = data.at("label_separator").get<std::string>();
-      options.max_length = data.at("max_length").get<int>();
+  // Each field is named when it is missing or of another type (the library's messages name neither).
+  const auto read = [&source](const nlohmann::json& object, const char* key, const std::string& name, auto* out) {
+    try {
+      *out = object.at(key).get<std::decay_t<decltype(*out)>>();
+    } catch (const nlohmann::json::exception& e) {
+      BERTRAIN_FAIL(source << ": field '" << name << "': " << e.what());
     }
-  } catch (const nlohmann::json::exception& e) {
-    BERTRAIN_FAIL(source << ": " << kCleanTextKey << " / " << kDataKey << ": " << e.what());
+  };
+  if (extra.contains(kCleanTextKey)) read(extra, kCleanTextKey, kCleanTextKey, &options.clean);
+  if (extra.contains(kDataKey)) {
+    const nlohmann::json& data = extra.at(kDataKey);
+    BERTRAIN_CHECK(data.is_object(), source << ": field '" << kDataKey << "' must be an object, found " << data.dump());
+    const std::string in = std::string(kDataKey) + ".";
+    read(data, "text_columns", in + "text_columns", &options.text_columns);
+    read(data, "label_column", in + "label_column", &options.label_column);
+    read(data, "label_separator", in + "label_separator", &options.label_separator);
+    read(data, "max_length", in + "max_length", &options.max_length);
   }
   return options;
 }

@@ -7,8 +7,10 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/file_hash.h"
 #include "core/files.h"
 #include "engine/predictor.h"
+#include "model/model_dir.h"
 
 namespace bertrain {
 
@@ -85,6 +87,50 @@ std::string to_string(OptimizerSaving saving) {
   return "?";
 }
 
+json read_trainer_state(const std::string& dir) {
+  const std::string path = dir + "/trainer_state.json";
+  const json state = read_json_file(path);
+  BERTRAIN_CHECK(state.is_object(), path << ": expected a JSON object, found " << state.type_name());
+  const auto check = [&](const char* field, bool required, bool (json::*is_type)() const, const char* type) {
+    const auto it = state.find(field);
+    if (it == state.end()) {
+      BERTRAIN_CHECK(!required, path << ": field '" << field << "' is missing");
+      return;
+    }
+    BERTRAIN_CHECK(((*it).*is_type)(),
+                   path << ": field '" << field << "' must be " << type << ", found " << it->dump());
+  };
+  for (const char* field : {"epochs_done", "best_epoch"}) check(field, true, &json::is_number_integer, "an integer");
+  for (const char* field : {"steps_in_epoch", "optimizer_steps", "total_steps", "best_step", "period_rows"}) {
+    check(field, false, &json::is_number_integer, "an integer");
+  }
+  check("elapsed_s", true, &json::is_number, "a number");
+  check("epoch_train_seconds", false, &json::is_number, "a number");
+  check("scheduler", true, &json::is_object, "an object");
+  for (const char* field : {"params", "early_stopping", "running_loss", "running_grad_norm"}) {
+    check(field, false, &json::is_object, "an object");
+  }
+  check("history", true, &json::is_array, "an array");
+  check("resumes", false, &json::is_array, "an array");
+  check("mlflow_run_id", false, &json::is_string, "a string");
+  check("training_done", false, &json::is_boolean, "true or false");
+  check("tokenizer_files", false, &json::is_object, "an object");
+  for (const char* field : {"epochs_done", "steps_in_epoch", "optimizer_steps", "total_steps"}) {
+    BERTRAIN_CHECK(state.value(field, 0L) >= 0, path << ": field '" << field << "' must be >= 0, found "
+                                                      << state.at(field).dump());
+  }
+  return state;
+}
+
+json tokenizer_fingerprints(const std::string& dir) {
+  json fingerprints = json::object();
+  for (const std::string& name : tokenizer_file_names()) {
+    const std::string path = dir + "/" + name;
+    if (file_exists(path)) fingerprints[name] = file_fingerprint(path);
+  }
+  return fingerprints;
+}
+
 RunDirs prepare_run_dir(const TrainArgs& args, Communicator& comm) {
   RunDirs dirs{args.out_dir + "/last", args.out_dir + "/best", "", "", {}, false};
   BERTRAIN_CHECK(!(args.resume && args.overwrite), "--resume continues the run in --out and --overwrite replaces it: "
@@ -106,7 +152,7 @@ RunDirs prepare_run_dir(const TrainArgs& args, Communicator& comm) {
     // results.json is written last: with it, the run finished. Asked for no more, there is nothing to do, and
     // saying so with exit status 0 makes a requeued or retried job step idempotent.
     if (file_exists(args.out_dir + "/results.json")) {
-      dirs.finished = finished_as_asked(args, read_json_file(dirs.last + "/trainer_state.json"));
+      dirs.finished = finished_as_asked(args, read_trainer_state(dirs.last));
     }
     if (!dirs.finished) {
       BERTRAIN_CHECK(file_exists(dirs.last + "/" + kOptimizerFile),

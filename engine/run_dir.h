@@ -46,6 +46,16 @@ std::string to_string(OptimizerSaving saving);
 // that a fresh run does not overwrite one. Every rank calls it.
 RunDirs prepare_run_dir(const TrainArgs& args, Communicator& comm);
 
+// DIR/trainer_state.json (a resumable checkpoint's state), its fields' types and signs checked: an Error naming the
+// file and the field for a state no checkpoint writes (a damaged or hand-edited file), not a library's type error
+// or a run that resumes at a step that never was.
+nlohmann::json read_trainer_state(const std::string& dir);
+
+// {"vocab.txt": file_fingerprint, ...}: the tokenizer files (model/model_dir.h's tokenizer_file_names()) DIR holds.
+// A checkpoint records those it was written with, and --resume compares them: a damaged vocabulary is a valid one
+// that tokenizes differently, which nothing else would notice.
+nlohmann::json tokenizer_fingerprints(const std::string& dir);
+
 // RUN_DIR/metrics.jsonl (one line per evaluation) and, when given, results.json; each replaced atomically.
 void write_run_files(const std::string& out, const nlohmann::json& history, const nlohmann::json* results);
 

@@ -40,7 +40,8 @@ void validate_train_args(const TrainArgs& a) {
                  (a.save_total_limit > 0 ? "--save-total-limit " + std::to_string(a.save_total_limit)
                                          : "--keep " + std::to_string(a.keep))
                      << " keeps step checkpoints: give --save-steps too");
-  BERTRAIN_CHECK(a.data.max_length >= 0, "--max-length must be >= 0 (0: the model's), got " << a.data.max_length);
+  BERTRAIN_CHECK(a.data.max_length == 0 || a.data.max_length >= 2,
+                 "--max-length must be 0 (the model's) or at least 2 ([CLS] and [SEP]), got " << a.data.max_length);
   BERTRAIN_CHECK(a.grad_reduce == "fp32" || a.grad_reduce == "bf16",
                  "--grad-reduce must be fp32 or bf16, got '" << a.grad_reduce << "'");
   parse_gpu_collectives(a.gpu_collectives);

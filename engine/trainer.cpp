@@ -155,13 +155,14 @@ struct RunState {
   json stopped_early;            // null, or {"epoch", "step", "reason"} once early stopping ended the run
   json resumes = json::array();  // per --resume: the resumable settings it changed
   std::string mlflow_run_id;     // the MLflow run this training logs to (--mlflow-dir), continued on --resume
+  json tokenizer_files;          // the model's tokenizer files' fingerprints (tokenizer_fingerprints)
 };
 
 RunState fresh_state(const TrainArgs& args, const TrainingPlan& plan) {
   RunState run{0, {}, {}, 0, 0, -1, -1, plan.best.greater_is_better ? -kInf : kInf, kInf, 0, json::array(),
                ReduceLROnPlateau(args.lr, args.lr_factor, args.lr_patience),
                EarlyStopping(args.early_stopping_patience, args.early_stopping_threshold, plan.best.greater_is_better),
-               nullptr, json::array(), ""};
+               nullptr, json::array(), "", json::object()};
   return run;
 }
 
@@ -200,6 +201,15 @@ long evaluation_step(const json& record, const TrainingPlan& plan) {
   return record.value("step", (record.at("epoch").get<long>() + 1) * plan.steps_per_epoch);
 }
 
+// --resume: the tokenizer files in `last` are those the checkpoint was written with (`recorded`), by fingerprint.
+void check_tokenizer_files(const json& recorded, const json& now, const std::string& last) {
+  for (const auto& [name, fingerprint] : recorded.items()) {
+    BERTRAIN_CHECK(now.contains(name), last << "/" << name << " is missing: the checkpoint was written with it");
+    BERTRAIN_CHECK(now.at(name) == fingerprint, last << "/" << name << " is not the file the checkpoint was written "
+                                                        "with (its content differs): the checkpoint is damaged");
+  }
+}
+
 // The run `state` (last/trainer_state.json) saved, and the optimizer moments into `engine`.
 RunState resumed_state(const TrainArgs& args, const RunDirs& dirs, const json& state, const TrainingPlan& plan,
                        TrainingBackend& engine, json resumes) {
@@ -231,6 +241,13 @@ RunState resumed_state(const TrainArgs& args, const RunDirs& dirs, const json& s
     BERTRAIN_FAIL(dirs.last << "/trainer_state.json: " << e.what());
   }
   engine.load_optimizer(dirs.last + "/" + kOptimizerFile);
+  // The two files of one checkpoint agree on where it is; a state that does not would skip or repeat steps.
+  BERTRAIN_CHECK(engine.optimizer_steps() == run.first_step &&
+                     state.value("optimizer_steps", run.first_step) == run.first_step,
+                 dirs.last << "/trainer_state.json: epochs_done and steps_in_epoch place the checkpoint after step "
+                           << run.first_step << ", but " << kOptimizerFile << " holds "
+                           << engine.optimizer_steps() << " optimizer steps and optimizer_steps says "
+                           << state.value("optimizer_steps", -1L) << ": the checkpoint is damaged");
   // A step-wise schedule sets the rate before every step (TrainingLoop::train).
   engine.set_learning_rate(run.scheduler.learning_rate());
   // (A run that trained all its steps without writing results.json was stopped between its last checkpoint and its
@@ -544,7 +561,8 @@ class TrainingLoop {
                {"training_done", step + 1 == p_.plan.total_steps || !run_.stopped_early.is_null()},
                {"resumes", run_.resumes},
                {"params", p_.params},
-               {"mlflow_run_id", run_.mlflow_run_id}};
+               {"mlflow_run_id", run_.mlflow_run_id},
+               {"tokenizer_files", run_.tokenizer_files}};
     if (!epoch_end) state["steps_in_epoch"] = index + 1;
     if (!evaluated) {
       state["running_loss"] = run_.period_loss.to_json();
@@ -686,8 +704,12 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
   params["train_data_hash"] = input_step([&] { return file_fingerprint(args.train_data); });
   if (!args.val_data.empty()) params["val_data_hash"] = input_step([&] { return file_fingerprint(args.val_data); });
   json resumes = json::array();
-  const json saved = args.resume ? input_step([&] { return read_json_file(dirs.last + "/trainer_state.json"); }) : json();
+  const json saved = args.resume ? input_step([&] { return read_trainer_state(dirs.last); }) : json();
   if (args.resume) input_step([&] { check_resume(args, dirs, saved, params, plan, &resumes); });
+  const json tokenizer_files = input_step([&] { return tokenizer_fingerprints(dirs.source); });
+  if (args.resume && saved.contains("tokenizer_files")) {
+    input_step([&] { check_tokenizer_files(saved.at("tokenizer_files"), tokenizer_files, dirs.last); });
+  }
 
   // Engine: its activations are sized by the most tokens of this rank's slices, not by rows × longest row.
   // --device cuda without a device, or bf16 on the CPU, is a flag that does not fit this machine (an input
@@ -699,6 +721,7 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
                             model.params, trainer_options(args, data), comm);
   RunState run = args.resume ? input_step([&] { return resumed_state(args, dirs, saved, plan, *engine, resumes); })
                              : fresh_state(args, plan);
+  run.tokenizer_files = tokenizer_files;
 
   params["engine"] = engine->description();
   params["device_memory_bytes"] = engine->device_memory_bytes();

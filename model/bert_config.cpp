@@ -227,6 +227,11 @@ void BertConfig::validate(const std::string& source) const {
   for (const auto& [name, value] : sizes) {
     BERTRAIN_CHECK(value > 0, source << ": " << name << " must be positive, found " << value);
   }
+  // The parameter layout lists each layer's tensors before the weights' shapes are compared with it: a bound keeps a
+  // corrupt count from exhausting memory there (the deepest BERT-family checkpoints have 48 layers).
+  BERTRAIN_CHECK(num_hidden_layers <= kMaxHiddenLayers, source << ": num_hidden_layers " << num_hidden_layers
+                                                               << " is more than bertrain supports ("
+                                                               << kMaxHiddenLayers << ")");
   BERTRAIN_CHECK(hidden_size % num_attention_heads == 0, source << ": hidden_size " << hidden_size
                                                                 << " is not divisible by num_attention_heads "
                                                                 << num_attention_heads);

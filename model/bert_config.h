@@ -14,6 +14,8 @@
 namespace bertrain {
 
 struct BertConfig {
+  static constexpr int kMaxHiddenLayers = 1024;  // validate()'s bound on num_hidden_layers
+
   // Defaults are transformers.BertConfig's; from_json starts from the family's own defaults (RobertaConfig's, ...)
   // for the fields config.json omits, as from_pretrained does.
   ModelType model_type = ModelType::kBert;

@@ -155,7 +155,6 @@ LoadedModel load_model_dir(const std::string& dir, const std::vector<std::string
   }
   const int num_labels = model.config.num_labels();
   model.layout = bert_classifier_layout(model.config, num_labels);
-  model.params.assign(model.layout.total(), 0.0f);
 
   const std::unique_ptr<CheckpointTensors> file = open_checkpoint(dir);
   const std::string& weights_path = file->path();
@@ -176,14 +175,29 @@ LoadedModel load_model_dir(const std::string& dir, const std::vector<std::string
                                                 << model.config.family().head_out << ".bias missing");
   }
 
+  // A trained classifier (no labels given) must bring its whole head: a missing tensor is an error below.
+  const auto fresh = [&](const ParamEntry& entry) {
+    return !labels.empty() && is_head_tensor(entry.name, model.config) &&
+           (is_head_output(entry.name, model.config) ? !model.classifier_loaded : source_of.count(entry.name) == 0);
+  };
+  // Every tensor read is checked against config.json before the parameters are allocated: a config.json whose sizes
+  // are not the weights' is named here, not by a failed allocation of what those sizes imply.
+  for (const ParamEntry& entry : model.layout.entries()) {
+    if (fresh(entry)) continue;
+    const auto it = source_of.find(entry.name);
+    BERTRAIN_CHECK(it != source_of.end(), weights_path << ": missing tensor '" << entry.name << "' with shape "
+                                                        << shape_string(entry.shape));
+    const std::vector<int64_t>& shape = shape_of.at(it->second);
+    BERTRAIN_CHECK(shape == entry.shape, weights_path << ": tensor '" << it->second << "' has shape "
+                                                      << shape_string(shape) << " but config.json implies "
+                                                      << shape_string(entry.shape));
+  }
+  model.params.assign(model.layout.total(), 0.0f);
+
   uint32_t new_tensor = 0;  // the Philox stream of each freshly initialised head tensor, in layout order
   for (const ParamEntry& entry : model.layout.entries()) {
     float* dst = model.params.data() + entry.offset;
-    const auto it = source_of.find(entry.name);
-    // A trained classifier (no labels given) must bring its whole head: a missing tensor is an error below.
-    const bool fresh = !labels.empty() && is_head_tensor(entry.name, model.config) &&
-                       (is_head_output(entry.name, model.config) ? !model.classifier_loaded : it == source_of.end());
-    if (fresh) {
+    if (fresh(entry)) {
       const bool weight = entry.shape.size() == 2;
       if (head_init == HeadInit::kTorch) {
         // nn.Linear.reset_parameters: kaiming_uniform_(a=√5) gives bound gain·√(3/fan_in) = 1/√fan_in for the
@@ -196,13 +210,13 @@ LoadedModel load_model_dir(const std::string& dir, const std::vector<std::string
       ++new_tensor;
       continue;
     }
-    BERTRAIN_CHECK(it != source_of.end(), weights_path << ": missing tensor '" << entry.name << "' with shape "
-                                                        << shape_string(entry.shape));
-    const std::vector<int64_t>& shape = shape_of.at(it->second);
-    BERTRAIN_CHECK(shape == entry.shape, weights_path << ": tensor '" << it->second << "' has shape "
-                                                      << shape_string(shape) << " but config.json implies "
-                                                      << shape_string(entry.shape));
-    file->read_float_into(it->second, dst, entry.numel);
+    file->read_float_into(source_of.at(entry.name), dst, entry.numel);
+    // A NaN or infinite weight would turn every prediction into NaN and every training step into a diverging loss
+    // (exit 1, retried by launch); it is the file's fault, named here.
+    const float* bad = std::find_if(dst, dst + entry.numel, [](float v) { return !std::isfinite(v); });
+    BERTRAIN_CHECK(bad == dst + entry.numel, weights_path << ": tensor '" << source_of.at(entry.name) << "' holds "
+                                                          << *bad << " at element " << bad - dst
+                                                          << " (weights must be finite)");
   }
   return model;
 }

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/cpu_threads.h"
+
 namespace bertrain {
 
 namespace {
@@ -103,6 +105,15 @@ std::string ArgParser::get(const std::string& name) const {
   const auto o = options_.find(name);
   if (o == options_.end()) throw std::logic_error("undeclared option --" + name);
   return o->second.default_value;
+}
+
+int ArgParser::get_threads() const {
+  const int threads = get_int("threads");
+  if (threads < 0 || threads > kMaxCpuThreads) {
+    throw UsageError(command_ + ": --threads must be between 0 (all cores) and " + std::to_string(kMaxCpuThreads) +
+                     ", got " + get("threads"));
+  }
+  return threads;
 }
 
 int ArgParser::get_int(const std::string& name) const {

@@ -46,6 +46,8 @@ class ArgParser {
   // A seed: 0 to 2^64 - 1, as results.json records it (so a recorded seed can be given back); UsageError otherwise.
   uint64_t get_uint64(const std::string& name) const;
   double get_double(const std::string& name) const;  // UsageError naming the flag when not a number
+  // --threads: 0 (OpenMP's default) to kMaxCpuThreads (core/cpu_threads.h); UsageError otherwise.
+  int get_threads() const;
   bool get_flag(const std::string& name) const;
   // Whether the command line gave option or flag `name` (an empty value counts), as opposed to its default.
   bool given(const std::string& name) const;

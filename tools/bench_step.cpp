@@ -154,8 +154,7 @@ int bench_step(const std::vector<std::string>& args) {
   parser.option("peak-tflops", "0", "device peak TFLOP/s for the utilisation column (0: from the GPU's name)").value_name("X");
   if (!parser.parse(args)) return 0;
 
-  const int threads = parser.get_int("threads");
-  if (threads < 0) throw UsageError("bench step: --threads must be >= 0");
+  const int threads = parser.get_threads();
   configure_cpu_threads(threads);
   BertConfig config;
   config.num_hidden_layers = parser.get_int("layers");

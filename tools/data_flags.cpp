@@ -39,6 +39,7 @@ void apply_data_flags(const ArgParser& p, DatasetOptions* options) {
   // A flag given with an empty value is a mistake, not "the default": --text-columns "" must not train on
   // title and description. Flag values are the user's input: errors exit 2.
   input_step([&] {
+    BERTRAIN_CHECK(!p.get("format").empty(), "--format is empty: give csv, tsv or jsonl, or leave it out (auto)");
     options->format = p.get("format");
     if (p.given("text-columns")) options->text_columns = parse_column_list(p.get("text-columns"), "--text-columns");
     if (p.given("label-column")) {
@@ -60,6 +61,11 @@ void apply_data_flags(const ArgParser& p, DatasetOptions* options) {
   options->skip_bad_rows = p.get_flag("skip-bad-rows");
   if (!p.get("max-length").empty()) {
     const int max_length = p.get_int("max-length");
+    // Checked here, not only where a file's rows are read: predict --text encodes without a reader.
+    if (max_length < 0 || max_length == 1) {
+      throw UsageError(p.command() + ": --max-length must be 0 (the model's) or at least 2 ([CLS] and [SEP]), got " +
+                       p.get("max-length"));
+    }
     if (max_length != 0) options->max_length = max_length;
   }
 }
@@ -79,8 +85,7 @@ InferenceOptions inference_options(const ArgParser& p) {
   options.precision = p.get("precision");
   options.batch_size = p.get("batch-size") == "auto" ? 0 : p.get_int("batch-size");
   if (p.get("batch-size") != "auto" && options.batch_size < 1) throw UsageError(p.command() + ": --batch-size must be >= 1 or auto");
-  options.threads = p.get_int("threads");
-  if (options.threads < 0) throw UsageError(p.command() + ": --threads must be >= 0");
+  options.threads = p.get_threads();
   return options;
 }
 

@@ -98,8 +98,9 @@ int run_evaluate(const std::vector<std::string>& args) {
   }
   const std::optional<MlflowRunInfo> mlflow_run = input_step([&] { return run_to_log(p, source); });
   Predictor predictor = input_step([&] { return Predictor(source.path, inference); });
-  DatasetOptions options = predictor.dataset_options();
+  DatasetOptions options;  // as the model was trained, then the flags
   const TextDataset data = input_step([&] {
+    options = predictor.dataset_options();
     apply_data_flags(p, &options);
     predictor.check_dataset_options(options);
     options.read_labels = true;

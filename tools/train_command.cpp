@@ -121,6 +121,11 @@ TrainArgs train_args_of(const ArgParser& p) {
   a.model_dir = p.get("model");
   a.train_data = p.get("train-data");
   a.val_data = p.get("val-data");
+  // An unset variable in --val-data "$VAL" would otherwise train on a split without a word.
+  if (p.given("val-data") && a.val_data.empty()) {
+    throw UsageError("train: --val-data is empty: name the validation file, or leave the flag out to hold out "
+                     "--val-fraction of --train-data");
+  }
   a.val_fraction = p.get_double("val-fraction");
   a.out_dir = p.get("out");
   a.epochs = p.get_int("epochs");
@@ -175,9 +180,8 @@ TrainArgs train_args_of(const ArgParser& p) {
   a.log_steps = p.get_int("log-steps");
   a.resume = p.get_flag("resume");
   a.overwrite = p.get_flag("overwrite");
-  a.threads = p.get_int("threads");
+  a.threads = p.get_threads();
   a.quiet = p.get_flag("quiet");
-  if (a.threads < 0) throw UsageError("train: --threads must be >= 0");
   // Flags that only mean something beside another: alone they would be ignored without a word.
   if (a.mlflow_dir.empty()) {
     for (const char* name : {"experiment", "run-name"}) {

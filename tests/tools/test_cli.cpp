@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -668,6 +669,38 @@ TEST_F(CliTest, ResumeWithoutARunFails) {
   expect_no_run(path("run"));
 }
 
+// A checkpoint damaged on disk or by hand is refused by name (exit 2), nothing trained: a trainer_state.json field of
+// the wrong type (a library's type error before), one that puts the run at another step than its optimizer state
+// (it skipped or repeated steps, exit 0), a vocabulary that is not the one the checkpoint was written with (a valid
+// vocabulary that tokenizes differently: it trained on).
+TEST_F(CliTest, ADamagedCheckpointIsRefusedByName) {
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--epochs", "1"}))));
+  const std::string state_path = path("run/last/trainer_state.json"), vocab_path = path("run/last/vocab.txt");
+  const std::string state_text = slurp(state_path), vocab = slurp(vocab_path);
+  const auto before = snapshot(path("run"));
+  const std::vector<std::string> resume = train_args(path("run"), {"--epochs", "2", "--resume"});
+  const json state = json::parse(state_text);
+  const std::pair<json, std::string> damages[] = {
+      {json{{"optimizer_steps", "x"}}, state_path + ": field 'optimizer_steps' must be an integer, found \"x\""},
+      {json{{"scheduler", 5}}, state_path + ": field 'scheduler' must be an object, found 5"},
+      {json{{"epochs_done", -1}}, state_path + ": field 'epochs_done' must be >= 0, found -1"},
+      {json{{"epochs_done", 7}}, state_path + ": epochs_done and steps_in_epoch place the checkpoint after step "},
+      {json{{"steps_in_epoch", 3}}, "the checkpoint is damaged"}};
+  for (const auto& [damage, why] : damages) {
+    SCOPED_TRACE(damage.dump());
+    json damaged = state;
+    damaged.update(damage);
+    spit(state_path, damaged.dump());
+    expect_error(run(resume), why);
+  }
+  spit(state_path, state_text);
+  spit(vocab_path, vocab.substr(0, vocab.size() / 2));
+  expect_error(run(resume), vocab_path + " is not the file the checkpoint was written with (its content differs)");
+  spit(vocab_path, vocab);
+  EXPECT_EQ(snapshot(path("run")), before) << "a refused resume changed the run";
+  ASSERT_TRUE(succeeded(run(resume)));  // the repaired checkpoint resumes
+}
+
 TEST_F(CliTest, TrainingIntoAnExistingRunFailsAndLeavesItUntouched) {
   ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--epochs", "1"}))));
   const auto before = snapshot(path("run"));
@@ -758,6 +791,51 @@ TEST_F(CliTest, ConfigWithInvalidJson) {
   spit(path("model/config.json"), "{\"hidden_size\": 32, \"num_hidden_layers\": ");
   const RunResult r = run(train_args(path("run")));
   expect_error(r, "config.json");
+  expect_no_run(path("run"));
+}
+
+// config.json sizes the weights do not have are named by the first tensor that disagrees, before anything of those
+// sizes is allocated (they were std::bad_alloc, exit 1, or at 2^30 layers the OOM killer); a layer count beyond
+// any BERT's is refused by its field, since the parameter layout lists every layer before the shapes are compared.
+TEST_F(CliTest, ConfigSizesTheWeightsDoNotHaveAreNamedBeforeAllocating) {
+  const json config = json::parse(slurp(path("model/config.json")));
+  const std::pair<const char*, long> sizes[] = {
+      {"vocab_size", 1L << 30}, {"max_position_embeddings", 1000000000L}, {"intermediate_size", 1L << 30},
+      {"hidden_size", 1L << 30}, {"type_vocab_size", 1L << 30}};
+  for (const auto& [field, value] : sizes) {
+    SCOPED_TRACE(field);
+    json changed = config;
+    changed[field] = value;
+    spit(path("model/config.json"), changed.dump());
+    const RunResult r = run({"predict", "--model", model(), "--text", "image"}, {}, 60);
+    expect_error(r, path("model/model.safetensors") + ": tensor '");
+    EXPECT_NE(r.err.find("but config.json implies"), std::string::npos) << r.describe();
+  }
+  json deep = config;
+  deep["num_hidden_layers"] = 1 << 30;
+  spit(path("model/config.json"), deep.dump());
+  expect_error(run(train_args(path("run")), {}, 60),
+               "num_hidden_layers 1073741824 is more than bertrain supports (1024)");
+  expect_no_run(path("run"));
+}
+
+// A NaN or infinite weight is the weights file's fault, named with its tensor (exit 2): predict answered null
+// probabilities (exit 0), and train stopped on a diverging loss (exit 1, which launch retries).
+TEST_F(CliTest, NonFiniteWeightsAreNamedWithTheirTensor) {
+  std::string weights = slurp(path("model/model.safetensors"));
+  uint64_t header_bytes = 0;
+  std::memcpy(&header_bytes, weights.data(), sizeof header_bytes);
+  const json header = json::parse(weights.substr(8, header_bytes));
+  const std::string tensor = "bert.embeddings.position_embeddings.weight";
+  ASSERT_EQ(header.at(tensor).at("dtype"), "F32");
+  const std::size_t at = 8 + header_bytes + header.at(tensor).at("data_offsets")[0].get<std::size_t>() + 5 * 4;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::memcpy(&weights[at], &nan, sizeof nan);
+  spit(path("model/model.safetensors"), weights);
+  const std::string why = path("model/model.safetensors") + ": tensor '" + tensor + "' holds nan at element 5 " +
+                          "(weights must be finite)";
+  expect_error(run({"predict", "--model", model(), "--text", "image"}), why);
+  expect_error(run(train_args(path("run"))), why);
   expect_no_run(path("run"));
 }
 

@@ -271,6 +271,27 @@ TEST_F(CliTest, ADirectoryWhereAFileBelongsIsNamed) {
   expect_named(run({"predict", "--model", data(), "--text", "image"}), data() + ": a file, not a directory");
 }
 
+// The data settings training recorded in config.json, damaged: the field is named (the library's type error named
+// neither it nor which of the two settings it was in).
+TEST_F(CliTest, ATrainedModelsDamagedDataSettingsAreNamed) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  fs::copy(suite_run() + "/best", path("damaged"), fs::copy_options::recursive);
+  const json config = json::parse(slurp(path("damaged/config.json")));
+  const std::pair<std::string, json> damages[] = {{"bertrain_clean_text", 1}, {"bertrain_data", "x"}};
+  for (const auto& [field, value] : damages) {
+    json damaged = config;
+    damaged[field] = value;
+    spit(path("damaged/config.json"), damaged.dump());
+    expect_error(run({"predict", "--model", path("damaged"), "--text", "image"}),
+                 path("damaged/config.json") + ": field '" + field + "'");
+  }
+  json damaged = config;
+  damaged["bertrain_data"]["text_columns"] = 5;
+  spit(path("damaged/config.json"), damaged.dump());
+  expect_error(run({"evaluate", "--model", path("damaged"), "--data", data()}),
+               path("damaged/config.json") + ": field 'bertrain_data.text_columns': ");
+}
+
 // ---- where outputs go ------------------------------------------------------------------------------------
 
 // An output that cannot be written is the user's input error (exit 2, never retried by launch), found before any
@@ -442,6 +463,27 @@ TEST_F(CliTest, MetricNamesOfTrainAndTuneAreOne) {
                "--metric-for-best must be val_loss, f1 or accuracy (or val_f1, val_accuracy), got \"val_f2\"");
 }
 
+// Data flags that cannot mean anything are refused by name in every command, exit 2: a --max-length that cannot hold
+// [CLS] and [SEP] also where no file is read (predict --text exited 1 naming no flag), and an empty --val-data or
+// --format (an unset variable in --val-data "$VAL" trained on a split without a word).
+TEST_F(CliTest, DataFlagsThatCannotMeanAnythingAreRefusedByName) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  const std::string max_length = ": --max-length must be 0 (the model's) or at least 2 ([CLS] and [SEP]), got ";
+  for (const char* value : {"1", "-1"}) {
+    expect_error(run({"predict", "--model", suite_run(), "--text", "deep", "--max-length", value}),
+                 "predict" + max_length + value);
+  }
+  expect_error(run({"evaluate", "--model", suite_run(), "--data", data(), "--max-length", "1"}),
+               "evaluate" + max_length + "1");
+  expect_error(run(train_args(path("run"), {"--max-length", "1"})), "train" + max_length + "1");
+  expect_no_run(path("run"));
+  expect_error(run(train_args(path("run"), {"--val-data", ""})), "train: --val-data is empty");
+  expect_no_run(path("run"));
+  expect_error(run(train_args(path("run"), {"--format", ""})), "--format is empty");
+  expect_no_run(path("run"));
+  expect_error(run({"predict", "--model", suite_run(), "--data", data(), "--format", ""}), "--format is empty");
+}
+
 // evaluate and predict run the CPU engine on --threads threads, as train and serve do.
 TEST_F(CliTest, EvaluateAndPredictTakeThreads) {
   ASSERT_TRUE(succeeded(suite_train()));
@@ -452,7 +494,15 @@ TEST_F(CliTest, EvaluateAndPredictTakeThreads) {
                              "--out", path("predictions.jsonl")});
   ASSERT_TRUE(succeeded(one));
   EXPECT_NE((one.out + one.err).find("cpu (1 thread, fp32)"), std::string::npos) << one.describe();
-  expect_error(run({"predict", "--model", suite_run(), "--text", "x", "--threads", "-1"}), "predict: --threads must be >= 0");
+  // Thousands of threads crashed libgomp (a segfault at 100000): every command bounds the count.
+  const std::string bounds = ": --threads must be between 0 (all cores) and 1024, got ";
+  expect_error(run({"predict", "--model", suite_run(), "--text", "x", "--threads", "-1"}), "predict" + bounds + "-1");
+  expect_error(run({"evaluate", "--model", suite_run(), "--data", data(), "--threads", "100000"}),
+               "evaluate" + bounds + "100000");
+  expect_error(run(train_args(path("run"), {"--threads", "1025"})), "train" + bounds + "1025");
+  expect_no_run(path("run"));
+  expect_error(run({"serve", "--model", suite_run(), "--threads", "100000"}), "serve" + bounds + "100000");
+  expect_error(run({"bench", "step", "--threads", "100000"}), "bench step" + bounds + "100000");
 }
 
 TEST_F(CliTest, HintsNameOnlyFlagsOfTheCommandThatRuns) {

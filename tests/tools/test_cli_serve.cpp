@@ -933,6 +933,9 @@ TEST_F(CliServe, EvaluateReadsOnlyInsideItsRoot) {
   expect_error_answer(c.post("/evaluate/", json{{"dataset", "sub"}}), 400, "sub", "a directory");
   expect_error_answer(c.post("/evaluate/", json{{"dataset", "garbage.csv"}}), 400, "", "not a dataset");
   expect_error_answer(c.post("/evaluate/", json{{"dataset", 5}}), 400, "dataset", "mistyped");
+  // A NUL ends the path where the file system reads it: data.csv\0../x would have evaluated data.csv.
+  expect_error_answer(c.post("/evaluate/", json{{"dataset", std::string("data.csv\0../../outside.csv", 26)}}), 400,
+                      "holds a NUL character", "NUL");
   expect_error_answer(c.post("/evaluate/", json::object()), 400, "dataset", "missing field");
   expect_serving(*server, "after the evaluations");
 }
@@ -1112,6 +1115,24 @@ TEST_F(CliServe, SigintStopsCleanly) {
   EXPECT_NE(server->log().find("bertrain serve: stopped"), std::string::npos) << server->describe();
 }
 
+// Connection threads the system will not start are a startup error naming --max-connections, before the ready line
+// (cpp-httplib started them after it, on the listener thread: an uncaught exception, exit 134 after "ready"). A 3 GB
+// address space holds a few hundred of their 8 MB stacks, not 2000. (Not under AddressSanitizer, whose shadow
+// memory needs more address space than that.)
+TEST_F(CliServe, ConnectionThreadsTheSystemWillNotStartAreAStartupError) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer reserves more address space than the limit this test sets";
+#endif
+  ASSERT_TRUE(succeeded(suite_train()));
+  const RunResult r = testing::run_process(
+      {"/bin/sh", "-c", "ulimit -v 3000000 && exec \"$0\" serve --model \"$1\" --port 0 --device cpu --threads 1 "
+                        "--max-connections 2000",
+       binary(), suite_run()},
+      {}, 60);
+  expect_error(r, "cannot start 2000 connection threads (--max-connections 2000): the system started ");
+  EXPECT_EQ(r.err.find("ready"), std::string::npos) << r.describe();
+}
+
 // A port in use, a missing model and impossible limits: exit 2 with one line naming the culprit, before ready.
 TEST_F(CliServe, StartupErrorsExit2WithOneLine) {
   ASSERT_TRUE(succeeded(suite_train()));
@@ -1149,6 +1170,8 @@ TEST_F(CliServe, StartupErrorsExit2WithOneLine) {
       {{"--model", suite_run(), "--port", "0", "--device", "cpu", "--other-label", ""}, "--other-label is empty"},
       {{"--model", suite_run(), "--host", "999.1.1.1", "--port", "0", "--device", "cpu"},
        "--host 999.1.1.1 --port 0 (not an address of this machine"},
+      {{"--model", suite_run(), "--port", "0", "--device", "cpu", "--max-connections", "10001"},
+       "--max-connections must be at most 10000, got 10001"},
   };
   for (const Case& k : cases) {
     ServeProcess server(binary(), k.args, path("startup.log"));

@@ -152,6 +152,8 @@ std::string parse_evaluate_body(const std::string& body) {
   if (!value.contains("dataset")) throw bad_request("missing field \"dataset\" (the path of a labelled dataset file)");
   const std::string path = string_field(value, "dataset", "\"dataset\"");
   if (path.empty()) throw bad_request("\"dataset\" is empty");
+  // The file system would read such a path only up to the NUL: the file evaluated would not be the one named.
+  if (path.find('\0') != std::string::npos) throw bad_request("\"dataset\" holds a NUL character");
   return path;
 }
 

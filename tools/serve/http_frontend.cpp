@@ -14,6 +14,7 @@
 #include "core/timestamp.h"
 #include "data/dataset.h"
 #include "tools/evaluation.h"
+#include "tools/serve/connection_threads.h"
 #include "tools/serve/api_requests.h"
 
 namespace bertrain {
@@ -326,8 +327,8 @@ HttpFrontend::HttpFrontend(HttpFrontendOptions options, ServeEngine* engine, Ser
       server_(std::make_unique<httplib::Server>()),
       handlers_(std::make_unique<Handlers>(this)) {
   httplib::Server& s = *server_;
-  const int threads = options_.max_connections;
-  s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
+  // listen() takes the threads bind() started (and deletes them when it returns).
+  s.new_task_queue = [this] { return connection_threads_.release(); };
   s.set_tcp_nodelay(true);  // answers are small: Nagle's delay would add tens of milliseconds to each
   s.set_read_timeout(options_.io_timeout_s, 0);
   s.set_write_timeout(options_.io_timeout_s, 0);
@@ -449,9 +450,13 @@ void HttpFrontend::bind() {
   // their connections hang. Calling listen again on the bound socket raises it.
   BERTRAIN_CHECK(socket_fd >= 0 && ::listen(socket_fd, SOMAXCONN) == 0,
                  "cannot listen on --host " << options_.host << " --port " << port_);
+  connection_threads_ = std::make_unique<ConnectionThreads>(options_.max_connections);
 }
 
-void HttpFrontend::listen() { server_->listen_after_bind(); }
+void HttpFrontend::listen() {
+  BERTRAIN_CHECK(connection_threads_ != nullptr, "HttpFrontend::listen: call bind() once first");
+  server_->listen_after_bind();
+}
 
 void HttpFrontend::stop() {
   draining_ = true;

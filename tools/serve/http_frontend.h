@@ -18,6 +18,8 @@ class Server;
 
 namespace bertrain {
 
+class ConnectionThreads;
+
 struct HttpFrontendOptions {
   std::string host = "127.0.0.1";
   int port = 8000;                       // 0: a free port chosen by the system (port() says which)
@@ -42,7 +44,8 @@ class HttpFrontend {
   HttpFrontend(HttpFrontendOptions options, ServeEngine* engine, ServeMetrics* metrics);
   ~HttpFrontend();
 
-  // Binds --host:--port; throws Error naming them when that fails (in use, no such address).
+  // Binds --host:--port and starts the connection threads; throws Error naming the flags when that fails (in use,
+  // no such address, more threads than the system starts).
   void bind();
   int port() const { return port_; }
   // Accepts and answers until stop(), then returns once every accepted connection's request is answered.
@@ -58,6 +61,7 @@ class HttpFrontend {
   ServeMetrics* metrics_;
   std::unique_ptr<httplib::Server> server_;
   std::unique_ptr<Handlers> handlers_;
+  std::unique_ptr<ConnectionThreads> connection_threads_;  // from bind() until listen() hands them to server_
   int port_ = 0;
   std::atomic<int> in_flight_{0};
   std::atomic<bool> draining_{false};

@@ -32,6 +32,8 @@ namespace {
 constexpr int kGpuMaxBatchTokens = 16384;
 constexpr int kCpuMaxBatchTokens = 4096;
 
+constexpr int kMaxConnections = 10000;
+
 int positive_flag(const ArgParser& p, const std::string& name) {
   const int value = p.get_int(name);
   if (value < 1) throw UsageError("serve: --" + name + " must be at least 1, got " + std::to_string(value));
@@ -127,8 +129,7 @@ int run_serve(const std::vector<std::string>& args) {
   ServeEngineOptions engine_options;
   engine_options.inference.device = p.get("device");
   engine_options.inference.precision = p.get("precision");
-  engine_options.threads = p.get_int("threads");
-  if (engine_options.threads < 0) throw UsageError("serve: --threads must be >= 0");
+  engine_options.threads = p.get_threads();
   // auto needs to know the engine: resolving --device here also refuses a bad one before anything is loaded.
   const bool cuda = input_step([&] { return choose_backend(p.get("device"), p.get("precision"), 0).cuda; });
   engine_options.batching.max_batch_tokens = p.get("max-batch-tokens") == "auto" ? (cuda ? kGpuMaxBatchTokens : kCpuMaxBatchTokens)
@@ -145,6 +146,11 @@ int run_serve(const std::vector<std::string>& args) {
   if (http.port < 0 || http.port > 65535) throw UsageError("serve: --port must be in [0, 65535]");
   http.max_concurrent_requests = positive_flag(p, "max-concurrent-requests");
   http.max_connections = positive_flag(p, "max-connections");
+  // One thread each, started before the ready line: tens of thousands would take the host's last process ids.
+  if (http.max_connections > kMaxConnections) {
+    throw UsageError("serve: --max-connections must be at most " + std::to_string(kMaxConnections) + ", got " +
+                     p.get("max-connections"));
+  }
   http.max_body_bytes = static_cast<std::size_t>(positive_flag(p, "max-body-bytes"));
   http.other_label = p.get("other-label");
   http.quiet = p.get_flag("quiet");
