@@ -14,8 +14,8 @@
 #include "core/timestamp.h"
 #include "data/dataset.h"
 #include "tools/evaluation.h"
-#include "tools/serve/connection_threads.h"
 #include "tools/serve/api_requests.h"
+#include "tools/serve/connection_threads.h"
 
 namespace bertrain {
 
