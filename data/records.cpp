@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -78,6 +79,14 @@ std::string json_error_detail(const nlohmann::json::exception& e) {
 
 bool is_blank_line(const std::string& line) { return line.find_first_not_of(" \t\r\n") == std::string::npos; }
 
+// An integer too large for 64 bits, which the JSON parser keeps only as a double: 10^26 and 10^26 + 1 would read as
+// the same text, 1e+26 (two labels merged without a word). Such a value must be quoted.
+bool inexact_integer(const nlohmann::json& value) {
+  if (!value.is_number_float()) return false;
+  const double v = value.get<double>();
+  return std::isfinite(v) && std::abs(v) >= 9223372036854775808.0 && v == std::floor(v);
+}
+
 // A JSON scalar as text: strings as they are, numbers and booleans as their JSON text.
 bool scalar_text(const nlohmann::json& value, std::string* out) {
   if (value.is_string()) {
@@ -98,12 +107,19 @@ std::string json_field(const nlohmann::json& value, const std::string& column, R
     field->present = field->is_list = true;
     field->items.resize(value.size());
     for (std::size_t k = 0; k < value.size(); ++k) {
+      if (inexact_integer(value[k])) {
+        return "column '" + column + "': element " + std::to_string(k + 1) + " of its array, " + value[k].dump() +
+               ", is a number too large to read exactly (write it as a string)";
+      }
       if (!scalar_text(value[k], &field->items[k])) {
         return "column '" + column + "': element " + std::to_string(k + 1) + " of its array is " + json_kind(value[k]) +
                " (expected strings, numbers or booleans)";
       }
     }
     return "";
+  }
+  if (inexact_integer(value)) {
+    return "column '" + column + "': " + value.dump() + " is a number too large to read exactly (write it as a string)";
   }
   if (!scalar_text(value, &field->text)) {
     return "column '" + column + "' is " + json_kind(value) +

@@ -271,6 +271,26 @@ TEST(RecordJsonl, BadLinesAreRowErrorsAndLaterLinesStillRead) {
   EXPECT_LT(rows[8].error.size(), 200u);
 }
 
+// An integer beyond 64 bits is kept by the JSON parser only as a double, so two such labels would read as one text
+// (1e+26): refused as a bad row, saying to quote it. Integers within 64 bits and ordinary reals read as before.
+TEST(RecordJsonl, IntegersTooLargeToReadExactlyAreBadRows) {
+  TempDir dir("bertrain_records");
+  const std::string path = write_file(dir, "d.jsonl",
+                                      "{\"text\": \"a\", \"tag\": 100000000000000000000000001}\n"
+                                      "{\"text\": \"b\", \"tag\": [\"x\", -100000000000000000000000000]}\n"
+                                      "{\"text\": \"c\", \"tag\": 18446744073709551615}\n"
+                                      "{\"text\": \"d\", \"tag\": -9223372036854775808}\n"
+                                      "{\"text\": \"e\", \"tag\": 2.5}\n");
+  const std::vector<Record> rows = read_all(path, RecordFormat::kJsonl, {"text", "tag"});
+  ASSERT_EQ(rows.size(), 5u);
+  EXPECT_EQ(rows[0].error, "column 'tag': 1e+26 is a number too large to read exactly (write it as a string)");
+  EXPECT_EQ(rows[1].error, "column 'tag': element 2 of its array, -1e+26, is a number too large to read exactly "
+                           "(write it as a string)");
+  EXPECT_EQ(texts(rows[2]), (Texts{"c", "18446744073709551615"}));
+  EXPECT_EQ(texts(rows[3]), (Texts{"d", "-9223372036854775808"}));
+  EXPECT_EQ(texts(rows[4]), (Texts{"e", "2.5"}));
+}
+
 TEST(RecordJsonl, LongInvalidLineGivesAShortMessage) {
   TempDir dir("bertrain_records");
   const std::string path = write_file(dir, "d.jsonl", "{\"text\": \"" + std::string(100000, 'x') + "\n");
