@@ -175,6 +175,14 @@ TEST_F(CliTraining, MaxGradNormClipsOnlyAboveTheGradientsNorm) {
   expect_error(run(train_args(path("bad"), {"--max-grad-norm", "inf"})), "--max-grad-norm");
 }
 
+// Infinite optimizer settings are flag errors (exit 2), not a run that diverges at its first step (exit 1, which
+// launch would retry): --weight-decay inf made every weight non-finite.
+TEST_F(CliTraining, InfiniteOptimizerSettingsAreFlagErrors) {
+  expect_error(run(train_args(path("bad"), {"--weight-decay", "inf"})), "--weight-decay must be >= 0 and finite");
+  expect_error(run(train_args(path("bad"), {"--adam-eps", "inf"})), "--adam-eps must be positive");
+  expect_no_run(path("bad"));
+}
+
 // --resume refuses training settings that differ from the checkpoint's, one line naming each; the resumable ones
 // may change and results.json records them.
 TEST_F(CliTraining, ResumeRefusesChangedSettingsAndRecordsAllowedChanges) {
