@@ -15,6 +15,13 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A failure every rank of a data-parallel job meets alike, because a collective made what they check the same (a loss
+// summed over ranks that is not finite): under mpirun rank 0 reports it, once, as for an input error.
+class SharedError : public Error {
+ public:
+  using Error::Error;
+};
+
 // A failure in what the user gave: a flag value, a data file, a model or run directory that does not fit the
 // command. Running the same command again cannot succeed, so main() exits 2, as for a usage error, and
 // `bertrain launch` never retries it.

@@ -29,6 +29,7 @@
 #include "engine/lr_scheduler.h"
 #include "engine/mlflow_model.h"
 #include "engine/predictor.h"
+#include "engine/rank_agreement.h"
 #include "engine/resume_check.h"
 #include "engine/run_dir.h"
 #include "engine/stop_signals.h"
@@ -402,11 +403,13 @@ class TrainingLoop {
     // Every rank sees the same summed loss and gradient, so every rank stops here together. The step's update is
     // already applied, so nothing more is saved: last/ keeps the last checkpoint.
     const double grad_norm = p_.engine.last_gradient_norm();
-    BERTRAIN_CHECK(std::isfinite(loss) && std::isfinite(grad_norm),
-                   "epoch " << epoch + 1 << ", step " << index + 1 << " of " << p_.plan.steps_per_epoch
-                            << ": the training loss is " << loss << " and the gradient norm " << grad_norm
-                            << "; training stopped (last/ holds the last checkpoint; try a lower --lr, or --precision "
-                               "fp32)");
+    if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
+      std::ostringstream why;
+      why << "epoch " << epoch + 1 << ", step " << index + 1 << " of " << p_.plan.steps_per_epoch
+          << ": the training loss is " << loss << " and the gradient norm " << grad_norm
+          << "; training stopped (last/ holds the last checkpoint; try a lower --lr, or --precision fp32)";
+      throw SharedError(why.str());
+    }
     run_.period_loss.add(loss);
     run_.period_grad_norm.add(grad_norm);
     run_.period_rows += entry.rows;
@@ -681,6 +684,22 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
                                       {"label_column", data.options.label_column},
                                       {"label_separator", data.options.label_separator},
                                       {"max_length", data.options.max_length}};
+  // What this run trains with, data contents included: recorded, and compared by --resume.
+  json params = train_args_json(args);
+  params["world_size"] = comm.size();  // before check_resume: a resume at another world size records the change
+  params["train_data_hash"] = input_step([&] { return file_fingerprint(args.train_data); });
+  if (!args.val_data.empty()) params["val_data_hash"] = input_step([&] { return file_fingerprint(args.val_data); });
+  const json tokenizer_files = input_step([&] { return tokenizer_fingerprints(dirs.source); });
+  // Every rank trains the same thing, checked before the first collective whose sizes depend on it: the data files
+  // by content (their paths may differ), the model by its parameter count, labels and tokenizer files.
+  input_step([&] {
+    json settings = params;
+    for (const char* path : {"model", "train_data", "val_data"}) settings.erase(path);
+    settings["the model's parameter count"] = model.params.size();
+    settings["the labels"] = data.labels.names();
+    settings["the model's tokenizer files"] = tokenizer_files;
+    require_ranks_agree(comm, settings);
+  });
   // Every rank starts from rank 0's parameters (they agree already when loaded from the same files; the
   // broadcast makes that a guarantee rather than an assumption about shared filesystems).
   comm.broadcast(model.params.data(), model.params.size(), 0);
@@ -698,15 +717,9 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
   const Batcher train_batcher(&data.train, train_batching), val_batcher(&data.val, val_batching);
   const TrainingPlan plan(args, train_batcher);
 
-  // What this run trains with, data contents included: recorded, and compared by --resume.
-  json params = train_args_json(args);
-  params["world_size"] = comm.size();  // before check_resume: a resume at another world size records the change
-  params["train_data_hash"] = input_step([&] { return file_fingerprint(args.train_data); });
-  if (!args.val_data.empty()) params["val_data_hash"] = input_step([&] { return file_fingerprint(args.val_data); });
   json resumes = json::array();
   const json saved = args.resume ? input_step([&] { return read_trainer_state(dirs.last); }) : json();
   if (args.resume) input_step([&] { check_resume(args, dirs, saved, params, plan, &resumes); });
-  const json tokenizer_files = input_step([&] { return tokenizer_fingerprints(dirs.source); });
   if (args.resume && saved.contains("tokenizer_files")) {
     input_step([&] { check_tokenizer_files(saved.at("tokenizer_files"), tokenizer_files, dirs.last); });
   }

@@ -152,6 +152,15 @@ class MpiTest : public ::testing::Test {
   std::string mpirun_;
 };
 
+// How many times bertrain said "bertrain: error:" in `err` (once per rank that reported).
+std::size_t error_lines(const std::string& err) {
+  std::size_t n = 0;
+  for (std::size_t at = err.find("bertrain: error:"); at != std::string::npos; at = err.find("bertrain: error:", at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
 // What the run in `out` trained on: results.json's params.engine (the engine's description).
 std::string engine_of(const std::string& out) {
   std::ifstream in(out + "/results.json");
@@ -450,12 +459,46 @@ TEST_F(MpiTest, AMistakeEveryRankMeetsIsSaidOnce) {
     for (const std::string& a : train_command("mistake", 1, extra)) argv.push_back(a);
     const RunResult r = testing::run_process(argv, {}, 120);
     EXPECT_EQ(r.exit_code, 2) << r.describe();
-    std::size_t said = 0;
-    for (std::size_t at = r.err.find("bertrain: error:"); at != std::string::npos; at = r.err.find("bertrain: error:", at + 1)) {
-      ++said;
-    }
-    EXPECT_EQ(said, 1u) << r.describe();
+    EXPECT_EQ(error_lines(r.err), 1u) << r.describe();
     EXPECT_NE(r.err.find(needle), std::string::npos) << r.describe();
+  }
+}
+
+// A loss that diverges is the same on every rank (it is summed over them): said once, by rank 0, exit 1.
+TEST_F(MpiTest, ADivergingLossIsSaidOnce) {
+  std::vector<std::string> argv = mpi_prefix(3);
+  for (const std::string& a : train_command("diverging", 2, {"--lr", "1e30"})) argv.push_back(a);
+  const RunResult r = testing::run_process(argv, {}, 120);
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_EQ(error_lines(r.err), 1u) << r.describe();
+  EXPECT_NE(r.err.find("training stopped"), std::string::npos) << r.describe();
+}
+
+// Ranks launched with other flags, or with another copy of the data, are named by the first rank and setting that
+// differs, exit 2, before any collective could mismatch: a different --epochs hung (rank 0 in MPI_Finalize, rank 1
+// in an allreduce), different data aborted in MPI with a truncated message and a backtrace.
+TEST_F(MpiTest, RanksThatDoNotTrainTheSameThingAreNamed) {
+  std::string rows;
+  {
+    std::ifstream in(temp_.path("data.csv"));
+    rows.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  std::ofstream(temp_.path("other.csv")) << rows.substr(0, rows.rfind('\n', rows.size() - 2) + 1);  // a row fewer
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--epochs", "5"}, "--epochs 5 where rank 0 has 3"},
+      {{"--train-data", temp_.path("other.csv")}, "--train-data content \"fnv1a64:"}};
+  for (const auto& [rank1_extra, needle] : cases) {
+    SCOPED_TRACE(needle);
+    std::string good, bad;
+    for (const std::string& a : train_command("disagree", 3)) good += "'" + a + "' ";
+    for (const std::string& a : train_command("disagree", 3, rank1_extra)) bad += "'" + a + "' ";
+    const RunResult r = expect_prompt_failure(
+        mpi_prefix(2), "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then exec " + bad + "; else exec " + good + "; fi");
+    EXPECT_EQ(r.exit_code, 2) << r.describe();
+    EXPECT_EQ(error_lines(r.err), 1u) << r.describe();
+    EXPECT_NE(r.err.find("rank 1 does not train what rank 0 trains"), std::string::npos) << r.describe();
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.describe();
+    EXPECT_FALSE(fs::exists(temp_.path("disagree") + "/last"));
   }
 }
 
