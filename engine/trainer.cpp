@@ -691,10 +691,11 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
   if (!args.val_data.empty()) params["val_data_hash"] = input_step([&] { return file_fingerprint(args.val_data); });
   const json tokenizer_files = input_step([&] { return tokenizer_fingerprints(dirs.source); });
   // Every rank trains the same thing, checked before the first collective whose sizes depend on it: the data files
-  // by content (their paths may differ), the model by its parameter count, labels and tokenizer files.
+  // by content (their paths may differ), the model by its parameter count, labels and tokenizer files. --threads may
+  // differ (nodes of different sizes), as it may on resume.
   input_step([&] {
     json settings = params;
-    for (const char* path : {"model", "train_data", "val_data"}) settings.erase(path);
+    for (const char* key : {"model", "train_data", "val_data", "threads"}) settings.erase(key);
     settings["the model's parameter count"] = model.params.size();
     settings["the labels"] = data.labels.names();
     settings["the model's tokenizer files"] = tokenizer_files;
