@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "engine/resume_check.h"
 
 namespace bertrain {
 
@@ -20,15 +21,9 @@ std::string broadcast_text(Communicator& comm, const std::string& mine, int root
   return text;
 }
 
-// A setting as people read it: a train flag as spelt (lr_factor: --lr-factor), a data file's fingerprint as its
-// content (train_data_hash: --train-data content); keys with a space ("the labels") as they are.
+// A setting as people read it: a train flag as spelt (setting_flag_name); keys with a space ("the labels") as they are.
 std::string setting_name(const std::string& key) {
-  if (key.find(' ') != std::string::npos) return key;
-  const std::string hash = "_hash";
-  const bool content = key.size() > hash.size() && key.compare(key.size() - hash.size(), hash.size(), hash) == 0;
-  std::string flag = "--" + (content ? key.substr(0, key.size() - hash.size()) : key);
-  for (char& c : flag) c = c == '_' ? '-' : c;
-  return content ? flag + " content" : flag;
+  return key.find(' ') != std::string::npos ? key : setting_flag_name(key);
 }
 
 // "--epochs 5 where rank 0 has 3; ..." for the settings that differ.

@@ -13,14 +13,6 @@ bool resumable(const std::string& key) {
   return std::find(std::begin(kResumableSettings), std::end(kResumableSettings), key) != std::end(kResumableSettings);
 }
 
-// A setting as its flag is spelt: lr_factor -> --lr-factor; data hashes name the file flag.
-std::string flag_name(const std::string& key) {
-  if (key == "train_data_hash") return "--train-data content";
-  if (key == "val_data_hash") return "--val-data content";
-  std::string flag = "--" + key;
-  std::replace(flag.begin(), flag.end(), '_', '-');
-  return flag;
-}
 
 // 1e-4 and 0.0001 are the same setting: numbers compare as doubles.
 bool same(const json& a, const json& b) {
@@ -30,13 +22,22 @@ bool same(const json& a, const json& b) {
 
 }  // namespace
 
+std::string setting_flag_name(const std::string& key) {
+  if (key == "train_data_hash") return "--train-data content";
+  if (key == "val_data_hash") return "--val-data content";
+  std::string flag = "--" + key;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
 std::vector<std::string> resume_differences(const json& recorded, const json& current, const json& defaults) {
   std::vector<std::string> lines;
   for (auto it = current.begin(); it != current.end(); ++it) {
     if (resumable(it.key())) continue;
     const json& then = recorded.contains(it.key()) ? recorded.at(it.key()) : defaults.value(it.key(), json());
     if (same(then, it.value())) continue;
-    lines.push_back(flag_name(it.key()) + " " + then.dump() + " (checkpoint) vs " + it.value().dump() + " (now)");
+    lines.push_back(setting_flag_name(it.key()) + " " + then.dump() + " (checkpoint) vs " + it.value().dump() +
+                    " (now)");
   }
   return lines;
 }

@@ -20,6 +20,10 @@ inline constexpr const char* kResumableSettings[] = {
     "collective_timeout_s",    "gpu_collectives",          "mlflow_dir", "experiment",       "run_name",
     "train_data", "val_data"};
 
+// A setting of args_json (and results.json's params) as its flag is spelt: lr_factor -> --lr-factor; the data files'
+// fingerprints (train_data_hash, val_data_hash) as "--train-data content", "--val-data content".
+std::string setting_flag_name(const std::string& key);
+
 // One line per setting that differs, "--lr 0.0001 (checkpoint) vs 5e-05 (now)"; data files are compared by their
 // content fingerprints (train_data_hash, val_data_hash), so a moved but unchanged file is no difference.
 // `defaults` holds every setting's default, for settings the checkpoint did not record.

@@ -156,14 +156,13 @@ struct RunState {
   json stopped_early;            // null, or {"epoch", "step", "reason"} once early stopping ended the run
   json resumes = json::array();  // per --resume: the resumable settings it changed
   std::string mlflow_run_id;     // the MLflow run this training logs to (--mlflow-dir), continued on --resume
-  json tokenizer_files;          // the model's tokenizer files' fingerprints (tokenizer_fingerprints)
 };
 
 RunState fresh_state(const TrainArgs& args, const TrainingPlan& plan) {
   RunState run{0, {}, {}, 0, 0, -1, -1, plan.best.greater_is_better ? -kInf : kInf, kInf, 0, json::array(),
                ReduceLROnPlateau(args.lr, args.lr_factor, args.lr_patience),
                EarlyStopping(args.early_stopping_patience, args.early_stopping_threshold, plan.best.greater_is_better),
-               nullptr, json::array(), "", json::object()};
+               nullptr, json::array(), ""};
   return run;
 }
 
@@ -309,6 +308,7 @@ class TrainingLoop {
     Communicator& comm;
     MlflowRun* mlflow;  // null without --mlflow-dir or on ranks > 0
     const json& params;
+    const json& tokenizer_files;  // the model's tokenizer files' fingerprints, recorded in every checkpoint
     Clock::time_point start;
   };
 
@@ -565,7 +565,7 @@ class TrainingLoop {
                {"resumes", run_.resumes},
                {"params", p_.params},
                {"mlflow_run_id", run_.mlflow_run_id},
-               {"tokenizer_files", run_.tokenizer_files}};
+               {"tokenizer_files", p_.tokenizer_files}};
     if (!epoch_end) state["steps_in_epoch"] = index + 1;
     if (!evaluated) {
       state["running_loss"] = run_.period_loss.to_json();
@@ -735,7 +735,6 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
                             model.params, trainer_options(args, data), comm);
   RunState run = args.resume ? input_step([&] { return resumed_state(args, dirs, saved, plan, *engine, resumes); })
                              : fresh_state(args, plan);
-  run.tokenizer_files = tokenizer_files;
 
   params["engine"] = engine->description();
   params["device_memory_bytes"] = engine->device_memory_bytes();
@@ -789,7 +788,8 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
   }
 
   try {
-    TrainingLoop({args, plan, dirs, model, data, train_batcher, val_batcher, *engine, comm, mlflow.get(), params, start},
+    TrainingLoop({args, plan, dirs, model, data, train_batcher, val_batcher, *engine, comm, mlflow.get(), params,
+                  tokenizer_files, start},
                  run)
         .run();
   } catch (const TrainingStopped&) {
