@@ -33,7 +33,10 @@ int top_class(const float* row, int n) {
 
 bool is_multi_label(const BertConfig& config) {
   const bool old_bertrain = config.extra.contains(kCleanTextKey) && !config.extra.contains(kDataKey);
-  return config.problem_type == "multi_label_classification" && !old_bertrain;
+  // One label and no problem_type: a sigmoid, as transformers' text-classification pipeline computes it (a softmax
+  // over one logit would say 1 whatever the text).
+  const bool one_logit = config.problem_type.empty() && config.labels.size() == 1;
+  return (config.problem_type == "multi_label_classification" && !old_bertrain) || one_logit;
 }
 
 void check_tokenizer_fits(const Tokenizer& tokenizer, const BertConfig& config, const std::string& dir) {
@@ -41,6 +44,13 @@ void check_tokenizer_fits(const Tokenizer& tokenizer, const BertConfig& config, 
                  dir << ": the tokenizer (" << tokenizer.describe() << ") has ids up to " << tokenizer.vocab_size() - 1
                      << " but config.json's vocab_size is " << config.vocab_size
                      << ": the tokenizer belongs to another model");
+  // RoBERTa and XLM-R number positions after the padding token, and transformers finds padding by config.json's
+  // pad_token_id: one that is not the tokenizer's (a real token such as <s>) moves every position there.
+  BERTRAIN_CHECK(!config.family().positions_after_padding || tokenizer.pad_id() < 0 ||
+                     tokenizer.pad_id() == config.pad_token_id,
+                 dir << ": config.json's pad_token_id " << config.pad_token_id << " is not the tokenizer's padding token "
+                     << tokenizer.pad_id() << " (" << tokenizer.describe() << "); a " << config.family().model_type
+                     << " model counts positions from it, so the two must agree");
 }
 
 Predictor::Predictor(const std::string& path, const InferenceOptions& options)
@@ -50,6 +60,9 @@ Predictor::Predictor(const std::string& path, const InferenceOptions& options)
       tokenizer_(load_tokenizer(dir_)),
       multi_label_(is_multi_label(model_.config)) {
   check_tokenizer_fits(*tokenizer_, model_.config, dir_);
+  BERTRAIN_CHECK(model_.config.problem_type != "regression",
+                 dir_ << "/config.json: problem_type regression: the model's head predicts numbers, not labels; "
+                         "bertrain predicts with classifiers (fine-tune it as one with bertrain train)");
   BERTRAIN_CHECK(options.batch_size >= 0, "--batch-size must be at least 1, got " << options.batch_size);
   const BackendChoice choice = choose_backend(options.device, options.precision, 0);
   batch_size_ = options.batch_size > 0 ? options.batch_size : choice.cuda ? kGpuInferenceBatch : kCpuInferenceBatch;

@@ -31,7 +31,8 @@ std::string resolve_model_dir(const std::string& path);
 std::string resolve_tokenizer_dir(const std::string& path);
 
 // Throws Error naming `dir` when `tokenizer` can produce ids outside the model's vocab_size rows of word embeddings
-// (a tokenizer.json from another model, say), before any text is read.
+// (a tokenizer.json from another model, say), or, for a family that counts positions after the padding token
+// (RoBERTa, XLM-R), when config.json's pad_token_id is not the tokenizer's; before any text is read.
 void check_tokenizer_fits(const Tokenizer& tokenizer, const BertConfig& config, const std::string& dir);
 
 // How the model in `config` reads text: cleaning, columns, label separator and max_length as a bertrain training read
@@ -50,7 +51,7 @@ inline float label_probability(float logit) { return 1.0f / (1.0f + std::exp(-lo
 
 // Whether a model predicts label sets: problem_type multi_label_classification. bertrain before multi-label
 // support wrote that problem_type for its single-label (one-hot BCE) models; those have bertrain_clean_text but
-// no bertrain_data, and stay single-label.
+// no bertrain_data, and stay single-label. A model of one label without problem_type is one too (a sigmoid).
 bool is_multi_label(const BertConfig& config);
 
 // Rows per forward pass when none is asked for, the fastest measured on each engine (docs/PERFORMANCE.md:

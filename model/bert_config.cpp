@@ -92,6 +92,52 @@ std::string read_string(const json& j, const char* key, const std::string& fallb
   return v.get<std::string>();
 }
 
+// A config.json without model_type: transformers' AutoConfig refuses it, but Google's original BERT checkpoints
+// and SciBERT's have none and are BERT. Where `architectures` names a class, that class's family, so that a
+// RobertaModel is not trained as a BERT (without RoBERTa's position offset); a class of no family is refused.
+ModelType family_without_model_type(const json& j, const std::string& source) {
+  if (!j.contains("architectures") || j.at("architectures").is_null()) return ModelType::kBert;
+  const json& classes = j.at("architectures");
+  BERTRAIN_CHECK(classes.is_array(), source << ": field 'architectures' must be an array, found " << classes.dump());
+  if (classes.empty()) return ModelType::kBert;
+  const json& first = classes.front();
+  const ModelFamily* family = first.is_string() ? model_family_of_class(first.get<std::string>()) : nullptr;
+  BERTRAIN_CHECK(family != nullptr, source << ": no model_type, and architectures " << classes.dump()
+                                           << " is not a class of a supported family (" << supported_model_types()
+                                           << "): add the checkpoint's model_type");
+  return family->type;
+}
+
+// transformers runs a model whose config says is_decoder with causal attention (each token sees only those before
+// it), and add_cross_attention needs is_decoder; bertrain's encoder attends both ways, so such a model is refused
+// rather than run with other numbers.
+void refuse_decoder(const json& j, const std::string& source) {
+  for (const char* key : {"is_decoder", "add_cross_attention"}) {
+    if (!j.contains(key)) continue;
+    const json& v = j.at(key);
+    BERTRAIN_CHECK(v.is_boolean(), source << ": field '" << key << "' must be true or false, found " << v.dump());
+    BERTRAIN_CHECK(!v.get<bool>(), source << ": " << key << " true is not supported: transformers runs such a model as "
+                                          << "a decoder, with causal attention, and bertrain's encoders attend both ways");
+  }
+}
+
+// problem_type as transformers defines it; "" when absent or null. single_label_classification needs two labels or
+// more, as transformers requires; regression is read here (train replaces the head) and refused by predictions.
+std::string read_problem_type(const json& j, std::size_t labels, const std::string& source) {
+  if (!j.contains("problem_type") || j.at("problem_type").is_null()) return "";
+  const json& type = j.at("problem_type");
+  BERTRAIN_CHECK(type.is_string(), source << ": field 'problem_type' must be a string, found " << type.dump());
+  const std::string value = type.get<std::string>();
+  BERTRAIN_CHECK(value == "single_label_classification" || value == "multi_label_classification" ||
+                     value == "regression",
+                 source << ": problem_type " << type.dump()
+                        << " is not single_label_classification, multi_label_classification or regression");
+  BERTRAIN_CHECK(value != "single_label_classification" || labels != 1,
+                 source << ": problem_type single_label_classification with one label (it needs two or more; a "
+                           "one-label classifier is multi_label_classification)");
+  return value;
+}
+
 // DistilBertConfig's fields (and its defaults) into BERT's names. DistilBERT's LayerNorms use eps 1e-12 whatever
 // the config says (the model hard-codes it).
 void read_distilbert_fields(const json& j, const std::string& source, BertConfig* c) {
@@ -124,6 +170,7 @@ void read_bert_fields(const json& j, const std::string& source, BertConfig* out)
     c.num_attention_heads = 4;
     c.intermediate_size = 1024;
   }
+  refuse_decoder(j, source);
   const std::string positions = read_string(j, "position_embedding_type", "absolute", source);
   BERTRAIN_CHECK(positions == "absolute", source << ": position_embedding_type \"" << positions
                                                  << "\" is not supported (only \"absolute\")");
@@ -180,6 +227,8 @@ BertConfig BertConfig::from_json(const json& j, const std::string& source) {
       BERTRAIN_FAIL(source << ": model_type " << type.dump() << " is not supported (supported: "
                            << supported_model_types() << ")");
     }
+  } else {
+    c.model_type = family_without_model_type(j, source);
   }
   if (c.model_type == ModelType::kDistilBert) {
     read_distilbert_fields(j, source, &c);
@@ -187,11 +236,7 @@ BertConfig BertConfig::from_json(const json& j, const std::string& source) {
     read_bert_fields(j, source, &c);
   }
   c.labels = read_labels(j, source);
-  if (j.contains("problem_type") && !j.at("problem_type").is_null()) {
-    const json& type = j.at("problem_type");
-    BERTRAIN_CHECK(type.is_string(), source << ": field 'problem_type' must be a string, found " << type.dump());
-    c.problem_type = type.get<std::string>();
-  }
+  c.problem_type = read_problem_type(j, c.labels.size(), source);
   const std::set<std::string>& known = c.model_type == ModelType::kDistilBert ? kDistilBertFields : kKnownFields;
   for (const auto& [key, value] : j.items()) {
     // embedding_size is ELECTRA's; another family's config keeps it as transformers does, unused.
@@ -290,7 +335,10 @@ json BertConfig::to_classifier_json() const {
   j["id2label"] = id2label;
   j["label2id"] = label2id;
   j["num_labels"] = labels.size();
-  j["problem_type"] = problem_type.empty() ? "single_label_classification" : problem_type;
+  // No problem_type: softmax over two or more labels, a sigmoid for one (transformers' pipeline reads it so).
+  j["problem_type"] = !problem_type.empty()  ? problem_type
+                      : labels.size() == 1 ? "multi_label_classification"
+                                           : "single_label_classification";
   return j;
 }
 

@@ -62,7 +62,8 @@ struct BertConfig {
   // activation, probabilities outside [0, 1) and inconsistent labels.
   void validate(const std::string& source) const;
   // config.json of the family's sequence classifier (BertForSequenceClassification, ...), in the family's own
-  // field names (problem_type as set; single_label_classification when empty).
+  // field names (problem_type as set; when empty, single_label_classification, or multi_label_classification for one
+  // label).
   nlohmann::json to_classifier_json() const;
 };
 

@@ -1,5 +1,8 @@
 #include "model/model_family.h"
 
+#include <string>
+#include <utility>
+
 #include "core/error.h"
 
 namespace bertrain {
@@ -64,6 +67,24 @@ const ModelFamily& model_family(const std::string& model_type) {
     if (model_type == model_family(type).model_type) return model_family(type);
   }
   BERTRAIN_FAIL("model_type \"" << model_type << "\" is not supported (supported: " << supported_model_types() << ")");
+}
+
+const ModelFamily* model_family_of_class(const std::string& class_name) {
+  // Longest prefix first: "XLMRoberta..." is not a "Roberta..." class, nor "DistilBert..." a "Bert..." one.
+  const std::pair<const char*, ModelType> prefixes[] = {{"XLMRoberta", ModelType::kXlmRoberta},
+                                                        {"DistilBert", ModelType::kDistilBert},
+                                                        {"Roberta", ModelType::kRoberta},
+                                                        {"Electra", ModelType::kElectra},
+                                                        {"Bert", ModelType::kBert}};
+  for (const auto& [prefix, type] : prefixes) {
+    if (class_name.rfind(prefix, 0) != 0) continue;
+    const std::string rest = class_name.substr(std::char_traits<char>::length(prefix));
+    for (const char* kind : {"Model", "For", "LMHead"}) {
+      if (rest.rfind(kind, 0) == 0) return &model_family(type);
+    }
+    return nullptr;  // RobertaPreLayerNormModel, BertGenerationEncoder: another architecture with a family's prefix
+  }
+  return nullptr;
 }
 
 std::string supported_model_types() { return "bert, roberta, xlm-roberta, distilbert, electra"; }

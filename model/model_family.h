@@ -48,6 +48,10 @@ struct ModelFamily {
 // The family of a config.json model_type; throws Error naming the supported ones for any other.
 const ModelFamily& model_family(const std::string& model_type);
 const ModelFamily& model_family(ModelType type);
+// The family of a transformers class name ("RobertaModel", "BertForMaskedLM", ...): a family's prefix followed by
+// "Model", "For..." or "LMHead..."; null for any other class (MegatronBertModel, BertGenerationEncoder, ...). For
+// config.json files without model_type, which transformers' own loader refuses but which its architectures tell.
+const ModelFamily* model_family_of_class(const std::string& class_name);
 // "bert, roberta, xlm-roberta, distilbert, electra", for messages and --help.
 std::string supported_model_types();
 

@@ -219,6 +219,61 @@ TEST(BertConfig, RefusesWhatNoFamilyComputes) {
   expect_error(d, {"sinusoidal_pos_embds"});
 }
 
+// transformers computes these otherwise than an encoder classifier (causal attention; numbers, not labels), so they are
+// refused or read as the pipeline reads them, never run with other numbers.
+TEST(BertConfig, RefusesDecodersAndUnknownProblemTypes) {
+  for (const char* key : {"is_decoder", "add_cross_attention"}) {
+    json c = valid_config();
+    c[key] = true;
+    expect_error(c, {key, "causal attention"});
+    c[key] = false;
+    EXPECT_NO_THROW(BertConfig::from_json(c, "cfg.json")) << key;
+    c[key] = "yes";
+    expect_error(c, {key, "true or false"});
+  }
+  json c = valid_config();
+  c["problem_type"] = "multilabel";
+  expect_error(c, {"problem_type \"multilabel\"", "multi_label_classification"});
+  c["problem_type"] = "regression";
+  EXPECT_EQ(BertConfig::from_json(c, "cfg.json").problem_type, "regression");  // train replaces the head
+  c["problem_type"] = "single_label_classification";
+  c["id2label"] = json{{"0", "only"}};
+  c["label2id"] = json{{"only", 0}};
+  expect_error(c, {"single_label_classification with one label"});
+  // One label and no problem_type is saved as what it predicts with: a sigmoid.
+  c.erase("problem_type");
+  const BertConfig one = BertConfig::from_json(c, "cfg.json");
+  EXPECT_EQ(one.problem_type, "");
+  EXPECT_EQ(one.to_classifier_json().at("problem_type"), "multi_label_classification");
+}
+
+// Without model_type (Google's BERT and SciBERT have none) a config is BERT unless its architectures name another
+// family's class; a class of no family is refused, not run as a BERT.
+TEST(BertConfig, AConfigWithoutModelTypeIsTheFamilyOfItsArchitecture) {
+  json c = valid_config();
+  c.erase("model_type");
+  EXPECT_EQ(BertConfig::from_json(c, "cfg.json").model_type, ModelType::kBert);
+  c["architectures"] = json::array();
+  EXPECT_EQ(BertConfig::from_json(c, "cfg.json").model_type, ModelType::kBert);
+  const std::pair<const char*, ModelType> classes[] = {{"BertForMaskedLM", ModelType::kBert},
+                                                       {"RobertaModel", ModelType::kRoberta},
+                                                       {"XLMRobertaForSequenceClassification", ModelType::kXlmRoberta},
+                                                       {"ElectraForPreTraining", ModelType::kElectra},
+                                                       {"BertLMHeadModel", ModelType::kBert}};
+  for (const auto& [name, type] : classes) {
+    c["architectures"] = json::array({name});
+    c["pad_token_id"] = 1;  // RoBERTa's padding row
+    EXPECT_EQ(BertConfig::from_json(c, "cfg.json").model_type, type) << name;
+  }
+  for (const char* name : {"MegatronBertModel", "BertGenerationEncoder", "RobertaPreLayerNormModel", "GPT2Model"}) {
+    c["architectures"] = json::array({name});
+    expect_error(c, {"no model_type", name, "add the checkpoint's model_type"});
+  }
+  EXPECT_EQ(model_family_of_class("DistilBertForSequenceClassification"), &model_family(ModelType::kDistilBert));
+  c["architectures"] = "BertModel";
+  expect_error(c, {"'architectures' must be an array"});
+}
+
 TEST(HfNames, MapsEachFamilysCheckpointNames) {
   const ModelFamily& roberta = model_family("roberta");
   EXPECT_EQ(canonical_param_name("embeddings.word_embeddings.weight", roberta), "roberta.embeddings.word_embeddings.weight");

@@ -3,6 +3,8 @@
 // evaluated and asked for a prediction through the real binary exactly as a BERT is. Their weights are random
 // (the tiny fixture shapes, the tokenizers' vocabularies): these tests are about the commands, not the accuracy;
 // tests/model/test_golden.cpp checks the numbers against transformers.
+#include <algorithm>
+#include <functional>
 #include <set>
 
 #include "data/tokenizer_loader.h"
@@ -93,6 +95,95 @@ TEST_F(CliTest, ATokenizerLargerThanTheModelIsRefused) {
                "vocab_size is 67");
   expect_no_run(path("run"));
   expect_error(run({"predict", "--model", dir.string(), "--title", "image"}), "vocab_size is 67");
+}
+
+// The fixture BERT (the model directory of CliTest) with `labels` and classifier rows set by `head`, saved in `dir`.
+void save_bert_with_head(const fs::path& model, const fs::path& dir, const std::vector<std::string>& labels,
+                         const std::function<void(const ParamLayout&, std::vector<float>*)>& head) {
+  LoadedModel loaded = load_model_dir(model.string(), {}, 0);
+  BertConfig config = loaded.config;
+  config.labels = labels;
+  const ParamLayout layout = bert_classifier_layout(config, config.num_labels());
+  std::vector<float> params(layout.total(), 0.0f);
+  for (const ParamEntry& e : layout.entries()) {
+    if (e.name.rfind("classifier.", 0) == 0) continue;
+    const ParamEntry& from = loaded.layout.at(e.name);
+    std::copy_n(loaded.params.begin() + from.offset, e.numel, params.begin() + e.offset);
+  }
+  head(layout, &params);
+  save_model_dir(dir.string(), config, layout, params.data(), model.string());
+}
+
+// A classifier of one label without problem_type predicts with a sigmoid, as transformers' text-classification
+// pipeline does (a softmax over one logit said 1 for every text): its probability is, to rounding, the second
+// probability of a two-label softmax whose first logit is 0, softmax([0, z])[1] = sigmoid(z).
+TEST_F(CliTest, AOneLabelModelPredictsWithASigmoid) {
+  const auto weights = [](const ParamLayout& layout, std::vector<float>* params, int row) {
+    const ParamEntry& w = layout.at("classifier.weight");
+    const int hidden = static_cast<int>(w.shape[1]);
+    for (int i = 0; i < hidden; ++i) (*params)[w.offset + row * hidden + i] = 0.05f * static_cast<float>(i % 7 - 3);
+    (*params)[layout.at("classifier.bias").offset + row] = 0.3f;
+  };
+  save_bert_with_head(model(), dir_ / "one", {"relevant"}, [&](const ParamLayout& l, std::vector<float>* p) {
+    weights(l, p, 0);
+  });
+  json config = json::parse(slurp(dir_ / "one/config.json"));
+  config.erase("problem_type");  // as transformers saves a num_labels=1 model
+  spit(dir_ / "one/config.json", config.dump());
+  save_bert_with_head(model(), dir_ / "two", {"not", "relevant"}, [&](const ParamLayout& l, std::vector<float>* p) {
+    weights(l, p, 1);
+  });
+  const RunResult one = run({"predict", "--model", path("one"), "--data", data(), "--out", path("one.jsonl")});
+  ASSERT_TRUE(succeeded(one)) << one.describe();
+  const RunResult two = run({"predict", "--model", path("two"), "--data", data(), "--out", path("two.jsonl")});
+  ASSERT_TRUE(succeeded(two)) << two.describe();
+  const std::vector<json> sigmoid = read_jsonl(dir_ / "one.jsonl"), softmax = read_jsonl(dir_ / "two.jsonl");
+  ASSERT_EQ(sigmoid.size(), static_cast<std::size_t>(kRows));
+  ASSERT_EQ(softmax.size(), sigmoid.size());
+  double lowest = 1, highest = 0;
+  for (std::size_t i = 0; i < sigmoid.size(); ++i) {
+    const double p = sigmoid[i].at("probabilities").at("relevant").get<double>();
+    EXPECT_NEAR(p, softmax[i].at("probabilities").at("relevant").get<double>(), 1e-6) << i;
+    lowest = std::min(lowest, p);
+    highest = std::max(highest, p);
+  }
+  EXPECT_LT(highest, 0.999);
+  EXPECT_GT(highest - lowest, 1e-3);  // the texts are told apart
+}
+
+// Checkpoints that transformers computes otherwise than bertrain's encoder classifier are refused by name, before
+// any text is read: a decoder (causal attention), a regression head (numbers, not labels), and a RoBERTa whose
+// config.json pads with a token that is not the tokenizer's (transformers numbers positions from it).
+TEST_F(CliTest, CheckpointsTransformersComputesOtherwiseAreRefused) {
+  fs::copy(model(), dir_ / "decoder");
+  json config = json::parse(slurp(dir_ / "decoder/config.json"));
+  config["is_decoder"] = true;
+  spit(dir_ / "decoder/config.json", config.dump());
+  expect_error(run({"predict", "--model", path("decoder"), "--title", "image"}), "is_decoder true is not supported");
+  expect_error(run({"train", "--model", path("decoder"), "--train-data", data(), "--out", path("run"), "--quiet"}),
+               "is_decoder true is not supported");
+  expect_no_run(path("run"));
+
+  fs::copy(model(), dir_ / "regression");
+  config = json::parse(slurp(dir_ / "regression/config.json"));
+  config["problem_type"] = "regression";
+  spit(dir_ / "regression/config.json", config.dump());
+  expect_error(run({"predict", "--model", path("regression"), "--title", "image"}), "problem_type regression");
+  expect_error(run({"evaluate", "--model", path("regression"), "--data", data()}), "problem_type regression");
+
+  const fs::path roberta = dir_ / "roberta";
+  const std::string tokenizer = std::string(BERTRAIN_FIXTURES_DIR) + "/tokenizers/bpe_bytelevel";
+  BertConfig c = BertConfig::load(std::string(BERTRAIN_FIXTURES_DIR) + "/tiny_roberta_bce_adam/config.json");
+  c.vocab_size = load_tokenizer(tokenizer)->vocab_size();
+  c.labels = {"a", "b"};
+  c.pad_token_id = 0;  // <s>, which starts every row; the tokenizer pads with <pad> (1)
+  const ParamLayout layout = bert_classifier_layout(c, c.num_labels());
+  save_model_dir(roberta.string(), c, layout, random_bert_parameters(layout, c, 5).data(), tokenizer);
+  expect_error(run({"predict", "--model", roberta.string(), "--title", "image"}),
+               "pad_token_id 0 is not the tokenizer's padding token 1");
+  expect_error(run({"train", "--model", roberta.string(), "--train-data", data(), "--out", path("run"), "--quiet"}),
+               "pad_token_id 0 is not the tokenizer's padding token 1");
+  expect_no_run(path("run"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CliFamilyTest,
