@@ -5,11 +5,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define BERTRAIN_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define BERTRAIN_HOST_DEVICE inline
-#endif
+#include "core/host_device.h"
 
 namespace bertrain {
 

@@ -24,6 +24,7 @@ ClassifierTrainer<T>::ClassifierTrainer(const BertConfig& config, int num_labels
                                                                  << model_.layout().total());
   BERTRAIN_CHECK(class_weights_.empty() || static_cast<int>(class_weights_.size()) == num_labels,
                  "got " << class_weights_.size() << " class weights for " << num_labels << " labels");
+  if (options.adam.weight_decay > 0) optimizer_.set_decay_mask(trainer_decay_mask(model_.layout()));
 }
 
 template <typename T>

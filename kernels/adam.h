@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "core/bf16.h"
+#include "core/host_device.h"
 #include "core/cuda/gpu_handles.h"
 
 namespace bertrain {
@@ -28,11 +30,19 @@ inline float clip_grad_scale(double max_norm, double norm) {
   return coef < 1.0f ? coef : 1.0f;
 }
 
+// Which elements weight decay applies to: element i when bit i % 32 of decay_mask[i / 32] is set (Hugging Face
+// Trainer leaves biases and LayerNorm weights out: engine/adam.h's trainer_decay_mask). A null mask decays every
+// element, as torch.optim.AdamW over all parameters.
+BERTRAIN_HOST_DEVICE bool decays(const uint32_t* decay_mask, std::size_t i) {
+  return decay_mask == nullptr || ((decay_mask[i / 32] >> (i % 32)) & 1u) != 0;
+}
+
 // param, m, v (+= in place, n elements) updated with grad · grad_scale for optimizer step `step` (1-based);
-// grad itself is left as it is. grad_scale 1 is exactly the unscaled update.
+// grad itself is left as it is. grad_scale 1 is exactly the unscaled update. Weight decay (hyper.weight_decay > 0)
+// applies to the elements decay_mask selects (above).
 template <typename T>
 void adam_update_cpu(T* param, T* m, T* v, const T* grad, std::size_t n, const AdamHyper& hyper, long step,
-                     T grad_scale = T(1));
+                     T grad_scale = T(1), const uint32_t* decay_mask = nullptr);
 
 // ---- CUDA (kernels/cuda/adam.cu): one launch over the flat buffer, the CPU's arithmetic in float.
 
@@ -44,8 +54,10 @@ struct DeviceGradClip {
 };
 
 // param, m, v (fp32) updated in place with grad times clip's factor; param_copy (may be null) (=) the new
-// parameters rounded to bf16 (the compute copy of --precision bf16).
+// parameters rounded to bf16 (the compute copy of --precision bf16). decay_mask: a device copy of the CPU's mask
+// (ceil(n / 32) words), or null to decay every element.
 void adam_update_cuda(float* param, float* m, float* v, const float* grad, bf16* param_copy, std::size_t n,
-                      const AdamHyper& hyper, long step, const DeviceGradClip& clip, CudaStream stream);
+                      const AdamHyper& hyper, long step, const DeviceGradClip& clip, const uint32_t* decay_mask,
+                      CudaStream stream);
 
 }  // namespace bertrain

@@ -66,7 +66,9 @@ ArgParser train_arg_parser() {
   p.option("adam-beta1", "0.9", "Adam beta1");
   p.option("adam-beta2", "0.999", "Adam beta2");
   p.option("adam-eps", "1e-8", "Adam epsilon");
-  p.option("weight-decay", "0", "decoupled weight decay (AdamW) when > 0").value_name("X");
+  p.option("weight-decay", "0", "decoupled weight decay (AdamW) when > 0, as Trainer: not of biases and LayerNorm "
+                                 "weights")
+      .value_name("X");
   p.option("max-grad-norm", "0", "clip the gradient to this global L2 norm before each update, as Trainer's "
                                  "max_grad_norm (which clips at 1.0 unless told); 0: no clipping, as Made-With-ML")
       .value_name("X");

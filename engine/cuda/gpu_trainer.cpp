@@ -95,6 +95,7 @@ class GpuBackend final : public TrainingBackend {
       cast_cuda(compute_.data(), master_.data(), size_, context_.stream());
     }
     if (!options.class_weights.empty()) class_weights_ = DeviceBuffer<float>(options.class_weights);
+    if (options.adam.weight_decay > 0) decay_mask_ = DeviceBuffer<uint32_t>(trainer_decay_mask(model_.layout()));
     if (options.accumulation > 1) accumulated_ = DeviceBuffer<float>(size_);
     for (Staging& s : staging_) {
       s.ids = PinnedBuffer<int32_t>(ids_.size());
@@ -180,7 +181,7 @@ class GpuBackend final : public TrainingBackend {
       sum_of_squares_cuda(context_.handles(), loss + 1, grads_.data(), size_);
       const DeviceGradClip clip{loss + 1, static_cast<float>(options_.max_grad_norm)};
       adam_update_cuda(master_.data(), moments_.data(), moments_.data() + size_, grads_.data(), compute_copy(), size_,
-                       hyper_, ++steps_, clip, stream);
+                       hyper_, ++steps_, clip, decay_mask_.size() == 0 ? nullptr : decay_mask_.data(), stream);
     }
     BERTRAIN_CUDA_CHECK(cudaMemcpyAsync(staging.loss.data(), loss, 2 * sizeof(float), cudaMemcpyDeviceToHost, stream));
     BERTRAIN_CUDA_CHECK(cudaEventRecord(staging.done.get(), stream));
@@ -371,6 +372,7 @@ class GpuBackend final : public TrainingBackend {
   DeviceBuffer<T> compute_;                        // bf16 copy of master_ (empty in fp32)
   DeviceBuffer<int32_t> ids_, cu_seqlens_;
   DeviceBuffer<float> targets_, class_weights_, losses_;
+  DeviceBuffer<uint32_t> decay_mask_;  // with weight decay: trainer_decay_mask (engine/adam.h); else empty
   DeviceBuffer<float> accumulated_;  // gradient accumulation: the step's earlier micro-batches' gradient sum
   bool add_accumulated_ = false;     // this backward's buckets get accumulated_ added before their reduction
   std::array<Staging, 2> staging_;

@@ -8,7 +8,7 @@ namespace bertrain {
 
 template <typename T>
 void adam_update_cpu(T* param, T* m, T* v, const T* grad, std::size_t n, const AdamHyper& hyper, long step,
-                     T grad_scale) {
+                     T grad_scale, const uint32_t* decay_mask) {
   BERTRAIN_CHECK(step >= 1, "Adam step must start at 1, got " << step);
   // Scalars are computed as torch computes them: in double, then rounded to T.
   const double bias_correction1 = 1.0 - std::pow(hyper.beta1, static_cast<double>(step));
@@ -23,7 +23,7 @@ void adam_update_cpu(T* param, T* m, T* v, const T* grad, std::size_t n, const A
 #pragma omp parallel for schedule(static) if (count > 65536)
   for (std::ptrdiff_t i = 0; i < count; ++i) {
     T p = param[i];
-    if (decoupled) p *= decay;
+    if (decoupled && decays(decay_mask, static_cast<std::size_t>(i))) p *= decay;
     const T g = grad[i] * grad_scale;  // clip_grad_norm_'s grads.mul_(clip_coef); exact when grad_scale is 1
     // torch: exp_avg.lerp_(grad, 1 - beta1); exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
     const T mi = m[i] + one_minus_beta1 * (g - m[i]);
@@ -35,8 +35,9 @@ void adam_update_cpu(T* param, T* m, T* v, const T* grad, std::size_t n, const A
   }
 }
 
-template void adam_update_cpu<float>(float*, float*, float*, const float*, std::size_t, const AdamHyper&, long, float);
+template void adam_update_cpu<float>(float*, float*, float*, const float*, std::size_t, const AdamHyper&, long, float,
+                                     const uint32_t*);
 template void adam_update_cpu<double>(double*, double*, double*, const double*, std::size_t, const AdamHyper&, long,
-                                      double);
+                                      double, const uint32_t*);
 
 }  // namespace bertrain

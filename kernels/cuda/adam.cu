@@ -41,10 +41,11 @@ struct AdamScalars {
   bool decoupled;  // weight_decay > 0
 };
 
-// For each i < n: param[i], m[i], v[i] (=, in place) the Adam update of step `step` with grad[i];
-// param_copy[i] (=, when not null) the new param[i] rounded to bf16. One thread per element, grid-stride.
+// For each i < n: param[i], m[i], v[i] (=, in place) the Adam update of step `step` with grad[i], decayed where
+// decay_mask says (kernels/adam.h: decays); param_copy[i] (=, when not null) the new param[i] rounded to bf16. One
+// thread per element, grid-stride.
 __global__ void adam_update_kernel(float* param, float* m, float* v, const float* grad, bf16* param_copy,
-                                   std::size_t n, AdamScalars k, DeviceGradClip clip) {
+                                   std::size_t n, AdamScalars k, DeviceGradClip clip, const uint32_t* decay_mask) {
   // clip_grad_scale's arithmetic (kernels/adam.h) on the device's Σ g²: every thread reads the same word.
   float grad_scale = 1.0f;
   if (clip.sum_of_squares != nullptr) {
@@ -54,7 +55,7 @@ __global__ void adam_update_kernel(float* param, float* m, float* v, const float
   for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
     float p = param[i];
-    if (k.decoupled) p = __fmul_rn(p, k.decay);
+    if (k.decoupled && decays(decay_mask, i)) p = __fmul_rn(p, k.decay);
     const float g = __fmul_rn(grad[i], grad_scale);  // exact when grad_scale is 1
     const float m_old = m[i];
     // mi = m + (1 - beta1) · (g - m)
@@ -75,7 +76,8 @@ __global__ void adam_update_kernel(float* param, float* m, float* v, const float
 }  // namespace
 
 void adam_update_cuda(float* param, float* m, float* v, const float* grad, bf16* param_copy, std::size_t n,
-                      const AdamHyper& hyper, long step, const DeviceGradClip& clip, CudaStream stream) {
+                      const AdamHyper& hyper, long step, const DeviceGradClip& clip, const uint32_t* decay_mask,
+                      CudaStream stream) {
   BERTRAIN_CHECK(step >= 1, "Adam step must start at 1, got " << step);
   if (n == 0) return;
   BERTRAIN_CHECK(param != nullptr && m != nullptr && v != nullptr && grad != nullptr,
@@ -100,7 +102,7 @@ void adam_update_cuda(float* param, float* m, float* v, const float* grad, bf16*
   const DeviceGradClip device_clip = clip.max_norm > 0 ? clip : DeviceGradClip{};
 
   adam_update_kernel<<<cuda::elementwise_blocks(n, kThreads), kThreads, 0, stream>>>(param, m, v, grad, param_copy,
-                                                                                     n, k, device_clip);
+                                                                                     n, k, device_clip, decay_mask);
   BERTRAIN_CUDA_CHECK_LAUNCH("adam_update_kernel");
 }
 

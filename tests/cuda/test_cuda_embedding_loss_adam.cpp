@@ -566,7 +566,7 @@ float product(float a, float b) {
 }
 
 void adam_reference(float* param, float* m, float* v, const float* grad, std::size_t n, const AdamHyper& hyper,
-                    long step, float grad_scale = 1.0f) {
+                    long step, float grad_scale = 1.0f, const uint32_t* decay_mask = nullptr) {
   const double bias_correction1 = 1.0 - std::pow(hyper.beta1, static_cast<double>(step));
   const double bias_correction2 = 1.0 - std::pow(hyper.beta2, static_cast<double>(step));
   const float step_size = static_cast<float>(hyper.lr / bias_correction1);
@@ -578,7 +578,8 @@ void adam_reference(float* param, float* m, float* v, const float* grad, std::si
   const float decay = static_cast<float>(1.0 - lr_times_decay);
   for (std::size_t i = 0; i < n; ++i) {
     float p = param[i];
-    if (hyper.weight_decay > 0.0) p = product(p, decay);
+    const bool decayed = decay_mask == nullptr || ((decay_mask[i / 32] >> (i % 32)) & 1u) != 0;
+    if (hyper.weight_decay > 0.0 && decayed) p = product(p, decay);
     const float g = product(grad[i], grad_scale);
     const float mi = m[i] + product(one_minus_beta1, g - m[i]);
     const float vi = product(v[i], beta2) + product(product(one_minus_beta2, g), g);
@@ -631,6 +632,15 @@ void expect_adam_close(const std::string& what, const AdamState& got, const Adam
   EXPECT_TRUE(all_close(what + " v", got.v.data(), ref.v.data(), n, 1e-14, 2e-6));
 }
 
+// Trainer's grouping in miniature: every third element (from 1) is not decayed, as biases and LayerNorm weights.
+std::vector<uint32_t> adam_decay_mask(std::size_t n) {
+  std::vector<uint32_t> mask((n + 31) / 32, 0u);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i % 3 != 1) mask[i / 32] |= 1u << (i % 32);
+  }
+  return mask;
+}
+
 AdamHyper adam_hyper(double weight_decay) {
   AdamHyper hyper;
   hyper.lr = 1e-3;
@@ -680,15 +690,19 @@ TEST(CudaAdam, BitIdenticalToReferenceAndCloseToCpuTwin) {
   BERTRAIN_REQUIRE_GPU();
   GpuContext ctx(0, 0);
   for (std::size_t n : kAdamSizes) {
-  for (double weight_decay : {0.0, 0.01}) {
+  // Weight decay 0, 0.01 on every element, 0.01 where the mask says (Trainer's groups).
+  for (const auto& [weight_decay, masked] : {std::pair{0.0, false}, std::pair{0.01, false}, std::pair{0.01, true}}) {
     for (AdamClip clip : {AdamClip::kNone, AdamClip::kWithinTheNorm, AdamClip::kClipped}) {
       SCOPED_TRACE("n " + std::to_string(n) + ", weight_decay " + std::to_string(weight_decay) + ", clip " +
-                   std::to_string(static_cast<int>(clip)));
+                   std::to_string(static_cast<int>(clip)) + (masked ? ", masked" : ""));
       const AdamHyper hyper = adam_hyper(weight_decay);
       const uint32_t seed = adam_seed(n);
       AdamState ref = adam_initial(n, seed), twin = ref;
       DeviceBuffer<float> param(ref.param), m(ref.m), v(ref.v), grad(n), sum_of_squares(1);
       DeviceBuffer<bf16> copy(n);
+      const std::vector<uint32_t> host_mask = adam_decay_mask(n);
+      const DeviceBuffer<uint32_t> mask(host_mask);
+      const uint32_t* cpu_mask = masked ? host_mask.data() : nullptr;
       for (long step = 1; step <= kAdamSteps; ++step) {
         const std::vector<float> g = adam_grad(n, step, seed);
         // The step's Σ g² as the device would hold it, and a max norm above it or at a quarter of its norm.
@@ -702,8 +716,9 @@ TEST(CudaAdam, BitIdenticalToReferenceAndCloseToCpuTwin) {
         } else if (clip == AdamClip::kWithinTheNorm) {
           ASSERT_EQ(scale, 1.0f);
         }
-        adam_reference(ref.param.data(), ref.m.data(), ref.v.data(), g.data(), n, hyper, step, scale);
-        adam_update_cpu<float>(twin.param.data(), twin.m.data(), twin.v.data(), g.data(), n, hyper, step, scale);
+        adam_reference(ref.param.data(), ref.m.data(), ref.v.data(), g.data(), n, hyper, step, scale, cpu_mask);
+        adam_update_cpu<float>(twin.param.data(), twin.m.data(), twin.v.data(), g.data(), n, hyper, step, scale,
+                               cpu_mask);
         grad.upload(g.data(), n);
         sum_of_squares.upload(&sum_f, 1);
         poison(copy);
@@ -713,7 +728,7 @@ TEST(CudaAdam, BitIdenticalToReferenceAndCloseToCpuTwin) {
         // The bf16 copy on odd steps; null (no copy) on even ones.
         const bool with_copy = step % 2 == 1;
         adam_update_cuda(param.data(), m.data(), v.data(), grad.data(), with_copy ? copy.data() : nullptr, n, hyper,
-                         step, device_clip, ctx.stream());
+                         step, device_clip, masked ? mask.data() : nullptr, ctx.stream());
         device_sync();
         const AdamState got{param.download(), m.download(), v.download()};
         const std::string at = "step " + std::to_string(step);
@@ -734,7 +749,8 @@ TEST(CudaAdam, BitIdenticalToReferenceAndCloseToCpuTwin) {
 TEST(CudaAdam, RejectsStepZero) {
   BERTRAIN_REQUIRE_GPU();
   DeviceBuffer<float> x(4);
-  EXPECT_THROW(adam_update_cuda(x.data(), x.data(), x.data(), x.data(), nullptr, 4, AdamHyper{}, 0, {}, nullptr),
+  EXPECT_THROW(adam_update_cuda(x.data(), x.data(), x.data(), x.data(), nullptr, 4, AdamHyper{}, 0, {}, nullptr,
+                                nullptr),
                Error);
 }
 

@@ -440,13 +440,19 @@ def case_eps(case):
     return EPS_OVERRIDE[0] if EPS_OVERRIDE[0] is not None else case.get("eps", EPS)
 
 
-def make_optimizer(case, params):
+def make_optimizer(case, model):
     kw = dict(lr=LR, betas=(BETA1, BETA2), eps=case_eps(case), weight_decay=case["weight_decay"], foreach=False)
+    params = [p for _, p in model.named_parameters()]
     if case["optimizer"] == "adam":
         assert case["weight_decay"] == 0.0
         return torch.optim.Adam(params, **kw)
     if case["optimizer"] == "adamw":
-        return torch.optim.AdamW(params, **kw)
+        # Hugging Face Trainer's two groups (Trainer.create_optimizer): biases and LayerNorm weights are not decayed.
+        # get_decay_parameter_names does not use the Trainer it belongs to.
+        decay = set(transformers.Trainer.get_decay_parameter_names(None, model))
+        groups = [{"params": [p for n, p in model.named_parameters() if n in decay]},
+                  {"params": [p for n, p in model.named_parameters() if n not in decay], "weight_decay": 0.0}]
+        return torch.optim.AdamW(groups, **kw)
     raise ValueError(case["optimizer"])
 
 
@@ -501,7 +507,7 @@ def run_reference(case, model_f32, input_ids, attention_mask, labels, targets, d
     else:
         raise ValueError(case["loss"])
 
-    opt = make_optimizer(case, params)
+    opt = make_optimizer(case, model)
     result = {}
     for step in range(STEPS):
         opt.zero_grad(set_to_none=True)

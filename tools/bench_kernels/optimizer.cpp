@@ -46,7 +46,7 @@ void bench_adam(Runner& r, bool bf16_copy) {
   Measure m{"adam_update", label(bf16_copy ? "N=%lld, + bf16 copy" : "N=%lld", static_cast<long long>(n)),
             28.0 * n + (bf16_copy ? 2.0 * n : 0.0)};
   // Every timed run is another optimizer step on the same state; the work does not change.
-  r.measure(m, [&] { adam_update_cuda(param, m1, m2, grad, param_copy, n, hyper, step, {}, r.stream()); },
+  r.measure(m, [&] { adam_update_cuda(param, m1, m2, grad, param_copy, n, hyper, step, {}, nullptr, r.stream()); },
             [&](Checker& c) {
               adam_update_cpu<float>(hp.data(), hm.data(), hv.data(), hg.data(), n, hyper, step);
               c.compare("param", r.download(param, n), hp, kFp32Tolerance);
