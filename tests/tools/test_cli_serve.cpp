@@ -762,6 +762,162 @@ TEST_F(CliServe, BadInputIsRefusedByNameAndTheServerLivesOn) {
   EXPECT_EQ(fresh.get("/healthz").status, 200);
 }
 
+// ---- connections ----------------------------------------------------------------------------------------------
+
+// A raw connection to the server, for what a client library would not do (pipeline, trickle, half-close).
+class RawConnection {
+ public:
+  explicit RawConnection(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  }
+  ~RawConnection() { ::close(fd_); }
+  bool connected() const { return connected_; }
+  bool send(const std::string& bytes) {
+    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+  }
+  void shut_writes() { ::shutdown(fd_, SHUT_WR); }
+  // Everything received until the server closes or `timeout_s` passes.
+  std::string receive_all(double timeout_s) {
+    std::string got;
+    char buffer[65536];
+    const auto start = Clock::now();
+    while (seconds_since(start) < timeout_s) {
+      timeval tv{0, 100 * 1000};
+      ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      const ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
+      if (n == 0) break;
+      if (n > 0) got.append(buffer, static_cast<std::size_t>(n));
+    }
+    return got;
+  }
+  // Until one whole answer is in, the server closes, or `timeout_s` passes.
+  std::string receive_answer(double timeout_s) {
+    std::string got;
+    char buffer[65536];
+    const auto start = Clock::now();
+    while (seconds_since(start) < timeout_s && !whole_answer(got)) {
+      timeval tv{0, 100 * 1000};
+      ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      const ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
+      if (n == 0) break;
+      if (n > 0) got.append(buffer, static_cast<std::size_t>(n));
+    }
+    return got;
+  }
+
+ private:
+  int fd_;
+  bool connected_ = false;
+};
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// HTTP/1.1 as clients use it: pipelined requests answered in order, a half-closed client answered, a line without
+// an end refused once it passes its limit (not buffered until the client stops), a request without a body answered
+// at once.
+TEST_F(CliServe, PipelinedHalfClosedAndEndlessRequestsAreAnswered) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  auto server = start({"--quiet"});
+  const int port = server->port();
+  {
+    RawConnection c(port);
+    ASSERT_TRUE(c.connected());
+    const std::string predict = json{{"texts", {"object detection with yolo"}}}.dump();
+    ASSERT_TRUE(c.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nPOST /v1/predict HTTP/1.1\r\nHost: x\r\n"
+                       "Content-Type: application/json\r\nContent-Length: " + std::to_string(predict.size()) +
+                       "\r\n\r\n" + predict + "GET /run_id/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+    const std::string got = c.receive_all(10);
+    EXPECT_EQ(count_of(got, "HTTP/1.1 200 OK"), 3u) << got;
+    const std::size_t alive = got.find("\"alive\""), prediction = got.find("\"probabilities\""),
+                      run_id = got.find("\"run_id\"");
+    EXPECT_TRUE(alive < prediction && prediction < run_id && run_id != std::string::npos) << "out of order:\n" << got;
+  }
+  {
+    RawConnection c(port);  // the client's request, then its end of the connection: the answer still comes
+    ASSERT_TRUE(c.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
+    c.shut_writes();
+    EXPECT_EQ(raw_status(c.receive_all(10)), 200);
+  }
+  {
+    RawConnection c(port);  // a request line that never ends: 414 after 8 KiB, while the client still sends
+    const auto start = Clock::now();
+    ASSERT_TRUE(c.send("GET /" + std::string(16 * 1024, 'a')));
+    const std::string got = c.receive_answer(10);
+    EXPECT_EQ(raw_status(got), 414) << got;
+    EXPECT_LT(seconds_since(start), 2.0);
+  }
+  {
+    RawConnection c(port);  // a POST without Content-Length has no body (RFC 9112): refused at once, not awaited
+    const auto start = Clock::now();
+    ASSERT_TRUE(c.send("POST /v1/predict HTTP/1.1\r\nHost: x\r\n\r\n"));
+    const std::string got = c.receive_answer(10);
+    EXPECT_EQ(raw_status(got), 400) << got;
+    EXPECT_LT(seconds_since(start), 2.0);
+  }
+  expect_serving(*server, "after the raw connections");
+}
+
+// Every connection thread held (--max-connections 2): by clients that trickle a request a byte a second, or that
+// keep their connections open. A health probe is still answered: a trickled request is cut off (408) when the
+// I/O timeout (5 s) is up, however its bytes come, and kept-alive connections give way to waiting ones.
+TEST_F(CliServe, ClientsThatHoldEveryThreadDoNotShutOthersOut) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  auto server = start({"--max-connections", "2", "--quiet"});
+  const int port = server->port();
+  {
+    std::vector<std::unique_ptr<RawConnection>> slow;
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> tricklers;
+    std::vector<std::string> slow_answers(2);
+    for (int i = 0; i < 2; ++i) {
+      slow.push_back(std::make_unique<RawConnection>(port));
+      ASSERT_TRUE(slow.back()->connected());
+    }
+    for (int i = 0; i < 2; ++i) {
+      tricklers.emplace_back([&, i] {
+        const std::string request = "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + std::string(200, 'a');
+        for (char byte : request) {
+          if (stop.load() || !slow[static_cast<std::size_t>(i)]->send(std::string(1, byte))) break;
+          std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+        }
+      });
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    const auto start = Clock::now();
+    Client probe(port);
+    EXPECT_EQ(probe.get("/healthz").status, 200);
+    const double waited = seconds_since(start);
+    EXPECT_LT(waited, 8.0) << "a probe waited behind two trickling clients";
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(raw_status(slow[static_cast<std::size_t>(i)]->receive_answer(5)), 408) << "trickling client " << i;
+    }
+    stop = true;
+    for (std::thread& t : tricklers) t.join();
+  }
+  {
+    // Two clients each ask once and keep their connections open: a third is answered at once, not after their idle
+    // timeout.
+    RawConnection a(port), b(port);
+    for (RawConnection* c : {&a, &b}) {
+      ASSERT_TRUE(c->send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
+      ASSERT_EQ(raw_status(c->receive_answer(5)), 200);
+    }
+    const auto start = Clock::now();
+    Client probe(port);
+    EXPECT_EQ(probe.get("/healthz").status, 200);
+    EXPECT_LT(seconds_since(start), 2.0) << "a probe waited for kept-alive connections to time out";
+  }
+  expect_serving(*server, "after the held connections");
+}
+
 // ---- overload -------------------------------------------------------------------------------------------------
 
 // `count` clients released together, client t POSTing rows[t]'s text alone to /v1/predict: their answers, by client.

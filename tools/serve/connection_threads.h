@@ -1,11 +1,8 @@
-// The connection threads of `bertrain serve`'s HTTP frontend: cpp-httplib's ThreadPool, but started by the frontend
-// when it binds, before the ready line, and with a failure to start them that is an error naming --max-connections.
-// httplib::ThreadPool starts its threads inside listen(), on the listener thread, where a failure (EAGAIN past the
-// system's thread limit) was an uncaught exception after "ready"; and its constructor, throwing halfway, would leave
-// joinable threads behind (std::terminate).
+// The connection threads of `bertrain serve`'s HTTP server (tools/serve/http_server.h): a fixed pool started when the
+// server binds, before the ready line, so that a system that will not start them is an error naming
+// --max-connections; accepted connections wait in a queue for a free thread, and the server asks how many wait
+// (waiting()) to close kept-alive connections in their favour.
 #pragma once
-
-#include <httplib.h>
 
 #include <condition_variable>
 #include <cstddef>
@@ -21,7 +18,7 @@
 
 namespace bertrain {
 
-class ConnectionThreads final : public httplib::TaskQueue {
+class ConnectionThreads final {
  public:
   // Starts `count` threads; Error (naming --max-connections) when the system will not start them all, after the
   // ones it started have ended.
@@ -36,9 +33,11 @@ class ConnectionThreads final : public httplib::TaskQueue {
                                     << "); give a smaller --max-connections");
     }
   }
-  ~ConnectionThreads() override { shutdown(); }
+  ~ConnectionThreads() { shutdown(); }
+  ConnectionThreads(const ConnectionThreads&) = delete;
+  ConnectionThreads& operator=(const ConnectionThreads&) = delete;
 
-  void enqueue(std::function<void()> task) override {
+  void enqueue(std::function<void()> task) {
     {
       const std::lock_guard<std::mutex> lock(mutex_);
       tasks_.push_back(std::move(task));
@@ -46,8 +45,15 @@ class ConnectionThreads final : public httplib::TaskQueue {
     wake_.notify_one();
   }
 
+  // Tasks that wait for a thread: those queued beyond the threads that are free to take them (a burst of new
+  // connections is queued for an instant even while threads are free).
+  std::size_t waiting() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return tasks_.size() > idle_ ? tasks_.size() - idle_ : 0;
+  }
+
   // Lets the threads finish the tasks already queued, then joins them. Idempotent.
-  void shutdown() override {
+  void shutdown() {
     {
       const std::lock_guard<std::mutex> lock(mutex_);
       stopping_ = true;
@@ -64,7 +70,9 @@ class ConnectionThreads final : public httplib::TaskQueue {
       std::function<void()> task;
       {
         std::unique_lock<std::mutex> lock(mutex_);
+        ++idle_;
         wake_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+        --idle_;
         if (tasks_.empty()) return;  // stopping, and nothing left to do
         task = std::move(tasks_.front());
         tasks_.pop_front();
@@ -75,6 +83,7 @@ class ConnectionThreads final : public httplib::TaskQueue {
 
   std::vector<std::thread> threads_;
   std::list<std::function<void()>> tasks_;
+  std::size_t idle_ = 0;  // threads waiting for a task
   bool stopping_ = false;
   std::mutex mutex_;
   std::condition_variable wake_;

@@ -1,8 +1,5 @@
 #include "tools/serve/http_frontend.h"
 
-#include <httplib.h>
-#include <sys/socket.h>
-
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -15,7 +12,7 @@
 #include "data/dataset.h"
 #include "tools/evaluation.h"
 #include "tools/serve/api_requests.h"
-#include "tools/serve/connection_threads.h"
+#include "tools/serve/http_server.h"
 
 namespace bertrain {
 
@@ -27,7 +24,7 @@ using Clock = std::chrono::steady_clock;
 constexpr const char* kJson = "application/json";
 
 // Every route and its methods: a known path with another method is 405 (with Allow), any other path 404.
-// HEAD is answered wherever GET is (cpp-httplib routes it to the GET handler).
+// HEAD is answered wherever GET is (the server leaves the body out).
 const std::map<std::string, std::string>& routes() {
   static const std::map<std::string, std::string> table = {
       {"/", "GET"},           {"/run_id/", "GET"},    {"/predict/", "POST"}, {"/predict", "POST"},
@@ -39,23 +36,9 @@ const std::map<std::string, std::string>& routes() {
 // What load balancers and orchestrators probe: never behind the API key.
 bool is_health_path(const std::string& path) { return path == "/" || path == "/healthz" || path == "/readyz"; }
 
-// When the current request began (pre-routing), for its latency: a connection thread handles one request at a time.
-// Requests cpp-httplib refuses before routing (malformed, too long) have no start: they count as taking no time.
-thread_local Clock::time_point request_start;
-thread_local bool request_started = false;
-thread_local double request_seconds = 0;  // measured when the answer is ready, printed by the access log
-
-void answer_error(httplib::Response& res, int status, const std::string& type, const std::string& message) {
+void answer_error(HttpResponse& res, int status, const std::string& type, const std::string& message) {
   res.status = status;
   res.set_content(error_body(message, type), kJson);
-}
-
-// A request refused before its body was read leaves that body on the connection: close it rather than parse the
-// body as the next request.
-void close_if_body_unread(const httplib::Request& req, httplib::Response& res) {
-  if (req.get_header_value_count("Content-Length") > 0 || req.get_header_value_count("Transfer-Encoding") > 0) {
-    res.set_header("Connection", "close");
-  }
 }
 
 // A request path as messages and the access log show it: bytes outside printable ASCII (a decoded %0A, invalid
@@ -72,34 +55,6 @@ std::string printable(const std::string& path) {
     }
   }
   return out;
-}
-
-// Headers beyond these are refused (431): cpp-httplib limits each line to 8 KiB but not their number.
-constexpr std::size_t kMaxHeaderCount = 100;
-constexpr std::size_t kMaxHeaderBytes = 64 * 1024;
-
-// Reads a POST body through cpp-httplib's content reader, which sees chunked bodies too (its own limit checks
-// only a declared Content-Length): false, with 413 answered, once more than `limit` bytes arrive (or are declared),
-// and with 400 when the body cannot be read.
-bool read_body(const httplib::Request& req, const httplib::ContentReader& reader, std::size_t limit, std::string* body,
-               httplib::Response& res) {
-  bool over = false;
-  const bool read = reader([&](const char* data, std::size_t length) {
-    if (body->size() + length > limit) {
-      over = true;
-      return false;
-    }
-    body->append(data, length);
-    return true;
-  });
-  if (read && !over) return true;
-  res.set_header("Connection", "close");  // what is left of the body is still on the connection
-  if (over || req.get_header_value<uint64_t>("Content-Length") > limit) {
-    answer_error(res, 413, "validation", "the body is larger than --max-body-bytes " + std::to_string(limit));
-  } else {
-    answer_error(res, 400, "validation", "the body could not be read (cut short, or malformed chunks)");
-  }
-  return false;
 }
 
 // Equal keys take the same time whatever their contents, so that timing does not reveal a key byte by byte.
@@ -130,10 +85,10 @@ class HttpFrontend::Handlers {
  public:
   explicit Handlers(HttpFrontend* frontend) : f_(*frontend) {}
 
-  void predict_any(const std::string& body, httplib::Response& res) { predict(body, res, false); }
-  void predict_v1(const std::string& body, httplib::Response& res) { predict(body, res, true); }
+  void predict_any(const std::string& body, HttpResponse& res) { predict(body, res, false); }
+  void predict_v1(const std::string& body, HttpResponse& res) { predict(body, res, true); }
 
-  void predict(const std::string& body, httplib::Response& res, bool v1) {
+  void predict(const std::string& body, HttpResponse& res, bool v1) {
     guarded(res, [&] {
       const Predictor& predictor = ready_predictor();
       const DatasetOptions& data = f_.engine_->dataset_options();
@@ -167,7 +122,7 @@ class HttpFrontend::Handlers {
     });
   }
 
-  void evaluate(const std::string& body, httplib::Response& res) {
+  void evaluate(const std::string& body, HttpResponse& res) {
     guarded(res, [&] {
       if (f_.options_.evaluate_root.empty()) {
         throw ApiError(403, "forbidden", "POST /evaluate/ is disabled: start bertrain serve with --evaluate-root DIR");
@@ -202,7 +157,7 @@ class HttpFrontend::Handlers {
     });
   }
 
-  void model(httplib::Response& res) {
+  void model(HttpResponse& res) {
     guarded(res, [&] {
       const Predictor& p = ready_predictor();
       const DatasetOptions& data = f_.engine_->dataset_options();
@@ -238,7 +193,7 @@ class HttpFrontend::Handlers {
     return f_.options_.mlflow_run_id.empty() ? f_.options_.model_dir : f_.options_.mlflow_run_id;
   }
 
-  void metrics(httplib::Response& res) {
+  void metrics(HttpResponse& res) {
     ServeMetrics::Gauges g = f_.engine_->gauges();
     g.ready = g.ready && !f_.draining_.load();
     g.in_flight_requests = f_.in_flight_.load();
@@ -246,7 +201,7 @@ class HttpFrontend::Handlers {
     res.set_content(f_.metrics_->render(g, now), "text/plain; version=0.0.4; charset=utf-8");
   }
 
-  void ready(httplib::Response& res) {
+  void ready(HttpResponse& res) {
     if (f_.draining_.load()) return answer_error(res, 503, "unhealthy", "shutting down");
     if (f_.engine_->failed()) return answer_error(res, 503, "unhealthy", f_.engine_->failure());
     if (!f_.engine_->ready()) return answer_error(res, 503, "unhealthy", "loading the model");
@@ -257,7 +212,7 @@ class HttpFrontend::Handlers {
   // Runs `body`, answering an ApiError with its status and any other exception with 500; requests over
   // --max-concurrent-requests are refused with 429 first.
   template <class Body>
-  void guarded(httplib::Response& res, Body&& body) {
+  void guarded(HttpResponse& res, Body&& body) {
     const InFlight in_flight(&f_.in_flight_);
     try {
       if (in_flight.value() > f_.options_.max_concurrent_requests) {
@@ -282,7 +237,7 @@ class HttpFrontend::Handlers {
 
   // Queues `pending` and waits for its rows. Queue full: 503 with Retry-After, unless `wait_for_room` (an
   // evaluation's next batch waits its turn instead).
-  void run_rows(const std::shared_ptr<PendingRows>& pending, httplib::Response& res, bool wait_for_room = false) {
+  void run_rows(const std::shared_ptr<PendingRows>& pending, HttpResponse& res, bool wait_for_room = false) {
     for (;;) {
       switch (f_.engine_->submit(pending)) {
         case ServeEngine::Admission::kAccepted:
@@ -321,142 +276,101 @@ std::vector<std::string> http_routes() {
 }
 
 HttpFrontend::HttpFrontend(HttpFrontendOptions options, ServeEngine* engine, ServeMetrics* metrics)
-    : options_(std::move(options)),
-      engine_(engine),
-      metrics_(metrics),
-      server_(std::make_unique<httplib::Server>()),
-      handlers_(std::make_unique<Handlers>(this)) {
-  httplib::Server& s = *server_;
-  // listen() takes the threads bind() started (and deletes them when it returns).
-  s.new_task_queue = [this] { return connection_threads_.release(); };
-  s.set_tcp_nodelay(true);  // answers are small: Nagle's delay would add tens of milliseconds to each
-  s.set_read_timeout(options_.io_timeout_s, 0);
-  s.set_write_timeout(options_.io_timeout_s, 0);
-  s.set_keep_alive_timeout(options_.io_timeout_s);
-  s.set_keep_alive_max_count(100000);  // cpp-httplib's default of 5 would make load balancers reconnect constantly
-  s.set_payload_max_length(options_.max_body_bytes);
-
-  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    request_start = Clock::now();
-    request_started = true;
-    std::size_t header_bytes = 0;
-    for (const auto& [name, value] : req.headers) header_bytes += name.size() + value.size() + 4;
-    if (req.headers.size() > kMaxHeaderCount || header_bytes > kMaxHeaderBytes) {
-      close_if_body_unread(req, res);
-      answer_error(res, 431, "validation", "more than " + std::to_string(kMaxHeaderCount) + " headers or " +
-                                               std::to_string(kMaxHeaderBytes / 1024) + " KiB of them");
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    const auto route = routes().find(req.path);
-    if (route == routes().end()) {
-      close_if_body_unread(req, res);
-      answer_error(res, 404, "not_found", "no such path: " + printable(req.path));
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    const std::string& method = route->second;
-    if (req.method != method && !(req.method == "HEAD" && method == "GET")) {
-      close_if_body_unread(req, res);
-      res.set_header("Allow", method == "GET" ? "GET, HEAD" : method);
-      answer_error(res, 405, "method_not_allowed", printable(req.method) + " " + req.path + ": use " + method);
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    if (!options_.api_key.empty() && !is_health_path(req.path)) {
-      const std::string auth = req.get_header_value("Authorization");
-      const std::string prefix = "Bearer ";
-      if (auth.compare(0, prefix.size(), prefix) != 0 || !constant_time_equal(auth.substr(prefix.size()), options_.api_key)) {
-        close_if_body_unread(req, res);
-        res.set_header("WWW-Authenticate", "Bearer");
-        answer_error(res, 401, "unauthorized", auth.empty() ? "missing Authorization: Bearer KEY" : "wrong API key");
-        return httplib::Server::HandlerResponse::Handled;
-      }
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-  // cpp-httplib's own refusals (a body over the limit: 413, a malformed request: 400) get a JSON body too.
-  s.set_error_handler([](const httplib::Request&, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    res.set_header("Connection", "close");  // after a request cpp-httplib could not read, the stream is not trusted
-    const std::string message = res.status == 413   ? "the body is larger than --max-body-bytes"
-                                : res.status == 414 ? "the request line is too long"
-                                : res.status < 500  ? "malformed request"
-                                                    : "internal error";
-    answer_error(res, res.status, res.status == 413 ? "validation" : "client", message);
-  });
-  // An exception escaping a handler: a JSON 500 (cpp-httplib's default would put the message in a header).
-  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-    answer_error(res, 500, "backend", "internal error");
-  });
-  // Counted just before the answer is written, so that a client that reads /metrics after its answer finds it there
-  // (the logger runs after the write); cpp-httplib calls this for every answer, its own refusals included.
-  s.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    request_seconds = request_started ? std::chrono::duration<double>(Clock::now() - request_start).count() : 0.0;
-    metrics_->record_request(req.path, req.method, res.status, request_seconds);
-  });
-  s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    request_started = false;
+    : options_(std::move(options)), engine_(engine), metrics_(metrics), handlers_(std::make_unique<Handlers>(this)) {
+  HttpServerOptions server;
+  server.host = options_.host;
+  server.port = options_.port;
+  server.max_connections = options_.max_connections;
+  server.io_timeout_s = options_.io_timeout_s;
+  server.limits.max_body = options_.max_body_bytes;
+  HttpHooks hooks;
+  hooks.accept_head = [this](const HttpRequest& req, HttpResponse& res) { return accept_head(req, res); };
+  hooks.handle = [this](HttpRequest& req, HttpResponse& res) { handle(req, res); };
+  // The server's own refusals (malformed, too long, too slow, too large) get a JSON body too.
+  hooks.error = [](HttpResponse& res, int status, const std::string& message) {
+    answer_error(res, status, status == 413 || status == 431 || status == 414 ? "validation" : "client", message);
+  };
+  // Counted just before the answer is written, so that a client that reads /metrics after its answer finds it there.
+  hooks.before_write = [this](const HttpRequest& req, const HttpResponse& res, double seconds) {
+    metrics_->record_request(req.path, req.method, res.status, seconds);
+  };
+  hooks.after_write = [this](const HttpRequest& req, const HttpResponse& res, double seconds) {
     if (options_.quiet) return;
     std::fprintf(stderr, "%s %s \"%s %s\" %d %zu %.1fms\n", iso_timestamp_now().c_str(), req.remote_addr.c_str(),
-                 printable(req.method).c_str(), printable(req.path).c_str(), res.status, res.body.size(),
-                 request_seconds * 1000);
-  });
-
-  s.Get("/", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(R"({"message":"OK","status-code":200,"data":{}})", kJson);
-  });
-  s.Get("/run_id/", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(ordered_json{{"run_id", handlers_->run_id()}}.dump(), kJson);
-  });
-  s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(R"({"status":"alive"})", kJson);
-  });
-  s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) { handlers_->ready(res); });
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { handlers_->metrics(res); });
-  s.Get("/v1/model", [this](const httplib::Request&, httplib::Response& res) { handlers_->model(res); });
-  const auto post = [this](const std::string& path, void (Handlers::*handler)(const std::string&, httplib::Response&)) {
-    server_->Post(path, [this, handler](const httplib::Request& req, httplib::Response& res,
-                                        const httplib::ContentReader& reader) {
-      std::string body;
-      if (read_body(req, reader, options_.max_body_bytes, &body, res)) (handlers_.get()->*handler)(body, res);
-    });
+                 req.method.empty() ? "-" : printable(req.method).c_str(),
+                 req.path.empty() ? "-" : printable(req.path).c_str(), res.status, res.body.size(), seconds * 1000);
   };
-  post("/predict/", &Handlers::predict_any);
-  post("/predict", &Handlers::predict_any);
-  post("/v1/predict", &Handlers::predict_v1);
-  post("/evaluate/", &Handlers::evaluate);
+  server_ = std::make_unique<HttpServer>(std::move(server), std::move(hooks));
 }
 
 HttpFrontend::~HttpFrontend() = default;
 
-void HttpFrontend::bind() {
-  // cpp-httplib's default options add SO_REUSEPORT, which lets a second server share a port in use (the kernel
-  // would split connections between them): only SO_REUSEADDR here, so a busy port is an error.
-  int socket_fd = -1;
-  server_->set_socket_options([&socket_fd](socket_t fd) {
-    const int on = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-    socket_fd = fd;
-  });
-  if (options_.port == 0) {
-    port_ = server_->bind_to_any_port(options_.host);
-    BERTRAIN_CHECK(port_ > 0, "cannot listen on --host " << options_.host
-                                                          << " --port 0 (not an address of this machine, or no free port)");
-  } else {
-    BERTRAIN_CHECK(server_->bind_to_port(options_.host, options_.port),
-                   "cannot listen on --host " << options_.host << " --port " << options_.port
-                                              << " (in use, or not an address of this machine)");
-    port_ = options_.port;
+bool HttpFrontend::accept_head(const HttpRequest& req, HttpResponse& res) {
+  const auto route = routes().find(req.path);
+  if (route == routes().end()) {
+    answer_error(res, 404, "not_found", "no such path: " + printable(req.path));
+    return false;
   }
-  // Debian's library listens with a backlog of 5: a burst of clients connecting at once would overflow it and
-  // their connections hang. Calling listen again on the bound socket raises it.
-  BERTRAIN_CHECK(socket_fd >= 0 && ::listen(socket_fd, SOMAXCONN) == 0,
-                 "cannot listen on --host " << options_.host << " --port " << port_);
-  connection_threads_ = std::make_unique<ConnectionThreads>(options_.max_connections);
+  const std::string& method = route->second;
+  if (req.method != method && !(req.method == "HEAD" && method == "GET")) {
+    res.set_header("Allow", method == "GET" ? "GET, HEAD" : method);
+    answer_error(res, 405, "method_not_allowed", printable(req.method) + " " + req.path + ": use " + method);
+    return false;
+  }
+  if (!options_.api_key.empty() && !is_health_path(req.path)) {
+    const std::string auth = req.header("Authorization");
+    const std::string prefix = "Bearer ";
+    if (auth.compare(0, prefix.size(), prefix) != 0 || !constant_time_equal(auth.substr(prefix.size()), options_.api_key)) {
+      res.set_header("WWW-Authenticate", "Bearer");
+      answer_error(res, 401, "unauthorized", auth.empty() ? "missing Authorization: Bearer KEY" : "wrong API key");
+      return false;
+    }
+  }
+  // Bodies are JSON as sent: a compressed one would be read as invalid JSON.
+  const std::string encoding = req.header("Content-Encoding");
+  if (!encoding.empty() && encoding != "identity") {
+    answer_error(res, 415, "validation", "Content-Encoding " + printable(encoding) + " is not accepted: send the body uncompressed");
+    return false;
+  }
+  return true;
 }
 
-void HttpFrontend::listen() {
-  BERTRAIN_CHECK(connection_threads_ != nullptr, "HttpFrontend::listen: call bind() once first");
-  server_->listen_after_bind();
+void HttpFrontend::handle(HttpRequest& req, HttpResponse& res) {
+  try {
+    const std::string& path = req.path;
+    if (path == "/") {
+      res.set_content(R"({"message":"OK","status-code":200,"data":{}})", kJson);
+    } else if (path == "/run_id/") {
+      res.set_content(ordered_json{{"run_id", handlers_->run_id()}}.dump(), kJson);
+    } else if (path == "/healthz") {
+      res.set_content(R"({"status":"alive"})", kJson);
+    } else if (path == "/readyz") {
+      handlers_->ready(res);
+    } else if (path == "/metrics") {
+      handlers_->metrics(res);
+    } else if (path == "/v1/model") {
+      handlers_->model(res);
+    } else if (path == "/predict/" || path == "/predict") {
+      handlers_->predict_any(req.body, res);
+    } else if (path == "/v1/predict") {
+      handlers_->predict_v1(req.body, res);
+    } else if (path == "/evaluate/") {
+      handlers_->evaluate(req.body, res);
+    } else {
+      answer_error(res, 404, "not_found", "no such path: " + printable(path));  // accept_head let no other through
+    }
+  } catch (const std::exception&) {
+    // An exception escaping a handler (the handlers answer their own): a JSON 500, the connection lives on.
+    res = HttpResponse{};
+    answer_error(res, 500, "backend", "internal error");
+  }
 }
+
+void HttpFrontend::bind() { server_->bind(); }
+
+int HttpFrontend::port() const { return server_->port(); }
+
+void HttpFrontend::listen() { server_->listen(); }
 
 void HttpFrontend::stop() {
   draining_ = true;

@@ -1,6 +1,6 @@
-// The HTTP side of `bertrain serve`, on cpp-httplib (HTTP/1.1, keep-alive, a fixed pool of connection threads):
-// routes, the API key, limits (body size, connections, requests in flight), timeouts, the access log and the
-// metrics of every answer. Requests are parsed and tokenized on the connection threads; rows go to the ServeEngine.
+// The HTTP side of `bertrain serve`, on HttpServer (tools/serve/http_server.h: HTTP/1.1, keep-alive, a fixed pool of
+// connection threads): routes, the API key, limits (body size, connections, requests in flight), the access log and
+// the metrics of every answer. Requests are parsed and tokenized on the connection threads; rows go to the ServeEngine.
 #pragma once
 
 #include <atomic>
@@ -9,16 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "tools/serve/http_message.h"
 #include "tools/serve/serve_engine.h"
 #include "tools/serve/serve_metrics.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace bertrain {
 
-class ConnectionThreads;
+class HttpServer;
 
 struct HttpFrontendOptions {
   std::string host = "127.0.0.1";
@@ -32,7 +29,7 @@ struct HttpFrontendOptions {
   std::string other_label = "other";
   std::string mlflow_run_id;             // the model's MLflow run ("" when none): GET /run_id/, evaluations
   std::string model_dir;                 // GET /run_id/ of a model that no MLflow run tracked
-  int io_timeout_s = 5;                  // read / write / keep-alive idle timeouts, so a slow client cannot hold a thread
+  int io_timeout_s = 5;                  // a request's arrival, an answer's delivery, a keep-alive idle connection
   bool quiet = false;                    // no access log
 };
 
@@ -47,8 +44,8 @@ class HttpFrontend {
   // Binds --host:--port and starts the connection threads; throws Error naming the flags when that fails (in use,
   // no such address, more threads than the system starts).
   void bind();
-  int port() const { return port_; }
-  // Accepts and answers until stop(), then returns once every accepted connection's request is answered.
+  int port() const;
+  // Accepts and answers until stop(), then returns once every request received on an accepted connection is answered.
   void listen();
   // Stops accepting; /readyz answers 503 from now on. Safe from any thread, idempotent.
   void stop();
@@ -56,13 +53,15 @@ class HttpFrontend {
 
  private:
   class Handlers;
+  // The routes' checks before a body is read (404, 405, 401, 415) and the answer to a whole request.
+  bool accept_head(const HttpRequest& req, HttpResponse& res);
+  void handle(HttpRequest& req, HttpResponse& res);
+
   HttpFrontendOptions options_;
   ServeEngine* engine_;
   ServeMetrics* metrics_;
-  std::unique_ptr<httplib::Server> server_;
   std::unique_ptr<Handlers> handlers_;
-  std::unique_ptr<ConnectionThreads> connection_threads_;  // from bind() until listen() hands them to server_
-  int port_ = 0;
+  std::unique_ptr<HttpServer> server_;
   std::atomic<int> in_flight_{0};
   std::atomic<bool> draining_{false};
 };
