@@ -15,4 +15,15 @@ namespace bertrain {
   throw Error(message + " [" + where + ":" + std::to_string(line) + "]");
 }
 
+std::string without_source_location(const std::string& what) {
+  if (what.empty() || what.back() != ']') return what;
+  const std::size_t open = what.rfind(" [");
+  const std::size_t colon = what.rfind(':');
+  if (open == std::string::npos || colon == std::string::npos || colon < open) return what;
+  for (std::size_t i = colon + 1; i + 1 < what.size(); ++i) {
+    if (what[i] < '0' || what[i] > '9') return what;
+  }
+  return colon + 2 < what.size() ? what.substr(0, open) : what;
+}
+
 }  // namespace bertrain

@@ -49,6 +49,10 @@ decltype(auto) input_step(Step&& step) {
 // Builds "message [file:line]" and throws Error. Out of line so the macros stay small.
 [[noreturn]] void throw_error(const char* file, int line, const std::string& message);
 
+// `what` without the " [file:line]" throw_error ends it with, for messages that leave the machine (an HTTP answer
+// tells a client what was wrong with its request, not where in bertrain's source that was found).
+std::string without_source_location(const std::string& what);
+
 }  // namespace bertrain
 
 // BERTRAIN_CHECK(cond, a << b << c): throws bertrain::Error with the streamed message when cond is false.

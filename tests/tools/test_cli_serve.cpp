@@ -1087,7 +1087,11 @@ TEST_F(CliServe, EvaluateReadsOnlyInsideItsRoot) {
   }
   expect_error_answer(c.post("/evaluate/", json{{"dataset", "missing.csv"}}), 404, "missing.csv", "missing");
   expect_error_answer(c.post("/evaluate/", json{{"dataset", "sub"}}), 400, "sub", "a directory");
-  expect_error_answer(c.post("/evaluate/", json{{"dataset", "garbage.csv"}}), 400, "", "not a dataset");
+  const Answer garbage = c.post("/evaluate/", json{{"dataset", "garbage.csv"}});
+  expect_error_answer(garbage, 400, "garbage.csv", "not a dataset");
+  // Said as the client named it: neither the server's path to the root nor a place in bertrain's source.
+  EXPECT_EQ(garbage.body.find(path("root")), std::string::npos) << garbage.body;
+  EXPECT_EQ(garbage.body.find(".cpp:"), std::string::npos) << garbage.body;
   expect_error_answer(c.post("/evaluate/", json{{"dataset", 5}}), 400, "dataset", "mistyped");
   // A NUL ends the path where the file system reads it: data.csv\0../x would have evaluated data.csv.
   expect_error_answer(c.post("/evaluate/", json{{"dataset", std::string("data.csv\0../../outside.csv", 26)}}), 400,
@@ -1260,15 +1264,18 @@ TEST_F(CliServe, ReadyzWaitsForTheWarmUp) {
 }
 
 // SIGINT stops it the same way.
-TEST_F(CliServe, SigintStopsCleanly) {
+// SIGINT, SIGUSR1 (what train and predict stop on) and SIGHUP drain as SIGTERM does: exit 0, "stopped".
+TEST_F(CliServe, SigintSigusr1AndSighupStopCleanly) {
   ASSERT_TRUE(succeeded(suite_train()));
-  auto server = start({});
-  ASSERT_GT(server->port(), 0);
-  expect_serving(*server, "before SIGINT");
-  const ServeProcess::Exit e = server->stop(10, SIGINT);
-  ASSERT_TRUE(e.exited) << server->describe();
-  EXPECT_EQ(e.code, 0) << server->describe();
-  EXPECT_NE(server->log().find("bertrain serve: stopped"), std::string::npos) << server->describe();
+  for (int sig : {SIGINT, SIGUSR1, SIGHUP}) {
+    auto server = start({}, "serve-" + std::to_string(sig));
+    ASSERT_GT(server->port(), 0);
+    expect_serving(*server, "before signal " + std::to_string(sig));
+    const ServeProcess::Exit e = server->stop(10, sig);
+    ASSERT_TRUE(e.exited) << "signal " << sig << "\n" << server->describe();
+    EXPECT_EQ(e.code, 0) << server->describe();
+    EXPECT_NE(server->log().find("bertrain serve: stopped"), std::string::npos) << server->describe();
+  }
 }
 
 // Connection threads the system will not start are a startup error naming --max-connections, before the ready line

@@ -187,7 +187,7 @@ std::string dataset_under_root(const std::string& root, const std::string& reque
   if (ec) throw ApiError(400, "validation", "\"dataset\" " + requested + ": " + ec.message());
   const auto [root_end, unused] = std::mismatch(base.begin(), base.end(), resolved.begin(), resolved.end());
   if (root_end != base.end()) {
-    throw ApiError(403, "forbidden", "\"dataset\" " + requested + " is outside --evaluate-root " + base.string());
+    throw ApiError(403, "forbidden", "\"dataset\" " + requested + " is outside --evaluate-root");
   }
   if (!fs::exists(resolved, ec)) throw ApiError(404, "not_found", "\"dataset\" " + requested + ": no such file");
   if (!fs::is_regular_file(resolved, ec)) throw ApiError(400, "validation", "\"dataset\" " + requested + " is not a file");

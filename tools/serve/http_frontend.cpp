@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <thread>
 #include <vector>
@@ -136,7 +137,18 @@ class HttpFrontend::Handlers {
       try {
         data = load_text_dataset(path, predictor.tokenizer(), &predictor.labels(), options);
       } catch (const std::exception& e) {
-        throw ApiError(400, "validation", e.what());
+        // Said as the client named the file, relative to the root: not the server's path to it, nor where in
+        // bertrain it was found.
+        std::string message = without_source_location(e.what());
+        const auto replace_all = [&message](const std::string& from, const std::string& to) {
+          for (std::size_t at = message.find(from); !from.empty() && at != std::string::npos; at = message.find(from, at + to.size())) {
+            message.replace(at, from.size(), to);
+          }
+        };
+        replace_all(path, requested);
+        std::error_code ec;
+        replace_all(std::filesystem::canonical(f_.options_.evaluate_root, ec).string() + "/", "");
+        throw ApiError(400, "validation", message);
       }
       // Through the engine's queue a batch at a time, so that predictions of other clients go on between them.
       const std::size_t classes = static_cast<std::size_t>(predictor.labels().size());
@@ -225,7 +237,7 @@ class HttpFrontend::Handlers {
     } catch (const ApiError& e) {
       answer_error(res, e.status(), e.type(), e.what());
     } catch (const std::exception& e) {
-      answer_error(res, 500, "backend", e.what());
+      answer_error(res, 500, "backend", without_source_location(e.what()));
     }
   }
 

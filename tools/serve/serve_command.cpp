@@ -1,5 +1,5 @@
 // `bertrain serve`: the flags, and the server's life: bind, load and warm up the model, print one ready line,
-// answer until SIGTERM or SIGINT, then stop accepting, answer everything already accepted (within
+// answer until SIGTERM, SIGINT, SIGUSR1 or SIGHUP, then stop accepting, answer everything already accepted (within
 // --drain-timeout) and exit 0.
 #include <pthread.h>
 #include <signal.h>
@@ -56,7 +56,7 @@ std::string mlflow_run_id_of(const ModelSource& source) {
   return file_exists(state) ? read_json_file(state).value("mlflow_run_id", "") : "";
 }
 
-// Waits for SIGTERM or SIGINT (blocked in every thread, so they arrive here) until `until` says stop waiting;
+// Waits for SIGTERM, SIGINT, SIGUSR1 or SIGHUP (blocked in every thread, so they arrive here) until `until` says stop waiting;
 // returns the signal, or 0.
 template <class Until>
 int wait_for_signal(const sigset_t& signals, Until until) {
@@ -82,8 +82,8 @@ int run_serve(const std::vector<std::string>& args) {
               "{\"texts\": [...]} or {\"rows\": [{column: value}]}, GET /v1/model) and text-embeddings-inference's\n"
               "(POST /predict with {\"inputs\"}), GET /healthz, GET /readyz and Prometheus GET /metrics. Requests from\n"
               "every connection are batched by tokens into one forward pass (--max-batch-tokens, --max-batch-size,\n"
-              "--max-wait-ms). Answers equal `bertrain predict`'s. SIGTERM / SIGINT: stop accepting, answer what was\n"
-              "accepted, exit 0. Prints one line on stderr once ready, then an access log line per request.");
+              "--max-wait-ms). Answers equal `bertrain predict`'s. SIGTERM / SIGINT / SIGUSR1 / SIGHUP: stop accepting,\n"
+              "answer what was accepted, exit 0. Prints one line on stderr once ready, then an access log line per request.");
   add_model_source_flags(p, "with --run-id: the MLflow file store of that run",
                          "with --run-id: the MLflow experiment of that run (default: any; MLflow run ids are unique)");
   p.option("host", "127.0.0.1", "address to listen on (0.0.0.0: every interface; only behind a firewall or proxy)")
@@ -119,7 +119,7 @@ int run_serve(const std::vector<std::string>& args) {
   p.option("drain-timeout", "30", "on SIGTERM, seconds to answer what was accepted before exiting 1 anyway")
       .value_name("SECONDS");
   p.flag("quiet", "no access log");
-  p.epilog("exit status: 0 after SIGTERM / SIGINT with every accepted request answered; 1 when the engine failed or\n"
+  p.epilog("exit status: 0 after SIGTERM / SIGINT / SIGUSR1 / SIGHUP with every accepted request answered; 1 when the engine failed or\n"
            "the drain timed out; 2 for a usage or input error (a bad flag, model or API key file, a port in use).\n");
   if (!p.parse(args)) return 0;
   if (!p.given("run-id") && (p.given("mlflow-dir") || p.given("experiment"))) {
@@ -181,6 +181,10 @@ int run_serve(const std::vector<std::string>& args) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  // SIGUSR1: what train and predict stop on (Slurm's warning before a preemption); SIGHUP: a closed terminal. Each
+  // drains as SIGTERM does, rather than ending the server at once with requests unanswered.
+  sigaddset(&signals, SIGUSR1);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   ServeMetrics metrics(http_routes());
