@@ -89,11 +89,16 @@ inline bool is_other(int32_t c) {
          k == UTF8PROC_CATEGORY_CO;
 }
 
-// Regex \w (Unicode): letters, marks, Nd, Pc, Nl, Join_Control. (Other_Alphabetic symbols such as the
-// circled letters are not letters here: the added-token single_word test is the only user.)
+// Regex \w (Unicode): Alphabetic (letters, Nl and Other_Alphabetic), marks, Nd, Pc, Join_Control. The
+// Other_Alphabetic characters outside the letters and marks are the circled and squared Latin letters (So), listed
+// here since utf8proc has no such property.
 inline bool is_word_char(int32_t c) {
   if (c < 0x80) return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
   if (c == 0x200C || c == 0x200D) return true;
+  if ((c >= 0x24B6 && c <= 0x24E9) || (c >= 0x1F130 && c <= 0x1F149) || (c >= 0x1F150 && c <= 0x1F169) ||
+      (c >= 0x1F170 && c <= 0x1F189)) {
+    return true;  // Ⓐ..ⓩ, 🄰..🅉, 🅐..🅩, 🅰..🆉
+  }
   const utf8proc_category_t k = category(c);
   return (k >= UTF8PROC_CATEGORY_LU && k <= UTF8PROC_CATEGORY_LO) || (k >= UTF8PROC_CATEGORY_MN && k <= UTF8PROC_CATEGORY_ME) ||
          k == UTF8PROC_CATEGORY_ND || k == UTF8PROC_CATEGORY_NL || k == UTF8PROC_CATEGORY_PC;

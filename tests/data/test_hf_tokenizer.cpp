@@ -7,13 +7,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include <utf8proc.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "core/error.h"
+#include "data/hf_normalizers.h"
 #include "data/hf_pre_tokenizers.h"
 #include "data/hf_tokenizer.h"
 #include "data/tokenizer_loader.h"
@@ -57,6 +62,68 @@ TEST(HfTokenizer, ByteLevelBpeMatchesTokenizers) { expect_fixture("bpe_bytelevel
 TEST(HfTokenizer, UnigramPrecompiledMatchesTokenizers) { expect_fixture("unigram_xlmr"); }
 TEST(HfTokenizer, CasedWordPieceMatchesTokenizers) { expect_fixture("wordpiece_cased"); }
 TEST(HfTokenizer, MiniLmWordPieceMatchesTokenizers) { expect_fixture("minilm"); }
+
+// The circled and squared Latin letters are Other_Alphabetic: word characters to Rust's \w, so a Whitespace
+// pre-tokenizer keeps "Ⓐa" one word and a single_word added token next to one is not a word of its own. The ids are
+// tokenizers 0.23.3's (a tokenizer audit, 2026-11-28: tokenizers.Tokenizer.from_str(...).encode(text).ids).
+TEST(HfTokenizer, CircledLettersAreWordCharactersAsInRust) {
+  const nlohmann::json whitespace_wordpiece = nlohmann::json::parse(R"({
+    "version": "1.0", "truncation": null, "padding": null, "added_tokens": [], "normalizer": null,
+    "pre_tokenizer": {"type": "Whitespace"},
+    "post_processor": {"type": "TemplateProcessing",
+      "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                 {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
+      "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+      "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [1], "tokens": ["[CLS]"]},
+                         "[SEP]": {"id": "[SEP]", "ids": [2], "tokens": ["[SEP]"]}}},
+    "decoder": null,
+    "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+              "max_input_chars_per_word": 100,
+              "vocab": {"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "a": 3, "##a": 4, "Ⓐ": 5, "##Ⓐ": 6}}})");
+  Encoding enc;
+  HfTokenizer::from_json(whitespace_wordpiece, "whitespace_wordpiece").encode("\u24B6a", 512, &enc);
+  EXPECT_EQ(enc.ids, (std::vector<int32_t>{1, 5, 4, 2}));
+  HfTokenizer::load(kDir + "bpe_bytelevel/tokenizer.json").encode("\u24B6deep learning", 512, &enc);
+  EXPECT_EQ(enc.ids, (std::vector<int32_t>{0, 162, 244, 118, 287, 341, 375, 2}));  // "deep learning" not a word here
+}
+
+// NFC, NFD, NFKC and NFKD give utf8proc's own normalization (utf8proc_map, which sorts marks by swapping neighbours)
+// on runs of combining marks of mixed classes, long ones included, which bertrain orders with a stable sort instead:
+// a run of 160 KB took 14 s the other way.
+TEST(HfTokenizer, UnicodeNormalizersOrderMarksAsUtf8proc) {
+  // Marks of classes 230 (U+0301, U+0308), 220 (U+0316), 202 (U+0327) and 1 (U+0334), after composable bases.
+  const std::vector<std::string> marks = {"\u0301", "\u0308", "\u0316", "\u0327", "\u0334"};
+  std::vector<std::string> texts = {"e\u0301\u0316", "\u1E0B\u0323", "A\u030A\u0327x", "\uFB01 \u2460 \u3300",
+                                    "\u00C7\u0301 \uAC00\u11A8"};
+  uint32_t state = 12345;
+  for (int length : {3, 50, 2000}) {
+    std::string run = "a";
+    for (int i = 0; i < length; ++i) {
+      state = state * 1103515245u + 12345u;
+      run += marks[(state >> 16) % marks.size()];
+    }
+    texts.push_back(run + "o\u0302");
+  }
+  const std::pair<const char*, int> forms[] = {{"NFC", UTF8PROC_COMPOSE},
+                                               {"NFD", UTF8PROC_DECOMPOSE},
+                                               {"NFKC", UTF8PROC_COMPOSE | UTF8PROC_COMPAT},
+                                               {"NFKD", UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT}};
+  for (const auto& [form, options] : forms) {
+    const nlohmann::json spec = {{"type", form}};
+    const std::string source = "test";
+    const std::unique_ptr<hf::Normalizer> normalizer = hf::make_normalizer(hf::JsonAt{&source, "normalizer", &spec});
+    for (const std::string& text : texts) {
+      utf8proc_uint8_t* want = nullptr;
+      ASSERT_GE(utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.c_str()), 0, &want,
+                             static_cast<utf8proc_option_t>(UTF8PROC_NULLTERM | UTF8PROC_STABLE | options)),
+                0);
+      std::string got = text, tmp;
+      normalizer->normalize(&got, &tmp);
+      EXPECT_EQ(got, reinterpret_cast<const char*>(want)) << form << " of a text of " << text.size() << " bytes";
+      std::free(want);
+    }
+  }
+}
 
 TEST(HfTokenizer, InterfaceIds) {
   const HfTokenizer bert = HfTokenizer::load(kDir + "minilm/tokenizer.json");
