@@ -284,8 +284,8 @@ void BertConfig::validate(const std::string& source) const {
     const Activation act = activation_from_name(hidden_act);
     BERTRAIN_CHECK(act != Activation::kTanh, "tanh is not a BERT hidden_act");
   } catch (const Error&) {
-    BERTRAIN_FAIL(source << ": unknown hidden_act '" << hidden_act
-                         << "' (expected gelu, gelu_new, gelu_pytorch_tanh or relu)");
+    BERTRAIN_FAIL(source << ": unknown " << (model_type == ModelType::kDistilBert ? "activation" : "hidden_act") << " '"
+                         << hidden_act << "' (expected gelu, gelu_new, gelu_pytorch_tanh or relu)");
   }
   BERTRAIN_CHECK(layer_norm_eps > 0, source << ": layer_norm_eps must be positive, found " << layer_norm_eps);
   BERTRAIN_CHECK(initializer_range > 0, source << ": initializer_range must be positive, found " << initializer_range);

@@ -1,8 +1,11 @@
 #include "model/model_dir.h"
 
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <map>
 
 #include "core/atomic_file.h"
@@ -50,6 +53,57 @@ class TorchTensors final : public CheckpointTensors {
   std::vector<Entry> entries_;
 };
 
+// A checkpoint transformers split into shards (save_pretrained past max_shard_size): model.safetensors.index.json's
+// weight_map names each tensor's file, beside the index. The shards are read where they lie, as one checkpoint.
+class ShardedSafetensors final : public CheckpointTensors {
+ public:
+  ShardedSafetensors(const std::string& dir, const std::string& index_path) : path_(index_path) {
+    nlohmann::json index;
+    try {
+      std::ifstream in(index_path);
+      index = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      BERTRAIN_FAIL(index_path << ": invalid JSON: " << e.what());
+    }
+    BERTRAIN_CHECK(index.is_object() && index.contains("weight_map") && index.at("weight_map").is_object() &&
+                       !index.at("weight_map").empty(),
+                   index_path << ": no weight_map object naming each tensor's shard");
+    std::map<std::string, std::size_t> shard_index;
+    for (const auto& [name, file] : index.at("weight_map").items()) {
+      BERTRAIN_CHECK(file.is_string(), index_path << ": weight_map['" << name << "'] must be a file name, found "
+                                                  << file.dump());
+      const std::string shard = file.get<std::string>();
+      // A shard lies beside the index: a name with a folder in it could point anywhere.
+      BERTRAIN_CHECK(!shard.empty() && shard.find('/') == std::string::npos && shard != "." && shard != "..",
+                     index_path << ": weight_map['" << name << "'] names '" << shard
+                                << "', not a file beside the index");
+      auto [it, added] = shard_index.emplace(shard, shards_.size());
+      if (added) {
+        const std::string shard_path = dir + "/" + shard;
+        require_readable_file(shard_path, "weight shard named by " + index_path);
+        shards_.emplace_back(shard_path);
+      }
+      const SafetensorsFile& f = shards_[it->second];
+      BERTRAIN_CHECK(f.contains(name), f.path() << ": no tensor '" << name << "', which " << index_path << " puts there");
+      shard_of_[name] = it->second;
+      entries_.push_back({name, f.info(name).shape});
+    }
+  }
+  const std::string& path() const override { return path_; }
+  const std::vector<Entry>& entries() const override { return entries_; }
+  void read_float_into(const std::string& name, float* out, std::size_t count) const override {
+    const auto it = shard_of_.find(name);
+    BERTRAIN_CHECK(it != shard_of_.end(), path_ << ": no tensor '" << name << "' in its weight_map");
+    shards_[it->second].read_float_into(name, out, count);
+  }
+
+ private:
+  std::string path_;
+  std::vector<SafetensorsFile> shards_;
+  std::map<std::string, std::size_t> shard_of_;
+  std::vector<Entry> entries_;
+};
+
 }  // namespace
 
 std::unique_ptr<CheckpointTensors> open_checkpoint(const std::string& dir) {
@@ -59,13 +113,21 @@ std::unique_ptr<CheckpointTensors> open_checkpoint(const std::string& dir) {
     require_readable_file(safetensors, "weights file");
     return std::make_unique<SafetensorsTensors>(safetensors);
   }
+  const std::string sharded = dir + "/model.safetensors.index.json";
+  if (path_exists(sharded)) {
+    require_readable_file(sharded, "weights index");
+    return std::make_unique<ShardedSafetensors>(dir, sharded);
+  }
   const std::string torch_bin = dir + "/pytorch_model.bin";
   if (path_exists(torch_bin)) {
     require_readable_file(torch_bin, "weights file");
     return std::make_unique<TorchTensors>(torch_bin);
   }
-  BERTRAIN_FAIL(safetensors << ": not found, and no pytorch_model.bin beside it (weights in another format must be "
-                              "converted to one of these first)");
+  BERTRAIN_CHECK(!path_exists(dir + "/pytorch_model.bin.index.json"),
+                 dir << "/pytorch_model.bin.index.json: a checkpoint sharded in torch's format is not read; save it as "
+                        "safetensors (transformers: model.save_pretrained(DIR), safe_serialization is the default)");
+  BERTRAIN_FAIL(safetensors << ": not found, nor model.safetensors.index.json or pytorch_model.bin beside it (weights "
+                              "in another format must be converted to one of these first)");
 }
 
 std::map<std::string, std::string> map_checkpoint_names(const CheckpointTensors& checkpoint, const ParamLayout& layout,

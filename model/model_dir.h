@@ -29,8 +29,9 @@ class CheckpointTensors {
   virtual void read_float_into(const std::string& name, float* out, std::size_t count) const = 0;
 };
 
-// `dir`/model.safetensors, or `dir`/pytorch_model.bin (torch.save, zip or legacy, told apart by its first
-// bytes) when there is no model.safetensors. Throws when neither exists.
+// `dir`/model.safetensors, else the shards `dir`/model.safetensors.index.json names (transformers' sharded
+// checkpoints), else `dir`/pytorch_model.bin (torch.save, zip or legacy, told apart by its first bytes). Throws when
+// none exists (naming a sharded pytorch_model.bin.index.json, which is not read).
 std::unique_ptr<CheckpointTensors> open_checkpoint(const std::string& dir);
 
 // Layout name -> checkpoint name for every tensor of `checkpoint` that maps into `layout` (hf_names.h: the family's

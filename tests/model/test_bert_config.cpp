@@ -217,6 +217,7 @@ TEST(BertConfig, RefusesWhatNoFamilyComputes) {
   expect_error(c, {"max_position_embeddings 2", "padding offset"});
   const json d = json::parse(R"({"model_type": "distilbert", "sinusoidal_pos_embds": true})");
   expect_error(d, {"sinusoidal_pos_embds"});
+  expect_error(json::parse(R"({"model_type": "distilbert", "activation": "silu"})"), {"unknown activation 'silu'"});
 }
 
 // transformers computes these otherwise than an encoder classifier (causal attention; numbers, not labels), so they are

@@ -1,6 +1,8 @@
 // Reading and writing Hugging Face model directories: name variants, validation errors, fresh heads.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -130,6 +132,56 @@ TEST_F(ModelDirTest, MissingWeightsFileSaysHowToConvert) {
   ASSERT_EQ(std::remove((dir + "/model.safetensors").c_str()), 0);
   expect_load_error(dir, {"model.safetensors", "not found", "convert"});
   expect_load_error(tmp_ + "/nowhere", {"config.json", "cannot open"});
+}
+
+// A checkpoint in shards (transformers' save_pretrained past max_shard_size): model.safetensors.index.json names each
+// tensor's file; loaded it gives the unsharded checkpoint's parameters exactly. Index mistakes are named.
+TEST_F(ModelDirTest, ShardedCheckpointsLoadAsOne) {
+  const std::string dir = tmp_ + "/sharded";
+  save_model_dir(dir, reference_.config, reference_.layout, reference_.params.data(), "");
+  ASSERT_EQ(std::remove((dir + "/model.safetensors").c_str()), 0);
+  SafetensorsWriter first, second;
+  nlohmann::json weight_map = nlohmann::json::object();
+  std::size_t i = 0;
+  for (const ParamEntry& e : reference_.layout.entries()) {
+    const bool in_first = i++ % 2 == 0;
+    (in_first ? first : second).add_f32(e.name, e.shape, reference_.params.data() + e.offset);
+    weight_map[e.name] = in_first ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+  }
+  first.write(dir + "/model-00001-of-00002.safetensors");
+  second.write(dir + "/model-00002-of-00002.safetensors");
+  const auto write_index = [&](const nlohmann::json& map) {
+    std::ofstream(dir + "/model.safetensors.index.json") << nlohmann::json{{"metadata", {{"total_size", 1}}}, {"weight_map", map}}.dump();
+  };
+  write_index(weight_map);
+  const LoadedModel loaded = load_model_dir(dir, {}, 0);
+  EXPECT_EQ(loaded.params, reference_.params);
+  EXPECT_TRUE(loaded.classifier_loaded);
+
+  nlohmann::json wrong = weight_map;
+  wrong["classifier.bias"] = weight_map["classifier.bias"] == "model-00001-of-00002.safetensors"
+                                 ? "model-00002-of-00002.safetensors"
+                                 : "model-00001-of-00002.safetensors";  // the shard it is not in
+  write_index(wrong);
+  expect_load_error(dir, {wrong["classifier.bias"].get<std::string>().c_str(), "no tensor 'classifier.bias'", "index.json"});
+  wrong = weight_map;
+  wrong["classifier.bias"] = "../elsewhere.safetensors";
+  write_index(wrong);
+  expect_load_error(dir, {"index.json", "'../elsewhere.safetensors'", "not a file beside the index"});
+  wrong = weight_map;
+  wrong["classifier.bias"] = "model-00003-of-00002.safetensors";
+  write_index(wrong);
+  expect_load_error(dir, {"model-00003-of-00002.safetensors"});
+  std::ofstream(dir + "/model.safetensors.index.json") << "{\"weight_map\": ";
+  expect_load_error(dir, {"model.safetensors.index.json", "invalid JSON"});
+}
+
+TEST_F(ModelDirTest, ShardedTorchCheckpointsAreNamed) {
+  const std::string dir = tmp_ + "/sharded_bin";
+  save_model_dir(dir, reference_.config, reference_.layout, reference_.params.data(), "");
+  ASSERT_EQ(std::remove((dir + "/model.safetensors").c_str()), 0);
+  std::ofstream(dir + "/pytorch_model.bin.index.json") << "{}";
+  expect_load_error(dir, {"pytorch_model.bin.index.json", "sharded", "safetensors"});
 }
 
 // Mean and standard deviation of n floats.
