@@ -996,11 +996,16 @@ TEST_F(CliServe, ApiKeyGuardsEverythingButTheHealthProbes) {
   expect_error_answer(none, 401, "Authorization", "no key");
   EXPECT_NE(none.header("WWW-Authenticate").find("Bearer"), std::string::npos) << none.describe();
   for (const char* wrong : {"Bearer nope", "Bearer s3cret-key-012", "Bearer s3cret-key-01234",
-                                   "Bearer S3CRET-KEY-0123", "bearer s3cret-key-0123", "Basic czNjcmV0", "s3cret-key-0123",
+                                   "Bearer S3CRET-KEY-0123", "Basic czNjcmV0", "s3cret-key-0123", "Bearers3cret-key-0123",
                                    "Bearer "}) {
     const Answer a = c.post("/v1/predict", body, {{"Authorization", wrong}});
     EXPECT_EQ(a.status, 401) << "'" << wrong << "': " << a.describe();
     EXPECT_FALSE(a.header("WWW-Authenticate").empty()) << wrong;
+  }
+  // The scheme's name is case-insensitive (RFC 9110), the key is not.
+  for (const char* scheme : {"bearer", "BEARER"}) {
+    const Answer a = c.post("/v1/predict", body, {{"Authorization", std::string(scheme) + " s3cret-key-0123"}});
+    EXPECT_EQ(a.status, 200) << scheme << ": " << a.describe();
   }
   const Answer ok = c.post("/v1/predict", body, right);
   ASSERT_EQ(ok.status, 200) << ok.describe();
@@ -1327,6 +1332,10 @@ TEST_F(CliServe, StartupErrorsExit2WithOneLine) {
       {{"--model", suite_run(), "--port", "0", "--device", "cpu", "--max-batch-tokens", "10"}, "--max-batch-tokens"},
       {{"--model", suite_run(), "--port", "70000", "--device", "cpu"}, "--port"},
       {{"--model", suite_run(), "--port", "0", "--device", "cpu", "--max-batch-size", "0"}, "--max-batch-size"},
+      {{"--model", suite_run(), "--port", "0", "--device", "cpu", "--max-batch-size", "99999999999"},
+       "--max-batch-size must be between 1 and 65536"},
+      {{"--model", suite_run(), "--port", "0", "--device", "cpu", "--max-body-bytes", "3000000000"},
+       "--max-body-bytes must be between 1 and 2147483647"},
       {{"--model", suite_run(), "--port", "0", "--device", "cpu", "--evaluate-root", path("no-such-dir")}, "--evaluate-root"},
       {{"--model", path("three"), "--port", "0", "--device", "cpu", "--threshold", "0.9"},
        "--threshold predicts the label 'other' below it, but the model's labels are"},

@@ -1,5 +1,7 @@
 #include "tools/serve/http_frontend.h"
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -331,8 +333,10 @@ bool HttpFrontend::accept_head(const HttpRequest& req, HttpResponse& res) {
   }
   if (!options_.api_key.empty() && !is_health_path(req.path)) {
     const std::string auth = req.header("Authorization");
-    const std::string prefix = "Bearer ";
-    if (auth.compare(0, prefix.size(), prefix) != 0 || !constant_time_equal(auth.substr(prefix.size()), options_.api_key)) {
+    // The scheme's name is case-insensitive (RFC 9110 11.1): "bearer KEY" is as good as "Bearer KEY".
+    std::string scheme = auth.substr(0, 7);
+    std::transform(scheme.begin(), scheme.end(), scheme.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (scheme != "bearer " || !constant_time_equal(auth.substr(7), options_.api_key)) {
       res.set_header("WWW-Authenticate", "Bearer");
       answer_error(res, 401, "unauthorized", auth.empty() ? "missing Authorization: Bearer KEY" : "wrong API key");
       return false;

@@ -33,10 +33,17 @@ constexpr int kGpuMaxBatchTokens = 16384;
 constexpr int kCpuMaxBatchTokens = 4096;
 
 constexpr int kMaxConnections = 10000;
+// A forward pass of more rows than this is no faster; the engine sizes its buffers for the largest batch.
+constexpr int kMaxBatchRows = 65536;
 
-int positive_flag(const ArgParser& p, const std::string& name) {
+// An integer flag in [1, max]; any other number (one past int's range too) is refused with that range.
+int positive_flag(const ArgParser& p, const std::string& name, int max = 2147483647) {
+  const std::string range = "serve: --" + name + " must be between 1 and " + std::to_string(max) + ", got " + p.get(name);
+  const std::string& text = p.get(name);
+  const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+  if (digits && (text.size() > 18 || std::stoll(text) > max)) throw UsageError(range);
   const int value = p.get_int(name);
-  if (value < 1) throw UsageError("serve: --" + name + " must be at least 1, got " + std::to_string(value));
+  if (value < 1 || value > max) throw UsageError(range);
   return value;
 }
 
@@ -134,7 +141,7 @@ int run_serve(const std::vector<std::string>& args) {
   const bool cuda = input_step([&] { return choose_backend(p.get("device"), p.get("precision"), 0).cuda; });
   engine_options.batching.max_batch_tokens = p.get("max-batch-tokens") == "auto" ? (cuda ? kGpuMaxBatchTokens : kCpuMaxBatchTokens)
                                                                                  : positive_flag(p, "max-batch-tokens");
-  engine_options.batching.max_batch_size = positive_flag(p, "max-batch-size");
+  engine_options.batching.max_batch_size = positive_flag(p, "max-batch-size", kMaxBatchRows);
   engine_options.batching.max_queue_rows = positive_flag(p, "max-queue");
   const double max_wait_ms = p.get("max-wait-ms") == "auto" ? (cuda ? 5 : 0) : p.get_double("max-wait-ms");
   if (!(max_wait_ms >= 0 && max_wait_ms <= 60000)) throw UsageError("serve: --max-wait-ms must be in [0, 60000]");
@@ -224,9 +231,11 @@ int run_serve(const std::vector<std::string>& args) {
   }
   if (sig == 0) {
     const RequestBatcherOptions& b = engine.batching();
+    // An IPv6 address is bracketed in a URL (RFC 3986): http://[::1]:8000.
+    const std::string host = http.host.find(':') != std::string::npos ? "[" + http.host + "]" : http.host;
     std::fprintf(stderr, "bertrain serve: ready on http://%s:%d (%s on %s, %d labels; batches of up to %d tokens, %d rows, "
                          "%g ms wait)\n",
-                 http.host.c_str(), frontend.port(), engine.predictor().model_dir().c_str(),
+                 host.c_str(), frontend.port(), engine.predictor().model_dir().c_str(),
                  engine.predictor().engine_description().c_str(), engine.predictor().labels().size(), b.max_batch_tokens,
                  b.max_batch_size, b.max_wait_s * 1000);
     std::fflush(stderr);

@@ -110,6 +110,14 @@ ServeMetrics::Gauges ServeEngine::gauges() const {
 void ServeEngine::run() {
   try {
     load_and_warm_up();
+  } catch (const std::bad_alloc&) {
+    // The engine's buffers are sized for the largest batch: "std::bad_alloc" alone would not say which flag.
+    std::lock_guard<std::mutex> lock(mutex_);
+    load_error_ = "not enough memory for the model with batches of --max-batch-tokens " +
+                  std::to_string(options_.batching.max_batch_tokens) + " and --max-batch-size " +
+                  std::to_string(options_.batching.max_batch_size) + ": give smaller ones";
+    loading_done_ = true;
+    return;
   } catch (const std::exception& e) {
     std::lock_guard<std::mutex> lock(mutex_);
     load_error_ = e.what();
