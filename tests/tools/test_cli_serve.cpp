@@ -781,25 +781,16 @@ class RawConnection {
   }
   void shut_writes() { ::shutdown(fd_, SHUT_WR); }
   // Everything received until the server closes or `timeout_s` passes.
-  std::string receive_all(double timeout_s) {
-    std::string got;
-    char buffer[65536];
-    const auto start = Clock::now();
-    while (seconds_since(start) < timeout_s) {
-      timeval tv{0, 100 * 1000};
-      ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-      const ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
-      if (n == 0) break;
-      if (n > 0) got.append(buffer, static_cast<std::size_t>(n));
-    }
-    return got;
-  }
+  std::string receive_all(double timeout_s) { return receive(timeout_s, false); }
   // Until one whole answer is in, the server closes, or `timeout_s` passes.
-  std::string receive_answer(double timeout_s) {
+  std::string receive_answer(double timeout_s) { return receive(timeout_s, true); }
+
+ private:
+  std::string receive(double timeout_s, bool one_answer) {
     std::string got;
     char buffer[65536];
     const auto start = Clock::now();
-    while (seconds_since(start) < timeout_s && !whole_answer(got)) {
+    while (seconds_since(start) < timeout_s && !(one_answer && whole_answer(got))) {
       timeval tv{0, 100 * 1000};
       ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
       const ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
@@ -809,7 +800,6 @@ class RawConnection {
     return got;
   }
 
- private:
   int fd_;
   bool connected_ = false;
 };

@@ -218,19 +218,18 @@ void HttpServer::serve_connection(int fd, const std::string& remote) {
     const auto timed_out = [&] {
       refuse(408, "the request did not arrive within " + std::to_string(options_.io_timeout_s) + " s");
     };
-    int got = read_until(fd, &in, deadline, false, [&] {
-      status = reader.read_head(&in, &request);
-      return status != HttpRequestReader::Status::kNeedMore;
-    });
-    if (got == 0) break;  // the client went away mid-request
-    if (got < 0) {
-      timed_out();
-      break;
-    }
-    if (status == HttpRequestReader::Status::kError) {
-      refuse(reader.error_status(), reader.error_message());
-      break;
-    }
+    // Reads the head or the body (`read`: the reader's step) by the deadline; false when the connection is done
+    // with: the client went away mid-request, or was answered a refusal (408, or the reader's).
+    const auto read_part = [&](const auto& read) {
+      const int got = read_until(fd, &in, deadline, false, [&] {
+        status = read();
+        return status != HttpRequestReader::Status::kNeedMore;
+      });
+      if (got < 0) timed_out();
+      if (got > 0 && status == HttpRequestReader::Status::kError) refuse(reader.error_status(), reader.error_message());
+      return got > 0 && status != HttpRequestReader::Status::kError;
+    };
+    if (!read_part([&] { return reader.read_head(&in, &request); })) break;
     if (!hooks_.accept_head(request, response)) {
       const bool keep = !reader.has_body() && request.wants_keep_alive() && !stopping_ && threads_->waiting() == 0;
       if (!write_answer(fd, request, response, keep, started) || !keep) break;
@@ -243,19 +242,7 @@ void HttpServer::serve_connection(int fd, const std::string& remote) {
       const double body_bytes = reader.declared_length() > 0 ? static_cast<double>(reader.declared_length())
                                                              : static_cast<double>(options_.limits.max_body);
       deadline += body_bytes / kBodyBytesPerSecond;
-      got = read_until(fd, &in, deadline, false, [&] {
-        status = reader.read_body(&in, &request);
-        return status != HttpRequestReader::Status::kNeedMore;
-      });
-      if (got == 0) break;
-      if (got < 0) {
-        timed_out();
-        break;
-      }
-      if (status == HttpRequestReader::Status::kError) {
-        refuse(reader.error_status(), reader.error_message());
-        break;
-      }
+      if (!read_part([&] { return reader.read_body(&in, &request); })) break;
     }
     hooks_.handle(request, response);
     // Kept alive unless the client or the answer closes it, the server is stopping, or connections wait for a thread
