@@ -107,7 +107,7 @@ json read_trainer_state(const std::string& dir) {
   check("elapsed_s", true, &json::is_number, "a number");
   check("epoch_train_seconds", false, &json::is_number, "a number");
   check("scheduler", true, &json::is_object, "an object");
-  for (const char* field : {"params", "early_stopping", "running_loss", "running_grad_norm"}) {
+  for (const char* field : {"params", "early_stopping", "running_loss", "running_grad_norm", "log_window_loss"}) {
     check(field, false, &json::is_object, "an object");
   }
   check("history", true, &json::is_array, "an array");
@@ -197,7 +197,13 @@ void write_checkpoint(const TrainArgs& args, const RunDirs& dirs, const LoadedMo
   if (!step_checkpoint || args.keep == 0) return;
   const std::string folder = args.out_dir + "/checkpoints";
   make_directories(folder);
-  replace_directory_atomically(folder + "/step-" + std::to_string(engine.optimizer_steps()), write);
+  // The step checkpoint is last/ as just written: its files hard-linked, stored once (last/ is only ever replaced
+  // whole, never written in place, so the step's files keep their bytes when last/ moves on).
+  replace_directory_atomically(folder + "/step-" + std::to_string(engine.optimizer_steps()), [&](const std::string& dir) {
+    for (const auto& entry : std::filesystem::directory_iterator(dirs.last)) {
+      link_or_copy_file(entry.path().string(), dir + "/" + entry.path().filename().string());
+    }
+  });
   const auto kept = step_checkpoints(folder);
   for (std::size_t i = 0; i + static_cast<std::size_t>(args.keep) < kept.size(); ++i) remove_tree(kept[i].second);
 }

@@ -58,7 +58,7 @@ struct TrainArgs {
   std::string experiment = "bertrain";  // MLflow experiment name
   std::string run_name;        // MLflow run name; empty: RUN_DIR's folder name
   std::string mlflow_parent_run;  // a new MLflow run's mlflow.parentRunId tag (bertrain tune's study run)
-  int log_steps = 0;           // > 0: also the MLflow metric step_train_loss every this many batches
+  int log_steps = 0;           // > 0: also the MLflow metric step_train_loss (their mean) every this many optimizer steps
   bool resume = false;
   bool overwrite = false;      // a fresh run into a RUN_DIR holding an earlier run's files: remove them first
   int threads = 0;             // OpenMP threads, 0: default

@@ -156,6 +156,7 @@ struct RunState {
   json stopped_early;            // null, or {"epoch", "step", "reason"} once early stopping ended the run
   json resumes = json::array();  // per --resume: the resumable settings it changed
   std::string mlflow_run_id;     // the MLflow run this training logs to (--mlflow-dir), continued on --resume
+  RunningMean log_window;        // the step losses since the last --log-steps metric (Trainer logs their mean)
 };
 
 RunState fresh_state(const TrainArgs& args, const TrainingPlan& plan) {
@@ -230,6 +231,7 @@ RunState resumed_state(const TrainArgs& args, const RunDirs& dirs, const json& s
     if (state.contains("early_stopping")) run.early_stopping = EarlyStopping::from_json(state.at("early_stopping"));
     run.stopped_early = state.value("stopped_early", json());
     run.mlflow_run_id = state.value("mlflow_run_id", "");
+    if (state.contains("log_window_loss")) run.log_window = RunningMean::from_json(state.at("log_window_loss"));
     if (state.contains("running_loss")) {  // a checkpoint between evaluations
       run.period_loss = RunningMean::from_json(state.at("running_loss"));
       // Checkpoints written before the gradient norm was recorded: the mean of the period's remaining steps.
@@ -419,9 +421,12 @@ class TrainingLoop {
     const double eta = seconds / static_cast<double>(done) * static_cast<double>(p_.plan.total_steps - entry.step - 1);
     progress_.update(epoch + 1, p_.plan.epochs, index + 1, p_.plan.steps_in_epoch(epoch), loss,
                      static_cast<double>(rows_trained_) / seconds, eta);
+    if (p_.args.log_steps > 0) run_.log_window.add(loss);
     if (p_.mlflow != nullptr && p_.args.log_steps > 0 && (entry.step + 1) % p_.args.log_steps == 0) {
-      p_.mlflow->log_metric("step_train_loss", loss, entry.step + 1);
+      // As Trainer's logging_steps: the mean loss of the steps since the last line, the last step's gradient norm.
+      p_.mlflow->log_metric("step_train_loss", run_.log_window.mean, entry.step + 1);
       p_.mlflow->log_metric("step_grad_norm", grad_norm, entry.step + 1);
+      run_.log_window = RunningMean{};
     }
   }
 
@@ -567,6 +572,7 @@ class TrainingLoop {
                {"mlflow_run_id", run_.mlflow_run_id},
                {"tokenizer_files", p_.tokenizer_files}};
     if (!epoch_end) state["steps_in_epoch"] = index + 1;
+    if (run_.log_window.count > 0) state["log_window_loss"] = run_.log_window.to_json();
     if (!evaluated) {
       state["running_loss"] = run_.period_loss.to_json();
       state["running_grad_norm"] = run_.period_grad_norm.to_json();

@@ -92,8 +92,9 @@ ArgParser train_arg_parser() {
   p.option("save-steps", "0", "also write the resumable checkpoint RUN_DIR/last every N optimizer steps (0: at "
                                 "the end of each epoch only)");
   p.option("keep", "0", "with --save-steps: keep the newest N step checkpoints as RUN_DIR/checkpoints/step-<S>");
-  p.option("save-total-limit", "0", "at most N resumable checkpoints: RUN_DIR/last and the newest N - 1 step "
-                                    "checkpoints (Trainer's save_total_limit; the same as --keep N-1; 0: --keep decides)");
+  p.option("save-total-limit", "0", "at most N resumable checkpoints: the newest N step checkpoints, the newest of "
+                                    "which RUN_DIR/last is (Trainer's save_total_limit; the same as --keep N; 0: --keep "
+                                    "decides)");
   p.option("save-optimizer", "always",
            "the Adam moments (twice the model's size) in checkpoints: always (kept when the run finishes, so --resume "
            "with more --epochs continues exactly), during (dropped when the run finishes: a stopped run still resumes "
@@ -107,7 +108,8 @@ ArgParser train_arg_parser() {
   p.option("run-name", "", "MLflow run name (with --mlflow-dir; default: RUN_DIR's folder name)").value_name("NAME");
   p.option("mlflow-parent-run", "", "with --mlflow-dir: tag a new run as a child of this MLflow run "
                                     "(mlflow.parentRunId; bertrain tune does, for its study's run)").value_name("RUN_ID");
-  p.option("log-steps", "0", "with --mlflow-dir: also log step_train_loss every N batches (0: per epoch only)");
+  p.option("log-steps", "0", "with --mlflow-dir: also log step_train_loss, the mean loss of the last N optimizer steps, "
+                             "every N steps, as Trainer's logging_steps (0: per epoch only)");
   p.flag("resume", "continue the run in --out from RUN_DIR/last (an epoch's end or a step checkpoint); a run that "
                    "already trained its --epochs exits 0 at once");
   p.flag("overwrite", "train into an --out that holds an earlier run, removing its files (last/, best/, checkpoints/, "
@@ -171,8 +173,8 @@ TrainArgs train_args_of(const ArgParser& p) {
   a.save_total_limit = p.get_int("save-total-limit");
   if (p.given("save-total-limit")) {
     if (p.given("keep")) throw UsageError("train: --save-total-limit and --keep both bound the step checkpoints: give one");
-    if (a.save_total_limit < 1) throw UsageError("train: --save-total-limit must be at least 1 (RUN_DIR/last)");
-    a.keep = a.save_total_limit - 1;
+    if (a.save_total_limit < 1) throw UsageError("train: --save-total-limit must be at least 1");
+    a.keep = a.save_total_limit;
   }
   a.save_optimizer = p.get("save-optimizer");
   a.mlflow_dir = input_step([&] { return mlflow_store(p.given("mlflow-dir"), p.get("mlflow-dir")).dir; });

@@ -121,6 +121,36 @@ TEST_F(CliMlflowTest, TrainLogsAModelThatRunIdEvaluatesAndPredicts) {
 
 // The store from MLFLOW_TRACKING_URI when no --mlflow-dir is given (an empty flag turns it off), and file: URIs,
 // absolute (percent-encoded) and relative.
+// --log-steps N logs what Trainer's logging_steps does: the mean loss of the N steps since the last line (a run
+// logging every step gives those steps' losses), and the gradient norm of the step it is logged at.
+TEST_F(CliMlflowTest, LogStepsLogsTheMeanLossOfTheirSteps) {
+  const auto logged = [&](const std::string& out, int every) {
+    EXPECT_TRUE(succeeded(run(train_args(path(out), {"--epochs", "1", "--mlflow-dir", path("mlruns"), "--log-steps",
+                                                     std::to_string(every)}))));
+    std::map<std::string, std::map<long, double>> metrics;
+    for (const char* name : {"step_train_loss", "step_grad_norm"}) {
+      for (const std::string& line : lines_of(slurp(run_folder(path("mlruns"), run_id_of(path(out))) + "/metrics/" + name))) {
+        std::istringstream fields(line);
+        long long timestamp = 0;
+        double value = 0;
+        long step = 0;
+        fields >> timestamp >> value >> step;
+        metrics[name][step] = value;
+      }
+    }
+    return metrics;
+  };
+  auto each = logged("every-step", 1), pairs = logged("every-2", 2);
+  ASSERT_EQ(each["step_train_loss"].size(), 4u);  // 30 training rows in batches of 8
+  ASSERT_EQ(pairs["step_train_loss"].size(), 2u);
+  for (long step : {2L, 4L}) {
+    const double mean = (each["step_train_loss"][step - 1] + each["step_train_loss"][step]) / 2;
+    EXPECT_NEAR(pairs["step_train_loss"][step], mean, 1e-6 * mean) << step;
+    EXPECT_NE(pairs["step_train_loss"][step], each["step_train_loss"][step]) << step;  // not the step's own
+    EXPECT_EQ(pairs["step_grad_norm"][step], each["step_grad_norm"][step]) << step;
+  }
+}
+
 TEST_F(CliMlflowTest, StoresFromTheEnvironmentAndFileUris) {
   const std::string store = path("my runs");
   const std::string uri = "file://" + path("my%20runs");

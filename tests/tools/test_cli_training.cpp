@@ -240,13 +240,19 @@ TEST_F(CliTraining, SaveOptimizerAndDiskUse) {
   expect_error(run(train_args(path("bad"), {"--save-optimizer", "sometimes"})), "--save-optimizer");
 }
 
-// --save-total-limit N: last/ and the newest N - 1 step checkpoints.
+// --save-total-limit N: N distinct points to resume from, as Trainer's: the newest N step checkpoints, the newest
+// the same files as last/ (hard links: stored once), the older ones as last/ was at their step.
 TEST_F(CliTraining, SaveTotalLimitBoundsTheCheckpoints) {
   ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--save-steps", "1", "--save-total-limit", "3"}))));
   std::vector<std::string> steps;
   for (const auto& e : fs::directory_iterator(path("run") + "/checkpoints")) steps.push_back(e.path().filename());
   std::sort(steps.begin(), steps.end());
-  EXPECT_EQ(steps, (std::vector<std::string>{"step-7", "step-8"}));
+  EXPECT_EQ(steps, (std::vector<std::string>{"step-6", "step-7", "step-8"}));
+  for (const char* file : {"model.safetensors", "optimizer.safetensors", "trainer_state.json"}) {
+    EXPECT_TRUE(fs::equivalent(path("run") + "/last/" + file, path("run") + "/checkpoints/step-8/" + file)) << file;
+  }
+  EXPECT_NE(slurp(path("run") + "/checkpoints/step-7/model.safetensors"), slurp(path("run") + "/last/model.safetensors"));
+  EXPECT_EQ(json::parse(slurp(path("run") + "/checkpoints/step-7/trainer_state.json"))["optimizer_steps"], 7);
   expect_error(run(train_args(path("bad"), {"--save-steps", "1", "--save-total-limit", "2", "--keep", "1"})),
                "--save-total-limit and --keep");
   expect_error(run(train_args(path("bad"), {"--save-total-limit", "3"})), "--save-steps");
