@@ -648,7 +648,7 @@ TEST_F(CliServe, BadInputIsRefusedByNameAndTheServerLivesOn) {
       {"/v1/predict", "", "JSON"},
       {"/predict", "not json at all", "JSON"},
       {"/predict/", "{\"title\": \"a\",}", "JSON"},
-      {"/v1/predict", "{\"texts\": [\"\xff\xfe\"]}", "JSON"},  // not UTF-8
+      {"/v1/predict", "{\"texts\": [\"\xff\xfe\"]}", "UTF-8"},  // not UTF-8: the parser's reason is passed on
       {"/v1/predict", "[\"a\"]", "object"},
       {"/v1/predict", "{}", "texts"},
       {"/v1/predict", R"({"text": ["a"]})", "texts"},
@@ -712,6 +712,13 @@ TEST_F(CliServe, BadInputIsRefusedByNameAndTheServerLivesOn) {
     EXPECT_EQ(a.header("EXCEPTION_WHAT"), "") << unknown << ": an exception escaped a handler";
   }
   expect_error_answer(c.post("/nope", R"({"texts": ["a"]})"), 404, "/nope", "POST /nope");
+  // Made-With-ML's paths without their slash: redirected there, as FastAPI does (307 keeps a POST's method and body).
+  const Answer run_id = c.get("/run_id?x=1");
+  EXPECT_EQ(run_id.status, 307) << run_id.describe();
+  EXPECT_EQ(run_id.header("Location"), "/run_id/?x=1");
+  const Answer evaluate = c.post("/evaluate", R"({"dataset": "a.csv"})");
+  EXPECT_EQ(evaluate.status, 307) << evaluate.describe();
+  EXPECT_EQ(evaluate.header("Location"), "/evaluate/");
   const Answer get_predict = c.get("/predict/");
   expect_error_answer(get_predict, 405, "POST", "GET /predict/");
   EXPECT_EQ(get_predict.header("Allow"), "POST");
@@ -1081,6 +1088,8 @@ TEST_F(CliServe, EvaluateReadsOnlyInsideItsRoot) {
     expect_error_answer(a, 403, "--evaluate-root", outside);
   }
   expect_error_answer(c.post("/evaluate/", json{{"dataset", "missing.csv"}}), 404, "missing.csv", "missing");
+  expect_error_answer(c.post("/evaluate/", json{{"dataset", "https://example.com/holdout.csv"}}), 404,
+                      "URLs are not fetched", "a URL, as Made-With-ML's evaluate.py takes");
   expect_error_answer(c.post("/evaluate/", json{{"dataset", "sub"}}), 400, "sub", "a directory");
   const Answer garbage = c.post("/evaluate/", json{{"dataset", "garbage.csv"}});
   expect_error_answer(garbage, 400, "garbage.csv", "not a dataset");

@@ -16,8 +16,17 @@ using nlohmann::ordered_json;
 ApiError bad_request(const std::string& message) { return ApiError(400, "validation", message); }
 
 json parse_object(const std::string& body) {
-  json value = json::parse(body, nullptr, false);
-  if (value.is_discarded()) throw bad_request("the body is not valid JSON");
+  json value;
+  try {
+    value = json::parse(body);
+  } catch (const json::parse_error& e) {
+    // The parser's own words say where and why ("at line 1, column 12: syntax error ... invalid string: ill-formed
+    // UTF-8 byte"), past its "[json.exception.parse_error.101] parse error " prefix.
+    std::string why = e.what();
+    const std::size_t at = why.find("parse error ");
+    why = at == std::string::npos ? why : why.substr(at + 12);
+    throw bad_request("the body is not valid JSON (" + why + ")");
+  }
   if (!value.is_object()) throw bad_request("the body must be a JSON object");
   return value;
 }
@@ -189,7 +198,12 @@ std::string dataset_under_root(const std::string& root, const std::string& reque
   if (root_end != base.end()) {
     throw ApiError(403, "forbidden", "\"dataset\" " + requested + " is outside --evaluate-root");
   }
-  if (!fs::exists(resolved, ec)) throw ApiError(404, "not_found", "\"dataset\" " + requested + ": no such file");
+  if (!fs::exists(resolved, ec)) {
+    // Made-With-ML's evaluate.py takes a URL; a server that fetched what its clients name would be an open proxy.
+    const bool url = requested.find("://") != std::string::npos;
+    throw ApiError(404, "not_found", "\"dataset\" " + requested + (url ? ": URLs are not fetched; give a file under --evaluate-root"
+                                                                         : ": no such file"));
+  }
   if (!fs::is_regular_file(resolved, ec)) throw ApiError(400, "validation", "\"dataset\" " + requested + " is not a file");
   return resolved.string();
 }

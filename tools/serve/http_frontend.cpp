@@ -322,6 +322,13 @@ HttpFrontend::~HttpFrontend() = default;
 bool HttpFrontend::accept_head(const HttpRequest& req, HttpResponse& res) {
   const auto route = routes().find(req.path);
   if (route == routes().end()) {
+    // Made-With-ML's paths end in a slash; without it, FastAPI redirects there (307 keeps the method and body).
+    if (routes().count(req.path + "/") != 0) {
+      const std::size_t query = req.target.find('?');
+      res.set_header("Location", req.path + "/" + (query == std::string::npos ? "" : req.target.substr(query)));
+      answer_error(res, 307, "redirect", "the path is " + req.path + "/");
+      return false;
+    }
     answer_error(res, 404, "not_found", "no such path: " + printable(req.path));
     return false;
   }

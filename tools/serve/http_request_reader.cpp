@@ -89,6 +89,7 @@ const char* http_reason(int status) {
   switch (status) {
     case 100: return "Continue";
     case 200: return "OK";
+    case 307: return "Temporary Redirect";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
     case 403: return "Forbidden";
