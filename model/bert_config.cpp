@@ -22,7 +22,7 @@ const std::set<std::string> kKnownFields = {
     "id2label", "label2id", "num_labels", "architectures", "problem_type"};
 // DistilBertConfig names its fields differently (its attribute_map makes hidden_size read dim, and so on).
 const std::set<std::string> kDistilBertFields = {
-    "model_type", "vocab_size", "dim", "n_layers", "n_heads", "hidden_dim", "activation", "max_position_embeddings",
+    "model_type", "vocab_size", "dim", "n_layers", "n_heads", "hidden_size", "num_hidden_layers", "num_attention_heads", "hidden_dim", "activation", "max_position_embeddings",
     "dropout", "attention_dropout", "seq_classif_dropout", "initializer_range", "pad_token_id",
     "sinusoidal_pos_embds", "id2label", "label2id", "num_labels", "architectures", "problem_type"};
 
@@ -145,9 +145,14 @@ void read_distilbert_fields(const json& j, const std::string& source, BertConfig
                  source << ": sinusoidal_pos_embds " << j.at("sinusoidal_pos_embds").dump()
                         << " is not supported (bertrain trains learned position embeddings)");
   c->vocab_size = read_int(j, "vocab_size", 30522, source);
-  c->hidden_size = read_int(j, "dim", 768, source);
-  c->num_hidden_layers = read_int(j, "n_layers", 6, source);
-  c->num_attention_heads = read_int(j, "n_heads", 12, source);
+  // DistilBertConfig's attribute_map reads BERT's names as its own (hidden_size sets dim): a config.json written
+  // with them loads in transformers, so here too; its own names win where both are given.
+  const auto own_or_bert = [&](const char* own, const char* bert, int fallback) {
+    return read_int(j, j.contains(own) ? own : bert, fallback, source);
+  };
+  c->hidden_size = own_or_bert("dim", "hidden_size", 768);
+  c->num_hidden_layers = own_or_bert("n_layers", "num_hidden_layers", 6);
+  c->num_attention_heads = own_or_bert("n_heads", "num_attention_heads", 12);
   c->intermediate_size = read_int(j, "hidden_dim", 3072, source);
   c->hidden_act = read_string(j, "activation", "gelu", source);
   c->max_position_embeddings = read_int(j, "max_position_embeddings", 512, source);

@@ -218,6 +218,14 @@ TEST(BertConfig, RefusesWhatNoFamilyComputes) {
   const json d = json::parse(R"({"model_type": "distilbert", "sinusoidal_pos_embds": true})");
   expect_error(d, {"sinusoidal_pos_embds"});
   expect_error(json::parse(R"({"model_type": "distilbert", "activation": "silu"})"), {"unknown activation 'silu'"});
+  // BERT's names in a DistilBERT config are read as its own, as DistilBertConfig's attribute_map reads them.
+  const BertConfig aliased = BertConfig::from_json(
+      json::parse(R"({"model_type": "distilbert", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4})"),
+      "cfg.json");
+  EXPECT_EQ(aliased.hidden_size, 64);
+  EXPECT_EQ(aliased.num_hidden_layers, 2);
+  EXPECT_EQ(aliased.num_attention_heads, 4);
+  EXPECT_FALSE(aliased.extra.contains("hidden_size"));  // written back as dim, not kept twice
 }
 
 // transformers computes these otherwise than an encoder classifier (causal attention; numbers, not labels), so they are
