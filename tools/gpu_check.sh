@@ -321,7 +321,7 @@ tune_check() {
 # POST /v1/predict must give predict's GPU probabilities (inference-predict-cuda-fp32.jsonl) within 1e-4 (other
 # batches may take other cuBLAS algorithms); bf16: one Made-With-ML row per request at concurrency 1, 8, 64.
 serve_check() {
-  "$BUILD_DIR/bertrain" serve --help >/dev/null 2>&1 || { echo "this build has no HTTP server (cpp-httplib)"; return 1; }
+  "$BUILD_DIR/bertrain" serve --help >/dev/null 2>&1 || { echo "this build has no HTTP server (configured with BERTRAIN_HTTP=OFF)"; return 1; }
   local precision log pid port rc=0
   for precision in fp32 bf16; do
     log=$OUT/serve-gpu-$precision.log

@@ -80,8 +80,8 @@ int wait_for_signal(const sigset_t& signals, Until until) {
 int run_serve(const std::vector<std::string>& args) {
 #if !BERTRAIN_HAS_HTTP
   (void)args;
-  throw Error("serve: this build has no HTTP server: cpp-httplib was not found when it was configured "
-              "(apt-get install libcpp-httplib-dev, then rebuild)");
+  throw Error("serve: this build has no HTTP server: it was configured with -DBERTRAIN_HTTP=OFF (configure again "
+              "without it)");
 #else
   ArgParser p("serve",
               "An HTTP server for a trained model: Made-With-ML's API (GET /, GET /run_id/, POST /predict/ with\n"
