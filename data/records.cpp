@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "core/ascii.h"
 #include "core/count_text.h"
 #include "core/error.h"
 #include "core/files.h"
@@ -33,11 +34,6 @@ const char* file_kind(RecordFormat format) {
       return "JSON Lines file";
   }
   return "file";
-}
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
 }
 
 void reset(RecordField* field) {
@@ -132,7 +128,7 @@ std::string json_field(const nlohmann::json& value, const std::string& column, R
 }  // namespace
 
 std::optional<RecordFormat> extension_format(const std::string& path) {
-  const std::string extension = lower(std::filesystem::path(path).extension().string());
+  const std::string extension = ascii_lower(std::filesystem::path(path).extension().string());
   if (extension == ".csv") return RecordFormat::kCsv;
   if (extension == ".tsv" || extension == ".tab") return RecordFormat::kTsv;
   if (extension == ".jsonl" || extension == ".ndjson") return RecordFormat::kJsonl;

@@ -1,9 +1,9 @@
 #include "engine/adam.h"
 
-#include <algorithm>
-#include <cctype>
 #include <regex>
 #include <string>
+
+#include "core/ascii.h"
 
 namespace bertrain {
 
@@ -12,10 +12,9 @@ namespace {
 // Trainer.get_decay_parameter_names's name patterns (transformers 5.23, trainer.py), searched in the lower-cased
 // name. Its other test, the module being an nn.LayerNorm, adds nothing for these families: every LayerNorm's name
 // matches a pattern.
-bool trainer_decays(std::string name) {
-  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+bool trainer_decays(const std::string& name) {
   static const std::regex no_decay(R"(bias|layernorm|rmsnorm|(?:^|\.)norm(?:$|\.)|_norm(?:$|\.))");
-  return !std::regex_search(name, no_decay);
+  return !std::regex_search(ascii_lower(name), no_decay);
 }
 
 }  // namespace

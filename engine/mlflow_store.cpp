@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/ascii.h"
 #include "core/error.h"
 #include "core/files.h"
 
@@ -13,11 +14,6 @@ namespace bertrain {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 // The scheme of a URI as Python's urlparse (and so MLflow) finds it: a letter, then letters, digits, '+', '-' or
 // '.', then ':'; "" when `s` has none (a plain path).
@@ -28,13 +24,7 @@ std::string uri_scheme(const std::string& s) {
     const char c = s[i];
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '+' && c != '-' && c != '.') return "";
   }
-  return lower(s.substr(0, colon));
-}
-
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+  return ascii_lower(s.substr(0, colon));
 }
 
 // The %-escapes of a file: URI's path decoded, as MLflow's url2pathname does.
@@ -68,7 +58,7 @@ std::string file_uri_path(const std::string& uri, const std::string& origin) {
   if (path.rfind("//", 0) == 0) {
     const std::size_t slash = path.find('/', 2);
     const std::string host = path.substr(2, slash == std::string::npos ? std::string::npos : slash - 2);
-    if (!host.empty() && lower(host) != "localhost") {
+    if (!host.empty() && ascii_lower(host) != "localhost") {
       throw InputError(origin + " '" + uri + "': the file store is on host '" + host + "', not this machine (" +
                        hint + " names a local folder)");
     }
@@ -196,7 +186,7 @@ MlflowRunInfo find_mlflow_run(const std::string& store_dir, const std::string& r
 }
 
 std::string mlflow_artifacts_dir(const MlflowRunInfo& run) {
-  if (lower(run.artifact_uri.substr(0, 5)) == "file:") {
+  if (ascii_lower(run.artifact_uri.substr(0, 5)) == "file:") {
     try {
       const std::string dir = file_uri_path(run.artifact_uri, "artifact_uri");
       if (directory_exists(dir)) return dir;

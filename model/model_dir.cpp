@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
 
 #include "core/atomic_file.h"
@@ -58,13 +57,7 @@ class TorchTensors final : public CheckpointTensors {
 class ShardedSafetensors final : public CheckpointTensors {
  public:
   ShardedSafetensors(const std::string& dir, const std::string& index_path) : path_(index_path) {
-    nlohmann::json index;
-    try {
-      std::ifstream in(index_path);
-      index = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      BERTRAIN_FAIL(index_path << ": invalid JSON: " << e.what());
-    }
+    const nlohmann::json index = read_json_file(index_path);
     BERTRAIN_CHECK(index.is_object() && index.contains("weight_map") && index.at("weight_map").is_object() &&
                        !index.at("weight_map").empty(),
                    index_path << ": no weight_map object naming each tensor's shard");

@@ -116,13 +116,16 @@ int ArgParser::get_threads() const {
   return threads;
 }
 
-int ArgParser::get_int(const std::string& name) const {
+int ArgParser::get_int(const std::string& name) const { return get_int_in(name, -2147483647, 2147483647); }
+
+int ArgParser::get_int_in(const std::string& name, int lo, int hi) const {
   const std::string text = get(name);
-  const std::string range = command_ + ": --" + name + " must be between -2147483647 and 2147483647, got " + text;
-  long value = 0;
+  const std::string range =
+      command_ + ": --" + name + " must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + text;
+  long long value = 0;
   std::size_t used = 0;
   try {
-    value = std::stol(text, &used);
+    value = std::stoll(text, &used);
   } catch (const std::out_of_range&) {
     throw UsageError(range);
   } catch (const std::exception&) {
@@ -130,7 +133,7 @@ int ArgParser::get_int(const std::string& name) const {
   if (used != text.size() || text.empty()) {
     throw UsageError(command_ + ": --" + name + " expects an integer, got '" + text + "'");
   }
-  if (value < -2147483647L || value > 2147483647L) throw UsageError(range);
+  if (value < lo || value > hi) throw UsageError(range);
   return static_cast<int>(value);
 }
 

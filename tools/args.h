@@ -43,6 +43,8 @@ class ArgParser {
   const std::string& command() const { return command_; }  // "train", "evaluate", ... (for messages)
   std::string get(const std::string& name) const;
   int get_int(const std::string& name) const;        // UsageError naming the flag when not an integer
+  // An integer in [lo, hi]; any other number, one beyond int's range too, is a UsageError naming that range.
+  int get_int_in(const std::string& name, int lo, int hi) const;
   // A seed: 0 to 2^64 - 1, as results.json records it (so a recorded seed can be given back); UsageError otherwise.
   uint64_t get_uint64(const std::string& name) const;
   double get_double(const std::string& name) const;  // UsageError naming the flag when not a number

@@ -112,37 +112,60 @@ bool whole_answer(const std::string& got) {
   return got.size() >= head_end + 4 + std::stoul(m[1].str());
 }
 
+// A raw connection to the server, for what a client library would not do (pipeline, trickle, half-close).
+class RawConnection {
+ public:
+  explicit RawConnection(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  }
+  ~RawConnection() { ::close(fd_); }
+  bool connected() const { return connected_; }
+  // Whether all of `bytes` went out (the server may close the connection before taking them all).
+  bool send(const std::string& bytes) {
+    std::size_t sent = 0;
+    while (sent < bytes.size()) {
+      const ssize_t n = ::send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      sent += static_cast<std::size_t>(n);
+    }
+    return true;
+  }
+  void shut_writes() { ::shutdown(fd_, SHUT_WR); }
+  // Everything received until the server closes or `timeout_s` passes.
+  std::string receive_all(double timeout_s) { return receive(timeout_s, false); }
+  // Until one whole answer is in, the server closes, or `timeout_s` passes.
+  std::string receive_answer(double timeout_s) { return receive(timeout_s, true); }
+
+ private:
+  std::string receive(double timeout_s, bool one_answer) {
+    std::string got;
+    char buffer[65536];
+    const auto start = Clock::now();
+    while (seconds_since(start) < timeout_s && !(one_answer && whole_answer(got))) {
+      timeval tv{0, 100 * 1000};
+      ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      const ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
+      if (n == 0) break;
+      if (n > 0) got.append(buffer, static_cast<std::size_t>(n));
+    }
+    return got;
+  }
+
+  int fd_;
+  bool connected_ = false;
+};
+
 // Sends `bytes` on a new connection and returns what comes back until one whole answer is in, the server closes
 // the connection or `timeout_s` passes (for requests a client library would not send as they are).
 std::string raw_exchange(int port, const std::string& bytes, double timeout_s = 10) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return "connect failed";
-  }
-  timeval tv{static_cast<long>(timeout_s), 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  std::size_t sent = 0;
-  while (sent < bytes.size()) {
-    const ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) break;
-    sent += static_cast<std::size_t>(n);
-  }
-  std::string got;
-  char buffer[65536];
-  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
-  while (Clock::now() < deadline) {
-    const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
-    if (n <= 0) break;
-    got.append(buffer, static_cast<std::size_t>(n));
-    if (whole_answer(got)) break;
-  }
-  ::close(fd);
-  return got;
+  RawConnection c(port);
+  if (!c.connected()) return "connect failed";
+  c.send(bytes);  // what the server answers counts, whether or not it took every byte
+  return c.receive_answer(timeout_s);
 }
 
 // The status of the first answer in a raw exchange (0 when there is none).
@@ -751,18 +774,14 @@ TEST_F(CliServe, BadInputIsRefusedByNameAndTheServerLivesOn) {
   EXPECT_EQ(raw_status(raw_exchange(port, "HELLO\r\n\r\n", 10)), 400);
 
   // A slow client (half a request, then silence) holds neither the engine nor other clients.
-  const int slow = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(slow, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  const std::string half = "POST /v1/predict HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"texts\"";
-  ASSERT_EQ(::send(slow, half.data(), half.size(), MSG_NOSIGNAL), static_cast<ssize_t>(half.size()));
-  const auto before = Clock::now();
-  expect_serving(*server, "with a slow client connected");
-  EXPECT_LT(seconds_since(before), 2.0) << "a slow client delayed another's prediction";
-  ::close(slow);
+  {
+    RawConnection slow(port);
+    ASSERT_TRUE(slow.connected());
+    ASSERT_TRUE(slow.send("POST /v1/predict HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"texts\""));
+    const auto before = Clock::now();
+    expect_serving(*server, "with a slow client connected");
+    EXPECT_LT(seconds_since(before), 2.0) << "a slow client delayed another's prediction";
+  }
 
   expect_serving(*server, "after everything");
   Client fresh(port);
@@ -770,46 +789,6 @@ TEST_F(CliServe, BadInputIsRefusedByNameAndTheServerLivesOn) {
 }
 
 // ---- connections ----------------------------------------------------------------------------------------------
-
-// A raw connection to the server, for what a client library would not do (pipeline, trickle, half-close).
-class RawConnection {
- public:
-  explicit RawConnection(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  }
-  ~RawConnection() { ::close(fd_); }
-  bool connected() const { return connected_; }
-  bool send(const std::string& bytes) {
-    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
-  }
-  void shut_writes() { ::shutdown(fd_, SHUT_WR); }
-  // Everything received until the server closes or `timeout_s` passes.
-  std::string receive_all(double timeout_s) { return receive(timeout_s, false); }
-  // Until one whole answer is in, the server closes, or `timeout_s` passes.
-  std::string receive_answer(double timeout_s) { return receive(timeout_s, true); }
-
- private:
-  std::string receive(double timeout_s, bool one_answer) {
-    std::string got;
-    char buffer[65536];
-    const auto start = Clock::now();
-    while (seconds_since(start) < timeout_s && !(one_answer && whole_answer(got))) {
-      timeval tv{0, 100 * 1000};
-      ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-      const ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
-      if (n == 0) break;
-      if (n > 0) got.append(buffer, static_cast<std::size_t>(n));
-    }
-    return got;
-  }
-
-  int fd_;
-  bool connected_ = false;
-};
 
 std::size_t count_of(const std::string& text, const std::string& what) {
   std::size_t n = 0;

@@ -1,7 +1,6 @@
 #include "tools/serve/http_frontend.h"
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -9,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/ascii.h"
 #include "core/build_info.h"
 #include "core/error.h"
 #include "core/timestamp.h"
@@ -341,9 +341,7 @@ bool HttpFrontend::accept_head(const HttpRequest& req, HttpResponse& res) {
   if (!options_.api_key.empty() && !is_health_path(req.path)) {
     const std::string auth = req.header("Authorization");
     // The scheme's name is case-insensitive (RFC 9110 11.1): "bearer KEY" is as good as "Bearer KEY".
-    std::string scheme = auth.substr(0, 7);
-    std::transform(scheme.begin(), scheme.end(), scheme.begin(), [](unsigned char c) { return std::tolower(c); });
-    if (scheme != "bearer " || !constant_time_equal(auth.substr(7), options_.api_key)) {
+    if (ascii_lower(auth.substr(0, 7)) != "bearer " || !constant_time_equal(auth.substr(7), options_.api_key)) {
       res.set_header("WWW-Authenticate", "Bearer");
       answer_error(res, 401, "unauthorized", auth.empty() ? "missing Authorization: Bearer KEY" : "wrong API key");
       return false;

@@ -5,14 +5,11 @@
 #include <cstring>
 #include <vector>
 
+#include "core/ascii.h"
+
 namespace bertrain {
 
 namespace {
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
 
 bool is_token_char(unsigned char c) {
   return std::isalnum(c) != 0 || std::strchr("!#$%&'*+-.^_`|~", c) != nullptr;
@@ -27,25 +24,18 @@ std::string trim(const std::string& s) {
 // The comma-separated elements of every header called `name`, trimmed and lower-cased, empty ones left out.
 std::vector<std::string> list_values(const HttpHeaders& headers, const std::string& name) {
   std::vector<std::string> values;
-  const std::string want = lower(name);
+  const std::string want = ascii_lower(name);
   for (const auto& [key, value] : headers) {
-    if (lower(key) != want) continue;
+    if (ascii_lower(key) != want) continue;
     std::size_t at = 0;
     while (at <= value.size()) {
       const std::size_t comma = std::min(value.find(',', at), value.size());
-      const std::string element = lower(trim(value.substr(at, comma - at)));
+      const std::string element = ascii_lower(trim(value.substr(at, comma - at)));
       if (!element.empty()) values.push_back(element);
       at = comma + 1;
     }
   }
   return values;
-}
-
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
 }
 
 // The path of a request target, %XX decoded (an invalid escape is kept as it is, as cpp-httplib and most servers do).
@@ -66,17 +56,17 @@ std::string decoded_path(const std::string& target) {
 }  // namespace
 
 std::string header_value(const HttpHeaders& headers, const std::string& name) {
-  const std::string want = lower(name);
+  const std::string want = ascii_lower(name);
   for (const auto& [key, value] : headers) {
-    if (lower(key) == want) return value;
+    if (ascii_lower(key) == want) return value;
   }
   return "";
 }
 
 std::size_t header_count(const HttpHeaders& headers, const std::string& name) {
-  const std::string want = lower(name);
+  const std::string want = ascii_lower(name);
   return static_cast<std::size_t>(
-      std::count_if(headers.begin(), headers.end(), [&](const auto& h) { return lower(h.first) == want; }));
+      std::count_if(headers.begin(), headers.end(), [&](const auto& h) { return ascii_lower(h.first) == want; }));
 }
 
 bool HttpRequest::wants_keep_alive() const {
@@ -177,7 +167,7 @@ bool HttpRequestReader::parse_request_line(const std::string& line, HttpRequest*
   // The absolute form (proxies send it): the path after the authority.
   for (const char* scheme : {"http://", "https://"}) {
     const std::size_t length = std::strlen(scheme);
-    if (lower(target.substr(0, length)) == scheme) {
+    if (ascii_lower(target.substr(0, length)) == scheme) {
       const std::size_t slash = target.find_first_of("/?#", length);
       target = slash == std::string::npos ? "/" : target[slash] == '/' ? target.substr(slash) : "/" + target.substr(slash);
     }

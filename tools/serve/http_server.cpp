@@ -230,8 +230,11 @@ void HttpServer::serve_connection(int fd, const std::string& remote) {
       return got > 0 && status != HttpRequestReader::Status::kError;
     };
     if (!read_part([&] { return reader.read_head(&in, &request); })) break;
+    // Kept alive unless the client closes it, the server is stopping, or connections wait for a thread (they get
+    // this one: however many clients keep connections open, a new one waits one request at most).
+    const auto keep_alive = [&] { return request.wants_keep_alive() && !stopping_ && threads_->waiting() == 0; };
     if (!hooks_.accept_head(request, response)) {
-      const bool keep = !reader.has_body() && request.wants_keep_alive() && !stopping_ && threads_->waiting() == 0;
+      const bool keep = !reader.has_body() && keep_alive();  // an unread body would be read as the next request
       if (!write_answer(fd, request, response, keep, started) || !keep) break;
       continue;
     }
@@ -245,12 +248,7 @@ void HttpServer::serve_connection(int fd, const std::string& remote) {
       if (!read_part([&] { return reader.read_body(&in, &request); })) break;
     }
     hooks_.handle(request, response);
-    // Kept alive unless the client or the answer closes it, the server is stopping, or connections wait for a thread
-    // (they get this one: however many clients keep connections open, a new one waits one request at most).
-    bool keep = request.wants_keep_alive() && !stopping_ && threads_->waiting() == 0;
-    for (const auto& [name, value] : response.headers) {
-      if (header_count({{name, value}}, "Connection") > 0 && value == "close") keep = false;
-    }
+    const bool keep = keep_alive();
     if (!write_answer(fd, request, response, keep, started) || !keep) break;
   }
   lingering_close(fd);
@@ -264,9 +262,7 @@ bool HttpServer::write_answer(int fd, const HttpRequest& request, HttpResponse& 
   head += "Content-Length: " + std::to_string(response.body.size()) + "\r\n";
   head += keep_alive ? "Connection: keep-alive\r\nKeep-Alive: timeout=" + std::to_string(options_.io_timeout_s) + "\r\n"
                      : "Connection: close\r\n";
-  for (const auto& [name, value] : response.headers) {
-    if (header_count({{name, value}}, "Connection") == 0) head += name + ": " + value + "\r\n";
-  }
+  for (const auto& [name, value] : response.headers) head += name + ": " + value + "\r\n";
   head += "\r\n";
   if (request.method != "HEAD") head += response.body;
   const bool sent = send_all(fd, head, now_s() + options_.io_timeout_s);

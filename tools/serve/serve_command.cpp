@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <future>
+#include <limits>
 #include <thread>
 
 #include "core/build_config.h"
@@ -32,20 +33,10 @@ namespace {
 constexpr int kGpuMaxBatchTokens = 16384;
 constexpr int kCpuMaxBatchTokens = 4096;
 
+constexpr int kMaxInt = std::numeric_limits<int>::max();
 constexpr int kMaxConnections = 10000;
 // A forward pass of more rows than this is no faster; the engine sizes its buffers for the largest batch.
 constexpr int kMaxBatchRows = 65536;
-
-// An integer flag in [1, max]; any other number (one past int's range too) is refused with that range.
-int positive_flag(const ArgParser& p, const std::string& name, int max = 2147483647) {
-  const std::string range = "serve: --" + name + " must be between 1 and " + std::to_string(max) + ", got " + p.get(name);
-  const std::string& text = p.get(name);
-  const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
-  if (digits && (text.size() > 18 || std::stoll(text) > max)) throw UsageError(range);
-  const int value = p.get_int(name);
-  if (value < 1 || value > max) throw UsageError(range);
-  return value;
-}
 
 // The key, without the line end an editor leaves; an empty file is refused (it would accept an empty key).
 std::string read_api_key(const std::string& path) {
@@ -140,9 +131,9 @@ int run_serve(const std::vector<std::string>& args) {
   // auto needs to know the engine: resolving --device here also refuses a bad one before anything is loaded.
   const bool cuda = input_step([&] { return choose_backend(p.get("device"), p.get("precision"), 0).cuda; });
   engine_options.batching.max_batch_tokens = p.get("max-batch-tokens") == "auto" ? (cuda ? kGpuMaxBatchTokens : kCpuMaxBatchTokens)
-                                                                                 : positive_flag(p, "max-batch-tokens");
-  engine_options.batching.max_batch_size = positive_flag(p, "max-batch-size", kMaxBatchRows);
-  engine_options.batching.max_queue_rows = positive_flag(p, "max-queue");
+                                                                                 : p.get_int_in("max-batch-tokens", 1, kMaxInt);
+  engine_options.batching.max_batch_size = p.get_int_in("max-batch-size", 1, kMaxBatchRows);
+  engine_options.batching.max_queue_rows = p.get_int_in("max-queue", 1, kMaxInt);
   const double max_wait_ms = p.get("max-wait-ms") == "auto" ? (cuda ? 5 : 0) : p.get_double("max-wait-ms");
   if (!(max_wait_ms >= 0 && max_wait_ms <= 60000)) throw UsageError("serve: --max-wait-ms must be in [0, 60000]");
   engine_options.batching.max_wait_s = max_wait_ms / 1000;
@@ -151,14 +142,14 @@ int run_serve(const std::vector<std::string>& args) {
   http.host = p.get("host");
   http.port = p.get_int("port");
   if (http.port < 0 || http.port > 65535) throw UsageError("serve: --port must be in [0, 65535]");
-  http.max_concurrent_requests = positive_flag(p, "max-concurrent-requests");
-  http.max_connections = positive_flag(p, "max-connections");
+  http.max_concurrent_requests = p.get_int_in("max-concurrent-requests", 1, kMaxInt);
+  http.max_connections = p.get_int_in("max-connections", 1, kMaxInt);
   // One thread each, started before the ready line: tens of thousands would take the host's last process ids.
   if (http.max_connections > kMaxConnections) {
     throw UsageError("serve: --max-connections must be at most " + std::to_string(kMaxConnections) + ", got " +
                      p.get("max-connections"));
   }
-  http.max_body_bytes = static_cast<std::size_t>(positive_flag(p, "max-body-bytes"));
+  http.max_body_bytes = static_cast<std::size_t>(p.get_int_in("max-body-bytes", 1, kMaxInt));
   http.other_label = p.get("other-label");
   http.quiet = p.get_flag("quiet");
   if (!p.get("threshold").empty()) {
