@@ -26,16 +26,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kJson = "application/json";
 
-// Every route and its methods: a known path with another method is 405 (with Allow), any other path 404.
-// HEAD is answered wherever GET is (the server leaves the body out).
-const std::map<std::string, std::string>& routes() {
-  static const std::map<std::string, std::string> table = {
-      {"/", "GET"},           {"/run_id/", "GET"},    {"/predict/", "POST"}, {"/predict", "POST"},
-      {"/evaluate/", "POST"}, {"/v1/predict", "POST"}, {"/v1/model", "GET"}, {"/healthz", "GET"},
-      {"/readyz", "GET"},     {"/metrics", "GET"}};
-  return table;
-}
-
 // What load balancers and orchestrators probe: never behind the API key.
 bool is_health_path(const std::string& path) { return path == "/" || path == "/healthz" || path == "/readyz"; }
 
@@ -88,8 +78,38 @@ class HttpFrontend::Handlers {
  public:
   explicit Handlers(HttpFrontend* frontend) : f_(*frontend) {}
 
-  void predict_any(const std::string& body, HttpResponse& res) { predict(body, res, false); }
-  void predict_v1(const std::string& body, HttpResponse& res) { predict(body, res, true); }
+  // Every route: its method and its answer. A known path with another method is 405 (with Allow), any other path
+  // 404. HEAD is answered wherever GET is (the server leaves the body out).
+  struct Route {
+    const char* method;
+    void (Handlers::*answer)(const HttpRequest& req, HttpResponse& res);
+  };
+  static const std::map<std::string, Route>& routes() {
+    static const std::map<std::string, Route> table = {
+        {"/", {"GET", &Handlers::root}},
+        {"/run_id/", {"GET", &Handlers::run_id_answer}},
+        {"/predict/", {"POST", &Handlers::predict_any}},
+        {"/predict", {"POST", &Handlers::predict_any}},
+        {"/evaluate/", {"POST", &Handlers::evaluate}},
+        {"/v1/predict", {"POST", &Handlers::predict_v1}},
+        {"/v1/model", {"GET", &Handlers::model}},
+        {"/healthz", {"GET", &Handlers::alive}},
+        {"/readyz", {"GET", &Handlers::ready}},
+        {"/metrics", {"GET", &Handlers::metrics}}};
+    return table;
+  }
+
+  // Made-With-ML's answers to GET / and GET /run_id/, and the liveness probe's.
+  void root(const HttpRequest&, HttpResponse& res) {
+    res.set_content(R"({"message":"OK","status-code":200,"data":{}})", kJson);
+  }
+  void run_id_answer(const HttpRequest&, HttpResponse& res) {
+    res.set_content(ordered_json{{"run_id", run_id()}}.dump(), kJson);
+  }
+  void alive(const HttpRequest&, HttpResponse& res) { res.set_content(R"({"status":"alive"})", kJson); }
+
+  void predict_any(const HttpRequest& req, HttpResponse& res) { predict(req.body, res, false); }
+  void predict_v1(const HttpRequest& req, HttpResponse& res) { predict(req.body, res, true); }
 
   void predict(const std::string& body, HttpResponse& res, bool v1) {
     guarded(res, [&] {
@@ -125,13 +145,13 @@ class HttpFrontend::Handlers {
     });
   }
 
-  void evaluate(const std::string& body, HttpResponse& res) {
+  void evaluate(const HttpRequest& req, HttpResponse& res) {
     guarded(res, [&] {
       if (f_.options_.evaluate_root.empty()) {
         throw ApiError(403, "forbidden", "POST /evaluate/ is disabled: start bertrain serve with --evaluate-root DIR");
       }
       const Predictor& predictor = ready_predictor();
-      const std::string requested = parse_evaluate_body(body);
+      const std::string requested = parse_evaluate_body(req.body);
       const std::string path = dataset_under_root(f_.options_.evaluate_root, requested);
       DatasetOptions options = f_.engine_->dataset_options();
       options.read_labels = true;
@@ -171,7 +191,7 @@ class HttpFrontend::Handlers {
     });
   }
 
-  void model(HttpResponse& res) {
+  void model(const HttpRequest&, HttpResponse& res) {
     guarded(res, [&] {
       const Predictor& p = ready_predictor();
       const DatasetOptions& data = f_.engine_->dataset_options();
@@ -207,7 +227,7 @@ class HttpFrontend::Handlers {
     return f_.options_.mlflow_run_id.empty() ? f_.options_.model_dir : f_.options_.mlflow_run_id;
   }
 
-  void metrics(HttpResponse& res) {
+  void metrics(const HttpRequest&, HttpResponse& res) {
     ServeMetrics::Gauges g = f_.engine_->gauges();
     g.ready = g.ready && !f_.draining_.load();
     g.in_flight_requests = f_.in_flight_.load();
@@ -215,7 +235,7 @@ class HttpFrontend::Handlers {
     res.set_content(f_.metrics_->render(g, now), "text/plain; version=0.0.4; charset=utf-8");
   }
 
-  void ready(HttpResponse& res) {
+  void ready(const HttpRequest&, HttpResponse& res) {
     if (f_.draining_.load()) return answer_error(res, 503, "unhealthy", "shutting down");
     if (f_.engine_->failed()) return answer_error(res, 503, "unhealthy", f_.engine_->failure());
     if (!f_.engine_->ready()) return answer_error(res, 503, "unhealthy", "loading the model");
@@ -283,9 +303,9 @@ class HttpFrontend::Handlers {
   HttpFrontend& f_;
 };
 
-std::vector<std::string> http_routes() {
+std::vector<std::string> HttpFrontend::paths() {
   std::vector<std::string> paths;
-  for (const auto& [path, method] : routes()) paths.push_back(path);
+  for (const auto& [path, route] : Handlers::routes()) paths.push_back(path);
   return paths;
 }
 
@@ -320,10 +340,11 @@ HttpFrontend::HttpFrontend(HttpFrontendOptions options, ServeEngine* engine, Ser
 HttpFrontend::~HttpFrontend() = default;
 
 bool HttpFrontend::accept_head(const HttpRequest& req, HttpResponse& res) {
-  const auto route = routes().find(req.path);
-  if (route == routes().end()) {
+  const auto& routes = Handlers::routes();
+  const auto route = routes.find(req.path);
+  if (route == routes.end()) {
     // Made-With-ML's paths end in a slash; without it, FastAPI redirects there (307 keeps the method and body).
-    if (routes().count(req.path + "/") != 0) {
+    if (routes.count(req.path + "/") != 0) {
       const std::size_t query = req.target.find('?');
       res.set_header("Location", req.path + "/" + (query == std::string::npos ? "" : req.target.substr(query)));
       answer_error(res, 307, "redirect", "the path is " + req.path + "/");
@@ -332,7 +353,7 @@ bool HttpFrontend::accept_head(const HttpRequest& req, HttpResponse& res) {
     answer_error(res, 404, "not_found", "no such path: " + printable(req.path));
     return false;
   }
-  const std::string& method = route->second;
+  const std::string method = route->second.method;
   if (req.method != method && !(req.method == "HEAD" && method == "GET")) {
     res.set_header("Allow", method == "GET" ? "GET, HEAD" : method);
     answer_error(res, 405, "method_not_allowed", printable(req.method) + " " + req.path + ": use " + method);
@@ -358,28 +379,8 @@ bool HttpFrontend::accept_head(const HttpRequest& req, HttpResponse& res) {
 
 void HttpFrontend::handle(HttpRequest& req, HttpResponse& res) {
   try {
-    const std::string& path = req.path;
-    if (path == "/") {
-      res.set_content(R"({"message":"OK","status-code":200,"data":{}})", kJson);
-    } else if (path == "/run_id/") {
-      res.set_content(ordered_json{{"run_id", handlers_->run_id()}}.dump(), kJson);
-    } else if (path == "/healthz") {
-      res.set_content(R"({"status":"alive"})", kJson);
-    } else if (path == "/readyz") {
-      handlers_->ready(res);
-    } else if (path == "/metrics") {
-      handlers_->metrics(res);
-    } else if (path == "/v1/model") {
-      handlers_->model(res);
-    } else if (path == "/predict/" || path == "/predict") {
-      handlers_->predict_any(req.body, res);
-    } else if (path == "/v1/predict") {
-      handlers_->predict_v1(req.body, res);
-    } else if (path == "/evaluate/") {
-      handlers_->evaluate(req.body, res);
-    } else {
-      answer_error(res, 404, "not_found", "no such path: " + printable(path));  // accept_head let no other through
-    }
+    // accept_head let only the routes' paths through.
+    (handlers_.get()->*Handlers::routes().at(req.path).answer)(req, res);
   } catch (const std::exception&) {
     // An exception escaping a handler (the handlers answer their own): a JSON 500, the connection lives on.
     res = HttpResponse{};

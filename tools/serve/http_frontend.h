@@ -33,13 +33,13 @@ struct HttpFrontendOptions {
   bool quiet = false;                    // no access log
 };
 
-// The paths the server answers (the label set of /metrics; any other path is "other").
-std::vector<std::string> http_routes();
-
 class HttpFrontend {
  public:
   HttpFrontend(HttpFrontendOptions options, ServeEngine* engine, ServeMetrics* metrics);
   ~HttpFrontend();
+
+  // The paths the server answers (the label set of /metrics; any other path is "other").
+  static std::vector<std::string> paths();
 
   // Binds --host:--port and starts the connection threads; throws Error naming the flags when that fails (in use,
   // no such address, more threads than the system starts).

@@ -185,7 +185,7 @@ int run_serve(const std::vector<std::string>& args) {
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  ServeMetrics metrics(http_routes());
+  ServeMetrics metrics(HttpFrontend::paths());
   ServeEngine engine(engine_options, &metrics);
   HttpFrontend frontend(http, &engine, &metrics);
   input_step([&] {
