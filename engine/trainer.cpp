@@ -163,7 +163,7 @@ RunState fresh_state(const TrainArgs& args, const TrainingPlan& plan) {
   RunState run{0, {}, {}, 0, 0, -1, -1, plan.best.greater_is_better ? -kInf : kInf, kInf, 0, json::array(),
                ReduceLROnPlateau(args.lr, args.lr_factor, args.lr_patience),
                EarlyStopping(args.early_stopping_patience, args.early_stopping_threshold, plan.best.greater_is_better),
-               nullptr, json::array(), ""};
+               nullptr, json::array(), "", {}};
   return run;
 }
 

@@ -284,18 +284,18 @@ TEST(BertConfig, AConfigWithoutModelTypeIsTheFamilyOfItsArchitecture) {
 }
 
 TEST(HfNames, MapsEachFamilysCheckpointNames) {
-  const ModelFamily& roberta = model_family("roberta");
+  const ModelFamily& roberta = model_family(ModelType::kRoberta);
   EXPECT_EQ(canonical_param_name("embeddings.word_embeddings.weight", roberta), "roberta.embeddings.word_embeddings.weight");
   EXPECT_EQ(canonical_param_name("classifier.out_proj.weight", roberta), "classifier.out_proj.weight");
   EXPECT_EQ(canonical_param_name("lm_head.dense.weight", roberta), std::nullopt);
   EXPECT_EQ(canonical_param_name("roberta.pooler.dense.weight", roberta), std::nullopt);
   EXPECT_EQ(canonical_param_name("pooler.dense.bias", roberta), std::nullopt);
-  const ModelFamily& distilbert = model_family("distilbert");
+  const ModelFamily& distilbert = model_family(ModelType::kDistilBert);
   EXPECT_EQ(canonical_param_name("transformer.layer.0.attention.q_lin.weight", distilbert),
             "distilbert.transformer.layer.0.attention.q_lin.weight");
   EXPECT_EQ(canonical_param_name("pre_classifier.weight", distilbert), "pre_classifier.weight");
   EXPECT_EQ(canonical_param_name("vocab_projector.bias", distilbert), std::nullopt);
-  const ModelFamily& electra = model_family("electra");
+  const ModelFamily& electra = model_family(ModelType::kElectra);
   EXPECT_EQ(canonical_param_name("embeddings_project.weight", electra), "electra.embeddings_project.weight");
   EXPECT_EQ(canonical_param_name("discriminator_predictions.dense.weight", electra), std::nullopt);
   EXPECT_EQ(canonical_param_name("electra.embeddings.position_ids", electra), std::nullopt);
