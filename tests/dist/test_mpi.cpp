@@ -282,7 +282,11 @@ std::vector<pid_t> job_pids(const std::string& out, Match match) {
 bool is_rank(const std::vector<std::string>& argv) {
   return argv[1] == "train" && argv[0].find("bertrain") != std::string::npos;
 }
-bool is_mpirun(const std::vector<std::string>& argv) { return fs::path(argv[0]).filename() == "mpirun"; }
+// Open MPI 5's mpirun execs prterun (PRRTE's launcher), which then holds the job; Open MPI 4's is orterun.
+bool is_mpirun(const std::vector<std::string>& argv) {
+  const std::string name = fs::path(argv[0]).filename().string();
+  return name == "mpirun" || name == "mpiexec" || name == "prterun" || name == "orterun";
+}
 
 std::vector<pid_t> rank_pids(const std::string& out) { return job_pids(out, is_rank); }
 
