@@ -20,7 +20,8 @@ int longest_row(const int32_t* cu_seqlens, int batch);
 
 // positions[T] (=) t − cu_seqlens[b] for every token t of row b (0 at each row's start); slots[T] (=)
 // (first_sample + b) · max_positions + positions[t], the token's dropout row (kernels/dropout.h), which is the
-// row's padded index, so packed and padded batches draw the same masks. slots may be null.
+// row's padded index, so packed and padded batches draw the same masks. Either output may be null (the model reads
+// its embeddings' positions from embedding_positions, kernels/embedding.h).
 void packed_positions_cpu(int32_t* positions, int64_t* slots, const int32_t* cu_seqlens, int batch,
                           int64_t first_sample, int max_positions);
 

@@ -156,16 +156,14 @@ void BertClassifier<T>::forward(const T* params, const BertBatch& batch, const D
   const T eps = T(c.layer_norm_eps);
   const Activation act = c.activation();
   const float attention_output_p = family.attention_output_dropout ? dropout.hidden : 0.0f;
-  packed_positions_cpu(positions_.data(), slots_.data(), batch.cu_seqlens, B, batch.first_sample,
-                       c.max_position_embeddings);
+  packed_positions_cpu(nullptr, slots_.data(), batch.cu_seqlens, B, batch.first_sample, c.max_position_embeddings);
+  embedding_positions_cpu(positions_.data(), batch.input_ids, batch.cu_seqlens, B, c.position_padding_idx());
   const SiteLayouts layouts(batch.first_sample, c.max_position_embeddings, H, slots_.data());
 
-  // Positions index the table from the family's offset on (RoBERTa: padding_idx + 1). With a projection (ELECTRA)
-  // the embeddings are E wide up to their dropout, then projected to H.
+  // With a projection (ELECTRA) the embeddings are E wide up to their dropout, then projected to H.
   T* emb_out = emb_norm_ != nullptr ? emb_norm_ : layer_in_[0];
-  embedding_forward_cpu(emb_sum_, batch.input_ids, positions_.data(), nullptr, w.word_emb,
-                        w.pos_emb + static_cast<std::size_t>(c.position_offset()) * E, w.type_emb, tokens, E,
-                        c.vocab_size, c.max_sequence_length(), c.token_type_rows());
+  embedding_forward_cpu(emb_sum_, batch.input_ids, positions_.data(), nullptr, w.word_emb, w.pos_emb, w.type_emb,
+                        tokens, E, c.vocab_size, c.max_position_embeddings, c.token_type_rows());
   layernorm_forward_cpu(emb_out, emb_mean_, emb_rstd_, emb_sum_, static_cast<const T*>(nullptr), w.emb_ln_g,
                         w.emb_ln_b, tokens, E, eps);
   const SiteLayouts embedding_layouts(batch.first_sample, c.max_position_embeddings, E, slots_.data());
@@ -287,9 +285,9 @@ void BertClassifier<T>::backward(T* grads, const T* params, const T* dlogits) {
   dropout_backward_cpu(d_emb_out, d_emb_out, te, dropout.hidden, dropout.key(kEmbeddings), embedding_layouts.tokens);
   layernorm_backward_cpu(d_a_, g.emb_ln_g, g.emb_ln_b, d_emb_out, emb_sum_, static_cast<const T*>(nullptr), emb_mean_,
                          emb_rstd_, w.emb_ln_g, tokens, E);
-  embedding_backward_cpu(g.word_emb, g.pos_emb, g.type_emb, d_a_, batch_.input_ids, batch_.cu_seqlens,
-                         static_cast<const int32_t*>(nullptr), B, tokens, E, c.vocab_size, c.max_position_embeddings,
-                         c.position_offset(), c.token_type_rows());
+  embedding_backward_cpu(g.word_emb, g.pos_emb, g.type_emb, d_a_, batch_.input_ids, positions_.data(),
+                         static_cast<const int32_t*>(nullptr), tokens, E, c.vocab_size, c.max_position_embeddings,
+                         c.token_type_rows(), c.pad_token_id, c.position_padding_idx());
 }
 
 template class BertClassifier<float>;

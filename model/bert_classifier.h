@@ -102,7 +102,7 @@ class BertClassifier {
   int threads_ = 1;  // OpenMP threads the attention scratch was sized for
   ParamLayout layout_;
   std::vector<T> arena_;
-  std::vector<int32_t> positions_;  // [T] each token's position in its row
+  std::vector<int32_t> positions_;  // [T] each token's row of the position table (embedding_positions_cpu)
   std::vector<int64_t> slots_;      // [T] each token's dropout row (kernels/packed.h)
 
   // Saved by forward for backward ([T, H] unless noted; E the embedding width).

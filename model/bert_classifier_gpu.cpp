@@ -133,13 +133,13 @@ void BertClassifierGpu<T>::forward(const T* params, const BertBatch& batch, cons
   const float eps = static_cast<float>(c.layer_norm_eps);
   const Activation act = c.activation();
   const float attention_output_p = family.attention_output_dropout ? dropout.hidden : 0.0f;
-  packed_positions_cuda(positions_, slots_, batch.cu_seqlens, B, batch.first_sample, c.max_position_embeddings, stream);
+  packed_positions_cuda(nullptr, slots_, batch.cu_seqlens, B, batch.first_sample, c.max_position_embeddings, stream);
+  embedding_positions_cuda(positions_, batch.input_ids, batch.cu_seqlens, B, c.position_padding_idx(), stream);
   const SiteLayouts layouts(batch.first_sample, c.max_position_embeddings, H, slots_);
   const SiteLayouts embedding_layouts(batch.first_sample, c.max_position_embeddings, E, slots_);
 
-  // Positions index the table from the family's offset on (RoBERTa: padding_idx + 1).
   embedding_forward_cuda(emb_sum_, batch.input_ids, positions_, static_cast<const int32_t*>(nullptr), w.word_emb,
-                         w.pos_emb + static_cast<std::size_t>(c.position_offset()) * E, w.type_emb, tokens, E, stream);
+                         w.pos_emb, w.type_emb, tokens, E, stream);
   if (emb_norm_ == nullptr) {
     // The embedding LayerNorm and the dropout after it (one kernel) write the float stream and its T copy.
     layernorm_dropout_forward_cuda(stream_[0], stream_t_[0], emb_mean_, emb_rstd_, static_cast<const T*>(emb_sum_),
@@ -303,9 +303,9 @@ void BertClassifierGpu<T>::backward(float* grads, const T* params, const T* dlog
                                   static_cast<const T*>(emb_sum_), emb_mean_, emb_rstd_, w.emb_ln_g, tokens, E,
                                   dropout.hidden, dropout.key(kEmbeddings), embedding_layouts.tokens);
   embedding_backward_cuda(g.word_emb, g.pos_emb, g.type_emb, static_cast<const float*>(d_emb_), batch_.input_ids,
-                          batch_.cu_seqlens, static_cast<const int32_t*>(nullptr), B, tokens, E, c.vocab_size,
-                          c.max_position_embeddings, c.position_offset(), c.token_type_rows(), embedding_scratch_,
-                          embedding_scratch_bytes_, stream);
+                          positions_, static_cast<const int32_t*>(nullptr), tokens, E, c.vocab_size,
+                          c.max_position_embeddings, c.token_type_rows(), c.pad_token_id, c.position_padding_idx(),
+                          embedding_scratch_, embedding_scratch_bytes_, stream);
   ready(grads);
 }
 

@@ -97,7 +97,7 @@ class BertClassifierGpu {
   ParamLayout layout_;
   GpuHandles handles_;
 
-  int32_t* positions_;  // [T] each token's position in its row (kernels/packed.h)
+  int32_t* positions_;  // [T] each token's row of the position table (embedding_positions_cuda)
   int64_t* slots_;      // [T] each token's dropout row
   T *emb_sum_;                   // [T, E] (E the embedding width)
   float *emb_mean_, *emb_rstd_;

@@ -38,7 +38,7 @@ struct ModelFamily {
   bool head_dense_pretrained;
   bool attention_output_dropout;  // DistilBERT drops nothing between the attention's output dense and its LayerNorm
   bool token_types;               // DistilBERT has no token-type table
-  bool positions_after_padding;   // RoBERTa / XLM-R: positions start at pad_token_id + 1
+  bool positions_after_padding;   // RoBERTa / XLM-R: positions from pad_token_id + 1, padding tokens skipped
   bool embedding_projection;      // ELECTRA: embeddings_project when embedding_size != hidden_size
   // Checkpoint tensors outside the classifier that are dropped on load (pre-training heads, buffers, an unused
   // pooler), as name prefixes after the optional `base`.

@@ -4,7 +4,6 @@
 #include <cstddef>
 
 #include "core/error.h"
-#include "kernels/packed.h"
 
 namespace bertrain {
 
@@ -22,18 +21,35 @@ void check_ids(const int32_t* ids, const int32_t* token_types, int tokens, int v
     }
   }
 }
+void check_positions(const int32_t* positions, int tokens, int max_pos) {
+  for (int t = 0; t < tokens; ++t) {
+    BERTRAIN_CHECK(positions[t] >= 0 && positions[t] < max_pos, "position " << positions[t] << " of token " << t
+                                                                            << " is outside the position table [0, "
+                                                                            << max_pos << ")");
+  }
+}
 }  // namespace
+
+void embedding_positions_cpu(int32_t* positions, const int32_t* ids, const int32_t* cu_seqlens, int batch,
+                             int padding_idx) {
+  for (int b = 0; b < batch; ++b) {
+    int real = 0;  // tokens of the row so far that are not padding_idx
+    for (int t = cu_seqlens[b]; t < cu_seqlens[b + 1]; ++t) {
+      if (padding_idx < 0) {
+        positions[t] = t - cu_seqlens[b];
+      } else {
+        positions[t] = ids[t] == padding_idx ? padding_idx : padding_idx + 1 + real++;
+      }
+    }
+  }
+}
 
 template <typename T>
 void embedding_forward_cpu(T* out, const int32_t* ids, const int32_t* positions, const int32_t* token_types,
                            const T* word, const T* pos, const T* type, int tokens, int hidden, int vocab, int max_pos,
                            int type_vocab) {
   check_ids(ids, token_types, tokens, vocab, type_vocab);
-  for (int t = 0; t < tokens; ++t) {
-    BERTRAIN_CHECK(positions[t] >= 0 && positions[t] < max_pos, "position " << positions[t] << " of token " << t
-                                                                            << " is outside the position table [0, "
-                                                                            << max_pos << ")");
-  }
+  check_positions(positions, tokens, max_pos);
 #pragma omp parallel for schedule(static) if (tokens > 64)
   for (int t = 0; t < tokens; ++t) {
     const T* w = word + static_cast<std::size_t>(ids[t]) * hidden;
@@ -49,15 +65,13 @@ void embedding_forward_cpu(T* out, const int32_t* ids, const int32_t* positions,
 }
 
 template <typename T>
-void embedding_backward_cpu(T* dword, T* dpos, T* dtype, const T* dout, const int32_t* ids, const int32_t* cu_seqlens,
-                            const int32_t* token_types, int batch, int tokens, int hidden, int vocab, int max_pos,
-                            int position_offset, int type_vocab) {
+void embedding_backward_cpu(T* dword, T* dpos, T* dtype, const T* dout, const int32_t* ids, const int32_t* positions,
+                            const int32_t* token_types, int tokens, int hidden, int vocab, int max_pos, int type_vocab,
+                            int word_padding_idx, int position_padding_idx) {
   BERTRAIN_CHECK((dtype == nullptr) == (type_vocab == 0),
                  "embedding_backward_cpu: a token-type table needs type_vocab > 0, and none type_vocab 0");
-  BERTRAIN_CHECK(position_offset >= 0 && position_offset < max_pos,
-                 "embedding_backward_cpu: position offset " << position_offset << " outside [0, " << max_pos << ")");
   check_ids(ids, token_types, tokens, vocab, type_vocab);
-  check_row_offsets(cu_seqlens, batch, tokens, max_pos - position_offset, "embedding_backward_cpu");
+  check_positions(positions, tokens, max_pos);
   std::fill(dword, dword + static_cast<std::size_t>(vocab) * hidden, T(0));
   std::fill(dpos, dpos + static_cast<std::size_t>(max_pos) * hidden, T(0));
   if (dtype != nullptr) std::fill(dtype, dtype + static_cast<std::size_t>(type_vocab) * hidden, T(0));
@@ -66,19 +80,19 @@ void embedding_backward_cpu(T* dword, T* dpos, T* dtype, const T* dout, const in
 #pragma omp parallel for schedule(static) if (tokens * hidden > 65536)
   for (int blk = 0; blk < blocks; ++blk) {
     const int c0 = blk * kColumnBlock, c1 = std::min(hidden, c0 + kColumnBlock);
-    for (int b = 0; b < batch; ++b) {
-      for (int t = cu_seqlens[b]; t < cu_seqlens[b + 1]; ++t) {
-        const T* g = dout + static_cast<std::size_t>(t) * hidden;
+    for (int t = 0; t < tokens; ++t) {
+      const T* g = dout + static_cast<std::size_t>(t) * hidden;
+      if (ids[t] != word_padding_idx) {
         T* w = dword + static_cast<std::size_t>(ids[t]) * hidden;
-        T* p = dpos + static_cast<std::size_t>(t - cu_seqlens[b] + position_offset) * hidden;
-        for (int c = c0; c < c1; ++c) {
-          w[c] += g[c];
-          p[c] += g[c];
-        }
-        if (dtype == nullptr) continue;
-        T* ty = dtype + static_cast<std::size_t>(token_types != nullptr ? token_types[t] : 0) * hidden;
-        for (int c = c0; c < c1; ++c) ty[c] += g[c];
+        for (int c = c0; c < c1; ++c) w[c] += g[c];
       }
+      if (positions[t] != position_padding_idx) {
+        T* p = dpos + static_cast<std::size_t>(positions[t]) * hidden;
+        for (int c = c0; c < c1; ++c) p[c] += g[c];
+      }
+      if (dtype == nullptr) continue;
+      T* ty = dtype + static_cast<std::size_t>(token_types != nullptr ? token_types[t] : 0) * hidden;
+      for (int c = c0; c < c1; ++c) ty[c] += g[c];
     }
   }
 }

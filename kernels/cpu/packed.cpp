@@ -29,8 +29,8 @@ void packed_positions_cpu(int32_t* positions, int64_t* slots, const int32_t* cu_
                           int64_t first_sample, int max_positions) {
   for (int b = 0; b < batch; ++b) {
     for (int t = cu_seqlens[b]; t < cu_seqlens[b + 1]; ++t) {
-      positions[t] = t - cu_seqlens[b];
-      if (slots != nullptr) slots[t] = (first_sample + b) * max_positions + positions[t];
+      if (positions != nullptr) positions[t] = t - cu_seqlens[b];
+      if (slots != nullptr) slots[t] = (first_sample + b) * max_positions + (t - cu_seqlens[b]);
     }
   }
 }

@@ -2,9 +2,10 @@
 // deterministic without float atomics and parallel over every table row, however many tokens share it.
 //
 // Backward as segmented sums. Each token t contributes its dout row to three table rows, named by one key each:
-// ids[t] (dword), vocab + position (dpos) and vocab + max_pos + type (dtype), position = t - cu_seqlens[b] + position_offset for t's row
-// b. The 3T (key, token) pairs are radix-sorted by key (CUB, stable: within a key, tokens ascend), so every table row
-// is a segment of consecutive sorted entries in token order: the CPU twin's order (kernels/cpu/embedding.cpp). A
+// ids[t] (dword), vocab + positions[t] (dpos) and vocab + max_pos + type (dtype); a padding row's key is the
+// skip key, which sorts last and is never written. The 3T (key, token) pairs are radix-sorted by key (CUB, stable:
+// within a key, tokens ascend), so every table row is a segment of consecutive sorted entries in token order: the
+// CPU twin's order (kernels/cpu/embedding.cpp). A
 // segment is cut into chunks of kEmbeddingGradientChunk (K) entries counted from its start. The sorted entries are
 // cut into tiles of K; the block of tile j sums, column by column and in entry order, every chunk that starts in
 // tile j (at most K + K - 1 entries, its window). A chunk that is its segment's only one is stored straight into
@@ -84,6 +85,35 @@ std::size_t fixed_scratch_bytes(int tokens, int hidden) {
          align_up(2 * tiles * static_cast<std::size_t>(hidden) * sizeof(float));
 }
 
+constexpr int kPositionThreads = 128;
+
+// embedding_positions_cpu for row b = blockIdx.x. With a padding_idx the row is walked in chunks of the block's
+// width: each token counts the tokens before it in the chunk that are not padding (its warp's by ballot, earlier
+// warps' from shared memory) and adds the count of the chunks before.
+__global__ void __launch_bounds__(kPositionThreads)
+    embedding_positions_kernel(int32_t* positions, const int32_t* ids, const int32_t* cu_seqlens, int padding_idx) {
+  const int begin = cu_seqlens[blockIdx.x], end = cu_seqlens[blockIdx.x + 1];
+  if (padding_idx < 0) {
+    for (int t = begin + static_cast<int>(threadIdx.x); t < end; t += blockDim.x) positions[t] = t - begin;
+    return;
+  }
+  __shared__ int warp_real[kPositionThreads / 32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int before_chunk = 0;  // tokens of the row before this chunk that are not padding
+  for (int chunk = begin; chunk < end; chunk += kPositionThreads) {  // the same trip count for every thread
+    const int t = chunk + static_cast<int>(threadIdx.x);
+    const bool real = t < end && ids[t] != padding_idx;
+    const unsigned ballot = __ballot_sync(0xffffffffu, real);
+    if (lane == 0) warp_real[warp] = __popc(ballot);
+    __syncthreads();
+    int before = before_chunk + __popc(ballot & ((1u << lane) - 1u));
+    for (int w = 0; w < warp; ++w) before += warp_real[w];
+    for (int w = 0; w < kPositionThreads / 32; ++w) before_chunk += warp_real[w];
+    if (t < end) positions[t] = real ? padding_idx + 1 + before : padding_idx;
+    __syncthreads();  // every warp has read warp_real before the next chunk writes it
+  }
+}
+
 // out[t, :] (=) word[ids[t], :] + pos[positions[t], :] + type[token_types[t] (0 when null), :], added in that
 // order in float and stored as T. One block per token t (grid T), threads over the H columns.
 template <typename T>
@@ -124,23 +154,19 @@ struct Tables {
 };
 
 // keys[t], keys[T + t], keys[2T + t] (=) the word, position and type keys of token t (Tables), tokens[...] (=) t;
-// with no type table (type_vocab 0) every type key is skip. Grid-stride, one thread per token; the token's row by binary search in cu_seqlens.
+// with no type table (type_vocab 0) every type key is skip, and so are the padding rows' keys (no gradient).
+// Grid-stride, one thread per token.
 __global__ void embedding_keys_kernel(uint32_t* keys, int32_t* tokens_out, const int32_t* ids,
-                                      const int32_t* cu_seqlens, const int32_t* token_types, int batch, int tokens,
-                                      int vocab, int max_pos, int position_offset, int type_vocab) {
+                                      const int32_t* positions, const int32_t* token_types, int tokens, int vocab,
+                                      int max_pos, int type_vocab, int word_padding_idx, int position_padding_idx) {
   const uint32_t skip = static_cast<uint32_t>(vocab + max_pos + type_vocab);
   for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < tokens; t += gridDim.x * blockDim.x) {
-    const int id = ids[t];
-    int lo = 0, hi = batch;  // cu_seqlens[lo] <= t < cu_seqlens[hi]
-    while (hi - lo > 1) {
-      const int mid = (lo + hi) / 2;
-      if (cu_seqlens[mid] <= t) lo = mid;
-      else hi = mid;
-    }
-    const int position = t - cu_seqlens[lo] + position_offset;
+    const int id = ids[t], position = positions[t];
     const int type = token_types != nullptr ? token_types[t] : 0;
-    keys[t] = id >= 0 && id < vocab ? static_cast<uint32_t>(id) : skip;
-    keys[tokens + t] = position < max_pos ? static_cast<uint32_t>(vocab + position) : skip;
+    keys[t] = id >= 0 && id < vocab && id != word_padding_idx ? static_cast<uint32_t>(id) : skip;
+    keys[tokens + t] = position >= 0 && position < max_pos && position != position_padding_idx
+                           ? static_cast<uint32_t>(vocab + position)
+                           : skip;
     keys[2 * tokens + t] = type >= 0 && type < type_vocab ? static_cast<uint32_t>(vocab + max_pos + type) : skip;
     tokens_out[t] = tokens_out[tokens + t] = tokens_out[2 * tokens + t] = t;
   }
@@ -366,6 +392,15 @@ void launch_chunks(const Tables& tables, const BackwardScratch& s, const T* dout
 
 }  // namespace
 
+void embedding_positions_cuda(int32_t* positions, const int32_t* ids, const int32_t* cu_seqlens, int batch,
+                              int padding_idx, CudaStream stream) {
+  BERTRAIN_CHECK(batch > 0, "embedding_positions_cuda: " << batch << " rows");
+  BERTRAIN_CHECK(positions != nullptr && ids != nullptr && cu_seqlens != nullptr,
+                 "embedding_positions_cuda: null pointer");
+  embedding_positions_kernel<<<batch, kPositionThreads, 0, stream>>>(positions, ids, cu_seqlens, padding_idx);
+  BERTRAIN_CUDA_CHECK_LAUNCH("embedding_positions_kernel");
+}
+
 template <typename T>
 void embedding_forward_cuda(T* out, const int32_t* ids, const int32_t* positions, const int32_t* token_types,
                             const T* word, const T* pos, const T* type, int tokens, int hidden, CudaStream stream) {
@@ -387,24 +422,19 @@ std::size_t embedding_backward_scratch_bytes(int tokens, int hidden) {
 
 template <typename T>
 void embedding_backward_cuda(float* dword, float* dpos, float* dtype, const T* dout, const int32_t* ids,
-                             const int32_t* cu_seqlens, const int32_t* token_types, int batch, int tokens, int hidden,
-                             int vocab, int max_pos, int position_offset, int type_vocab, void* scratch,
-                             std::size_t scratch_bytes, CudaStream stream) {
+                             const int32_t* positions, const int32_t* token_types, int tokens, int hidden, int vocab,
+                             int max_pos, int type_vocab, int word_padding_idx, int position_padding_idx,
+                             void* scratch, std::size_t scratch_bytes, CudaStream stream) {
   check_tokens(tokens);
   BERTRAIN_CHECK(tokens <= INT_MAX / 3, "embedding_backward_cuda: " << tokens << " tokens, at most " << INT_MAX / 3);
-  BERTRAIN_CHECK(batch > 0 && batch <= tokens, "embedding_backward_cuda: " << batch << " rows for " << tokens
-                                                                            << " tokens");
   BERTRAIN_CHECK(hidden > 0 && vocab > 0 && type_vocab >= 0 && max_pos > 0,
                  "embedding_backward_cuda: hidden, vocab and max_pos must be positive and type_vocab not negative, got "
                  "hidden " << hidden << ", vocab " << vocab << ", max_pos " << max_pos << ", type_vocab " << type_vocab);
   BERTRAIN_CHECK((dtype == nullptr) == (type_vocab == 0),
                  "embedding_backward_cuda: a token-type table needs type_vocab > 0, and none type_vocab 0");
-  BERTRAIN_CHECK(position_offset >= 0 && position_offset < max_pos,
-                 "embedding_backward_cuda: position offset " << position_offset << " outside [0, " << max_pos << ")");
   BERTRAIN_CHECK(static_cast<long long>(vocab) + max_pos + type_vocab < INT_MAX,
                  "embedding_backward_cuda: vocab + max_pos + type_vocab must fit an int");
-  BERTRAIN_CHECK(dword != nullptr && dpos != nullptr && dout != nullptr && ids != nullptr &&
-                     cu_seqlens != nullptr,
+  BERTRAIN_CHECK(dword != nullptr && dpos != nullptr && dout != nullptr && ids != nullptr && positions != nullptr,
                  "embedding_backward_cuda: null input or output");
   const int entries = entries_for(tokens), tiles = tiles_for(entries);
   const uint32_t skip = static_cast<uint32_t>(vocab + max_pos + type_vocab);  // the largest key (Tables)
@@ -445,8 +475,8 @@ void embedding_backward_cuda(float* dword, float* dpos, float* dtype, const T* d
   }
 
   embedding_keys_kernel<<<cuda::elementwise_blocks(static_cast<std::size_t>(tokens), kMaxThreads), kMaxThreads, 0,
-                          stream>>>(s.keys, s.tokens, ids, cu_seqlens, token_types, batch, tokens, vocab, max_pos,
-                                    position_offset, type_vocab);
+                          stream>>>(s.keys, s.tokens, ids, positions, token_types, tokens, vocab, max_pos, type_vocab,
+                                    word_padding_idx, position_padding_idx);
   BERTRAIN_CUDA_CHECK_LAUNCH("embedding_keys_kernel");
 
   // Keys are below 2^end_bit; radix sort is stable, so equal keys keep ascending token order.

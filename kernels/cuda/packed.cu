@@ -11,14 +11,14 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kRowThreads = 128;
 
-// positions[t] (=) t − cu_seqlens[b], slots[t] (=) (first_sample + b) · max_positions + positions[t] (slots may be
-// null). One block per row b, threads over its tokens.
+// positions[t] (=) t − cu_seqlens[b], slots[t] (=) (first_sample + b) · max_positions + positions[t] (either may
+// be null). One block per row b, threads over its tokens.
 __global__ void packed_positions_forward_kernel(int32_t* positions, int64_t* slots, const int32_t* cu_seqlens,
                                                 int64_t first_sample, int max_positions) {
   const int b = blockIdx.x;
   const int begin = cu_seqlens[b], end = cu_seqlens[b + 1];
   for (int t = begin + static_cast<int>(threadIdx.x); t < end; t += blockDim.x) {
-    positions[t] = t - begin;
+    if (positions != nullptr) positions[t] = t - begin;
     if (slots != nullptr) slots[t] = (first_sample + b) * max_positions + (t - begin);
   }
 }
@@ -63,7 +63,7 @@ void check_rows(const char* what, int batch, int hidden) {
 void packed_positions_cuda(int32_t* positions, int64_t* slots, const int32_t* cu_seqlens, int batch,
                            int64_t first_sample, int max_positions, CudaStream stream) {
   check_rows("packed_positions_cuda", batch, 1);
-  BERTRAIN_CHECK(positions != nullptr && cu_seqlens != nullptr, "packed_positions_cuda: null pointer");
+  BERTRAIN_CHECK(cu_seqlens != nullptr, "packed_positions_cuda: null row offsets");
   packed_positions_forward_kernel<<<batch, kRowThreads, 0, stream>>>(positions, slots, cu_seqlens, first_sample,
                                                                      max_positions);
   BERTRAIN_CUDA_CHECK_LAUNCH("packed_positions_forward_kernel");

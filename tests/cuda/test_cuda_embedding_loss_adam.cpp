@@ -140,7 +140,7 @@ struct EmbeddingInputs {
 
 // Ids: zero_fraction of them 0, of the rest half from the first 5 ids (many tokens share an id) and half
 // uniform over the vocabulary; the last token takes id vocab - 1. Token types use only 0 and 1, so with
-// type_vocab 3 the last row of dtype must stay zero. Positions from the row offsets (packed_positions_cpu).
+// type_vocab 3 the last row of dtype must stay zero. Positions in row order (embedding_positions_cpu, BERT's).
 // Values are bf16-representable so one set of inputs drives both the float and the bf16 kernels.
 EmbeddingInputs make_embedding_inputs(const EmbeddingCase& c, uint32_t seed, bool forward) {
   const int tokens = c.tokens();
@@ -161,7 +161,7 @@ EmbeddingInputs make_embedding_inputs(const EmbeddingCase& c, uint32_t seed, boo
   in.ids[tokens - 1] = c.vocab - 1;
   in.cu_seqlens = row_offsets(c.lengths);
   in.positions.resize(tokens);
-  packed_positions_cpu(in.positions.data(), nullptr, in.cu_seqlens.data(), c.batch(), 0, c.max_pos);
+  embedding_positions_cpu(in.positions.data(), in.ids.data(), in.cu_seqlens.data(), c.batch(), -1);
   const std::size_t h = static_cast<std::size_t>(c.hidden);
   if (forward) {
     in.word = bf16_rounded(random_floats(c.vocab * h, seed + 1));
@@ -261,8 +261,8 @@ long check_embedding_backward(const EmbeddingCase& c, uint32_t seed, std::size_t
   const int32_t* cpu_types = c.with_types ? in.types.data() : nullptr;
   std::vector<float> dword_ref(c.vocab * h), dpos_ref(c.max_pos * h), dtype_ref(c.type_vocab * h);
   embedding_backward_cpu<float>(dword_ref.data(), dpos_ref.data(), dtype_ref.data(), in.dout.data(), in.ids.data(),
-                                in.cu_seqlens.data(), cpu_types, c.batch(), tokens, c.hidden, c.vocab, c.max_pos, 0,
-                                c.type_vocab);
+                                in.positions.data(), cpu_types, tokens, c.hidden, c.vocab, c.max_pos, c.type_vocab, -1,
+                                -1);
   // Tokens per table row: ids, positions (rows longer than the position), types (all 0 without types).
   std::vector<long> uses(c.vocab, 0), position_uses(c.max_pos, 0), type_uses(c.type_vocab, 0);
   for (int32_t id : in.ids) ++uses[id];
@@ -270,7 +270,7 @@ long check_embedding_backward(const EmbeddingCase& c, uint32_t seed, std::size_t
   for (int t = 0; t < tokens; ++t) ++type_uses[c.with_types ? in.types[t] : 0];
   const long longest_run = *std::max_element(uses.begin(), uses.end());
 
-  DeviceBuffer<int32_t> ids(in.ids), types(in.types), cu_seqlens(in.cu_seqlens);
+  DeviceBuffer<int32_t> ids(in.ids), types(in.types), positions(in.positions);
   DeviceBuffer<T> dout(as_storage<T>(in.dout));
   const std::size_t scratch_bytes = embedding_backward_scratch_bytes(tokens, c.hidden);
   // The scratch may start anywhere (scratch_offset bytes into an allocation): the launcher aligns it.
@@ -284,9 +284,9 @@ long check_embedding_backward(const EmbeddingCase& c, uint32_t seed, std::size_t
     poison(dpos);
     poison(dtype);
     device_sync();
-    embedding_backward_cuda<T>(dword.data(), dpos.data(), dtype.data(), dout.data(), ids.data(), cu_seqlens.data(),
-                               c.with_types ? types.data() : nullptr, c.batch(), tokens, c.hidden, c.vocab, c.max_pos,
-                               0, c.type_vocab, scratch.data() + scratch_offset, scratch_bytes, stream);
+    embedding_backward_cuda<T>(dword.data(), dpos.data(), dtype.data(), dout.data(), ids.data(), positions.data(),
+                               c.with_types ? types.data() : nullptr, tokens, c.hidden, c.vocab, c.max_pos,
+                               c.type_vocab, -1, -1, scratch.data() + scratch_offset, scratch_bytes, stream);
     device_sync();
     std::vector<float> got[3] = {dword.download(), dpos.download(), dtype.download()};
     if (run == 0) {
@@ -369,61 +369,76 @@ TEST(CudaEmbedding, BackwardLongSegmentsMatchCpu) {
   EXPECT_GT(longest_run, 4096) << "no id is repeated more than 4096 times";
 }
 
-// RoBERTa's offset positions and DistilBERT's missing token-type table: the forward reads the position table from
-// the offset row on and adds no type row, the backward keys positions from the offset and writes no dtype; both
-// the CPU twin's results bit for bit (rows of at most one chunk).
-TEST(CudaEmbedding, PositionOffsetWithoutTypeTableMatchesCpu) {
+// RoBERTa's positions (from padding_idx + 1, literal padding tokens at padding_idx, taking no place) and its padding
+// rows, without a token-type table as DistilBERT: the positions the CPU's integers, the forward and backward the CPU
+// twin's results bit for bit (rows of at most one chunk). Rows of 300 and 129 tokens span several of the position
+// kernel's chunks; the one-token row is a padding token alone.
+TEST(CudaEmbedding, PaddingPositionsWithoutTypeTableMatchCpu) {
   BERTRAIN_REQUIRE_GPU();
   GpuContext ctx(0, 0);
-  const std::vector<int> lengths = {5, 3, 8};
-  const int hidden = 32, vocab = 9, max_pos = 10, offset = 2, batch = 3;
+  const std::vector<int> lengths = {5, 3, 300, 129, 1, 128};
+  const int hidden = 32, vocab = 9, pad = 1, batch = static_cast<int>(lengths.size());
+  const int max_pos = pad + 1 + 300;
   const std::vector<int32_t> cu = row_offsets(lengths);
   const int tokens = cu.back();
   std::vector<int32_t> ids(tokens), positions(tokens);
-  for (int t = 0; t < tokens; ++t) ids[t] = (t * 5 + 3) % vocab;
-  packed_positions_cpu(positions.data(), nullptr, cu.data(), batch, 0, max_pos - offset);
+  for (int t = 0; t < tokens; ++t) ids[t] = (t * 5 + 3) % vocab;  // every 9th token is the padding id
+  ids[cu[4]] = pad;
+  embedding_positions_cpu(positions.data(), ids.data(), cu.data(), batch, pad);
   const std::size_t h = hidden;
   const std::vector<float> word = bf16_rounded(random_floats(vocab * h, 7)), pos = bf16_rounded(random_floats(max_pos * h, 8));
   const std::vector<float> dout = bf16_rounded(random_floats(tokens * h, 9));
 
-  std::vector<float> ref(tokens * h);
-  embedding_forward_cpu<float>(ref.data(), ids.data(), positions.data(), nullptr, word.data(), pos.data() + offset * h,
-                               static_cast<const float*>(nullptr), tokens, hidden, vocab, max_pos - offset, 0);
-  DeviceBuffer<int32_t> d_ids(ids), d_positions(positions), d_cu(cu);
-  DeviceBuffer<float> d_word(word), d_pos(pos), out(tokens * h);
-  embedding_forward_cuda<float>(out.data(), d_ids.data(), d_positions.data(), nullptr, d_word.data(),
-                                d_pos.data() + offset * h, static_cast<const float*>(nullptr), tokens, hidden,
-                                ctx.stream());
+  DeviceBuffer<int32_t> d_ids(ids), d_cu(cu), d_positions(tokens);
+  embedding_positions_cuda(d_positions.data(), d_ids.data(), d_cu.data(), batch, pad, ctx.stream());
   device_sync();
-  EXPECT_TRUE(bitwise_equal("forward, offset positions, no types", out.download(), ref));
+  EXPECT_EQ(d_positions.download(), positions);
+  embedding_positions_cuda(d_positions.data(), d_ids.data(), d_cu.data(), batch, -1, ctx.stream());
+  std::vector<int32_t> in_order(tokens);
+  embedding_positions_cpu(in_order.data(), ids.data(), cu.data(), batch, -1);
+  device_sync();
+  EXPECT_EQ(d_positions.download(), in_order);
+  d_positions.upload(positions.data(), positions.size());
+
+  std::vector<float> ref(tokens * h);
+  embedding_forward_cpu<float>(ref.data(), ids.data(), positions.data(), nullptr, word.data(), pos.data(),
+                               static_cast<const float*>(nullptr), tokens, hidden, vocab, max_pos, 0);
+  DeviceBuffer<float> d_word(word), d_pos(pos), out(tokens * h);
+  embedding_forward_cuda<float>(out.data(), d_ids.data(), d_positions.data(), nullptr, d_word.data(), d_pos.data(),
+                                static_cast<const float*>(nullptr), tokens, hidden, ctx.stream());
+  device_sync();
+  EXPECT_TRUE(bitwise_equal("forward, RoBERTa positions, no types", out.download(), ref));
 
   std::vector<float> dword_ref(vocab * h), dpos_ref(max_pos * h);
-  embedding_backward_cpu<float>(dword_ref.data(), dpos_ref.data(), nullptr, dout.data(), ids.data(), cu.data(),
-                                nullptr, batch, tokens, hidden, vocab, max_pos, offset, 0);
+  embedding_backward_cpu<float>(dword_ref.data(), dpos_ref.data(), nullptr, dout.data(), ids.data(), positions.data(),
+                                nullptr, tokens, hidden, vocab, max_pos, 0, pad, pad);
   const std::size_t scratch_bytes = embedding_backward_scratch_bytes(tokens, hidden);
   DeviceBuffer<unsigned char> scratch(scratch_bytes);
   DeviceBuffer<float> d_dout(dout), dword(vocab * h), dpos(max_pos * h);
   poison(dword);
   poison(dpos);
   device_sync();
-  embedding_backward_cuda<float>(dword.data(), dpos.data(), nullptr, d_dout.data(), d_ids.data(), d_cu.data(), nullptr,
-                                 batch, tokens, hidden, vocab, max_pos, offset, 0, scratch.data(), scratch_bytes,
+  embedding_backward_cuda<float>(dword.data(), dpos.data(), nullptr, d_dout.data(), d_ids.data(), d_positions.data(),
+                                 nullptr, tokens, hidden, vocab, max_pos, 0, pad, pad, scratch.data(), scratch_bytes,
                                  ctx.stream());
   device_sync();
-  EXPECT_TRUE(bitwise_equal("dword, offset positions, no types", dword.download(), dword_ref));
-  EXPECT_TRUE(bitwise_equal("dpos, offset positions, no types", dpos.download(), dpos_ref));
+  EXPECT_TRUE(bitwise_equal("dword, padding rows, no types", dword.download(), dword_ref));
+  EXPECT_TRUE(bitwise_equal("dpos, padding rows, no types", dpos.download(), dpos_ref));
+  // The padding rows are zero, and would not be without padding_idx (the CPU twin, checked above, says which).
+  const std::vector<float> got = dword.download();
+  EXPECT_TRUE(std::all_of(got.begin() + pad * h, got.begin() + (pad + 1) * h, [](float x) { return x == 0.0f; }));
 }
 
 TEST(CudaEmbedding, BackwardRejectsTooSmallScratch) {
   BERTRAIN_REQUIRE_GPU();
   GpuContext ctx(0, 0);
-  const int batch = 2, seq = 64, hidden = 32, vocab = 10, tokens = 100;
-  DeviceBuffer<int32_t> ids(std::vector<int32_t>(tokens, 3)), cu_seqlens(std::vector<int32_t>{0, seq, tokens});
+  const int seq = 64, hidden = 32, vocab = 10, tokens = 100;
+  DeviceBuffer<int32_t> ids(std::vector<int32_t>(tokens, 3)), positions(std::vector<int32_t>(tokens, 0));
   DeviceBuffer<float> dout(static_cast<std::size_t>(tokens) * hidden), dword(vocab * hidden), dpos(seq * hidden),
       dtype(2 * hidden);
   DeviceBuffer<unsigned char> scratch(64);
   EXPECT_THROW(embedding_backward_cuda<float>(dword.data(), dpos.data(), dtype.data(), dout.data(), ids.data(),
-                                              cu_seqlens.data(), nullptr, batch, tokens, hidden, vocab, seq, 0, 2,
+                                              positions.data(), nullptr, tokens, hidden, vocab, seq, 2, -1, -1,
                                               scratch.data(), 64, ctx.stream()),
                Error);
 }

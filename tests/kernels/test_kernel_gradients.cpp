@@ -246,7 +246,7 @@ void check_embedding(bool with_types) {
   const int V = EmbeddingCase::kVocab, P = EmbeddingCase::kMaxPos, TV = EmbeddingCase::kTypeVocab;
   const int32_t* types = with_types ? c.types.data() : nullptr;
   std::vector<int32_t> positions(T, -1);
-  packed_positions_cpu(positions.data(), nullptr, c.cu_seqlens.data(), B, 0, P);
+  embedding_positions_cpu(positions.data(), c.ids.data(), c.cu_seqlens.data(), B, -1);
   ASSERT_EQ(positions, c.positions);
   auto loss = [&] {
     embedding_forward_cpu(c.out.data(), c.ids.data(), c.positions.data(), types, c.word.data(), c.pos.data(),
@@ -255,8 +255,8 @@ void check_embedding(bool with_types) {
   };
   // Garbage first: the tables are documented as written (=), unused rows zero.
   std::vector<double> dword(V * H, 1e3), dpos(P * H, 1e3), dtype(TV * H, 1e3);
-  embedding_backward_cpu(dword.data(), dpos.data(), dtype.data(), c.r.data(), c.ids.data(), c.cu_seqlens.data(), types,
-                         B, T, H, V, P, 0, TV);
+  embedding_backward_cpu(dword.data(), dpos.data(), dtype.data(), c.r.data(), c.ids.data(), c.positions.data(), types,
+                         T, H, V, P, TV, -1, -1);
   const std::string tag = with_types ? "with token types" : "without token types";
   // The loss is linear in the tables, so FD is exact up to rounding and unused rows (ids 4–7, positions
   // 5–7, and types 1–2 without token types) must come out exactly 0 on both sides.
@@ -276,33 +276,53 @@ void check_embedding(bool with_types) {
   }
 }
 
-// RoBERTa's positions start at padding_idx + 1 and DistilBERT has no token-type table: the forward reads the position
-// table from the offset row on, the backward writes the whole table with rows below the offset zero.
-TEST(EmbeddingGradient, PositionOffsetWithoutTypeTable) {
+// RoBERTa numbers positions from padding_idx + 1, a token whose id is padding_idx taking row padding_idx and no
+// place (transformers' create_position_ids_from_input_ids), and its word and position tables give row padding_idx no
+// gradient (nn.Embedding's padding_idx). Without a token-type table, as DistilBERT.
+TEST(EmbeddingGradient, PaddingRowsAsTransformers) {
   EmbeddingCase c;
   const int B = EmbeddingCase::kBatch, T = EmbeddingCase::kTokens, H = EmbeddingCase::kHidden;
-  const int V = EmbeddingCase::kVocab, P = EmbeddingCase::kMaxPos, offset = 2;
-  ASSERT_LE(EmbeddingCase::kLongest + offset, P);
+  const int V = EmbeddingCase::kVocab, P = EmbeddingCase::kMaxPos, pad = 1;  // id 1: tokens 1, 5 and 9
+  std::vector<int32_t> positions(T, -1);
+  embedding_positions_cpu(positions.data(), c.ids.data(), c.cu_seqlens.data(), B, pad);
+  // ids {3, 1, 3, 3, 0, 1 | 8, 3, 2, 1}: 1 + cumsum(id != 1) for the others, 1 for the pads.
+  ASSERT_EQ(positions, (std::vector<int32_t>{2, 1, 3, 4, 5, 1, 2, 3, 4, 1}));
   auto loss = [&] {
-    embedding_forward_cpu(c.out.data(), c.ids.data(), c.positions.data(), static_cast<const int32_t*>(nullptr),
-                          c.word.data(), c.pos.data() + offset * H, static_cast<const double*>(nullptr), T, H, V,
-                          P - offset, 0);
+    embedding_forward_cpu(c.out.data(), c.ids.data(), positions.data(), static_cast<const int32_t*>(nullptr),
+                          c.word.data(), c.pos.data(), static_cast<const double*>(nullptr), T, H, V, P, 0);
     return projection(c.r, c.out.data());
   };
-  std::vector<double> dword(V * H, 1e3), dpos(P * H, 1e3);
+  // Without padding rows every used row has its gradient; with them the same but rows `pad` of both tables zero.
+  std::vector<double> dword(V * H, 1e3), dpos(P * H, 1e3), padded_dword(V * H, 1e3), padded_dpos(P * H, 1e3);
   embedding_backward_cpu(dword.data(), dpos.data(), static_cast<double*>(nullptr), c.r.data(), c.ids.data(),
-                         c.cu_seqlens.data(), static_cast<const int32_t*>(nullptr), B, T, H, V, P, offset, 0);
-  EXPECT_TRUE(check_gradient("dword, offset positions", loss, c.word.data(), dword.data(), dword.size(), kDoubleFd,
+                         positions.data(), static_cast<const int32_t*>(nullptr), T, H, V, P, 0, -1, -1);
+  EXPECT_TRUE(check_gradient("dword, RoBERTa positions", loss, c.word.data(), dword.data(), dword.size(), kDoubleFd,
                              {V, H}));
-  EXPECT_TRUE(check_gradient("dpos, offset positions", loss, c.pos.data(), dpos.data(), dpos.size(), kDoubleFd, {P, H}));
-  for (int p = 0; p < offset; ++p) {
-    for (int h = 0; h < H; ++h) ASSERT_EQ(dpos[p * H + h], 0.0) << "position row " << p << " below the offset";
+  EXPECT_TRUE(check_gradient("dpos, RoBERTa positions", loss, c.pos.data(), dpos.data(), dpos.size(), kDoubleFd, {P, H}));
+  embedding_backward_cpu(padded_dword.data(), padded_dpos.data(), static_cast<double*>(nullptr), c.r.data(),
+                         c.ids.data(), positions.data(), static_cast<const int32_t*>(nullptr), T, H, V, P, 0, pad, pad);
+  for (int h = 0; h < H; ++h) {
+    ASSERT_NE(dword[pad * H + h], 0.0);  // the padding row would have a gradient
+    ASSERT_NE(dpos[pad * H + h], 0.0);
+    dword[pad * H + h] = dpos[pad * H + h] = 0;
   }
-  // A row must fit the table above the offset.
-  EXPECT_THROW(embedding_backward_cpu(dword.data(), dpos.data(), static_cast<double*>(nullptr), c.r.data(),
-                                      c.ids.data(), c.cu_seqlens.data(), static_cast<const int32_t*>(nullptr), B, T, H,
-                                      V, P, P - EmbeddingCase::kLongest + 1, 0),
-               Error);
+  EXPECT_EQ(padded_dword, dword);
+  EXPECT_EQ(padded_dpos, dpos);
+  // Position row 0 is below every RoBERTa position: no token reads it.
+  for (int h = 0; h < H; ++h) ASSERT_EQ(padded_dpos[h], 0.0);
+}
+
+// A padding_idx that no token has changes nothing, and a row of padding tokens only is numbered padding_idx.
+TEST(EmbeddingPositions, NumberedAsTransformers) {
+  const std::vector<int32_t> ids = {5, 6, 7, 1, 1, 0, 9, 1};
+  const std::vector<int32_t> cu = {0, 3, 5, 8};
+  std::vector<int32_t> positions(ids.size(), -1);
+  embedding_positions_cpu(positions.data(), ids.data(), cu.data(), 3, -1);
+  EXPECT_EQ(positions, (std::vector<int32_t>{0, 1, 2, 0, 1, 0, 1, 2}));
+  embedding_positions_cpu(positions.data(), ids.data(), cu.data(), 3, 1);
+  EXPECT_EQ(positions, (std::vector<int32_t>{2, 3, 4, 1, 1, 2, 3, 1}));
+  embedding_positions_cpu(positions.data(), ids.data(), cu.data(), 3, 2);  // no token is 2
+  EXPECT_EQ(positions, (std::vector<int32_t>{3, 4, 5, 3, 4, 3, 4, 5}));
 }
 
 TEST(EmbeddingGradient, WithTokenTypes) { check_embedding(true); }
@@ -332,20 +352,26 @@ TEST(EmbeddingForward, RejectsOutOfRangeIds) {
   }
 }
 
-TEST(EmbeddingBackward, RejectsBrokenRowOffsets) {
+TEST(EmbeddingBackward, RejectsOutOfRangeInputs) {
   EmbeddingCase c;
-  const int H = EmbeddingCase::kHidden, V = EmbeddingCase::kVocab, P = EmbeddingCase::kMaxPos;
-  const int TV = EmbeddingCase::kTypeVocab;
+  const int T = EmbeddingCase::kTokens, H = EmbeddingCase::kHidden, V = EmbeddingCase::kVocab;
+  const int P = EmbeddingCase::kMaxPos, TV = EmbeddingCase::kTypeVocab;
   std::vector<double> dword(V * H), dpos(P * H), dtype(TV * H);
-  auto backward = [&](const std::vector<int32_t>& cu, int batch, int tokens) {
-    embedding_backward_cpu(dword.data(), dpos.data(), dtype.data(), c.r.data(), c.ids.data(), cu.data(), nullptr,
-                           batch, tokens, H, V, P, 0, TV);
+  auto backward = [&](const std::vector<int32_t>& ids, const std::vector<int32_t>& positions) {
+    embedding_backward_cpu(dword.data(), dpos.data(), dtype.data(), c.r.data(), ids.data(), positions.data(), nullptr,
+                           T, H, V, P, TV, -1, -1);
   };
-  EXPECT_NO_THROW(backward(c.cu_seqlens, 2, 10));
-  EXPECT_THROW(backward({0, 10, 10}, 2, 10), Error);  // an empty row
-  EXPECT_THROW(backward({0, 1, 10}, 2, 10), Error);   // a row of 9 > max_pos 8
-  EXPECT_THROW(backward({1, 6, 10}, 2, 10), Error);   // offsets not starting at 0
-  EXPECT_THROW(backward({0, 6, 9}, 2, 10), Error);    // offsets not ending at T
+  EXPECT_NO_THROW(backward(c.ids, c.positions));
+  for (int32_t bad : {P, -1}) {
+    std::vector<int32_t> positions = c.positions;
+    positions[7] = bad;
+    EXPECT_THROW(backward(c.ids, positions), Error) << "position " << bad;
+  }
+  for (int32_t bad : {V, -1}) {
+    std::vector<int32_t> ids = c.ids;
+    ids[2] = bad;
+    EXPECT_THROW(backward(ids, c.positions), Error) << "id " << bad;
+  }
 }
 
 // ---- Attention ----------------------------------------------------------------------------------------

@@ -263,6 +263,17 @@ CASES += [
     ),
 ]
 
+
+# A literal padding token inside a row (attention mask 1: a "[PAD]" or "<pad>" in a text the tokenizer kept as its
+# special token), at "literal_pads" (row, index) places. transformers gives it no word-embedding gradient
+# (nn.Embedding's padding_idx is config.pad_token_id in every family) and RoBERTa numbers positions skipping it
+# (create_position_ids_from_input_ids: it reads position row pad, the tokens after it move down one row).
+CASES += [
+    dict(CASES[0], name="tiny_gelu_literal_pad_bce_adam", seed=1011, literal_pads=[(0, 4), (0, 5), (2, 9)]),
+    dict(next(c for c in CASES if c["name"] == "tiny_roberta_bce_adam"), name="tiny_roberta_literal_pad_bce_adam",
+         seed=1012, literal_pads=[(0, 3), (1, 6), (2, 1), (2, 2)]),
+]
+
 # Per family: the model class, the base model attribute, the classification head's last Linear
 # (head_hidden is its input), the head's activation (metadata only) and whether forward takes
 # token_type_ids.
@@ -360,6 +371,13 @@ def build_family_model(case):
     return model
 
 
+def put_literal_pads(case, input_ids, pad):
+    """The case's literal padding tokens, inside their rows (drawn after the batch, so the other ids stay)."""
+    for b, i in case.get("literal_pads", []):
+        assert i < case["lengths"][b], (b, i)
+        input_ids[b, i] = pad
+
+
 def make_family_batch(case):
     """make_batch for the non-BERT families: real ids uniform over [0, vocab) minus the pad id."""
     g = torch.Generator().manual_seed(case["seed"] + 13)
@@ -371,7 +389,9 @@ def make_family_batch(case):
     for b, n in enumerate(case["lengths"]):
         attention_mask[b, :n] = 1
         input_ids[b, n:] = pad
-    assert bool(((input_ids == pad) == (attention_mask == 0)).all())
+    put_literal_pads(case, input_ids, pad)
+    assert int(((input_ids == pad) & (attention_mask == 1)).sum()) == len(case.get("literal_pads", []))
+    assert bool(((input_ids == pad) | (attention_mask == 1)).all())
     labels = torch.randint(0, NUM_LABELS, (B,), generator=g, dtype=torch.int64)
     targets = torch.nn.functional.one_hot(labels, NUM_LABELS).to(torch.float32)
     return input_ids, attention_mask, labels, targets
@@ -431,6 +451,7 @@ def make_batch(case):
     for b, n in enumerate(case["lengths"]):
         attention_mask[b, :n] = 1
         input_ids[b, n:] = 0
+    put_literal_pads(case, input_ids, 0)
     labels = torch.randint(0, NUM_LABELS, (B,), generator=g, dtype=torch.int64)
     targets = torch.nn.functional.one_hot(labels, NUM_LABELS).to(torch.float32)
     return input_ids, attention_mask, labels, targets
@@ -538,8 +559,9 @@ def run_reference(case, model_f32, input_ids, attention_mask, labels, targets, d
 
 
 def check_family_forward(case, model, input_ids, attention_mask, captured, logits):
-    """Recompute what the hooks captured from first principles: the position ids (RoBERTa: pad+1 ..
-    pad+L for real tokens, pad for pads; the others 0 .. S-1) and head_hidden from
+    """Recompute what the hooks captured from first principles: the position ids (RoBERTa: pad + the
+    number of non-pad tokens up to and including each non-pad token, pad for pads, literal ones
+    inside a row too; the others 0 .. S-1) and head_hidden from
     sequence_output[:, 0] with the head's own dense weights and activation."""
     fam = case_family(case)
     B, S = input_ids.shape
@@ -547,7 +569,8 @@ def check_family_forward(case, model, input_ids, attention_mask, captured, logit
     ar = torch.arange(S).unsqueeze(0).expand(B, S)
     if fam in ("roberta", "xlm-roberta"):
         pad = case["pad"]
-        want = torch.where(attention_mask.bool(), ar + pad + 1, torch.full_like(ar, pad))
+        real = input_ids != pad
+        want = torch.where(real, pad + torch.cumsum(real, dim=1), torch.full_like(ar, pad))
         assert int(want.max()) < case["max_position_embeddings"]
     else:
         want = ar
@@ -705,6 +728,8 @@ def make_case(case, out_root, compute_dtype):
     }
     if case.get("max_grad_norm"):
         metadata["max_grad_norm"] = repr(float(case["max_grad_norm"]))
+    if case.get("literal_pads"):
+        metadata["literal_pads"] = json.dumps(case["literal_pads"])
     if case_family(case) != "bert":
         metadata["model_type"] = model.config.model_type
         metadata["head_activation"] = FAMILIES[case_family(case)]["head_act"]

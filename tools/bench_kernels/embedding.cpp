@@ -58,7 +58,7 @@ void bench_embedding_backward(Runner& r) {
   const std::size_t scratch_bytes = embedding_backward_scratch_bytes(s.tokens(), s.hidden);
   T* dout = r.take<T>(th);
   int32_t* ids = r.take<int32_t>(tokens);
-  int32_t* cu_seqlens = r.take<int32_t>(sz(s.batch) + 1);
+  int32_t* positions = r.take<int32_t>(tokens);
   float *dword = r.take<float>(nword), *dpos = r.take<float>(npos), *dtype = r.take<float>(ntype);
   unsigned char* scratch = r.take<unsigned char>(scratch_bytes);
   if (r.sizing()) return;
@@ -66,24 +66,23 @@ void bench_embedding_backward(Runner& r) {
   const std::vector<float> hdout = r.random<T>(th, 130);
   r.upload(dout, hdout);
   r.copy_in(ids, hb.ids);
-  r.copy_in(cu_seqlens, hb.cu_seqlens);
-  // bytes = dout T·H·e + ids 4·T + cu_seqlens 4·(B + 1) (read) + dword, dpos, dtype 4·(V + max_pos + type_vocab)·H
+  r.copy_in(positions, hb.positions);
+  // bytes = dout T·H·e + ids and positions 2·4·T (read) + dword, dpos, dtype 4·(V + max_pos + type_vocab)·H
   // (written: every row, used or not). Implementation traffic, not counted: the key sort (CUB radix sort of 3·T
   // (key, token) pairs), dout read once per table (3·T·H·e in all) and the partial rows of long segments.
   Measure m{"embedding_backward", label("T=%lld H=%lld V=%lld", s.tokens(), s.hidden, s.vocab),
-            static_cast<double>(th) * elem<T>() + 4.0 * tokens + 4.0 * (s.batch + 1) +
+            static_cast<double>(th) * elem<T>() + 8.0 * tokens +
                 4.0 * (static_cast<double>(nword) + npos + ntype)};
   r.measure(m,
             [&] {
-              embedding_backward_cuda<T>(dword, dpos, dtype, dout, ids, cu_seqlens, nullptr, s.batch, s.tokens(),
-                                         s.hidden, s.vocab, s.max_pos, 0, s.type_vocab, scratch, scratch_bytes,
-                                         r.stream());
+              embedding_backward_cuda<T>(dword, dpos, dtype, dout, ids, positions, nullptr, s.tokens(), s.hidden,
+                                         s.vocab, s.max_pos, s.type_vocab, -1, -1, scratch, scratch_bytes, r.stream());
             },
             [&](Checker& c) {
               std::vector<float> rword(nword), rpos(npos), rtype(ntype);
               embedding_backward_cpu<float>(rword.data(), rpos.data(), rtype.data(), hdout.data(), hb.ids.data(),
-                                            hb.cu_seqlens.data(), nullptr, s.batch, s.tokens(), s.hidden, s.vocab,
-                                            s.max_pos, 0, s.type_vocab);
+                                            hb.positions.data(), nullptr, s.tokens(), s.hidden, s.vocab, s.max_pos,
+                                            s.type_vocab, -1, -1);
               c.compare("dword", r.download(dword, nword), rword);
               c.compare("dpos", r.download(dpos, npos), rpos);
               c.compare("dtype", r.download(dtype, ntype), rtype);
