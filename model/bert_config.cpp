@@ -36,6 +36,14 @@ int read_int(const json& j, const char* key, int fallback, const std::string& so
   return static_cast<int>(value);
 }
 
+// pad_token_id, whose null (transformers: no padding_idx) is -1.
+int read_pad_token_id(const json& j, int fallback, const std::string& source) {
+  if (j.contains("pad_token_id") && j.at("pad_token_id").is_null()) return -1;
+  const int id = read_int(j, "pad_token_id", fallback, source);
+  BERTRAIN_CHECK(id >= 0, source << ": pad_token_id " << id << " is outside the vocabulary (null says there is none)");
+  return id;
+}
+
 double read_double(const json& j, const char* key, double fallback, const std::string& source) {
   if (!j.contains(key)) return fallback;
   const json& v = j.at(key);
@@ -161,7 +169,7 @@ void read_distilbert_fields(const json& j, const std::string& source, BertConfig
   c->attention_probs_dropout_prob = read_double(j, "attention_dropout", 0.1, source);
   c->classifier_dropout = read_double(j, "seq_classif_dropout", 0.2, source);
   c->initializer_range = read_double(j, "initializer_range", 0.02, source);
-  c->pad_token_id = read_int(j, "pad_token_id", 0, source);
+  c->pad_token_id = read_pad_token_id(j, 0, source);
 }
 
 // The fields of BertConfig, RobertaConfig, XLMRobertaConfig and ElectraConfig, from each class's defaults.
@@ -198,7 +206,7 @@ void read_bert_fields(const json& j, const std::string& source, BertConfig* out)
     c.classifier_dropout = read_double(j, "classifier_dropout", 0.0, source);
   }
   c.initializer_range = read_double(j, "initializer_range", c.initializer_range, source);
-  c.pad_token_id = read_int(j, "pad_token_id", c.pad_token_id, source);
+  c.pad_token_id = read_pad_token_id(j, c.pad_token_id, source);
   if (type == ModelType::kElectra) c.embedding_size = read_int(j, "embedding_size", c.embedding_size, source);
 }
 
@@ -301,8 +309,15 @@ void BertConfig::validate(const std::string& source) const {
   for (const auto& [name, value] : probabilities) {
     BERTRAIN_CHECK(value >= 0 && value < 1, source << ": " << name << " must be in [0, 1), found " << value);
   }
-  BERTRAIN_CHECK(pad_token_id >= 0 && pad_token_id < vocab_size,
-                 source << ": pad_token_id " << pad_token_id << " is outside the vocabulary [0, " << vocab_size << ")");
+  if (pad_token_id == -1) {
+    BERTRAIN_CHECK(!family().positions_after_padding,
+                   source << ": pad_token_id is null, but " << family().model_type
+                          << " numbers positions from the padding token (transformers cannot run it either)");
+  } else {
+    BERTRAIN_CHECK(pad_token_id >= 0 && pad_token_id < vocab_size, source << ": pad_token_id " << pad_token_id
+                                                                          << " is outside the vocabulary [0, "
+                                                                          << vocab_size << ")");
+  }
   BERTRAIN_CHECK(embedding_size >= 0, source << ": embedding_size must be positive, found " << embedding_size);
   BERTRAIN_CHECK(embedding_size == 0 || family().embedding_projection,
                  source << ": embedding_size is an ELECTRA field, this is a " << family().model_type << " config");
@@ -318,7 +333,7 @@ json BertConfig::to_classifier_json() const {
   j["vocab_size"] = vocab_size;
   j["max_position_embeddings"] = max_position_embeddings;
   j["initializer_range"] = initializer_range;
-  j["pad_token_id"] = pad_token_id;
+  j["pad_token_id"] = pad_token_id >= 0 ? json(pad_token_id) : json(nullptr);
   if (model_type == ModelType::kDistilBert) {
     j["dim"] = hidden_size;
     j["n_layers"] = num_hidden_layers;

@@ -32,7 +32,7 @@ struct BertConfig {
   double attention_probs_dropout_prob = 0.1;
   std::optional<double> classifier_dropout;  // null: the classifier uses hidden_dropout_prob
   double initializer_range = 0.02;
-  int pad_token_id = 0;
+  int pad_token_id = 0;  // -1: none (config.json's null), so no padding_idx row
   int embedding_size = 0;  // ELECTRA's embedding width when it differs from hidden_size; 0: hidden_size
   std::vector<std::string> labels;  // id2label in id order; empty when config.json names no labels
   // Hugging Face's problem_type: "single_label_classification" (softmax over the labels),

@@ -129,6 +129,12 @@ TEST(BertConfig, ClassifierJsonRoundTrips) {
   const BertConfig back = BertConfig::from_json(out, "out.json");
   EXPECT_EQ(back.labels, c.labels);
   EXPECT_EQ(back.problem_type, "single_label_classification");
+  // A null pad_token_id (transformers: no padding_idx) is none, and written back as null.
+  json no_pad = valid_config();
+  no_pad["pad_token_id"] = nullptr;
+  const BertConfig without = BertConfig::from_json(no_pad, "cfg.json");
+  EXPECT_EQ(without.pad_token_id, -1);
+  EXPECT_TRUE(without.to_classifier_json().at("pad_token_id").is_null());
   BertConfig multi = c;
   multi.problem_type = "multi_label_classification";
   EXPECT_EQ(BertConfig::from_json(multi.to_classifier_json(), "m.json").problem_type, "multi_label_classification");
@@ -210,6 +216,13 @@ TEST(BertConfig, RefusesWhatNoFamilyComputes) {
   c = valid_config();
   c["pad_token_id"] = 50;
   expect_error(c, {"pad_token_id 50"});
+  c = valid_config();
+  c["pad_token_id"] = -1;  // only null says "none"
+  expect_error(c, {"pad_token_id -1"});
+  c = valid_config();
+  c["model_type"] = "roberta";
+  c["pad_token_id"] = nullptr;  // RoBERTa counts positions from it
+  expect_error(c, {"pad_token_id is null", "roberta"});
   c = valid_config();
   c["model_type"] = "roberta";
   c["pad_token_id"] = 1;
