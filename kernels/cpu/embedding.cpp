@@ -21,6 +21,7 @@ void check_ids(const int32_t* ids, const int32_t* token_types, int tokens, int v
     }
   }
 }
+
 void check_positions(const int32_t* positions, int tokens, int max_pos) {
   for (int t = 0; t < tokens; ++t) {
     BERTRAIN_CHECK(positions[t] >= 0 && positions[t] < max_pos, "position " << positions[t] << " of token " << t
