@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
       return 75;
     }
     const double v = base + 0.5 / (e + 1);
-    char line[256];
+    char line[512];  // five %.17g of up to 24 characters each, three ints and the keys
     std::snprintf(line, sizeof(line),
                   "{\"epoch\": %d, \"step\": %d, \"lr\": %.17g, \"train_loss\": %.17g, \"val_loss\": %.17g, "
                   "\"val_accuracy\": %.17g, \"val_f1\": %.17g, \"samples_per_s\": 1000, \"elapsed_s\": %d}\n",
