@@ -45,14 +45,14 @@ struct BertConfig {
   // The width of the embedding tables and their LayerNorm: hidden_size, except in an ELECTRA with embeddings_project.
   int embedding_width() const { return embedding_size > 0 ? embedding_size : hidden_size; }
   bool has_embedding_projection() const { return embedding_width() != hidden_size; }
-  // The position row of a row's first token: pad_token_id + 1 for RoBERTa and XLM-R (transformers numbers real
-  // tokens from there), 0 otherwise.
-  int position_offset() const { return family().positions_after_padding ? pad_token_id + 1 : 0; }
-  // Tokens a row may have: the position table less the offset (514 - 2 = 512 for roberta-base).
-  int max_sequence_length() const { return max_position_embeddings - position_offset(); }
   // The padding_idx of the position table (RoBERTa, XLM-R: pad_token_id; else -1, none), which is also how
   // embedding_positions (kernels/embedding.h) numbers a row's positions. Every family's word table has pad_token_id.
   int position_padding_idx() const { return family().positions_after_padding ? pad_token_id : -1; }
+  // The position row of a row's first token: pad_token_id + 1 for RoBERTa and XLM-R (transformers numbers real
+  // tokens from there), 0 otherwise.
+  int position_offset() const { return position_padding_idx() + 1; }
+  // Tokens a row may have: the position table less the offset (514 - 2 = 512 for roberta-base).
+  int max_sequence_length() const { return max_position_embeddings - position_offset(); }
   // Token-type rows; 0 when the family has no table (DistilBERT).
   int token_type_rows() const { return family().token_types ? type_vocab_size : 0; }
   int head_dim() const { return hidden_size / num_attention_heads; }
