@@ -44,8 +44,8 @@ void check_tokenizer_fits(const Tokenizer& tokenizer, const BertConfig& config, 
                  dir << ": the tokenizer (" << tokenizer.describe() << ") has ids up to " << tokenizer.vocab_size() - 1
                      << " but config.json's vocab_size is " << config.vocab_size
                      << ": the tokenizer belongs to another model");
-  // RoBERTa and XLM-R number positions after the padding token, and transformers finds padding by config.json's
-  // pad_token_id: one that is not the tokenizer's (a real token such as <s>) moves every position there.
+  // The RoBERTa-like families number positions after the padding token, and transformers finds padding by
+  // config.json's pad_token_id: one that is not the tokenizer's (a real token such as <s>) moves every position.
   BERTRAIN_CHECK(!config.family().positions_after_padding || tokenizer.pad_id() < 0 ||
                      tokenizer.pad_id() == config.pad_token_id,
                  dir << ": config.json's pad_token_id " << config.pad_token_id << " is not the tokenizer's padding token "

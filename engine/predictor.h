@@ -32,7 +32,7 @@ std::string resolve_tokenizer_dir(const std::string& path);
 
 // Throws Error naming `dir` when `tokenizer` can produce ids outside the model's vocab_size rows of word embeddings
 // (a tokenizer.json from another model, say), or, for a family that counts positions after the padding token
-// (RoBERTa, XLM-R), when config.json's pad_token_id is not the tokenizer's; before any text is read.
+// (the RoBERTa-like families), when config.json's pad_token_id is not the tokenizer's; before any text is read.
 void check_tokenizer_fits(const Tokenizer& tokenizer, const BertConfig& config, const std::string& dir);
 
 // How the model in `config` reads text: cleaning, columns, label separator and max_length as a bertrain training read

@@ -12,7 +12,7 @@ namespace bertrain {
 // cu_seqlens[b + 1]), and positions[t] the row of the position table that token t reads (embedding_positions).
 
 // positions[T] (=) each token's row of the position table, numbered as transformers numbers it. padding_idx < 0
-// (BERT, DistilBERT, ELECTRA): t − cu_seqlens[b], the token's index in its row. padding_idx >= 0 (RoBERTa, XLM-R:
+// (BERT, DistilBERT, ELECTRA): t − cu_seqlens[b], the token's index in its row. padding_idx >= 0 (RoBERTa-like:
 // create_position_ids_from_input_ids): padding_idx + 1 + the number of tokens before t in its row whose id is not
 // padding_idx, and padding_idx for a token whose id is (a literal padding token in a text, which takes no place).
 // Host memory; the row offsets must have passed check_row_offsets (kernels/packed.h).

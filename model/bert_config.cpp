@@ -22,7 +22,8 @@ const std::set<std::string> kKnownFields = {
     "id2label", "label2id", "num_labels", "architectures", "problem_type"};
 // DistilBertConfig names its fields differently (its attribute_map makes hidden_size read dim, and so on).
 const std::set<std::string> kDistilBertFields = {
-    "model_type", "vocab_size", "dim", "n_layers", "n_heads", "hidden_size", "num_hidden_layers", "num_attention_heads", "hidden_dim", "activation", "max_position_embeddings",
+    "model_type", "vocab_size", "dim", "n_layers", "n_heads", "hidden_size", "num_hidden_layers",
+    "num_attention_heads", "hidden_dim", "activation", "max_position_embeddings",
     "dropout", "attention_dropout", "seq_classif_dropout", "initializer_range", "pad_token_id",
     "sinusoidal_pos_embds", "id2label", "label2id", "num_labels", "architectures", "problem_type"};
 
@@ -172,11 +173,13 @@ void read_distilbert_fields(const json& j, const std::string& source, BertConfig
   c->pad_token_id = read_pad_token_id(j, 0, source);
 }
 
-// The fields of BertConfig, RobertaConfig, XLMRobertaConfig and ElectraConfig, from each class's defaults.
+// The fields of BertConfig, ElectraConfig and the RoBERTa-like configs (RobertaConfig, XLMRobertaConfig,
+// CamembertConfig, Data2VecTextConfig), from each class's defaults.
 void read_bert_fields(const json& j, const std::string& source, BertConfig* out) {
   BertConfig& c = *out;
   const ModelType type = c.model_type;
-  if (type == ModelType::kRoberta || type == ModelType::kXlmRoberta) c.pad_token_id = 1;
+  if (c.family().positions_after_padding) c.pad_token_id = 1;
+  if (type == ModelType::kRoberta) c.vocab_size = 50265;  // RobertaConfig's GPT-2 vocabulary; the others keep 30522
   if (type == ModelType::kElectra) {  // ElectraConfig's small defaults
     c.embedding_size = 128;
     c.hidden_size = 256;
@@ -210,7 +213,7 @@ void read_bert_fields(const json& j, const std::string& source, BertConfig* out)
   if (type == ModelType::kElectra) c.embedding_size = read_int(j, "embedding_size", c.embedding_size, source);
 }
 
-// The fields in BertConfig's names (RoBERTa, XLM-R and ELECTRA use them too).
+// The fields in BertConfig's names (the RoBERTa-like families and ELECTRA use them too).
 void write_bert_fields(const BertConfig& c, json* out) {
   json& j = *out;
   if (c.model_type == ModelType::kElectra) j["embedding_size"] = c.embedding_width();

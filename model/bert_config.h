@@ -1,6 +1,6 @@
 // BertConfig: the Hugging Face config.json of a BERT-family encoder (model/model_family.h: BERT, RoBERTa, XLM-R,
-// DistilBERT, ELECTRA) and its classification labels, validated. Fields carry BERT's names whatever the family
-// (DistilBERT's dim is hidden_size here); reading and writing translate.
+// CamemBERT, Data2VecText, DistilBERT, ELECTRA) and its classification labels, validated. Fields carry BERT's names
+// whatever the family (DistilBERT's dim is hidden_size here); reading and writing translate.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -45,10 +45,10 @@ struct BertConfig {
   // The width of the embedding tables and their LayerNorm: hidden_size, except in an ELECTRA with embeddings_project.
   int embedding_width() const { return embedding_size > 0 ? embedding_size : hidden_size; }
   bool has_embedding_projection() const { return embedding_width() != hidden_size; }
-  // The padding_idx of the position table (RoBERTa, XLM-R: pad_token_id; else -1, none), which is also how
+  // The padding_idx of the position table (the RoBERTa-like families: pad_token_id; else -1, none), which is also how
   // embedding_positions (kernels/embedding.h) numbers a row's positions. Every family's word table has pad_token_id.
   int position_padding_idx() const { return family().positions_after_padding ? pad_token_id : -1; }
-  // The position row of a row's first token: pad_token_id + 1 for RoBERTa and XLM-R (transformers numbers real
+  // The position row of a row's first token: pad_token_id + 1 for the RoBERTa-like families (transformers numbers real
   // tokens from there), 0 otherwise.
   int position_offset() const { return position_padding_idx() + 1; }
   // Tokens a row may have: the position table less the offset (514 - 2 = 512 for roberta-base).

@@ -24,16 +24,28 @@ std::vector<std::string> with_buffers(std::vector<std::string> prefixes) {
   return prefixes;
 }
 
+// RoBERTa and the models built as RoBERTa (transformers' Camembert* and Data2VecText* classes are copies of
+// Roberta*: the same tensors, position numbering and head), told apart only by their names.
 const ModelFamily& roberta_like(ModelType type) {
-  static const ModelFamily roberta{ModelType::kRoberta, "roberta", "RobertaForSequenceClassification", "roberta.",
-                                   "encoder.layer.", kBertLayer, "classifier.dense", "classifier.out_proj",
-                                   Activation::kTanh, true, false, true, true, true, false,
-                                   with_buffers({"lm_head.", "pooler."})};
-  static const ModelFamily xlmr{ModelType::kXlmRoberta, "xlm-roberta", "XLMRobertaForSequenceClassification",
-                                "roberta.", "encoder.layer.", kBertLayer, "classifier.dense", "classifier.out_proj",
-                                Activation::kTanh, true, false, true, true, true, false,
-                                with_buffers({"lm_head.", "pooler."})};
-  return type == ModelType::kRoberta ? roberta : xlmr;
+  const auto family = [](ModelType t, const char* model_type, const char* architecture, const char* base) {
+    return ModelFamily{t, model_type, architecture, base, "encoder.layer.", kBertLayer, "classifier.dense",
+                       "classifier.out_proj", Activation::kTanh, true, false, true, true, true, false,
+                       with_buffers({"lm_head.", "pooler."})};
+  };
+  static const ModelFamily roberta = family(ModelType::kRoberta, "roberta", "RobertaForSequenceClassification",
+                                            "roberta.");
+  static const ModelFamily xlmr = family(ModelType::kXlmRoberta, "xlm-roberta", "XLMRobertaForSequenceClassification",
+                                         "roberta.");
+  static const ModelFamily camembert = family(ModelType::kCamembert, "camembert", "CamembertForSequenceClassification",
+                                              "roberta.");
+  static const ModelFamily data2vec = family(ModelType::kData2VecText, "data2vec-text",
+                                             "Data2VecTextForSequenceClassification", "data2vec_text.");
+  switch (type) {
+    case ModelType::kXlmRoberta: return xlmr;
+    case ModelType::kCamembert: return camembert;
+    case ModelType::kData2VecText: return data2vec;
+    default: return roberta;
+  }
 }
 
 }  // namespace
@@ -54,7 +66,9 @@ const ModelFamily& model_family(ModelType type) {
   switch (type) {
     case ModelType::kBert: return bert;
     case ModelType::kRoberta:
-    case ModelType::kXlmRoberta: return roberta_like(type);
+    case ModelType::kXlmRoberta:
+    case ModelType::kCamembert:
+    case ModelType::kData2VecText: return roberta_like(type);
     case ModelType::kDistilBert: return distilbert;
     case ModelType::kElectra: return electra;
   }
@@ -62,8 +76,7 @@ const ModelFamily& model_family(ModelType type) {
 }
 
 const ModelFamily& model_family(const std::string& model_type) {
-  for (ModelType type : {ModelType::kBert, ModelType::kRoberta, ModelType::kXlmRoberta, ModelType::kDistilBert,
-                         ModelType::kElectra}) {
+  for (ModelType type : kModelTypes) {
     if (model_type == model_family(type).model_type) return model_family(type);
   }
   BERTRAIN_FAIL("model_type \"" << model_type << "\" is not supported (supported: " << supported_model_types() << ")");
@@ -73,6 +86,8 @@ const ModelFamily* model_family_of_class(const std::string& class_name) {
   // Longest prefix first: "XLMRoberta..." is not a "Roberta..." class, nor "DistilBert..." a "Bert..." one.
   const std::pair<const char*, ModelType> prefixes[] = {{"XLMRoberta", ModelType::kXlmRoberta},
                                                         {"DistilBert", ModelType::kDistilBert},
+                                                        {"Camembert", ModelType::kCamembert},
+                                                        {"Data2VecText", ModelType::kData2VecText},
                                                         {"Roberta", ModelType::kRoberta},
                                                         {"Electra", ModelType::kElectra},
                                                         {"Bert", ModelType::kBert}};
@@ -87,6 +102,10 @@ const ModelFamily* model_family_of_class(const std::string& class_name) {
   return nullptr;
 }
 
-std::string supported_model_types() { return "bert, roberta, xlm-roberta, distilbert, electra"; }
+std::string supported_model_types() {
+  std::string names;
+  for (ModelType type : kModelTypes) names += std::string(names.empty() ? "" : ", ") + model_family(type).model_type;
+  return names;
+}
 
 }  // namespace bertrain

@@ -11,7 +11,11 @@
 
 namespace bertrain {
 
-enum class ModelType { kBert, kRoberta, kXlmRoberta, kDistilBert, kElectra };
+enum class ModelType { kBert, kRoberta, kXlmRoberta, kCamembert, kData2VecText, kDistilBert, kElectra };
+// Every type, in the order messages list them.
+constexpr ModelType kModelTypes[] = {ModelType::kBert,         ModelType::kRoberta,       ModelType::kXlmRoberta,
+                                     ModelType::kCamembert,    ModelType::kData2VecText,  ModelType::kDistilBert,
+                                     ModelType::kElectra};
 
 // A layer's tensors, named from the layer's prefix and without ".weight" / ".bias".
 struct LayerTensorNames {
@@ -27,7 +31,7 @@ struct ModelFamily {
   LayerTensorNames layer;
   // The classification head reads the first token's final hidden state x:
   //   logits = out(dropout(act(dense(head_input_dropout ? dropout(x) : x))))
-  // BERT: the pooler (dense, tanh), then classifier; RoBERTa / XLM-R: classifier.dense, tanh, classifier.out_proj,
+  // BERT: the pooler (dense, tanh), then classifier; RoBERTa-like: classifier.dense, tanh, classifier.out_proj,
   // with dropout also before the dense; DistilBERT: pre_classifier, ReLU, classifier; ELECTRA: as RoBERTa with GELU.
   const char* head_dense;  // full names, without ".weight" / ".bias"
   const char* head_out;
@@ -38,7 +42,7 @@ struct ModelFamily {
   bool head_dense_pretrained;
   bool attention_output_dropout;  // DistilBERT drops nothing between the attention's output dense and its LayerNorm
   bool token_types;               // DistilBERT has no token-type table
-  bool positions_after_padding;   // RoBERTa / XLM-R: positions from pad_token_id + 1, padding tokens skipped
+  bool positions_after_padding;   // RoBERTa-like: positions from pad_token_id + 1, padding tokens skipped
   bool embedding_projection;      // ELECTRA: embeddings_project when embedding_size != hidden_size
   // Checkpoint tensors outside the classifier that are dropped on load (pre-training heads, buffers, an unused
   // pooler), as name prefixes after the optional `base`.
@@ -52,7 +56,7 @@ const ModelFamily& model_family(ModelType type);
 // "Model", "For..." or "LMHead..."; null for any other class (MegatronBertModel, BertGenerationEncoder, ...). For
 // config.json files without model_type, which transformers' own loader refuses but which its architectures tell.
 const ModelFamily* model_family_of_class(const std::string& class_name);
-// "bert, roberta, xlm-roberta, distilbert, electra", for messages and --help.
+// "bert, roberta, xlm-roberta, camembert, data2vec-text, distilbert, electra", for messages and --help.
 std::string supported_model_types();
 
 }  // namespace bertrain

@@ -17,8 +17,8 @@ namespace {
 const char kUsage[] =
     "usage: bertrain [--version] [--help] COMMAND [options]\n"
     "\n"
-    "Fine-tunes BERT-family encoders (BERT, RoBERTa, XLM-R, DistilBERT, ELECTRA) for text classification\n"
-    "(C++/CUDA, no framework).\n"
+    "Fine-tunes BERT-family encoders (BERT, RoBERTa, XLM-R, CamemBERT, Data2VecText, DistilBERT, ELECTRA)\n"
+    "for text classification (C++/CUDA, no framework).\n"
     "\n"
     "commands:\n"
     "  train          fine-tune a model directory on a labelled CSV, TSV or JSON Lines file (single- or\n"

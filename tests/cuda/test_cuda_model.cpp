@@ -281,7 +281,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CudaModelTest,
                                            "tiny_tanhgelu_bce_adam", "tiny_roberta_bce_adam", "tiny_xlmr_ce_adamw",
                                            "tiny_distilbert_bce_adam", "tiny_electra_bce_adam",
                                            "tiny_electra_same_size_relu_ce_adam", "tiny_gelu_bce_adamw_clip",
-                                           "tiny_gelu_literal_pad_bce_adam", "tiny_roberta_literal_pad_bce_adam"));
+                                           "tiny_gelu_literal_pad_bce_adam", "tiny_roberta_literal_pad_bce_adam",
+                                           "tiny_camembert_ce_adamw", "tiny_data2vec_bce_adam"));
 
 }  // namespace
 }  // namespace bertrain

@@ -186,8 +186,24 @@ TEST(BertConfig, FamiliesRoundTripInTheirOwnNames) {
   EXPECT_EQ(r.position_offset(), 2);
   EXPECT_EQ(r.max_sequence_length(), 16);
   EXPECT_EQ(r.to_classifier_json().at("architectures"), json::array({"RobertaForSequenceClassification"}));
-  roberta["model_type"] = "xlm-roberta";
-  EXPECT_EQ(BertConfig::from_json(roberta, "cfg.json").to_classifier_json().at("model_type"), "xlm-roberta");
+  // The families transformers builds as RoBERTa: the same defaults and positions, their own names written back.
+  for (const auto& [model_type, architecture] :
+       {std::pair<const char*, const char*>{"xlm-roberta", "XLMRobertaForSequenceClassification"},
+        {"camembert", "CamembertForSequenceClassification"},
+        {"data2vec-text", "Data2VecTextForSequenceClassification"}}) {
+    roberta["model_type"] = model_type;
+    const BertConfig like = BertConfig::from_json(roberta, "cfg.json");
+    EXPECT_EQ(like.pad_token_id, 1) << model_type;
+    EXPECT_EQ(like.position_offset(), 2) << model_type;
+    EXPECT_EQ(like.to_classifier_json().at("model_type"), model_type);
+    EXPECT_EQ(like.to_classifier_json().at("architectures"), json::array({architecture}));
+  }
+  // RobertaConfig's vocabulary is GPT-2's; the other RoBERTa-like configs keep BERT's default.
+  roberta.erase("vocab_size");
+  roberta["model_type"] = "roberta";
+  EXPECT_EQ(BertConfig::from_json(roberta, "cfg.json").vocab_size, 50265);
+  roberta["model_type"] = "camembert";
+  EXPECT_EQ(BertConfig::from_json(roberta, "cfg.json").vocab_size, 30522);
 
   json electra = valid_config();
   electra["model_type"] = "electra";
@@ -280,6 +296,8 @@ TEST(BertConfig, AConfigWithoutModelTypeIsTheFamilyOfItsArchitecture) {
   const std::pair<const char*, ModelType> classes[] = {{"BertForMaskedLM", ModelType::kBert},
                                                        {"RobertaModel", ModelType::kRoberta},
                                                        {"XLMRobertaForSequenceClassification", ModelType::kXlmRoberta},
+                                                       {"CamembertForMaskedLM", ModelType::kCamembert},
+                                                       {"Data2VecTextModel", ModelType::kData2VecText},
                                                        {"ElectraForPreTraining", ModelType::kElectra},
                                                        {"BertLMHeadModel", ModelType::kBert}};
   for (const auto& [name, type] : classes) {
@@ -303,6 +321,12 @@ TEST(HfNames, MapsEachFamilysCheckpointNames) {
   EXPECT_EQ(canonical_param_name("lm_head.dense.weight", roberta), std::nullopt);
   EXPECT_EQ(canonical_param_name("roberta.pooler.dense.weight", roberta), std::nullopt);
   EXPECT_EQ(canonical_param_name("pooler.dense.bias", roberta), std::nullopt);
+  const ModelFamily& data2vec = model_family(ModelType::kData2VecText);
+  EXPECT_EQ(canonical_param_name("embeddings.word_embeddings.weight", data2vec),
+            "data2vec_text.embeddings.word_embeddings.weight");
+  EXPECT_EQ(canonical_param_name("data2vec_text.encoder.layer.1.output.dense.bias", data2vec),
+            "data2vec_text.encoder.layer.1.output.dense.bias");
+  EXPECT_EQ(canonical_param_name("lm_head.decoder.weight", data2vec), std::nullopt);
   const ModelFamily& distilbert = model_family(ModelType::kDistilBert);
   EXPECT_EQ(canonical_param_name("transformer.layer.0.attention.q_lin.weight", distilbert),
             "distilbert.transformer.layer.0.attention.q_lin.weight");

@@ -1,8 +1,9 @@
 // Golden tests: the CPU engine against Hugging Face transformers on the committed fixtures
 // (tests/fixtures/<case>/, made by tests/reference/make_fixtures.py) for every model family (BERT, RoBERTa,
-// XLM-R, DistilBERT, ELECTRA with and without embeddings_project): logits, the head's hidden activation (BERT's
-// pooled output), sequence outputs, loss, the gradient of every parameter, and the parameters after two optimizer
-// steps (tiny_gelu_bce_adamw_clip: each clipped by the gradient's norm, as clip_grad_norm_).
+// XLM-R, CamemBERT, Data2VecText, DistilBERT, ELECTRA with and without embeddings_project): logits, the head's
+// hidden activation (BERT's pooled output), sequence outputs, loss, the gradient of every parameter, and the
+// parameters after two optimizer steps (tiny_gelu_bce_adamw_clip: each clipped by the gradient's norm, as
+// clip_grad_norm_).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -188,7 +189,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTest,
                                            "tiny_tanhgelu_bce_adam", "tiny_roberta_bce_adam", "tiny_xlmr_ce_adamw",
                                            "tiny_distilbert_bce_adam", "tiny_electra_bce_adam",
                                            "tiny_electra_same_size_relu_ce_adam", "tiny_gelu_bce_adamw_clip",
-                                           "tiny_gelu_literal_pad_bce_adam", "tiny_roberta_literal_pad_bce_adam"));
+                                           "tiny_gelu_literal_pad_bce_adam", "tiny_roberta_literal_pad_bce_adam",
+                                           "tiny_camembert_ce_adamw", "tiny_data2vec_bce_adam"));
 
 }  // namespace
 }  // namespace bertrain

@@ -8,8 +8,8 @@ For every case this writes tests/fixtures/<case>/ containing:
   golden.safetensors - inputs, forward outputs, loss, gradients and parameters after
                        2 optimizer steps (see README.md for the exact tensor list)
 
-Families: BERT (the original cases, unchanged), RoBERTa, XLM-RoBERTa, DistilBERT and
-ELECTRA (cases with a "family" key). The non-BERT cases have no pooler: instead of
+Families: BERT (the original cases, unchanged), RoBERTa, XLM-RoBERTa, CamemBERT, Data2VecText,
+DistilBERT and ELECTRA (cases with a "family" key). The non-BERT cases have no pooler: instead of
 pooled_output their golden file holds head_hidden, the classification head's hidden
 activation (the input of its last Linear), and metadata model_type.
 
@@ -35,6 +35,10 @@ from safetensors import safe_open
 from transformers import (
     BertConfig,
     BertForSequenceClassification,
+    CamembertConfig,
+    CamembertForSequenceClassification,
+    Data2VecTextConfig,
+    Data2VecTextForSequenceClassification,
     DistilBertConfig,
     DistilBertForSequenceClassification,
     ElectraConfig,
@@ -274,6 +278,24 @@ CASES += [
          seed=1012, literal_pads=[(0, 3), (1, 6), (2, 1), (2, 2)]),
 ]
 
+# CamemBERT and Data2VecText: RoBERTa's architecture under other names (their checkpoints' prefixes are "roberta."
+# and "data2vec_text."), in settings the RoBERTa cases do not use: a padding id other than 1 with a literal pad,
+# cross-entropy with AdamW, an odd hidden size; three layers and gelu_new.
+CASES += [
+    dict(next(c for c in CASES if c["name"] == "tiny_roberta_bce_adam"), name="tiny_camembert_ce_adamw",
+         family="camembert", seed=1013, vocab_size=59, hidden_size=30, num_heads=3, intermediate_size=44, pad=3,
+         max_position_embeddings=24, lengths=[12, 6, 9], seq_len=12, literal_pads=[(1, 2)], loss="ce",
+         optimizer="adamw", weight_decay=0.01),
+    dict(next(c for c in CASES if c["name"] == "tiny_roberta_bce_adam"), name="tiny_data2vec_bce_adam",
+         family="data2vec-text", seed=1014, vocab_size=63, num_layers=3, hidden_act="gelu_new", lengths=[10, 4, 8, 2],
+         seq_len=10),
+]
+
+# The families transformers builds as RoBERTa (Camembert* and Data2VecText* are copies of Roberta*): their
+# positions start after the padding token, their head is classifier.dense, tanh, classifier.out_proj.
+ROBERTA_LIKE = {"roberta": RobertaConfig, "xlm-roberta": XLMRobertaConfig, "camembert": CamembertConfig,
+                "data2vec-text": Data2VecTextConfig}
+
 # Per family: the model class, the base model attribute, the classification head's last Linear
 # (head_hidden is its input), the head's activation (metadata only) and whether forward takes
 # token_type_ids.
@@ -282,6 +304,10 @@ FAMILIES = {
                     head_act="tanh", token_types=True),
     "xlm-roberta": dict(cls=XLMRobertaForSequenceClassification, base="roberta", head_out="classifier.out_proj",
                         head_act="tanh", token_types=True),
+    "camembert": dict(cls=CamembertForSequenceClassification, base="roberta", head_out="classifier.out_proj",
+                      head_act="tanh", token_types=True),
+    "data2vec-text": dict(cls=Data2VecTextForSequenceClassification, base="data2vec_text",
+                          head_out="classifier.out_proj", head_act="tanh", token_types=True),
     "distilbert": dict(cls=DistilBertForSequenceClassification, base="distilbert", head_out="classifier",
                        head_act="relu", token_types=False),
     "electra": dict(cls=ElectraForSequenceClassification, base="electra", head_out="classifier.out_proj",
@@ -333,9 +359,8 @@ def family_config(case):
         layer_norm_eps=case["layer_norm_eps"],
         **common,
     )
-    if fam in ("roberta", "xlm-roberta"):
-        cfg_cls = RobertaConfig if fam == "roberta" else XLMRobertaConfig
-        return cfg_cls(bos_token_id=case["bos"], eos_token_id=case["eos"], **bert_like)
+    if fam in ROBERTA_LIKE:
+        return ROBERTA_LIKE[fam](bos_token_id=case["bos"], eos_token_id=case["eos"], **bert_like)
     if fam == "electra":
         return ElectraConfig(embedding_size=case["embedding_size"], **bert_like)
     raise ValueError(fam)
@@ -567,7 +592,7 @@ def check_family_forward(case, model, input_ids, attention_mask, captured, logit
     B, S = input_ids.shape
     pos = captured["position_ids"].expand(B, S)
     ar = torch.arange(S).unsqueeze(0).expand(B, S)
-    if fam in ("roberta", "xlm-roberta"):
+    if fam in ROBERTA_LIKE:
         pad = case["pad"]
         real = input_ids != pad
         want = torch.where(real, pad + torch.cumsum(real, dim=1), torch.full_like(ar, pad))
@@ -582,7 +607,7 @@ def check_family_forward(case, model, input_ids, attention_mask, captured, logit
             lg = model.classifier(h)
         else:
             h = model.classifier.dense(cls)
-            h = torch.tanh(h) if fam in ("roberta", "xlm-roberta") else torch.nn.functional.gelu(h)
+            h = torch.tanh(h) if fam in ROBERTA_LIKE else torch.nn.functional.gelu(h)
             lg = model.classifier.out_proj(h)
         assert torch.equal(h, captured["head_hidden"]), float((h - captured["head_hidden"]).abs().max())
         assert torch.equal(lg, logits)

@@ -1,5 +1,6 @@
-// The main job with every model family: a RoBERTa with a byte-level BPE tokenizer.json, an XLM-R with a Unigram
-// one, a DistilBERT and an ELECTRA (with embeddings_project) with a WordPiece tokenizer.json, each trained,
+// The main job with every model family: a RoBERTa and a Data2VecText with a byte-level BPE tokenizer.json, an XLM-R
+// and a CamemBERT with a Unigram one, a DistilBERT and an ELECTRA (with embeddings_project) with a WordPiece
+// tokenizer.json, each trained,
 // evaluated and asked for a prediction through the real binary exactly as a BERT is. Their weights are random
 // (the tiny fixture shapes, the tokenizers' vocabularies): these tests are about the commands, not the accuracy;
 // tests/model/test_golden.cpp checks the numbers against transformers.
@@ -25,8 +26,9 @@ struct FamilyCase {
 
 class CliFamilyTest : public CliTest, public ::testing::WithParamInterface<FamilyCase> {
  protected:
-  // The fixture's config with the tokenizer's vocabulary and random weights for two labels other than the data's
-  // (so training starts from a fresh head), saved as the family's classifier with the tokenizer beside it.
+  // The fixture's config with the tokenizer's vocabulary and padding id, and random weights for two labels other
+  // than the data's (so training starts from a fresh head), saved as the family's classifier with the tokenizer
+  // beside it.
   static std::string tokenizer_dir() {
     return std::string(BERTRAIN_FIXTURES_DIR) + "/tokenizers/" + GetParam().tokenizer;
   }
@@ -34,7 +36,9 @@ class CliFamilyTest : public CliTest, public ::testing::WithParamInterface<Famil
     const FamilyCase& c = GetParam();
     const std::string fixture = std::string(BERTRAIN_FIXTURES_DIR) + "/" + c.fixture;
     BertConfig config = BertConfig::load(fixture + "/config.json");
-    config.vocab_size = load_tokenizer(tokenizer_dir())->vocab_size();
+    const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(tokenizer_dir());
+    config.vocab_size = tokenizer->vocab_size();
+    if (tokenizer->pad_id() >= 0) config.pad_token_id = tokenizer->pad_id();
     config.labels = {"a", "b"};
     const ParamLayout layout = bert_classifier_layout(config, config.num_labels());
     const std::vector<float> params = random_bert_parameters(layout, config, 5);
@@ -189,6 +193,8 @@ TEST_F(CliTest, CheckpointsTransformersComputesOtherwiseAreRefused) {
 INSTANTIATE_TEST_SUITE_P(Families, CliFamilyTest,
                          ::testing::Values(FamilyCase{"tiny_roberta_bce_adam", "bpe_bytelevel"},
                                            FamilyCase{"tiny_xlmr_ce_adamw", "unigram_xlmr"},
+                                           FamilyCase{"tiny_camembert_ce_adamw", "unigram_xlmr"},
+                                           FamilyCase{"tiny_data2vec_bce_adam", "bpe_bytelevel"},
                                            FamilyCase{"tiny_distilbert_bce_adam", "wordpiece_cased"},
                                            FamilyCase{"tiny_electra_bce_adam", "wordpiece_cased"}),
                          [](const ::testing::TestParamInfo<FamilyCase>& info) {
