@@ -105,11 +105,12 @@ TEST_F(CliTest, ARunDirectoryInUseIsRefused) {
 
 // A signal to launch ends it with 75 when the run has a checkpoint to continue from, whatever status the command
 // ended with: Open MPI's mpirun ends with 1 when SIGTERM stops its ranks (they exit 75 after their checkpoint),
-// which a Slurm script would not requeue. Here a stand-in for mpirun: writes last/, then exits 1 on SIGTERM.
+// which a Slurm script would not requeue. Here a stand-in for mpirun: exits 1 on SIGTERM once it has written last/
+// (the trap first: the signal is sent as soon as the checkpoint exists, and before the trap it killed the shell).
 TEST_F(CliTest, LaunchStoppedBySignalWithACheckpointExits75) {
   const std::string dir = path("job");
-  const std::string script = "mkdir -p '" + dir + "/last' && echo '{}' > '" + dir + "/last/trainer_state.json' && "
-                             "trap 'exit 1' TERM; while :; do sleep 0.05; done";
+  const std::string script = "trap 'exit 1' TERM; mkdir -p '" + dir + "/last' && echo '{}' > '" + dir +
+                             "/last/trainer_state.json'; while :; do sleep 0.05; done";
   const std::vector<std::string> argv{binary(), "launch", "--restart-delay", "0", "--", "/bin/sh", "-c", script,
                                       "sh", "--out", dir};
   const auto ready = [&] { return fs::exists(dir + "/last/trainer_state.json"); };
