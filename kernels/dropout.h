@@ -20,7 +20,7 @@ namespace bertrain {
 
 // How the n elements of a tensor of rows × `cols` map to logical indices (see above). Row r is logical row
 // token_slots[r] when token_slots is given (packed tokens: slot (first_sample + b) · max_positions + s of token r,
-// see packed_positions_cpu in kernels/embedding.h; a device pointer for the CUDA launchers), else first_sample + r
+// see dropout_slots_cpu in kernels/packed.h; a device pointer for the CUDA launchers), else first_sample + r
 // (one row per sample, e.g. the pooled [B, H]). The default, {0, 1, 0, null}, is a flat tensor: element i has
 // index i.
 struct DropoutLayout {

@@ -1,6 +1,6 @@
 // Packed (unpadded) batches (DESIGN.md): the T = ΣL_b tokens of B rows lie back to back, row b being tokens
 // [cu_seqlens[b], cu_seqlens[b + 1]). These ops derive what token-wise kernels need from the row offsets (each
-// token's position, its dropout row) and move the [CLS] rows (each row's first token) in and out of the packed
+// token's dropout row; its position comes from embedding_positions, kernels/embedding.h) and move the [CLS] rows (each row's first token) in and out of the packed
 // tokens. CPU twins first, then the CUDA launchers (kernels/cuda/packed.cu).
 #pragma once
 
@@ -18,12 +18,10 @@ void check_row_offsets(const int32_t* cu_seqlens, int batch, int tokens, int max
 // The longest row, max_b L_b (0 for no rows). Host memory.
 int longest_row(const int32_t* cu_seqlens, int batch);
 
-// positions[T] (=) t − cu_seqlens[b] for every token t of row b (0 at each row's start); slots[T] (=)
-// (first_sample + b) · max_positions + positions[t], the token's dropout row (kernels/dropout.h), which is the
-// row's padded index, so packed and padded batches draw the same masks. Either output may be null (the model reads
-// its embeddings' positions from embedding_positions, kernels/embedding.h).
-void packed_positions_cpu(int32_t* positions, int64_t* slots, const int32_t* cu_seqlens, int batch,
-                          int64_t first_sample, int max_positions);
+// slots[T] (=) (first_sample + b) · max_positions + (t − cu_seqlens[b]) for every token t of row b: the token's
+// dropout row (kernels/dropout.h), which is its index in the padded batch, so packed and padded batches draw the
+// same masks.
+void dropout_slots_cpu(int64_t* slots, const int32_t* cu_seqlens, int batch, int64_t first_sample, int max_positions);
 
 // cls[B, H] (=) tokens[cu_seqlens[b], :], each row's first token.
 template <typename T>
@@ -32,11 +30,10 @@ void gather_first_tokens_cpu(T* cls, const T* tokens, const int32_t* cu_seqlens,
 template <typename T>
 void scatter_first_tokens_cpu(T* dtokens, const T* dcls, const int32_t* cu_seqlens, int batch, int hidden);
 
-// ---- CUDA. cu_seqlens, positions, slots, tokens are device pointers; the offsets must have passed
-// check_row_offsets on the host (a kernel cannot throw). One block per row for the positions; grid-stride
-// element-wise for the rest.
-void packed_positions_cuda(int32_t* positions, int64_t* slots, const int32_t* cu_seqlens, int batch,
-                           int64_t first_sample, int max_positions, CudaStream stream);
+// ---- CUDA. cu_seqlens, slots, tokens are device pointers; the offsets must have passed check_row_offsets on the
+// host (a kernel cannot throw). One block per row for the slots; grid-stride element-wise for the rest.
+void dropout_slots_cuda(int64_t* slots, const int32_t* cu_seqlens, int batch, int64_t first_sample, int max_positions,
+                        CudaStream stream);
 template <typename T>
 void gather_first_tokens_cuda(T* cls, const T* tokens, const int32_t* cu_seqlens, int batch, int hidden,
                               CudaStream stream);

@@ -156,7 +156,7 @@ void BertClassifier<T>::forward(const T* params, const BertBatch& batch, const D
   const T eps = T(c.layer_norm_eps);
   const Activation act = c.activation();
   const float attention_output_p = family.attention_output_dropout ? dropout.hidden : 0.0f;
-  packed_positions_cpu(nullptr, slots_.data(), batch.cu_seqlens, B, batch.first_sample, c.max_position_embeddings);
+  dropout_slots_cpu(slots_.data(), batch.cu_seqlens, B, batch.first_sample, c.max_position_embeddings);
   embedding_positions_cpu(positions_.data(), batch.input_ids, batch.cu_seqlens, B, c.position_padding_idx());
   const SiteLayouts layouts(batch.first_sample, c.max_position_embeddings, H, slots_.data());
 

@@ -133,7 +133,7 @@ void BertClassifierGpu<T>::forward(const T* params, const BertBatch& batch, cons
   const float eps = static_cast<float>(c.layer_norm_eps);
   const Activation act = c.activation();
   const float attention_output_p = family.attention_output_dropout ? dropout.hidden : 0.0f;
-  packed_positions_cuda(nullptr, slots_, batch.cu_seqlens, B, batch.first_sample, c.max_position_embeddings, stream);
+  dropout_slots_cuda(slots_, batch.cu_seqlens, B, batch.first_sample, c.max_position_embeddings, stream);
   embedding_positions_cuda(positions_, batch.input_ids, batch.cu_seqlens, B, c.position_padding_idx(), stream);
   const SiteLayouts layouts(batch.first_sample, c.max_position_embeddings, H, slots_);
   const SiteLayouts embedding_layouts(batch.first_sample, c.max_position_embeddings, E, slots_);

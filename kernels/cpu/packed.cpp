@@ -25,12 +25,10 @@ int longest_row(const int32_t* cu_seqlens, int batch) {
   return longest;
 }
 
-void packed_positions_cpu(int32_t* positions, int64_t* slots, const int32_t* cu_seqlens, int batch,
-                          int64_t first_sample, int max_positions) {
+void dropout_slots_cpu(int64_t* slots, const int32_t* cu_seqlens, int batch, int64_t first_sample, int max_positions) {
   for (int b = 0; b < batch; ++b) {
     for (int t = cu_seqlens[b]; t < cu_seqlens[b + 1]; ++t) {
-      if (positions != nullptr) positions[t] = t - cu_seqlens[b];
-      if (slots != nullptr) slots[t] = (first_sample + b) * max_positions + (t - cu_seqlens[b]);
+      slots[t] = (first_sample + b) * max_positions + (t - cu_seqlens[b]);
     }
   }
 }

@@ -1,4 +1,4 @@
-// CUDA twins of kernels/cpu/packed.cpp: token positions and dropout rows from the row offsets, and the [CLS]
+// CUDA twins of kernels/cpu/packed.cpp: the tokens' dropout rows from the row offsets, and the [CLS]
 // rows in and out of the packed tokens.
 #include "kernels/packed.h"
 
@@ -11,15 +11,14 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kRowThreads = 128;
 
-// positions[t] (=) t − cu_seqlens[b], slots[t] (=) (first_sample + b) · max_positions + positions[t] (either may
-// be null). One block per row b, threads over its tokens.
-__global__ void packed_positions_forward_kernel(int32_t* positions, int64_t* slots, const int32_t* cu_seqlens,
-                                                int64_t first_sample, int max_positions) {
+// slots[t] (=) (first_sample + b) · max_positions + (t − cu_seqlens[b]). One block per row b, threads over its
+// tokens.
+__global__ void dropout_slots_kernel(int64_t* slots, const int32_t* cu_seqlens, int64_t first_sample,
+                                     int max_positions) {
   const int b = blockIdx.x;
   const int begin = cu_seqlens[b], end = cu_seqlens[b + 1];
   for (int t = begin + static_cast<int>(threadIdx.x); t < end; t += blockDim.x) {
-    if (positions != nullptr) positions[t] = t - begin;
-    if (slots != nullptr) slots[t] = (first_sample + b) * max_positions + (t - begin);
+    slots[t] = (first_sample + b) * max_positions + (t - begin);
   }
 }
 
@@ -60,13 +59,12 @@ void check_rows(const char* what, int batch, int hidden) {
 
 }  // namespace
 
-void packed_positions_cuda(int32_t* positions, int64_t* slots, const int32_t* cu_seqlens, int batch,
-                           int64_t first_sample, int max_positions, CudaStream stream) {
-  check_rows("packed_positions_cuda", batch, 1);
-  BERTRAIN_CHECK(cu_seqlens != nullptr, "packed_positions_cuda: null row offsets");
-  packed_positions_forward_kernel<<<batch, kRowThreads, 0, stream>>>(positions, slots, cu_seqlens, first_sample,
-                                                                     max_positions);
-  BERTRAIN_CUDA_CHECK_LAUNCH("packed_positions_forward_kernel");
+void dropout_slots_cuda(int64_t* slots, const int32_t* cu_seqlens, int batch, int64_t first_sample, int max_positions,
+                        CudaStream stream) {
+  check_rows("dropout_slots_cuda", batch, 1);
+  BERTRAIN_CHECK(cu_seqlens != nullptr && slots != nullptr, "dropout_slots_cuda: null row offsets or slots");
+  dropout_slots_kernel<<<batch, kRowThreads, 0, stream>>>(slots, cu_seqlens, first_sample, max_positions);
+  BERTRAIN_CUDA_CHECK_LAUNCH("dropout_slots_kernel");
 }
 
 template <typename T>

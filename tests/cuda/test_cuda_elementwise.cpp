@@ -291,7 +291,7 @@ TEST(CudaActivation, BiasActivationMatchesCpu) {
 
 // A dropout case: n elements in rows of `cols` (0: one flat row), laid out as DropoutLayout{first_sample,
 // max_positions, cols, slots}. With `lengths`, the rows are the T tokens of a packed batch with those row lengths and
-// the slots their token slots from packed_positions_cpu (the hidden states of the model); without, row r is logical
+// the slots their token slots from dropout_slots_cpu (the hidden states of the model); without, row r is logical
 // row first_sample + r (the pooled [B, H]), or the tensor is flat.
 struct DropoutCase {
   std::size_t n;
@@ -328,10 +328,8 @@ struct DropoutSlots {
   explicit DropoutSlots(const DropoutCase& c) {
     if (c.lengths.empty()) return;
     const std::vector<int32_t> cu = row_offsets(c.lengths);
-    std::vector<int32_t> positions(static_cast<std::size_t>(cu.back()));
-    host.resize(positions.size());
-    packed_positions_cpu(positions.data(), host.data(), cu.data(), static_cast<int>(c.lengths.size()), c.first_sample,
-                         c.max_positions);
+    host.resize(static_cast<std::size_t>(cu.back()));
+    dropout_slots_cpu(host.data(), cu.data(), static_cast<int>(c.lengths.size()), c.first_sample, c.max_positions);
     device = DeviceBuffer<int64_t>(host);
   }
   DropoutLayout host_layout(const DropoutCase& c) const {
@@ -927,9 +925,8 @@ struct CaseLayout {
     if (!packed) return;
     const std::vector<int> lengths = lengths_adding_up_to(rows, 96, seed);
     const std::vector<int32_t> cu = row_offsets(lengths);
-    std::vector<int32_t> positions(static_cast<std::size_t>(rows));
     slots.resize(static_cast<std::size_t>(rows));
-    packed_positions_cpu(positions.data(), slots.data(), cu.data(), static_cast<int>(lengths.size()), 3, 512);
+    dropout_slots_cpu(slots.data(), cu.data(), static_cast<int>(lengths.size()), 3, 512);
     d_slots = DeviceBuffer<int64_t>(slots);
     host = DropoutLayout{3, 512, cols, slots.data()};
     device = DropoutLayout{3, 512, cols, d_slots.data()};
@@ -1138,9 +1135,8 @@ TEST(CudaFusedLayerNorm, MaskEqualsDropoutKernelMask) {
   const RandomKey key{99, 5, 3};
   const std::vector<int> lengths = lengths_adding_up_to(rows, 128, 5);
   const std::vector<int32_t> cu = row_offsets(lengths);
-  std::vector<int32_t> positions(rows);
   std::vector<int64_t> slots(rows);
-  packed_positions_cpu(positions.data(), slots.data(), cu.data(), static_cast<int>(lengths.size()), 0, 512);
+  dropout_slots_cpu(slots.data(), cu.data(), static_cast<int>(lengths.size()), 0, 512);
   DeviceBuffer<int64_t> d_slots(slots);
   const DropoutLayout layout{0, 512, cols, d_slots.data()};
   const std::vector<float> ones(n, 1.0f);
@@ -1490,45 +1486,35 @@ template <typename I>
                                        << ", expected " << ref[first];
 }
 
-// Positions and dropout slots from device row offsets, with and without slots, exactly the CPU's.
-void check_packed_positions(const std::vector<int>& lengths, int64_t first_sample, int max_positions) {
+// Dropout slots from device row offsets, exactly the CPU's.
+void check_dropout_slots(const std::vector<int>& lengths, int64_t first_sample, int max_positions) {
   SCOPED_TRACE(describe_lengths(lengths) + ", first_sample " + std::to_string(first_sample) + ", max_positions " +
                std::to_string(max_positions));
   const CudaStream stream = context().stream();
   const std::vector<int32_t> cu = row_offsets(lengths);
   const int batch = static_cast<int>(lengths.size());
   const std::size_t tokens = static_cast<std::size_t>(cu.back());
-  std::vector<int32_t> positions_ref(tokens);
   std::vector<int64_t> slots_ref(tokens);
-  packed_positions_cpu(positions_ref.data(), slots_ref.data(), cu.data(), batch, first_sample, max_positions);
+  dropout_slots_cpu(slots_ref.data(), cu.data(), batch, first_sample, max_positions);
 
-  DeviceBuffer<int32_t> d_cu(cu), d_positions(tokens);
+  DeviceBuffer<int32_t> d_cu(cu);
   DeviceBuffer<int64_t> d_slots(tokens);
-  poison(d_positions);  // -1 everywhere: a token the kernel skips cannot pass
-  poison(d_slots);
+  poison(d_slots);  // -1 everywhere: a token the kernel skips cannot pass
   sync_all();
-  packed_positions_cuda(d_positions.data(), d_slots.data(), d_cu.data(), batch, first_sample, max_positions, stream);
+  dropout_slots_cuda(d_slots.data(), d_cu.data(), batch, first_sample, max_positions, stream);
   sync_all();
-  EXPECT_TRUE(same_integers("positions", d_positions.download(), positions_ref));
   EXPECT_TRUE(same_integers("slots", d_slots.download(), slots_ref));
-
-  // Without slots (what the embeddings need): positions only.
-  poison(d_positions);
-  sync_all();
-  packed_positions_cuda(d_positions.data(), nullptr, d_cu.data(), batch, first_sample, max_positions, stream);
-  sync_all();
-  EXPECT_TRUE(same_integers("positions (no slots)", d_positions.download(), positions_ref));
 }
 
-TEST(CudaPacked, PositionsAndSlotsMatchCpu) {
+TEST(CudaPacked, DropoutSlotsMatchCpu) {
   BERTRAIN_REQUIRE_GPU();
   // Rows longer than the kernel's 128 threads (512), of one token, and many; first_sample 0, > 0, and large enough
   // that a slot overflows 32 bits (100000 · 513 > 2^25 · 1.5; with 768 columns the element index passes 2^34).
   for (const RaggedRows& rows : ragged_row_sets(512, 501)) {
     for (int64_t first_sample : {int64_t{0}, int64_t{5}, int64_t{100000}}) {
-      check_packed_positions(rows.lengths, first_sample, 512);
+      check_dropout_slots(rows.lengths, first_sample, 512);
     }
-    check_packed_positions(rows.lengths, 7, 513);  // max_positions above the longest row and odd
+    check_dropout_slots(rows.lengths, 7, 513);  // max_positions above the longest row and odd
   }
 }
 
@@ -1591,7 +1577,7 @@ TEST(CudaLaunchers, RejectBadArgumentsBeforeLaunching) {
   // The packed-batch launchers: no rows, no columns, fewer tokens than rows.
   int32_t fake_offsets[3] = {0, 1, 2};
   int64_t fake_slots[2] = {};
-  EXPECT_THROW(packed_positions_cuda(fake_offsets, fake_slots, fake_offsets, 0, 0, 512, nullptr), Error);
+  EXPECT_THROW(dropout_slots_cuda(fake_slots, fake_offsets, 0, 0, 512, nullptr), Error);
   EXPECT_THROW(gather_first_tokens_cuda(f, f, fake_offsets, 0, 4, nullptr), Error);
   EXPECT_THROW(gather_first_tokens_cuda(f, f, fake_offsets, 2, 0, nullptr), Error);
   EXPECT_THROW(scatter_first_tokens_cuda(f, f, fake_offsets, 2, 1, 4, nullptr), Error);

@@ -546,10 +546,9 @@ TEST(Dropout, PackedTokensDrawTheirPaddedPositionsMask) {
   const int64_t first_sample = 4;
   const std::vector<int32_t> cu_seqlens = {0, 3, 4, 8};  // rows of 3, 1 and 4 tokens
   const int T = cu_seqlens[B];
-  std::vector<int32_t> positions(T);
   std::vector<int64_t> slots(T);
-  packed_positions_cpu(positions.data(), slots.data(), cu_seqlens.data(), B, first_sample, P);
-  EXPECT_EQ(positions, (std::vector<int32_t>{0, 1, 2, 0, 0, 1, 2, 3}));
+  dropout_slots_cpu(slots.data(), cu_seqlens.data(), B, first_sample, P);
+  EXPECT_EQ(slots, (std::vector<int64_t>{4 * P, 4 * P + 1, 4 * P + 2, 5 * P, 6 * P, 6 * P + 1, 6 * P + 2, 6 * P + 3}));
   std::vector<double> y(static_cast<std::size_t>(T) * C, 1.0);
   dropout_forward_cpu(y.data(), y.data(), y.size(), 0.5f, key, DropoutLayout{first_sample, P, C, slots.data()});
   std::size_t dropped = 0;

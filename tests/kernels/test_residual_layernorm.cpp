@@ -101,9 +101,8 @@ struct Case {
         std::vector<int32_t> cu = {0};
         for (int length = 1; cu.back() < rows; ++length) cu.push_back(std::min(rows, cu.back() + length % 16 + 1));
         const int batch = static_cast<int>(cu.size()) - 1;
-        std::vector<int32_t> positions(static_cast<std::size_t>(rows));
         slots.resize(static_cast<std::size_t>(rows));
-        packed_positions_cpu(positions.data(), slots.data(), cu.data(), batch, 5, 16);
+        dropout_slots_cpu(slots.data(), cu.data(), batch, 5, 16);
         layout = DropoutLayout{5, 16, cols, slots.data()};
         break;
       }

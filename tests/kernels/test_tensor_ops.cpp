@@ -113,12 +113,10 @@ TEST(FirstTokenCpu, GatherTakesEachRowsFirstTokenAndScatterIsItsTranspose) {
   EXPECT_EQ(dtokens, expected);
 }
 
-TEST(PackedRowsCpu, PositionsSlotsAndOffsetChecks) {
+TEST(PackedRowsCpu, DropoutSlotsAndOffsetChecks) {
   const std::vector<int32_t> cu_seqlens = {0, 2, 3, 7};
-  std::vector<int32_t> positions(7, -1);
   std::vector<int64_t> slots(7, -1);
-  packed_positions_cpu(positions.data(), slots.data(), cu_seqlens.data(), 3, 10, 512);
-  EXPECT_EQ(positions, (std::vector<int32_t>{0, 1, 0, 0, 1, 2, 3}));
+  dropout_slots_cpu(slots.data(), cu_seqlens.data(), 3, 10, 512);
   EXPECT_EQ(slots, (std::vector<int64_t>{10 * 512, 10 * 512 + 1, 11 * 512, 12 * 512, 12 * 512 + 1, 12 * 512 + 2,
                                          12 * 512 + 3}));
   EXPECT_EQ(longest_row(cu_seqlens.data(), 3), 4);

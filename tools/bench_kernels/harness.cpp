@@ -16,6 +16,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/gpu_peaks.h"
 #include "core/error.h"
+#include "kernels/embedding.h"
 #include "kernels/packed.h"
 
 namespace bertrain::bench {
@@ -73,7 +74,8 @@ HostBatch make_batch(const Shape& s, uint64_t seed) {
   for (int b = 0; b <= s.batch; ++b) hb.cu_seqlens[sz(b)] = b * s.seq;
   hb.positions.resize(tokens);
   hb.slots.resize(tokens);
-  packed_positions_cpu(hb.positions.data(), hb.slots.data(), hb.cu_seqlens.data(), s.batch, 0, s.max_pos);
+  embedding_positions_cpu(hb.positions.data(), hb.ids.data(), hb.cu_seqlens.data(), s.batch, -1);
+  dropout_slots_cpu(hb.slots.data(), hb.cu_seqlens.data(), s.batch, 0, s.max_pos);
   return hb;
 }
 
