@@ -5,12 +5,14 @@
 //    mapping, so U+0130 -> "i\u0307"; no final-sigma rule). Order: clean, CJK, strip accents, lowercase.
 //  - StripAccents drops every M* character (Mn, Mc, Me), unlike BertNormalizer's Mn.
 //  - Strip trims White_Space; Prepend prepends only to a non-empty string.
+//  - Replace: a String pattern, or a Regex one that is a literal or one character repeated (ReplaceRun below).
 //  - Precompiled: see PrecompiledNormalizer below.
 #include "data/hf_normalizers.h"
 
 #include <utf8proc.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <utility>
 
@@ -239,6 +241,86 @@ class Replace : public Normalizer {
   std::string pattern_, content_;
 };
 
+// A Regex pattern of one character repeated, as transformers' SentencePiece converters write (" {2,}": runs of
+// two spaces or more): leftmost-longest runs of `unit` of min..max repeats (max 0: unbounded) become `content`.
+// A run of more than max repeats is matched max at a time; a shorter rest than min stays as it is.
+class ReplaceRun : public Normalizer {
+ public:
+  ReplaceRun(std::string unit, std::size_t min, std::size_t max, std::string content)
+      : unit_(std::move(unit)), min_(min), max_(max), content_(std::move(content)) {}
+  void normalize(std::string* s, std::string* tmp) const override {
+    std::size_t pos = s->find(unit_);
+    if (pos == std::string::npos) return;
+    tmp->clear();
+    std::size_t from = 0;
+    for (; pos != std::string::npos; pos = s->find(unit_, from)) {
+      std::size_t repeats = 1;
+      while (s->compare(pos + repeats * unit_.size(), unit_.size(), unit_) == 0) ++repeats;
+      tmp->append(*s, from, pos - from);
+      from = pos;
+      for (std::size_t left = repeats; left >= min_ && left > 0;) {
+        const std::size_t take = max_ == 0 ? left : std::min(left, max_);
+        tmp->append(content_);
+        from += take * unit_.size();
+        left -= take;
+      }
+      tmp->append(*s, from, pos + repeats * unit_.size() - from);  // a rest shorter than min
+      from = pos + repeats * unit_.size();
+    }
+    tmp->append(*s, from, std::string::npos);
+    std::swap(*s, *tmp);
+  }
+
+ private:
+  std::string unit_;
+  std::size_t min_, max_;
+  std::string content_;
+};
+
+// The Replace normalizer of a {"Regex": ...} pattern: a literal string (no metacharacter) or ReplaceRun's "X+",
+// "X{n}", "X{n,}", "X{n,m}" (X one character, or a backslash and a punctuation character, n >= 1); else an Error
+// at `pattern`: anything more needs a regex engine.
+std::unique_ptr<Normalizer> make_regex_replace(const std::string& regex, const std::string& content,
+                                               const JsonAt& pattern) {
+  const char* kMeta = "\\^$.|?*+()[]{}";
+  if (regex.find_first_of(kMeta) == std::string::npos) return std::make_unique<Replace>(regex, content);
+  const auto refuse = [&] {
+    pattern.fail("unsupported Replace normalizer pattern: Regex " + json_quote(regex) +
+                 " (String patterns, and one character repeated: X+, X{n}, X{n,}, X{n,m})");
+  };
+  std::size_t i = 0;
+  std::string unit;
+  if (regex[0] == '\\') {
+    if (regex.size() < 2 || !std::ispunct(static_cast<unsigned char>(regex[1]))) refuse();
+    unit = regex.substr(1, 1);
+    i = 2;
+  } else {
+    std::size_t length = 1;
+    decode_utf8(regex.data(), regex.size(), &length);  // JSON strings are valid UTF-8 (the parser checks)
+    unit = regex.substr(0, length);
+    if (unit.find_first_of(kMeta) != std::string::npos) refuse();
+    i = length;
+  }
+  const std::string quantifier = regex.substr(std::min(i, regex.size()));
+  std::size_t min = 0, max = 0;
+  if (quantifier == "+") {
+    min = 1;
+  } else if (quantifier.size() >= 3 && quantifier.front() == '{' && quantifier.back() == '}') {
+    const std::string bounds = quantifier.substr(1, quantifier.size() - 2);
+    const std::size_t comma = bounds.find(',');
+    const auto number = [&](const std::string& digits) {
+      if (digits.empty() || digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string::npos) refuse();
+      return static_cast<std::size_t>(std::stoul(digits));
+    };
+    min = number(bounds.substr(0, comma));
+    if (comma == std::string::npos) max = min;
+    else if (comma + 1 < bounds.size()) max = number(bounds.substr(comma + 1));
+    if (max != 0 && max < min) refuse();
+  }
+  if (min == 0) refuse();  // no quantifier or another one, or a pattern that matches empty text
+  return std::make_unique<ReplaceRun>(unit, min, max, content);
+}
+
 class Prepend : public Normalizer {
  public:
   explicit Prepend(std::string prefix) : prefix_(std::move(prefix)) {}
@@ -442,19 +524,9 @@ std::unique_ptr<Normalizer> make_normalizer(const JsonAt& at) {
   if (type == "Prepend") return std::make_unique<Prepend>(at.at("prepend").str());
   if (type == "Replace") {
     const JsonAt pattern = at.at("pattern");
-    std::string literal;
-    if (pattern.has("String")) {
-      literal = pattern.at("String").str();
-    } else if (pattern.has("Regex")) {
-      // A regex without metacharacters is a literal string; anything else would need a regex engine.
-      literal = pattern.at("Regex").str();
-      if (literal.find_first_of("\\^$.|?*+()[]{}") != std::string::npos) {
-        pattern.fail("unsupported Replace normalizer pattern: Regex " + json_quote(literal) + " (only String patterns)");
-      }
-    } else {
-      pattern.fail("Replace pattern: expected {\"String\": ...} or {\"Regex\": ...}");
-    }
-    return std::make_unique<Replace>(literal, at.at("content").str());
+    if (pattern.has("String")) return std::make_unique<Replace>(pattern.at("String").str(), at.at("content").str());
+    if (pattern.has("Regex")) return make_regex_replace(pattern.at("Regex").str(), at.at("content").str(), pattern);
+    pattern.fail("Replace pattern: expected {\"String\": ...} or {\"Regex\": ...}");
   }
   if (type == "Precompiled") {
     const JsonAt map = at.at("precompiled_charsmap");

@@ -1,6 +1,6 @@
 // tokenizer.json normalizers (Hugging Face tokenizers' normalizers/*.rs semantics, ids only, so no alignment
 // tracking): BertNormalizer, Sequence, NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, Strip, Replace (String
-// pattern), Prepend, Precompiled (SentencePiece's compiled character map). make_normalizer refuses anything
+// pattern; Regex: a literal, or one character repeated as " {2,}"), Prepend, Precompiled (SentencePiece's compiled character map). make_normalizer refuses anything
 // else with an Error naming the component.
 #pragma once
 

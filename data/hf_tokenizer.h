@@ -1,7 +1,8 @@
 // Tokenizers from tokenizer.json, the file Hugging Face tokenizers (Rust) serializes and every hub model ships,
 // with token ids equal to tokenizers' for the components these model families use:
 //   normalizer     BertNormalizer, Sequence, NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, Strip,
-//                  Replace (String pattern), Prepend, Precompiled (SentencePiece), null
+//                  Replace (String pattern; Regex: a literal or one character repeated, as " {2,}"),
+//                  Prepend, Precompiled (SentencePiece), null
 //   pre_tokenizer  BertPreTokenizer, ByteLevel, Metaspace, Whitespace, WhitespaceSplit, Punctuation, Digits,
 //                  Sequence, null
 //   model          WordPiece (BERT, DistilBERT, ELECTRA), BPE (byte-level: RoBERTa, GPT-2), Unigram (XLM-R)
@@ -10,7 +11,7 @@
 //   added_tokens   cut out of the raw text before normalization (normalized: false) or of each normalized
 //                  piece (normalized: true) as tokenizers' AddedVocabulary does: leftmost-longest match,
 //                  single_word, lstrip, rstrip.
-// Anything else (another type, BPE dropout, a Regex Replace pattern, a template without special tokens) is an
+// Anything else (another type, BPE dropout, any other Regex Replace pattern, a template without special tokens) is an
 // Error naming the file, the JSON path and the component; never a silently different tokenization. The
 // file's own "truncation" and "padding" are ignored: bertrain's --max-length decides, and rows are packed,
 // not padded. The "decoder" is ignored (bertrain never decodes).

@@ -1,6 +1,7 @@
 // tokenizer.json support (data/hf_tokenizer.h) against the Rust tokenizers package: every row of
 // tests/fixtures/tokenizers/<case>/expected.jsonl (tests/reference/make_tokenizer_fixtures.py: byte-level BPE,
-// Unigram with a Precompiled normalizer, cased WordPiece, MiniLM's uncased WordPiece) must give the same ids,
+// Unigram with a Precompiled normalizer, alone and as transformers 4.x's converter wrote it, cased WordPiece,
+// MiniLM's uncased WordPiece) must give the same ids,
 // at max_length 512 and at the small lengths some rows carry. Then the refusals (each names the component),
 // bad files, the Tokenizer interface, load_tokenizer's choice, and several threads encoding at once.
 #include <gtest/gtest.h>
@@ -60,6 +61,8 @@ void expect_fixture(const std::string& name) {
 
 TEST(HfTokenizer, ByteLevelBpeMatchesTokenizers) { expect_fixture("bpe_bytelevel"); }
 TEST(HfTokenizer, UnigramPrecompiledMatchesTokenizers) { expect_fixture("unigram_xlmr"); }
+// The same model as transformers 4.x's converter wrote it: Strip and Replace(Regex " {2,}") after Precompiled.
+TEST(HfTokenizer, UnigramSpmConverterMatchesTokenizers) { expect_fixture("unigram_spm_converter"); }
 TEST(HfTokenizer, CasedWordPieceMatchesTokenizers) { expect_fixture("wordpiece_cased"); }
 TEST(HfTokenizer, MiniLmWordPieceMatchesTokenizers) { expect_fixture("minilm"); }
 
@@ -122,6 +125,45 @@ TEST(HfTokenizer, UnicodeNormalizersOrderMarksAsUtf8proc) {
       EXPECT_EQ(got, reinterpret_cast<const char*>(want)) << form << " of a text of " << text.size() << " bytes";
       std::free(want);
     }
+  }
+}
+
+// Replace with a Regex of one character repeated (transformers' SentencePiece converters write " {2,}"): the
+// outputs of tokenizers' own normalizers.Replace(Regex(pattern), content).normalize_str on the same strings.
+TEST(HfNormalizer, ReplaceRegexRunsAsTokenizers) {
+  struct Case {
+    const char *pattern, *content, *text, *want;
+  };
+  const Case cases[] = {
+      {" {2,}", "▁", "a  b   c    d", "a▁b▁c▁d"},
+      {" {2,}", "▁", "  lead and trail  ", "▁lead and trail▁"},
+      {" {2,}", "▁", " a b ", " a b "},
+      {" {2,}", " ", "a  b   c    d", "a b c d"},
+      {" {2,}", " ", "", ""},
+      {"a{2,3}", "X", "aaaaaaa", "XXa"},
+      {"a{2,3}", "X", "a aa aaa aaaa aaaaa", "a X X Xa XX"},
+      {"a{2}", "<>", "aaaaaaa", "<><><>a"},
+      {"a{2}", "<>", "a aa aaa aaaa aaaaa", "a <> <>a <><> <><>a"},
+      {"é+", "e", "ééé é", "e e"},
+      {"\\.{3,}", "…", "wait.... ok. ..", "wait… ok. .."},
+      {"▁+", "_", "▁▁a▁", "_a_"},
+      {"x{1,}", "", "xxaxx", "a"},
+      {"x{1,}", "", "no match", "no match"},
+  };
+  const std::string source = "test";
+  for (const Case& c : cases) {
+    const nlohmann::json spec = {{"type", "Replace"}, {"pattern", {{"Regex", c.pattern}}}, {"content", c.content}};
+    const std::unique_ptr<hf::Normalizer> normalizer = hf::make_normalizer(hf::JsonAt{&source, "normalizer", &spec});
+    std::string got = c.text, tmp;
+    normalizer->normalize(&got, &tmp);
+    EXPECT_EQ(got, c.want) << c.pattern << " on " << nlohmann::json(c.text).dump();
+  }
+  // Anything more is refused by name: a class, an empty match, a lazy quantifier, bounds the wrong way round.
+  for (const char* pattern :
+       {"\\s+", "a*", "a?", "a{0,}", "a{3,2}", "a+?", "ab+", "[ ]{2,}", "a{2,", "\\d{2}", "a{}"}) {
+    const nlohmann::json spec = {{"type", "Replace"}, {"pattern", {{"Regex", pattern}}}, {"content", " "}};
+    expect_error([&] { hf::make_normalizer(hf::JsonAt{&source, "normalizer", &spec}); },
+                 {"normalizer.pattern", "unsupported Replace normalizer pattern", pattern});
   }
 }
 

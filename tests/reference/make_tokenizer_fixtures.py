@@ -10,6 +10,9 @@ Cases:
   unigram_xlmr    XLM-R style: a sentencepiece unigram model trained here, converted by transformers'
                   XLMRobertaTokenizer (Precompiled nmt_nfkc normalizer, WhitespaceSplit + Metaspace, Unigram,
                   <s> ... </s> template).
+  unigram_spm_converter  the same sentencepiece model through transformers' XLMRobertaConverter, as transformers
+                  4.x wrote XLM-R's and CamemBERT's tokenizer.json: Precompiled, Strip (right) and
+                  Replace(Regex " {2,}", "\u2581") normalizers, Metaspace alone as pre-tokenizer.
   wordpiece_cased WordPiece trained here, cased and accent-keeping (BertNormalizer lowercase=false,
                   strip_accents=false), pre-tokenizer Sequence[WhitespaceSplit, Punctuation, Digits(individual)],
                   [CLS] ... [SEP] template.
@@ -21,7 +24,9 @@ spaces, words over 100 characters, repeated punctuation, digits, special tokens 
 expected.jsonl: one {"text", "ids"} per string with truncation at max_length 512 (transformers'
 truncation=True, max_length=512), then rows with a "max_length" field at small lengths.
 
-Deterministic for the pinned versions (requirements.txt: tokenizers, transformers, sentencepiece).
+Deterministic for the pinned versions (requirements.txt: tokenizers, transformers, sentencepiece, protobuf) but
+for wordpiece_cased (the WordPiece trainer breaks ties in hash order): keep its committed files unless it is the
+case being changed.
 Usage: python tests/reference/make_tokenizer_fixtures.py [--out tests/fixtures/tokenizers]
 """
 
@@ -159,8 +164,22 @@ def train_unigram(texts, work):
     shutil.copy(os.path.join(work, "spm.model"), os.path.join(model_dir, "sentencepiece.bpe.model"))
     with open(os.path.join(model_dir, "tokenizer_config.json"), "w") as f:
         json.dump({"tokenizer_class": "XLMRobertaTokenizer"}, f)
-    # transformers converts the sentencepiece model (XLMRobertaConverter): Precompiled, Metaspace, Unigram.
+    # transformers builds the tokenizer from the sentencepiece model: Precompiled, Metaspace, Unigram.
     return Tokenizer.from_str(XLMRobertaTokenizer.from_pretrained(model_dir).backend_tokenizer.to_str())
+
+
+def convert_unigram(work):
+    """train_unigram's model through XLMRobertaConverter (SpmConverter's normalizer and pre-tokenizer)."""
+    from types import SimpleNamespace
+
+    from tokenizers import Tokenizer
+    from transformers.convert_slow_tokenizer import XLMRobertaConverter
+
+    # The converter reads these attributes of the slow tokenizer it was written for.
+    slow = SimpleNamespace(vocab_file=os.path.join(work, "spm.model"), add_prefix_space=True, legacy=True,
+                           special_tokens=[], handle_byte_fallback=False,
+                           convert_tokens_to_ids=lambda token: {"<s>": 0, "</s>": 2}[token])
+    return Tokenizer.from_str(XLMRobertaConverter(slow).converted().to_str())
 
 
 def write_case(out_dir, name, tok, strings):
@@ -202,6 +221,7 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         write_case(args.out, "bpe_bytelevel", train_bpe(train_texts), strings)
         write_case(args.out, "unigram_xlmr", train_unigram(train_texts, work), strings)
+        write_case(args.out, "unigram_spm_converter", convert_unigram(work), strings)
         write_case(args.out, "wordpiece_cased", train_wordpiece(train_texts), strings)
     write_case(args.out, "minilm", Tokenizer.from_file(MINILM), strings)
 
