@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "data/hf_tokenizer.h"
+#include "data/tokenizer_files.h"
 
 namespace bertrain {
 
@@ -11,8 +12,25 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_dir) {
   const std::string vocab = model_dir + "/vocab.txt";
   // Whatever is at the path decides (a directory named tokenizer.json is reported by the loader).
   if (path_exists(json)) return std::make_unique<HfTokenizer>(HfTokenizer::load(json));
-  if (path_exists(vocab)) return std::make_unique<BertTokenizer>(Vocab::load(vocab));
-  BERTRAIN_FAIL(model_dir << ": no tokenizer (the model directory needs tokenizer.json or vocab.txt)");
+  if (path_exists(model_dir + "/vocab.json") && path_exists(model_dir + "/merges.txt")) {
+    const std::string source = model_dir + "/vocab.json";
+    return std::make_unique<HfTokenizer>(HfTokenizer::from_json(byte_level_bpe_tokenizer_json(model_dir), source));
+  }
+  if (path_exists(vocab)) {
+    if (auto wordpiece = wordpiece_tokenizer_json(model_dir)) {
+      return std::make_unique<HfTokenizer>(HfTokenizer::from_json(*wordpiece, vocab));
+    }
+    return std::make_unique<BertTokenizer>(Vocab::load(vocab));
+  }
+  for (const char* sentencepiece : {"sentencepiece.bpe.model", "spiece.model", "sentencepiece.model"}) {
+    BERTRAIN_CHECK(!path_exists(model_dir + "/" + sentencepiece),
+                   model_dir << "/" << sentencepiece << ": a SentencePiece model, which bertrain does not read: save "
+                             << "the tokenizer with transformers to write tokenizer.json beside it (python -c 'from "
+                             << "transformers import AutoTokenizer as T; T.from_pretrained(\"" << model_dir
+                             << "\").save_pretrained(\"" << model_dir << "\")')");
+  }
+  BERTRAIN_FAIL(model_dir << ": no tokenizer (the model directory needs tokenizer.json, vocab.json with merges.txt, "
+                          << "or vocab.txt)");
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer_file(const std::string& path) {

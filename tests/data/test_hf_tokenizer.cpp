@@ -39,8 +39,7 @@ nlohmann::json read_json(const std::string& path) {
   return nlohmann::json::parse(in);
 }
 
-void expect_fixture(const std::string& name) {
-  const HfTokenizer tok = HfTokenizer::load(kDir + name + "/tokenizer.json");
+void expect_ids(const Tokenizer& tok, const std::string& name) {
   const std::vector<nlohmann::json> rows = testing::read_jsonl(kDir + name + "/expected.jsonl");
   ASSERT_GT(rows.size(), 2000u);
   int bad = 0;
@@ -59,11 +58,25 @@ void expect_fixture(const std::string& name) {
   EXPECT_EQ(bad, 0) << name << ": rows whose ids differ from tokenizers', of " << rows.size();
 }
 
+void expect_fixture(const std::string& name) { expect_ids(HfTokenizer::load(kDir + name + "/tokenizer.json"), name); }
+
+// A directory without tokenizer.json, read as load_tokenizer reads a model directory; its expected.jsonl holds
+// the ids transformers' AutoTokenizer gives from the same files.
+void expect_files_fixture(const std::string& name) {
+  const std::unique_ptr<Tokenizer> tok = load_tokenizer(kDir + name);
+  ASSERT_NE(dynamic_cast<const HfTokenizer*>(tok.get()), nullptr) << name;
+  expect_ids(*tok, name);
+}
+
 TEST(HfTokenizer, ByteLevelBpeMatchesTokenizers) { expect_fixture("bpe_bytelevel"); }
 TEST(HfTokenizer, UnigramPrecompiledMatchesTokenizers) { expect_fixture("unigram_xlmr"); }
 // The same model as transformers 4.x's converter wrote it: Strip and Replace(Regex " {2,}") after Precompiled.
 TEST(HfTokenizer, UnigramSpmConverterMatchesTokenizers) { expect_fixture("unigram_spm_converter"); }
 TEST(HfTokenizer, CasedWordPieceMatchesTokenizers) { expect_fixture("wordpiece_cased"); }
+// Older checkpoints' files, as transformers builds a tokenizer from them.
+TEST(TokenizerFiles, RobertaVocabAndMergesWithSettingsMatchTransformers) { expect_files_fixture("roberta_files"); }
+TEST(TokenizerFiles, RobertaVocabAndMergesAloneMatchTransformers) { expect_files_fixture("roberta_files_bare"); }
+TEST(TokenizerFiles, CasedVocabTxtMatchesTransformers) { expect_files_fixture("wordpiece_files_cased"); }
 TEST(HfTokenizer, MiniLmWordPieceMatchesTokenizers) { expect_fixture("minilm"); }
 
 // The circled and squared Latin letters are Other_Alphabetic: word characters to Rust's \w, so a Whitespace
@@ -315,6 +328,46 @@ TEST(TokenizerLoader, PrefersTokenizerJsonOverVocabTxt) {
   const auto tok = load_tokenizer(dir.path().string());
   EXPECT_NE(tok->describe().find("tokenizer.json"), std::string::npos);
   EXPECT_EQ(tok->encode("Hello", 8).ids, (std::vector<int32_t>{101, 7592, 102}));
+}
+
+// Older tokenizer files whose meaning transformers settles in ways the files do not say are refused, naming the
+// file and saying how to write tokenizer.json; so is a SentencePiece model alone. An uncased vocab.txt (settings
+// saying nothing else) keeps the BertTokenizer.
+TEST(TokenizerFiles, RefusesWhatTheFilesDoNotSettle) {
+  testing::TempDir dir("tok_files");
+  const std::string d = dir.path().string();
+  const auto write = [&](const std::string& name, const std::string& text) { std::ofstream(d + "/" + name) << text; };
+  const char* kTokenizerJson = "save the tokenizer with transformers to write tokenizer.json";
+  write("sentencepiece.bpe.model", "not read");
+  expect_error([&] { load_tokenizer(d); }, {"sentencepiece.bpe.model", "SentencePiece", "tokenizer.json"});
+  write("vocab.json", R"({"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "a": 4, "b": 5, "ab": 6, "<mask>": 7})");
+  write("merges.txt", "#version: 0.2\na b\n");
+  EXPECT_EQ(load_tokenizer(d)->encode("ab", 8).ids, (std::vector<int32_t>{0, 6, 2}));
+  write("merges.txt", "#version: 0.2\na b\n\nab c\n");  // an empty line, as tokenizers refuses it
+  expect_error([&] { load_tokenizer(d); }, {"merges.txt", "line 3", "two tokens"});
+  write("merges.txt", "a b\n");
+  write("added_tokens.json", R"({"extra": 8})");
+  expect_error([&] { load_tokenizer(d); }, {"added_tokens.json", kTokenizerJson});
+  write("added_tokens.json", "{}");
+  write("tokenizer_config.json", R"({"mask_token": "<MASK>"})");
+  expect_error([&] { load_tokenizer(d); }, {"vocab.json", "\"<MASK>\" is not in the vocabulary", kTokenizerJson});
+  write("tokenizer_config.json", R"({"mask_token": {"content": "<mask>", "lstrip": true}})");
+  write("special_tokens_map.json", R"({"mask_token": "<unk>"})");
+  expect_error([&] { load_tokenizer(d); }, {"tokenizer_config.json", "mask_token", "special_tokens_map.json"});
+  write("special_tokens_map.json", "{}");
+  write("tokenizer_config.json", R"({"added_tokens_decoder": {"5": {"content": "a", "special": false}}})");
+  expect_error([&] { load_tokenizer(d); }, {"added_tokens_decoder[\"5\"]", "\"a\" is elsewhere in the vocabulary"});
+  write("tokenizer_config.json", R"({"add_prefix_space": "yes"})");
+  expect_error([&] { load_tokenizer(d); }, {"tokenizer_config.json", "add_prefix_space", "true or false"});
+
+  testing::TempDir bert("tok_files_bert");
+  const std::string b = bert.path().string();
+  std::ofstream(b + "/vocab.txt") << "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\nHello\n";
+  std::ofstream(b + "/tokenizer_config.json") << R"({"do_lower_case": true, "model_max_length": 512})";
+  EXPECT_EQ(dynamic_cast<const HfTokenizer*>(load_tokenizer(b).get()), nullptr);  // BertTokenizer
+  EXPECT_EQ(load_tokenizer(b)->encode("Hello", 8).ids, (std::vector<int32_t>{2, 5, 3}));
+  std::ofstream(b + "/tokenizer_config.json") << R"({"do_lower_case": false})";
+  EXPECT_EQ(load_tokenizer(b)->encode("Hello", 8).ids, (std::vector<int32_t>{2, 6, 3}));
 }
 
 // The default model directory has both files and is now read through tokenizer.json: its ids must equal the

@@ -13,6 +13,13 @@ Cases:
   unigram_spm_converter  the same sentencepiece model through transformers' XLMRobertaConverter, as transformers
                   4.x wrote XLM-R's and CamemBERT's tokenizer.json: Precompiled, Strip (right) and
                   Replace(Regex " {2,}", "\u2581") normalizers, Metaspace alone as pre-tokenizer.
+  roberta_files   no tokenizer.json: bpe_bytelevel's vocabulary as vocab.json + merges.txt with a
+                  tokenizer_config.json as transformers 4.x saved one (mask_token an AddedToken with lstrip,
+                  added_tokens_decoder adding a token and setting <s>'s flags), read by transformers' AutoTokenizer.
+  roberta_files_bare  vocab.json + merges.txt alone (and config.json's model_type), as pre-fast-tokenizer
+                  checkpoints ship them.
+  wordpiece_files_cased  no tokenizer.json: wordpiece_cased's vocabulary as vocab.txt with a tokenizer_config.json
+                  that asks for do_lower_case false, strip_accents true and tokenize_chinese_chars false.
   wordpiece_cased WordPiece trained here, cased and accent-keeping (BertNormalizer lowercase=false,
                   strip_accents=false), pre-tokenizer Sequence[WhitespaceSplit, Punctuation, Digits(individual)],
                   [CLS] ... [SEP] template.
@@ -182,6 +189,50 @@ def convert_unigram(work):
     return Tokenizer.from_str(XLMRobertaConverter(slow).converted().to_str())
 
 
+def write_files_case(out_dir, name, files, strings):
+    """A directory of older tokenizer files (name -> text) and the ids transformers' AutoTokenizer gives from it."""
+    from transformers import AutoTokenizer
+
+    d = os.path.join(out_dir, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    for file_name, text in files.items():
+        with open(os.path.join(d, file_name), "w", encoding="utf-8") as f:
+            f.write(text)
+    tok = AutoTokenizer.from_pretrained(d)
+    rows = [{"text": s, "ids": tok(s, truncation=True, max_length=512)["input_ids"]} for s in strings]
+    for max_length in (2, 3, 5, 8, 16):
+        for s in strings[:40:4] + strings[-60::6]:
+            rows.append({"text": s, "max_length": max_length,
+                         "ids": tok(s, truncation=True, max_length=max_length)["input_ids"]})
+    with open(os.path.join(d, "expected.jsonl"), "w", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    print(f"{name} ({type(tok).__name__}): {len(rows)} rows")
+
+
+def roberta_files(bpe_json, settings):
+    """vocab.json and merges.txt (GPT-2's format: a #version line, then one merge per line) from a BPE tokenizer.json."""
+    tokenizer = json.loads(bpe_json)
+    model = tokenizer["model"]
+    # RoBERTa's vocab.json holds its special tokens (<mask> last) where tokenizer.json has them as added tokens.
+    vocab = dict(model["vocab"])
+    vocab.update({t["content"]: t["id"] for t in tokenizer["added_tokens"] if t["special"]})
+    merges = ["#version: 0.2"] + [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
+    files = {"vocab.json": json.dumps(vocab, ensure_ascii=False), "merges.txt": "\n".join(merges) + "\n",
+             "config.json": json.dumps({"model_type": "roberta"})}
+    if settings:
+        files["tokenizer_config.json"] = json.dumps(settings, ensure_ascii=False)
+    return files
+
+
+def wordpiece_files(wordpiece_json, settings):
+    vocab = json.loads(wordpiece_json)["model"]["vocab"]
+    lines = sorted(vocab, key=vocab.get)
+    return {"vocab.txt": "".join(t + "\n" for t in lines), "config.json": json.dumps({"model_type": "bert"}),
+            "tokenizer_config.json": json.dumps(settings)}
+
+
 def write_case(out_dir, name, tok, strings):
     d = os.path.join(out_dir, name)
     os.makedirs(d, exist_ok=True)
@@ -224,6 +275,26 @@ def main():
         write_case(args.out, "unigram_spm_converter", convert_unigram(work), strings)
         write_case(args.out, "wordpiece_cased", train_wordpiece(train_texts), strings)
     write_case(args.out, "minilm", Tokenizer.from_file(MINILM), strings)
+    # Vocabularies from two of the tokenizer.json files above; each case's directory holds its own files.
+    with open(os.path.join(args.out, "bpe_bytelevel", "tokenizer.json"), encoding="utf-8") as f:
+        bpe = f.read()
+    with open(os.path.join(args.out, "wordpiece_cased", "tokenizer.json"), encoding="utf-8") as f:
+        wordpiece = f.read()
+    mask = {"__type": "AddedToken", "content": "<mask>", "lstrip": True, "normalized": False, "rstrip": False,
+            "single_word": False}
+    size = 1 + max(t["id"] for t in json.loads(bpe)["added_tokens"] if t["special"])  # past vocab.json's ids
+    decoder = {
+        "0": {"content": "<s>", "lstrip": False, "normalized": True, "rstrip": False, "single_word": False,
+              "special": True},
+        str(size): {"content": "nlp", "lstrip": False, "normalized": True, "rstrip": False, "single_word": True,
+                    "special": False},
+    }
+    write_files_case(args.out, "roberta_files", roberta_files(bpe, {
+        "tokenizer_class": "RobertaTokenizer", "errors": "replace", "model_max_length": 512, "bos_token": "<s>",
+        "mask_token": mask, "added_tokens_decoder": decoder}), strings)
+    write_files_case(args.out, "roberta_files_bare", roberta_files(bpe, None), strings)
+    write_files_case(args.out, "wordpiece_files_cased", wordpiece_files(wordpiece, {
+        "do_lower_case": False, "strip_accents": True, "tokenize_chinese_chars": False}), strings)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,29 @@
+// The tokenizer.json that transformers (5.x) builds from a model directory's older tokenizer files, for the
+// directories without one (checkpoints saved before fast tokenizers, or with a slow tokenizer):
+//  - vocab.json + merges.txt: RoBERTa's byte-level BPE, as RobertaTokenizer builds it (ByteLevel pre-tokenizer,
+//    BPE without unk, RobertaProcessing <s> ... </s>);
+//  - vocab.txt whose tokenizer_config.json asks for other than BERT's uncased rules (do_lower_case false,
+//    strip_accents, tokenize_chinese_chars false), as BertTokenizer builds it (BertNormalizer, BertPreTokenizer,
+//    WordPiece, [CLS] ... [SEP]). An uncased vocab.txt keeps BertTokenizer (data/tokenizer.h), the Made-With-ML
+//    pipeline's Python semantics.
+// The special tokens are tokenizer_config.json's (else special_tokens_map.json's, else the class's defaults), with
+// the flags an AddedToken object gives them, and added_tokens_decoder's entries add tokens or set flags as in
+// transformers. What transformers would resolve in ways these files do not say (added_tokens.json's ids, a special
+// token missing from the vocabulary, the two settings files disagreeing) is an Error naming the file, never a
+// silently different tokenization: tokenizer.json, which transformers writes with save_pretrained, settles it.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+
+namespace bertrain {
+
+// From dir/vocab.json and dir/merges.txt (both must exist) and the settings files beside them.
+nlohmann::json byte_level_bpe_tokenizer_json(const std::string& dir);
+
+// From dir/vocab.txt and the settings beside it; nullopt when they ask for BERT's uncased rules (or say nothing).
+std::optional<nlohmann::json> wordpiece_tokenizer_json(const std::string& dir);
+
+}  // namespace bertrain
