@@ -21,7 +21,9 @@
 #                                      benchmarks beside PyTorch, a short fine-tune (tools/gpu_check.sh)
 #   ./bertrain.sh help                 this text
 # DIR, OUT and MODEL, like the folders in the environment below, are taken from where the script was started.
-# Environment: BUILD_DIR (default build), JOBS (parallel compile jobs, default: number of cores),
+# Environment: BUILD_DIR (default build), JOBS (parallel compile jobs, default: number of cores), SKIP_BUILD=1
+# (run and test take the binaries already in BUILD_DIR as they are, building only when it has no bertrain: what the
+# test suite's own ./bertrain.sh run does, since a rebuild there would relink the test programs running beside it),
 # CMAKE_ARGS (extra configure arguments, e.g. "-DBERTRAIN_CUDA=OFF"),
 # BERTRAIN_DATA_DIR (folder with madewithml/dataset.csv and holdout.csv; default: datasets/ in this checkout, else
 # ../shared/data beside it when that has them; `run` downloads them from Made-With-ML's GitHub repository into
@@ -62,6 +64,9 @@ ensure_packages() {
 build() {  # build DIR [cmake args...]
   local dir=$1
   shift
+  if [ "${SKIP_BUILD:-}" = 1 ] && [ -x "$dir/bertrain" ]; then
+    return 0
+  fi
   # shellcheck disable=SC2086  # CMAKE_ARGS is a word list on purpose
   cmake -S . -B "$dir" "$@" ${CMAKE_ARGS:-}
   cmake --build "$dir" -j "$JOBS"
