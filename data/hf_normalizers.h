@@ -1,7 +1,7 @@
 // tokenizer.json normalizers (Hugging Face tokenizers' normalizers/*.rs semantics, ids only, so no alignment
 // tracking): BertNormalizer, Sequence, NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, Strip, Replace (String
-// pattern; Regex: a literal, or one character repeated as " {2,}"), Prepend, Precompiled (SentencePiece's compiled character map). make_normalizer refuses anything
-// else with an Error naming the component.
+// pattern; Regex: a literal, or one character repeated as " {2,}"), Prepend, Precompiled (SentencePiece's compiled
+// character map). make_normalizer refuses anything else with an Error naming the component.
 #pragma once
 
 #include <memory>

@@ -83,8 +83,9 @@ class Settings {
     if (!in_config) return mapped;
     SpecialToken configured = token_of(config_.at(key), key, config_file_);
     BERTRAIN_CHECK(configured.content == mapped.content,
-                   config_file_ << ": " << key << " \"" << configured.content << "\" is not special_tokens_map.json's \""
-                                << mapped.content << "\": " << kWriteTokenizerJson);
+                   config_file_ << ": " << key << " \"" << configured.content
+                                << "\" is not special_tokens_map.json's \"" << mapped.content
+                                << "\": " << kWriteTokenizerJson);
     return configured;
   }
 
@@ -138,9 +139,9 @@ class AddedTokens {
       const auto it = vocab_.find(t.content);
       const bool in_vocab = it != vocab_.end() && it->second == id;
       BERTRAIN_CHECK(in_vocab || (it == vocab_.end() && id >= size_),
-                     file << ": " << what << ": \"" << t.content << "\" is " << (it == vocab_.end() ? "not" : "elsewhere")
-                          << " in the vocabulary and id " << id << " is " << (id >= size_ ? "past" : "in")
-                          << " it: " << kWriteTokenizerJson);
+                     file << ": " << what << ": \"" << t.content << "\" is "
+                          << (it == vocab_.end() ? "not" : "elsewhere") << " in the vocabulary and id " << id
+                          << " is " << (id >= size_ ? "past" : "in") << " it: " << kWriteTokenizerJson);
       tokens_[id] = added_token(id, t, bool_field(entry, "special", false, file));
     }
   }
@@ -221,7 +222,10 @@ json byte_level_bpe_tokenizer_json(const std::string& dir) {
       {"added_tokens", added.list()},
       {"normalizer", nullptr},
       {"pre_tokenizer",
-       {{"type", "ByteLevel"}, {"add_prefix_space", prefix_space}, {"trim_offsets", trim_offsets}, {"use_regex", true}}},
+       {{"type", "ByteLevel"},
+        {"add_prefix_space", prefix_space},
+        {"trim_offsets", trim_offsets},
+        {"use_regex", true}}},
       {"post_processor",
        {{"type", "RobertaProcessing"},
         {"sep", {sep.content, id_json(sep_id)}},
@@ -260,7 +264,9 @@ std::optional<json> wordpiece_tokenizer_json(const std::string& dir) {
   const int cls_id = added.add_special(cls), sep_id = added.add_special(sep);
   added.apply_decoder(settings);
   const json strip_accents = strip_accents_set ? json(settings.flag("strip_accents", false)) : json(nullptr);
-  const auto special = [](const SpecialToken& t) { return json{{"SpecialToken", {{"id", t.content}, {"type_id", 0}}}}; };
+  const auto special = [](const SpecialToken& t) {
+    return json{{"SpecialToken", {{"id", t.content}, {"type_id", 0}}}};
+  };
   return json{
       {"version", "1.0"},
       {"added_tokens", added.list()},

@@ -1,7 +1,8 @@
 // Packed (unpadded) batches (DESIGN.md): the T = ΣL_b tokens of B rows lie back to back, row b being tokens
 // [cu_seqlens[b], cu_seqlens[b + 1]). These ops derive what token-wise kernels need from the row offsets (each
-// token's dropout row; its position comes from embedding_positions, kernels/embedding.h) and move the [CLS] rows (each row's first token) in and out of the packed
-// tokens. CPU twins first, then the CUDA launchers (kernels/cuda/packed.cu).
+// token's dropout row; its position comes from embedding_positions, kernels/embedding.h) and move the [CLS] rows
+// (each row's first token) in and out of the packed tokens. CPU twins first, then the CUDA launchers
+// (kernels/cuda/packed.cu).
 #pragma once
 
 #include <cstddef>

@@ -416,7 +416,8 @@ TEST_F(MpiTest, ChaosKillingOneRankEndsAsTheUninterruptedJob) {
     int run_kills = 0;
     std::thread killer([&, out] {
       for (int k = 0; k < 2; ++k) {
-        std::this_thread::sleep_for(std::chrono::duration<double>(std::uniform_real_distribution<double>(0.3, 0.9)(rng) * window));
+        const double at = std::uniform_real_distribution<double>(0.3, 0.9)(rng) * window;
+        std::this_thread::sleep_for(std::chrono::duration<double>(at));
         // Between attempts (and on a loaded machine, before mpirun has started them) there are no ranks yet: wait
         // for the next ones rather than give up the kill, unless the job has ended.
         std::vector<pid_t> ranks;

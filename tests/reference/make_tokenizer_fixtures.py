@@ -212,7 +212,7 @@ def write_files_case(out_dir, name, files, strings):
 
 
 def roberta_files(bpe_json, settings):
-    """vocab.json and merges.txt (GPT-2's format: a #version line, then one merge per line) from a BPE tokenizer.json."""
+    """vocab.json and merges.txt (GPT-2's format: a #version line, a merge per line) from a BPE tokenizer.json."""
     tokenizer = json.loads(bpe_json)
     model = tokenizer["model"]
     # RoBERTa's vocab.json holds its special tokens (<mask> last) where tokenizer.json has them as added tokens.
