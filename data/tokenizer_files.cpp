@@ -1,7 +1,10 @@
 #include "data/tokenizer_files.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <exception>
 #include <map>
-#include <utility>
+#include <string>
 
 #include "core/error.h"
 #include "core/files.h"
