@@ -364,7 +364,7 @@ int HfTokenizer::pad_id() const { return impl_->pad; }
 int HfTokenizer::unk_id() const { return impl_->model->unk_id(); }
 int HfTokenizer::vocab_size() const { return impl_->vocab_size; }
 std::string HfTokenizer::describe() const {
-  return "tokenizer.json (" + impl_->model->name() + ") from " + impl_->source;
+  return impl_->model->name() + " tokenizer from " + impl_->source;
 }
 
 }  // namespace bertrain

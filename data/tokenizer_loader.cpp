@@ -13,12 +13,13 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_dir) {
   // Whatever is at the path decides (a directory named tokenizer.json is reported by the loader).
   if (path_exists(json)) return std::make_unique<HfTokenizer>(HfTokenizer::load(json));
   if (path_exists(model_dir + "/vocab.json") && path_exists(model_dir + "/merges.txt")) {
-    const std::string source = model_dir + "/vocab.json";
+    const std::string source = model_dir + "/vocab.json and merges.txt";
     return std::make_unique<HfTokenizer>(HfTokenizer::from_json(byte_level_bpe_tokenizer_json(model_dir), source));
   }
   if (path_exists(vocab)) {
     if (auto wordpiece = wordpiece_tokenizer_json(model_dir)) {
-      return std::make_unique<HfTokenizer>(HfTokenizer::from_json(*wordpiece, vocab));
+      return std::make_unique<HfTokenizer>(
+          HfTokenizer::from_json(*wordpiece, vocab + " with tokenizer_config.json's settings"));
     }
     return std::make_unique<BertTokenizer>(Vocab::load(vocab));
   }
