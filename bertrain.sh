@@ -12,7 +12,8 @@
 #   ./bertrain.sh build                set up and build only
 #   ./bertrain.sh fuzz [SECONDS]       libFuzzer on the parsers (tests/fuzz/targets.cmake: safetensors,
 #                                      config.json, vocab.txt, CSV, the dataset records, pytorch_model.bin,
-#                                      tokenizer.json, text encoding, serve's request bodies)
+#                                      tokenizer.json, older tokenizer files, text encoding, serve's
+#                                      request bodies)
 #                                      with clang + ASan/UBSan in build-fuzz/, SECONDS per target (default
 #                                      60); non-zero exit on any finding (docs/RELIABILITY.md)
 #   ./bertrain.sh deps-bundle [DIR]    copy Eigen, nlohmann/json, utf8proc, GoogleTest sources and cpp-httplib into DIR,
