@@ -22,7 +22,7 @@ namespace bertrain {
 ArgParser train_arg_parser() {
   ArgParser p("train",
               "Fine-tunes a Hugging Face BERT-family model directory (model_type bert, roberta, xlm-roberta,\n"
-              "distilbert or electra) for text classification on a CSV, TSV or JSON Lines\n"
+              "camembert, data2vec-text, distilbert or electra) for text classification on a CSV, TSV or JSON Lines\n"
               "file (Made-With-ML's title, description and tag columns by default; --text-columns, --label-column,\n"
               "--multi-label for others), keeps the epoch with the lowest val_loss (RUN_DIR/best) and the latest\n"
               "(RUN_DIR/last, resumable), and writes RUN_DIR/metrics.jsonl and RUN_DIR/results.json.");
