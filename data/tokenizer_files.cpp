@@ -5,9 +5,11 @@
 #include <exception>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 #include "core/files.h"
+#include "data/hf_json.h"
 #include "data/tokenizer.h"
 
 namespace bertrain {
@@ -18,10 +20,6 @@ using nlohmann::json;
 
 // Ids as JSON's parser stores a non-negative number (unsigned), which is what the tokenizer.json readers expect.
 json id_json(int id) { return static_cast<uint32_t>(id); }
-
-const char* kWriteTokenizerJson =
-    "save the tokenizer with transformers to write tokenizer.json (python -c 'from transformers import "
-    "AutoTokenizer as T; T.from_pretrained(\"DIR\").save_pretrained(\"DIR\")'), which bertrain reads as it is";
 
 // A special token and the flags of the AddedToken transformers makes of it.
 struct SpecialToken {
@@ -34,73 +32,62 @@ json added_token(int id, const SpecialToken& t, bool special) {
           {"rstrip", t.rstrip}, {"normalized", t.normalized}, {"special", special}};
 }
 
-bool bool_field(const json& object, const char* key, bool fallback, const std::string& file) {
-  if (!object.contains(key) || object.at(key).is_null()) return fallback;
-  BERTRAIN_CHECK(object.at(key).is_boolean(),
-                 file << ": field '" << key << "' must be true or false, found " << object.at(key).dump());
-  return object.at(key).get<bool>();
-}
-
 // A settings value naming a token: a string, or an AddedToken object {"content", "lstrip", ...}.
-SpecialToken token_of(const json& value, const std::string& what, const std::string& file) {
-  if (value.is_string()) return {value.get<std::string>()};
-  BERTRAIN_CHECK(value.is_object() && value.contains("content") && value.at("content").is_string(),
-                 file << ": " << what << " must be a string or an object with a string \"content\", found "
-                      << value.dump());
-  SpecialToken t{value.at("content").get<std::string>()};
-  t.lstrip = bool_field(value, "lstrip", false, file);
-  t.rstrip = bool_field(value, "rstrip", false, file);
-  t.single_word = bool_field(value, "single_word", false, file);
-  t.normalized = bool_field(value, "normalized", false, file);
+SpecialToken token_of(const hf::JsonAt& value) {
+  if (value.json().is_string()) return {value.str()};
+  SpecialToken t{value.at("content").str()};
+  t.lstrip = value.get_bool("lstrip", false);
+  t.rstrip = value.get_bool("rstrip", false);
+  t.single_word = value.get_bool("single_word", false);
+  t.normalized = value.get_bool("normalized", false);
   return t;
 }
 
-// tokenizer_config.json and special_tokens_map.json of a directory (each {} when absent).
+// A settings file's object; {} when the file is absent.
+json read_settings(const std::string& path) {
+  if (!file_exists(path)) return json::object();
+  json j = read_json_file(path);
+  BERTRAIN_CHECK(j.is_object(), path << ": expected a JSON object");
+  return j;
+}
+
+// The settings of a tokenizer built here: tokenizer_config.json (read by the caller, who decides from it whether
+// to build one) and special_tokens_map.json; a non-empty added_tokens.json is refused.
 class Settings {
  public:
-  explicit Settings(const std::string& dir)
-      : config_file_(dir + "/tokenizer_config.json"), map_file_(dir + "/special_tokens_map.json") {
-    config_ = read_object(config_file_);
-    map_ = read_object(map_file_);
+  Settings(const std::string& dir, json config)
+      : dir_(dir), config_file_(dir + "/tokenizer_config.json"), map_file_(dir + "/special_tokens_map.json"),
+        config_(std::move(config)), map_(read_settings(map_file_)) {
     const std::string added = dir + "/added_tokens.json";
     if (file_exists(added)) {
       const json tokens = read_json_file(added);
       BERTRAIN_CHECK(!tokens.is_object() || tokens.empty(),
                      added << ": added tokens are not read from this file (transformers may give them other ids "
-                              "than it says): " << kWriteTokenizerJson);
+                              "than it says): " << tokenizer_json_advice(dir_));
     }
   }
 
-  const json& config() const { return config_; }
-  const std::string& config_file() const { return config_file_; }
-  bool flag(const char* key, bool fallback) const { return bool_field(config_, key, fallback, config_file_); }
+  hf::JsonAt config() const { return {&config_file_, "", &config_}; }
+  const std::string& dir() const { return dir_; }
 
   // The special token `key` ("mask_token"): tokenizer_config.json's, else special_tokens_map.json's, else
   // `fallback`; an Error when the two files name different tokens.
   SpecialToken special(const char* key, const char* fallback) const {
-    const bool in_config = config_.contains(key) && !config_.at(key).is_null();
-    const bool in_map = map_.contains(key) && !map_.at(key).is_null();
-    if (!in_config && !in_map) return {fallback};
-    if (!in_map) return token_of(config_.at(key), key, config_file_);
-    const SpecialToken mapped = token_of(map_.at(key), key, map_file_);
-    if (!in_config) return mapped;
-    SpecialToken configured = token_of(config_.at(key), key, config_file_);
+    const hf::JsonAt map{&map_file_, "", &map_};
+    if (!config().has(key) && !map.has(key)) return {fallback};
+    if (!map.has(key)) return token_of(config().at(key));
+    const SpecialToken mapped = token_of(map.at(key));
+    if (!config().has(key)) return mapped;
+    SpecialToken configured = token_of(config().at(key));
     BERTRAIN_CHECK(configured.content == mapped.content,
                    config_file_ << ": " << key << " \"" << configured.content
                                 << "\" is not special_tokens_map.json's \"" << mapped.content
-                                << "\": " << kWriteTokenizerJson);
+                                << "\": " << tokenizer_json_advice(dir_));
     return configured;
   }
 
  private:
-  static json read_object(const std::string& path) {
-    if (!file_exists(path)) return json::object();
-    json j = read_json_file(path);
-    BERTRAIN_CHECK(j.is_object(), path << ": expected a JSON object");
-    return j;
-  }
-
-  std::string config_file_, map_file_;
+  std::string dir_, config_file_, map_file_;
   json config_, map_;
 };
 
@@ -114,22 +101,20 @@ class AddedTokens {
     for (const auto& [token, id] : vocab_) size_ = std::max(size_, id + 1);
   }
 
-  int add_special(const SpecialToken& t) {
+  int add_special(const SpecialToken& t, const Settings& settings) {
     const auto it = vocab_.find(t.content);
-    BERTRAIN_CHECK(it != vocab_.end(), vocab_file_ << ": special token \"" << t.content
-                                                   << "\" is not in the vocabulary: " << kWriteTokenizerJson);
+    BERTRAIN_CHECK(it != vocab_.end(), vocab_file_ << ": special token \"" << t.content << "\" is not in the "
+                                                   << "vocabulary: " << tokenizer_json_advice(settings.dir()));
     tokens_[it->second] = added_token(it->second, t, true);
     return it->second;
   }
 
   void apply_decoder(const Settings& settings) {
-    const json& config = settings.config();
-    if (!config.contains("added_tokens_decoder") || config.at("added_tokens_decoder").is_null()) return;
-    const json& decoder = config.at("added_tokens_decoder");
-    const std::string& file = settings.config_file();
-    BERTRAIN_CHECK(decoder.is_object(), file << ": added_tokens_decoder must be an object, found " << decoder.dump());
-    for (const auto& [key, entry] : decoder.items()) {
-      const std::string what = "added_tokens_decoder[\"" + key + "\"]";
+    if (!settings.config().has("added_tokens_decoder")) return;
+    const hf::JsonAt decoder = settings.config().at("added_tokens_decoder");
+    if (!decoder.json().is_object()) decoder.fail("expected an object {\"id\": token}");
+    for (const auto& [key, value] : decoder.json().items()) {
+      const hf::JsonAt entry{decoder.source, "added_tokens_decoder[\"" + key + "\"]", &value};
       int id = -1;
       try {
         std::size_t used = 0;
@@ -137,15 +122,16 @@ class AddedTokens {
         if (used != key.size()) id = -1;
       } catch (const std::exception&) {
       }
-      BERTRAIN_CHECK(id >= 0, file << ": " << what << ": the key must be a token id");
-      const SpecialToken t = token_of(entry, what, file);
+      if (id < 0) entry.fail("the key must be a token id");
+      const SpecialToken t = token_of(entry);
       const auto it = vocab_.find(t.content);
       const bool in_vocab = it != vocab_.end() && it->second == id;
-      BERTRAIN_CHECK(in_vocab || (it == vocab_.end() && id >= size_),
-                     file << ": " << what << ": \"" << t.content << "\" is "
-                          << (it == vocab_.end() ? "not" : "elsewhere") << " in the vocabulary and id " << id
-                          << " is " << (id >= size_ ? "past" : "in") << " it: " << kWriteTokenizerJson);
-      tokens_[id] = added_token(id, t, bool_field(entry, "special", false, file));
+      if (!in_vocab && (it != vocab_.end() || id < size_)) {
+        entry.fail("\"" + t.content + "\" is " + (it == vocab_.end() ? "not" : "elsewhere") +
+                   " in the vocabulary and id " + std::to_string(id) + " is " + (id >= size_ ? "past" : "in") +
+                   " it: " + tokenizer_json_advice(settings.dir()));
+      }
+      tokens_[id] = added_token(id, t, entry.get_bool("special", false));
     }
   }
 
@@ -205,21 +191,27 @@ json vocab_json(const std::map<std::string, int>& vocab) {
 
 }  // namespace
 
+std::string tokenizer_json_advice(const std::string& dir) {
+  return "save the tokenizer with transformers to write tokenizer.json (python -c 'from transformers import "
+         "AutoTokenizer as T; T.from_pretrained(\"" + dir + "\").save_pretrained(\"" + dir + "\")'), which bertrain "
+         "reads as it is";
+}
+
 json byte_level_bpe_tokenizer_json(const std::string& dir) {
   const std::string vocab_file = dir + "/vocab.json";
   const std::map<std::string, int> vocab = read_bpe_vocab(vocab_file);
-  const Settings settings(dir);
+  const Settings settings(dir, read_settings(dir + "/tokenizer_config.json"));
   AddedTokens added(vocab, vocab_file);
   // RobertaTokenizer's specials, in the order transformers adds them.
   const SpecialToken bos = settings.special("bos_token", "<s>"), eos = settings.special("eos_token", "</s>");
   const SpecialToken unk = settings.special("unk_token", "<unk>"), sep = settings.special("sep_token", "</s>");
   const SpecialToken pad = settings.special("pad_token", "<pad>"), cls = settings.special("cls_token", "<s>");
   const SpecialToken mask = settings.special("mask_token", "<mask>");
-  for (const SpecialToken* t : {&bos, &eos, &unk, &pad, &mask}) added.add_special(*t);
-  const int sep_id = added.add_special(sep), cls_id = added.add_special(cls);
+  for (const SpecialToken* t : {&bos, &eos, &unk, &pad, &mask}) added.add_special(*t, settings);
+  const int sep_id = added.add_special(sep, settings), cls_id = added.add_special(cls, settings);
   added.apply_decoder(settings);
-  const bool prefix_space = settings.flag("add_prefix_space", false);
-  const bool trim_offsets = settings.flag("trim_offsets", true);
+  const bool prefix_space = settings.config().get_bool("add_prefix_space", false);
+  const bool trim_offsets = settings.config().get_bool("trim_offsets", true);
   return {
       {"version", "1.0"},
       {"added_tokens", added.list()},
@@ -249,12 +241,15 @@ json byte_level_bpe_tokenizer_json(const std::string& dir) {
 }
 
 std::optional<json> wordpiece_tokenizer_json(const std::string& dir) {
-  const Settings settings(dir);
-  const bool lowercase = settings.flag("do_lower_case", true);
-  const bool chinese = settings.flag("tokenize_chinese_chars", true);
-  const json& config = settings.config();
-  const bool strip_accents_set = config.contains("strip_accents") && !config.at("strip_accents").is_null();
-  if (lowercase && chinese && !strip_accents_set) return std::nullopt;  // BertTokenizer's rules
+  // tokenizer_config.json decides; the other settings files are read only for a tokenizer built here.
+  const std::string config_file = dir + "/tokenizer_config.json";
+  json config = read_settings(config_file);
+  const hf::JsonAt at{&config_file, "", &config};
+  const bool lowercase = at.get_bool("do_lower_case", true);
+  const bool chinese = at.get_bool("tokenize_chinese_chars", true);
+  const json strip_accents = at.has("strip_accents") ? json(at.get_bool("strip_accents", false)) : json(nullptr);
+  if (lowercase && chinese && strip_accents.is_null()) return std::nullopt;  // BertTokenizer's rules
+  const Settings settings(dir, std::move(config));
   const std::string vocab_file = dir + "/vocab.txt";
   const Vocab lines = Vocab::load(vocab_file);
   std::map<std::string, int> vocab;
@@ -263,10 +258,9 @@ std::optional<json> wordpiece_tokenizer_json(const std::string& dir) {
   const SpecialToken pad = settings.special("pad_token", "[PAD]"), unk = settings.special("unk_token", "[UNK]");
   const SpecialToken cls = settings.special("cls_token", "[CLS]"), sep = settings.special("sep_token", "[SEP]");
   const SpecialToken mask = settings.special("mask_token", "[MASK]");
-  for (const SpecialToken* t : {&pad, &unk, &mask}) added.add_special(*t);
-  const int cls_id = added.add_special(cls), sep_id = added.add_special(sep);
+  for (const SpecialToken* t : {&pad, &unk, &mask}) added.add_special(*t, settings);
+  const int cls_id = added.add_special(cls, settings), sep_id = added.add_special(sep, settings);
   added.apply_decoder(settings);
-  const json strip_accents = strip_accents_set ? json(settings.flag("strip_accents", false)) : json(nullptr);
   const auto special = [](const SpecialToken& t) {
     return json{{"SpecialToken", {{"id", t.content}, {"type_id", 0}}}};
   };

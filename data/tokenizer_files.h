@@ -20,6 +20,10 @@
 
 namespace bertrain {
 
+// What a user should do with `dir` when its tokenizer files are not read: the transformers command that writes
+// tokenizer.json beside them.
+std::string tokenizer_json_advice(const std::string& dir);
+
 // From dir/vocab.json and dir/merges.txt (both must exist) and the settings files beside them.
 nlohmann::json byte_level_bpe_tokenizer_json(const std::string& dir);
 

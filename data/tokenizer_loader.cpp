@@ -25,10 +25,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_dir) {
   }
   for (const char* sentencepiece : {"sentencepiece.bpe.model", "spiece.model", "sentencepiece.model"}) {
     BERTRAIN_CHECK(!path_exists(model_dir + "/" + sentencepiece),
-                   model_dir << "/" << sentencepiece << ": a SentencePiece model, which bertrain does not read: save "
-                             << "the tokenizer with transformers to write tokenizer.json beside it (python -c 'from "
-                             << "transformers import AutoTokenizer as T; T.from_pretrained(\"" << model_dir
-                             << "\").save_pretrained(\"" << model_dir << "\")')");
+                   model_dir << "/" << sentencepiece << ": a SentencePiece model, which bertrain does not read: "
+                             << tokenizer_json_advice(model_dir));
   }
   BERTRAIN_FAIL(model_dir << ": no tokenizer (the model directory needs tokenizer.json, vocab.json with merges.txt, "
                           << "or vocab.txt)");

@@ -364,8 +364,13 @@ TEST(TokenizerFiles, RefusesWhatTheFilesDoNotSettle) {
   const std::string b = bert.path().string();
   std::ofstream(b + "/vocab.txt") << "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\nHello\n";
   std::ofstream(b + "/tokenizer_config.json") << R"({"do_lower_case": true, "model_max_length": 512})";
+  // The files only a tokenizer built here reads do not matter to BertTokenizer, as before there was one.
+  std::ofstream(b + "/added_tokens.json") << R"({"hello world": 7})";
+  std::ofstream(b + "/special_tokens_map.json") << "[]";
   EXPECT_EQ(dynamic_cast<const HfTokenizer*>(load_tokenizer(b).get()), nullptr);  // BertTokenizer
   EXPECT_EQ(load_tokenizer(b)->encode("Hello", 8).ids, (std::vector<int32_t>{2, 5, 3}));
+  std::ofstream(b + "/added_tokens.json") << "{}";
+  std::ofstream(b + "/special_tokens_map.json") << "{}";
   std::ofstream(b + "/tokenizer_config.json") << R"({"do_lower_case": false})";
   EXPECT_EQ(load_tokenizer(b)->encode("Hello", 8).ids, (std::vector<int32_t>{2, 6, 3}));
 }
