@@ -16,6 +16,7 @@
 #include <cstring>
 #include <utility>
 
+#include "data/base64.h"
 #include "data/hf_unicode.h"
 
 namespace bertrain {
@@ -464,35 +465,6 @@ class PrecompiledNormalizer : public Normalizer {
   std::string pool_;  // replacement strings, each ended by NUL (c_str() ends the last)
   bool ascii_mapped_[128] = {};
 };
-
-bool decode_base64(const std::string& in, std::string* out) {
-  auto val = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  out->clear();
-  uint32_t acc = 0;
-  int bits = 0;
-  std::size_t i = 0;
-  for (; i < in.size() && in[i] != '='; ++i) {
-    const int v = val(in[i]);
-    if (v < 0) return false;
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out->push_back(static_cast<char>((acc >> bits) & 0xFF));
-    }
-  }
-  for (; i < in.size(); ++i) {
-    if (in[i] != '=') return false;
-  }
-  return true;
-}
 
 }  // namespace
 

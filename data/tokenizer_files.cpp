@@ -6,10 +6,13 @@
 #include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "core/files.h"
+#include "data/base64.h"
 #include "data/hf_json.h"
+#include "data/sentencepiece_model.h"
 #include "data/tokenizer.h"
 
 namespace bertrain {
@@ -25,6 +28,7 @@ json id_json(int id) { return static_cast<uint32_t>(id); }
 struct SpecialToken {
   std::string content;
   bool lstrip = false, rstrip = false, single_word = false, normalized = false;
+  bool plain = true;  // given as a string (a class may give those flags of its own), not as an AddedToken object
 };
 
 json added_token(int id, const SpecialToken& t, bool special) {
@@ -36,6 +40,7 @@ json added_token(int id, const SpecialToken& t, bool special) {
 SpecialToken token_of(const hf::JsonAt& value) {
   if (value.json().is_string()) return {value.str()};
   SpecialToken t{value.at("content").str()};
+  t.plain = false;
   t.lstrip = value.get_bool("lstrip", false);
   t.rstrip = value.get_bool("rstrip", false);
   t.single_word = value.get_bool("single_word", false);
@@ -51,13 +56,18 @@ json read_settings(const std::string& path) {
   return j;
 }
 
-// The settings of a tokenizer built here: tokenizer_config.json (read by the caller, who decides from it whether
-// to build one) and special_tokens_map.json; a non-empty added_tokens.json is refused.
+// The settings of a tokenizer built here, read as transformers' from_pretrained reads them: tokenizer_config.json
+// (read by the caller, who decides from it whether to build one), then, unless it has added_tokens_decoder (which
+// makes transformers ignore both files), special_tokens_map.json, whose tokens replace the config's, and
+// added_tokens.json, which is refused when it adds anything (transformers may give its tokens other ids than it
+// says).
 class Settings {
  public:
   Settings(const std::string& dir, json config)
       : dir_(dir), config_file_(dir + "/tokenizer_config.json"), map_file_(dir + "/special_tokens_map.json"),
-        config_(std::move(config)), map_(read_settings(map_file_)) {
+        config_(std::move(config)) {
+    if (config_.contains("added_tokens_decoder")) return;
+    map_ = read_settings(map_file_);
     const std::string added = dir + "/added_tokens.json";
     if (file_exists(added)) {
       const json tokens = read_json_file(added);
@@ -70,25 +80,18 @@ class Settings {
   hf::JsonAt config() const { return {&config_file_, "", &config_}; }
   const std::string& dir() const { return dir_; }
 
-  // The special token `key` ("mask_token"): tokenizer_config.json's, else special_tokens_map.json's, else
-  // `fallback`; an Error when the two files name different tokens.
+  // The special token `key` ("mask_token"): special_tokens_map.json's, else tokenizer_config.json's, else
+  // `fallback`.
   SpecialToken special(const char* key, const char* fallback) const {
     const hf::JsonAt map{&map_file_, "", &map_};
-    if (!config().has(key) && !map.has(key)) return {fallback};
-    if (!map.has(key)) return token_of(config().at(key));
-    const SpecialToken mapped = token_of(map.at(key));
-    if (!config().has(key)) return mapped;
-    SpecialToken configured = token_of(config().at(key));
-    BERTRAIN_CHECK(configured.content == mapped.content,
-                   config_file_ << ": " << key << " \"" << configured.content
-                                << "\" is not special_tokens_map.json's \"" << mapped.content
-                                << "\": " << tokenizer_json_advice(dir_));
-    return configured;
+    if (map.has(key)) return token_of(map.at(key));
+    if (config().has(key)) return token_of(config().at(key));
+    return {fallback};
   }
 
  private:
   std::string dir_, config_file_, map_file_;
-  json config_, map_;
+  json config_, map_ = json::object();
 };
 
 // The added tokens of a tokenizer.json: the special tokens (which must be in the vocabulary), then
@@ -101,11 +104,14 @@ class AddedTokens {
     for (const auto& [token, id] : vocab_) size_ = std::max(size_, id + 1);
   }
 
-  int add_special(const SpecialToken& t, const Settings& settings) {
+  int add_special(const SpecialToken& t, const Settings& settings) { return add(t, true, settings); }
+
+  int add(const SpecialToken& t, bool special, const Settings& settings) {
     const auto it = vocab_.find(t.content);
-    BERTRAIN_CHECK(it != vocab_.end(), vocab_file_ << ": special token \"" << t.content << "\" is not in the "
-                                                   << "vocabulary: " << tokenizer_json_advice(settings.dir()));
-    tokens_[it->second] = added_token(it->second, t, true);
+    BERTRAIN_CHECK(it != vocab_.end(), vocab_file_ << ": " << (special ? "special " : "") << "token \"" << t.content
+                                                   << "\" is not in the vocabulary: "
+                                                   << tokenizer_json_advice(settings.dir()));
+    tokens_[it->second] = added_token(it->second, t, special);
     return it->second;
   }
 
@@ -187,6 +193,33 @@ json vocab_json(const std::map<std::string, int>& vocab) {
   json out = json::object();
   for (const auto& [token, id] : vocab) out[token] = id_json(id);
   return out;
+}
+
+// The classes transformers builds from a SentencePiece model that bertrain's model families use.
+enum class SentencePieceClass { kXlmRoberta, kCamembert };
+
+// tokenizer_config.json's tokenizer_class, else config.json's model_type, as AutoTokenizer picks the class.
+SentencePieceClass sentencepiece_class(const Settings& settings, const std::string& model_file) {
+  if (settings.config().has("tokenizer_class")) {
+    const hf::JsonAt at = settings.config().at("tokenizer_class");
+    std::string name = at.str();
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, "Fast") == 0) name.resize(name.size() - 4);
+    if (name == "XLMRobertaTokenizer") return SentencePieceClass::kXlmRoberta;
+    if (name == "CamembertTokenizer") return SentencePieceClass::kCamembert;
+    at.fail("bertrain builds a tokenizer from " + model_file + " for XLMRobertaTokenizer and CamembertTokenizer, not " +
+            hf::json_quote(at.str()) + ": " + tokenizer_json_advice(settings.dir()));
+  }
+  const std::string config_file = settings.dir() + "/config.json";
+  json config = read_settings(config_file);
+  const hf::JsonAt at{&config_file, "", &config};
+  const std::string model_type = at.has("model_type") ? at.at("model_type").str() : "";
+  if (model_type == "xlm-roberta") return SentencePieceClass::kXlmRoberta;
+  if (model_type == "camembert") return SentencePieceClass::kCamembert;
+  BERTRAIN_FAIL(model_file << ": bertrain builds a tokenizer from a SentencePiece model for XLM-R and CamemBERT (its "
+                           << "tokenizer_config.json's tokenizer_class or config.json's model_type says which), "
+                           << "and " << config_file << " has "
+                           << (model_type.empty() ? "no model_type" : "model_type " + hf::json_quote(model_type))
+                           << ": " << tokenizer_json_advice(settings.dir()));
 }
 
 }  // namespace
@@ -286,6 +319,96 @@ std::optional<json> wordpiece_tokenizer_json(const std::string& dir) {
         {"continuing_subword_prefix", "##"},
         {"max_input_chars_per_word", 100},
         {"vocab", vocab_json(vocab)}}}};
+}
+
+json sentencepiece_tokenizer_json(const std::string& dir) {
+  const std::string model_file = dir + "/sentencepiece.bpe.model";
+  const Settings settings(dir, read_settings(dir + "/tokenizer_config.json"));
+  const SentencePieceClass cls = sentencepiece_class(settings, model_file);
+  const SentencePieceModel spm = read_sentencepiece_model(model_file);
+  const SpecialToken bos = settings.special("bos_token", "<s>"), eos = settings.special("eos_token", "</s>");
+  const SpecialToken unk = settings.special("unk_token", "<unk>"), sep = settings.special("sep_token", "</s>");
+  const SpecialToken pad = settings.special("pad_token", "<pad>"), cls_token = settings.special("cls_token", "<s>");
+  SpecialToken mask = settings.special("mask_token", "<mask>");
+
+  // The Unigram vocabulary as the classes' convert_from_spm lay it out: fairseq's special ids first, the model's
+  // pieces after the ones they replace, <mask> last.
+  std::vector<std::pair<std::string, double>> pieces;
+  const auto add_pieces = [&](std::size_t from) {
+    for (std::size_t i = from; i < spm.pieces.size(); ++i) pieces.emplace_back(spm.pieces[i].text, spm.pieces[i].score);
+  };
+  int unk_id = 3;
+  if (cls == SentencePieceClass::kXlmRoberta) {
+    pieces = {{bos.content, 0.0}, {pad.content, 0.0}, {eos.content, 0.0}, {unk.content, 0.0}};
+    add_pieces(3);
+  } else {
+    // transformers 5 reads a CamemBERT model's pieces as a BPE vocabulary unless the model is a unigram one, and
+    // then fails to build the tokenizer.
+    BERTRAIN_CHECK(spm.model_type == SentencePieceModel::kUnigram,
+                   model_file << ": a SentencePiece model of type " << spm.model_type << " (1 is unigram), from "
+                              << "which transformers builds no CamemBERT tokenizer");
+    pieces = {{"<s>NOTUSED", 0.0}, {pad.content, 0.0}, {"</s>NOTUSED", 0.0}, {unk.content, 0.0},
+              {"<unk>NOTUSED", -100.0}};
+    add_pieces(1);
+    unk_id = 0;
+    while (unk_id < static_cast<int>(pieces.size()) && pieces[unk_id].first != unk.content) ++unk_id;
+    if (unk_id == static_cast<int>(pieces.size())) unk_id = 0;
+    if (mask.plain) mask.lstrip = true;  // CamembertTokenizer makes a string mask_token an lstrip AddedToken
+  }
+  pieces.emplace_back(mask.content, 0.0);
+  std::map<std::string, int> ids;  // a repeated piece: its last id, as tokenizers' Unigram
+  json vocab = json::array();
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    ids[pieces[i].first] = static_cast<int>(i);
+    vocab.push_back({pieces[i].first, pieces[i].second});
+  }
+
+  AddedTokens added(ids, model_file);
+  const int bos_id = added.add_special(bos, settings), eos_id = added.add_special(eos, settings);
+  const SpecialToken* const others[] = {&unk, &sep, &pad, &cls_token, &mask};
+  for (const SpecialToken* t : others) added.add_special(*t, settings);
+  // The extra special tokens: tokenizer_config.json's additional_special_tokens, else the model's control (special)
+  // and user-defined (not special) pieces; special_tokens_map.json's list is replaced by the model's, as in
+  // transformers.
+  if (settings.config().has("additional_special_tokens")) {
+    const hf::JsonAt list = settings.config().at("additional_special_tokens");
+    if (!list.json().is_array()) list.fail("expected a list of tokens");
+    for (std::size_t i = 0; i < list.size(); ++i) added.add_special(token_of(list.at(i)), settings);
+  } else {
+    for (const SentencePieceModel::Piece& piece : spm.pieces) {
+      if (piece.type != SentencePieceModel::kControl && piece.type != SentencePieceModel::kUserDefined) continue;
+      added.add(SpecialToken{piece.text}, piece.type == SentencePieceModel::kControl, settings);
+    }
+  }
+  added.apply_decoder(settings);
+
+  const std::string prepend = settings.config().get_bool("add_prefix_space", true) ? "always" : "never";
+  const auto special = [](const SpecialToken& t) {
+    return json{{"SpecialToken", {{"id", t.content}, {"type_id", 0}}}};
+  };
+  const auto sequence = [](const char* id) { return json{{"Sequence", {{"id", id}, {"type_id", 0}}}}; };
+  json special_tokens = json::object();
+  for (const auto& [t, id] : {std::pair{&bos, bos_id}, std::pair{&eos, eos_id}}) {
+    special_tokens[t->content] = {{"id", t->content}, {"ids", {id_json(id)}}, {"tokens", {t->content}}};
+  }
+  return {
+      {"version", "1.0"},
+      {"added_tokens", added.list()},
+      {"normalizer", spm.precompiled_charsmap.empty()
+                         ? json(nullptr)
+                         : json{{"type", "Precompiled"},
+                                {"precompiled_charsmap", encode_base64(spm.precompiled_charsmap)}}},
+      {"pre_tokenizer",
+       {{"type", "Sequence"},
+        {"pretokenizers",
+         {{{"type", "WhitespaceSplit"}},
+          {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", prepend}, {"split", true}}}}}},
+      {"post_processor",
+       {{"type", "TemplateProcessing"},
+        {"single", {special(bos), sequence("A"), special(eos)}},
+        {"pair", {special(bos), sequence("A"), special(eos), special(eos), sequence("B"), special(eos)}},
+        {"special_tokens", special_tokens}}},
+      {"model", {{"type", "Unigram"}, {"unk_id", id_json(unk_id)}, {"vocab", vocab}, {"byte_fallback", false}}}};
 }
 
 }  // namespace bertrain

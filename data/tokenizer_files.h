@@ -6,10 +6,15 @@
 //    strip_accents, tokenize_chinese_chars false), as BertTokenizer builds it (BertNormalizer, BertPreTokenizer,
 //    WordPiece, [CLS] ... [SEP]). An uncased vocab.txt keeps BertTokenizer (data/tokenizer.h), the Made-With-ML
 //    pipeline's Python semantics.
-// The special tokens are tokenizer_config.json's (else special_tokens_map.json's, else the class's defaults), with
-// the flags an AddedToken object gives them, and added_tokens_decoder's entries add tokens or set flags as in
-// transformers. What transformers would resolve in ways these files do not say (added_tokens.json's ids, a special
-// token missing from the vocabulary, the two settings files disagreeing) is an Error naming the file, never a
+//  - sentencepiece.bpe.model (data/sentencepiece_model.h) of an XLM-R or CamemBERT checkpoint: what
+//    XLMRobertaTokenizer / CamembertTokenizer build from it (the Unigram vocabulary with fairseq's special ids,
+//    the model's Precompiled normalizer, WhitespaceSplit + Metaspace, <s> ... </s>), the model's control and
+//    user-defined pieces as added tokens.
+// The special tokens are special_tokens_map.json's, else tokenizer_config.json's, else the class's defaults, with
+// the flags an AddedToken object gives them, and added_tokens_decoder's entries add tokens or set flags, as
+// transformers' from_pretrained reads them (with added_tokens_decoder in tokenizer_config.json, transformers ignores
+// special_tokens_map.json and added_tokens.json). What transformers would resolve in ways these files do not say
+// (added_tokens.json's ids, a special token missing from the vocabulary) is an Error naming the file, never a
 // silently different tokenization: tokenizer.json, which transformers writes with save_pretrained, settles it.
 #pragma once
 
@@ -29,5 +34,9 @@ nlohmann::json byte_level_bpe_tokenizer_json(const std::string& dir);
 
 // From dir/vocab.txt and the settings beside it; nullopt when they ask for BERT's uncased rules (or say nothing).
 std::optional<nlohmann::json> wordpiece_tokenizer_json(const std::string& dir);
+
+// From dir/sentencepiece.bpe.model and the settings beside it; tokenizer_config.json's tokenizer_class, else
+// config.json's model_type, must name XLM-R or CamemBERT.
+nlohmann::json sentencepiece_tokenizer_json(const std::string& dir);
 
 }  // namespace bertrain

@@ -23,13 +23,17 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_dir) {
     }
     return std::make_unique<BertTokenizer>(Vocab::load(vocab));
   }
-  for (const char* sentencepiece : {"sentencepiece.bpe.model", "spiece.model", "sentencepiece.model"}) {
+  if (path_exists(model_dir + "/sentencepiece.bpe.model")) {
+    return std::make_unique<HfTokenizer>(HfTokenizer::from_json(sentencepiece_tokenizer_json(model_dir),
+                                                                model_dir + "/sentencepiece.bpe.model"));
+  }
+  for (const char* sentencepiece : {"spiece.model", "sentencepiece.model"}) {
     BERTRAIN_CHECK(!path_exists(model_dir + "/" + sentencepiece),
                    model_dir << "/" << sentencepiece << ": a SentencePiece model, which bertrain does not read: "
                              << tokenizer_json_advice(model_dir));
   }
   BERTRAIN_FAIL(model_dir << ": no tokenizer (the model directory needs tokenizer.json, vocab.json with merges.txt, "
-                          << "or vocab.txt)");
+                          << "vocab.txt, or sentencepiece.bpe.model)");
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer_file(const std::string& path) {

@@ -67,7 +67,8 @@ int run_bench_tokenize(const std::vector<std::string>& args) {
                    "clean only, tokenize only (text cleaned beforehand) and clean + tokenize, over a CSV's\n"
                    "title + \" \" + description with its rows repeated. Compare with tests/reference/bench_hf_tokenizer.py.");
   parser.option("vocab", "", "WordPiece vocabulary (vocab.txt; a .json file is read as tokenizer.json)").value_name("FILE");
-  parser.option("model", "", "model directory (RUN_DIR: its best/): its tokenizer.json, else its vocab.txt").value_name("DIR");
+  parser.option("model", "", "model directory (RUN_DIR: its best/): its tokenizer.json, else the older files transformers "
+                        "reads (vocab.txt, vocab.json + merges.txt, sentencepiece.bpe.model)").value_name("DIR");
   parser.option("data", "", "CSV with title and description columns", true).value_name("FILE");
   parser.option("rows", "100000", "rows per timed pass (the CSV's rows, repeated)");
   parser.option("max-length", "512", "max_length of every encoding");

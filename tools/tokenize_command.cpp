@@ -33,14 +33,16 @@ int run_tokenize(const std::vector<std::string>& args) {
   ArgParser p("tokenize",
               "Prints one JSON array of token ids per input on its own line, framed by the tokenizer's special\n"
               "tokens ([CLS] ... [SEP], <s> ... </s>). The tokenizer: --model DIR (its tokenizer.json, else its\n"
-              "vocab.txt) or --vocab FILE (vocab.txt: BERT's uncased WordPiece; a .json file: tokenizer.json).\n"
+              "older tokenizer files) or --vocab FILE (vocab.txt: BERT's uncased WordPiece; a .json file:\n"
+              "tokenizer.json).\n"
               "For a dataset file (CSV, TSV or JSON Lines), the text of a row is its --text-columns joined with\n"
               "one space (title + \" \" + description by default), rows in file order.\n"
               "The text is cleaned as Made-With-ML's clean_text first unless --no-clean. With --model DIR the text is\n"
               "read as predict reads it for that model: the columns, cleaning and max_length its training used (a\n"
               "model trained by bertrain), else the defaults and the model's max_position_embeddings.");
   p.option("vocab", "", "vocab.txt (or tokenizer.json) of the model").value_name("FILE");
-  p.option("model", "", "model directory (RUN_DIR: its best/): its tokenizer.json, else its vocab.txt").value_name("DIR");
+  p.option("model", "", "model directory (RUN_DIR: its best/): its tokenizer.json, else the older files transformers "
+                        "reads (vocab.txt, vocab.json + merges.txt, sentencepiece.bpe.model)").value_name("DIR");
   p.option("text", "", "one text").value_name("TEXT");
   p.option("data", "", "dataset file (CSV, TSV or JSON Lines)").value_name("FILE");
   p.option("format", "auto", "auto: from the extension (.csv; .tsv, .tab; .jsonl, .ndjson)").value_name("csv|tsv|jsonl");

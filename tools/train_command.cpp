@@ -27,7 +27,8 @@ ArgParser train_arg_parser() {
               "--multi-label for others), keeps the epoch with the lowest val_loss (RUN_DIR/best) and the latest\n"
               "(RUN_DIR/last, resumable), and writes RUN_DIR/metrics.jsonl and RUN_DIR/results.json.");
   p.option("model", "", "Hugging Face model directory: config.json, model.safetensors (or pytorch_model.bin), "
-                        "tokenizer.json (or vocab.txt, or vocab.json + merges.txt)", true).value_name("DIR");
+                        "tokenizer.json (or vocab.txt, vocab.json + merges.txt, or sentencepiece.bpe.model)", true)
+      .value_name("DIR");
   p.option("train-data", "", "training dataset file (CSV, TSV or JSON Lines)", true).value_name("FILE");
   p.option("val-data", "", "validation dataset file; without it a split of --train-data is used").value_name("FILE");
   p.option("val-fraction", "0.2",

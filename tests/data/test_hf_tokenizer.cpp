@@ -2,8 +2,10 @@
 // tests/fixtures/tokenizers/<case>/expected.jsonl (tests/reference/make_tokenizer_fixtures.py: byte-level BPE,
 // Unigram with a Precompiled normalizer, alone and as transformers 4.x's converter wrote it, cased WordPiece,
 // MiniLM's uncased WordPiece) must give the same ids,
-// at max_length 512 and at the small lengths some rows carry. Then the refusals (each names the component),
-// bad files, the Tokenizer interface, load_tokenizer's choice, and several threads encoding at once.
+// at max_length 512 and at the small lengths some rows carry; so must the directories of older tokenizer files
+// (vocab.json + merges.txt, a cased vocab.txt, sentencepiece.bpe.model) against transformers' AutoTokenizer. Then
+// the SentencePiece model reader, the refusals (each names the component or file), bad files, the Tokenizer
+// interface, load_tokenizer's choice, and several threads encoding at once.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -13,15 +15,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "core/error.h"
+#include "data/base64.h"
 #include "data/hf_normalizers.h"
 #include "data/hf_pre_tokenizers.h"
 #include "data/hf_tokenizer.h"
+#include "data/sentencepiece_model.h"
 #include "data/tokenizer_loader.h"
 #include "tests/expect_error.h"
 #include "tests/jsonl.h"
@@ -39,9 +44,9 @@ nlohmann::json read_json(const std::string& path) {
   return nlohmann::json::parse(in);
 }
 
-void expect_ids(const Tokenizer& tok, const std::string& name) {
+void expect_ids(const Tokenizer& tok, const std::string& name, std::size_t min_rows = 2000) {
   const std::vector<nlohmann::json> rows = testing::read_jsonl(kDir + name + "/expected.jsonl");
-  ASSERT_GT(rows.size(), 2000u);
+  ASSERT_GT(rows.size(), min_rows);
   int bad = 0;
   Encoding enc;
   for (const nlohmann::json& row : rows) {
@@ -62,10 +67,10 @@ void expect_fixture(const std::string& name) { expect_ids(HfTokenizer::load(kDir
 
 // A directory without tokenizer.json, read as load_tokenizer reads a model directory; its expected.jsonl holds
 // the ids transformers' AutoTokenizer gives from the same files.
-void expect_files_fixture(const std::string& name) {
+void expect_files_fixture(const std::string& name, std::size_t min_rows = 2000) {
   const std::unique_ptr<Tokenizer> tok = load_tokenizer(kDir + name);
   ASSERT_NE(dynamic_cast<const HfTokenizer*>(tok.get()), nullptr) << name;
-  expect_ids(*tok, name);
+  expect_ids(*tok, name, min_rows);
 }
 
 TEST(HfTokenizer, ByteLevelBpeMatchesTokenizers) { expect_fixture("bpe_bytelevel"); }
@@ -77,6 +82,17 @@ TEST(HfTokenizer, CasedWordPieceMatchesTokenizers) { expect_fixture("wordpiece_c
 TEST(TokenizerFiles, RobertaVocabAndMergesWithSettingsMatchTransformers) { expect_files_fixture("roberta_files"); }
 TEST(TokenizerFiles, RobertaVocabAndMergesAloneMatchTransformers) { expect_files_fixture("roberta_files_bare"); }
 TEST(TokenizerFiles, CasedVocabTxtMatchesTransformers) { expect_files_fixture("wordpiece_files_cased"); }
+// special_tokens_map.json's <mask> (lstrip) replaces tokenizer_config.json's string, as transformers reads them.
+TEST(TokenizerFiles, SpecialTokensMapReplacesTheConfigsTokens) { expect_files_fixture("roberta_files_map", 800); }
+// sentencepiece.bpe.model: unigram_xlmr's model with the settings transformers 4.x saved beside it; a BPE model
+// with user-defined and control pieces and no normalizer, alone; CamemBERT's vocabulary around a unigram model.
+TEST(TokenizerFiles, XlmRobertaSentencePieceModelMatchesTransformers) { expect_files_fixture("xlmr_spm_files"); }
+TEST(TokenizerFiles, XlmRobertaSentencePieceBpeModelAloneMatchesTransformers) {
+  expect_files_fixture("xlmr_spm_files_bare", 800);
+}
+TEST(TokenizerFiles, CamembertSentencePieceModelMatchesTransformers) {
+  expect_files_fixture("camembert_spm_files", 800);
+}
 TEST(HfTokenizer, MiniLmWordPieceMatchesTokenizers) { expect_fixture("minilm"); }
 
 // The circled and squared Latin letters are Other_Alphabetic: word characters to Rust's \w, so a Whitespace
@@ -331,15 +347,15 @@ TEST(TokenizerLoader, PrefersTokenizerJsonOverVocabTxt) {
 }
 
 // Older tokenizer files whose meaning transformers settles in ways the files do not say are refused, naming the
-// file and saying how to write tokenizer.json; so is a SentencePiece model alone. An uncased vocab.txt (settings
+// file and saying how to write tokenizer.json; so is a SentencePiece model other than sentencepiece.bpe.model. An uncased vocab.txt (settings
 // saying nothing else) keeps the BertTokenizer.
 TEST(TokenizerFiles, RefusesWhatTheFilesDoNotSettle) {
   testing::TempDir dir("tok_files");
   const std::string d = dir.path().string();
   const auto write = [&](const std::string& name, const std::string& text) { std::ofstream(d + "/" + name) << text; };
   const char* kTokenizerJson = "save the tokenizer with transformers to write tokenizer.json";
-  write("sentencepiece.bpe.model", "not read");
-  expect_error([&] { load_tokenizer(d); }, {"sentencepiece.bpe.model", "SentencePiece", "tokenizer.json"});
+  write("spiece.model", "not read");
+  expect_error([&] { load_tokenizer(d); }, {"spiece.model", "SentencePiece", "tokenizer.json"});
   write("vocab.json", R"({"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "a": 4, "b": 5, "ab": 6, "<mask>": 7})");
   write("merges.txt", "#version: 0.2\na b\n");
   EXPECT_EQ(load_tokenizer(d)->encode("ab", 8).ids, (std::vector<int32_t>{0, 6, 2}));
@@ -351,9 +367,17 @@ TEST(TokenizerFiles, RefusesWhatTheFilesDoNotSettle) {
   write("added_tokens.json", "{}");
   write("tokenizer_config.json", R"({"mask_token": "<MASK>"})");
   expect_error([&] { load_tokenizer(d); }, {"vocab.json", "\"<MASK>\" is not in the vocabulary", kTokenizerJson});
-  write("tokenizer_config.json", R"({"mask_token": {"content": "<mask>", "lstrip": true}})");
-  write("special_tokens_map.json", R"({"mask_token": "<unk>"})");
-  expect_error([&] { load_tokenizer(d); }, {"tokenizer_config.json", "mask_token", "special_tokens_map.json"});
+  // special_tokens_map.json's token replaces tokenizer_config.json's, unless that has added_tokens_decoder, which
+  // makes transformers read neither special_tokens_map.json nor added_tokens.json.
+  write("special_tokens_map.json", R"({"mask_token": "<mask>"})");
+  EXPECT_EQ(load_tokenizer(d)->encode("a<mask>", 8).ids, (std::vector<int32_t>{0, 4, 7, 2}));
+  write("tokenizer_config.json", R"({"mask_token": "<MASK>", "added_tokens_decoder": {}})");
+  expect_error([&] { load_tokenizer(d); }, {"vocab.json", "\"<MASK>\" is not in the vocabulary"});
+  write("tokenizer_config.json", R"({"added_tokens_decoder": {}})");
+  write("special_tokens_map.json", "[]");
+  write("added_tokens.json", R"({"extra": 8})");
+  EXPECT_EQ(load_tokenizer(d)->encode("a<mask>", 8).ids, (std::vector<int32_t>{0, 4, 7, 2}));
+  write("added_tokens.json", "{}");
   write("special_tokens_map.json", "{}");
   write("tokenizer_config.json", R"({"added_tokens_decoder": {"5": {"content": "a", "special": false}}})");
   expect_error([&] { load_tokenizer(d); }, {"added_tokens_decoder[\"5\"]", "\"a\" is elsewhere in the vocabulary"});
@@ -373,6 +397,112 @@ TEST(TokenizerFiles, RefusesWhatTheFilesDoNotSettle) {
   std::ofstream(b + "/special_tokens_map.json") << "{}";
   std::ofstream(b + "/tokenizer_config.json") << R"({"do_lower_case": false})";
   EXPECT_EQ(load_tokenizer(b)->encode("Hello", 8).ids, (std::vector<int32_t>{2, 6, 3}));
+}
+
+// The SentencePiece reader against sentencepiece's own view of the fixture models (pieces, scores, types, the
+// trainer's model type, the character map's presence), then base64 against RFC 4648's vectors.
+TEST(SentencePieceModel, ReadsWhatSentencePieceReads) {
+  const SentencePieceModel camembert = read_sentencepiece_model(kDir + "camembert_spm_files/sentencepiece.bpe.model");
+  ASSERT_EQ(camembert.pieces.size(), 400u);
+  EXPECT_EQ(camembert.model_type, SentencePieceModel::kUnigram);
+  EXPECT_TRUE(camembert.precompiled_charsmap.empty());  // trained with the identity rule
+  const std::vector<std::pair<std::string, int>> first = {{"<unk>", SentencePieceModel::kUnknown},
+                                                          {"<s>", SentencePieceModel::kControl},
+                                                          {"</s>", SentencePieceModel::kControl},
+                                                          {"<cls2>", SentencePieceModel::kControl},
+                                                          {"NLP", SentencePieceModel::kUserDefined},
+                                                          {"C++", SentencePieceModel::kUserDefined},
+                                                          {"<sep2>", SentencePieceModel::kUserDefined},
+                                                          {"\xE2\x96\x81", SentencePieceModel::kNormal}};
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    EXPECT_EQ(camembert.pieces[i].text, first[i].first) << i;
+    EXPECT_EQ(camembert.pieces[i].type, first[i].second) << i;
+  }
+  EXPECT_FLOAT_EQ(camembert.pieces[7].score, -2.4138705730438232f);
+  EXPECT_EQ(camembert.pieces.back().text, "\xE3\x81\xAE");  // の
+  EXPECT_FLOAT_EQ(camembert.pieces.back().score, -11.729065895080566f);
+  const SentencePieceModel bpe = read_sentencepiece_model(kDir + "xlmr_spm_files_bare/sentencepiece.bpe.model");
+  EXPECT_EQ(bpe.model_type, SentencePieceModel::kBpe);
+  EXPECT_FLOAT_EQ(bpe.pieces.back().score, -392.0f);
+  const SentencePieceModel xlmr = read_sentencepiece_model(kDir + "xlmr_spm_files/sentencepiece.bpe.model");
+  EXPECT_EQ(xlmr.pieces.size(), 900u);
+  EXPECT_GT(xlmr.precompiled_charsmap.size(), 100000u);  // nmt_nfkc's map
+  // The map as transformers wrote it into unigram_xlmr's tokenizer.json from the same model.
+  const nlohmann::json written = read_json(kDir + "unigram_xlmr/tokenizer.json");
+  EXPECT_EQ(encode_base64(xlmr.precompiled_charsmap), written["normalizer"]["precompiled_charsmap"].get<std::string>());
+}
+
+TEST(SentencePieceModel, RefusesWhatIsNotOneByteOffset) {
+  std::ifstream in(kDir + "camembert_spm_files/sentencepiece.bpe.model", std::ios::binary);
+  const std::string model((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(model.size(), 1000u);
+  expect_error([&] { parse_sentencepiece_model("", "m.model"); },
+               {"m.model", "not a SentencePiece model", "no pieces"});
+  expect_error([&] { parse_sentencepiece_model(model.substr(0, 999), "m.model"); }, {"m.model", "byte", "remain"});
+  expect_error([&] { parse_sentencepiece_model("not a model", "m.model"); }, {"m.model", "byte 0", "wire type"});
+  expect_error([&] { parse_sentencepiece_model(std::string("\x0a\x03\x0a\x01\xff", 5), "m.model"); },
+               {"m.model", "byte 4", "not UTF-8", "\\xFF"});
+  expect_error([&] { parse_sentencepiece_model(std::string("\x0a\x02\x18\x09", 4), "m.model"); },
+               {"m.model", "byte 3", "type is 9"});
+  expect_error([&] { parse_sentencepiece_model(std::string("\x30\xff\xff", 3), "m.model"); },
+               {"m.model", "byte 1", "cut off"});
+  // Fields it does not know are skipped, of every wire type.
+  const SentencePieceModel m = parse_sentencepiece_model(
+      std::string("\x0a\x08\x0a\x01x\x15\x00\x00\x80\xbf"           // a piece "x" of score -1
+                  "\x28\x05"                                        // field 5, a varint
+                  "\x31\x01\x02\x03\x04\x05\x06\x07\x08"            // field 6, 8 bytes
+                  "\x3d\x01\x02\x03\x04",                           // field 7, 4 bytes
+                  26),
+      "m.model");
+  ASSERT_EQ(m.pieces.size(), 1u);
+  EXPECT_EQ(m.pieces[0].text, "x");
+  EXPECT_EQ(m.pieces[0].score, -1.0f);
+}
+
+TEST(Base64, MatchesRfc4648) {
+  const std::vector<std::pair<std::string, std::string>> vectors = {
+      {"", ""}, {"f", "Zg=="}, {"fo", "Zm8="}, {"foo", "Zm9v"}, {"foob", "Zm9vYg=="}, {"fooba", "Zm9vYmE="},
+      {"foobar", "Zm9vYmFy"}, {std::string("\x00\xff\xfe", 3), "AP/+"}};
+  for (const auto& [bytes, text] : vectors) {
+    EXPECT_EQ(encode_base64(bytes), text);
+    std::string back;
+    EXPECT_TRUE(decode_base64(text, &back)) << text;
+    EXPECT_EQ(back, bytes) << text;
+  }
+  std::string out;
+  EXPECT_FALSE(decode_base64("Zm9v!", &out));
+  EXPECT_FALSE(decode_base64("Zg==Zg", &out));
+}
+
+// sentencepiece.bpe.model is read for XLM-R and CamemBERT alone, from a model transformers can build the class from.
+TEST(TokenizerFiles, SentencePieceModelsOfOtherClassesAreRefusedByName) {
+  testing::TempDir dir("tok_spm");
+  const std::string d = dir.path().string();
+  const auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(d + "/" + name, std::ios::binary) << text;
+  };
+  const auto copy = [&](const std::string& from) {
+    std::ifstream in(kDir + from + "/sentencepiece.bpe.model", std::ios::binary);
+    write("sentencepiece.bpe.model",
+          std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
+  };
+  copy("xlmr_spm_files_bare");  // a BPE model
+  expect_error([&] { load_tokenizer(d); }, {"sentencepiece.bpe.model", "no model_type", "tokenizer.json"});
+  write("config.json", R"({"model_type": "albert"})");
+  expect_error([&] { load_tokenizer(d); }, {"config.json", "model_type \"albert\"", "XLM-R and CamemBERT"});
+  write("tokenizer_config.json", R"({"tokenizer_class": "AlbertTokenizer"})");
+  expect_error([&] { load_tokenizer(d); }, {"tokenizer_config.json", "tokenizer_class", "\"AlbertTokenizer\""});
+  write("tokenizer_config.json", R"({"tokenizer_class": "XLMRobertaTokenizerFast"})");
+  EXPECT_EQ(load_tokenizer(d)->encode("NLP", 8).ids, (std::vector<int32_t>{0, 5, 2}));  // a user-defined piece
+  write("tokenizer_config.json", R"({"tokenizer_class": "CamembertTokenizer"})");
+  expect_error([&] { load_tokenizer(d); }, {"sentencepiece.bpe.model", "of type 2", "CamemBERT"});
+  copy("camembert_spm_files");
+  EXPECT_EQ(load_tokenizer(d)->encode("NLP", 8).ids, (std::vector<int32_t>{5, 8, 6}));
+  write("tokenizer_config.json", R"({"tokenizer_class": "CamembertTokenizer", "additional_special_tokens": ["<x>"]})");
+  expect_error([&] { load_tokenizer(d); },
+               {"sentencepiece.bpe.model", "special token \"<x>\" is not in the vocabulary"});
+  write("sentencepiece.bpe.model", "not a model");
+  expect_error([&] { load_tokenizer(d); }, {"sentencepiece.bpe.model", "not a SentencePiece model"});
 }
 
 // The default model directory has both files and is now read through tokenizer.json: its ids must equal the

@@ -1,7 +1,9 @@
 // libFuzzer target: bytes -> a model directory's older tokenizer files -> load_tokenizer (data/tokenizer_files.h),
-// then a fixed text encoded at several lengths. The first byte picks the layout (even: vocab.json, merges.txt,
-// tokenizer_config.json, special_tokens_map.json; odd: vocab.txt, tokenizer_config.json, special_tokens_map.json),
-// the rest is split at NUL bytes into those files in order (a file the input does not reach is absent).
+// then a fixed text encoded at several lengths. The first byte picks the layout (modulo 3: 0 vocab.json,
+// merges.txt, tokenizer_config.json, special_tokens_map.json; 1 vocab.txt, tokenizer_config.json,
+// special_tokens_map.json; 2 config.json, tokenizer_config.json, special_tokens_map.json, sentencepiece.bpe.model),
+// the rest is split at NUL bytes into those files in order (a file the input does not reach is absent), but for
+// a SentencePiece model, which is binary and takes all the bytes after the files before it.
 // bertrain::Error is the documented rejection; anything else, a crash or an id outside the vocabulary is a finding.
 #include <cstddef>
 #include <cstdint>
@@ -35,10 +37,11 @@ const std::string& scratch_dir() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
-  const bool bpe = data[0] % 2 == 0;
-  const std::vector<const char*> names =
-      bpe ? std::vector<const char*>{"vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json"}
-          : std::vector<const char*>{"vocab.txt", "tokenizer_config.json", "special_tokens_map.json"};
+  const std::vector<std::vector<const char*>> layouts = {
+      {"vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json"},
+      {"vocab.txt", "tokenizer_config.json", "special_tokens_map.json"},
+      {"config.json", "tokenizer_config.json", "special_tokens_map.json", "sentencepiece.bpe.model"}};
+  const std::vector<const char*>& names = layouts[data[0] % layouts.size()];
   const std::string& dir = scratch_dir();
   std::error_code ignored;
   std::filesystem::remove_all(dir, ignored);
@@ -47,7 +50,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   for (const char* name : names) {
     if (begin > size) break;
     std::size_t end = begin;
-    while (end < size && data[end] != 0) ++end;
+    const bool binary = std::string(name) == "sentencepiece.bpe.model";
+    while (end < size && (binary || data[end] != 0)) ++end;
     std::FILE* f = std::fopen((dir + "/" + name).c_str(), "wb");
     if (f == nullptr) std::abort();  // the harness itself is broken: not a parser finding
     if (end > begin && std::fwrite(data + begin, 1, end - begin, f) != end - begin) std::abort();

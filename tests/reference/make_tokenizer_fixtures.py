@@ -20,6 +20,16 @@ Cases:
                   checkpoints ship them.
   wordpiece_files_cased  no tokenizer.json: wordpiece_cased's vocabulary as vocab.txt with a tokenizer_config.json
                   that asks for do_lower_case false, strip_accents true and tokenize_chinese_chars false.
+  xlmr_spm_files  no tokenizer.json: unigram_xlmr's sentencepiece model as sentencepiece.bpe.model with the
+                  tokenizer_config.json and special_tokens_map.json transformers 4.46's save_pretrained writes for
+                  the slow XLMRobertaTokenizer (added_tokens_decoder giving <mask> lstrip).
+  xlmr_spm_files_bare  a sentencepiece BPE model trained here with identity normalization (no Precompiled map),
+                  user-defined and control pieces, as sentencepiece.bpe.model with config.json's model_type alone.
+  camembert_spm_files  a sentencepiece unigram model trained here with identity normalization, user-defined and
+                  control pieces, with the files transformers 4.46 writes for the slow CamembertTokenizer
+                  (added_tokens.json, added_tokens_decoder, the <s>NOTUSED tokens as additional_special_tokens).
+  roberta_files_map  roberta_files_bare's files with a tokenizer_config.json naming <mask> as a string and a
+                  special_tokens_map.json giving it lstrip: transformers takes special_tokens_map.json's.
   wordpiece_cased WordPiece trained here, cased and accent-keeping (BertNormalizer lowercase=false,
                   strip_accents=false), pre-tokenizer Sequence[WhitespaceSplit, Punctuation, Digits(individual)],
                   [CLS] ... [SEP] template.
@@ -34,7 +44,8 @@ truncation=True, max_length=512), then rows with a "max_length" field at small l
 Deterministic for the pinned versions (requirements.txt: tokenizers, transformers, sentencepiece, protobuf) but
 for wordpiece_cased (the WordPiece trainer breaks ties in hash order): keep its committed files unless it is the
 case being changed.
-Usage: python tests/reference/make_tokenizer_fixtures.py [--out tests/fixtures/tokenizers]
+Usage: python tests/reference/make_tokenizer_fixtures.py [--out tests/fixtures/tokenizers] [--cases NAME,...]
+(--cases writes those cases alone; the cases built from another case's files read that case's committed files)
 """
 
 import argparse
@@ -189,16 +200,81 @@ def convert_unigram(work):
     return Tokenizer.from_str(XLMRobertaConverter(slow).converted().to_str())
 
 
+def train_spm(texts, work, name, model_type):
+    """A small sentencepiece model with identity normalization (no Precompiled map), user-defined and control
+    pieces; its bytes."""
+    import sentencepiece as spm
+
+    corpus = os.path.join(work, "corpus.txt")
+    with open(corpus, "w", encoding="utf-8") as f:
+        f.write("\n".join(t.replace("\n", " ") for t in texts) + "\n")
+    prefix = os.path.join(work, name)
+    spm.SentencePieceTrainer.train(input=corpus, model_prefix=prefix, vocab_size=400, model_type=model_type,
+                                   normalization_rule_name="identity", user_defined_symbols=["NLP", "C++", "<sep2>"],
+                                   control_symbols=["<cls2>"], character_coverage=0.9995, num_threads=1,
+                                   minloglevel=2)
+    with open(prefix + ".model", "rb") as f:
+        return f.read()
+
+
+def added_token(content, lstrip=False):
+    return {"content": content, "lstrip": lstrip, "normalized": False, "rstrip": False, "single_word": False,
+            "special": True}
+
+
+def xlmr_slow_settings(mask_id):
+    """tokenizer_config.json and special_tokens_map.json as transformers 4.46 saves a slow XLMRobertaTokenizer."""
+    decoder = {"0": added_token("<s>"), "1": added_token("<pad>"), "2": added_token("</s>"), "3": added_token("<unk>"),
+               str(mask_id): added_token("<mask>", lstrip=True)}
+    config = {"added_tokens_decoder": decoder, "bos_token": "<s>", "clean_up_tokenization_spaces": False,
+              "cls_token": "<s>", "eos_token": "</s>", "mask_token": "<mask>", "model_max_length": 512,
+              "pad_token": "<pad>", "sep_token": "</s>", "sp_model_kwargs": {}, "tokenizer_class": "XLMRobertaTokenizer",
+              "unk_token": "<unk>"}
+    mask = {k: v for k, v in added_token("<mask>", lstrip=True).items() if k != "special"}
+    special_map = {"bos_token": "<s>", "cls_token": "<s>", "eos_token": "</s>", "mask_token": mask,
+                   "pad_token": "<pad>", "sep_token": "</s>", "unk_token": "<unk>"}
+    return json.dumps(config, indent=2), json.dumps(special_map, indent=2)
+
+
+def camembert_slow_settings(mask_id):
+    """tokenizer_config.json, special_tokens_map.json and added_tokens.json as transformers 4.46 saves a slow
+    CamembertTokenizer."""
+    notused = ["<s>NOTUSED", "</s>NOTUSED", "<unk>NOTUSED"]
+    decoder = {"0": added_token("<s>NOTUSED"), "1": added_token("<pad>"), "2": added_token("</s>NOTUSED"),
+               "3": added_token("<unk>"), "4": added_token("<unk>NOTUSED"), "5": added_token("<s>"),
+               "6": added_token("</s>"), str(mask_id): added_token("<mask>", lstrip=True)}
+    config = {"added_tokens_decoder": decoder, "additional_special_tokens": notused, "bos_token": "<s>",
+              "clean_up_tokenization_spaces": False, "cls_token": "<s>", "eos_token": "</s>", "mask_token": "<mask>",
+              "model_max_length": 512, "pad_token": "<pad>", "sep_token": "</s>", "sp_model_kwargs": {},
+              "tokenizer_class": "CamembertTokenizer", "unk_token": "<unk>"}
+    mask = {k: v for k, v in added_token("<mask>", lstrip=True).items() if k != "special"}
+    special_map = {"additional_special_tokens": notused, "bos_token": "<s>", "cls_token": "<s>", "eos_token": "</s>",
+                   "mask_token": mask, "pad_token": "<pad>", "sep_token": "</s>", "unk_token": "<unk>"}
+    return (json.dumps(config, indent=2), json.dumps(special_map, indent=2),
+            json.dumps({"<mask>": mask_id}, indent=2))
+
+
+def spm_piece_count(model_bytes):
+    import sentencepiece as spm
+
+    return spm.SentencePieceProcessor(model_proto=model_bytes).get_piece_size()
+
+
 def write_files_case(out_dir, name, files, strings):
-    """A directory of older tokenizer files (name -> text) and the ids transformers' AutoTokenizer gives from it."""
+    """A directory of older tokenizer files (name -> text, or bytes) and the ids transformers' AutoTokenizer gives
+    from it."""
     from transformers import AutoTokenizer
 
     d = os.path.join(out_dir, name)
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
-    for file_name, text in files.items():
-        with open(os.path.join(d, file_name), "w", encoding="utf-8") as f:
-            f.write(text)
+    for file_name, content in files.items():
+        if isinstance(content, bytes):
+            with open(os.path.join(d, file_name), "wb") as f:
+                f.write(content)
+        else:
+            with open(os.path.join(d, file_name), "w", encoding="utf-8") as f:
+                f.write(content)
     tok = AutoTokenizer.from_pretrained(d)
     rows = [{"text": s, "ids": tok(s, truncation=True, max_length=512)["input_ids"]} for s in strings]
     for max_length in (2, 3, 5, 8, 16):
@@ -263,23 +339,58 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "fixtures", "tokenizers"))
     ap.add_argument("--data", default=os.path.join(DEFAULT_DATA, "madewithml", "dataset.csv"))
     ap.add_argument("--adversarial", type=int, default=1000)
+    ap.add_argument("--cases", default="", help="comma-separated case names (default: every case)")
     args = ap.parse_args()
     from tokenizers import Tokenizer
 
     real = real_strings(args.data)
     strings = real + adversarial_strings(args.adversarial)
+    some_strings = strings[::4]  # the smaller cases: every fourth string
     train_texts = real + POOLS["accents"] + POOLS["cjk"] + POOLS["hangul"] + POOLS["scripts"]
+    wanted = set(filter(None, args.cases.split(",")))
+
+    def want(name):
+        return not wanted or name in wanted
+
+    def committed(name, file_name):
+        with open(os.path.join(args.out, name, file_name), "rb") as f:
+            return f.read()
+
     with tempfile.TemporaryDirectory() as work:
-        write_case(args.out, "bpe_bytelevel", train_bpe(train_texts), strings)
-        write_case(args.out, "unigram_xlmr", train_unigram(train_texts, work), strings)
-        write_case(args.out, "unigram_spm_converter", convert_unigram(work), strings)
-        write_case(args.out, "wordpiece_cased", train_wordpiece(train_texts), strings)
-    write_case(args.out, "minilm", Tokenizer.from_file(MINILM), strings)
+        if want("bpe_bytelevel"):
+            write_case(args.out, "bpe_bytelevel", train_bpe(train_texts), strings)
+        if want("unigram_xlmr") or want("unigram_spm_converter") or want("xlmr_spm_files"):
+            unigram = train_unigram(train_texts, work)
+            if want("unigram_xlmr"):
+                write_case(args.out, "unigram_xlmr", unigram, strings)
+            if want("unigram_spm_converter"):
+                write_case(args.out, "unigram_spm_converter", convert_unigram(work), strings)
+            if want("xlmr_spm_files"):
+                with open(os.path.join(work, "spm.model"), "rb") as f:
+                    model = f.read()
+                config, special_map = xlmr_slow_settings(mask_id=spm_piece_count(model) + 1)
+                write_files_case(args.out, "xlmr_spm_files", {
+                    "sentencepiece.bpe.model": model, "tokenizer_config.json": config,
+                    "special_tokens_map.json": special_map,
+                    "config.json": json.dumps({"model_type": "xlm-roberta"})}, strings)
+        if want("xlmr_spm_files_bare"):
+            write_files_case(args.out, "xlmr_spm_files_bare", {
+                "sentencepiece.bpe.model": train_spm(train_texts, work, "bpe_identity", "bpe"),
+                "config.json": json.dumps({"model_type": "xlm-roberta"})}, some_strings)
+        if want("camembert_spm_files"):
+            model = train_spm(train_texts, work, "unigram_identity", "unigram")
+            config, special_map, added = camembert_slow_settings(mask_id=spm_piece_count(model) + 4)
+            write_files_case(args.out, "camembert_spm_files", {
+                "sentencepiece.bpe.model": model, "tokenizer_config.json": config,
+                "special_tokens_map.json": special_map, "added_tokens.json": added,
+                "config.json": json.dumps({"model_type": "camembert"})}, some_strings)
+        if want("wordpiece_cased"):
+            write_case(args.out, "wordpiece_cased", train_wordpiece(train_texts), strings)
+    if want("minilm"):
+        write_case(args.out, "minilm", Tokenizer.from_file(MINILM), strings)
     # Vocabularies from two of the tokenizer.json files above; each case's directory holds its own files.
-    with open(os.path.join(args.out, "bpe_bytelevel", "tokenizer.json"), encoding="utf-8") as f:
-        bpe = f.read()
-    with open(os.path.join(args.out, "wordpiece_cased", "tokenizer.json"), encoding="utf-8") as f:
-        wordpiece = f.read()
+    bpe = committed("bpe_bytelevel", "tokenizer.json").decode("utf-8")
+    wordpiece = committed("wordpiece_cased", "tokenizer.json").decode("utf-8")
     mask = {"__type": "AddedToken", "content": "<mask>", "lstrip": True, "normalized": False, "rstrip": False,
             "single_word": False}
     size = 1 + max(t["id"] for t in json.loads(bpe)["added_tokens"] if t["special"])  # past vocab.json's ids
@@ -289,12 +400,19 @@ def main():
         str(size): {"content": "nlp", "lstrip": False, "normalized": True, "rstrip": False, "single_word": True,
                     "special": False},
     }
-    write_files_case(args.out, "roberta_files", roberta_files(bpe, {
-        "tokenizer_class": "RobertaTokenizer", "errors": "replace", "model_max_length": 512, "bos_token": "<s>",
-        "mask_token": mask, "added_tokens_decoder": decoder}), strings)
-    write_files_case(args.out, "roberta_files_bare", roberta_files(bpe, None), strings)
-    write_files_case(args.out, "wordpiece_files_cased", wordpiece_files(wordpiece, {
-        "do_lower_case": False, "strip_accents": True, "tokenize_chinese_chars": False}), strings)
+    if want("roberta_files"):
+        write_files_case(args.out, "roberta_files", roberta_files(bpe, {
+            "tokenizer_class": "RobertaTokenizer", "errors": "replace", "model_max_length": 512, "bos_token": "<s>",
+            "mask_token": mask, "added_tokens_decoder": decoder}), strings)
+    if want("roberta_files_bare"):
+        write_files_case(args.out, "roberta_files_bare", roberta_files(bpe, None), strings)
+    if want("roberta_files_map"):
+        files = roberta_files(bpe, {"mask_token": "<mask>"})
+        files["special_tokens_map.json"] = json.dumps({"mask_token": {k: v for k, v in mask.items() if k != "__type"}})
+        write_files_case(args.out, "roberta_files_map", files, some_strings)
+    if want("wordpiece_files_cased"):
+        write_files_case(args.out, "wordpiece_files_cased", wordpiece_files(wordpiece, {
+            "do_lower_case": False, "strip_accents": True, "tokenize_chinese_chars": False}), strings)
 
 
 if __name__ == "__main__":
