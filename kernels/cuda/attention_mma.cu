@@ -35,7 +35,9 @@
 // lse = m₂ · ln 2 + log l.
 //
 // Rows past L_b inside a block's tile are zero-filled by the copies (finite scores, nothing written); keys past L_b
-// are masked to −inf in the forward and dQ kernels and give zero rows of dK, dV that are never written.
+// are masked to −inf in the forward and dQ kernels; in the dK/dV kernel their zero-filled K rows give scores of 0
+// and so P > 0 and rows of dK, dV that are not zero but never written (and, in the fused kernel, dS rows it sets
+// to zero before dQ reads them).
 #include "kernels/cuda/attention_mma.h"
 
 #include <cuda_bf16.h>

@@ -417,7 +417,9 @@ __global__ void __launch_bounds__(kFusedThreads)
 
 // Shared memory of the cached backward kernel: each warp's column sums of dy · xhat and dy, [kFusedWarps][2][kSumSpan]
 // floats, lane-major: unit k's column e of lane l at (k · W + e) · 32 + l (a warp's 32 lanes touch 32 consecutive
-// words: no bank conflicts). 48 KiB at BERT-base's width (bf16 and float), 64 KiB at 1024.
+// words: no bank conflicts while rows are added; the final sum over warps, one thread per column, reads 32 / W
+// lanes' words W apart in 32: a W-way conflict, once per block). 48 KiB at BERT-base's width (bf16 and float),
+// 64 KiB at 1024.
 template <int W, int kUnits>
 constexpr int kSumSpan = kUnits * W * 32;
 template <int W, int kUnits>
