@@ -7,6 +7,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 #include <utility>
 
 #include "core/error.h"
@@ -27,6 +29,17 @@ std::string parent_directory(const std::string& path) {
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   BERTRAIN_CHECK(!path_.empty(), "AtomicFile: empty path");
+  // A symbolic link is written through: its target is replaced and the link stays. Anything but a regular file
+  // (a device, FIFO or socket) would be removed by the rename, not written.
+  struct stat st;
+  if (::lstat(path_.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    std::error_code error;
+    const std::filesystem::path target = std::filesystem::weakly_canonical(path_, error);
+    BERTRAIN_CHECK(!error, "cannot follow the link '" << path_ << "': " << error.message());
+    path_ = target.string();
+  }
+  BERTRAIN_CHECK(::stat(path_.c_str(), &st) != 0 || S_ISREG(st.st_mode),
+                 "cannot write '" << path_ << "': not a regular file (a directory, device, FIFO or socket)");
   tmp_path_ = path_ + ".tmp." + std::to_string(static_cast<long>(::getpid()));
   // O_TRUNC rather than O_EXCL: a leftover temp file with our pid can only come from an earlier
   // crashed process that happened to have the same pid, and its contents are garbage either way.

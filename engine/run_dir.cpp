@@ -140,6 +140,8 @@ RunDirs prepare_run_dir(const TrainArgs& args, Communicator& comm) {
   if (comm.rank() == 0) {
     // Rank 0 writes RUN_DIR: one that cannot be written fails now, not at the first checkpoint.
     check_writable_directory(args.out_dir, "--out");
+    // The MLflow store too: one that cannot be written fails before --overwrite removes the earlier run.
+    if (!args.mlflow_dir.empty()) check_writable_directory(args.mlflow_dir, "--mlflow-dir");
     recover_directory(dirs.last);
     recover_directory(dirs.best);
   }
@@ -174,6 +176,16 @@ RunDirs prepare_run_dir(const TrainArgs& args, Communicator& comm) {
     for (const std::string& name : present) dirs.to_clear.push_back(args.out_dir + "/" + name);
   }
   dirs.source = args.resume ? dirs.last : resolve_model_dir(args.model_dir);
+  // --overwrite removes the earlier run before the new one writes its first checkpoint, which copies the tokenizer
+  // files from --model: a --model inside what it removes would leave checkpoints without a tokenizer.
+  const fs::path source = fs::weakly_canonical(dirs.source);
+  for (const std::string& path : dirs.to_clear) {
+    const fs::path cleared = fs::weakly_canonical(path);
+    const auto [end, unused] = std::mismatch(cleared.begin(), cleared.end(), source.begin(), source.end());
+    BERTRAIN_CHECK(end != cleared.end(), "--model " << args.model_dir << " is inside " << path << ", which --overwrite "
+                                                    << "removes: copy the model elsewhere first, or train into "
+                                                    << "another --out");
+  }
   dirs.tokenizer = dirs.source;
   return dirs;
 }

@@ -6,7 +6,7 @@ namespace bertrain {
 
 namespace {
 
-constexpr int kSignals[] = {SIGTERM, SIGINT, SIGUSR1};
+constexpr int kSignals[] = {SIGTERM, SIGINT, SIGUSR1, SIGHUP};
 std::atomic<int> first_signal{0};
 struct sigaction previous[sizeof kSignals / sizeof kSignals[0]];
 

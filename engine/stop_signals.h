@@ -1,6 +1,7 @@
-// Preemption: SIGTERM (Slurm's and Kubernetes' stop), SIGINT (Ctrl-C) and SIGUSR1 (Slurm's
-// --signal=USR1@T warning before the time limit) ask a training run to stop at the next optimizer step,
-// after writing a checkpoint; a second such signal ends the process at once (the signal's default action).
+// Preemption: SIGTERM (Slurm's and Kubernetes' stop), SIGINT (Ctrl-C), SIGUSR1 (Slurm's --signal=USR1@T
+// warning before the time limit) and SIGHUP (the terminal or ssh session closed) ask a training run to stop at the
+// next optimizer step, after writing a checkpoint; a second such signal ends the process at once (the signal's
+// default action).
 // While a StopSignals exists the handlers are installed; the previous ones come back when it is destroyed.
 #pragma once
 

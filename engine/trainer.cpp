@@ -661,7 +661,7 @@ TrainingOutcome finished_run(const TrainArgs& args, const RunDirs& dirs, bool ve
 
 TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
   input_step([&] { validate_train_args(args); });
-  // From here on SIGTERM, SIGINT and SIGUSR1 stop the run at its next step with a checkpoint (one that arrives
+  // From here on SIGTERM, SIGINT, SIGUSR1 and SIGHUP stop the run at its next step with a checkpoint (one that arrives
   // while the data and model load is acted on after the first step).
   const StopSignals stop_signals;
   const bool leader = comm.rank() == 0;  // prints and writes RUN_DIR

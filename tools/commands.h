@@ -15,7 +15,8 @@ inline constexpr const char kExitStatusHelp[] =
     "  0   done (also: train --resume of a run that already trained its epochs)\n"
     "  1   a failure while working (a full disk, a lost peer, a diverging loss): worth a retry\n"
     "  2   a usage or input error (a bad flag value, missing or invalid data, model or run directory): never retried\n"
-    "  75  train stopped by SIGTERM, SIGINT or SIGUSR1 after writing its checkpoint: run it again with --resume\n"
+    "  75  train stopped by SIGTERM, SIGINT, SIGUSR1 or SIGHUP after writing its checkpoint: run it again with\n"
+    "      --resume\n"
     "  bertrain launch restarts a command on 1, 75 and death by a signal, never on 2.\n";
 
 int run_bench(const std::vector<std::string>& args);     // tools/bench_step.cpp

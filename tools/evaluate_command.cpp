@@ -90,7 +90,12 @@ int run_evaluate(const std::vector<std::string>& args) {
   const InferenceOptions inference = inference_options(p);
 
   // The model, the flags and the data are the user's input: what fails here exits 2.
-  if (!p.get("out").empty()) input_step([&] { check_writable_file(p.get("out"), "--out"); });
+  if (!p.get("out").empty()) {
+    input_step([&] {
+      check_writable_file(p.get("out"), "--out");
+      check_not_the_input(p.get("out"), "--out", p.get("data"));
+    });
+  }
   const ModelSource source = model_source(p);
   if (p.given("experiment") && source.store.dir.empty()) {
     throw UsageError("evaluate: --experiment names the experiment of an MLflow run: give --mlflow-dir too (or set "

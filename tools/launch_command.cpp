@@ -33,8 +33,9 @@ namespace {
 std::atomic<pid_t> child_pid{0};
 std::atomic<int> launcher_signal{0};
 
-// SIGTERM / SIGINT / SIGUSR1 to the launcher: the job is being stopped on purpose. Pass the signal on to the
-// command (bertrain checkpoints and exits 75; mpirun forwards SIGUSR1 to its ranks) and do not restart it.
+// SIGTERM / SIGINT / SIGUSR1 / SIGHUP (a closed terminal) to the launcher: the job is being stopped on purpose. Pass
+// the signal on to the command (bertrain checkpoints and exits 75; mpirun forwards SIGUSR1 to its ranks) and do not
+// restart it.
 void forward_signal(int sig) {
   launcher_signal = sig;
   const pid_t pid = child_pid.load();
@@ -94,9 +95,9 @@ int run_launch(const std::vector<std::string>& args) {
               "by a signal, runs it again with --resume (added when the run directory of its --out has last/; also\n"
               "on the first attempt, for a requeued job, unless COMMAND has --overwrite), up to\n"
               "--max-restarts times; a usage or input error (2) or any other exit is not retried. Each attempt's end\n"
-              "and every restart are logged on stderr and recorded in results.json (\"restarts\"). SIGTERM, SIGINT\n"
-              "and SIGUSR1 are passed on to COMMAND, which then ends without a restart (exit 75 when last/ holds a\n"
-              "checkpoint to continue from).");
+              "and every restart are logged on stderr and recorded in results.json (\"restarts\"). SIGTERM, SIGINT,\n"
+              "SIGUSR1 and SIGHUP are passed on to COMMAND, which then ends without a restart (exit 75 when last/\n"
+              "holds a checkpoint to continue from).");
   p.usage("bertrain launch [--max-restarts N] [--restart-delay SECONDS] -- COMMAND [ARGS...]");
   p.epilog(kExitStatusHelp);
   p.option("max-restarts", "3", "how many times COMMAND is run again");
@@ -114,7 +115,7 @@ int run_launch(const std::vector<std::string>& args) {
   action.sa_handler = forward_signal;
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;
-  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) sigaction(sig, &action, nullptr);
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGHUP}) sigaction(sig, &action, nullptr);
 
   nlohmann::json restarts = nlohmann::json::array();
   for (int attempt = 0;; ++attempt) {

@@ -1,9 +1,12 @@
 // bertrain: the command-line entry point. Dispatches to subcommands and turns every failure into one line
 // on stderr and the exit code a launcher acts on: 2 for usage and input errors (never worth a retry), 1 for a
 // failure while working (retryable). 75, stopped with a checkpoint, comes from train itself.
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -83,6 +86,18 @@ int dispatch(const std::vector<std::string>& args) {
   throw bertrain::UsageError("unknown command '" + command + "' (see bertrain --help)");
 }
 
+// Output that did not all reach stdout (a full disk, /dev/full, a file-size limit) is an error, exit 1: a
+// redirected `predict` or `tokenize` must not end with status 0 and its output lost.
+int checked_stdout(int rc) {
+  std::cout.flush();
+  const bool flushed = std::fflush(stdout) == 0;
+  const int error = errno;
+  if (flushed && !std::ferror(stdout) && std::cout.good()) return rc;
+  std::fprintf(stderr, "bertrain: error: writing to stdout: %s\n",
+               flushed ? "an earlier write failed (output is missing)" : std::strerror(error));
+  return rc == 0 ? 1 : rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -90,7 +105,7 @@ int main(int argc, char** argv) {
   // fails with EFBIG and becomes an error naming the file, like a full disk, with the previous checkpoint intact.
   std::signal(SIGXFSZ, SIG_IGN);
   try {
-    return dispatch(std::vector<std::string>(argv + 1, argv + argc));
+    return checked_stdout(dispatch(std::vector<std::string>(argv + 1, argv + argc)));
   } catch (const bertrain::UsageError& e) {
     std::fprintf(stderr, "bertrain: %s\n", e.what());
     return 2;

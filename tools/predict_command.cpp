@@ -47,7 +47,7 @@ class LineSink {
   std::unique_ptr<AtomicFile> file_;
 };
 
-// A signal (SIGTERM, SIGINT, SIGUSR1) that stopped predict between two batches.
+// A signal (SIGTERM, SIGINT, SIGUSR1, SIGHUP) that stopped predict between two batches.
 struct PredictionStopped {
   int signal;
 };
@@ -133,7 +133,12 @@ int run_predict(const std::vector<std::string>& args) {
   if (has_text && text.empty()) throw UsageError("predict: --text is empty");
   if (has_data && p.get("data").empty()) throw UsageError("predict: --data is empty");
   if (!has_data && !p.get("out").empty()) throw UsageError("predict: --out goes with --data");
-  if (has_data && !p.get("out").empty()) input_step([&] { check_writable_file(p.get("out"), "--out"); });
+  if (has_data && !p.get("out").empty()) {
+    input_step([&] {
+      check_writable_file(p.get("out"), "--out");
+      check_not_the_input(p.get("out"), "--out", p.get("data"));
+    });
+  }
   PredictionRule rule;
   if (!p.get("threshold").empty()) {
     rule.threshold = p.get_double("threshold");

@@ -29,6 +29,17 @@ void note_repeats(const std::vector<std::pair<std::string, std::string>>& repeat
   }
 }
 
+// The report's file is none of the files it reads in `dirs` (a run's or a study's record, which it would replace).
+void check_out(const std::string& out, const std::string& what, const std::vector<std::string>& dirs) {
+  check_writable_file(out, what);
+  for (const std::string& dir : dirs) {
+    for (const char* name :
+         {"metrics.jsonl", "results.json", "evaluation.json", "study.json", "last/trainer_state.json"}) {
+      check_not_the_input(out, what, dir + "/" + name);
+    }
+  }
+}
+
 // The page of the tune study in `dir` and its lines on the terminal.
 int report_study(const std::string& dir, const std::vector<std::pair<std::string, std::string>>& repeats,
                  std::string out) {
@@ -37,7 +48,7 @@ int report_study(const std::string& dir, const std::vector<std::pair<std::string
   note_repeats(repeats, "study directory");
   const std::string what = out.empty() ? "report" : "--out";
   if (out.empty()) out = dir + "/report.html";
-  input_step([&] { check_writable_file(out, what); });
+  input_step([&] { check_out(out, what, {dir}); });
   write_file_atomically(out, report::render_study_report(study, iso_timestamp_now()));
   std::fputs(report::study_summary(study).c_str(), stdout);
   std::printf("report: study of %s -> %s\n", count_of(static_cast<long long>(study.trials.size()), "trial").c_str(),
@@ -96,7 +107,7 @@ int run_report(const std::vector<std::string>& args) {
   report::name_runs(&runs);
   std::string out = p.get("out");
   if (out.empty()) out = dirs.size() == 1 ? dirs[0] + "/report.html" : "report.html";
-  input_step([&] { check_writable_file(out, p.given("out") ? "--out" : "report"); });
+  input_step([&] { check_out(out, p.given("out") ? "--out" : "report", dirs); });
   write_file_atomically(out, report::render_report(runs, iso_timestamp_now()));
   for (const report::RunRecord& run : runs) std::fputs(report::run_summary(run).c_str(), stdout);
   std::printf("report: %s -> %s\n", count_of(static_cast<long long>(runs.size()), "run").c_str(), out.c_str());

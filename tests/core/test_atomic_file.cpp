@@ -3,6 +3,7 @@
 #include "core/atomic_file.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -119,6 +120,18 @@ TEST_F(AtomicFileTest, LargeAndEmptyWritesRoundTrip) {
   write_file_atomically(path("empty.bin"), "");
   EXPECT_TRUE(fs::exists(path("empty.bin")));
   EXPECT_EQ(fs::file_size(path("empty.bin")), 0u);
+}
+
+// A symbolic link is written through (its target replaced, the link kept); a FIFO is refused, not replaced.
+TEST_F(AtomicFileTest, LinksAreWrittenThroughAndFifosRefused) {
+  write_file_atomically(path("target"), "old");
+  fs::create_symlink("target", path("link"));
+  write_file_atomically(path("link"), "new");
+  EXPECT_TRUE(fs::is_symlink(path("link")));
+  EXPECT_EQ(slurp(path("target")), "new");
+  ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0600), 0);
+  EXPECT_THROW(write_file_atomically(path("fifo"), "x"), Error);
+  EXPECT_TRUE(fs::is_fifo(path("fifo")));
 }
 
 TEST_F(AtomicFileTest, RelativePathInCurrentDirectory) {

@@ -223,5 +223,36 @@ TEST_F(FilesTest, JsonFilesNameThemselvesInErrors) {
   }
 }
 
+// An output file may be a new name, a regular file or a link (whose target's folder must be writable), never a
+// FIFO or device, which writing a file in its place would remove; and never the command's own input, by any name.
+TEST_F(FilesTest, OutputFilesAreRegularFilesAndNotTheInput) {
+  spit(path("data.csv"), "a,b\n");
+  check_writable_file(path("new.jsonl"), "--out");
+  check_writable_file(path("data.csv"), "--out");
+  fs::create_directories(root_ / "sub");
+  fs::create_symlink("sub/target.jsonl", path("link.jsonl"));  // dangling: written through into sub/
+  check_writable_file(path("link.jsonl"), "--out");
+  ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0600), 0);
+  for (const std::string& special : {path("fifo"), std::string("/dev/null")}) {
+    try {
+      check_writable_file(special, "--out");
+      ADD_FAILURE() << special << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
+    }
+  }
+  check_not_the_input(path("new.jsonl"), "--out", path("data.csv"));  // a file that does not exist yet
+  fs::create_hard_link(path("data.csv"), path("same.csv"));
+  fs::create_symlink("data.csv", path("data_link.csv"));
+  for (const std::string& same : {path("data.csv"), path("same.csv"), path("data_link.csv"), path("./data.csv")}) {
+    try {
+      check_not_the_input(same, "--out", path("data.csv"));
+      ADD_FAILURE() << same << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("is the input"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace bertrain

@@ -324,7 +324,7 @@ TEST_F(CliTest, SignalsStopWithACheckpointThatResumesBitForBit) {
   ASSERT_TRUE(succeeded(run(train_args(path("full"), knobs))));
   const double full_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   int stopped_runs = 0;
-  for (const int sig : {SIGTERM, SIGINT, SIGUSR1}) {
+  for (const int sig : {SIGTERM, SIGINT, SIGUSR1, SIGHUP}) {
     const std::string out = "sig" + std::to_string(sig);
     std::vector<std::string> args = train_args(path(out), knobs);
     const RunResult r = testing::run_process([&] {
@@ -347,7 +347,7 @@ TEST_F(CliTest, SignalsStopWithACheckpointThatResumesBitForBit) {
     ASSERT_EQ(ma.size(), mb.size());
     for (std::size_t e = 0; e < ma.size(); ++e) EXPECT_EQ(ma[e]["train_loss"], mb[e]["train_loss"]) << "epoch " << e;
   }
-  EXPECT_EQ(stopped_runs, 3);
+  EXPECT_EQ(stopped_runs, 4);
 
   // A second signal 2 ms after the first ends the process at once (its default action; StopSignals.* checks that
   // deterministically), most likely while it writes the checkpoint; or, on a fast disk, the checkpoint is done and
@@ -654,6 +654,22 @@ TEST_F(CliTest, ValidationTagUnknownToTheTrainingData) {
   expect_error(r, "robotics");
   EXPECT_NE(r.err.find(path("val.csv")), std::string::npos) << r.describe();
   expect_no_run(path("run"));
+}
+
+// --overwrite removes the earlier run only once the new one can start: an --mlflow-dir that cannot be written, or a
+// --model inside the run it would remove (whose tokenizer files the new checkpoints copy), is an input error that
+// leaves the run as it was.
+TEST_F(CliTest, OverwriteKeepsTheRunWhenTheNewOneCannotStart) {
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--epochs", "1"}))));
+  const auto before = snapshot(path("run"));
+  spit(path("mlfile"), "x");
+  expect_error(run(train_args(path("run"), {"--epochs", "1", "--overwrite", "--mlflow-dir", path("mlfile")})),
+               "--mlflow-dir '" + path("mlfile") + "'");
+  EXPECT_EQ(snapshot(path("run")), before);
+  std::vector<std::string> from_itself = train_args(path("run"), {"--epochs", "1", "--overwrite"});
+  std::replace(from_itself.begin(), from_itself.end(), model(), path("run/best"));
+  expect_error(run(from_itself), "which --overwrite removes");
+  EXPECT_EQ(snapshot(path("run")), before);
 }
 
 TEST_F(CliTest, OutIsAFile) {

@@ -1,7 +1,10 @@
 // CLI tests of what evaluate, predict, convert and --help promise a new user: predict's fallback label and its
-// cleanup on a signal, evaluate --mlflow-dir checked before anything is evaluated, convert of a RUN_DIR, and help
-// texts with real placeholders and each default once.
+// cleanup on a signal, outputs that never replace an input or a special file, a failed stdout, evaluate
+// --mlflow-dir checked before anything is evaluated, convert of a RUN_DIR, and help texts with real placeholders
+// and each default once.
 #include <gtest/gtest.h>
+
+#include <sys/stat.h>
 
 #include <csignal>
 #include <filesystem>
@@ -10,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/stop_signals.h"
 #include "tests/tools/cli_test.h"
 
 namespace bertrain {
@@ -67,7 +71,7 @@ TEST_F(CliTest, PredictStoppedBySignalLeavesNoTemporaryFile) {
     for (const Row& row : rows) big += std::to_string(copy) + "," + csv_field(row.title) + "," + csv_field(row.description) + "\n";
   }
   spit(path("big.csv"), big);
-  for (int sig : {SIGTERM, SIGINT}) {
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
     const fs::path dir = path("predict-" + std::to_string(sig));
     fs::create_directories(dir);
     const auto writing = [&] { return !files_starting(dir, "p.jsonl.tmp").empty(); };
@@ -76,11 +80,45 @@ TEST_F(CliTest, PredictStoppedBySignalLeavesNoTemporaryFile) {
          "--batch-size", "4", "--device", "cpu"},
         {}, 120, {{0.0, sig, writing}});
     EXPECT_EQ(r.signal, sig) << r.describe();
-    EXPECT_NE(r.err.find(std::string("stopped by ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT")), std::string::npos)
-        << r.describe();
+    EXPECT_NE(r.err.find("stopped by " + signal_name(sig)), std::string::npos) << r.describe();
     EXPECT_NE(r.err.find("p.jsonl not written"), std::string::npos) << r.describe();
     EXPECT_TRUE(files_starting(dir, "p.jsonl").empty()) << "left behind: " << files_starting(dir, "p.jsonl")[0];
   }
+}
+
+// An --out that is the command's own input (by any name) or not a regular file (a FIFO, which replacing would
+// remove) is refused before anything is written; a symbolic link is written through: the link stays, its target is
+// replaced.
+TEST_F(CliTest, OutputsReplaceNeitherInputsNorSpecialFiles) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  const std::string rows = slurp(data());
+  const auto predict = [&](const std::string& out) {
+    return run({"predict", "--model", suite_run(), "--data", data(), "--out", out, "--device", "cpu"});
+  };
+  expect_error(predict(data()), "--out '" + data() + "' is the input");
+  fs::create_hard_link(data(), path("same.csv"));
+  expect_error(run({"evaluate", "--model", suite_run(), "--data", data(), "--out", path("same.csv")}), "is the input");
+  EXPECT_EQ(slurp(data()), rows);
+  ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0600), 0);
+  expect_error(predict(path("fifo")), "not a regular file");
+  EXPECT_TRUE(fs::is_fifo(path("fifo")));
+  spit(path("target.jsonl"), "old\n");
+  fs::create_symlink("target.jsonl", path("link.jsonl"));
+  ASSERT_TRUE(succeeded(predict(path("link.jsonl"))));
+  EXPECT_TRUE(fs::is_symlink(path("link.jsonl")));
+  EXPECT_EQ(lines_of(slurp(path("target.jsonl"))).size(), synthetic_rows().size());
+}
+
+// Output that does not reach stdout (here /dev/full: every write fails) is a failure, exit 1 naming stdout, not a
+// success with the output lost.
+TEST_F(CliTest, AnUnwritableStdoutIsAFailure) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "SKIPPED: no /dev/full on this machine";
+  const RunResult r = ::bertrain::testing::run_process(
+      {"/bin/sh", "-c", "exec \"$0\" tokenize --vocab \"$1\" --text hello >/dev/full", binary(),
+       model() + "/vocab.txt"},
+      {}, 60);
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_NE(r.err.find("writing to stdout"), std::string::npos) << r.describe();
 }
 
 // evaluate --mlflow-dir checks the run it logs into before evaluating: a wrong store, experiment or run is an input

@@ -58,6 +58,14 @@ TEST_F(CliTest, ReportCountsARunDirectoryNamedTwiceOnce) {
 
 // A run whose trainer recorded validation metrics (and the step of each evaluation) and stopped early: the page
 // charts and tables the metrics, and the summary says when and why the run stopped.
+// report --out naming a file the report reads (the run's metrics.jsonl) is refused: the run's record stays.
+TEST_F(CliTest, ReportNeverWritesOverWhatItReads) {
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--epochs", "1"}))));
+  const std::string metrics = slurp(path("run/metrics.jsonl"));
+  expect_error(run({"report", path("run"), "--out", path("run/metrics.jsonl")}), "is the input");
+  EXPECT_EQ(slurp(path("run/metrics.jsonl")), metrics);
+}
+
 TEST_F(CliTest, ReportShowsValidationMetricsAndAnEarlyStop) {
   const fs::path run_dir = dir_ / "metrics-run";
   fs::create_directories(run_dir);

@@ -442,6 +442,12 @@ TEST_F(CliTune, BadInputIsOneLineNamingWhatToFix) {
   spit(dir_ / "afile", "x\n");
   expect_error(run(tune_args(lr, path("afile/study"), {})), "'" + path("afile") + "' is a file, not a directory");
   EXPECT_FALSE(fs::exists(out));
+  // A training run's folder is not a study's: the study would replace its best/.
+  fs::create_directories(dir_ / "trained" / "best");
+  spit(dir_ / "trained" / "metrics.jsonl", "{}\n");
+  expect_error(run(tune_args(lr, path("trained"), {})), "holds a run's files (best, metrics.jsonl)");
+  EXPECT_EQ(slurp(dir_ / "trained" / "metrics.jsonl"), "{}\n");
+  EXPECT_FALSE(fs::exists(dir_ / "trained" / "study.json"));
   spit(dir_ / "broken.json", "{\"lr\": ");
   expect_error(run({"tune", "--space", path("broken.json"), "--out", out, "--", "--model", model(), "--train-data", data()}),
                "broken.json");

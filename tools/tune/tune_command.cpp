@@ -22,6 +22,7 @@
 #include "engine/mlflow_store.h"
 #include "engine/param_search.h"
 #include "engine/predictor.h"
+#include "engine/run_dir.h"
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/tune/study_runner.h"
@@ -404,6 +405,17 @@ int run_tune(const std::vector<std::string>& args) {
     if (file_exists(s.out_dir + "/study.json")) {
       throw InputError("tune: " + s.out_dir + " holds a study (study.json): continue it with --resume, or choose "
                        "another --out");
+    }
+    // A study writes best/ and trials/ into --out: one that holds a training run (or a study's remains) would lose
+    // its best/.
+    std::string present;
+    for (const char* name : kRunFiles) {
+      if (path_exists(s.out_dir + "/" + name)) present += (present.empty() ? "" : ", ") + std::string(name);
+    }
+    if (path_exists(s.out_dir + "/trials")) present += (present.empty() ? "" : ", ") + std::string("trials");
+    if (!present.empty()) {
+      throw InputError("tune: " + s.out_dir + " holds a run's files (" + present + "), which the study would " +
+                       "replace: choose another --out");
     }
     make_directories(s.out_dir);
   }
