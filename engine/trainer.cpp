@@ -659,6 +659,16 @@ TrainingOutcome finished_run(const TrainArgs& args, const RunDirs& dirs, bool ve
 
 }  // namespace
 
+void check_training_inputs(const TrainArgs& args) {
+  validate_train_args(args);
+  const std::string source = resolve_model_dir(args.model_dir);
+  const BertConfig config = BertConfig::load(source + "/config.json");
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(source);
+  check_tokenizer_fits(*tokenizer, config, source);
+  const TrainingData data = load_training_data(args, config, *tokenizer);
+  load_model_dir(source, data.labels.names(), args.seed, args.head_init);
+}
+
 TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
   input_step([&] { validate_train_args(args); });
   // From here on SIGTERM, SIGINT, SIGUSR1 and SIGHUP stop the run at its next step with a checkpoint (one that arrives

@@ -41,4 +41,9 @@ struct TrainingOutcome {
 // Only rank 0 prints and writes RUN_DIR.
 TrainingOutcome run_training(const TrainArgs& args, Communicator& comm);
 
+// What run_training reads before it trains (--model's config, tokenizer and weights, the data with the flags' columns,
+// labels and max_length), read and dropped; throws what run_training would. tune checks its trials' inputs with it
+// before a study exists.
+void check_training_inputs(const TrainArgs& args);
+
 }  // namespace bertrain

@@ -421,6 +421,10 @@ TEST_F(CliTune, BadInputIsOneLineNamingWhatToFix) {
   std::vector<std::string> missing_model = tune_args(lr, out, {});
   std::replace(missing_model.begin(), missing_model.end(), model(), path("no_model"));
   expect_error(run(missing_model), path("no_model") + ": not found");
+  // What the trials would read, read as train reads it: a column the data lacks, a max_length the model cannot take.
+  expect_error(run(tune_args(lr, out, {}, {"--label-column", "nosuch"})), "nosuch");
+  expect_error(run(tune_args(lr, out, {}, {"--max-length", "4096"})), "--max-length 4096");
+  EXPECT_FALSE(fs::exists(out));
   // Train's checks of values and combinations too, before a study exists.
   expect_error(run(tune_args(lr, out, {}, {"--dropout", "1.5"})), "TRAIN FLAGS: --dropout must be in [0, 1), got 1.5");
   expect_error(run(tune_args(lr, out, {}, {"--label-separator", "|"})),

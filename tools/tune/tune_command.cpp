@@ -23,6 +23,7 @@
 #include "engine/param_search.h"
 #include "engine/predictor.h"
 #include "engine/run_dir.h"
+#include "engine/trainer.h"
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/tune/study_runner.h"
@@ -362,6 +363,8 @@ int run_tune(const std::vector<std::string>& args) {
     require_readable_file(check.get("train-data"), "--train-data");
     if (!check.get("val-data").empty()) require_readable_file(check.get("val-data"), "--val-data");
     check_writable_directory(s.out_dir, "--out");
+    // What the first trial reads, as train reads it: the model's files, the data's columns and labels, max_length.
+    check_training_inputs(train_args_of(check));
   });
   const SearchParam* epochs_param = s.space.find("epochs");
   if (s.asha) {
