@@ -19,6 +19,7 @@
 #include "core/build_info.h"
 #include "core/cpu_threads.h"
 #include "core/error.h"
+#include "core/files.h"
 #include "core/philox.h"
 #include "data/dataset.h"
 #include "data/split.h"
@@ -171,6 +172,9 @@ int bench_step(const std::vector<std::string>& args) {
   if (batch < 1 || seq < 2 || labels < 1 || steps < 1 || warmup < 0) {
     throw UsageError("bench step: --batch, --labels and --steps must be >= 1, --seq >= 2, --warmup >= 0");
   }
+  // An output that cannot be written fails now, not after the benchmark ran.
+  const std::string lengths_out = parser.get("lengths-out");
+  if (!lengths_out.empty()) input_step([&] { check_writable_file(lengths_out, "--lengths-out"); });
   if (!lengths_csv.empty() && parser.get("vocab-file").empty()) {
     throw UsageError("bench step: --lengths-from needs --vocab-file (the vocab.txt to tokenize it with)");
   }

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <exception>
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,10 @@ int main(int argc, char** argv) {
   } catch (const bertrain::InputError& e) {
     std::fprintf(stderr, "bertrain: error: %s\n", e.what());
     return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "bertrain: error: out of memory: what was asked for (a model, batch or sequence size) does "
+                         "not fit this machine's memory\n");
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bertrain: error: %s\n", e.what());
     return 1;
