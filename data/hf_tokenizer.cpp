@@ -324,13 +324,7 @@ void HfTokenizer::encode(const std::string& text, int max_length, Encoding* out)
   // Rust takes only valid UTF-8: anything else is read as U+FFFD per invalid sequence.
   const std::string* input = &text;
   if (!hf::all_ascii(text.data(), text.size())) {
-    bool clean = true;
-    for (std::size_t i = 0; i < text.size() && clean;) {
-      bool valid = true;
-      i += utf8_sequence(text.data() + i, text.size() - i, &valid);
-      clean = valid;
-    }
-    if (!clean) {
+    if (!is_valid_utf8(text)) {
       sc.text.clear();
       for (std::size_t i = 0; i < text.size();) {
         bool valid = true;

@@ -105,15 +105,6 @@ class Reader {
   const std::string& source_;
 };
 
-bool valid_utf8(const std::string& s) {
-  for (std::size_t i = 0; i < s.size();) {
-    bool valid = false;
-    i += utf8_sequence(s.data() + i, s.size() - i, &valid);
-    if (!valid) return false;
-  }
-  return true;
-}
-
 SentencePieceModel::Piece read_piece(Reader r, const std::string& bytes) {
   SentencePieceModel::Piece piece;
   while (!r.done()) {
@@ -123,7 +114,7 @@ SentencePieceModel::Piece read_piece(Reader r, const std::string& bytes) {
       r.expect(field, wire, kLengthDelimited, "a piece's text");
       const auto [begin, end] = r.span();
       piece.text = bytes.substr(begin, end - begin);
-      if (!valid_utf8(piece.text)) {
+      if (!is_valid_utf8(piece.text)) {
         r.fail(begin, "the piece \"" + escape_for_message(piece.text) + "\" is not UTF-8 text");
       }
     } else if (field == kPieceScore) {

@@ -56,6 +56,15 @@ std::size_t utf8_sequence(const char* p, std::size_t n, bool* valid) {
   return length;
 }
 
+bool is_valid_utf8(const std::string& text) {
+  for (std::size_t i = 0; i < text.size();) {
+    bool valid = false;
+    i += utf8_sequence(text.data() + i, text.size() - i, &valid);
+    if (!valid) return false;
+  }
+  return true;
+}
+
 std::string escape_for_message(const std::string& text) {
   std::string out;
   out.reserve(text.size());

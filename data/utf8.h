@@ -14,6 +14,9 @@ namespace bertrain {
 // an invalid subpart, so callers pass everything up to the next ASCII byte or the end of the text.
 std::size_t utf8_sequence(const char* p, std::size_t n, bool* valid);
 
+// Whether all of `text` is valid UTF-8.
+bool is_valid_utf8(const std::string& text);
+
 // `text` as a message may quote it: valid characters as they are, except control characters (U+0000..U+001F,
 // U+007F..U+009F) and bytes that are not valid UTF-8, which are written as \xHH per byte (é in Latin-1 is
 // \xE9, a tab \x09, a C1 control \xC2\x85). The result is one line of valid UTF-8.

@@ -1,6 +1,7 @@
 #include "tools/data_flags.h"
 
 #include "core/error.h"
+#include "data/utf8.h"
 
 namespace bertrain {
 
@@ -68,6 +69,12 @@ void apply_data_flags(const ArgParser& p, DatasetOptions* options) {
     }
     if (max_length != 0) options->max_length = max_length;
   }
+}
+
+void require_utf8_text(const std::string& text, const std::string& command, const std::string& flag) {
+  if (is_valid_utf8(text)) return;
+  throw UsageError(command + ": " + flag + " is not UTF-8 text: \"" + escape_for_message(text) +
+                   "\" (convert it, e.g. with iconv, as a dataset file's text must be)");
 }
 
 void add_inference_flags(ArgParser& p) {

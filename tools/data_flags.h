@@ -17,6 +17,10 @@ void apply_data_flags(const ArgParser& p, DatasetOptions* options);
 // The dataset flags `p` declares, for DatasetOptions::command_flags: what messages about a file may suggest.
 std::vector<std::string> dataset_flags_of(const ArgParser& p);
 
+// A text given on the command line (--text, --title, --description) must be UTF-8, as a dataset file's text must:
+// throws UsageError naming `flag` and quoting the bytes.
+void require_utf8_text(const std::string& text, const std::string& command, const std::string& flag);
+
 // --device, --precision, --batch-size, --threads (evaluate, predict).
 void add_inference_flags(ArgParser& p);
 InferenceOptions inference_options(const ArgParser& p);

@@ -129,6 +129,9 @@ int run_predict(const std::vector<std::string>& args) {
   // The text of one project as a dataset row's: the columns that are not empty, joined with one space.
   const std::string text = has_project ? join_text_columns({p.get("title"), p.get("description")})
                                      : has_text ? join_text_columns({p.get("text")}) : std::string();
+  for (const char* flag : {"text", "title", "description"}) {
+    if (p.given(flag)) require_utf8_text(p.get(flag), "predict", std::string("--") + flag);
+  }
   if (has_project && text.empty()) throw UsageError("predict: --title and --description are both empty");
   if (has_text && text.empty()) throw UsageError("predict: --text is empty");
   if (has_data && p.get("data").empty()) throw UsageError("predict: --data is empty");

@@ -54,6 +54,7 @@ int run_tokenize(const std::vector<std::string>& args) {
   if (!p.parse(args)) return 0;
   const bool has_text = p.given("text"), has_data = p.given("data");
   if (has_text == has_data) throw UsageError("tokenize: give either --text or --data");
+  if (has_text) require_utf8_text(p.get("text"), "tokenize", "--text");
   if (has_text && join_text_columns({p.get("text")}).empty()) throw UsageError("tokenize: --text is empty");
   if (has_data && p.get("data").empty()) throw UsageError("tokenize: --data is empty");
   if (p.given("vocab") == p.given("model")) throw UsageError("tokenize: give either --vocab or --model");

@@ -121,6 +121,15 @@ TEST_F(CliTest, AnUnwritableStdoutIsAFailure) {
   EXPECT_NE(r.err.find("writing to stdout"), std::string::npos) << r.describe();
 }
 
+// A text given as a flag must be UTF-8, as a dataset file's text must: refused naming the flag and quoting the bytes.
+TEST_F(CliTest, TextFlagsMustBeUtf8) {
+  expect_error(run({"tokenize", "--vocab", model() + "/vocab.txt", "--text", "ab\xff" "cd"}),
+               "tokenize: --text is not UTF-8 text: \"ab\\xFFcd\"");
+  ASSERT_TRUE(succeeded(suite_train()));
+  expect_error(run({"predict", "--model", suite_run(), "--title", "image", "--description", "cut \xc3"}),
+               "predict: --description is not UTF-8 text");
+}
+
 // evaluate --mlflow-dir checks the run it logs into before evaluating: a wrong store, experiment or run is an input
 // error, and neither --out nor anything in the store is written.
 TEST_F(CliTest, EvaluateChecksTheMlflowRunBeforeEvaluating) {
