@@ -1,5 +1,7 @@
 #include "engine/trainer.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -659,8 +661,26 @@ TrainingOutcome finished_run(const TrainArgs& args, const RunDirs& dirs, bool ve
 
 }  // namespace
 
+namespace {
+
+// train reads its data files twice (to load them, and for the fingerprints --resume compares): a pipe or FIFO, which
+// can be read once (and whose open waits for a writer, beyond a stop signal's reach), is refused.
+void require_regular_data_files(const TrainArgs& args) {
+  const std::pair<const char*, const std::string*> files[] = {{"--train-data", &args.train_data},
+                                                               {"--val-data", &args.val_data}};
+  for (const auto& [flag, path] : files) {
+    struct stat st;
+    BERTRAIN_CHECK(path->empty() || ::stat(path->c_str(), &st) != 0 || !S_ISFIFO(st.st_mode),
+                   flag << " " << *path << " is a pipe or FIFO: train reads its data twice (to load it, and for the "
+                        << "fingerprint --resume compares), so write it to a file first");
+  }
+}
+
+}  // namespace
+
 void check_training_inputs(const TrainArgs& args) {
   validate_train_args(args);
+  require_regular_data_files(args);
   const std::string source = resolve_model_dir(args.model_dir);
   const BertConfig config = BertConfig::load(source + "/config.json");
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(source);
@@ -670,9 +690,12 @@ void check_training_inputs(const TrainArgs& args) {
 }
 
 TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
-  input_step([&] { validate_train_args(args); });
-  // From here on SIGTERM, SIGINT, SIGUSR1 and SIGHUP stop the run at its next step with a checkpoint (one that arrives
-  // while the data and model load is acted on after the first step).
+  input_step([&] {
+    validate_train_args(args);
+    require_regular_data_files(args);
+  });
+  // From here on SIGTERM, SIGINT, SIGUSR1 and SIGHUP stop the run at its next step with a checkpoint (one that
+  // arrives while the data and model load is acted on after the first step).
   const StopSignals stop_signals;
   const bool leader = comm.rank() == 0;  // prints and writes RUN_DIR
   const bool verbose = leader && !args.quiet;

@@ -54,9 +54,8 @@ struct PredictionStopped {
 
 // Predicts every row of `path` in batches of `batch_size` rows; returns the rows written. Throws PredictionStopped
 // after the batch in which a stop signal came (StopSignals).
-long predict_file(Predictor& predictor, const std::string& path, const DatasetOptions& options, int batch_size,
+long predict_file(Predictor& predictor, TextRowReader& reader, const DatasetOptions& options, int batch_size,
                   const PredictionRule& rule, LineSink& sink) {
-  TextRowReader reader = input_step([&] { return TextRowReader(path, predictor.tokenizer(), options); });
   const int classes = predictor.labels().size();
   std::vector<Example> examples;
   std::vector<std::string> ids;
@@ -178,9 +177,12 @@ int run_predict(const std::vector<std::string>& args) {
   try {
     // A stop signal ends the stream after its batch; --out's temporary file goes with the sink, and the process
     // then ends by that signal, as it would have without the handler.
+    // The file is opened before the handlers exist: a FIFO no writer opens blocks in open(), which SIGTERM must
+    // still end (a handler would only set a flag).
+    TextRowReader reader = input_step([&] { return TextRowReader(p.get("data"), predictor.tokenizer(), options); });
     const StopSignals stop_signals;
     LineSink sink(p.get("out"));
-    rows = predict_file(predictor, p.get("data"), options, predictor.batch_size(), rule, sink);
+    rows = predict_file(predictor, reader, options, predictor.batch_size(), rule, sink);
     sink.commit();
   } catch (const PredictionStopped& stopped) {
     std::fprintf(stderr, "bertrain: predict: stopped by %s%s\n", signal_name(stopped.signal).c_str(),

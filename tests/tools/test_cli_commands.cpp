@@ -121,6 +121,19 @@ TEST_F(CliTest, AnUnwritableStdoutIsAFailure) {
   EXPECT_NE(r.err.find("writing to stdout"), std::string::npos) << r.describe();
 }
 
+// A FIFO as data: train refuses it at once (it reads its data twice); predict, whose open() waits for a writer that
+// never comes, still ends on SIGTERM (its stop handler is installed after the file is open).
+TEST_F(CliTest, AFifoWithoutAWriterNeitherHangsNorOutlivesSigterm) {
+  ASSERT_EQ(::mkfifo(path("fifo.csv").c_str(), 0600), 0);
+  expect_error(run(train_args(path("run"), {"--train-data", path("fifo.csv")})), "is a pipe or FIFO");
+  expect_no_run(path("run"));
+  ASSERT_TRUE(succeeded(suite_train()));
+  const RunResult r = ::bertrain::testing::run_process(
+      {binary(), "predict", "--model", suite_run(), "--data", path("fifo.csv"), "--device", "cpu"}, {}, 60,
+      {{1.0, SIGTERM}});
+  EXPECT_EQ(r.signal, SIGTERM) << r.describe();
+}
+
 // A text given as a flag must be UTF-8, as a dataset file's text must: refused naming the flag and quoting the bytes.
 TEST_F(CliTest, TextFlagsMustBeUtf8) {
   expect_error(run({"tokenize", "--vocab", model() + "/vocab.txt", "--text", "ab\xff" "cd"}),
