@@ -178,9 +178,11 @@ RunDirs prepare_run_dir(const TrainArgs& args, Communicator& comm) {
   dirs.source = args.resume ? dirs.last : resolve_model_dir(args.model_dir);
   // --overwrite removes the earlier run before the new one writes its first checkpoint, which copies the tokenizer
   // files from --model: a --model inside what it removes would leave checkpoints without a tokenizer.
-  const fs::path source = fs::weakly_canonical(dirs.source);
+  std::error_code ignored;  // a path that cannot be resolved (empty) is not compared
+  const fs::path source = fs::weakly_canonical(dirs.source, ignored);
   for (const std::string& path : dirs.to_clear) {
-    const fs::path cleared = fs::weakly_canonical(path);
+    const fs::path cleared = fs::weakly_canonical(path, ignored);
+    if (source.empty() || cleared.empty()) continue;
     const auto [end, unused] = std::mismatch(cleared.begin(), cleared.end(), source.begin(), source.end());
     BERTRAIN_CHECK(end != cleared.end(), "--model " << args.model_dir << " is inside " << path << ", which --overwrite "
                                                     << "removes: copy the model elsewhere first, or train into "

@@ -712,7 +712,6 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
     return t;
   });
   const TrainingData data = input_step([&] { return load_training_data(args, source_config, *tokenizer); });
-  if (leader) print_warnings(data);  // with --quiet too: it silences progress, not problems
   LoadedModel model =
       input_step([&] { return load_model_dir(dirs.source, data.labels.names(), args.seed, args.head_init); });
   model.config.classifier_dropout = args.dropout;
@@ -763,6 +762,8 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
   if (args.resume && saved.contains("tokenizer_files")) {
     input_step([&] { check_tokenizer_files(saved.at("tokenizer_files"), tokenizer_files, dirs.last); });
   }
+  // After the resume checks: a --resume with other data is one error line, not the other data's warnings first.
+  if (leader) print_warnings(data);  // with --quiet too: it silences progress, not problems
 
   // Engine: its activations are sized by the most tokens of this rank's slices, not by rows × longest row.
   // --device cuda without a device, or bf16 on the CPU, is a flag that does not fit this machine (an input

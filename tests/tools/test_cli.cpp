@@ -727,6 +727,21 @@ TEST_F(CliTest, TrainingIntoAnExistingRunFailsAndLeavesItUntouched) {
   EXPECT_EQ(snapshot(path("run")), before) << "the existing run was modified";
 }
 
+// A --resume with other data is refused in one line: the other data's warnings (here a label of one row) are not
+// printed before it.
+TEST_F(CliTest, AResumeWithOtherDataIsOneErrorLine) {
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--epochs", "1"}))));
+  std::vector<Row> rows;  // the same labels, one of them down to a single row
+  bool kept = false;
+  for (const Row& row : synthetic_rows()) {
+    if (row.tag != "other" || !kept) rows.push_back(row);
+    kept = kept || row.tag == "other";
+  }
+  spit(path("other.csv"), to_csv(rows));
+  expect_error(run(train_args(path("run"), {"--epochs", "2", "--resume", "--train-data", path("other.csv")})),
+               "--train-data");
+}
+
 // A Slurm requeue or a retried job step resumes a run that may have finished: that is done, exit 0, nothing touched.
 TEST_F(CliTest, ResumeOfAFinishedRunExitsZeroAndChangesNothing) {
   ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--epochs", "1"}))));

@@ -66,6 +66,12 @@ TEST_F(CliTest, ReportNeverWritesOverWhatItReads) {
   EXPECT_EQ(slurp(path("run/metrics.jsonl")), metrics);
 }
 
+// A metrics.jsonl that is a directory is named as one, not read as a run with no epochs yet.
+TEST_F(CliTest, ReportNamesAMetricsFileThatIsADirectory) {
+  fs::create_directories(dir_ / "odd" / "metrics.jsonl");
+  expect_error(run({"report", path("odd")}), "metrics.jsonl is a directory");
+}
+
 TEST_F(CliTest, ReportShowsValidationMetricsAndAnEarlyStop) {
   const fs::path run_dir = dir_ / "metrics-run";
   fs::create_directories(run_dir);

@@ -46,6 +46,8 @@ double optional_number_field(const json& object, const char* key, const std::str
 }
 
 std::vector<EpochRecord> read_metrics(const std::string& path) {
+  // A directory opens as a stream that reads nothing: it would look like a run with no epochs yet.
+  BERTRAIN_CHECK(!directory_exists(path), path << " is a directory, not a training run's metrics file");
   std::ifstream in(path);
   BERTRAIN_CHECK(in, "cannot open " << path << " (is the directory a bertrain training run?)");
   std::vector<EpochRecord> epochs;
