@@ -25,6 +25,7 @@ bool same(const json& a, const json& b) {
 std::string setting_flag_name(const std::string& key) {
   if (key == "train_data_hash") return "--train-data content";
   if (key == "val_data_hash") return "--val-data content";
+  if (key == "collective_timeout_s") return "--collective-timeout";  // recorded with its unit, the flag has none
   std::string flag = "--" + key;
   std::replace(flag.begin(), flag.end(), '_', '-');
   return flag;

@@ -702,6 +702,14 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
   const auto start = Clock::now();
   configure_cpu_threads(args.threads, comm.info().local_rank);
   const RunDirs dirs = input_step([&] { return prepare_run_dir(args, comm); });
+  // What a rank found in RUN_DIR decides what it loads (a checkpoint or --model) and whether it trains at all: the
+  // ranks agree on it first, so that ranks which found different runs (RUN_DIR not shared, --resume on one rank)
+  // stop with one error line, not a rank returning while the others wait in a collective, or mismatched loads.
+  input_step([&] {
+    json found{{"the run directory's state", dirs.finished ? "finished" : args.resume ? "resumed" : "new"}};
+    if (args.resume) found["the checkpoint in last/"] = file_fingerprint(dirs.last + "/trainer_state.json");
+    require_ranks_agree(comm, found);
+  });
   if (dirs.finished) return finished_run(args, dirs, verbose);
 
   // Data and model: what fails here is the user's input (exit status 2, never retried).

@@ -522,6 +522,23 @@ TEST_F(MpiTest, RanksThatDoNotTrainTheSameThingAreNamed) {
   }
 }
 
+// Ranks that find different runs in RUN_DIR (here a finished one on rank 0 and none on rank 1, as a RUN_DIR that is
+// not on a shared filesystem would give) stop with one error line: rank 0 used to return "finished" while rank 1
+// waited in its first collective for ever.
+TEST_F(MpiTest, RanksThatFindDifferentRunsAreNamed) {
+  const RunResult done = train(0, "done", 3);
+  ASSERT_EQ(done.exit_code, 0) << done.describe();
+  std::string finished, fresh;
+  for (const std::string& a : train_command("done", 3, {"--resume"})) finished += "'" + a + "' ";
+  for (const std::string& a : train_command("fresh", 3)) fresh += "'" + a + "' ";
+  const RunResult r = expect_prompt_failure(
+      mpi_prefix(2), "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then exec " + fresh + "; else exec " + finished + "; fi");
+  EXPECT_EQ(r.exit_code, 2) << r.describe();
+  EXPECT_EQ(error_lines(r.err), 1u) << r.describe();
+  EXPECT_NE(r.err.find("the run directory's state \"new\" where rank 0 has \"finished\""), std::string::npos)
+      << r.describe();
+}
+
 // Rank 1 dies from a signal before taking part in any collective: mpirun must end rank 0 too.
 TEST_F(MpiTest, ADyingRankEndsTheJob) {
   std::vector<std::string> argv = mpi_prefix(2);
