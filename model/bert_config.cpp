@@ -331,6 +331,11 @@ void BertConfig::validate(const std::string& source) const {
 
 json BertConfig::to_classifier_json() const {
   json j = extra;
+  // bertrain writes float32 weights: a source's "torch_dtype" (transformers 4) or "dtype" (5) of float16 would make
+  // from_pretrained(..., dtype="auto") load them in half precision.
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    if (j.contains(key)) j[key] = "float32";
+  }
   j["architectures"] = json::array({family().architecture});
   j["model_type"] = family().model_type;
   j["vocab_size"] = vocab_size;

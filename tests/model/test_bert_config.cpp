@@ -126,8 +126,16 @@ TEST(BertConfig, ClassifierJsonRoundTrips) {
   EXPECT_EQ(out.at("id2label").at("1"), "b");
   EXPECT_EQ(out.at("label2id").at("a"), 0);
   EXPECT_EQ(out.at("pad_token_id"), 0);
+  EXPECT_FALSE(out.contains("torch_dtype"));  // not added where the source had none
   const BertConfig back = BertConfig::from_json(out, "out.json");
   EXPECT_EQ(back.labels, c.labels);
+  // A half-precision source's dtype is not kept beside the float32 weights bertrain writes.
+  json half = valid_config();
+  half["torch_dtype"] = "float16";
+  half["dtype"] = "bfloat16";
+  const json written = BertConfig::from_json(half, "half.json").to_classifier_json();
+  EXPECT_EQ(written.at("torch_dtype"), "float32");
+  EXPECT_EQ(written.at("dtype"), "float32");
   EXPECT_EQ(back.problem_type, "single_label_classification");
   // A null pad_token_id (transformers: no padding_idx) is none, and written back as null.
   json no_pad = valid_config();
