@@ -27,17 +27,21 @@ std::string parent_directory(const std::string& path) {
 
 }  // namespace
 
+std::string atomic_file_target(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return path;
+  std::error_code error;
+  const std::filesystem::path target = std::filesystem::weakly_canonical(path, error);
+  BERTRAIN_CHECK(!error, "cannot follow the link '" << path << "': " << error.message());
+  return target.string();
+}
+
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   BERTRAIN_CHECK(!path_.empty(), "AtomicFile: empty path");
   // A symbolic link is written through: its target is replaced and the link stays. Anything but a regular file
   // (a device, FIFO or socket) would be removed by the rename, not written.
+  path_ = atomic_file_target(path_);
   struct stat st;
-  if (::lstat(path_.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
-    std::error_code error;
-    const std::filesystem::path target = std::filesystem::weakly_canonical(path_, error);
-    BERTRAIN_CHECK(!error, "cannot follow the link '" << path_ << "': " << error.message());
-    path_ = target.string();
-  }
   BERTRAIN_CHECK(::stat(path_.c_str(), &st) != 0 || S_ISREG(st.st_mode),
                  "cannot write '" << path_ << "': not a regular file (a directory, device, FIFO or socket)");
   tmp_path_ = path_ + ".tmp." + std::to_string(static_cast<long>(::getpid()));

@@ -24,6 +24,10 @@ class AtomicFile {
   bool committed_ = false;
 };
 
+// The file an AtomicFile for `path` replaces: a symbolic link's target (the link stays), else `path`. Throws Error
+// naming a link it cannot follow.
+std::string atomic_file_target(const std::string& path);
+
 // Convenience: replaces `path` atomically with `contents`.
 void write_file_atomically(const std::string& path, const std::string& contents);
 

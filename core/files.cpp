@@ -78,7 +78,7 @@ void check_writable_directory(const std::string& dir, const std::string& what) {
   check_creatable_below(std::filesystem::path(dir).lexically_normal(), dir, what);
 }
 
-void check_writable_file(const std::string& path, const std::string& what) {
+void check_writable_file(const std::string& path, const std::string& what, const std::vector<std::string>& inputs) {
   struct stat st;
   if (::stat(path.c_str(), &st) == 0) {
     BERTRAIN_CHECK(!S_ISDIR(st.st_mode), what << " '" << path << "': it is a directory, not a file");
@@ -87,21 +87,16 @@ void check_writable_file(const std::string& path, const std::string& what) {
   }
   // Unlike a directory, the file's folder is not made: it must exist (a file on the way is named below). A link
   // is written through (AtomicFile): its target's folder is the one written.
-  std::error_code ignored;
-  const std::filesystem::path target = ::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)
-                                           ? std::filesystem::weakly_canonical(path, ignored)
-                                           : std::filesystem::path(path);
-  const std::filesystem::path folder = (target.empty() ? std::filesystem::path(path) : target).parent_path();
+  const std::filesystem::path folder = std::filesystem::path(atomic_file_target(path)).parent_path();
   BERTRAIN_CHECK(folder.empty() || ::stat(folder.c_str(), &st) == 0 || errno != ENOENT,
                  what << " '" << path << "': folder '" << folder.string() << "' does not exist");
   check_creatable_below(folder, path, what);
-}
-
-void check_not_the_input(const std::string& path, const std::string& what, const std::string& input) {
-  std::error_code ignored;
-  BERTRAIN_CHECK(!std::filesystem::equivalent(path, input, ignored),
-                 what << " '" << path << "' is the input '" << input << "', which writing it would replace: write "
-                      << "to another file");
+  for (const std::string& input : inputs) {
+    std::error_code ignored;
+    BERTRAIN_CHECK(!std::filesystem::equivalent(path, input, ignored),
+                   what << " '" << path << "' is the input '" << input << "', which writing it would replace: write "
+                        << "to another file");
+  }
 }
 
 DirectoryLock::DirectoryLock(const std::string& dir, const std::string& what) : path_(dir + "/.bertrain-lock") {

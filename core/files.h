@@ -5,6 +5,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace bertrain {
 
@@ -29,17 +30,14 @@ std::string read_file(const std::string& path, const std::string& what);
 // Before any work: checks that an output can be written where the user asked, so that a bad --out fails at once
 // instead of after the training or evaluation. Nothing is created (a file is made and removed at once to probe).
 // check_writable_directory: `dir` is a directory, or mkdir -p can make it, in which files can be created.
-// check_writable_file: `path` is not a directory, nor a device, FIFO or socket (which replacing would remove), and
-// files can be created in its folder (a symbolic link's target's), which must exist (the commands write files
-// atomically beside themselves and make no folders for them). Both throw Error "<what> '<path>': <why>", why being
-// "'<p>' is a file, not a directory", "folder '<p>' does not exist" or "cannot create files in '<p>': <the system's
-// reason>".
+// check_writable_file: `path` is not a directory, nor a device, FIFO or socket (which replacing would remove), nor
+// any of the command's `inputs` (the same file by any name, a link included), and files can be created in its folder
+// (a symbolic link's target's), which must exist (the commands write files atomically beside themselves and make no
+// folders for them). Both throw Error "<what> '<path>': <why>", why being "'<p>' is a file, not a directory",
+// "folder '<p>' does not exist", "cannot create files in '<p>': <the system's reason>" or, for an input, "'<path>' is
+// the input '<input>'".
 void check_writable_directory(const std::string& dir, const std::string& what);
-void check_writable_file(const std::string& path, const std::string& what);
-
-// An output `path` that is the file `input` (the same file by any name, a link included) would replace the command's
-// own input: throws Error naming both.
-void check_not_the_input(const std::string& path, const std::string& what, const std::string& input);
+void check_writable_file(const std::string& path, const std::string& what, const std::vector<std::string>& inputs = {});
 
 // Holds an exclusive lock on directory `dir` (created if missing) for as long as it lives, so that two processes
 // never write one run directory at once: flock on "<dir>/.bertrain-lock", which the kernel releases when the

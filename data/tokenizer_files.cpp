@@ -36,6 +36,13 @@ json added_token(int id, const SpecialToken& t, bool special) {
           {"rstrip", t.rstrip}, {"normalized", t.normalized}, {"special", special}};
 }
 
+// TemplateProcessing's pieces: a special token, a sequence ("A", "B"), and the special_tokens entry of a token.
+json template_special(const SpecialToken& t) { return json{{"SpecialToken", {{"id", t.content}, {"type_id", 0}}}}; }
+json template_sequence(const char* id) { return json{{"Sequence", {{"id", id}, {"type_id", 0}}}}; }
+json template_token_entry(const SpecialToken& t, int id) {
+  return {{"id", t.content}, {"ids", {id_json(id)}}, {"tokens", {t.content}}};
+}
+
 // A settings value naming a token: a string, or an AddedToken object {"content", "lstrip", ...}.
 SpecialToken token_of(const hf::JsonAt& value) {
   if (value.json().is_string()) return {value.str()};
@@ -294,9 +301,6 @@ std::optional<json> wordpiece_tokenizer_json(const std::string& dir) {
   for (const SpecialToken* t : {&pad, &unk, &mask}) added.add_special(*t, settings);
   const int cls_id = added.add_special(cls, settings), sep_id = added.add_special(sep, settings);
   added.apply_decoder(settings);
-  const auto special = [](const SpecialToken& t) {
-    return json{{"SpecialToken", {{"id", t.content}, {"type_id", 0}}}};
-  };
   return json{
       {"version", "1.0"},
       {"added_tokens", added.list()},
@@ -309,10 +313,9 @@ std::optional<json> wordpiece_tokenizer_json(const std::string& dir) {
       {"pre_tokenizer", {{"type", "BertPreTokenizer"}}},
       {"post_processor",
        {{"type", "TemplateProcessing"},
-        {"single", {special(cls), {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}, special(sep)}},
+        {"single", {template_special(cls), template_sequence("A"), template_special(sep)}},
         {"special_tokens",
-         {{cls.content, {{"id", cls.content}, {"ids", {id_json(cls_id)}}, {"tokens", {cls.content}}}},
-          {sep.content, {{"id", sep.content}, {"ids", {id_json(sep_id)}}, {"tokens", {sep.content}}}}}}}},
+         {{cls.content, template_token_entry(cls, cls_id)}, {sep.content, template_token_entry(sep, sep_id)}}}}},
       {"model",
        {{"type", "WordPiece"},
         {"unk_token", unk.content},
@@ -350,9 +353,10 @@ json sentencepiece_tokenizer_json(const std::string& dir) {
     pieces = {{"<s>NOTUSED", 0.0}, {pad.content, 0.0}, {"</s>NOTUSED", 0.0}, {unk.content, 0.0},
               {"<unk>NOTUSED", -100.0}};
     add_pieces(1);
-    unk_id = 0;
-    while (unk_id < static_cast<int>(pieces.size()) && pieces[unk_id].first != unk.content) ++unk_id;
-    if (unk_id == static_cast<int>(pieces.size())) unk_id = 0;
+    // CamembertTokenizer's unk id: the first piece that is unk_token, else 0.
+    const auto unk_at =
+        std::find_if(pieces.begin(), pieces.end(), [&](const auto& piece) { return piece.first == unk.content; });
+    unk_id = unk_at == pieces.end() ? 0 : static_cast<int>(unk_at - pieces.begin());
     if (mask.plain) mask.lstrip = true;  // CamembertTokenizer makes a string mask_token an lstrip AddedToken
   }
   pieces.emplace_back(mask.content, 0.0);
@@ -383,14 +387,10 @@ json sentencepiece_tokenizer_json(const std::string& dir) {
   added.apply_decoder(settings);
 
   const std::string prepend = settings.config().get_bool("add_prefix_space", true) ? "always" : "never";
-  const auto special = [](const SpecialToken& t) {
-    return json{{"SpecialToken", {{"id", t.content}, {"type_id", 0}}}};
-  };
-  const auto sequence = [](const char* id) { return json{{"Sequence", {{"id", id}, {"type_id", 0}}}}; };
+  const json bos_piece = template_special(bos), eos_piece = template_special(eos);
   json special_tokens = json::object();
-  for (const auto& [t, id] : {std::pair{&bos, bos_id}, std::pair{&eos, eos_id}}) {
-    special_tokens[t->content] = {{"id", t->content}, {"ids", {id_json(id)}}, {"tokens", {t->content}}};
-  }
+  special_tokens[bos.content] = template_token_entry(bos, bos_id);
+  special_tokens[eos.content] = template_token_entry(eos, eos_id);
   return {
       {"version", "1.0"},
       {"added_tokens", added.list()},
@@ -405,8 +405,8 @@ json sentencepiece_tokenizer_json(const std::string& dir) {
           {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", prepend}, {"split", true}}}}}},
       {"post_processor",
        {{"type", "TemplateProcessing"},
-        {"single", {special(bos), sequence("A"), special(eos)}},
-        {"pair", {special(bos), sequence("A"), special(eos), special(eos), sequence("B"), special(eos)}},
+        {"single", {bos_piece, template_sequence("A"), eos_piece}},
+        {"pair", {bos_piece, template_sequence("A"), eos_piece, eos_piece, template_sequence("B"), eos_piece}},
         {"special_tokens", special_tokens}}},
       {"model", {{"type", "Unigram"}, {"unk_id", id_json(unk_id)}, {"vocab", vocab}, {"byte_fallback", false}}}};
 }

@@ -131,6 +131,14 @@ json tokenizer_fingerprints(const std::string& dir) {
   return fingerprints;
 }
 
+std::vector<std::string> run_files_in(const std::string& dir) {
+  std::vector<std::string> present;
+  for (const char* name : kRunFiles) {
+    if (path_exists(dir + "/" + name)) present.push_back(name);
+  }
+  return present;
+}
+
 RunDirs prepare_run_dir(const TrainArgs& args, Communicator& comm) {
   RunDirs dirs{args.out_dir + "/last", args.out_dir + "/best", "", "", {}, false};
   BERTRAIN_CHECK(!(args.resume && args.overwrite), "--resume continues the run in --out and --overwrite replaces it: "
@@ -163,10 +171,7 @@ RunDirs prepare_run_dir(const TrainArgs& args, Communicator& comm) {
                                   << "same training; start a new run from its weights with --model " << dirs.last);
     }
   } else {
-    std::vector<std::string> present;
-    for (const char* name : kRunFiles) {
-      if (path_exists(args.out_dir + "/" + name)) present.push_back(name);
-    }
+    const std::vector<std::string> present = run_files_in(args.out_dir);
     if (!present.empty() && !args.overwrite) {
       std::string names;
       for (const std::string& name : present) names += (names.empty() ? "" : ", ") + name;

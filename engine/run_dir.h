@@ -30,6 +30,9 @@ struct RunDirs {
 inline constexpr const char* kRunFiles[] = {"last",         "best",         "checkpoints", "metrics.jsonl",
                                             "results.json", "evaluation.json", "report.html"};
 
+// The entries of kRunFiles that `dir` holds, in that order.
+std::vector<std::string> run_files_in(const std::string& dir);
+
 // The optimizer state's file in a checkpoint directory (engine/checkpoint.h format).
 inline constexpr const char* kOptimizerFile = "optimizer.safetensors";
 

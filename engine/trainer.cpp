@@ -659,10 +659,6 @@ TrainingOutcome finished_run(const TrainArgs& args, const RunDirs& dirs, bool ve
   return outcome;
 }
 
-}  // namespace
-
-namespace {
-
 // train reads its data files twice (to load them, and for the fingerprints --resume compares): a pipe or FIFO, which
 // can be read once (and whose open waits for a writer, beyond a stop signal's reach), is refused.
 void require_regular_data_files(const TrainArgs& args) {
@@ -676,17 +672,28 @@ void require_regular_data_files(const TrainArgs& args) {
   }
 }
 
+// What a run learns from, read from `source` (--model, or last/ on --resume): the data tokenized as the model's
+// tokenizer does, and the model with a head for the data's labels.
+struct TrainingInputs {
+  TrainingData data;
+  LoadedModel model;
+};
+
+TrainingInputs load_training_inputs(const TrainArgs& args, const std::string& source) {
+  const BertConfig config = BertConfig::load(source + "/config.json");
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(source);
+  check_tokenizer_fits(*tokenizer, config, source);
+  TrainingData data = load_training_data(args, config, *tokenizer);
+  LoadedModel model = load_model_dir(source, data.labels.names(), args.seed, args.head_init);
+  return {std::move(data), std::move(model)};
+}
+
 }  // namespace
 
 void check_training_inputs(const TrainArgs& args) {
   validate_train_args(args);
   require_regular_data_files(args);
-  const std::string source = resolve_model_dir(args.model_dir);
-  const BertConfig config = BertConfig::load(source + "/config.json");
-  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(source);
-  check_tokenizer_fits(*tokenizer, config, source);
-  const TrainingData data = load_training_data(args, config, *tokenizer);
-  load_model_dir(source, data.labels.names(), args.seed, args.head_init);
+  load_training_inputs(args, resolve_model_dir(args.model_dir));
 }
 
 TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
@@ -713,15 +720,9 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
   if (dirs.finished) return finished_run(args, dirs, verbose);
 
   // Data and model: what fails here is the user's input (exit status 2, never retried).
-  const BertConfig source_config = input_step([&] { return BertConfig::load(dirs.source + "/config.json"); });
-  const std::unique_ptr<Tokenizer> tokenizer = input_step([&] {
-    std::unique_ptr<Tokenizer> t = load_tokenizer(dirs.source);
-    check_tokenizer_fits(*t, source_config, dirs.source);
-    return t;
-  });
-  const TrainingData data = input_step([&] { return load_training_data(args, source_config, *tokenizer); });
-  LoadedModel model =
-      input_step([&] { return load_model_dir(dirs.source, data.labels.names(), args.seed, args.head_init); });
+  TrainingInputs inputs = input_step([&] { return load_training_inputs(args, dirs.source); });
+  const TrainingData& data = inputs.data;
+  LoadedModel& model = inputs.model;
   model.config.classifier_dropout = args.dropout;
   model.config.problem_type = args.data.multi_label ? "multi_label_classification" : "single_label_classification";
   // evaluate and predict must read and prepare text as training did.

@@ -91,10 +91,7 @@ int run_evaluate(const std::vector<std::string>& args) {
 
   // The model, the flags and the data are the user's input: what fails here exits 2.
   if (!p.get("out").empty()) {
-    input_step([&] {
-      check_writable_file(p.get("out"), "--out");
-      check_not_the_input(p.get("out"), "--out", p.get("data"));
-    });
+    input_step([&] { check_writable_file(p.get("out"), "--out", {p.get("data")}); });
   }
   const ModelSource source = model_source(p);
   if (p.given("experiment") && source.store.dir.empty()) {

@@ -136,10 +136,7 @@ int run_predict(const std::vector<std::string>& args) {
   if (has_data && p.get("data").empty()) throw UsageError("predict: --data is empty");
   if (!has_data && !p.get("out").empty()) throw UsageError("predict: --out goes with --data");
   if (has_data && !p.get("out").empty()) {
-    input_step([&] {
-      check_writable_file(p.get("out"), "--out");
-      check_not_the_input(p.get("out"), "--out", p.get("data"));
-    });
+    input_step([&] { check_writable_file(p.get("out"), "--out", {p.get("data")}); });
   }
   PredictionRule rule;
   if (!p.get("threshold").empty()) {

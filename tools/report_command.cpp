@@ -31,13 +31,14 @@ void note_repeats(const std::vector<std::pair<std::string, std::string>>& repeat
 
 // The report's file is none of the files it reads in `dirs` (a run's or a study's record, which it would replace).
 void check_out(const std::string& out, const std::string& what, const std::vector<std::string>& dirs) {
-  check_writable_file(out, what);
+  std::vector<std::string> inputs;
   for (const std::string& dir : dirs) {
     for (const char* name :
          {"metrics.jsonl", "results.json", "evaluation.json", "study.json", "last/trainer_state.json"}) {
-      check_not_the_input(out, what, dir + "/" + name);
+      inputs.push_back(dir + "/" + name);
     }
   }
+  check_writable_file(out, what, inputs);
 }
 
 // The page of the tune study in `dir` and its lines on the terminal.

@@ -241,12 +241,12 @@ TEST_F(FilesTest, OutputFilesAreRegularFilesAndNotTheInput) {
       EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
     }
   }
-  check_not_the_input(path("new.jsonl"), "--out", path("data.csv"));  // a file that does not exist yet
+  check_writable_file(path("new.jsonl"), "--out", {path("data.csv")});  // a file that does not exist yet
   fs::create_hard_link(path("data.csv"), path("same.csv"));
   fs::create_symlink("data.csv", path("data_link.csv"));
   for (const std::string& same : {path("data.csv"), path("same.csv"), path("data_link.csv"), path("./data.csv")}) {
     try {
-      check_not_the_input(same, "--out", path("data.csv"));
+      check_writable_file(same, "--out", {path("data.csv")});
       ADD_FAILURE() << same << " was accepted";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("is the input"), std::string::npos) << e.what();

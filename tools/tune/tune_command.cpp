@@ -411,13 +411,12 @@ int run_tune(const std::vector<std::string>& args) {
     }
     // A study writes best/ and trials/ into --out: one that holds a training run (or a study's remains) would lose
     // its best/.
-    std::string present;
-    for (const char* name : kRunFiles) {
-      if (path_exists(s.out_dir + "/" + name)) present += (present.empty() ? "" : ", ") + std::string(name);
-    }
-    if (path_exists(s.out_dir + "/trials")) present += (present.empty() ? "" : ", ") + std::string("trials");
+    std::vector<std::string> present = run_files_in(s.out_dir);
+    if (path_exists(s.out_dir + "/trials")) present.push_back("trials");
     if (!present.empty()) {
-      throw InputError("tune: " + s.out_dir + " holds a run's files (" + present + "), which the study would " +
+      std::string names;
+      for (const std::string& name : present) names += (names.empty() ? "" : ", ") + name;
+      throw InputError("tune: " + s.out_dir + " holds a run's files (" + names + "), which the study would " +
                        "replace: choose another --out");
     }
     make_directories(s.out_dir);
