@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 
 #include "core/build_config.h"
 #include "core/error.h"
+#include "dist/collective_deadline.h"
 
 #if BERTRAIN_HAS_MPI
 #include <mpi.h>
@@ -47,7 +49,7 @@ constexpr std::size_t kMaxChunk = std::size_t(1) << 30;
 
 class Mpi final : public Communicator {
  public:
-  explicit Mpi(LaunchInfo info) : Communicator(std::move(info)) {
+  Mpi(LaunchInfo info, double timeout_s) : Communicator(std::move(info)) {
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) BERTRAIN_MPI_CHECK(MPI_Init(nullptr, nullptr), where());
@@ -59,10 +61,21 @@ class Mpi final : public Communicator {
                            << info_.rank << " of " << info_.world_size);
     // Errors come back as codes (checked above) instead of MPI's default of aborting silently.
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    if (timeout_s > 0) {
+      deadline_ = std::make_unique<CollectiveDeadline>(timeout_s, [this, timeout_s](const std::string& what) {
+        std::ostringstream message;
+        message << "bertrain: error: " << where() << ": " << what << " did not finish within " << timeout_s
+                << " s (a peer rank was stopped, hangs or is far behind; --collective-timeout sets the limit)";
+        abort(1, message.str());
+      });
+    }
   }
   ~Mpi() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
+    // Not watched: Open MPI's finalize waits for every rank, and rank 0 may legitimately take long to get there
+    // (writing results, copying best/ into MLflow) while the others wait; a job must not fail after its work.
+    deadline_.reset();
     if (!finalized) MPI_Finalize();
   }
 
@@ -70,6 +83,7 @@ class Mpi final : public Communicator {
   void allreduce_sum(double* data, std::size_t n) override { reduce(data, n, MPI_DOUBLE); }
 
   void broadcast(float* data, std::size_t n, int root) override {
+    const CollectiveDeadline::Scope watched(deadline_.get(), "MPI_Bcast");
     for (std::size_t done = 0; done < n; done += kMaxChunk) {
       const int count = static_cast<int>(std::min(kMaxChunk, n - done));
       BERTRAIN_MPI_CHECK(MPI_Bcast(data + done, count, MPI_FLOAT, root, MPI_COMM_WORLD), where());
@@ -77,11 +91,13 @@ class Mpi final : public Communicator {
   }
   void broadcast_bytes(void* bytes, std::size_t n, int root) override {
     BERTRAIN_CHECK(n <= kMaxChunk, "broadcast of " << n << " bytes");
+    const CollectiveDeadline::Scope watched(deadline_.get(), "MPI_Bcast");
     BERTRAIN_MPI_CHECK(MPI_Bcast(bytes, static_cast<int>(n), MPI_BYTE, root, MPI_COMM_WORLD), where());
   }
 
   bool all_true(bool value) override {
     int local = value ? 1 : 0, global = 0;
+    const CollectiveDeadline::Scope watched(deadline_.get(), "MPI_Allreduce");
     BERTRAIN_MPI_CHECK(MPI_Allreduce(&local, &global, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD), where());
     return global != 0;
   }
@@ -96,11 +112,14 @@ class Mpi final : public Communicator {
  private:
   template <typename T>
   void reduce(T* data, std::size_t n, MPI_Datatype type) {
+    const CollectiveDeadline::Scope watched(deadline_.get(), "MPI_Allreduce");
     for (std::size_t done = 0; done < n; done += kMaxChunk) {
       const int count = static_cast<int>(std::min(kMaxChunk, n - done));
       BERTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + done, count, type, MPI_SUM, MPI_COMM_WORLD), where());
     }
   }
+
+  std::unique_ptr<CollectiveDeadline> deadline_;  // null: no timeout
 };
 
 #endif  // BERTRAIN_HAS_MPI
@@ -109,10 +128,10 @@ class Mpi final : public Communicator {
 
 bool mpi_available() { return BERTRAIN_HAS_MPI != 0; }
 
-std::unique_ptr<Communicator> make_communicator(const LaunchInfo& info) {
+std::unique_ptr<Communicator> make_communicator(const LaunchInfo& info, double collective_timeout_s) {
   if (info.world_size <= 1) return std::make_unique<SingleProcess>(info);
 #if BERTRAIN_HAS_MPI
-  return std::make_unique<Mpi>(info);
+  return std::make_unique<Mpi>(info, collective_timeout_s);
 #else
   BERTRAIN_FAIL(info.host << " rank " << info.rank << ": launched as one of " << info.world_size
                           << " processes (" << info.launcher << ") but this build has no MPI support "

@@ -1,6 +1,7 @@
 // Collective operations between the ranks of a data-parallel job. One process: every operation is the
 // identity. MPI: CPU buffers through MPI_Allreduce / MPI_Bcast (NCCL for GPU buffers comes with the CUDA
-// backend). All ranks must call the same collectives in the same order.
+// backend). All ranks must call the same collectives in the same order. With a collective timeout, an MPI call
+// that waits longer than it (a peer rank stopped or hung) ends the job (dist/collective_deadline.h).
 #pragma once
 
 #include <cstddef>
@@ -39,8 +40,11 @@ class Communicator {
 };
 
 // The communicator for this process: MPI when launched with more than one rank (MPI_Init here),
-// a single-process one otherwise. Throws Error when a multi-rank launch meets a build without MPI.
-std::unique_ptr<Communicator> make_communicator(const LaunchInfo& info);
+// a single-process one otherwise. collective_timeout_s > 0: an MPI collective still waiting
+// after that many seconds ends every process of the job with exit status 1 and a line naming this rank and the
+// call (--collective-timeout); 0: MPI's calls wait as long as they must. Throws Error when a multi-rank launch
+// meets a build without MPI.
+std::unique_ptr<Communicator> make_communicator(const LaunchInfo& info, double collective_timeout_s = 0);
 
 // Whether this build has the MPI backend.
 bool mpi_available();

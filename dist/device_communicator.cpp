@@ -2,6 +2,7 @@
 
 #include "core/build_config.h"
 #include "core/error.h"
+#include "dist/collective_deadline.h"
 
 #if BERTRAIN_HAS_NCCL
 #include <cuda_runtime_api.h>
@@ -42,11 +43,6 @@ std::string seconds_text(double s) {
   return os.str();
 }
 
-// The watchdog looks this often: a timeout is noticed within a twentieth of it, and a look costs one
-// cudaEventQuery per finished collective plus one for the oldest outstanding one.
-std::chrono::duration<double> watchdog_period(double timeout_s) {
-  return std::chrono::duration<double>(std::clamp(timeout_s / 20, 0.01, 1.0));
-}
 // After aborting NCCL, the watchdog leaves the host thread this long to reach its own error path (which ends
 // the job on the main thread, the one MPI was initialised on) before ending the job itself.
 constexpr std::chrono::seconds kGrace{5};
@@ -255,6 +251,7 @@ class Nccl final : public DeviceCommunicator {
   void watch() {
     cudaSetDevice(device_);  // the events belong to this device; a new thread starts on device 0
     std::unique_lock<std::mutex> state(state_mutex_);
+    // Each look costs one cudaEventQuery per finished collective plus one for the oldest outstanding one.
     while (!stop_cv_.wait_for(state, watchdog_period(timeout_s_), [this] { return stop_; })) {
       state.unlock();
       const std::string problem = inspect();

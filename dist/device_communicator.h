@@ -62,8 +62,8 @@ GpuCollectives agree_gpu_collectives(GpuCollectives requested, Communicator& hos
 
 // The communicator of `kind` (kNccl or kMpi, as agree_gpu_collectives returns) over `host`'s ranks on `device`
 // (already current). `max_elements` bounds every allreduce's size (kMpi stages that many floats in pinned host
-// memory, allocated here). timeout_s > 0 bounds NCCL's initialisation and every NCCL collective; MPI's
-// collectives have no timeout (as on the CPU engine, mpirun ends the job when a rank dies). `host` must outlive
+// memory, allocated here). timeout_s > 0 bounds NCCL's initialisation and every NCCL collective; kMpi's sums are
+// `host`'s, bounded by the timeout `host` was made with (make_communicator). `host` must outlive
 // the result: NCCL's watchdog ends the job through it, MPI's sums go through it. Throws Error when this build
 // lacks the transport, or when NCCL's initialisation fails or times out.
 std::unique_ptr<DeviceCommunicator> make_device_communicator(GpuCollectives kind, Communicator& host, int device,

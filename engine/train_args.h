@@ -47,7 +47,7 @@ struct TrainArgs {
   HeadInit head_init = HeadInit::kTorch;  // a new classifier head: nn.Linear's uniform, or Hugging Face's normal
   std::string device = "auto";
   std::string precision = "fp32";
-  double collective_timeout_s = 300;  // multi-GPU: a collective slower than this ends the job
+  double collective_timeout_s = 300;  // several ranks: a collective (NCCL or MPI) waiting longer ends the job
   std::string grad_reduce = "fp32";   // multi-GPU: fp32 | bf16 gradients on the wire
   std::string gpu_collectives = "auto";  // multi-GPU: auto | nccl | mpi (dist/device_communicator.h)
   int save_steps = 0;          // > 0: also a resumable checkpoint (last/) every this many optimizer steps

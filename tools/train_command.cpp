@@ -84,7 +84,7 @@ ArgParser train_arg_parser() {
            "Hugging Face's normal with std initializer_range, bias 0").value_name("torch|hf");
   p.option("device", "auto", "auto: CUDA when a device is visible; rank r uses GPU r mod count").value_name("auto|cpu|cuda");
   p.option("precision", "fp32", "bf16 (CUDA only): bf16 weights and activations, fp32 master weights").value_name("fp32|bf16");
-  p.option("collective-timeout", "300", "how long a multi-GPU collective may take before the job is aborted").value_name("SECONDS");
+  p.option("collective-timeout", "300", "how long a rank may wait in a collective (a gradient sum, NCCL or MPI) before the job is aborted").value_name("SECONDS");
   p.option("grad-reduce", "fp32", "precision of the gradients in the multi-GPU allreduce").value_name("fp32|bf16");
   p.option("gpu-collectives", "auto",
            "how GPU ranks sum gradients: nccl (GPU to GPU, one GPU per rank), mpi (through host memory: no NCCL "
@@ -228,7 +228,7 @@ int run_train(const std::vector<std::string>& args) {
     throw;
   }
 
-  const std::unique_ptr<Communicator> comm = make_communicator(launch);
+  const std::unique_ptr<Communicator> comm = make_communicator(launch, a.collective_timeout_s);
   TrainingOutcome outcome;
   try {
     outcome = run_training(a, *comm);

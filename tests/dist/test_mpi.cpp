@@ -340,6 +340,50 @@ TEST_F(MpiTest, SignalToOneRankStopsTheWholeJob) {
   expect_same_parameters("single", "one");
 }
 
+// A rank that is stopped (SIGSTOP: a debugger, a frozen node) does not die, so mpirun does not end the job: the rank
+// waiting for it in a collective ends it after --collective-timeout, with one line and exit status 1, and mpirun
+// takes the stopped rank down too. Before, every rank waited for ever.
+TEST_F(MpiTest, AStoppedRankEndsTheJobAfterTheCollectiveTimeout) {
+  const std::string out = temp_.path("stopped");
+  std::atomic<bool> done{false};
+  bool sent = false;
+  std::thread stopper([&] { sent = signal_when_training(out, is_rank, SIGSTOP, done); });
+  const auto start = std::chrono::steady_clock::now();
+  const RunResult r = train(2, "stopped", 100000, {"--collective-timeout", "2"});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  done = true;
+  stopper.join();
+  std::vector<pid_t> left = rank_pids(out);
+  for (const pid_t pid : left) ::kill(pid, SIGKILL);
+  ASSERT_TRUE(sent) << "the job's ranks were not found running: " << r.describe();
+  EXPECT_FALSE(r.timed_out) << r.describe();
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_LT(seconds, 60) << r.describe();
+  EXPECT_EQ(error_lines(r.err), 1u) << r.describe();  // the waiting rank's; the stopped one never waited that long
+  EXPECT_NE(r.err.find("MPI_Allreduce did not finish within 2 s"), std::string::npos) << r.describe();
+  EXPECT_TRUE(left.empty()) << left.size() << " rank(s) outlived the job";
+}
+
+// Every rank stopped for longer than --collective-timeout and then continued (a job suspended with Ctrl-Z and
+// resumed, a node frozen whole) goes on to the end: time a rank was stopped is not time it waited for its peers.
+TEST_F(MpiTest, AJobStoppedAndContinuedGoesOn) {
+  const std::string out = temp_.path("suspended");
+  std::atomic<bool> done{false};
+  std::size_t stopped = 0;
+  std::thread suspender([&] {
+    while (!done && !fs::exists(out + "/last/trainer_state.json")) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const std::vector<pid_t> ranks = done ? std::vector<pid_t>{} : rank_pids(out);
+    for (const pid_t pid : ranks) stopped += ::kill(pid, SIGSTOP) == 0 ? 1 : 0;
+    std::this_thread::sleep_for(std::chrono::seconds(5));  // two and a half timeouts
+    for (const pid_t pid : ranks) ::kill(pid, SIGCONT);
+  });
+  const RunResult r = train(2, "suspended", 1000, {"--collective-timeout", "2"});
+  done = true;
+  suspender.join();
+  EXPECT_EQ(stopped, 2u) << "the job's two ranks were not both stopped while it trained: " << r.describe();
+  EXPECT_EQ(r.exit_code, 0) << r.describe();
+}
+
 // Several GPU ranks on however many GPUs there are, summing their gradients through host memory with MPI
 // (--gpu-collectives mpi; auto takes it when the ranks outnumber the GPUs, as here on a one-GPU machine): 2 and
 // 3 ranks end where one GPU process does, fp32.

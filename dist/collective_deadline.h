@@ -1,0 +1,64 @@
+// A watchdog over blocking collectives (MPI's sums and broadcasts): one that has not returned within the
+// timeout, because a peer rank was stopped (SIGSTOP, a debugger, a frozen node), hangs in I/O or is far
+// behind, ends the job instead of leaving every other rank waiting for ever. A rank that dies is mpirun's to
+// notice; a rank that lives but never arrives is not, and MPI's blocking calls have no timeout of their own.
+//
+// The calling thread marks each collective (Scope); a thread of this class looks a few times per timeout and,
+// once the marked collective has waited longer than the timeout, calls on_expiry once with its name. Time this
+// process itself was stopped (a look far later than planned) does not count: that wait is not the peers'. The
+// marks are two atomic stores: nothing is allocated and nothing waits on the calling thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace bertrain {
+
+// How often a watchdog with this timeout looks: a timeout is noticed within a twentieth of it (and 1 s).
+std::chrono::duration<double> watchdog_period(double timeout_s);
+
+class CollectiveDeadline {
+ public:
+  // timeout_s > 0. on_expiry(what) runs on the watchdog thread, at most once, when a collective named `what`
+  // (the name given to Scope) has been outstanding for longer than timeout_s; it is expected to end the job.
+  CollectiveDeadline(double timeout_s, std::function<void(const std::string& what)> on_expiry);
+  ~CollectiveDeadline();  // stops watching (without calling on_expiry)
+  CollectiveDeadline(const CollectiveDeadline&) = delete;
+  CollectiveDeadline& operator=(const CollectiveDeadline&) = delete;
+
+  double timeout_s() const { return timeout_s_; }
+
+  // Marks the collective `what` (a string literal: only its pointer is kept) outstanding for the scope's life.
+  // One thread marks; scopes do not nest.
+  class Scope {
+   public:
+    Scope(CollectiveDeadline* deadline, const char* what);  // null deadline: nothing is watched
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    CollectiveDeadline* deadline_;
+  };
+
+ private:
+  void watch(double created_s);
+
+  const double timeout_s_;
+  const std::function<void(const std::string&)> on_expiry_;
+  // Written by the marking thread: the start (steady clock, s) before the name, so that the watcher, reading
+  // the name first, never pairs a name with an older start than its own (a late look can only under-estimate).
+  std::atomic<double> started_s_{0};
+  std::atomic<const char*> what_{nullptr};  // null: no collective outstanding
+  std::mutex stop_mutex_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;
+  std::thread watchdog_;  // last: started once everything it reads exists
+};
+
+}  // namespace bertrain
