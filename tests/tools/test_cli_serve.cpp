@@ -1261,6 +1261,30 @@ TEST_F(CliServe, SigintSigusr1AndSighupStopCleanly) {
   }
 }
 
+// A client that has sent half a request when the server stops does not fail the drain: every accepted request is
+// answered, so once --drain-timeout is up the half-sent request is answered 503 and the server stops cleanly (exit 0).
+// Before, it exited 1 saying "0 requests still unanswered" whenever --drain-timeout was below the 5 s I/O timeout.
+TEST_F(CliServe, ARequestStillArrivingWhenTheDrainEndsIsAnswered503) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  auto server = start({"--drain-timeout", "1"});
+  ASSERT_GT(server->port(), 0);
+  RawConnection c(server->port());
+  ASSERT_TRUE(c.send("POST /v1/predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     "Content-Length: 100\r\n\r\n{\"texts\": [\"object"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // its head is read: the request has begun
+  const auto start = Clock::now();
+  const ServeProcess::Exit e = server->stop(10);
+  const double seconds = seconds_since(start);
+  ASSERT_TRUE(e.exited) << server->describe();
+  EXPECT_EQ(e.code, 0) << server->describe();
+  EXPECT_LT(seconds, 1 + 2 + 1.0) << server->describe();  // the drain, its 2 s grace, a second for a loaded machine
+  EXPECT_NE(server->log().find("answered 1 requests still arriving after --drain-timeout 1 s with 503"),
+            std::string::npos) << server->describe();
+  EXPECT_NE(server->log().find("bertrain serve: stopped"), std::string::npos) << server->describe();
+  const std::string got = c.receive_answer(5);
+  EXPECT_EQ(raw_status(got), 503) << got;
+}
+
 // Connection threads the system will not start are a startup error naming --max-connections, before the ready line
 // (cpp-httplib started them after it, on the listener thread: an uncaught exception, exit 134 after "ready"). A 3 GB
 // address space holds a few hundred of their 8 MB stacks, not 2000. (Not under AddressSanitizer, whose shadow

@@ -399,4 +399,8 @@ void HttpFrontend::stop() {
   server_->stop();
 }
 
+void HttpFrontend::refuse_arriving() { server_->refuse_arriving(); }
+
+int HttpFrontend::refused_arriving() const { return server_->refused_arriving(); }
+
 }  // namespace bertrain

@@ -50,6 +50,10 @@ class HttpFrontend {
   // Stops accepting; /readyz answers 503 from now on. Safe from any thread, idempotent.
   void stop();
   int in_flight() const { return in_flight_.load(); }
+  // After stop(): requests still arriving are answered 503 at once instead of waited for (HttpServer::refuse_arriving);
+  // returns how many have been so far.
+  void refuse_arriving();
+  int refused_arriving() const;
 
  private:
   class Handlers;

@@ -171,11 +171,14 @@ void HttpServer::stop() {
   }
 }
 
+void HttpServer::refuse_arriving() { refusing_arriving_ = true; }
+
 template <class Ready>
 int HttpServer::read_until(int fd, std::string* in, double deadline, bool idle, Ready ready) {
   char buffer[16 * 1024];
   const double idle_since = now_s();
   while (!ready()) {
+    if (refusing_arriving_) return idle && in->empty() ? 0 : -2;
     // A connection with no request in it gives its thread up after kIdleYieldSeconds when the server stops or
     // other connections wait for a thread (as nginx closes idle kept-alive connections when it runs out).
     if (idle && in->empty() && now_s() - idle_since >= kIdleYieldSeconds && (stopping_ || threads_->waiting() > 0)) {
@@ -225,7 +228,11 @@ void HttpServer::serve_connection(int fd, const std::string& remote) {
         status = read();
         return status != HttpRequestReader::Status::kNeedMore;
       });
-      if (got < 0) timed_out();
+      if (got == -1) timed_out();
+      if (got == -2) {
+        ++refused_arriving_;
+        refuse(503, "the server is stopping and this request had not arrived whole within its drain time");
+      }
       if (got > 0 && status == HttpRequestReader::Status::kError) refuse(reader.error_status(), reader.error_message());
       return got > 0 && status != HttpRequestReader::Status::kError;
     };

@@ -8,7 +8,8 @@
 //     when it has been idle for half a second, so that a health probe is answered within about that however many
 //     clients keep connections open;
 //   - stop(): no new connections; every request received on an accepted connection (waiting for a thread or not,
-//     arriving within half a second of its turn) is answered, with Connection: close; then listen() returns.
+//     arriving within half a second of its turn) is answered, with Connection: close; then listen() returns;
+//   - refuse_arriving(), after stop(): requests still arriving are not waited for but answered 503 at once.
 #pragma once
 
 #include <atomic>
@@ -56,11 +57,18 @@ class HttpServer {
   void listen();
   // Safe from any thread (or a signal's waiter), idempotent.
   void stop();
+  // After stop(), when the drain must end: a request whose bytes are still arriving (a slow or stalled client) is
+  // answered 503 within a tenth of a second instead of being waited for, and idle connections close at once.
+  // Requests already whole are answered as usual. Safe from any thread, idempotent.
+  void refuse_arriving();
+  // How many requests refuse_arriving() refused.
+  int refused_arriving() const { return refused_arriving_.load(); }
 
  private:
   void serve_connection(int fd, const std::string& remote);
   // Reads into `in` until `ready` says the buffer holds enough, the deadline passes, or the peer closes. 1: ready,
-  // 0: closed by the peer (or given up, `idle`: waiting for a request that has not begun), -1: deadline.
+  // 0: closed by the peer (or given up, `idle`: waiting for a request that has not begun), -1: deadline,
+  // -2: refused by refuse_arriving().
   template <class Ready>
   int read_until(int fd, std::string* in, double deadline, bool idle, Ready ready);
   bool write_answer(int fd, const HttpRequest& request, HttpResponse& response, bool keep_alive, double started);
@@ -72,6 +80,8 @@ class HttpServer {
   int port_ = 0;
   std::unique_ptr<ConnectionThreads> threads_;
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> refusing_arriving_{false};
+  std::atomic<int> refused_arriving_{0};
 };
 
 }  // namespace bertrain

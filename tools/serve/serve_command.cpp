@@ -37,6 +37,9 @@ constexpr int kMaxInt = std::numeric_limits<int>::max();
 constexpr int kMaxConnections = 10000;
 // A forward pass of more rows than this is no faster; the engine sizes its buffers for the largest batch.
 constexpr int kMaxBatchRows = 65536;
+// How long, after --drain-timeout, requests still arriving have to be answered 503 (HttpServer::refuse_arriving):
+// a 0.1 s read slice, the answer's write, and up to 1 s of lingering close per connection, all in parallel.
+constexpr std::chrono::seconds kRefuseArrivingGrace{2};
 
 // The key, without the line end an editor leaves; an empty file is refused (it would accept an empty key).
 std::string read_api_key(const std::string& path) {
@@ -237,8 +240,18 @@ int run_serve(const std::vector<std::string>& args) {
                  frontend.in_flight());
   }
   frontend.stop();
-  const bool drained_in_time =
-      drained.wait_for(std::chrono::duration<double>(drain_timeout)) == std::future_status::ready;
+  bool drained_in_time = drained.wait_for(std::chrono::duration<double>(drain_timeout)) == std::future_status::ready;
+  if (!drained_in_time && frontend.in_flight() == 0) {
+    // Every accepted request is answered; what holds the drain is requests still arriving (a slow or stalled
+    // client). They are answered 503 rather than waited for: within the server's 0.1 s read slices plus the
+    // second a closing connection lingers for its client to read the answer.
+    frontend.refuse_arriving();
+    drained_in_time = drained.wait_for(kRefuseArrivingGrace) == std::future_status::ready;
+    if (drained_in_time) {
+      std::fprintf(stderr, "bertrain serve: answered %d requests still arriving after --drain-timeout %g s with 503\n",
+                   frontend.refused_arriving(), drain_timeout);
+    }
+  }
   if (!drained_in_time) {
     std::fprintf(stderr, "bertrain: error: serve: %d requests still unanswered after --drain-timeout %g s\n",
                  frontend.in_flight(), drain_timeout);
