@@ -702,6 +702,9 @@ TEST_F(CliServe, BadInputIsRefusedByNameAndTheServerLivesOn) {
       {"/predict", R"({"inputs": ["a", ""]})", "inputs[1]"},
       {"/predict/", R"({"title": "", "description": " "})", "title"},
       {"/v1/predict", "{\"texts\": " + deep + "}", "texts"},
+      // A number beyond a double (valid JSON the parser cannot hold) was a 500 "internal error" (fuzz_serve_requests).
+      {"/v1/predict", R"({"texts": ["a"], "n": 1e400})", "number overflow"},
+      {"/predict/", R"({"title": "a", "n": -66.6e6000})", "number overflow"},
   };
   for (const Bad& b : bad) {
     const Answer a = c.post(b.route, b.body);

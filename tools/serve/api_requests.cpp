@@ -26,6 +26,13 @@ json parse_object(const std::string& body) {
     const std::size_t at = why.find("parse error ");
     why = at == std::string::npos ? why : why.substr(at + 12);
     throw bad_request("the body is not valid JSON (" + why + ")");
+  } catch (const json::exception& e) {
+    // Valid JSON the parser cannot hold: a number beyond a double's range ("number overflow parsing '1e999'"), past
+    // its "[json.exception.out_of_range.406] " prefix. Not a server error: the client's request is what to fix.
+    std::string why = e.what();
+    const std::size_t at = why.find("] ");
+    why = at == std::string::npos ? why : why.substr(at + 2);
+    throw bad_request("the body cannot be read (" + why + ")");
   }
   if (!value.is_object()) throw bad_request("the body must be a JSON object");
   return value;
