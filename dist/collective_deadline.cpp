@@ -46,17 +46,13 @@ CollectiveDeadline::Scope::~Scope() {
 
 void CollectiveDeadline::watch(double created_s) {
   const std::chrono::duration<double> period = watchdog_period(timeout_s_);
-  double last_look_s = created_s;
+  OwnAbsence own_absence(period, created_s);
   double seen_start_s = -1;  // the start of the collective the watcher saw last
   double absent_s = 0;       // how long this process itself did not run since that collective started
   std::unique_lock<std::mutex> lock(stop_mutex_);
   while (!stop_cv_.wait_for(lock, period, [this] { return stop_; })) {
     const double now = now_s();
-    // A look far later than the period: this process was stopped (SIGSTOP, a debugger) or not scheduled. That
-    // time is not its peers' delay; without this, a stopped rank woken by mpirun to be killed would also report
-    // the timeout it caused.
-    const double late_s = now - last_look_s - period.count();
-    last_look_s = now;
+    const double absent_now_s = own_absence.at_look(now);
     const char* what = what_.load(std::memory_order_acquire);
     if (what == nullptr) continue;
     const double start = started_s_.load(std::memory_order_relaxed);
@@ -64,7 +60,7 @@ void CollectiveDeadline::watch(double created_s) {
       seen_start_s = start;
       absent_s = 0;
     }
-    if (late_s > period.count()) absent_s += late_s;
+    absent_s += absent_now_s;
     if (now - start - absent_s <= timeout_s_) continue;
     lock.unlock();
     on_expiry_(what);

@@ -22,6 +22,26 @@ namespace bertrain {
 // How often a watchdog with this timeout looks: a timeout is noticed within a twentieth of it (and 1 s).
 std::chrono::duration<double> watchdog_period(double timeout_s);
 
+// Time a watchdog's own process did not run (stopped by SIGSTOP or a debugger, or not scheduled), measured by how
+// much later than planned its looks come. That time is not the peers' delay: a job suspended whole (Ctrl-Z) and
+// continued must not find every collective it had in flight timed out, and a stopped rank, continued by mpirun to
+// be killed, must not report the timeout it caused. Used by this file's watchdog and by NCCL's.
+class OwnAbsence {
+ public:
+  OwnAbsence(std::chrono::duration<double> period, double start_s) : period_s_(period.count()), last_look_s_(start_s) {}
+  // At a look at now_s: the seconds since the previous look beyond the period when that excess is itself more than a
+  // period (an absence, not a slow wake-up); else 0.
+  double at_look(double now_s) {
+    const double late_s = now_s - last_look_s_ - period_s_;
+    last_look_s_ = now_s;
+    return late_s > period_s_ ? late_s : 0.0;
+  }
+
+ private:
+  double period_s_;
+  double last_look_s_;
+};
+
 class CollectiveDeadline {
  public:
   // timeout_s > 0. on_expiry(what) runs on the watchdog thread, at most once, when a collective named `what`

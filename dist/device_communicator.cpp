@@ -97,7 +97,7 @@ class Nccl final : public DeviceCommunicator {
     settle(ncclCommInitRankConfig(&comm_, host.size(), id, host.rank(), &config),
            "communicator initialisation (ncclCommInitRankConfig)", start);
     try {
-      watchdog_ = std::thread([this] { watch(); });
+      watchdog_ = std::thread([this, created_s = now_s()] { watch(created_s); });
     } catch (...) {
       abort_locked();
       throw;
@@ -248,12 +248,15 @@ class Nccl final : public DeviceCommunicator {
   // event after each collective (allreduce), and this thread polls those events. The host thread may be blocked
   // anywhere when a collective hangs (a kernel launch or a copy behind it, not only wait()), so only another
   // thread can notice in time.
-  void watch() {
+  void watch(double created_s) {
     cudaSetDevice(device_);  // the events belong to this device; a new thread starts on device 0
+    const std::chrono::duration<double> period = watchdog_period(timeout_s_);
+    OwnAbsence own_absence(period, created_s);
     std::unique_lock<std::mutex> state(state_mutex_);
     // Each look costs one cudaEventQuery per finished collective plus one for the oldest outstanding one.
-    while (!stop_cv_.wait_for(state, watchdog_period(timeout_s_), [this] { return stop_; })) {
+    while (!stop_cv_.wait_for(state, period, [this] { return stop_; })) {
       state.unlock();
+      if (const double absent_s = own_absence.at_look(now_s()); absent_s > 0) watch_.postpone(absent_s);
       const std::string problem = inspect();
       if (!problem.empty()) {
         end_job(problem);

@@ -106,6 +106,16 @@ class CollectiveWatch {
     return age;
   }
 
+  // Watching thread: moves the enqueue time of every published collective it has not seen finish `seconds` later
+  // (time this process did not run, OwnAbsence: not its peers' delay). The enqueuing thread writes only slots past
+  // the published ones, so the two never touch one slot.
+  void postpone(double seconds) {
+    const std::uint64_t published = published_.load(std::memory_order_acquire);
+    for (std::uint64_t k = finished_.load(std::memory_order_relaxed); k < published; ++k) {
+      enqueued_s_[static_cast<std::size_t>(k % kSlots)] += seconds;
+    }
+  }
+
   // Collectives published so far, and those the watcher has seen finish.
   std::uint64_t published() const { return published_.load(std::memory_order_acquire); }
   std::uint64_t finished() const { return finished_.load(std::memory_order_acquire); }

@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "dist/collective_deadline.h"
 #include "dist/device_communicator.h"
 #include "dist/gradient_buckets.h"
 #include "model/bert_config.h"
@@ -248,6 +250,30 @@ TEST(CollectiveWatch, AgeOfTheOldestUnfinishedCollective) {
     ADD_FAILURE() << "asked about a collective that was seen finished";
     return true;
   }), 0.0);
+}
+
+// Time this process did not run (OwnAbsence) moves only the collectives still outstanding: a whole job suspended
+// and continued does not find them timed out, and what finished or comes later keeps its times.
+TEST(CollectiveWatch, PostponeMovesOnlyTheOutstandingCollectives) {
+  CollectiveWatch watch;
+  for (const double enqueued : {1.0, 2.0}) {
+    watch.reserve(enqueued);
+    watch.publish();
+  }
+  EXPECT_DOUBLE_EQ(watch.oldest_outstanding_s(3.0, [](std::size_t slot) { return slot == 0; }), 1.0);
+  watch.postpone(100.0);  // slot 1 outstanding: enqueued at 102 now; slot 0 was seen finished
+  const std::size_t next = watch.reserve(150.0);
+  watch.publish();
+  EXPECT_DOUBLE_EQ(watch.oldest_outstanding_s(160.0, [](std::size_t) { return false; }), 58.0);
+  EXPECT_DOUBLE_EQ(watch.oldest_outstanding_s(160.0, [&](std::size_t slot) { return slot != next; }), 10.0);
+}
+
+TEST(OwnAbsence, OnlyLooksLaterThanTwoPeriodsAreAbsence) {
+  OwnAbsence absence(std::chrono::duration<double>(1.0), 0.0);
+  EXPECT_DOUBLE_EQ(absence.at_look(1.0), 0.0);   // on time
+  EXPECT_DOUBLE_EQ(absence.at_look(2.9), 0.0);   // 0.9 s late: a slow wake-up
+  EXPECT_DOUBLE_EQ(absence.at_look(14.9), 11.0);  // 12 s after the last look: 11 s beyond the period
+  EXPECT_DOUBLE_EQ(absence.at_look(15.9), 0.0);
 }
 
 TEST(CollectiveWatch, StopsAtTheFirstUnfinished) {
