@@ -253,8 +253,15 @@ int run_serve(const std::vector<std::string>& args) {
     }
   }
   if (!drained_in_time) {
-    std::fprintf(stderr, "bertrain: error: serve: %d requests still unanswered after --drain-timeout %g s\n",
-                 frontend.in_flight(), drain_timeout);
+    const int unanswered = frontend.in_flight();
+    if (unanswered > 0) {
+      std::fprintf(stderr, "bertrain: error: serve: %d requests still unanswered after --drain-timeout %g s\n",
+                   unanswered, drain_timeout);
+    } else {
+      // Every request answered, and arriving ones refused: what is left is answers a client has not taken yet.
+      std::fprintf(stderr, "bertrain: error: serve: answers still being sent to clients that do not read them after "
+                           "--drain-timeout %g s\n", drain_timeout);
+    }
     std::fflush(stderr);
     std::_Exit(1);  // the connection threads are stuck in I/O: no orderly way to join them
   }
