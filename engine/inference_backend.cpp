@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <utility>
 
 #include "core/build_config.h"
 #include "core/cpu_threads.h"
@@ -23,8 +24,8 @@ int round_up_to_power_of_two(int n) {
 // The CPU engine's forward pass (BertClassifier<float>), rebuilt larger when a batch exceeds its limits.
 class CpuInference final : public InferenceBackend {
  public:
-  CpuInference(const BertConfig& config, int num_labels, const std::vector<float>& params)
-      : config_(config), num_labels_(num_labels), params_(params), threads_(omp_get_max_threads()) {}
+  CpuInference(const BertConfig& config, int num_labels, std::vector<float> params)
+      : config_(config), num_labels_(num_labels), params_(std::move(params)), threads_(omp_get_max_threads()) {}
 
   std::string description() const override { return cpu_engine_description(threads_); }
 
@@ -33,7 +34,7 @@ class CpuInference final : public InferenceBackend {
     if (!model_ || !batch_fits(limits_, batch)) {
       limits_ = grown_limits(limits_, batch, config_);
       model_.reset();  // free the old activations before allocating the larger ones
-      model_.emplace(config_, num_labels_, limits_);
+      model_.emplace(config_, num_labels_, limits_, BertUse::kInference);
       BERTRAIN_CHECK(model_->layout().total() == params_.size(), "inference: the parameter buffer has "
                                                                     << params_.size() << " elements, the model needs "
                                                                     << model_->layout().total());
@@ -70,9 +71,9 @@ BatchLimits grown_limits(const BatchLimits& current, const BertBatch& batch, con
 }
 
 std::unique_ptr<InferenceBackend> make_inference_backend(const BackendChoice& choice, const BertConfig& config,
-                                                         int num_labels, const std::vector<float>& params) {
+                                                         int num_labels, std::vector<float> params) {
   if (choice.cuda) return make_cuda_inference_backend(choice.device, choice.bf16, config, num_labels, params);
-  return std::make_unique<CpuInference>(config, num_labels, params);
+  return std::make_unique<CpuInference>(config, num_labels, std::move(params));
 }
 
 #if !BERTRAIN_HAS_CUDA

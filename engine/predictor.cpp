@@ -68,7 +68,11 @@ Predictor::Predictor(const std::string& path, const InferenceOptions& options)
   batch_size_ = options.batch_size > 0 ? options.batch_size : choice.cuda ? kGpuInferenceBatch : kCpuInferenceBatch;
   BERTRAIN_CHECK(options.threads >= 0, "--threads must be >= 0, got " << options.threads);
   if (!choice.cuda) configure_cpu_threads(options.threads);  // before the engine: it takes the count it is built with
-  engine_ = make_inference_backend(choice, model_.config, labels_.size(), model_.params);
+  // The engine keeps (or uploads) the parameters; this copy is not needed after, and a second one of a large model
+  // would double what serve and predict hold.
+  parameter_count_ = model_.params.size();
+  engine_ = make_inference_backend(choice, model_.config, labels_.size(), std::move(model_.params));
+  model_.params = std::vector<float>();
 }
 
 DatasetOptions trained_dataset_options(const BertConfig& config, const std::string& source) {

@@ -89,12 +89,13 @@ class Predictor {
   // when it is not null; both resized here.
   void predict(const std::vector<Example>& examples, std::vector<float>* probs, std::vector<float>* logits);
   // Parameters of the model (weights and biases, the classifier's included), for serve's /v1/model.
-  std::size_t parameter_count() const { return model_.params.size(); }
+  std::size_t parameter_count() const { return parameter_count_; }
   const BertConfig& config() const { return model_.config; }
 
  private:
   std::string dir_;
-  LoadedModel model_;
+  LoadedModel model_;  // its params moved into engine_
+  std::size_t parameter_count_ = 0;
   LabelSet labels_;
   std::unique_ptr<Tokenizer> tokenizer_;
   bool multi_label_ = false;

@@ -77,8 +77,8 @@ void check_batch_for_device(const BertBatch& batch, const BatchLimits& limits, i
 }
 
 template <typename T>
-BertClassifier<T>::BertClassifier(const BertConfig& config, int num_labels, const BatchLimits& limits)
-    : config_(config), num_labels_(num_labels), limits_(limits) {
+BertClassifier<T>::BertClassifier(const BertConfig& config, int num_labels, const BatchLimits& limits, BertUse use)
+    : config_(config), num_labels_(num_labels), limits_(limits), use_(use) {
   config_.validate("model config");
   BERTRAIN_CHECK(num_labels > 0, "the classifier needs at least one label, got " << num_labels);
   check_limits(limits, config_);
@@ -94,17 +94,21 @@ BertClassifier<T>::BertClassifier(const BertConfig& config, int num_labels, cons
   // Every buffer is a slice of one arena: first collect the requests, then allocate once and hand out.
   std::vector<std::pair<T**, std::size_t>> plan;
   auto reserve = [&](T*& slot, std::size_t n) { plan.emplace_back(&slot, n); };
+  const bool training = use == BertUse::kTraining;
   reserve(emb_sum_, tokens * e);
   reserve(emb_mean_, tokens);
   reserve(emb_rstd_, tokens);
   emb_norm_ = d_emb_ = nullptr;
   if (config.has_embedding_projection()) {
     reserve(emb_norm_, tokens * e);
-    reserve(d_emb_, tokens * e);
+    if (training) reserve(d_emb_, tokens * e);
   }
+  // Training keeps every layer's input and activations for backward. Inference runs layer l from buffer l mod 2
+  // into the other, through one set of activations: a layer reads nothing of the layers before it but its input.
   layer_in_.resize(layers + 1);
-  for (T*& in : layer_in_) reserve(in, tokens * h);
-  layers_.resize(layers);
+  const std::size_t hidden_buffers = training ? layer_in_.size() : 2;
+  for (std::size_t l = 0; l < hidden_buffers; ++l) reserve(layer_in_[l], tokens * h);
+  layers_.resize(training ? layers : 1);
   for (LayerActivations& a : layers_) {
     reserve(a.qkv, tokens * 3 * h);
     for (T** p : {&a.ctx, &a.attn_out, &a.ln1_out, &a.out_dense}) reserve(*p, tokens * h);
@@ -113,12 +117,16 @@ BertClassifier<T>::BertClassifier(const BertConfig& config, int num_labels, cons
     reserve(a.inter_pre, tokens * i);
     reserve(a.inter_act, tokens * i);
   }
-  for (T** p : {&cls_, &cls_drop_, &pool_pre_, &pooled_, &pooled_drop_, &d_small_a_, &d_small_b_}) reserve(*p, b * h);
+  d_inter_ = d_qkv_ = dy_ = d_a_ = d_b_ = d_c_ = d_small_a_ = d_small_b_ = nullptr;
+  for (T** p : {&cls_, &cls_drop_, &pool_pre_, &pooled_, &pooled_drop_}) reserve(*p, b * h);
+  if (training) for (T** p : {&d_small_a_, &d_small_b_}) reserve(*p, b * h);
   reserve(logits_, b * num_labels);
-  reserve(d_inter_, tokens * i);
-  reserve(d_qkv_, tokens * 3 * h);
-  for (T** p : {&dy_, &d_b_, &d_c_}) reserve(*p, tokens * h);
-  reserve(d_a_, tokens * std::max(h, e));  // also the embedding sum's gradient, E wide
+  if (training) {
+    reserve(d_inter_, tokens * i);
+    reserve(d_qkv_, tokens * 3 * h);
+    for (T** p : {&dy_, &d_b_, &d_c_}) reserve(*p, tokens * h);
+    reserve(d_a_, tokens * std::max(h, e));  // also the embedding sum's gradient, E wide
+  }
   reserve(attention_scratch_, attention_scratch_elements(limits.longest, threads_));
 
   // Every slice starts on a 64-byte boundary, whatever address the allocator returned: Eigen's vectorized
@@ -135,6 +143,10 @@ BertClassifier<T>::BertClassifier(const BertConfig& config, int num_labels, cons
   for (const auto& [slot, n] : plan) {
     *slot = arena_.data() + offset;
     offset += aligned_size(n);
+  }
+  if (!training) {
+    for (std::size_t l = 2; l < layer_in_.size(); ++l) layer_in_[l] = layer_in_[l % 2];
+    layers_.resize(layers, layers_.front());
   }
 }
 
@@ -210,6 +222,7 @@ void BertClassifier<T>::forward(const T* params, const BertBatch& batch, const D
 
 template <typename T>
 void BertClassifier<T>::backward(T* grads, const T* params, const T* dlogits) {
+  BERTRAIN_CHECK(use_ == BertUse::kTraining, "backward of a model built for inference (BertUse::kInference)");
   BERTRAIN_CHECK(batch_.batch > 0, "backward called before forward");
   const BertWeights<const T>& w = weights_.bind(layout_, config_, params);
   const BertWeights<T>& g = gradients_.bind(layout_, config_, grads);

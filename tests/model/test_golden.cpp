@@ -6,6 +6,8 @@
 // clip_grad_norm_).
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -128,6 +130,40 @@ TEST_P(GoldenTest, MatchesTransformers) {
     EXPECT_TRUE(result);
     std::printf("  %s\n", result.message());
   }
+}
+
+// A model built for inference (one layer's activations, the hidden states in two alternating buffers) computes
+// what the training model computes, bit for bit: the same kernels in the same order on the same values.
+TEST_P(GoldenTest, InferenceModelGivesTheTrainingModelsBits) {
+  GoldenCase c(GetParam());
+  const int labels = c.model.config.num_labels(), H = c.model.config.hidden_size;
+  const testing::PackedRows& rows = c.rows;
+  BertClassifier<float> training(c.model.config, labels, rows.limits());
+  BertClassifier<float> inference(c.model.config, labels, rows.limits(), BertUse::kInference);
+  training.forward(c.model.params.data(), rows.view(), DropoutSetting{});
+  inference.forward(c.model.params.data(), rows.view(), DropoutSetting{});
+  const std::size_t B = rows.batch, T = rows.cu_seqlens.back();
+  EXPECT_EQ(0, std::memcmp(training.logits(), inference.logits(), B * labels * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(training.pooled_output(), inference.pooled_output(), B * H * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(training.sequence_output(), inference.sequence_output(), T * H * sizeof(float)));
+  if (c.model.config.num_hidden_layers > 1) {
+    EXPECT_LT(inference.activation_bytes(), training.activation_bytes());
+  }
+  std::vector<float> grads(training.layout().total()), dlogits(B * labels, 1.0f);
+  EXPECT_THROW(inference.backward(grads.data(), c.model.params.data(), dlogits.data()), Error);
+}
+
+// An inference model's activations do not grow with the depth (a training model's do, by a layer's worth each).
+TEST(InferenceModel, ActivationsDoNotGrowWithTheLayers) {
+  GoldenCase c("tiny_gelu_bce_adam");
+  const BatchLimits limits{8, 32, 200};
+  const auto bytes = [&](int layers, BertUse use) {
+    BertConfig config = c.model.config;
+    config.num_hidden_layers = layers;
+    return BertClassifier<float>(config, 4, limits, use).activation_bytes();
+  };
+  EXPECT_EQ(bytes(2, BertUse::kInference), bytes(12, BertUse::kInference));
+  EXPECT_GT(bytes(12, BertUse::kTraining), bytes(2, BertUse::kTraining));
 }
 
 // A packed row is computed from its own tokens only: with dropout on, the logits of row 1 of a three-row batch
