@@ -19,7 +19,7 @@
 
 namespace bertrain {
 
-// How often a watchdog with this timeout looks: a timeout is noticed within a twentieth of it (and 1 s).
+// How often a watchdog with this timeout looks: a timeout is noticed within a twentieth of it (at most 1 s).
 std::chrono::duration<double> watchdog_period(double timeout_s);
 
 // Time a watchdog's own process did not run (stopped by SIGSTOP or a debugger, or not scheduled), measured by how
@@ -50,8 +50,6 @@ class CollectiveDeadline {
   ~CollectiveDeadline();  // stops watching (without calling on_expiry)
   CollectiveDeadline(const CollectiveDeadline&) = delete;
   CollectiveDeadline& operator=(const CollectiveDeadline&) = delete;
-
-  double timeout_s() const { return timeout_s_; }
 
   // Marks the collective `what` (a string literal: only its pointer is kept) outstanding for the scope's life.
   // One thread marks; scopes do not nest.
