@@ -6,13 +6,9 @@
 
 namespace bertrain {
 
-namespace {
-
-double now_s() {
+double steady_now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
-
-}  // namespace
 
 std::chrono::duration<double> watchdog_period(double timeout_s) {
   return std::chrono::duration<double>(std::clamp(timeout_s / 20, 0.01, 1.0));
@@ -22,7 +18,7 @@ CollectiveDeadline::CollectiveDeadline(double timeout_s, std::function<void(cons
     : timeout_s_(timeout_s), on_expiry_(std::move(on_expiry)) {
   BERTRAIN_CHECK(timeout_s > 0, "the collective timeout must be positive, got " << timeout_s);
   // The first look's lateness counts from now, not from when the new thread first runs.
-  watchdog_ = std::thread([this, created_s = now_s()] { watch(created_s); });
+  watchdog_ = std::thread([this, created_s = steady_now_s()] { watch(created_s); });
 }
 
 CollectiveDeadline::~CollectiveDeadline() {
@@ -36,7 +32,7 @@ CollectiveDeadline::~CollectiveDeadline() {
 
 CollectiveDeadline::Scope::Scope(CollectiveDeadline* deadline, const char* what) : deadline_(deadline) {
   if (deadline_ == nullptr) return;
-  deadline_->started_s_.store(now_s(), std::memory_order_relaxed);
+  deadline_->started_s_.store(steady_now_s(), std::memory_order_relaxed);
   deadline_->what_.store(what, std::memory_order_release);
 }
 
@@ -51,7 +47,7 @@ void CollectiveDeadline::watch(double created_s) {
   double absent_s = 0;       // how long this process itself did not run since that collective started
   std::unique_lock<std::mutex> lock(stop_mutex_);
   while (!stop_cv_.wait_for(lock, period, [this] { return stop_; })) {
-    const double now = now_s();
+    const double now = steady_now_s();
     const double absent_now_s = own_absence.at_look(now);
     const char* what = what_.load(std::memory_order_acquire);
     if (what == nullptr) continue;

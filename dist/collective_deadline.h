@@ -19,6 +19,9 @@
 
 namespace bertrain {
 
+// The watchdogs' clock (this file's and NCCL's): seconds on the steady clock.
+double steady_now_s();
+
 // How often a watchdog with this timeout looks: a timeout is noticed within a twentieth of it (at most 1 s).
 std::chrono::duration<double> watchdog_period(double timeout_s);
 

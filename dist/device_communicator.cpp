@@ -33,10 +33,6 @@ void CollectiveWatch::publish() { published_.store(++reserved_, std::memory_orde
 
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 std::string seconds_text(double s) {
   std::ostringstream os;
   os << s;
@@ -93,11 +89,11 @@ class Nccl final : public DeviceCommunicator {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     std::lock_guard<std::timed_mutex> lock(nccl_mutex_);
-    const double start = now_s();
+    const double start = steady_now_s();
     settle(ncclCommInitRankConfig(&comm_, host.size(), id, host.rank(), &config),
            "communicator initialisation (ncclCommInitRankConfig)", start);
     try {
-      watchdog_ = std::thread([this, created_s = now_s()] { watch(created_s); });
+      watchdog_ = std::thread([this, created_s = steady_now_s()] { watch(created_s); });
     } catch (...) {
       abort_locked();
       throw;
@@ -151,7 +147,7 @@ class Nccl final : public DeviceCommunicator {
     throw_if_failed();
     std::lock_guard<std::timed_mutex> lock(nccl_mutex_);
     throw_if_failed_locked();
-    const double start = now_s();
+    const double start = steady_now_s();
     settle(ncclAllReduce(data, data, n, type, ncclSum, comm_, stream), "allreduce (ncclAllReduce)", start);
     // The watchdog's marker: an event after the collective on its stream (recording it does not wait).
     const std::size_t slot = watch_.reserve(start);
@@ -168,7 +164,7 @@ class Nccl final : public DeviceCommunicator {
   void settle(ncclResult_t result, const char* what, double started_s) {
     while (result == ncclInProgress) {
       throw_if_failed();  // the watchdog gave up on an earlier collective: it aborts NCCL once this lock is free
-      if (now_s() - started_s > timeout_s_) {
+      if (steady_now_s() - started_s > timeout_s_) {
         fail_locked(std::string("NCCL ") + what + " did not finish within " + seconds_text(timeout_s_) +
                     " s (a peer rank died or hangs; --collective-timeout sets the limit); NCCL aborted");
       }
@@ -183,9 +179,9 @@ class Nccl final : public DeviceCommunicator {
   // bounded by the timeout like every other wait); destroy then only frees this rank's resources.
   // nccl_mutex_ held.
   void finalize_and_destroy() noexcept {
-    const double start = now_s();
+    const double start = steady_now_s();
     ncclResult_t result = ncclCommFinalize(comm_);
-    while (result == ncclInProgress && now_s() - start <= timeout_s_) {
+    while (result == ncclInProgress && steady_now_s() - start <= timeout_s_) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
       if (ncclCommGetAsyncError(comm_, &result) != ncclSuccess) result = ncclInternalError;
     }
@@ -256,7 +252,7 @@ class Nccl final : public DeviceCommunicator {
     // Each look costs one cudaEventQuery per finished collective plus one for the oldest outstanding one.
     while (!stop_cv_.wait_for(state, period, [this] { return stop_; })) {
       state.unlock();
-      if (const double absent_s = own_absence.at_look(now_s()); absent_s > 0) watch_.postpone(absent_s);
+      if (const double absent_s = own_absence.at_look(steady_now_s()); absent_s > 0) watch_.postpone(absent_s);
       const std::string problem = inspect();
       if (!problem.empty()) {
         end_job(problem);
@@ -270,7 +266,7 @@ class Nccl final : public DeviceCommunicator {
   // that exited, a network failure). Returns what is wrong, or "".
   std::string inspect() {
     if (failed_.load()) return {};  // the host thread found it first and is on its error path
-    const double age = watch_.oldest_outstanding_s(now_s(), [this](std::size_t slot) {
+    const double age = watch_.oldest_outstanding_s(steady_now_s(), [this](std::size_t slot) {
       // Any answer but "not ready" counts as finished: a CUDA error is the host thread's to report.
       return cudaEventQuery(events_[slot]) != cudaErrorNotReady;
     });

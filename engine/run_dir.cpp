@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/file_hash.h"
 #include "core/files.h"
+#include "data/csv_parser.h"
 #include "engine/predictor.h"
 #include "model/model_dir.h"
 
@@ -173,9 +174,7 @@ RunDirs prepare_run_dir(const TrainArgs& args, Communicator& comm) {
   } else {
     const std::vector<std::string> present = run_files_in(args.out_dir);
     if (!present.empty() && !args.overwrite) {
-      std::string names;
-      for (const std::string& name : present) names += (names.empty() ? "" : ", ") + name;
-      BERTRAIN_FAIL(args.out_dir << " already holds a run (" << names << "); pass --resume to continue it, --overwrite "
+      BERTRAIN_FAIL(args.out_dir << " already holds a run (" << join_names(present) << "); pass --resume to continue it, --overwrite "
                                  << "to replace it, or choose another --out");
     }
     for (const std::string& name : present) dirs.to_clear.push_back(args.out_dir + "/" + name);

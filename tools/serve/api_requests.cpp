@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <numeric>
 
+#include "data/csv_parser.h"
 #include "data/dataset.h"
 
 namespace bertrain {
@@ -155,9 +156,8 @@ PredictCall parse_v1_predict_body(const std::string& body, const std::vector<std
     }
     call.texts.push_back(join_text_columns(values));
     if (call.texts.back().empty()) {
-      std::string names;
-      for (const std::string& c : text_columns) names += (names.empty() ? "" : ", ") + c;
-      throw bad_request(where + ": every text column of the model (" + names + ") is empty or absent");
+      throw bad_request(where + ": every text column of the model (" + join_names(text_columns) +
+                        ") is empty or absent");
     }
   }
   return call;

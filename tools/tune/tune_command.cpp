@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/number_text.h"
+#include "data/csv_parser.h"
 #include "engine/asha_scheduler.h"
 #include "engine/mlflow_store.h"
 #include "engine/param_search.h"
@@ -414,9 +415,7 @@ int run_tune(const std::vector<std::string>& args) {
     std::vector<std::string> present = run_files_in(s.out_dir);
     if (path_exists(s.out_dir + "/trials")) present.push_back("trials");
     if (!present.empty()) {
-      std::string names;
-      for (const std::string& name : present) names += (names.empty() ? "" : ", ") + name;
-      throw InputError("tune: " + s.out_dir + " holds a run's files (" + names + "), which the study would " +
+      throw InputError("tune: " + s.out_dir + " holds a run's files (" + join_names(present) + "), which the study would " +
                        "replace: choose another --out");
     }
     make_directories(s.out_dir);
