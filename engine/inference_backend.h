@@ -26,7 +26,7 @@ class InferenceBackend {
 // The engine for `choice` (choose_backend) with the model `config` and its parameters `params` (layout of
 // bert_classifier_layout(config, num_labels)). bf16 keeps bf16 weights and activations as training does. The CPU
 // engine keeps `params` (moved in, a caller done with them holds no second copy); the CUDA engine uploads them.
-// The CPU engine's activations are those of one layer (BertUse::kInference), whatever the model's depth.
+// Either engine's activations are those of one layer (BertUse::kInference), whatever the model's depth.
 std::unique_ptr<InferenceBackend> make_inference_backend(const BackendChoice& choice, const BertConfig& config,
                                                          int num_labels, std::vector<float> params);
 

@@ -54,15 +54,16 @@ class ArenaCarver {
 }  // namespace
 
 template <typename T>
-std::size_t BertClassifierGpu<T>::arena_bytes(const BertConfig& config, int num_labels, const BatchLimits& limits) {
-  const BertClassifierGpu dry(config, num_labels, limits, GpuHandles{}, nullptr, 0);
+std::size_t BertClassifierGpu<T>::arena_bytes(const BertConfig& config, int num_labels, const BatchLimits& limits,
+                                              BertUse use) {
+  const BertClassifierGpu dry(config, num_labels, limits, GpuHandles{}, nullptr, 0, use);
   return dry.arena_used_;
 }
 
 template <typename T>
 BertClassifierGpu<T>::BertClassifierGpu(const BertConfig& config, int num_labels, const BatchLimits& limits,
-                                        const GpuHandles& handles, void* arena, std::size_t arena_size)
-    : config_(config), num_labels_(num_labels), limits_(limits), handles_(handles) {
+                                        const GpuHandles& handles, void* arena, std::size_t arena_size, BertUse use)
+    : config_(config), num_labels_(num_labels), limits_(limits), use_(use), handles_(handles) {
   config_.validate("model config");
   BERTRAIN_CHECK(num_labels > 0, "the classifier needs at least one label, got " << num_labels);
   check_limits(limits, config_);
@@ -71,6 +72,7 @@ BertClassifierGpu<T>::BertClassifierGpu(const BertConfig& config, int num_labels
   const std::size_t tokens = static_cast<std::size_t>(limits.tokens), b = static_cast<std::size_t>(limits.rows);
   const std::size_t h = config.hidden_size, i = config.intermediate_size, nh = config.num_attention_heads;
   const std::size_t e = config.embedding_width();
+  const bool training = use == BertUse::kTraining;
   ArenaCarver carve(static_cast<char*>(arena));
   carve.take(positions_, tokens);
   carve.take(slots_, tokens);
@@ -79,12 +81,21 @@ BertClassifierGpu<T>::BertClassifierGpu(const BertConfig& config, int num_labels
   carve.take(emb_rstd_, tokens);
   if (config.has_embedding_projection()) {
     carve.take_stream(emb_norm_, emb_norm_t_, tokens * e);
-    carve.take(d_emb_norm_, tokens * e);
+    if (training) carve.take(d_emb_norm_, tokens * e);
   }
-  stream_.resize(config.num_hidden_layers + 1);
-  stream_t_.resize(config.num_hidden_layers + 1);
-  for (std::size_t l = 0; l < stream_.size(); ++l) carve.take_stream(stream_[l], stream_t_[l], tokens * h);
-  layers_.resize(config.num_hidden_layers);
+  // Training keeps every layer's input and activations for backward. Inference runs layer l from stream l mod 2
+  // into the other, through one set of activations (a layer reads nothing of the layers before it but its input),
+  // as the CPU model does (model/bert_classifier.h).
+  const std::size_t layers = static_cast<std::size_t>(config.num_hidden_layers);
+  stream_.resize(layers + 1);
+  stream_t_.resize(layers + 1);
+  const std::size_t streams = training ? layers + 1 : 2;
+  for (std::size_t l = 0; l < streams; ++l) carve.take_stream(stream_[l], stream_t_[l], tokens * h);
+  for (std::size_t l = streams; l <= layers; ++l) {
+    stream_[l] = stream_[l % 2];
+    stream_t_[l] = stream_t_[l % 2];
+  }
+  layers_.resize(training ? layers : 1);
   for (LayerActivations& a : layers_) {
     carve.take(a.qkv, tokens * 3 * h);
     for (T** p : {&a.ctx, &a.attn_out, &a.out_dense}) carve.take(*p, tokens * h);
@@ -93,24 +104,34 @@ BertClassifierGpu<T>::BertClassifierGpu(const BertConfig& config, int num_labels
     for (float** p : {&a.ln1_mean, &a.ln1_rstd, &a.ln2_mean, &a.ln2_rstd}) carve.take(*p, tokens);
     carve.take(a.inter_pre, tokens * i);
     carve.take(a.inter_act, tokens * i);
-    if constexpr (!std::is_same_v<T, float>) {
+    // The attention dropout mask the bf16 forward keeps for the backward: inference has neither dropout nor backward.
+    if (!std::is_same_v<T, float> && training) {
       carve.take(a.attention_mask, attention_dropout_mask_words_cuda(limits.tokens, static_cast<int>(nh),
                                                                      limits.longest));
     }
   }
-  for (T** p : {&cls_, &cls_drop_, &pool_pre_, &pooled_, &pooled_drop_, &d_small_a_}) carve.take(*p, b * h);
-  carve.take(d_small_b_, b * h);
+  const LayerActivations shared = layers_.front();
+  layers_.resize(layers, shared);  // inference: every layer runs through the one set
+  // (The training model's slices keep their order of before the inference model.)
+  for (T** p : {&cls_, &cls_drop_, &pool_pre_, &pooled_, &pooled_drop_}) carve.take(*p, b * h);
+  if (training) {
+    carve.take(d_small_a_, b * h);
+    carve.take(d_small_b_, b * h);
+  }
   carve.take(logits_, b * num_labels);
-  carve.take(dlogits_, b * num_labels);
-  for (T** p : {&d_b_, &d_c_}) carve.take(*p, tokens * h);
-  carve.take(dy_, tokens * h);
-  carve.take(d_emb_, tokens * e);
-  carve.take(d_qkv_, tokens * 3 * h);
-  carve.take(d_inter_, tokens * i);
-  carve.take(attention_workspace_, attention_workspace_floats_cuda(limits.tokens, config.num_attention_heads, limits.longest));
-  // CUB's scratch size is a device query: models are only built (and sized) where there is a device.
-  embedding_scratch_bytes_ = embedding_backward_scratch_bytes(static_cast<int>(tokens), config.embedding_width());
-  carve.take_bytes(embedding_scratch_, embedding_scratch_bytes_);
+  if (training) {
+    carve.take(dlogits_, b * num_labels);
+    for (T** p : {&d_b_, &d_c_}) carve.take(*p, tokens * h);
+    carve.take(dy_, tokens * h);
+    carve.take(d_emb_, tokens * e);
+    carve.take(d_qkv_, tokens * 3 * h);
+    carve.take(d_inter_, tokens * i);
+    carve.take(attention_workspace_,
+               attention_workspace_floats_cuda(limits.tokens, config.num_attention_heads, limits.longest));
+    // CUB's scratch size is a device query: models for training are only built (and sized) where there is a device.
+    embedding_scratch_bytes_ = embedding_backward_scratch_bytes(static_cast<int>(tokens), config.embedding_width());
+    carve.take_bytes(embedding_scratch_, embedding_scratch_bytes_);
+  }
   arena_used_ = carve.used();
   BERTRAIN_CHECK(arena == nullptr || arena_size >= arena_used_,
                  "GPU activation arena of " << arena_size << " bytes, the model needs " << arena_used_);
@@ -201,6 +222,7 @@ void BertClassifierGpu<T>::forward(const T* params, const BertBatch& batch, cons
 template <typename T>
 void BertClassifierGpu<T>::backward(float* grads, const T* params, const T* dlogits,
                                     const std::function<void(std::size_t)>& on_gradients_ready) {
+  BERTRAIN_CHECK(use_ == BertUse::kTraining, "backward of a model built for inference (BertUse::kInference)");
   BERTRAIN_CHECK(batch_.batch > 0, "backward called before forward");
   const GpuHandles& hd = handles_;
   const CudaStream stream = hd.stream;

@@ -23,7 +23,8 @@
 // of the all-float engine.
 //
 // Every activation is a slice of one device arena that the owner allocates once (arena_bytes), so forward and
-// backward never allocate or synchronise with the host. No CUDA headers here: model/ only calls the launchers of
+// backward never allocate or synchronise with the host. A model built for BertUse::kInference holds one layer's
+// activations and no backward scratch, as the CPU model does (model/bert_classifier.h). No CUDA headers here: model/ only calls the launchers of
 // kernels/*.h.
 #pragma once
 
@@ -43,15 +44,16 @@ template <typename T>
 class BertClassifierGpu {
  public:
   // Bytes of device memory the activations and scratch of a model with these sizes need.
-  static std::size_t arena_bytes(const BertConfig& config, int num_labels, const BatchLimits& limits);
+  static std::size_t arena_bytes(const BertConfig& config, int num_labels, const BatchLimits& limits,
+                                 BertUse use = BertUse::kTraining);
   // Widest matrix a column reduction sees (for GpuContext's workspace: gpu_reduction_workspace_elements).
   static int widest_reduction(const BertConfig& config) {
     return std::max({config.intermediate_size, config.hidden_size, config.embedding_width()});
   }
 
-  // `arena` is device memory of arena_bytes(...) bytes, owned by the caller and kept alive with the model.
+  // `arena` is device memory of arena_bytes(..., use) bytes, owned by the caller and kept alive with the model.
   BertClassifierGpu(const BertConfig& config, int num_labels, const BatchLimits& limits, const GpuHandles& handles,
-                    void* arena, std::size_t arena_size);
+                    void* arena, std::size_t arena_size, BertUse use = BertUse::kTraining);
 
   const BertConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
@@ -71,7 +73,7 @@ class BertClassifierGpu {
                 const std::function<void(std::size_t offset)>& on_gradients_ready = {});
 
   T* logits() const { return logits_; }    // [B, C] device
-  T* dlogits() const { return dlogits_; }  // [max_batch, C] device scratch for the caller's loss gradient
+  T* dlogits() const { return dlogits_; }  // [max_batch, C] device scratch for the caller's loss gradient (training)
   const T* pooled_output() const { return pooled_; }                // [B, H]
   const float* sequence_output() const { return stream_.back(); }  // [T, H], the float residual stream
 
@@ -94,6 +96,7 @@ class BertClassifierGpu {
   BertConfig config_;
   int num_labels_;
   BatchLimits limits_;
+  BertUse use_;
   ParamLayout layout_;
   GpuHandles handles_;
 
@@ -111,18 +114,19 @@ class BertClassifierGpu {
   std::vector<float*> stream_;
   std::vector<T*> stream_t_;
   std::vector<LayerActivations> layers_;
-  T *cls_, *cls_drop_, *pool_pre_, *pooled_, *pooled_drop_, *logits_, *dlogits_;
-  // Scratch shared by all layers.
-  T* d_inter_;                      // [T, I] the intermediate pre-activation's gradient
-  T* d_qkv_;                        // [T, 3H]
-  float* dy_;                       // [T, H] gradient of the residual stream (float; every update in place)
-  float* d_emb_;                    // [T, E] the embedding sum's gradient
-  T *d_b_, *d_c_;                   // [T, H] gradients inside a sublayer
-  T* d_small_a_;                    // [B, H] head gradients
-  float* d_small_b_;                // [B, H] the head's input gradient, scattered into dy_
-  float* attention_workspace_;      // attention_workspace_floats_cuda
-  void* embedding_scratch_;
-  std::size_t embedding_scratch_bytes_;
+  T *cls_, *cls_drop_, *pool_pre_, *pooled_, *pooled_drop_, *logits_;
+  // The backward's scratch, shared by all layers (null in a model built for inference).
+  T* dlogits_ = nullptr;
+  T* d_inter_ = nullptr;                  // [T, I] the intermediate pre-activation's gradient
+  T* d_qkv_ = nullptr;                    // [T, 3H]
+  float* dy_ = nullptr;                   // [T, H] gradient of the residual stream (float; every update in place)
+  float* d_emb_ = nullptr;                // [T, E] the embedding sum's gradient
+  T *d_b_ = nullptr, *d_c_ = nullptr;     // [T, H] gradients inside a sublayer
+  T* d_small_a_ = nullptr;                // [B, H] head gradients
+  float* d_small_b_ = nullptr;            // [B, H] the head's input gradient, scattered into dy_
+  float* attention_workspace_ = nullptr;  // attention_workspace_floats_cuda
+  void* embedding_scratch_ = nullptr;
+  std::size_t embedding_scratch_bytes_ = 0;
 
   BoundWeights<const T> weights_;
   BoundWeights<float> gradients_;

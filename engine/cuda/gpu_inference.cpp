@@ -1,6 +1,6 @@
-// The CUDA engine behind InferenceBackend: BertClassifierGpu<T> forward only, over one device copy of the
-// parameters in T (bf16 cast once from the fp32 checkpoint) and an activation arena that grows with the
-// largest batch seen. Per batch: ids and offsets up, the forward, the logits cast to fp32 and copied back.
+// The CUDA engine behind InferenceBackend: BertClassifierGpu<T> built for inference (one layer's activations, no
+// backward scratch) forward only, over one device copy of the parameters in T (bf16 cast once from the fp32
+// checkpoint) and an activation arena that grows with the largest batch seen. Per batch: ids and offsets up, the forward, the logits cast to fp32 and copied back.
 #include <cuda_runtime_api.h>
 
 #include <cstring>
@@ -75,9 +75,9 @@ class GpuInference final : public InferenceBackend {
     context_.synchronize();
     model_.reset();
     arena_ = DeviceBuffer<char>();
-    arena_ = DeviceBuffer<char>(BertClassifierGpu<T>::arena_bytes(config_, num_labels_, limits));
+    arena_ = DeviceBuffer<char>(BertClassifierGpu<T>::arena_bytes(config_, num_labels_, limits, BertUse::kInference));
     model_ = std::make_unique<BertClassifierGpu<T>>(config_, num_labels_, limits, context_.handles(), arena_.data(),
-                                                    arena_.size());
+                                                    arena_.size(), BertUse::kInference);
     BERTRAIN_CHECK(model_->layout().total() == params_.size(), "GPU inference: the parameter buffer has "
                                                                   << params_.size() << " elements, the model needs "
                                                                   << model_->layout().total());

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/cuda/device_buffer.h"
@@ -241,6 +242,76 @@ TEST_P(CudaModelTest, InferenceLogitsMatchTheCpuEngine) {
     EXPECT_TRUE(all_close("fp32 logits", got.data(), want.data(), n, kScaledAtol * max_abs(want.data(), n), kRtol));
     // bf16 weights and activations: a few bf16 ulps (2^-8) of the logits' scale.
     EXPECT_TRUE(all_close("bf16 logits", got_bf16.data(), want.data(), n, 0.05 * max_abs(want.data(), n), 0.05));
+  }
+}
+
+// The model built for inference (BertUse::kInference: one layer's activations, two alternating hidden-state
+// buffers, no backward scratch) gives the training model's logits, pooled and sequence outputs to the bit, in fp32
+// and bf16, over batches of growing size through one model; and refuses backward.
+template <typename T>
+void expect_inference_model_gives_the_training_models_bits(const Fixture& f) {
+  const BertConfig& config = f.model.config;
+  const int labels = f.labels();
+  GpuContext context(0, gpu_reduction_workspace_elements(BertClassifierGpu<T>::widest_reduction(config)));
+  DeviceBuffer<char> training_arena(BertClassifierGpu<T>::arena_bytes(config, labels, f.limits()));
+  DeviceBuffer<char> inference_arena(
+      BertClassifierGpu<T>::arena_bytes(config, labels, f.limits(), BertUse::kInference));
+  BertClassifierGpu<T> training(config, labels, f.limits(), context.handles(), training_arena.data(),
+                                training_arena.size());
+  BertClassifierGpu<T> inference(config, labels, f.limits(), context.handles(), inference_arena.data(),
+                                 inference_arena.size(), BertUse::kInference);
+  DeviceBuffer<float> master(f.model.params);
+  DeviceBuffer<T> params(f.model.params.size());
+  if constexpr (std::is_same_v<T, float>) {
+    params = std::move(master);
+  } else {
+    cast_cuda(params.data(), static_cast<const float*>(master.data()), f.model.params.size(), context.stream());
+  }
+  DeviceBuffer<int32_t> ids(f.rows.ids), cu_seqlens(f.rows.cu_seqlens);
+  const BertBatch whole = f.host_batch();
+  for (int rows = 1; rows <= whole.batch; ++rows) {
+    BertBatch batch = packed_batch(whole.input_ids, whole.cu_seqlens, rows);
+    batch.input_ids = ids.data();
+    batch.cu_seqlens = cu_seqlens.data();
+    training.forward(params.data(), batch, DropoutSetting{});
+    inference.forward(params.data(), batch, DropoutSetting{});
+    context.synchronize();
+    const auto download = [](const auto* device, std::size_t n) {
+      std::vector<unsigned char> bytes(n * sizeof(*device));
+      BERTRAIN_CUDA_CHECK(cudaMemcpy(bytes.data(), device, bytes.size(), cudaMemcpyDeviceToHost));
+      return bytes;
+    };
+    const std::size_t b = static_cast<std::size_t>(rows), t = static_cast<std::size_t>(batch.tokens);
+    const std::size_t h = static_cast<std::size_t>(config.hidden_size);
+    EXPECT_EQ(download(inference.logits(), b * labels), download(training.logits(), b * labels)) << rows << " rows";
+    EXPECT_EQ(download(inference.pooled_output(), b * h), download(training.pooled_output(), b * h)) << rows;
+    EXPECT_EQ(download(inference.sequence_output(), t * h), download(training.sequence_output(), t * h)) << rows;
+  }
+  DeviceBuffer<float> grads(f.model.params.size());
+  EXPECT_THROW(inference.backward(grads.data(), params.data(), training.dlogits()), Error);
+  EXPECT_LT(inference_arena.size(), training_arena.size());
+}
+
+TEST_P(CudaModelTest, InferenceModelGivesTheTrainingModelsBits) {
+  BERTRAIN_REQUIRE_GPU();
+  Fixture f(GetParam());
+  expect_inference_model_gives_the_training_models_bits<float>(f);
+  expect_inference_model_gives_the_training_models_bits<bf16>(f);
+}
+
+// The inference model's arena holds one layer's activations whatever the depth (its size is a host computation:
+// this runs without a device), for fp32 and bf16, ELECTRA's projection included.
+TEST(CudaInferenceArena, DoesNotGrowWithTheLayers) {
+  for (const char* name : {"tiny_gelu_bce_adam", "tiny_electra_bce_adam"}) {
+    Fixture f(name);
+    const auto bytes = [&](int layers, auto storage) {
+      using T = decltype(storage);
+      BertConfig config = f.model.config;
+      config.num_hidden_layers = layers;
+      return BertClassifierGpu<T>::arena_bytes(config, f.labels(), f.limits(), BertUse::kInference);
+    };
+    EXPECT_EQ(bytes(2, float{}), bytes(12, float{})) << name;
+    EXPECT_EQ(bytes(2, bf16{}), bytes(12, bf16{})) << name;
   }
 }
 
