@@ -424,6 +424,26 @@ TEST_F(CliTune, BadInputIsOneLineNamingWhatToFix) {
   // What the trials would read, read as train reads it: a column the data lacks, a max_length the model cannot take.
   expect_error(run(tune_args(lr, out, {}, {"--label-column", "nosuch"})), "nosuch");
   expect_error(run(tune_args(lr, out, {}, {"--max-length", "4096"})), "--max-length 4096");
+  // ... and so is every value a searched --model, data file or way of reading it can propose at its ends, named by
+  // its key: a model of the choice that is not there used to fail its trials only, after the others had run.
+  const auto searched_model = [&](const std::string& space) {
+    spit(dir_ / "space.json", space);
+    return std::vector<std::string>{"tune", "--space", path("space.json"), "--out", out, "--launcher",
+                                    BERTRAIN_FAKE_TRIAL, "--", "--train-data", data(), "--epochs", "1"};
+  };
+  const std::string no_model = path("no_model");
+  expect_error(run(searched_model(R"({"model": {"type": "choice", "values": [")" + model() + R"(", ")" + no_model +
+                                  R"("]}})")),
+               "space.json: \"model\" can propose \"" + no_model + "\", which train refuses: " + no_model + ": not found");
+  const std::string max_length = R"({"max-length": {"type": "int", "low": 8, "high": 4096}})";
+  expect_error(run(tune_args(max_length, out, {"--initial-params", R"({"max-length": 8})"})),
+               "space.json: \"max-length\" can propose 4096, which train refuses: --max-length 4096 is more than");
+  // The first trial's value refused where an end is taken: that value is named.
+  expect_error(run(tune_args(max_length, out, {"--initial-params", R"({"max-length": 400})"})),
+               "space.json: \"max-length\" can propose 400, which train refuses: --max-length 400 is more than");
+  expect_error(run(tune_args(R"({"val-data": {"type": "choice", "values": [")" + data() + R"(", ")" +
+                             path("nothing.csv") + R"("]}})", out, {})),
+               "space.json: \"val-data\" can propose \"" + path("nothing.csv") + "\", which train refuses: cannot open --val-data");
   EXPECT_FALSE(fs::exists(out));
   // Train's checks of values and combinations too, before a study exists.
   expect_error(run(tune_args(lr, out, {}, {"--dropout", "1.5"})), "TRAIN FLAGS: --dropout must be in [0, 1), got 1.5");

@@ -27,6 +27,7 @@
 #include "engine/trainer.h"
 #include "tools/args.h"
 #include "tools/commands.h"
+#include "tools/data_flags.h"
 #include "tools/tune/study_runner.h"
 #include "tools/tune/trial_process.h"
 
@@ -358,15 +359,47 @@ int run_tune(const std::vector<std::string>& args) {
     throw InputError("TRAIN FLAGS: " + refused);
   }
   // The files every trial reads, and the study directory: a typo fails here, before the study exists, and not as
-  // a study of failed trials that the corrected command would have to --resume with other flags.
-  input_step([&] {
-    resolve_model_dir(check.get("model"));
-    require_readable_file(check.get("train-data"), "--train-data");
-    if (!check.get("val-data").empty()) require_readable_file(check.get("val-data"), "--val-data");
-    check_writable_directory(s.out_dir, "--out");
-    // What the first trial reads, as train reads it: the model's files, the data's columns and labels, max_length.
-    check_training_inputs(train_args_of(check));
-  });
+  // a study of failed trials that the corrected command would have to --resume with other flags. What a trial reads
+  // is read as its train reads it (the model's files, the data's columns and labels, max_length): the first trial's,
+  // and, for a searched parameter that changes it (the model, a data file, how a file is read), each value it can
+  // propose at its ends, the others as in the first trial, blamed on the key as above.
+  input_step([&] { check_writable_directory(s.out_dir, "--out"); });
+  const auto reads_refusal = [](const ArgParser& trial) -> std::string {
+    try {
+      input_step([&] {
+        resolve_model_dir(trial.get("model"));
+        require_readable_file(trial.get("train-data"), "--train-data");
+        if (!trial.get("val-data").empty()) require_readable_file(trial.get("val-data"), "--val-data");
+        check_training_inputs(train_args_of(trial));
+      });
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const std::string unreadable = reads_refusal(check);
+  std::set<std::string> input_flags = {"model", "train-data", "val-data"};
+  for (const std::string& flag : dataset_flags_of(check)) input_flags.insert(flag);
+  for (const SearchParam* param : s.space.searched()) {
+    if (input_flags.count(param->name) == 0) continue;
+    for (const json& value : extreme_values(*param)) {
+      json point = first;
+      point[param->name] = value;
+      if (point == first) continue;
+      ArgParser trial = train_arg_parser();
+      trial.parse(command_of(point));  // taken: checked above
+      const std::string why = reads_refusal(trial);
+      if (!why.empty() && why != unreadable) {
+        throw InputError(space_file + ": \"" + param->name + "\" can propose " + value.dump() +
+                         ", which train refuses: " + why);
+      }
+      if (why.empty() && !unreadable.empty()) {
+        throw InputError(space_file + ": \"" + param->name + "\" can propose " + first[param->name].dump() +
+                         ", which train refuses: " + unreadable);
+      }
+    }
+  }
+  if (!unreadable.empty()) throw InputError(unreadable);
   const SearchParam* epochs_param = s.space.find("epochs");
   if (s.asha) {
     for (const char* flag : {"max-steps", "eval-steps"}) {
