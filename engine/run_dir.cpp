@@ -140,6 +140,27 @@ std::vector<std::string> run_files_in(const std::string& dir) {
   return present;
 }
 
+std::vector<std::string> model_and_run_files(const std::string& path) {
+  std::vector<std::string> files;
+  std::error_code error;  // what cannot be listed is not protected, and reading it fails later by its own name
+  const auto add_tree = [&](const fs::path& root) {
+    if (fs::is_regular_file(root, error)) files.push_back(root.string());
+    if (!fs::is_directory(root, error)) return;
+    for (fs::recursive_directory_iterator it(root, error), end; !error && it != end; it.increment(error)) {
+      if (it->is_regular_file(error)) files.push_back(it->path().string());
+    }
+  };
+  const fs::path model = resolve_model_dir(path);
+  add_tree(model);
+  // The run the model belongs to: the RUN_DIR given, or the one whose best/ (or last/) was given.
+  for (const fs::path& run : {fs::path(path), model.parent_path()}) {
+    if (run.empty() || (!fs::exists(run / "results.json", error) && !fs::exists(run / "last", error))) continue;
+    for (const char* name : {"last", "best", "checkpoints", "metrics.jsonl", "results.json"}) add_tree(run / name);
+    break;
+  }
+  return files;
+}
+
 RunDirs prepare_run_dir(const TrainArgs& args, Communicator& comm) {
   RunDirs dirs{args.out_dir + "/last", args.out_dir + "/best", "", "", {}, false};
   BERTRAIN_CHECK(!(args.resume && args.overwrite), "--resume continues the run in --out and --overwrite replaces it: "

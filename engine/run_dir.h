@@ -33,6 +33,13 @@ inline constexpr const char* kRunFiles[] = {"last",         "best",         "che
 // The entries of kRunFiles that `dir` holds, in that order.
 std::vector<std::string> run_files_in(const std::string& dir);
 
+// What reading the model at `path` (a RUN_DIR or a model directory, as resolve_model_dir takes it) must not lose:
+// every file of the model directory it reads and, when that is a run's (a RUN_DIR, or its best/), the run's
+// checkpoints (last/, best/, checkpoints/), metrics.jsonl and results.json. An output of evaluate or predict may be
+// none of them (check_writable_file's inputs); evaluation.json and report.html, which evaluate and report write into
+// a run, are not among them.
+std::vector<std::string> model_and_run_files(const std::string& path);
+
 // The optimizer state's file in a checkpoint directory (engine/checkpoint.h format).
 inline constexpr const char* kOptimizerFile = "optimizer.safetensors";
 

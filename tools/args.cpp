@@ -171,6 +171,10 @@ bool ArgParser::given(const std::string& name) const {
   return values_.count(name) != 0;
 }
 
+void ArgParser::refuse_empty(const std::string& name, const std::string& advice) const {
+  if (given(name) && get(name).empty()) throw UsageError(command_ + ": --" + name + " is empty: " + advice);
+}
+
 namespace {
 
 // One entry of --help: the option in a column of kHelpIndent characters (a longer one gets its own line), then its

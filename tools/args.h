@@ -53,6 +53,9 @@ class ArgParser {
   bool get_flag(const std::string& name) const;
   // Whether the command line gave option or flag `name` (an empty value counts), as opposed to its default.
   bool given(const std::string& name) const;
+  // Throws UsageError "<command>: --<name> is empty: <advice>" when option `name` was given an empty value (a
+  // script's unset variable), which would otherwise mean its default without a word.
+  void refuse_empty(const std::string& name, const std::string& advice) const;
   // Whether the command has option or flag `name` at all (for messages that suggest a flag).
   bool has_option(const std::string& name) const { return options_.count(name) != 0; }
   // Of an option or flag the command has: whether it is a switch (flag(), no value), and its default value.

@@ -173,6 +173,7 @@ int bench_step(const std::vector<std::string>& args) {
     throw UsageError("bench step: --batch, --labels and --steps must be >= 1, --seq >= 2, --warmup >= 0");
   }
   // An output that cannot be written fails now, not after the benchmark ran.
+  parser.refuse_empty("lengths-out", "give the JSON file to write, or leave the flag out");
   const std::string lengths_out = parser.get("lengths-out");
   if (!lengths_out.empty()) input_step([&] { check_writable_file(lengths_out, "--lengths-out"); });
   if (!lengths_csv.empty() && parser.get("vocab-file").empty()) {

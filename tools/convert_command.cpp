@@ -85,6 +85,7 @@ int run_convert(const std::vector<std::string>& args) {
   p.positionals("DIR", "a model directory, or a RUN_DIR (its best/)", 1, 1);
   p.option("out", "", "output directory (created if missing; default DIR)").value_name("DIR2");
   if (!p.parse(args)) return 0;
+  p.refuse_empty("out", "give the output directory, or leave the flag out to write into DIR");
   // A RUN_DIR means its best/, as for evaluate and predict.
   const std::string dir = input_step([&] { return resolve_model_dir(p.positional_values()[0]); });
   const std::string out = p.get("out").empty() ? dir : p.get("out");

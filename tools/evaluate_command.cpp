@@ -90,10 +90,9 @@ int run_evaluate(const std::vector<std::string>& args) {
   const InferenceOptions inference = inference_options(p);
 
   // The model, the flags and the data are the user's input: what fails here exits 2.
-  if (!p.get("out").empty()) {
-    input_step([&] { check_writable_file(p.get("out"), "--out", {p.get("data")}); });
-  }
+  p.refuse_empty("out", "give the file to write, or leave the flag out to print the JSON only");
   const ModelSource source = model_source(p);
+  if (p.given("out")) check_out_spares_inputs(p.get("out"), p.get("data"), source);
   if (p.given("experiment") && source.store.dir.empty()) {
     throw UsageError("evaluate: --experiment names the experiment of an MLflow run: give --mlflow-dir too (or set "
                      "MLFLOW_TRACKING_URI)");

@@ -1,6 +1,11 @@
 #include "tools/model_source.h"
 
+#include <filesystem>
+#include <system_error>
+
 #include "core/error.h"
+#include "core/files.h"
+#include "engine/run_dir.h"
 
 namespace bertrain {
 
@@ -34,6 +39,18 @@ ModelSource model_source(const ArgParser& p) {
     source.path = mlflow_run_model_dir(*source.run);
   });
   return source;
+}
+
+void check_out_spares_inputs(const std::string& out, const std::string& data, const ModelSource& source) {
+  input_step([&] {
+    check_writable_file(out, "--out", {data});
+    for (const std::string& file : model_and_run_files(source.path)) {
+      std::error_code ignored;
+      BERTRAIN_CHECK(!std::filesystem::equivalent(out, file, ignored),
+                     "--out '" << out << "' is '" << file << "', a file of the model read or of its run, which "
+                               << "writing it would replace: write to another file");
+    }
+  });
 }
 
 }  // namespace bertrain

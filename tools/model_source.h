@@ -26,4 +26,9 @@ struct ModelSource {
 // without a model, and for a --mlflow-dir or MLFLOW_TRACKING_URI that is not a file store.
 ModelSource model_source(const ArgParser& p);
 
+// evaluate's and predict's --out `out` before any work: writable, not the data file `data`, and none of the files of
+// the model read or of its run (engine/run_dir.h: model_and_run_files), which writing it would replace. Throws
+// InputError naming --out and the file.
+void check_out_spares_inputs(const std::string& out, const std::string& data, const ModelSource& source);
+
 }  // namespace bertrain

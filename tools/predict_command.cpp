@@ -134,10 +134,8 @@ int run_predict(const std::vector<std::string>& args) {
   if (has_project && text.empty()) throw UsageError("predict: --title and --description are both empty");
   if (has_text && text.empty()) throw UsageError("predict: --text is empty");
   if (has_data && p.get("data").empty()) throw UsageError("predict: --data is empty");
-  if (!has_data && !p.get("out").empty()) throw UsageError("predict: --out goes with --data");
-  if (has_data && !p.get("out").empty()) {
-    input_step([&] { check_writable_file(p.get("out"), "--out", {p.get("data")}); });
-  }
+  p.refuse_empty("out", "give the file to write, or leave the flag out to write to stdout");
+  if (!has_data && p.given("out")) throw UsageError("predict: --out goes with --data");
   PredictionRule rule;
   if (!p.get("threshold").empty()) {
     rule.threshold = p.get_double("threshold");
@@ -150,6 +148,7 @@ int run_predict(const std::vector<std::string>& args) {
 
   // The model and the flags are the user's input: what fails here exits 2.
   const ModelSource source = model_source(p);
+  if (p.given("out")) check_out_spares_inputs(p.get("out"), p.get("data"), source);
   Predictor predictor = input_step([&] { return Predictor(source.path, inference); });
   const LabelSet& labels = predictor.labels();
   rule.multi_label = predictor.multi_label();

@@ -82,6 +82,7 @@ int run_report(const std::vector<std::string>& args) {
   p.option("out", "", "the HTML file to write (replaced atomically; default RUN_DIR/report.html for one run or a "
                       "study, report.html for several runs)").value_name("FILE");
   if (!p.parse(args)) return 0;
+  p.refuse_empty("out", "give the HTML file to write, or leave the flag out for the default");
   // A directory named twice is one run: overlaid on itself it would only hide its own lines and count twice.
   std::vector<std::pair<std::string, std::string>> repeats;
   const std::vector<std::string> dirs = report::distinct_run_dirs(p.positional_values(), &repeats);

@@ -1391,6 +1391,9 @@ TEST_F(CliTest, ConvertWritesSafetensorsThatLoadAsTheOriginal) {
   EXPECT_EQ(converted.metadata().at("format"), "pt");
   EXPECT_EQ(slurp(path("converted/config.json")), slurp(path("model/config.json")));
   EXPECT_EQ(slurp(path("converted/vocab.txt")), slurp(path("model/vocab.txt")));
+  // An empty --out (a script's unset variable) is refused rather than taken as "in place".
+  expect_error(run({"convert", model(), "--out", ""}), "convert: --out is empty");
+  EXPECT_FALSE(fs::exists(path("model/model.safetensors")));
   // The converted directory trains; in place (no --out) the source directory gains model.safetensors.
   ASSERT_TRUE(succeeded(run({"convert", model()})));
   EXPECT_EQ(slurp(path("model/model.safetensors")), slurp(path("converted/model.safetensors")));

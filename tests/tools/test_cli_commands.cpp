@@ -107,6 +107,26 @@ TEST_F(CliTest, OutputsReplaceNeitherInputsNorSpecialFiles) {
   ASSERT_TRUE(succeeded(predict(path("link.jsonl"))));
   EXPECT_TRUE(fs::is_symlink(path("link.jsonl")));
   EXPECT_EQ(lines_of(slurp(path("target.jsonl"))).size(), synthetic_rows().size());
+  // Nor a file of the model read or of its run (the weights, a checkpoint's, the run's results), by any name: they
+  // were replaced by JSON Lines, and the run no longer loaded. evaluation.json is evaluate's to write.
+  const std::string run_dir = suite_run();
+  const std::string weights = slurp(run_dir + "/best/model.safetensors");
+  for (const char* name : {"/best/model.safetensors", "/best/config.json", "/last/model.safetensors", "/results.json",
+                           "/metrics.jsonl"}) {
+    const std::string file = run_dir + name;
+    expect_error(predict(file), "--out '" + file + "' is '" + file + "', a file of the model read or of its run");
+  }
+  expect_error(run({"predict", "--model", run_dir + "/best", "--data", data(), "--out", run_dir + "/last/config.json"}),
+               "a file of the model read or of its run");
+  fs::create_symlink(run_dir + "/best/model.safetensors", path("weights-link"));
+  expect_error(run({"evaluate", "--model", run_dir, "--data", data(), "--out", path("weights-link")}),
+               "a file of the model read or of its run");
+  EXPECT_EQ(slurp(run_dir + "/best/model.safetensors"), weights);
+  ASSERT_TRUE(succeeded(run({"evaluate", "--model", run_dir, "--data", data(), "--out", run_dir + "/evaluation.json"})));
+  fs::remove(run_dir + "/evaluation.json");  // the suite's run, as the other tests find it
+  // An empty --out (a script's unset variable) is refused, not taken as "no file".
+  expect_error(predict(""), "predict: --out is empty");
+  expect_error(run({"evaluate", "--model", run_dir, "--data", data(), "--out", ""}), "evaluate: --out is empty");
 }
 
 // Output that does not reach stdout (here /dev/full: every write fails) is a failure, exit 1 naming stdout, not a

@@ -64,6 +64,9 @@ TEST_F(CliTest, ReportNeverWritesOverWhatItReads) {
   const std::string metrics = slurp(path("run/metrics.jsonl"));
   expect_error(run({"report", path("run"), "--out", path("run/metrics.jsonl")}), "is the input");
   EXPECT_EQ(slurp(path("run/metrics.jsonl")), metrics);
+  // An empty --out (a script's unset variable) is refused rather than taken as the default.
+  expect_error(run({"report", path("run"), "--out", ""}), "report: --out is empty");
+  EXPECT_FALSE(fs::exists(path("run/report.html")));
 }
 
 // A metrics.jsonl that is a directory is named as one, not read as a run with no epochs yet.
