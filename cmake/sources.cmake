@@ -9,6 +9,7 @@ set(BERTRAIN_CORE_SOURCES
   core/atomic_file.cpp
   core/file_hash.cpp
   core/files.cpp
+  core/json_text.cpp
   core/param_store.cpp
   core/cpu_threads.cpp
   core/build_info.cpp

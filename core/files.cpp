@@ -16,6 +16,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/json_text.h"
 
 namespace bertrain {
 
@@ -265,12 +266,7 @@ void replace_directory_atomically(const std::string& dir, const std::function<vo
 }
 
 nlohmann::json read_json_file(const std::string& path) {
-  const std::string text = read_file(path, "JSON file");
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    BERTRAIN_FAIL(path << ": invalid JSON: " << e.what());
-  }
+  return parse_json(read_file(path, "JSON file"), path);
 }
 
 void write_json_file(const std::string& path, const nlohmann::json& json) {

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "core/json_text.h"
 #include "data/byte_trie.h"
 #include "data/hf_json.h"
 #include "data/hf_models.h"
@@ -213,11 +214,13 @@ HfTokenizer HfTokenizer::load(const std::string& path) {
   const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   BERTRAIN_CHECK(!in.bad(), "cannot read tokenizer file '" << path << "'");
   nlohmann::json json;
+  bool too_deep = false;
   try {
-    json = nlohmann::json::parse(data);
+    json = parse_json_bounded(data, &too_deep);
   } catch (const nlohmann::json::exception& e) {
     BERTRAIN_FAIL(path << ": not valid JSON: " << e.what());
   }
+  BERTRAIN_CHECK(!too_deep, path << ": JSON nested deeper than " << kMaxJsonDepth << " levels");
   return from_json(json, path);
 }
 

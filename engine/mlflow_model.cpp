@@ -14,6 +14,7 @@
 #include "core/build_info.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "core/json_text.h"
 
 namespace bertrain {
 
@@ -121,7 +122,7 @@ MlflowModelInfo log_mlflow_model(MlflowRun& run, const std::string& model_dir, c
                  model_dir.c_str(), run.artifacts_dir().c_str(), artifact_path.c_str(), copied_because.c_str());
   }
   // As MLflow's file store records a logged model: the run's list of them, this one appended.
-  json history = json::parse(run.tag("mlflow.log-model.history"), nullptr, /*allow_exceptions=*/false);
+  json history = parse_json_or_discarded(run.tag("mlflow.log-model.history"));
   if (!history.is_array()) history = json::array();
   // MLflow's Model.get_tags_dict: the MLmodel's fields but its size.
   json entry = mlmodel_json(model);

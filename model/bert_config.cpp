@@ -1,11 +1,11 @@
 #include "model/bert_config.h"
 
-#include <fstream>
 #include <map>
 #include <set>
 
 #include "core/error.h"
 #include "core/files.h"
+#include "core/json_text.h"
 
 namespace bertrain {
 
@@ -265,15 +265,7 @@ BertConfig BertConfig::from_json(const json& j, const std::string& source) {
 
 BertConfig BertConfig::load(const std::string& path) {
   require_readable_file(path, "config file");
-  std::ifstream in(path);
-  BERTRAIN_CHECK(in, path << ": cannot open config file");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    BERTRAIN_FAIL(path << ": invalid JSON: " << e.what());
-  }
-  return from_json(j, path);
+  return from_json(parse_json(read_file(path, "config file"), path), path);
 }
 
 void BertConfig::validate(const std::string& source) const {

@@ -20,6 +20,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/json_text.h"
 #include "core/param_store.h"
 
 // The format is little-endian and we read elements with memcpy into native types.
@@ -160,9 +161,14 @@ uint64_t checked_nbytes(const std::string& where, DType dtype, const std::vector
 nlohmann::json parse_header(const std::string& path, const char* begin, const char* end) {
   std::vector<std::set<std::string>> open_objects;
   std::string duplicate;
-  const nlohmann::json::parser_callback_t on_event = [&](int /*depth*/, nlohmann::json::parse_event_t event,
+  bool too_deep = false;  // core/json_text.h: a value nested this deep would overflow the stack when copied
+  const nlohmann::json::parser_callback_t on_event = [&](int depth, nlohmann::json::parse_event_t event,
                                                          nlohmann::json& parsed) {
     using Event = nlohmann::json::parse_event_t;
+    if (depth > kMaxJsonDepth) {
+      too_deep = true;
+      return false;
+    }
     if (event == Event::object_start) {
       open_objects.emplace_back();
     } else if (event == Event::object_end) {
@@ -179,6 +185,7 @@ nlohmann::json parse_header(const std::string& path, const char* begin, const ch
   } catch (const nlohmann::json::exception& e) {
     BERTRAIN_FAIL(path << ": header is not valid JSON: " << e.what());
   }
+  BERTRAIN_CHECK(!too_deep, path << ": header nested deeper than " << kMaxJsonDepth << " levels");
   BERTRAIN_CHECK(duplicate.empty(), path << ": header has the key '" << duplicate
                                          << "' twice in one object; expected unique keys");
   return header;

@@ -10,6 +10,7 @@
 #include "core/count_text.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "core/json_text.h"
 #include "tools/report/charts.h"
 #include "tools/report/svg_text.h"
 
@@ -55,7 +56,7 @@ std::vector<EpochRecord> read_metrics(const std::string& path) {
   for (int line = 1; std::getline(in, text); ++line) {
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = path + ":" + std::to_string(line);
-    const json object = json::parse(text, nullptr, false);
+    const json object = parse_json_or_discarded(text);
     BERTRAIN_CHECK(object.is_object(), where << ": not a JSON object");
     EpochRecord e;
     e.epoch = number_field(object, "epoch", where);

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <numeric>
 
+#include "core/json_text.h"
 #include "data/csv_parser.h"
 #include "data/dataset.h"
 
@@ -18,8 +19,9 @@ ApiError bad_request(const std::string& message) { return ApiError(400, "validat
 
 json parse_object(const std::string& body) {
   json value;
+  bool too_deep = false;
   try {
-    value = json::parse(body);
+    value = parse_json_bounded(body, &too_deep);
   } catch (const json::parse_error& e) {
     // The parser's own words say where and why ("at line 1, column 12: syntax error ... invalid string: ill-formed
     // UTF-8 byte"), past its "[json.exception.parse_error.101] parse error " prefix.
@@ -35,6 +37,7 @@ json parse_object(const std::string& body) {
     why = at == std::string::npos ? why : why.substr(at + 2);
     throw bad_request("the body cannot be read (" + why + ")");
   }
+  if (too_deep) throw bad_request("the body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   if (!value.is_object()) throw bad_request("the body must be a JSON object");
   return value;
 }

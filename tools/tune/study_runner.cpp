@@ -18,6 +18,7 @@
 #include "core/count_text.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "core/json_text.h"
 #include "core/number_text.h"
 #include "core/progress.h"
 #include "engine/asha_scheduler.h"
@@ -293,7 +294,7 @@ class StudyRunner {
     while (std::getline(in, line)) {
       if (line.empty()) continue;
       if (++seen <= t.epochs) continue;
-      const json record = json::parse(line, nullptr, /*allow_exceptions=*/false);
+      const json record = parse_json_or_discarded(line);
       if (record.is_discarded() || !record.is_object()) break;  // never written so by the trainer; read it next time
       const json& v = record.contains(s_.metric) ? record[s_.metric] : json();
       const double value = v.is_number() ? v.get<double>() : NAN;
@@ -371,7 +372,7 @@ class StudyRunner {
     }
     const std::string state = path(t.dir() + "/last/trainer_state.json");
     if (file_exists(state)) {
-      const json j = json::parse(read_file(state, "trainer state"), nullptr, false);
+      const json j = parse_json_or_discarded(read_file(state, "trainer state"));
       if (j.is_object()) t.mlflow_run_id = j.value("mlflow_run_id", "");
     }
     if (mlflow_ && t.finished() && std::isfinite(t.best_metric)) {
@@ -494,7 +495,7 @@ class StudyRunner {
     std::ifstream in(path(b.dir() + "/metrics.jsonl"));
     std::string line;
     while (std::getline(in, line)) {
-      const json m = json::parse(line, nullptr, false);
+      const json m = parse_json_or_discarded(line);
       if (!m.is_object()) continue;
       json row = json::object();
       for (const char* key : {"epoch", "train_loss", "val_loss"}) row[key] = m.value(key, json());

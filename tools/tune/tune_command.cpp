@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "core/json_text.h"
 #include "core/number_text.h"
 #include "data/csv_parser.h"
 #include "engine/asha_scheduler.h"
@@ -74,7 +75,9 @@ std::vector<json> read_initial_params(const std::string& text) {
     origin = text;
     body = read_file(text, "--initial-params file");
   }
-  const json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  bool too_deep = false;
+  const json parsed = parse_json_or_discarded(body, &too_deep);
+  BERTRAIN_CHECK(!too_deep, origin << ": JSON nested deeper than " << kMaxJsonDepth << " levels");
   BERTRAIN_CHECK(!parsed.is_discarded(), origin << ": not valid JSON");
   std::vector<json> points;
   for (const json& p : parsed.is_array() ? parsed : json::array({parsed})) {
