@@ -111,6 +111,14 @@ json read_trainer_state(const std::string& dir) {
   for (const char* field : {"params", "early_stopping", "running_loss", "running_grad_norm", "log_window_loss"}) {
     check(field, false, &json::is_object, "an object");
   }
+  // The settings a --resume of a finished run compares with its command (finished_as_asked).
+  if (state.contains("params")) {
+    for (const char* field : {"epochs", "max_steps"}) {
+      const auto it = state["params"].find(field);
+      BERTRAIN_CHECK(it == state["params"].end() || it->is_number_integer(),
+                     path << ": field 'params." << field << "' must be an integer, found " << it->dump());
+    }
+  }
   check("history", true, &json::is_array, "an array");
   check("resumes", false, &json::is_array, "an array");
   check("mlflow_run_id", false, &json::is_string, "a string");

@@ -709,6 +709,10 @@ TEST_F(CliTest, ADamagedCheckpointIsRefusedByName) {
     spit(state_path, damaged.dump());
     expect_error(run(resume), why);
   }
+  json damaged = state;  // a setting a resume of the finished run compares (a bare library type error before)
+  damaged["params"]["max_steps"] = "2";
+  spit(state_path, damaged.dump());
+  expect_error(run(resume), state_path + ": field 'params.max_steps' must be an integer, found \"2\"");
   spit(state_path, state_text);
   spit(vocab_path, vocab.substr(0, vocab.size() / 2));
   expect_error(run(resume), vocab_path + " is not the file the checkpoint was written with (its content differs)");

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,30 @@ TEST_F(CliTest, ReportNeverWritesOverWhatItReads) {
 TEST_F(CliTest, ReportNamesAMetricsFileThatIsADirectory) {
   fs::create_directories(dir_ / "odd" / "metrics.jsonl");
   expect_error(run({"report", path("odd")}), "metrics.jsonl is a directory");
+}
+
+// A field of a run file that the page reads, of another type (a hand-edited file), is named with its file (exit 2);
+// it was a bare library type error, exit 1.
+TEST_F(CliTest, ReportNamesARunFileFieldOfAnotherType) {
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--epochs", "1"}))));
+  ASSERT_TRUE(succeeded(run({"evaluate", "--model", path("run"), "--data", data(), "--out", path("run/evaluation.json")})));
+  const std::string results = slurp(path("run/results.json")), evaluation = slurp(path("run/evaluation.json"));
+  const auto damaged = [](const std::string& text, const std::function<void(json&)>& damage) {
+    json j = json::parse(text);
+    damage(j);
+    return j.dump();
+  };
+  spit(path("run/results.json"), damaged(results, [](json& j) { j["steps_per_epoch"] = "2"; }));
+  expect_error(run({"report", path("run")}), path("run/results.json") + ": steps_per_epoch is not an integer");
+  spit(path("run/results.json"), damaged(results, [](json& j) { j["params"]["metric_for_best"] = 1; }));
+  expect_error(run({"report", path("run")}), path("run/results.json") + ": params: metric_for_best is not a string");
+  spit(path("run/results.json"), results);
+  spit(path("run/evaluation.json"), damaged(evaluation, [](json& j) { j["data"] = 5; }));
+  expect_error(run({"report", path("run")}), path("run/evaluation.json") + ": data is not a string");
+  spit(path("run/evaluation.json"), damaged(evaluation, [](json& j) { j["confusion_matrix"]["columns"] = 3; }));
+  expect_error(run({"report", path("run")}), path("run/evaluation.json") + ": confusion_matrix: columns is not a string");
+  spit(path("run/evaluation.json"), evaluation);
+  ASSERT_TRUE(succeeded(run({"report", path("run")})));
 }
 
 TEST_F(CliTest, ReportShowsValidationMetricsAndAnEarlyStop) {

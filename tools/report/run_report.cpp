@@ -94,9 +94,30 @@ std::optional<EarlyStop> read_early_stop(const json& results, const std::string&
                    stop.value("reason", std::string())};
 }
 
+// A field of a run file that the page reads when present: absent (or null), or of the kind `is` tests (e.g.
+// &json::is_string), else Error naming the file and the field. Rendering reads such fields with json::value, which
+// throws a bare type_error (exit 1) for a field of another kind, as a hand-edited file may hold.
+void check_optional_field(const json& object, const char* key, bool (json::*is)() const noexcept, const char* kind,
+                          const std::string& where) {
+  if (!object.is_object() || !object.contains(key) || object[key].is_null()) return;
+  BERTRAIN_CHECK((object[key].*is)(), where << ": " << key << " is not " << kind);
+}
+
+// results.json or last/trainer_state.json: the fields the page reads.
+void check_run_state(const json& state, const std::string& path) {
+  if (!state.is_object()) return;
+  check_optional_field(state, "total_steps", &json::is_number_integer, "an integer", path);
+  check_optional_field(state, "steps_per_epoch", &json::is_number_integer, "an integer", path);
+  check_optional_field(state, "params", &json::is_object, "an object", path);
+  if (state.contains("params")) {
+    check_optional_field(state["params"], "metric_for_best", &json::is_string, "a string", path + ": params");
+  }
+}
+
 // evaluation.json as `bertrain evaluate` writes it; checked here so that rendering can trust its shape.
 void check_evaluation(const json& e, const std::string& path) {
   BERTRAIN_CHECK(e.is_object(), path << ": not a JSON object");
+  for (const char* key : {"problem_type", "data", "timestamp"}) check_optional_field(e, key, &json::is_string, "a string", path);
   BERTRAIN_CHECK(e.contains("per_class") && e["per_class"].is_object(), path << ": no object 'per_class'");
   for (const auto& [label, m] : e["per_class"].items()) {
     for (const char* key : {"precision", "recall", "f1", "num_samples"}) {
@@ -110,6 +131,7 @@ void check_evaluation(const json& e, const std::string& path) {
   BERTRAIN_CHECK(cm.is_object() && cm.contains("labels") && cm["labels"].is_array() && cm.contains("matrix") &&
                      cm["matrix"].is_array(),
                  path << ": confusion_matrix needs 'labels' and 'matrix' arrays");
+  for (const char* key : {"rows", "columns"}) check_optional_field(cm, key, &json::is_string, "a string", path + ": confusion_matrix");
   const std::size_t n = cm["labels"].size();
   for (const json& label : cm["labels"]) BERTRAIN_CHECK(label.is_string(), path << ": confusion_matrix.labels holds a non-string");
   BERTRAIN_CHECK(cm["matrix"].size() == n, path << ": confusion_matrix.matrix has " << cm["matrix"].size() << " rows for "
@@ -609,7 +631,10 @@ RunRecord load_run(const std::string& dir) {
   }
   run.results = read_optional_json(dir + "/results.json");
   BERTRAIN_CHECK(run.results.is_null() || run.results.is_object(), dir << "/results.json: not a JSON object");
-  pick_best(&run, run.results.is_null() ? read_optional_json(dir + "/last/trainer_state.json") : run.results);
+  check_run_state(run.results, dir + "/results.json");
+  const json state = run.results.is_null() ? read_optional_json(dir + "/last/trainer_state.json") : run.results;
+  if (run.results.is_null()) check_run_state(state, dir + "/last/trainer_state.json");
+  pick_best(&run, state);
   run.stopped_early = read_early_stop(run.results, dir + "/results.json");
   run.evaluation = read_optional_json(dir + "/evaluation.json");
   if (!run.evaluation.is_null()) check_evaluation(run.evaluation, dir + "/evaluation.json");
