@@ -90,8 +90,14 @@ const char* format_title(RecordFormat format) {
 // The columns of a header, for a message (a tab in a name is shown as \x09).
 std::string header_names(const std::vector<std::string>& header) { return escape_for_message(join_names(header)); }
 
-// Why a CSV/TSV header may lack every column asked for: it is one column holding another delimiter.
+// Why a CSV/TSV header may lack every column asked for: the file is JSON Lines (its first line a JSON object), or the
+// header is one column holding another delimiter.
 std::string delimiter_hint(const std::vector<std::string>& header, RecordFormat format, const DatasetOptions& options) {
+  const std::size_t first = header.empty() ? std::string::npos : header[0].find_first_not_of(" \t\xEF\xBB\xBF");
+  if (first != std::string::npos && header[0][first] == '{') {
+    return "; the first line is a JSON object: the file is JSON Lines, read it as such (" +
+           hint(options, "format", "--format jsonl or ") + "a .jsonl name)";
+  }
   if (header.size() != 1) return "";
   const std::string& only = header[0];
   const std::string format_flag = hint(options, "format", "--format or ");

@@ -1,8 +1,10 @@
 #include "model/bert_config.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
+#include "core/count_text.h"
 #include "core/error.h"
 #include "core/files.h"
 #include "core/json_text.h"
@@ -316,9 +318,12 @@ void BertConfig::validate(const std::string& source) const {
   BERTRAIN_CHECK(embedding_size >= 0, source << ": embedding_size must be positive, found " << embedding_size);
   BERTRAIN_CHECK(embedding_size == 0 || family().embedding_projection,
                  source << ": embedding_size is an ELECTRA field, this is a " << family().model_type << " config");
-  BERTRAIN_CHECK(max_sequence_length() > 0, source << ": max_position_embeddings " << max_position_embeddings
-                                                   << " leaves no position after the padding offset "
-                                                   << position_offset());
+  // A text is at least [CLS] and [SEP]: a model with fewer positions can read none.
+  BERTRAIN_CHECK(max_sequence_length() >= 2,
+                 source << ": max_position_embeddings " << max_position_embeddings << " leaves "
+                        << count_of(std::max(max_sequence_length(), 0), "position")
+                        << (position_offset() > 0 ? " after the padding offset " + std::to_string(position_offset()) : "")
+                        << "; a text needs at least 2 ([CLS] and [SEP])");
 }
 
 json BertConfig::to_classifier_json() const {

@@ -2,6 +2,7 @@
 // up to --max-restarts times: the automatic restart that Ray's FailureConfig gives Made-With-ML. Works for one
 // process (`bertrain launch -- build/bertrain train ...`) and for a whole MPI job (`bertrain launch -- mpirun -np 4
 // build/bertrain train ...`): the command's own --out names the run directory whose last/ decides --resume.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -53,7 +54,8 @@ std::string run_dir_of(const std::vector<std::string>& command) {
 
 // bertrain's exit codes: 1 a failure while working, 75 stopped with a checkpoint; a signal (or 128 + its number,
 // as a shell or mpirun reports a rank killed by one) is a preemption or a crash. Those are retried. 2 is a usage or
-// input error, and anything else (127: the command was not found) cannot be mended by running it again.
+// input error, and anything else (127: a shell or launcher in COMMAND did not find its program) cannot be mended by
+// running it again.
 bool worth_a_restart(int status) {
   if (WIFSIGNALED(status)) return true;
   if (!WIFEXITED(status)) return false;
@@ -61,25 +63,46 @@ bool worth_a_restart(int status) {
   return code == 1 || code == 75 || code > 128;
 }
 
-// Runs `argv` with BERTRAIN_RESTARTS=`restarts` in its environment; returns its wait status.
+// Runs `argv` with BERTRAIN_RESTARTS=`restarts` in its environment; returns its wait status. A COMMAND that cannot be
+// started (not found, not executable) is the user's input: InputError naming it (exit 2), not a child's exit 127.
 int run_attempt(const std::vector<std::string>& argv, const std::string& restarts) {
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  // The child writes execvp's errno here; a successful exec closes the pipe (O_CLOEXEC) with nothing written.
+  int exec_error[2];
+  BERTRAIN_CHECK(::pipe2(exec_error, O_CLOEXEC) == 0, "launch: pipe failed: " << std::strerror(errno));
   const pid_t pid = ::fork();
-  BERTRAIN_CHECK(pid >= 0, "launch: fork failed: " << std::strerror(errno));
+  if (pid < 0) {
+    ::close(exec_error[0]);
+    ::close(exec_error[1]);
+    BERTRAIN_FAIL("launch: fork failed: " << std::strerror(errno));
+  }
   if (pid == 0) {
+    ::close(exec_error[0]);
     ::setenv("BERTRAIN_RESTARTS", restarts.c_str(), 1);
     ::execvp(args[0], args.data());
-    std::fprintf(stderr, "bertrain: error: launch: cannot run '%s': %s\n", args[0], std::strerror(errno));
+    const int error = errno;
+    if (::write(exec_error[1], &error, sizeof(error)) < 0) {
+      // The parent then sees the exit status 127 alone.
+    }
     ::_exit(127);
   }
+  ::close(exec_error[1]);
   child_pid = pid;
+  int error = 0;
+  ssize_t got;
+  while ((got = ::read(exec_error[0], &error, sizeof(error))) < 0 && errno == EINTR) {
+  }
+  ::close(exec_error[0]);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
     BERTRAIN_CHECK(errno == EINTR, "launch: waitpid failed: " << std::strerror(errno));
   }
   child_pid = 0;
+  if (got == static_cast<ssize_t>(sizeof(error))) {
+    throw InputError("launch: cannot run '" + argv[0] + "': " + std::strerror(error));
+  }
   return status;
 }
 

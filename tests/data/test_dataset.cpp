@@ -304,6 +304,13 @@ TEST_F(DatasetTest, AHeaderOfOneColumnNamesTheDelimiter) {
   expect_error(write("semicolons.csv", "title;description;tag\nred;cat;x\n"), options,
                "the header is one column: fields separated by ';' are neither CSV nor TSV, save the file with commas "
                "or tabs");
+  // JSON Lines read as TSV or CSV: named as such (as TSV the advice was "comma-separated, read it as CSV").
+  const std::string lines = "{\"title\": \"red\", \"description\": \"cat\", \"tag\": \"x\"}\n";
+  for (const char* name : {"lines.tsv", "lines.csv"}) {
+    expect_error(write(name, lines), options,
+                 "; the first line is a JSON object: the file is JSON Lines, read it as such (--format jsonl or a "
+                 ".jsonl name)");
+  }
 }
 
 TEST_F(DatasetTest, TruncationIsCountedAndRowsStream) {

@@ -252,6 +252,11 @@ TEST(BertConfig, RefusesWhatNoFamilyComputes) {
   c["pad_token_id"] = 1;
   c["max_position_embeddings"] = 2;  // all used up by the padding offset
   expect_error(c, {"max_position_embeddings 2", "padding offset"});
+  c["max_position_embeddings"] = 3;  // one position left: not even [CLS] and [SEP]
+  expect_error(c, {"max_position_embeddings 3 leaves 1 position after the padding offset 2", "at least 2"});
+  c = valid_config();
+  c["max_position_embeddings"] = 1;  // train named --max-length for it, which was never given
+  expect_error(c, {"max_position_embeddings 1 leaves 1 position; a text needs at least 2 ([CLS] and [SEP])"});
   const json d = json::parse(R"({"model_type": "distilbert", "sinusoidal_pos_embds": true})");
   expect_error(d, {"sinusoidal_pos_embds"});
   expect_error(json::parse(R"({"model_type": "distilbert", "activation": "silu"})"), {"unknown activation 'silu'"});

@@ -1349,7 +1349,9 @@ TEST_F(CliServe, StartupErrorsExit2WithOneLine) {
       {{"--model", suite_run(), "--host", "999.1.1.1", "--port", "0", "--device", "cpu"},
        "--host 999.1.1.1 --port 0 (not an address of this machine"},
       {{"--model", suite_run(), "--port", "0", "--device", "cpu", "--max-connections", "10001"},
-       "--max-connections must be at most 10000, got 10001"},
+       "--max-connections must be between 1 and 10000, got 10001"},
+      {{"--model", suite_run(), "--port", "0", "--device", "cpu", "--max-connections", "0"},
+       "--max-connections must be between 1 and 10000, got 0"},
   };
   for (const Case& k : cases) {
     ServeProcess server(binary(), k.args, path("startup.log"));

@@ -408,6 +408,12 @@ TEST_F(CliTune, BadInputIsOneLineNamingWhatToFix) {
                "--grace-period (5) must not exceed the trials' epochs (3)");
   expect_error(run(tune_args(R"({"lr": {"type": "uniform", "low": 1e-5, "high": 1e-4}})", out, {}, {"--eval-steps", "3"})),
                "--scheduler asha counts epochs; --eval-steps");
+  // A launcher /bin/sh cannot parse failed every trial (exit 1, a study of failures); an empty one meant none.
+  std::vector<std::string> unbalanced = tune_args(R"({"lr": {"type": "uniform", "low": 1e-5, "high": 1e-4}})", out, {});
+  unbalanced[std::find(unbalanced.begin(), unbalanced.end(), "--launcher") - unbalanced.begin() + 1] = "'srun -N1";
+  expect_error(run(unbalanced), "tune: --launcher is not shell text /bin/sh can read: ");
+  unbalanced[std::find(unbalanced.begin(), unbalanced.end(), "--launcher") - unbalanced.begin() + 1] = "";
+  expect_error(run(unbalanced), "tune: --launcher is empty");
   // A space with nothing searched still names a key train does not have or tune sets.
   expect_error(run(tune_args(R"({"nosuchflag": 3})", out, {})), "\"nosuchflag\" is not a flag of bertrain train");
   expect_error(run(tune_args(R"({"out": "x"})", out, {})), "\"out\": tune sets --out itself");

@@ -146,12 +146,8 @@ int run_serve(const std::vector<std::string>& args) {
   http.port = p.get_int("port");
   if (http.port < 0 || http.port > 65535) throw UsageError("serve: --port must be in [0, 65535]");
   http.max_concurrent_requests = p.get_int_in("max-concurrent-requests", 1, kMaxInt);
-  http.max_connections = p.get_int_in("max-connections", 1, kMaxInt);
   // One thread each, started before the ready line: tens of thousands would take the host's last process ids.
-  if (http.max_connections > kMaxConnections) {
-    throw UsageError("serve: --max-connections must be at most " + std::to_string(kMaxConnections) + ", got " +
-                     p.get("max-connections"));
-  }
+  http.max_connections = p.get_int_in("max-connections", 1, kMaxConnections);
   http.max_body_bytes = static_cast<std::size_t>(p.get_int_in("max-body-bytes", 1, kMaxInt));
   http.other_label = p.get("other-label");
   http.quiet = p.get_flag("quiet");

@@ -248,7 +248,7 @@ class StudyRunner {
     }
     if (s_.launcher.empty()) return argv;
     // The launcher is shell text (srun ..., mpirun ...); the trial's words follow it as "$@", unquoted by nothing.
-    std::vector<std::string> wrapped{"/bin/sh", "-c", "exec " + s_.launcher + " \"$@\"", "bertrain-tune-trial"};
+    std::vector<std::string> wrapped{"/bin/sh", "-c", launcher_script(s_.launcher), "bertrain-tune-trial"};
     wrapped.insert(wrapped.end(), argv.begin(), argv.end());
     return wrapped;
   }

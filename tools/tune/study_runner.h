@@ -49,6 +49,9 @@ struct TuneSetup {
   nlohmann::json settings;                // what --resume must find unchanged
 };
 
+// The shell text a trial runs under --launcher: the launcher's words, then the trial's command as "$@".
+inline std::string launcher_script(const std::string& launcher) { return "exec " + launcher + " \"$@\""; }
+
 // The flag text of a parameter value: "--name VALUE", or "--name" alone / nothing for a switch.
 std::vector<std::string> param_flags(const TuneSetup& setup, const std::string& name, const nlohmann::json& value);
 

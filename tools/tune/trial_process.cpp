@@ -88,6 +88,39 @@ bool TrialProcess::poll() {
   return ended_;
 }
 
+std::string shell_syntax_error(const std::string& script) {
+  int out[2];
+  BERTRAIN_CHECK(::pipe2(out, O_CLOEXEC) == 0, "tune: pipe failed: " << std::strerror(errno));
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(out[1], STDERR_FILENO);
+    ::dup2(out[1], STDOUT_FILENO);
+    ::execl("/bin/sh", "sh", "-n", "-c", script.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  if (pid < 0) {
+    ::close(out[0]);
+    BERTRAIN_FAIL("tune: cannot start /bin/sh: " << std::strerror(errno));
+  }
+  std::string said;
+  char buffer[512];
+  for (ssize_t n; (n = ::read(out[0], buffer, sizeof(buffer))) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    said.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(out[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  BERTRAIN_CHECK(!(WIFEXITED(status) && WEXITSTATUS(status) == 127 && said.empty()),
+                 "tune: cannot start /bin/sh to read --launcher");
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
+  while (!said.empty() && (said.back() == '\n' || said.back() == '\r')) said.pop_back();
+  return said.empty() ? "sh -n exited with status " + std::to_string(WEXITSTATUS(status)) : said;
+}
+
 std::vector<int> allowed_cpus() {
   cpu_set_t set;
   CPU_ZERO(&set);

@@ -41,4 +41,8 @@ class TrialProcess {
 // The CPUs this process may run on (sched_getaffinity), in order.
 std::vector<int> allowed_cpus();
 
+// What /bin/sh says of shell text `script` when it cannot parse it (sh -n: read, not run), "" when it can. Throws
+// Error when /bin/sh cannot be started.
+std::string shell_syntax_error(const std::string& script);
+
 }  // namespace bertrain

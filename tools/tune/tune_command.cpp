@@ -225,6 +225,12 @@ int run_tune(const std::vector<std::string>& args) {
   if (s.metric == "f1" || s.metric == "accuracy") s.metric = "val_" + s.metric;  // train --metric-for-best's names
   s.launcher = p.get("launcher");
   s.trial_stop_signal = s.launcher.empty() ? SIGTERM : SIGUSR1;
+  p.refuse_empty("launcher", "give the launcher's words, or leave the flag out to run trials here");
+  if (!s.launcher.empty()) {
+    // Shell text that /bin/sh cannot parse would fail every trial (exit 1, a study of failures): refused now.
+    const std::string why = shell_syntax_error(launcher_script(s.launcher));
+    if (!why.empty()) throw UsageError("tune: --launcher is not shell text /bin/sh can read: " + why);
+  }
   s.resume = p.get_flag("resume");
   s.quiet = p.get_flag("quiet");
   s.bertrain = this_program();
