@@ -411,7 +411,9 @@ class TrainingLoop {
       std::ostringstream why;
       why << "epoch " << epoch + 1 << ", step " << index + 1 << " of " << p_.plan.steps_per_epoch
           << ": the training loss is " << loss << " and the gradient norm " << grad_norm
-          << "; training stopped (last/ holds the last checkpoint; try a lower --lr, or --precision fp32)";
+          << "; training stopped (last/ holds the last checkpoint; try a lower --lr"
+          << (p_.args.weight_decay > 0 ? " or --weight-decay" : "")
+          << (p_.args.precision == "bf16" ? ", or --precision fp32" : "") << ")";
       throw SharedError(why.str());
     }
     run_.period_loss.add(loss);

@@ -172,6 +172,9 @@ int bench_step(const std::vector<std::string>& args) {
   if (batch < 1 || seq < 2 || labels < 1 || steps < 1 || warmup < 0) {
     throw UsageError("bench step: --batch, --labels and --steps must be >= 1, --seq >= 2, --warmup >= 0");
   }
+  if (!(parser.get_double("peak-tflops") >= 0)) {
+    throw UsageError("bench step: --peak-tflops must be >= 0 (0: from the GPU's name)");
+  }
   // An output that cannot be written fails now, not after the benchmark ran.
   parser.refuse_empty("lengths-out", "give the JSON file to write, or leave the flag out");
   const std::string lengths_out = parser.get("lengths-out");
@@ -184,6 +187,11 @@ int bench_step(const std::vector<std::string>& args) {
   if (full_rows && !lengths_csv.empty()) throw UsageError("bench step: --full-rows is for synthetic batches, not --lengths-from");
 
   // Every step's row lengths, then one packed batch per distinct step (the loop only reads them).
+  for (const char* flag : {"max-length", "vocab-file"}) {
+    if (lengths_csv.empty() && parser.given(flag)) {
+      throw UsageError(std::string("bench step: --") + flag + " goes with --lengths-from");
+    }
+  }
   BatchLengths lengths;
   if (!lengths_csv.empty()) {
     const int max_length = parser.get_int("max-length");

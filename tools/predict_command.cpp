@@ -135,7 +135,9 @@ int run_predict(const std::vector<std::string>& args) {
   if (has_text && text.empty()) throw UsageError("predict: --text is empty");
   if (has_data && p.get("data").empty()) throw UsageError("predict: --data is empty");
   p.refuse_empty("out", "give the file to write, or leave the flag out to write to stdout");
-  if (!has_data && p.given("out")) throw UsageError("predict: --out goes with --data");
+  for (const char* flag : {"out", "id-column"}) {
+    if (!has_data && p.given(flag)) throw UsageError(std::string("predict: --") + flag + " goes with --data");
+  }
   PredictionRule rule;
   if (!p.get("threshold").empty()) {
     rule.threshold = p.get_double("threshold");

@@ -131,6 +131,10 @@ TrainArgs train_args_of(const ArgParser& p) {
     throw UsageError("train: --val-data is empty: name the validation file, or leave the flag out to hold out "
                      "--val-fraction of --train-data");
   }
+  if (p.given("val-data") && p.given("val-fraction")) {
+    throw UsageError("train: --val-fraction holds out part of --train-data when there is no --val-data: give one of "
+                     "them");
+  }
   a.val_fraction = p.get_double("val-fraction");
   a.out_dir = p.get("out");
   a.epochs = p.get_int("epochs");

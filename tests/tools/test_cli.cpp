@@ -880,6 +880,10 @@ TEST_F(CliTest, NonFiniteLossStopsTrainingNamingTheStep) {
   const RunResult r = run(train_args(path("run"), {"--lr", "1e30"}));
   expect_error(r, "training stopped", 1);
   EXPECT_NE(r.err.find("epoch 1, step "), std::string::npos) << r.describe();
+  // The advice fits the run: fp32 here, so no "--precision fp32"; no weight decay to lower.
+  EXPECT_NE(r.err.find("try a lower --lr)"), std::string::npos) << r.describe();
+  const RunResult decayed = run(train_args(path("decayed"), {"--lr", "1e30", "--weight-decay", "0.01"}));
+  EXPECT_NE(decayed.err.find("try a lower --lr or --weight-decay)"), std::string::npos) << decayed.describe();
   EXPECT_FALSE(fs::exists(path("run/last"))) << "a checkpoint of the diverged epoch was written";
   EXPECT_FALSE(fs::exists(path("run/best")));
 }
@@ -1489,6 +1493,10 @@ TEST_F(CliTest, BenchStepTimesPackedAndPaddedBatchesFromACsv) {
   }
 
   expect_error(run(with({"--padded"})), "--padded needs --lengths-from", 2);
+  // Flags that only mean something with another were ignored without a word.
+  expect_error(run(with({"--max-length", "64"})), "--max-length goes with --lengths-from", 2);
+  expect_error(run(with({"--peak-tflops", "-1"})), "--peak-tflops must be >= 0", 2);
+  expect_error(run(with({"--lengths-out", ""})), "bench step: --lengths-out is empty", 2);
   expect_error(run(with({"--full-rows", "--lengths-from", data(), "--vocab-file", model() + "/vocab.txt"})),
                "--full-rows is for synthetic batches", 2);
   expect_error(run(with({"--lengths-from", data()})), "--lengths-from needs --vocab-file", 2);

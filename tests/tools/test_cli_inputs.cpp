@@ -131,6 +131,8 @@ TEST_F(CliTest, AnEmptyDescriptionIsNotABadRow) {
   expect_error(run({"predict", "--model", suite_run(), "--title", "", "--description", " "}),
                "--title and --description are both empty");
   expect_error(run({"predict", "--model", suite_run(), "--text", ""}), "predict: --text is empty");
+  expect_error(run({"predict", "--model", suite_run(), "--text", "image", "--id-column", "x"}),
+               "predict: --id-column goes with --data");
   expect_error(run({"tokenize", "--vocab", path("model/vocab.txt"), "--text", ""}), "tokenize: --text is empty");
   const RunResult description_only = run({"predict", "--model", suite_run(), "--title", "", "--description",
                                           rows[4].title});
@@ -478,6 +480,8 @@ TEST_F(CliTest, DataFlagsThatCannotMeanAnythingAreRefusedByName) {
   expect_error(run(train_args(path("run"), {"--max-length", "1"})), "train" + max_length + "1");
   expect_no_run(path("run"));
   expect_error(run(train_args(path("run"), {"--val-data", ""})), "train: --val-data is empty");
+  expect_error(run(train_args(path("run"), {"--val-data", data(), "--val-fraction", "0.3"})),
+               "train: --val-fraction holds out part of --train-data when there is no --val-data");
   expect_no_run(path("run"));
   expect_error(run(train_args(path("run"), {"--format", ""})), "--format is empty");
   expect_no_run(path("run"));
