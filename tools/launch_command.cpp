@@ -43,13 +43,14 @@ void forward_signal(int sig) {
   if (pid > 0) ::kill(pid, sig);
 }
 
-// "--out DIR" or "--out=DIR" of the command; empty when it has none.
+// "--out DIR" or "--out=DIR" of the command; empty when it has none. The last one given, as train takes it.
 std::string run_dir_of(const std::vector<std::string>& command) {
+  std::string out;
   for (std::size_t i = 0; i < command.size(); ++i) {
-    if (command[i] == "--out" && i + 1 < command.size()) return command[i + 1];
-    if (command[i].rfind("--out=", 0) == 0) return command[i].substr(6);
+    if (command[i] == "--out" && i + 1 < command.size()) out = command[++i];
+    else if (command[i].rfind("--out=", 0) == 0) out = command[i].substr(6);
   }
-  return "";
+  return out;
 }
 
 // bertrain's exit codes: 1 a failure while working, 75 stopped with a checkpoint; a signal (or 128 + its number,

@@ -85,6 +85,19 @@ TEST_F(CliTest, LaunchsFirstAttemptOverwritesWhenAsked) {
   EXPECT_EQ(results["resumes"].size(), 0u) << results.dump();
 }
 
+// A command with --out twice trains into the last (as every bertrain command reads a repeated flag): launch looks for
+// its checkpoint there, not in the first, which made it add --resume for a run directory without one.
+TEST_F(CliTest, LaunchReadsTheLastOutOfItsCommand) {
+  ASSERT_TRUE(succeeded(run(train_args(path("first"), {"--epochs", "1"}))));
+  std::vector<std::string> launch{"launch", "--max-restarts", "1", "--restart-delay", "0", "--", binary()};
+  const std::vector<std::string> train = train_args(path("first"), {"--epochs", "1", "--out", path("second")});
+  launch.insert(launch.end(), train.begin(), train.end());
+  const RunResult r = run(launch);
+  ASSERT_TRUE(succeeded(r)) << r.describe();
+  EXPECT_TRUE(fs::exists(path("second/results.json")));
+  EXPECT_EQ(json::parse(slurp(path("second/results.json")))["resumes"].size(), 0u);
+}
+
 // Two processes never write one run directory: while one holds it (here this test, through the same lock), train
 // into it, --overwrite or --resume, fails before touching a file, naming the holder.
 TEST_F(CliTest, ARunDirectoryInUseIsRefused) {
