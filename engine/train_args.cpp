@@ -16,18 +16,18 @@ void validate_train_args(const TrainArgs& a) {
   BERTRAIN_CHECK(!a.out_dir.empty(), "--out is required");
   BERTRAIN_CHECK(a.epochs >= 1, "--epochs must be at least 1, got " << a.epochs);
   BERTRAIN_CHECK(a.batch_size >= 1, "--batch-size must be at least 1, got " << a.batch_size);
-  BERTRAIN_CHECK(a.lr > 0 && std::isfinite(a.lr), "--lr must be positive, got " << a.lr);
+  BERTRAIN_CHECK(a.lr > 0 && std::isfinite(a.lr), "--lr must be positive and finite, got " << a.lr);
   BERTRAIN_CHECK(a.dropout >= 0 && a.dropout < 1, "--dropout must be in [0, 1), got " << a.dropout);
   BERTRAIN_CHECK(a.lr_factor > 0 && a.lr_factor < 1, "--lr-factor must be in (0, 1), got " << a.lr_factor);
   BERTRAIN_CHECK(a.lr_patience >= 0, "--lr-patience must be >= 0, got " << a.lr_patience);
   BERTRAIN_CHECK(a.adam_beta1 >= 0 && a.adam_beta1 < 1, "--adam-beta1 must be in [0, 1), got " << a.adam_beta1);
   BERTRAIN_CHECK(a.adam_beta2 >= 0 && a.adam_beta2 < 1, "--adam-beta2 must be in [0, 1), got " << a.adam_beta2);
-  BERTRAIN_CHECK(a.adam_eps > 0 && std::isfinite(a.adam_eps), "--adam-eps must be positive, got " << a.adam_eps);
+  BERTRAIN_CHECK(a.adam_eps > 0 && std::isfinite(a.adam_eps), "--adam-eps must be positive and finite, got " << a.adam_eps);
   // An infinite decay makes every weight non-finite at the first step: a flag error, not a diverging run (exit 1).
   BERTRAIN_CHECK(a.weight_decay >= 0 && std::isfinite(a.weight_decay),
                  "--weight-decay must be >= 0 and finite, got " << a.weight_decay);
   BERTRAIN_CHECK(a.max_grad_norm >= 0 && std::isfinite(a.max_grad_norm),
-                 "--max-grad-norm must be >= 0 (0: no clipping), got " << a.max_grad_norm);
+                 "--max-grad-norm must be >= 0 and finite (0: no clipping), got " << a.max_grad_norm);
   BERTRAIN_CHECK(a.num_samples >= 0, "--num-samples must be >= 0, got " << a.num_samples);
   if (a.val_data.empty()) {
     BERTRAIN_CHECK(a.val_fraction > 0 && a.val_fraction < 1, "--val-fraction must be in (0, 1), got " << a.val_fraction);

@@ -124,8 +124,10 @@ int ArgParser::get_int_in(const std::string& name, int lo, int hi) const {
       command_ + ": --" + name + " must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + text;
   long long value = 0;
   std::size_t used = 0;
+  // std::stoll skips leading white space (and would take " 3" where "3 " is refused): a number is its text alone.
+  const bool starts_well = !text.empty() && text.find_first_of(" \t\n\r\f\v") != 0;
   try {
-    value = std::stoll(text, &used);
+    if (starts_well) value = std::stoll(text, &used);
   } catch (const std::out_of_range&) {
     throw UsageError(range);
   } catch (const std::exception&) {
@@ -155,10 +157,15 @@ uint64_t ArgParser::get_uint64(const std::string& name) const {
 
 double ArgParser::get_double(const std::string& name) const {
   const std::string text = get(name);
+  // A decimal number alone: std::stod also skips leading white space and reads hexadecimal ("0x10" is 16).
+  const bool decimal = !text.empty() && text.find_first_of(" \t\n\r\f\v") != 0 &&
+                       text.find_first_of("xX") == std::string::npos;
   try {
     std::size_t used = 0;
-    const double value = std::stod(text, &used);
-    if (used == text.size()) return value;
+    const double value = decimal ? std::stod(text, &used) : 0;
+    if (decimal && used == text.size()) return value;
+  } catch (const std::out_of_range&) {
+    throw UsageError(command_ + ": --" + name + " is out of a double's range, got '" + text + "'");
   } catch (const std::exception&) {
   }
   throw UsageError(command_ + ": --" + name + " expects a number, got '" + text + "'");

@@ -342,6 +342,12 @@ TEST_F(CliTest, SeedsAndIntegerRangesAreCheckedAsWritten) {
   expect_error(run(train_args(path("run"), {"--seed", "4x"})), "--seed expects an integer, got '4x'");
   expect_error(run(train_args(path("run"), {"--epochs", "99999999999"})),
                "--epochs must be between -2147483647 and 2147483647, got 99999999999");
+  // A number is its text alone, in decimal: the C library also read " 3" (but not "3 ") and hexadecimal "0x10".
+  expect_error(run(train_args(path("run"), {"--epochs", " 3"})), "--epochs expects an integer, got ' 3'");
+  expect_error(run(train_args(path("run"), {"--lr", " 1e-4"})), "--lr expects a number, got ' 1e-4'");
+  expect_error(run(train_args(path("run"), {"--lr", "0x10"})), "--lr expects a number, got '0x10'");
+  // A number beyond a double's range is named so, not "expects a number".
+  expect_error(run(train_args(path("run"), {"--lr", "1e400"})), "--lr is out of a double's range, got '1e400'");
   // The largest seed parses: the command goes on to its next check (the run directory, here a file's child).
   spit(path("afile"), "x\n");
   expect_error(run(train_args(path("afile/run"), {"--seed", "18446744073709551615"})), "is a file, not a directory");
