@@ -22,7 +22,8 @@ void validate_train_args(const TrainArgs& a) {
   BERTRAIN_CHECK(a.lr_patience >= 0, "--lr-patience must be >= 0, got " << a.lr_patience);
   BERTRAIN_CHECK(a.adam_beta1 >= 0 && a.adam_beta1 < 1, "--adam-beta1 must be in [0, 1), got " << a.adam_beta1);
   BERTRAIN_CHECK(a.adam_beta2 >= 0 && a.adam_beta2 < 1, "--adam-beta2 must be in [0, 1), got " << a.adam_beta2);
-  BERTRAIN_CHECK(a.adam_eps > 0 && std::isfinite(a.adam_eps), "--adam-eps must be positive and finite, got " << a.adam_eps);
+  BERTRAIN_CHECK(a.adam_eps > 0 && std::isfinite(a.adam_eps),
+                 "--adam-eps must be positive and finite, got " << a.adam_eps);
   // An infinite decay makes every weight non-finite at the first step: a flag error, not a diverging run (exit 1).
   BERTRAIN_CHECK(a.weight_decay >= 0 && std::isfinite(a.weight_decay),
                  "--weight-decay must be >= 0 and finite, got " << a.weight_decay);

@@ -24,8 +24,8 @@
 //
 // Every activation is a slice of one device arena that the owner allocates once (arena_bytes), so forward and
 // backward never allocate or synchronise with the host. A model built for BertUse::kInference holds one layer's
-// activations and no backward scratch, as the CPU model does (model/bert_classifier.h). No CUDA headers here: model/ only calls the launchers of
-// kernels/*.h.
+// activations and no backward scratch, as the CPU model does (model/bert_classifier.h). No CUDA headers here:
+// model/ only calls the launchers of kernels/*.h.
 #pragma once
 
 #include <algorithm>

@@ -319,11 +319,12 @@ void BertConfig::validate(const std::string& source) const {
   BERTRAIN_CHECK(embedding_size == 0 || family().embedding_projection,
                  source << ": embedding_size is an ELECTRA field, this is a " << family().model_type << " config");
   // A text is at least [CLS] and [SEP]: a model with fewer positions can read none.
-  BERTRAIN_CHECK(max_sequence_length() >= 2,
-                 source << ": max_position_embeddings " << max_position_embeddings << " leaves "
-                        << count_of(std::max(max_sequence_length(), 0), "position")
-                        << (position_offset() > 0 ? " after the padding offset " + std::to_string(position_offset()) : "")
-                        << "; a text needs at least 2 ([CLS] and [SEP])");
+  const std::string offset =
+      position_offset() > 0 ? " after the padding offset " + std::to_string(position_offset()) : "";
+  const std::string left = count_of(std::max(max_sequence_length(), 0), "position");
+  BERTRAIN_CHECK(max_sequence_length() >= 2, source << ": max_position_embeddings " << max_position_embeddings
+                                                    << " leaves " << left << offset
+                                                    << "; a text needs at least 2 ([CLS] and [SEP])");
 }
 
 json BertConfig::to_classifier_json() const {

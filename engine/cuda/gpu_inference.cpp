@@ -1,6 +1,7 @@
 // The CUDA engine behind InferenceBackend: BertClassifierGpu<T> built for inference (one layer's activations, no
-// backward scratch) forward only, over one device copy of the parameters in T (bf16 cast once from the fp32
-// checkpoint) and an activation arena that grows with the largest batch seen. Per batch: ids and offsets up, the forward, the logits cast to fp32 and copied back.
+// backward scratch), forward only, over one device copy of the parameters in T (bf16 cast once from the fp32
+// checkpoint) and an activation arena that grows with the largest batch seen. Per batch: ids and offsets up, the
+// forward, the logits cast to fp32 and copied back.
 #include <cuda_runtime_api.h>
 
 #include <cstring>

@@ -117,7 +117,9 @@ void check_run_state(const json& state, const std::string& path) {
 // evaluation.json as `bertrain evaluate` writes it; checked here so that rendering can trust its shape.
 void check_evaluation(const json& e, const std::string& path) {
   BERTRAIN_CHECK(e.is_object(), path << ": not a JSON object");
-  for (const char* key : {"problem_type", "data", "timestamp"}) check_optional_field(e, key, &json::is_string, "a string", path);
+  for (const char* key : {"problem_type", "data", "timestamp"}) {
+    check_optional_field(e, key, &json::is_string, "a string", path);
+  }
   BERTRAIN_CHECK(e.contains("per_class") && e["per_class"].is_object(), path << ": no object 'per_class'");
   for (const auto& [label, m] : e["per_class"].items()) {
     for (const char* key : {"precision", "recall", "f1", "num_samples"}) {
@@ -131,7 +133,9 @@ void check_evaluation(const json& e, const std::string& path) {
   BERTRAIN_CHECK(cm.is_object() && cm.contains("labels") && cm["labels"].is_array() && cm.contains("matrix") &&
                      cm["matrix"].is_array(),
                  path << ": confusion_matrix needs 'labels' and 'matrix' arrays");
-  for (const char* key : {"rows", "columns"}) check_optional_field(cm, key, &json::is_string, "a string", path + ": confusion_matrix");
+  for (const char* key : {"rows", "columns"}) {
+    check_optional_field(cm, key, &json::is_string, "a string", path + ": confusion_matrix");
+  }
   const std::size_t n = cm["labels"].size();
   for (const json& label : cm["labels"]) BERTRAIN_CHECK(label.is_string(), path << ": confusion_matrix.labels holds a non-string");
   BERTRAIN_CHECK(cm["matrix"].size() == n, path << ": confusion_matrix.matrix has " << cm["matrix"].size() << " rows for "
