@@ -32,6 +32,8 @@
 #   finetune-report  the three fine-tunes overlaid in OUT_DIR/finetune-report.html (bertrain report)
 #   inference-gpu-vs-cpu  evaluate and predict on the GPU (fp32, bf16) and the CPU: rows/s and the probability
 #                differences
+#   inference-long-texts  predict on 512 texts of 512 tokens at the default GPU batch, fp32 and bf16, beside PyTorch:
+#                rows/s and peak device memory (nvidia-smi)
 #   tune-gpu     bertrain tune with GPU trials: 4 trials of 2 epochs, two at a time sharing the GPU (--devices 0,0),
 #                every trial on the GPU engine, then a prediction of the study's best/ on the GPU
 #   serve-gpu    bertrain serve on the GPU: /v1/predict (fp32) against predict's GPU probabilities, then bf16 under
@@ -299,6 +301,57 @@ for name, limit in (("cuda-fp32", 1e-4), ("cuda-bf16", 5e-2)):
 PY
 }
 
+# peak_device_mib LABEL COMMAND...: runs COMMAND, polling nvidia-smi every 0.2 s for the device memory its process
+# holds (CUDA context and cuBLAS workspace included, for bertrain and PyTorch alike); prints the largest seen.
+peak_device_mib() {
+  local label=$1 peak=0 used pid rc
+  shift
+  "$@" &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    used=$(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>/dev/null |
+      awk -F', *' -v p="$pid" '$1 == p {print $2}')
+    if [ -n "$used" ] && [ "$used" -gt "$peak" ]; then peak=$used; fi
+    sleep 0.2
+  done
+  wait "$pid"
+  rc=$?
+  if [ "$peak" -gt 0 ]; then
+    echo "$label: peak device memory $peak MiB (nvidia-smi)"
+  else
+    echo "$label: nvidia-smi showed no device memory for pid $pid (processes not visible here)"
+  fi
+  return $rc
+}
+
+# long_text_inference: predict on 512 texts that fill SciBERT's 512 positions, at predict's default GPU batch (256
+# rows, 131,072 tokens), fp32 and bf16, beside PyTorch on the same rows and GPU: rows/s and peak device memory. The
+# GPU inference model holds one layer's activations (docs/PERFORMANCE.md, "Inference memory on the GPU": its arena
+# 7.26 GB in fp32 here, where a training-sized one needed 82.8 GB).
+long_text_inference() {
+  local run=$OUT/runs/gpu-fp32 precision
+  python3 - "$DATA/madewithml/dataset.csv" "$OUT/long-texts.csv" <<'PY' || return 1
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1], newline="", encoding="utf-8")))
+words = " ".join(r["description"] for r in rows).split()
+with open(sys.argv[2], "w", newline="", encoding="utf-8") as f:
+    out = csv.writer(f)
+    out.writerow(["id", "title", "description"])
+    for i in range(512):  # 800 words: longer than 512 tokens, cut to them as training does
+        start = (i * 97) % (len(words) - 800)
+        out.writerow([i, rows[i % len(rows)]["title"], " ".join(words[start:start + 800])])
+PY
+  for precision in fp32 bf16; do
+    peak_device_mib "bertrain predict, cuda $precision" "$BUILD_DIR/bertrain" predict --model "$run" \
+      --data "$OUT/long-texts.csv" --device cuda --precision "$precision" \
+      --out "$OUT/long-texts-predict-$precision.jsonl" || return 1
+  done
+  peak_device_mib "PyTorch, cuda fp32" python3 tests/reference/bench_torch_inference.py --model "$run/best" \
+    --data "$OUT/long-texts.csv" --device cuda --repeat 1 || echo "(PyTorch fp32 failed)"
+  peak_device_mib "PyTorch, cuda bf16 autocast" python3 tests/reference/bench_torch_inference.py --model "$run/best" \
+    --data "$OUT/long-texts.csv" --device cuda --bf16 --repeat 1 || echo "(PyTorch bf16 failed)"
+}
+
 # tune_check: `bertrain tune --devices 0,0` on MODEL: each trial is a `bertrain train` process with
 # CUDA_VISIBLE_DEVICES=0, two at a time on the one GPU (the tests check only the variable). The study must finish,
 # every trial's log must show the GPU engine, and the best model must predict on the GPU.
@@ -423,6 +476,7 @@ if step build configure_and_build; then
     step finetune-cpu finetune cpu cpu fp32
     step finetune-report finetune_report
     step inference-gpu-vs-cpu inference_check
+    step inference-long-texts long_text_inference
     step tune-gpu tune_check
     step serve-gpu serve_check
   fi
