@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/number_text.h"
 
 namespace bertrain {
 
@@ -32,6 +33,12 @@ int poll_ms(double deadline, double slice_s) {
 // server stops): long enough that a client in the middle of a conversation sends its next request first (closing
 // then would lose it), short enough that a waiting health probe is answered within its usual 1 s timeout.
 constexpr double kIdleYieldSeconds = 0.5;
+
+// How long a request's head (request line and headers) may take to arrive while other connections wait for a
+// thread: a client sends its head at once, so only a trickling one (a byte now and then, to hold the thread) takes
+// longer, and it gives its thread up after this (408) instead of after the whole I/O timeout, so that a health probe
+// waiting behind `--max-connections` such clients is answered in about a second, not five.
+constexpr double kCrowdedHeadSeconds = 1.0;
 
 // Slow bodies get this much time beyond the I/O timeout: a 2 MiB body over a 1 Mbit/s link still arrives, a client
 // that sends a byte now and then does not hold its thread for ever.
@@ -174,7 +181,7 @@ void HttpServer::stop() {
 void HttpServer::refuse_arriving() { refusing_arriving_ = true; }
 
 template <class Ready>
-int HttpServer::read_until(int fd, std::string* in, double deadline, bool idle, Ready ready) {
+int HttpServer::read_until(int fd, std::string* in, double deadline, bool idle, Ready ready, double crowded_deadline) {
   char buffer[16 * 1024];
   const double idle_since = now_s();
   while (!ready()) {
@@ -185,6 +192,7 @@ int HttpServer::read_until(int fd, std::string* in, double deadline, bool idle, 
       return 0;
     }
     if (now_s() >= deadline) return -1;
+    if (now_s() >= crowded_deadline && threads_->waiting() > 0) return -3;
     pollfd p{fd, POLLIN, 0};
     const int polled = ::poll(&p, 1, poll_ms(deadline, 0.1));
     if (polled < 0 && errno != EINTR) return 0;
@@ -221,14 +229,22 @@ void HttpServer::serve_connection(int fd, const std::string& remote) {
     const auto timed_out = [&] {
       refuse(408, "the request did not arrive within " + std::to_string(options_.io_timeout_s) + " s");
     };
-    // Reads the head or the body (`read`: the reader's step) by the deadline; false when the connection is done
-    // with: the client went away mid-request, or was answered a refusal (408, or the reader's).
-    const auto read_part = [&](const auto& read) {
-      const int got = read_until(fd, &in, deadline, false, [&] {
-        status = read();
-        return status != HttpRequestReader::Status::kNeedMore;
-      });
+    // Reads the head or the body (`read`: the reader's step) by the deadline (and the head by kCrowdedHeadSeconds
+    // while connections wait for a thread); false when the connection is done with: the client went away
+    // mid-request, or was answered a refusal (408, or the reader's).
+    const auto read_part = [&](const auto& read, double crowded_deadline) {
+      const int got = read_until(
+          fd, &in, deadline, false,
+          [&] {
+            status = read();
+            return status != HttpRequestReader::Status::kNeedMore;
+          },
+          crowded_deadline);
       if (got == -1) timed_out();
+      if (got == -3) {
+        refuse(408, "the request's head did not arrive within " + shortest_double(kCrowdedHeadSeconds) +
+                        " s while other connections waited for a thread");
+      }
       if (got == -2) {
         ++refused_arriving_;
         refuse(503, "the server is stopping and this request had not arrived whole within its drain time");
@@ -236,7 +252,7 @@ void HttpServer::serve_connection(int fd, const std::string& remote) {
       if (got > 0 && status == HttpRequestReader::Status::kError) refuse(reader.error_status(), reader.error_message());
       return got > 0 && status != HttpRequestReader::Status::kError;
     };
-    if (!read_part([&] { return reader.read_head(&in, &request); })) break;
+    if (!read_part([&] { return reader.read_head(&in, &request); }, started + kCrowdedHeadSeconds)) break;
     // Kept alive unless the client closes it, the server is stopping, or connections wait for a thread (they get
     // this one: however many clients keep connections open, a new one waits one request at most).
     const auto keep_alive = [&] { return request.wants_keep_alive() && !stopping_ && threads_->waiting() == 0; };
@@ -252,7 +268,7 @@ void HttpServer::serve_connection(int fd, const std::string& remote) {
       const double body_bytes = reader.declared_length() > 0 ? static_cast<double>(reader.declared_length())
                                                              : static_cast<double>(options_.limits.max_body);
       deadline += body_bytes / kBodyBytesPerSecond;
-      if (!read_part([&] { return reader.read_body(&in, &request); })) break;
+      if (!read_part([&] { return reader.read_body(&in, &request); }, std::numeric_limits<double>::infinity())) break;
     }
     hooks_.handle(request, response);
     const bool keep = keep_alive();

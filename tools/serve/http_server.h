@@ -15,6 +15,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <limits>
 #include <string>
 
 #include "tools/serve/connection_threads.h"
@@ -68,9 +69,10 @@ class HttpServer {
   void serve_connection(int fd, const std::string& remote);
   // Reads into `in` until `ready` says the buffer holds enough, the deadline passes, or the peer closes. 1: ready,
   // 0: closed by the peer (or given up, `idle`: waiting for a request that has not begun), -1: deadline,
-  // -2: refused by refuse_arriving().
+  // -2: refused by refuse_arriving(), -3: `crowded_deadline` passed while other connections waited for a thread.
   template <class Ready>
-  int read_until(int fd, std::string* in, double deadline, bool idle, Ready ready);
+  int read_until(int fd, std::string* in, double deadline, bool idle, Ready ready,
+                 double crowded_deadline = std::numeric_limits<double>::infinity());
   bool write_answer(int fd, const HttpRequest& request, HttpResponse& response, bool keep_alive, double started);
 
   HttpServerOptions options_;
