@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -134,22 +135,39 @@ MlflowRun::MlflowRun(const std::string& root, const std::string& experiment, con
                      const std::string& run_id)
     : root_(root), run_name_(run_name) {
   BERTRAIN_CHECK(!experiment.empty(), "--experiment must not be empty");
-  experiment_id_ = find_or_create_experiment(root, experiment);
   if (run_id.empty()) {
+    experiment_id_ = find_or_create_experiment(root, experiment);
     create();
   } else {
     run_id_ = run_id;
+    experiment_id_ = continued_run_experiment(root, experiment, run_id);
     run_dir_ = root_ + "/" + experiment_id_ + "/" + run_id_;
     const std::string meta = run_dir_ + "/meta.yaml";
     BERTRAIN_CHECK(file_exists(meta), meta << ": the MLflow run this training started is missing (was --mlflow-dir, "
                                                 "MLFLOW_TRACKING_URI or --experiment changed?)");
+    found_meta_ = read_file(meta, "MLflow run meta.yaml");
     run_name_ = mlflow_yaml_field(meta, "run_name");
     start_time_ms_ = std::atoll(mlflow_yaml_field(meta, "start_time").c_str());
     artifacts_dir_ = run_dir_ + "/artifacts";
     artifact_uri_ = mlflow_yaml_field(meta, "artifact_uri");
     if (artifact_uri_.empty()) artifact_uri_ = file_uri(artifacts_dir_);
   }
+  uncaught_at_start_ = std::uncaught_exceptions();
   write_meta(MlflowStatus::kRunning, false);
+  running_ = true;
+}
+
+MlflowRun::~MlflowRun() {
+  if (!running_ || std::uncaught_exceptions() <= uncaught_at_start_) return;
+  try {
+    if (found_meta_.empty()) {
+      write_meta(MlflowStatus::kFailed, true);
+    } else {
+      write_file_atomically(run_dir_ + "/meta.yaml", found_meta_);
+    }
+  } catch (...) {
+    // The error on its way out says what failed; the store may then show the run RUNNING, as after a kill.
+  }
 }
 
 MlflowRun::MlflowRun(const MlflowRunInfo& run)
@@ -160,9 +178,7 @@ MlflowRun::MlflowRun(const MlflowRunInfo& run)
       run_dir_(run.dir),
       artifact_uri_(run.artifact_uri),
       artifacts_dir_(mlflow_artifacts_dir(run)),
-      start_time_ms_(run.start_time_ms) {
-  write_meta(MlflowStatus::kRunning, false);
-}
+      start_time_ms_(run.start_time_ms) {}
 
 void MlflowRun::create() {
   run_id_ = random_uuid_hex();
@@ -249,6 +265,9 @@ void MlflowRun::write_artifact_dir(const std::string& name,
   replace_directory_atomically(dir.string(), fill);
 }
 
-void MlflowRun::set_status(MlflowStatus status) { write_meta(status, status != MlflowStatus::kRunning); }
+void MlflowRun::set_status(MlflowStatus status) {
+  write_meta(status, status != MlflowStatus::kRunning);
+  running_ = status == MlflowStatus::kRunning;
+}
 
 }  // namespace bertrain

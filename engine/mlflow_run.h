@@ -40,8 +40,15 @@ class MlflowRun {
   // knows its commit (core/build_info.h).
   MlflowRun(const std::string& root, const std::string& experiment, const std::string& run_name,
             const std::string& run_id);
-  // Continues the run `run` found in its store (find_mlflow_run), status RUNNING again until set_status.
+  // Logs into the run `run` found in its store (find_mlflow_run) as MLflow's client logs into an ended run: its
+  // meta.yaml (status, end time, names) is left as it was, whatever happens (evaluate --run-id).
   explicit MlflowRun(const MlflowRunInfo& run);
+  // A run this object set RUNNING and that an exception leaves without set_status does not stay RUNNING (which
+  // --run-id reads as "still running or killed"): a run it continued gets its meta.yaml back as it was found, a new
+  // run ends FAILED.
+  ~MlflowRun();
+  MlflowRun(const MlflowRun&) = delete;
+  MlflowRun& operator=(const MlflowRun&) = delete;
 
   const std::string& run_id() const { return run_id_; }
   const std::string& experiment_id() const { return experiment_id_; }
@@ -78,6 +85,9 @@ class MlflowRun {
 
   std::string root_, experiment_id_, run_id_, run_name_, run_dir_, artifact_uri_, artifacts_dir_;
   int64_t start_time_ms_ = 0;
+  bool running_ = false;          // this object wrote status RUNNING and no set_status has ended the run since
+  std::string found_meta_;        // a continued run's meta.yaml as it was found ("" for a new run)
+  int uncaught_at_start_ = 0;     // std::uncaught_exceptions() when this object was made
 };
 
 }  // namespace bertrain

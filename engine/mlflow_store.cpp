@@ -68,9 +68,14 @@ std::string file_uri_path(const std::string& uri, const std::string& origin) {
   return percent_decode(path, uri, origin);
 }
 
-// Status and start time of a meta.yaml (0 when absent).
-int64_t yaml_int(const std::string& path, const std::string& key) {
-  return std::atoll(mlflow_yaml_field(path, key).c_str());
+// An integer field of a meta.yaml (status, start_time): `fallback` when absent, else digits only (a damaged or
+// hand-edited file's other text is named, not read as 0).
+int64_t yaml_int(const std::string& path, const std::string& key, int64_t fallback) {
+  const std::string text = mlflow_yaml_field(path, key);
+  if (text.empty() || text == "null") return fallback;
+  const bool digits = text.find_first_not_of("0123456789") == std::string::npos && text.size() <= 18;
+  BERTRAIN_CHECK(digits, path << ": field '" << key << "' is not an integer: '" << text << "'");
+  return std::stoll(text);
 }
 
 // The experiments of a store: its folders holding a meta.yaml, MLflow's .trash (deleted experiments) left out.
@@ -125,6 +130,27 @@ MlflowStore mlflow_store(bool flag_given, const std::string& flag_value) {
   return {mlflow_store_path(env, "MLFLOW_TRACKING_URI"), "MLFLOW_TRACKING_URI"};
 }
 
+std::string continued_run_experiment(const std::string& dir, const std::string& experiment, const std::string& run_id) {
+  std::string found;
+  if (directory_exists(dir)) {
+    for (const std::string& id : experiment_ids(dir)) {
+      if (!file_exists(dir + "/" + id + "/" + run_id + "/meta.yaml")) continue;
+      if (found.empty() || mlflow_yaml_field(dir + "/" + id + "/meta.yaml", "name") == experiment) found = id;
+    }
+  }
+  BERTRAIN_CHECK(!found.empty(), dir << ": no experiment holds the MLflow run " << run_id << " that this run started "
+                                     << "(was --mlflow-dir or MLFLOW_TRACKING_URI changed, or its meta.yaml removed?)");
+  const std::string experiment_meta = dir + "/" + found + "/meta.yaml", run_meta = dir + "/" + found + "/" + run_id +
+                                                                                   "/meta.yaml";
+  BERTRAIN_CHECK(mlflow_yaml_field(experiment_meta, "lifecycle_stage") != "deleted",
+                 experiment_meta << ": the experiment of the MLflow run " << run_id << " is deleted: restore it in "
+                                 << "MLflow (mlflow experiments restore), or continue without --mlflow-dir");
+  BERTRAIN_CHECK(mlflow_yaml_field(run_meta, "lifecycle_stage") != "deleted",
+                 run_meta << ": the MLflow run " << run_id << " is deleted: restore it in MLflow (mlflow runs "
+                          << "restore), or continue without --mlflow-dir");
+  return found;
+}
+
 std::string find_mlflow_experiment(const std::string& dir, const std::string& name) {
   if (!directory_exists(dir)) return "";
   for (const std::string& id : experiment_ids(dir)) {
@@ -174,8 +200,10 @@ MlflowRunInfo find_mlflow_run(const std::string& store_dir, const std::string& r
     run.run_id = run_id;
     run.run_name = mlflow_yaml_field(meta, "run_name");
     run.dir = store_dir + "/" + id + "/" + run_id;
-    run.status = static_cast<int>(yaml_int(meta, "status"));
-    run.start_time_ms = yaml_int(meta, "start_time");
+    // No status is not one MLflow writes: named, where 0 read as "status 0" of a finished run.
+    run.status = static_cast<int>(yaml_int(meta, "status", -1));
+    BERTRAIN_CHECK(run.status >= 0, meta << ": no field 'status' (the file is damaged or is not an MLflow run's)");
+    run.start_time_ms = yaml_int(meta, "start_time", 0);
     run.artifact_uri = mlflow_yaml_field(meta, "artifact_uri");
     BERTRAIN_CHECK(mlflow_yaml_field(meta, "lifecycle_stage") != "deleted", run.describe() << " is deleted");
     return run;
@@ -224,6 +252,7 @@ std::string find_mlflow_run_model(const std::string& store_dir, const std::strin
 std::string mlflow_yaml_field(const std::string& path, const std::string& key) {
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();  // a file saved with CRLF line ends
     if (line.rfind(key + ": ", 0) != 0) continue;
     std::string value = line.substr(key.size() + 2);
     if (value.size() >= 2 && (value.front() == '\'' || value.front() == '"') && value.back() == value.front()) {

@@ -37,6 +37,11 @@ MlflowStore mlflow_store(bool flag_given, const std::string& flag_value);
 // The id of the active experiment named `name` in store `dir`; "" when there is none.
 std::string find_mlflow_experiment(const std::string& dir, const std::string& name);
 
+// The experiment holding run `run_id`, which a resumed training or study continues, in store `dir`: `experiment`'s
+// when it holds the run, else any that does. Error naming the store and the run when no experiment holds it, or
+// the run or its experiment is deleted (a resume must not bring either back); nothing is created.
+std::string continued_run_experiment(const std::string& dir, const std::string& experiment, const std::string& run_id);
+
 // A run as the store's meta.yaml files describe it.
 struct MlflowRunInfo {
   std::string store;                             // the store's directory

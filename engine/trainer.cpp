@@ -819,6 +819,10 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
   std::unique_ptr<MlflowRun> mlflow;
   if (leader && !args.mlflow_dir.empty()) {
     const std::string name = args.run_name.empty() ? folder_name(args.out_dir) : args.run_name;
+    // A run to continue that is missing, damaged or deleted is the input's fault (exit 2, not retried by launch).
+    if (!run.mlflow_run_id.empty()) {
+      input_step([&] { continued_run_experiment(args.mlflow_dir, args.experiment, run.mlflow_run_id); });
+    }
     mlflow = std::make_unique<MlflowRun>(args.mlflow_dir, args.experiment, name, run.mlflow_run_id);
     if (run.mlflow_run_id.empty() && !args.mlflow_parent_run.empty()) {
       mlflow->set_tag("mlflow.parentRunId", args.mlflow_parent_run);  // a child run, as MLflow's nested runs are

@@ -46,10 +46,12 @@ std::optional<MlflowRunInfo> run_to_log(const ArgParser& p, const ModelSource& s
   return find_mlflow_run(source.store.dir, run_id, p.get("experiment"));
 }
 
-// The overall metrics as eval_<average>_<metric> (single-label: eval_<metric>, weighted) and the JSON as
-// evaluation.json, in that run.
+// The JSON as evaluation.json and the overall metrics as eval_<average>_<metric> (single-label: eval_<metric>,
+// weighted), in that run; its status stays what it was. The artifact first: a store that refuses a file does so
+// before any metric is logged.
 void log_to_mlflow(const MlflowRunInfo& info, const ordered_json& out, const std::string& text) {
   MlflowRun run(info);
+  run.write_artifact("evaluation.json", text);
   const ordered_json& overall = out["overall"];
   for (const char* metric : {"precision", "recall", "f1"}) {
     if (overall.contains(metric)) {
@@ -60,8 +62,6 @@ void log_to_mlflow(const MlflowRunInfo& info, const ordered_json& out, const std
       }
     }
   }
-  run.write_artifact("evaluation.json", text);
-  run.set_status(MlflowStatus::kFinished);
 }
 
 }  // namespace

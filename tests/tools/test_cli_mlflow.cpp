@@ -261,6 +261,50 @@ TEST_F(CliMlflowTest, RunIdErrorsAndOldRuns) {
 // The commit the build reports (--version, the tag mlflow.source.git.commit) is the one its sources are at: the
 // header is rewritten at every build, so a commit made since the last cmake run shows too. --version also says
 // whether tracked files had changes (as they have now, when the tests run right after a build).
+// A damaged or changed store is named, and a command that fails leaves its run as it found it (an MLflow audit,
+// 2026-11-29): a finished run stayed RUNNING after a failed evaluate or resume, a meta.yaml without a readable status
+// read as "status 0", and a resume brought a deleted run (or one saved with CRLF line ends) back to active.
+TEST_F(CliMlflowTest, AFailedCommandLeavesTheStoreAsItFoundIt) {
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--mlflow-dir", path("mlruns"), "--epochs", "1"}))));
+  const std::string id = run_id_of(path("run")), folder = run_folder(path("mlruns"), id);
+  const std::string meta = slurp(folder + "/meta.yaml");
+  ASSERT_NE(meta.find("\nstatus: 3\n"), std::string::npos) << meta;
+  // evaluate into the run, whose artifacts/evaluation.json cannot be written: no metric logged, status as it was.
+  fs::create_directories(folder + "/artifacts/evaluation.json");
+  const std::vector<std::string> evaluate{"evaluate", "--run-id", id, "--mlflow-dir", path("mlruns"), "--data",
+                                          data(), "--device", "cpu"};
+  const RunResult refused = run(evaluate);  // after its "evaluate: N rows in ..." line
+  EXPECT_EQ(refused.exit_code, 1) << refused.describe();
+  EXPECT_NE(refused.err.find("evaluation.json': not a regular file"), std::string::npos) << refused.describe();
+  EXPECT_FALSE(fs::exists(folder + "/metrics/eval_f1"));
+  EXPECT_EQ(slurp(folder + "/meta.yaml"), meta);
+  fs::remove(folder + "/artifacts/evaluation.json");
+  // A resume that fails writing to the run: its meta.yaml back as it was, not RUNNING.
+  fs::remove(folder + "/params/lr");
+  fs::create_directories(folder + "/params/lr");
+  const std::vector<std::string> resume = train_args(path("run"), {"--mlflow-dir", path("mlruns"), "--epochs", "2",
+                                                                   "--resume"});
+  expect_error(run(resume), "params/lr", 1);
+  EXPECT_EQ(slurp(folder + "/meta.yaml"), meta);
+  fs::remove(folder + "/params/lr");
+  // A meta.yaml whose status cannot be read is named, where it read as "status 0".
+  std::string damaged = meta;
+  damaged.replace(damaged.find("\nstatus: 3\n"), 11, "\nstatus: FINISHED\n");
+  spit(folder + "/meta.yaml", damaged);
+  expect_error(run(evaluate), folder + "/meta.yaml: field 'status' is not an integer: 'FINISHED'");
+  // A deleted run is not brought back by a resume, nor used by --run-id when its file has CRLF line ends.
+  std::string deleted = meta;
+  deleted.replace(deleted.find("lifecycle_stage: active"), 23, "lifecycle_stage: deleted");
+  spit(folder + "/meta.yaml", deleted);
+  expect_error(run(resume), folder + "/meta.yaml: the MLflow run " + id + " is deleted");
+  EXPECT_EQ(slurp(folder + "/meta.yaml"), deleted);
+  std::string crlf;
+  for (char c : deleted) crlf += c == '\n' ? std::string("\r\n") : std::string(1, c);
+  spit(folder + "/meta.yaml", crlf);
+  expect_error(run(evaluate), "is deleted");
+  EXPECT_EQ(slurp(folder + "/meta.yaml"), crlf);
+}
+
 TEST_F(CliMlflowTest, TheBuildsCommitIsTheSourcesHead) {
   const RunResult head = ::bertrain::testing::run_process(
       {"/bin/sh", "-c", "exec git -C '" BERTRAIN_SOURCE_DIR "' rev-parse --verify HEAD 2>/dev/null"});

@@ -201,6 +201,10 @@ class StudyRunner {
 
   void open_mlflow() {
     if (s_.mlflow_dir.empty()) return;
+    // A study's run to continue that is missing, damaged or deleted is the input's fault (exit 2).
+    if (!study_.mlflow_run_id.empty()) {
+      input_step([&] { continued_run_experiment(s_.mlflow_dir, s_.experiment, study_.mlflow_run_id); });
+    }
     mlflow_ = std::make_unique<MlflowRun>(s_.mlflow_dir, s_.experiment, s_.run_name, study_.mlflow_run_id);
     if (study_.mlflow_run_id.empty()) {
       study_.mlflow_run_id = mlflow_->run_id();
