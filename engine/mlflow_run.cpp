@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -49,7 +50,23 @@ std::string program_name() {
   return argv0.empty() ? "bertrain" : argv0;
 }
 
-std::string file_uri(const std::string& path) { return "file://" + fs::absolute(path).lexically_normal().string(); }
+// As Python's pathlib.Path.as_uri, which MLflow writes: every byte but letters, digits, "-._~" and "/" as %XX, so that a
+// folder named with a space, '#', '%' or ': ' reads back as itself (unencoded, MLflow cut the URI at '#', decoded
+// "%41" to "A", and a ': ' made meta.yaml invalid YAML).
+std::string file_uri(const std::string& path) {
+  static const char* const kHex = "0123456789ABCDEF";
+  std::string uri = "file://";
+  for (const unsigned char c : fs::absolute(path).lexically_normal().string()) {
+    if (std::isalnum(c) != 0 || c == '-' || c == '.' || c == '_' || c == '~' || c == '/') {
+      uri += static_cast<char>(c);
+    } else {
+      uri += '%';
+      uri += kHex[c >> 4];
+      uri += kHex[c & 15];
+    }
+  }
+  return uri;
+}
 
 void write_experiment(const std::string& root, const std::string& id, const std::string& name) {
   const std::string dir = root + "/" + id;

@@ -195,6 +195,19 @@ TEST_F(MlflowStoreRuns, AStoreCopiedElsewhereFindsItsOwnArtifacts) {
   EXPECT_EQ(mlflow_run_model_dir(run), run.dir + "/artifacts/model");
 }
 
+// A store in a folder whose name holds what a URI or YAML would misread (a space, '#', "%41", ": ", UTF-8) is written
+// as MLflow writes it (Path.as_uri: %XX), and the artifact URI reads back as that folder.
+TEST(MlflowStoreUris, OddFolderNamesArePercentEncoded) {
+  testing::TempDir temp("bertrain_mlflow_uri");
+  const std::string store = temp.path("a b#c%41: d\xC3\xA9");
+  MlflowRun run(store, "e", "r", "");
+  run.set_status(MlflowStatus::kFinished);
+  const MlflowRunInfo info = find_mlflow_run(store, run.run_id(), "");
+  EXPECT_EQ(info.artifact_uri.find_first_of(" #"), std::string::npos) << info.artifact_uri;
+  EXPECT_NE(info.artifact_uri.find("a%20b%23c%2541%3A%20d%C3%A9/"), std::string::npos) << info.artifact_uri;
+  EXPECT_EQ(mlflow_store_path(info.artifact_uri, "artifact_uri"), fs::absolute(run.artifacts_dir()).lexically_normal().string());
+}
+
 TEST(MlflowStatusName, MlflowsNames) {
   EXPECT_EQ(mlflow_status_name(1), "RUNNING");
   EXPECT_EQ(mlflow_status_name(3), "FINISHED");
