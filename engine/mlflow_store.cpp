@@ -79,14 +79,18 @@ int64_t yaml_int(const std::string& path, const std::string& key, int64_t fallba
 }
 
 // The experiments of a store: its folders holding a meta.yaml, MLflow's .trash (deleted experiments) left out.
+// An entry that cannot be looked at (a link loop, no permission) is no experiment: left out, not a filesystem error.
 std::vector<std::string> experiment_ids(const std::string& dir) {
   std::vector<std::string> ids;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    const std::string name = entry.path().filename().string();
-    if (entry.is_directory() && name != ".trash" && file_exists(entry.path().string() + "/meta.yaml")) {
+  std::error_code error;
+  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    std::error_code unreadable;
+    if (it->is_directory(unreadable) && name != ".trash" && file_exists(it->path().string() + "/meta.yaml")) {
       ids.push_back(name);
     }
   }
+  BERTRAIN_CHECK(!error, dir << ": cannot list the MLflow store: " << error.message());
   return ids;
 }
 

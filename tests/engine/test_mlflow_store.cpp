@@ -185,6 +185,15 @@ TEST_F(MlflowStoreRuns, OnlyAFinishedRunWithAModelGivesOne) {
 }
 
 // artifact_uri is absolute: in a store copied elsewhere the run's own artifacts folder is read.
+// An entry of the store that cannot be looked at (a symbolic link to itself) is no experiment: the runs beside it are
+// found (it was a bare "filesystem error: status: Too many levels of symbolic links").
+TEST_F(MlflowStoreRuns, AnUnreadableEntryOfTheStoreIsNoExperiment) {
+  const std::string id = finished_run("model");
+  fs::create_symlink("loop", store_ + "/loop");
+  EXPECT_EQ(find_mlflow_run(store_, id, "").run_name, "mine");
+  EXPECT_EQ(find_mlflow_experiment(store_, "b"), find_mlflow_run(store_, id, "").experiment_id);
+}
+
 TEST_F(MlflowStoreRuns, AStoreCopiedElsewhereFindsItsOwnArtifacts) {
   const std::string id = finished_run("model");
   const std::string copy = temp_.path("copied");
