@@ -498,6 +498,16 @@ TEST_F(CliTune, BadInputIsOneLineNamingWhatToFix) {
                              {"FAKE_TRIAL_EPOCH_MS=0"});
   ASSERT_TRUE(succeeded(more));
   EXPECT_EQ(study(out)["trials"].size(), 2u);
+  // The best trial's model gone: said before any trial runs (it ran them, then failed, exit 1), the study unchanged.
+  const std::string best_trial = study(out)["best_trial"];
+  const std::string before = slurp(fs::path(out) / "study.json");
+  fs::remove_all(fs::path(out) / "trials" / best_trial / "best");
+  expect_error(run(tune_args(R"({"lr": {"type": "uniform", "low": 1e-5, "high": 1e-4}})", out,
+                             {"--trials", "3", "--resume", "--quiet"}, {"--epochs", "1"}),
+                   {"FAKE_TRIAL_EPOCH_MS=0"}),
+               "tune --resume: " + out + "/trials/" + best_trial + "/best is missing: it is the model of trial " +
+                   best_trial + ", the best so far");
+  EXPECT_EQ(slurp(fs::path(out) / "study.json"), before);
 }
 
 // The real trainer on the tiny model: two trials at once, ASHA, MLflow parent and child runs, and a best/ that

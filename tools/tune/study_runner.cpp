@@ -143,6 +143,16 @@ class StudyRunner {
       if (!file_exists(file)) throw InputError("tune --resume: no study in " + s_.out_dir + " (no study.json)");
       study_ = input_step([&] { return Study::from_json(read_json_file(file), file); });
       input_step([&] { check_settings_unchanged(); });
+      // The best trial so far must still have its model, which the study's best/ is made from at the end: a
+      // missing one is said now, before any trial runs, not after them.
+      if (const long best = study_.best_trial(); best >= 0) {
+        const std::string model = path(study_.trials[static_cast<std::size_t>(best)].dir() + "/best");
+        if (!directory_exists(model)) {
+          throw InputError("tune --resume: " + model + " is missing: it is the model of trial " +
+                           study_.trials[static_cast<std::size_t>(best)].id + ", the best so far (restore the " +
+                           "trial's folder, or start a new study)");
+        }
+      }
       // The scheduler learns again what it had seen, in the same order, so that its rungs are as they were.
       for (const SchedulerEvent& e : study_.scheduler_events) {
         if (asha_) asha_->on_result(e.trial, e.iteration, e.value);
