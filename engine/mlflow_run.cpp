@@ -106,14 +106,17 @@ std::string metric_line(const MetricPoint& point) {
   return line;
 }
 
-// The whole lines of a metric file (none when it is missing; a line cut by a kill is left out).
+// The whole lines of a metric file (none when it is missing; a line cut by a kill is left out). Values as MLflow
+// writes them, "nan" and "inf" included (a stream's >> refused those, and a rewrite dropped their lines).
 std::vector<MetricPoint> read_metric(const std::string& path) {
   std::vector<MetricPoint> points;
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) {
-    std::istringstream fields(line);
     MetricPoint point{};
-    if (fields >> point.timestamp >> point.value >> point.step) points.push_back(point);
+    char rest = 0;
+    if (std::sscanf(line.c_str(), "%lld %lf %ld %c", &point.timestamp, &point.value, &point.step, &rest) == 3) {
+      points.push_back(point);
+    }
   }
   return points;
 }

@@ -194,6 +194,18 @@ TEST_F(MlflowStoreRuns, AnUnreadableEntryOfTheStoreIsNoExperiment) {
   EXPECT_EQ(find_mlflow_experiment(store_, "b"), find_mlflow_run(store_, id, "").experiment_id);
 }
 
+// A resumed run rewrites its step metrics: lines MLflow writes with nan and inf are kept (they were dropped), a line
+// cut by a kill is left out, and the steps after the checkpoint go.
+TEST_F(MlflowStoreRuns, RewrittenMetricsKeepNanAndInfLines) {
+  MlflowRun run(store_, "e", "r", "");
+  const std::string file = run.run_dir() + "/metrics/step_train_loss";
+  std::ofstream(file) << "100 nan 1\n101 inf 2\n102 0.5 3\n103 0.25 4\n104 0.1";
+  run.truncate_metric("step_train_loss", 3);
+  std::ifstream in(file);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "100 nan 1\n101 inf 2\n102 0.5 3\n");
+}
+
 TEST_F(MlflowStoreRuns, AStoreCopiedElsewhereFindsItsOwnArtifacts) {
   const std::string id = finished_run("model");
   const std::string copy = temp_.path("copied");
