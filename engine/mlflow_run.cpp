@@ -215,8 +215,33 @@ void MlflowRun::create() {
 }
 
 void MlflowRun::write_meta(MlflowStatus status, bool ended) {
+  const std::string end_time = ended ? std::to_string(now_ms()) : "null";
+  if (!found_meta_.empty()) {
+    // A continued run: its meta.yaml as found, only its status and end time changed, so that what bertrain does not
+    // write itself (a run name PyYAML wrapped onto two lines, user_id, source_name, quoting) stays as it was.
+    std::string yaml;
+    bool status_written = false, end_written = false;
+    std::istringstream lines(found_meta_);
+    for (std::string line; std::getline(lines, line);) {
+      const bool crlf = !line.empty() && line.back() == '\r';
+      const std::string eol = crlf ? "\r\n" : "\n";
+      if (line.rfind("status: ", 0) == 0) {
+        yaml += "status: " + std::to_string(static_cast<int>(status)) + eol;
+        status_written = true;
+      } else if (line.rfind("end_time: ", 0) == 0) {
+        yaml += "end_time: " + end_time + eol;
+        end_written = true;
+      } else {
+        yaml += line + "\n";
+      }
+    }
+    if (!end_written) yaml += "end_time: " + end_time + "\n";
+    if (!status_written) yaml += "status: " + std::to_string(static_cast<int>(status)) + "\n";
+    write_file_atomically(run_dir_ + "/meta.yaml", yaml);
+    return;
+  }
   std::ostringstream yaml;
-  yaml << "artifact_uri: " << artifact_uri_ << "\nend_time: " << (ended ? std::to_string(now_ms()) : "null")
+  yaml << "artifact_uri: " << artifact_uri_ << "\nend_time: " << end_time
        << "\nentry_point_name: ''\nexperiment_id: " << mlflow_yaml_string(experiment_id_)
        << "\nlifecycle_stage: active\nrun_id: " << run_id_ << "\nrun_name: " << mlflow_yaml_string(run_name_)
        << "\nrun_uuid: " << run_id_ << "\nsource_name: ''\nsource_type: 4\nsource_version: ''\nstart_time: "

@@ -305,6 +305,27 @@ TEST_F(CliMlflowTest, AFailedCommandLeavesTheStoreAsItFoundIt) {
   EXPECT_EQ(slurp(folder + "/meta.yaml"), crlf);
 }
 
+// A resume changes only its run's status and end time in meta.yaml: what MLflow or a user wrote there (a run name
+// PyYAML wrapped onto two lines, user_id) stays (it was rewritten from the fields bertrain knows: the name cut to
+// its first line, user_id replaced).
+TEST_F(CliMlflowTest, AResumedRunKeepsWhatItsMetaYamlSaid) {
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--mlflow-dir", path("mlruns"), "--epochs", "1"}))));
+  const std::string folder = run_folder(path("mlruns"), run_id_of(path("run")));
+  std::string meta = slurp(folder + "/meta.yaml");
+  const std::size_t name = meta.find("\nrun_name: "), user = meta.find("\nuser_id: ");
+  ASSERT_NE(name, std::string::npos);
+  ASSERT_NE(user, std::string::npos);
+  meta = meta.substr(0, user) + "\nuser_id: alice\n";
+  meta.replace(name, meta.find('\n', name + 1) - name, "\nrun_name: a long name that PyYAML\n  wrapped");
+  spit(folder + "/meta.yaml", meta);
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--mlflow-dir", path("mlruns"), "--epochs", "2", "--resume"}))));
+  const std::string after = slurp(folder + "/meta.yaml");
+  EXPECT_NE(after.find("\nrun_name: a long name that PyYAML\n  wrapped\n"), std::string::npos) << after;
+  EXPECT_NE(after.find("\nuser_id: alice\n"), std::string::npos) << after;
+  EXPECT_NE(after.find("\nstatus: 3\n"), std::string::npos) << after;
+  EXPECT_EQ(after.find("end_time: null"), std::string::npos) << after;
+}
+
 TEST_F(CliMlflowTest, TheBuildsCommitIsTheSourcesHead) {
   const RunResult head = ::bertrain::testing::run_process(
       {"/bin/sh", "-c", "exec git -C '" BERTRAIN_SOURCE_DIR "' rev-parse --verify HEAD 2>/dev/null"});
