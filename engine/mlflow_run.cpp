@@ -162,9 +162,7 @@ MlflowRun::MlflowRun(const std::string& root, const std::string& experiment, con
     run_id_ = run_id;
     experiment_id_ = continued_run_experiment(root, experiment, run_id);
     run_dir_ = root_ + "/" + experiment_id_ + "/" + run_id_;
-    const std::string meta = run_dir_ + "/meta.yaml";
-    BERTRAIN_CHECK(file_exists(meta), meta << ": the MLflow run this training started is missing (was --mlflow-dir, "
-                                                "MLFLOW_TRACKING_URI or --experiment changed?)");
+    const std::string meta = run_dir_ + "/meta.yaml";  // there: continued_run_experiment found the run by it
     found_meta_ = read_file(meta, "MLflow run meta.yaml");
     run_name_ = mlflow_yaml_field(meta, "run_name");
     start_time_ms_ = std::atoll(mlflow_yaml_field(meta, "start_time").c_str());

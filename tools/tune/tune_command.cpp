@@ -334,6 +334,25 @@ int run_tune(const std::vector<std::string>& args) {
     }
     return true;
   };
+  // What train says to `param` at the end `value` (why) and to the first trial (first_why), blamed on the key:
+  // refused at the end, the space's; taken at the end where the first trial was refused, the first trial's value of
+  // this parameter was what train refused. Refused alike at both: not the key's (returns).
+  const auto blame_key = [&](const SearchParam& param, const json& value, const std::string& why,
+                             const std::string& first_why) {
+    if (!why.empty() && why != first_why) {
+      // A range's open end as its bound, not as the double just below it.
+      const bool below_high = (param.distribution == Distribution::kUniform ||
+                               param.distribution == Distribution::kLogUniform) &&
+                              value.get<double>() != param.low;
+      throw InputError(space_file + ": \"" + param.name + "\" can propose " +
+                       (below_high ? "values just below " + shortest_double(param.high) : value.dump()) +
+                       ", which train refuses: " + why);
+    }
+    if (why.empty() && !first_why.empty()) {
+      throw InputError(space_file + ": \"" + param.name + "\" can propose " + first[param.name].dump() +
+                       ", which train refuses: " + first_why);
+    }
+  };
   ArgParser check = train_arg_parser();
   std::string refused;  // what train says to the first trial's command ("" when it takes it)
   bool usage = false;
@@ -346,21 +365,7 @@ int run_tune(const std::vector<std::string>& args) {
       std::string why;
       bool end_usage = false;
       refusal(p_end, point, &why, &end_usage);
-      // Refused at an end: the space's. Taken at an end where the first trial was refused: the first trial's value
-      // of this parameter was what train refused. Refused alike at both: TRAIN FLAGS'.
-      if (!why.empty() && why != refused) {
-        // A range's open end as its bound, not as the double just below it.
-        const bool below_high = (param->distribution == Distribution::kUniform ||
-                                 param->distribution == Distribution::kLogUniform) &&
-                                value.get<double>() != param->low;
-        throw InputError(space_file + ": \"" + param->name + "\" can propose " +
-                         (below_high ? "values just below " + shortest_double(param->high) : value.dump()) +
-                         ", which train refuses: " + why);
-      }
-      if (why.empty() && !refused.empty()) {
-        throw InputError(space_file + ": \"" + param->name + "\" can propose " + first[param->name].dump() +
-                         ", which train refuses: " + refused);
-      }
+      blame_key(*param, value, why, refused);  // refused alike at both: TRAIN FLAGS', below
     }
   }
   if (!refused.empty()) {
@@ -371,7 +376,7 @@ int run_tune(const std::vector<std::string>& args) {
   // a study of failed trials that the corrected command would have to --resume with other flags. What a trial reads
   // is read as its train reads it (the model's files, the data's columns and labels, max_length): the first trial's,
   // and, for a searched parameter that changes it (the model, a data file, how a file is read), each value it can
-  // propose at its ends, the others as in the first trial, blamed on the key as above.
+  // propose at its ends, the others as in the first trial, blamed on the key (blame_key).
   input_step([&] { check_writable_directory(s.out_dir, "--out"); });
   const auto reads_refusal = [](const ArgParser& trial) -> std::string {
     try {
@@ -397,15 +402,7 @@ int run_tune(const std::vector<std::string>& args) {
       if (point == first) continue;
       ArgParser trial = train_arg_parser();
       trial.parse(command_of(point));  // taken: checked above
-      const std::string why = reads_refusal(trial);
-      if (!why.empty() && why != unreadable) {
-        throw InputError(space_file + ": \"" + param->name + "\" can propose " + value.dump() +
-                         ", which train refuses: " + why);
-      }
-      if (why.empty() && !unreadable.empty()) {
-        throw InputError(space_file + ": \"" + param->name + "\" can propose " + first[param->name].dump() +
-                         ", which train refuses: " + unreadable);
-      }
+      blame_key(*param, value, reads_refusal(trial), unreadable);
     }
   }
   if (!unreadable.empty()) throw InputError(unreadable);
