@@ -151,9 +151,20 @@ void check_point(const SearchSpace& space, const json& point, const std::string&
       case Distribution::kInt:
         BERTRAIN_CHECK(p->category_of(v) >= 0, where << ": " << v.dump() << " is not one of its values");
         break;
-      default:
-        BERTRAIN_CHECK(v.is_number() && v.get<double>() >= p->low && v.get<double>() <= p->high,
+      default: {
+        // What the searches can propose, ends included (a study's trials are checked so too): a quniform's
+        // rounding reaches the multiples of q nearest its ends, which may lie outside [low, high], and a
+        // loguniform's draw comes back from log space within a few ulps of its ends.
+        double low = p->low, high = p->high;
+        if (p->distribution == Distribution::kQUniform) {
+          low = std::min(low, quantize(p->low, p->q));
+          high = std::max(high, quantize(std::nextafter(p->high, p->low), p->q));
+        } else if (p->distribution == Distribution::kLogUniform) {
+          low *= 1 - 1e-12, high *= 1 + 1e-12;
+        }
+        BERTRAIN_CHECK(v.is_number() && v.get<double>() >= low && v.get<double>() <= high,
                        where << ": " << v.dump() << " is not a number in [" << p->low << ", " << p->high << "]");
+      }
     }
   }
   for (const SearchParam* p : space.searched()) {

@@ -49,8 +49,9 @@ struct SearchSpace {
 SearchSpace parse_search_space(const nlohmann::json& space, const std::string& origin);
 
 // Throws Error naming `origin` and the key unless `point` (an object, e.g. one of --initial-params) gives
-// every searched parameter a value it can take (a number in [low, high] for the continuous ones, an integer in
-// range for int, one of the values for choice) and names nothing else; fixed parameters may be left out.
+// every searched parameter a value it can take (for the continuous ones a number in [low, high], widened to what
+// the searches propose: a quniform's rounding at its ends, a loguniform's few ulps; an integer in range for int,
+// one of the values for choice) and names nothing else; fixed parameters may be left out.
 void check_point(const SearchSpace& space, const nlohmann::json& point, const std::string& origin);
 
 // A seeded stream of doubles for the searches: splitmix64, so that every platform draws the same numbers.

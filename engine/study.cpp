@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "engine/search_space.h"
 
 namespace bertrain {
 
@@ -66,6 +67,9 @@ struct StudyFields {
     t.best_epoch = number_or_null(entry, "best_epoch", at + ".best_epoch");
     BERTRAIN_CHECK(std::isnan(t.best_epoch) || (t.best_epoch >= 0 && t.best_epoch == std::floor(t.best_epoch)),
                    origin << ": field '" << at << ".best_epoch' is not an epoch (a whole number, 0 or more, or null)");
+    BERTRAIN_CHECK(std::isnan(t.best_epoch) || t.best_epoch < static_cast<double>(t.epochs),
+                   origin << ": field '" << at << ".best_epoch' is " << static_cast<long>(t.best_epoch)
+                          << ", not below the trial's epochs (" << t.epochs << "; it counts from 0)");
     t.last_metric = number_or_null(entry, "last_metric", at + ".last_metric");
     t.time_s = number_or_null(entry, "time_s", at + ".time_s");
     if (std::isnan(t.time_s)) t.time_s = 0;
@@ -221,6 +225,14 @@ Study Study::from_json(const json& j, const std::string& origin) {
                      origin << ": field '" << at << ".iteration' is not an evaluation count");
       s.scheduler_events.push_back({f.string(events[i], "trial", at + ".trial"), iteration.get<long>(),
                                     f.number_or_null(events[i], "value", at + ".value")});
+    }
+  }
+  // Each trial's params are a point of the study's space, as --initial-params must be: report charts them and
+  // --resume runs them again, so a value of another type or out of its range is said here, by its field.
+  if (s.settings.contains("space")) {
+    const SearchSpace space = parse_search_space(s.settings["space"], origin + ": field 'settings.space'");
+    for (std::size_t i = 0; i < s.trials.size(); ++i) {
+      check_point(space, s.trials[i].params, origin + ": field 'trials[" + std::to_string(i) + "].params'");
     }
   }
   if (j.contains("mlflow_run_id")) s.mlflow_run_id = f.string(j, "mlflow_run_id", "mlflow_run_id");

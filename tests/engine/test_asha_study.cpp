@@ -137,5 +137,37 @@ TEST(Study, JsonRoundTrip) {
   testing::expect_error([&] { Study::from_json(bad, "study.json"); }, "study.json: field 'iteration' is 'step', not epoch or evaluation");
 }
 
+// What report charts and --resume runs again is checked as it is read: each trial's params against the study's
+// space (as --initial-params are), and its best epoch against the epochs it ran.
+TEST(Study, TrialsAreCheckedAgainstTheSpaceAndTheirEpochs) {
+  Study s = three_trials();
+  s.settings["space"] = {{"lr", {{"type", "loguniform"}, {"low", 1e-5}, {"high", 5e-4}}}, {"dropout", 0.1}};
+  const json j = s.to_json();
+  EXPECT_EQ(Study::from_json(j, "study.json").to_json(), j);
+  json bad = j;
+  bad["trials"][1]["params"]["lr"] = "2e-4";
+  testing::expect_error([&] { Study::from_json(bad, "study.json"); },
+                        "study.json: field 'trials[1].params': \"lr\": \"2e-4\" is not a number in [1e-05, 0.0005]");
+  bad = j;
+  bad["trials"][2]["params"]["lr"] = 0.5;
+  testing::expect_error([&] { Study::from_json(bad, "study.json"); }, "field 'trials[2].params': \"lr\": 0.5 is not a number");
+  bad = j;
+  bad["trials"][0]["params"]["batch-size"] = 8;
+  testing::expect_error([&] { Study::from_json(bad, "study.json"); },
+                        "field 'trials[0].params': \"batch-size\" is not in the search space");
+  bad = j;
+  bad["trials"][0]["params"].erase("lr");
+  testing::expect_error([&] { Study::from_json(bad, "study.json"); }, "field 'trials[0].params': no value for \"lr\"");
+  bad = j;
+  bad["settings"]["space"]["lr"]["low"] = -1;
+  testing::expect_error([&] { Study::from_json(bad, "study.json"); }, "study.json: field 'settings.space'");
+  bad = j;
+  bad["trials"][0]["best_epoch"] = 3;  // it ran epochs 0, 1 and 2
+  testing::expect_error([&] { Study::from_json(bad, "study.json"); },
+                        "study.json: field 'trials[0].best_epoch' is 3, not below the trial's epochs (3; it counts from 0)");
+  bad["trials"][0]["best_epoch"] = 2;
+  EXPECT_NO_THROW(Study::from_json(bad, "study.json"));
+}
+
 }  // namespace
 }  // namespace bertrain

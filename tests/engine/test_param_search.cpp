@@ -90,6 +90,40 @@ TEST(SearchSpace, CheckPointNamesWhatIsWrong) {
   testing::expect_error([&] { check_point(s, bad, "p"); }, "\"batch-size\": 100 is not one of its values");
 }
 
+// A study's trials are checked with check_point when study.json is read (--resume, report), so every search must
+// propose points it accepts, at ends that are not multiples of q too; and the ends of a quniform are the
+// multiples its rounding reaches.
+TEST(SearchSpace, EveryProposalIsAPointOfItsSpace) {
+  const SearchSpace s = space_of(R"({"w": {"type": "quniform", "low": 0.3, "high": 0.9, "q": 0.25},
+                                     "lr": {"type": "loguniform", "low": 1e-7, "high": 3e-7},
+                                     "d": {"type": "uniform", "low": -1, "high": 1e-300},
+                                     "k": {"type": "int", "low": -2, "high": 2},
+                                     "c": {"type": "choice", "values": ["a", 1, false]}, "f": 7})");
+  const auto with = [](const char* key, double value) {
+    json point = {{"w", 0.5}, {"lr", 2e-7}, {"d", 0}, {"k", 0}, {"c", "a"}};
+    point[key] = value;
+    return point;
+  };
+  for (double w : {0.25, 1.0}) EXPECT_NO_THROW(check_point(s, with("w", w), "p")) << w;
+  for (double w : {0.0, 1.25}) {
+    testing::expect_error([&] { check_point(s, with("w", w), "p"); }, "is not a number in [0.3, 0.9]");
+  }
+  EXPECT_NO_THROW(check_point(s, with("lr", std::exp(std::log(1e-7))), "p"));
+  testing::expect_error([&] { check_point(s, with("lr", 1e-7 * (1 - 1e-9)), "p"); }, "\"lr\"");
+  for (const char* name : {"random", "tpe", "grid"}) {
+    const SearchSpace space = std::string(name) == "grid" ? space_of(R"({"w": {"type": "quniform", "low": 0.3,
+        "high": 0.9, "q": 0.25}, "k": {"type": "int", "low": -2, "high": 2}, "c": {"type": "choice", "values": ["a", 1]}})")
+                                                           : s;
+    auto search = make_param_search(name, space, 11);
+    std::vector<Observation> done;
+    for (long i = 0; i < 120; ++i) {
+      const json p = search->propose(i, done);
+      EXPECT_NO_THROW(check_point(space, p, "trial")) << name << " " << p.dump();
+      done.push_back({p, std::fabs(p["w"].get<double>() - 0.3) + 0.1 * static_cast<double>(i % 3)});
+    }
+  }
+}
+
 TEST(RandomSearch, DrawsInRangeAndTheSameSeedProposesTheSameTrials) {
   const SearchSpace s = space_of(kSpace);
   auto a = make_param_search("random", s, 7), b = make_param_search("random", s, 7), c = make_param_search("random", s, 8);

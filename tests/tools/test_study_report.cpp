@@ -108,7 +108,12 @@ class StudyReportTest : public ::testing::Test {
         {"mode", "min"},
         {"settings",
          {{"search", "tpe"}, {"scheduler", "asha"}, {"trials", 4}, {"parallel", 2}, {"seed", 7},
-          {"space", {{"lr", {{"type", "loguniform"}, {"low", 1e-5}, {"high", 1e-3}}}}},
+          {"space",
+           {{"dropout", {{"type", "uniform"}, {"low", 0.1}, {"high", 0.5}}},
+            {"lr", {{"type", "loguniform"}, {"low", 1e-5}, {"high", 1e-3}}},
+            {"lr-patience", {{"type", "int"}, {"low", 2}, {"high", 5}}},
+            {"class-weights", {{"type", "choice"}, {"values", {false, true}}}},
+            {"head-init", {{"type", "choice"}, {"values", {"normal", "xavier"}}}}}},
           {"train_flags", {"--epochs", "3"}}}},
         {"searched", {"dropout", "lr", "lr-patience", "class-weights", "head-init"}},
         {"trials",
@@ -465,6 +470,11 @@ TEST_F(StudyReportTest, ABadStudyJsonIsAnErrorNamingTheFileAndField) {
       {[](json& j) { j["trials"][1]["id"] = "000"; }, ": field 'trials[1].id' is '000', not '001' (trials are numbered in order)"},
       {[](json& j) { j["best_trial"] = "009"; }, ": field 'best_trial' is '009', which no trial is"},
       {[](json& j) { j["settings"] = "tpe"; }, ": field 'settings' is not an object"},
+      {[](json& j) { j["trials"][1]["params"]["lr-patience"] = "5"; },
+       ": field 'trials[1].params': \"lr-patience\": \"5\" is not one of its values"},
+      {[](json& j) { j["trials"][3]["params"]["dropout"] = 0.9; },
+       ": field 'trials[3].params': \"dropout\": 0.9 is not a number in [0.1, 0.5]"},
+      {[](json& j) { j["trials"][1]["best_epoch"] = 1; }, ": field 'trials[1].best_epoch' is 1, not below the trial's epochs (1;"},
   };
   for (const auto& [change, needle] : cases) {
     json j = study_json();
