@@ -469,6 +469,29 @@ TEST_F(CliTune, BadInputIsOneLineNamingWhatToFix) {
                  "\"lr-scheduler\" can propose \"plateau\", which train refuses: --warmup-steps / --warmup-ratio need a "
                  "step-wise --lr-scheduler");
   }
+  // Ends taken alone but refused together: named as the combination, a parse's and a read's.
+  expect_error(run(tune_args(R"({"lr-scheduler": {"type": "choice", "values": ["linear", "plateau"]},
+                                 "warmup-steps": {"type": "int", "low": 0, "high": 2}})", out,
+                             {"--initial-params", R"({"lr-scheduler": "linear", "warmup-steps": 0})"})),
+               "space.json: can propose \"lr-scheduler\" \"plateau\" with \"warmup-steps\" 2, which train refuses "
+               "together: --warmup-steps / --warmup-ratio need a step-wise --lr-scheduler");
+  std::string with_topic = "id,title,description,tag,topic\n";  // data.csv with its tag again as "topic"
+  const std::vector<Row> rows = synthetic_rows();
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    with_topic += std::to_string(i) + "," + csv_field(rows[i].title) + "," + csv_field(rows[i].description) + "," +
+                  csv_field(rows[i].tag) + "," + csv_field(rows[i].tag) + "\n";
+  }
+  spit(dir_ / "topic.csv", with_topic);
+  const std::string data_and_label = R"({"train-data": {"type": "choice", "values": [")" + path("topic.csv") +
+                                     R"(", ")" + data() + R"("]}, "label-column": {"type": "choice", "values":
+                                     ["tag", "topic"]}})";
+  spit(dir_ / "space.json", data_and_label);
+  expect_error(run({"tune", "--space", path("space.json"), "--out", out, "--launcher", BERTRAIN_FAKE_TRIAL,
+                    "--initial-params", R"({"train-data": ")" + path("topic.csv") + R"(", "label-column": "tag"})", "--",
+                    "--model", model(), "--epochs", "1"}),
+               "space.json: can propose \"label-column\" \"topic\" with \"train-data\" \"" + data() + "\", which train "
+               "refuses together: " + data() + ": missing label column 'topic'");
+  EXPECT_FALSE(fs::exists(out));
   spit(dir_ / "afile", "x\n");
   expect_error(run(tune_args(lr, path("afile/study"), {})), "'" + path("afile") + "' is a file, not a directory");
   EXPECT_FALSE(fs::exists(out));

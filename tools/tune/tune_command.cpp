@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -337,15 +338,17 @@ int run_tune(const std::vector<std::string>& args) {
   // What train says to `param` at the end `value` (why) and to the first trial (first_why), blamed on the key:
   // refused at the end, the space's; taken at the end where the first trial was refused, the first trial's value of
   // this parameter was what train refused. Refused alike at both: not the key's (returns).
+  // An end as the space says it: a range's open end as its bound, not as the double just below it.
+  const auto shown_end = [](const SearchParam& param, const json& value) {
+    const bool below_high = (param.distribution == Distribution::kUniform ||
+                             param.distribution == Distribution::kLogUniform) &&
+                            value.get<double>() != param.low;
+    return below_high ? "values just below " + shortest_double(param.high) : value.dump();
+  };
   const auto blame_key = [&](const SearchParam& param, const json& value, const std::string& why,
                              const std::string& first_why) {
     if (!why.empty() && why != first_why) {
-      // A range's open end as its bound, not as the double just below it.
-      const bool below_high = (param.distribution == Distribution::kUniform ||
-                               param.distribution == Distribution::kLogUniform) &&
-                              value.get<double>() != param.low;
-      throw InputError(space_file + ": \"" + param.name + "\" can propose " +
-                       (below_high ? "values just below " + shortest_double(param.high) : value.dump()) +
+      throw InputError(space_file + ": \"" + param.name + "\" can propose " + shown_end(param, value) +
                        ", which train refuses: " + why);
     }
     if (why.empty() && !first_why.empty()) {
@@ -372,6 +375,45 @@ int run_tune(const std::vector<std::string>& args) {
     if (usage) throw UsageError("tune: TRAIN FLAGS: " + refused);
     throw InputError("TRAIN FLAGS: " + refused);
   }
+  // Each parameter's ends are taken alone; together they must be too: a --lr-scheduler with a --warmup-steps train
+  // refuses beside it, a data file without the --label-column another key can propose. Every combination of the
+  // searched parameters' ends that sets two or more off the first trial's values (the others as in it) is tried while
+  // there are at most `limit` combinations, and a refusal names those parameters.
+  const auto check_end_combinations = [&](const std::vector<const SearchParam*>& params, std::size_t limit,
+                                          const std::function<std::string(const json&)>& refusal_of) {
+    std::vector<std::vector<json>> ends;
+    std::size_t combinations = 1;
+    for (const SearchParam* param : params) {
+      ends.push_back(extreme_values(*param));
+      combinations *= ends.back().size();
+      if (combinations > limit) return;
+    }
+    for (std::size_t index = 0; index < combinations; ++index) {
+      json point = first;
+      std::string together;
+      int changed = 0;
+      for (std::size_t k = 0, rest = index; k < params.size(); rest /= ends[k].size(), ++k) {
+        const json& value = ends[k][rest % ends[k].size()];
+        if (value == first[params[k]->name]) continue;
+        point[params[k]->name] = value;
+        together += (changed++ == 0 ? "\"" : " with \"") + params[k]->name + "\" " + shown_end(*params[k], value);
+      }
+      if (changed < 2) continue;  // one alone: checked above
+      const std::string why = refusal_of(point);
+      if (!why.empty()) {
+        throw InputError(space_file + ": can propose " + together + ", which train refuses together: " + why);
+      }
+    }
+  };
+  const auto parse_refusal = [&](const json& point) {
+    ArgParser parser = train_arg_parser();
+    std::string why;
+    bool point_usage = false;
+    refusal(parser, point, &why, &point_usage);
+    return why;
+  };
+  // Parsing a command is cheap: up to 4096 combinations (12 parameters of two ends each).
+  check_end_combinations(s.space.searched(), 4096, parse_refusal);
   // The files every trial reads, and the study directory: a typo fails here, before the study exists, and not as
   // a study of failed trials that the corrected command would have to --resume with other flags. What a trial reads
   // is read as its train reads it (the model's files, the data's columns and labels, max_length): the first trial's,
@@ -404,6 +446,19 @@ int run_tune(const std::vector<std::string>& args) {
       trial.parse(command_of(point));  // taken: checked above
       blame_key(*param, value, reads_refusal(trial), unreadable);
     }
+  }
+  // Reading a trial's model and data is not cheap: the searched inputs' ends together while there are at most 16.
+  std::vector<const SearchParam*> searched_inputs;
+  for (const SearchParam* param : s.space.searched()) {
+    if (input_flags.count(param->name) != 0) searched_inputs.push_back(param);
+  }
+  if (unreadable.empty()) {
+    check_end_combinations(searched_inputs, 16, [&](const json& point) {
+      if (std::string why = parse_refusal(point); !why.empty()) return why;  // a combination past the parse's 4096
+      ArgParser trial = train_arg_parser();
+      trial.parse(command_of(point));
+      return reads_refusal(trial);
+    });
   }
   if (!unreadable.empty()) throw InputError(unreadable);
   const SearchParam* epochs_param = s.space.find("epochs");
