@@ -1,7 +1,9 @@
 // Crash-safe file replacement (see atomic_file.h): temporary file, fsync, rename, fsync of the folder.
 #include "core/atomic_file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +12,7 @@
 #include <filesystem>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "core/error.h"
 
@@ -25,7 +28,37 @@ std::string parent_directory(const std::string& path) {
   return path.substr(0, slash);
 }
 
+// The pid of a temporary file's name, "<name>.tmp.<pid>" with `name` given or any; 0 when it is not one.
+long temporary_file_pid(const std::string& file, const std::string& name) {
+  const auto dot = file.rfind(".tmp.");
+  if (dot == std::string::npos || dot == 0 || (!name.empty() && file.compare(0, dot, name) != 0) ||
+      (!name.empty() && dot != name.size())) {
+    return 0;
+  }
+  const std::string digits = file.substr(dot + 5);
+  if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) return 0;
+  return std::stol(digits);
+}
+
 }  // namespace
+
+void remove_abandoned_temporary_files(const std::string& dir, const std::string& name) {
+  DIR* folder = ::opendir(dir.c_str());
+  if (folder == nullptr) return;
+  std::vector<std::string> abandoned;
+  while (const dirent* entry = ::readdir(folder)) {
+    const long pid = temporary_file_pid(entry->d_name, name);
+    // kill(pid, 0) fails with ESRCH only when no such process exists: a live writer's file (or one of a process
+    // this one may not signal, EPERM) is left alone.
+    if (pid <= 0 || pid == static_cast<long>(::getpid())) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) abandoned.push_back(dir + "/" + entry->d_name);
+  }
+  ::closedir(folder);
+  for (const std::string& path : abandoned) {
+    struct stat st;
+    if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) ::unlink(path.c_str());
+  }
+}
 
 std::string atomic_file_target(const std::string& path) {
   struct stat st;
@@ -83,6 +116,8 @@ void AtomicFile::commit() {
   BERTRAIN_CHECK(::rename(tmp_path_.c_str(), path_.c_str()) == 0,
                  "cannot rename '" << tmp_path_ << "' to '" << path_ << "': " << std::strerror(errno));
   committed_ = true;  // the temporary name no longer exists; the destructor must not unlink anything
+  const auto slash = path_.rfind('/');
+  remove_abandoned_temporary_files(parent_directory(path_), slash == std::string::npos ? path_ : path_.substr(slash + 1));
 
   const std::string dir = parent_directory(path_);
   const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

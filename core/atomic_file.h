@@ -1,5 +1,6 @@
 // Crash-safe file replacement: write to "<path>.tmp.<pid>", fsync, rename over <path>, fsync the folder.
-// A reader of <path> sees the old file or the complete new one, never a partial write.
+// A reader of <path> sees the old file or the complete new one, never a partial write. A writer killed before its
+// rename leaves its temporary file; the next commit of the same path removes it.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +28,11 @@ class AtomicFile {
 // The file an AtomicFile for `path` replaces: a symbolic link's target (the link stays), else `path`. Throws Error
 // naming a link it cannot follow.
 std::string atomic_file_target(const std::string& path);
+
+// Removes the temporary files "<name>.tmp.<pid>" in `dir` whose writer is gone (no process <pid> on this machine):
+// what a writer killed between creating and renaming its temporary file leaves. Of one `name` only, when given.
+// Best effort: nothing it cannot remove is an error. AtomicFile::commit sweeps its own file's.
+void remove_abandoned_temporary_files(const std::string& dir, const std::string& name = "");
 
 // Convenience: replaces `path` atomically with `contents`.
 void write_file_atomically(const std::string& path, const std::string& contents);

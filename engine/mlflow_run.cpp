@@ -1,7 +1,12 @@
 #include "engine/mlflow_run.h"
 
+#include <fcntl.h>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <cctype>
@@ -162,6 +167,8 @@ MlflowRun::MlflowRun(const std::string& root, const std::string& experiment, con
     run_id_ = run_id;
     experiment_id_ = continued_run_experiment(root, experiment, run_id);
     run_dir_ = root_ + "/" + experiment_id_ + "/" + run_id_;
+    // Temporary files a killed run left (MLflow would read one in params/ as a parameter, in metrics/ as a metric).
+    for (const char* folder : {"", "/params", "/metrics", "/tags"}) remove_abandoned_temporary_files(run_dir_ + folder);
     const std::string meta = run_dir_ + "/meta.yaml";  // there: continued_run_experiment found the run by it
     found_meta_ = read_file(meta, "MLflow run meta.yaml");
     run_name_ = mlflow_yaml_field(meta, "run_name");
@@ -255,9 +262,30 @@ void MlflowRun::log_params(const nlohmann::json& params) {
 }
 
 void MlflowRun::log_metric(const std::string& key, double value, long step) {
-  std::ofstream out(run_dir_ + "/metrics/" + key, std::ios::app);
-  out << metric_line({now_ms(), value, step});
-  BERTRAIN_CHECK(out.flush(), run_dir_ << "/metrics/" << key << ": cannot append");
+  // Appended as MLflow's client appends; a line that cannot be written whole (a full disk) is cut off again, since
+  // MLflow reads a torn line as a point of step 0 and an empty metric file fails its whole experiment's listing.
+  const std::string path = run_dir_ + "/metrics/" + key;
+  const std::string line = metric_line({now_ms(), value, step});
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0666);
+  BERTRAIN_CHECK(fd >= 0, path << ": cannot append: " << std::strerror(errno));
+  struct stat st;
+  const off_t before = ::fstat(fd, &st) == 0 ? st.st_size : -1;
+  std::size_t written = 0;
+  int error = 0;
+  while (written < line.size()) {
+    const ssize_t n = ::write(fd, line.data() + written, line.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      error = n < 0 ? errno : ENOSPC;
+      break;
+    }
+    written += static_cast<std::size_t>(n);
+  }
+  if (error != 0 && before == 0) ::unlink(path.c_str());
+  // Should the cut fail too, the torn line stays until a resume rewrites the file from its checkpoint (reset_metric).
+  if (error != 0 && before > 0) (void)!::ftruncate(fd, before);
+  ::close(fd);
+  BERTRAIN_CHECK(error == 0, path << ": cannot append: " << std::strerror(error));
 }
 
 void MlflowRun::reset_metric(const std::string& key, const std::vector<std::pair<long, double>>& values) {
@@ -290,11 +318,20 @@ std::string MlflowRun::tag(const std::string& key) const {
 }
 
 void MlflowRun::log_artifact(const std::string& source, const std::string& name) {
+  // Replaced whole or not at all: a copy that fails (a full disk) leaves the artifact logged before, not a part.
   const fs::path target = fs::path(artifacts_dir_) / name;
-  std::error_code ec;
-  fs::remove_all(target, ec);
-  fs::copy(source, target, fs::copy_options::recursive | fs::copy_options::overwrite_existing, ec);
-  BERTRAIN_CHECK(!ec, "MLflow artifact " << target.string() << ": cannot copy " << source << ": " << ec.message());
+  try {
+    if (!fs::is_directory(source)) {
+      write_file_atomically(target.string(), read_file(source, "artifact"));
+      return;
+    }
+    make_directories(target.parent_path().string());
+    replace_directory_atomically(target.string(), [&](const std::string& dir) {
+      fs::copy(source, dir, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+    });
+  } catch (const std::exception& e) {
+    throw Error("MLflow artifact " + target.string() + ": cannot copy " + source + ": " + e.what());
+  }
 }
 
 void MlflowRun::write_artifact(const std::string& name, const std::string& contents) {

@@ -30,6 +30,8 @@
 #include "engine/lr_schedule.h"
 #include "engine/lr_scheduler.h"
 #include "engine/mlflow_model.h"
+#include "engine/mlflow_run.h"
+#include "engine/mlflow_store.h"
 #include "engine/predictor.h"
 #include "engine/rank_agreement.h"
 #include "engine/resume_check.h"
@@ -630,8 +632,46 @@ class TrainingLoop {
 
 // --resume of a run that already finished: nothing to do; results.json as it is. Says how far it trained, as it was
 // asked to (epochs, or steps under --max-steps), and how to train more where that is possible.
-TrainingOutcome finished_run(const TrainArgs& args, const RunDirs& dirs, bool verbose) {
+// Ends `run` (when there is one) with `status` as an error or a stop leaves the training; a store that cannot take
+// it (the full disk that may have caused the error) must not replace the error on its way out.
+void end_mlflow_run_quietly(MlflowRun* run, MlflowStatus status) {
+  if (run == nullptr) return;
+  try {
+    run->set_status(status);
+  } catch (const std::exception&) {
+    // The run stays RUNNING (or gets its meta.yaml back, ~MlflowRun), as after a kill.
+  }
+}
+
+// A training that finished where its MLflow run did not (the store full or unwritable at the run's end, after
+// results.json was written: exit 1, which `launch` answers with --resume): the run's end is logged now as the end of
+// training logs it (the model, results.json, FINISHED). Nothing when MLflow is off, or the run is FINISHED or gone.
+void finish_open_mlflow_run(const TrainArgs& args, const RunDirs& dirs, bool verbose) {
+  const std::string state_file = dirs.last + "/trainer_state.json";
+  if (args.mlflow_dir.empty() || !file_exists(state_file)) return;
+  const json state = read_json_file(state_file);
+  const json run_id = state.value("mlflow_run_id", json());
+  if (!run_id.is_string() || run_id.get<std::string>().empty()) return;
+  MlflowRunInfo info;
+  try {
+    info = find_mlflow_run(args.mlflow_dir, run_id.get<std::string>(), args.experiment);
+  } catch (const Error&) {
+    return;  // deleted, or in another store: not this command's to bring back
+  }
+  if (info.status == static_cast<int>(MlflowStatus::kFinished)) return;
+  MlflowRun mlflow(args.mlflow_dir, args.experiment, info.run_name, info.run_id);
+  if (directory_exists(dirs.best)) log_mlflow_model(mlflow, dirs.best);
+  mlflow.log_artifact(args.out_dir + "/results.json", "results.json");
+  mlflow.set_status(MlflowStatus::kFinished);
+  if (verbose) {
+    std::printf("mlflow: run %s was %s; its end is logged now (FINISHED)\n", info.run_id.c_str(),
+                mlflow_status_name(info.status).c_str());
+  }
+}
+
+TrainingOutcome finished_run(const TrainArgs& args, const RunDirs& dirs, bool leader, bool verbose) {
   TrainingOutcome outcome{input_step([&] { return read_json_file(args.out_dir + "/results.json"); }), true};
+  if (leader) finish_open_mlflow_run(args, dirs, verbose);
   if (verbose) {
     const json& r = outcome.results;
     const json metrics = r.value("metrics", json::array());
@@ -719,7 +759,7 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
     if (args.resume) found["the checkpoint in last/"] = file_fingerprint(dirs.last + "/trainer_state.json");
     require_ranks_agree(comm, found);
   });
-  if (dirs.finished) return finished_run(args, dirs, verbose);
+  if (dirs.finished) return finished_run(args, dirs, leader, verbose);
 
   // Data and model: what fails here is the user's input (exit status 2, never retried).
   TrainingInputs inputs = input_step([&] { return load_training_inputs(args, dirs.source); });
@@ -848,10 +888,10 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
                  run)
         .run();
   } catch (const TrainingStopped&) {
-    if (mlflow) mlflow->set_status(MlflowStatus::kKilled);
+    end_mlflow_run_quietly(mlflow.get(), MlflowStatus::kKilled);
     throw;
   } catch (...) {
-    if (mlflow) mlflow->set_status(MlflowStatus::kFailed);
+    end_mlflow_run_quietly(mlflow.get(), MlflowStatus::kFailed);
     throw;
   }
 

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <cstdlib>
 #include <filesystem>
@@ -132,6 +134,32 @@ TEST_F(AtomicFileTest, LinksAreWrittenThroughAndFifosRefused) {
   ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0600), 0);
   EXPECT_THROW(write_file_atomically(path("fifo"), "x"), Error);
   EXPECT_TRUE(fs::is_fifo(path("fifo")));
+}
+
+// A writer killed before its rename leaves "<file>.tmp.<pid>" (MLflow then reads one in params/ or metrics/ as a
+// parameter or metric of its own): the next commit of that file removes it, when no process <pid> lives.
+TEST_F(AtomicFileTest, AKilledWritersTemporaryFileIsRemovedByTheNextCommit) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);  // a pid no process has now
+  const std::string dead = std::to_string(child), alive = std::to_string(::getppid());
+  const std::vector<std::string> leftovers = {"batch_size.tmp." + dead, "batch_size.tmp." + alive, "lr.tmp." + dead,
+                                             "batch_size.tmp.x1", "batch_size.tmp." + dead + ".keep"};
+  for (const std::string& name : leftovers) {
+    write_file_atomically(path(name), "partial");
+  }
+  write_file_atomically(path("batch_size"), "32");
+  std::vector<std::string> left = entries();
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"batch_size", "batch_size.tmp." + alive, "batch_size.tmp." + dead + ".keep",
+                                            "batch_size.tmp.x1", "lr.tmp." + dead}));
+  remove_abandoned_temporary_files(dir_.string());  // the whole folder's
+  left = entries();
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"batch_size", "batch_size.tmp." + alive, "batch_size.tmp." + dead + ".keep",
+                                            "batch_size.tmp.x1"}));
+  remove_abandoned_temporary_files(path("no-such-folder"));  // nothing to do, no error
 }
 
 TEST_F(AtomicFileTest, RelativePathInCurrentDirectory) {

@@ -5,7 +5,13 @@
 #include "engine/mlflow_store.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 #include <filesystem>
 #include <fstream>
@@ -204,6 +210,89 @@ TEST_F(MlflowStoreRuns, RewrittenMetricsKeepNanAndInfLines) {
   std::ifstream in(file);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(text, "100 nan 1\n101 inf 2\n102 0.5 3\n");
+}
+
+// An artifact is replaced whole or not at all: a copy that fails leaves the one logged before (it was removed first,
+// then copied: a full disk left a part or nothing).
+TEST_F(MlflowStoreRuns, AnArtifactThatCannotBeCopiedLeavesTheOneBefore) {
+  MlflowRun run(store_, "e", "r", "");
+  const std::string results = temp_.path("results.json"), model = temp_.path("best");
+  std::ofstream(results) << "{\"f1\": 0.9}";
+  make_directories(model);
+  std::ofstream(model + "/config.json") << "{}";
+  run.log_artifact(results, "results.json");
+  run.log_artifact(model, "best");
+  EXPECT_HAS(error_of([&] { run.log_artifact(temp_.path("missing.json"), "results.json"); }),
+             "MLflow artifact " + run.artifacts_dir() + "/results.json: cannot copy " + temp_.path("missing.json"));
+  fs::create_symlink(temp_.path("nothing"), model + "/dangling");  // a folder whose copy fails half-way
+  EXPECT_HAS(error_of([&] { run.log_artifact(model, "best"); }), "MLflow artifact " + run.artifacts_dir() + "/best");
+  std::ifstream in(run.artifacts_dir() + "/results.json");
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()), "{\"f1\": 0.9}");
+  EXPECT_TRUE(fs::exists(run.artifacts_dir() + "/best/config.json"));
+  EXPECT_FALSE(fs::exists(run.artifacts_dir() + "/best/dangling"));
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(run.artifacts_dir())) names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"best", "results.json"}));  // no temporary file or folder left
+}
+
+// A metric line that cannot be written whole (here a file size limit; a full disk alike) is cut off again: MLflow
+// read a torn line as a point of step 0, and an empty metric file failed its experiment's listing.
+TEST_F(MlflowStoreRuns, AMetricLineThatCannotBeWrittenWholeIsCutOff) {
+  MlflowRun run(store_, "e", "r", "");
+  run.log_metric("val_loss", 0.5, 1);
+  const std::string file = run.run_dir() + "/metrics/val_loss", fresh = run.run_dir() + "/metrics/val_f1";
+  const auto size = fs::file_size(file);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);  // write() then fails with EFBIG past the limit, as with ENOSPC
+    int failures = 0;
+    // 5 bytes of each line fit: past the end of val_loss's line, and in a new file val_f1.
+    for (const auto& [key, limit] : {std::pair<const char*, rlim_t>{"val_loss", size + 5}, {"val_f1", 5}}) {
+      const rlimit fsize{limit, RLIM_INFINITY};
+      ::setrlimit(RLIMIT_FSIZE, &fsize);
+      try {
+        run.log_metric(key, 0.25, 2);
+      } catch (const Error& e) {
+        failures += std::string(e.what()).find("/metrics/" + std::string(key) + ": cannot append: File too large") !=
+                            std::string::npos ? 1 : 0;
+      }
+    }
+    ::_exit(failures);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);  // both refused, by name and reason
+  EXPECT_EQ(fs::file_size(file), size);
+  EXPECT_FALSE(fs::exists(fresh));
+}
+
+// A run continued (train --resume) loses the temporary files a killed writer left in it, which MLflow read as a
+// parameter or metric of their own ("batch_size.tmp.4242").
+TEST_F(MlflowStoreRuns, AContinuedRunLosesTheTemporaryFilesOfAKilledWriter) {
+  std::string id, dir;
+  {
+    MlflowRun run(store_, "e", "r", "");
+    run.log_params({{"batch_size", 32}});
+    run.set_status(MlflowStatus::kKilled);
+    id = run.run_id(), dir = run.run_dir();
+  }
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  const std::string dead = std::to_string(child);
+  for (const char* folder : {"/params/batch_size", "/metrics/train_loss", "/tags/mlflow.runName", "/meta.yaml"}) {
+    std::ofstream(dir + folder + ".tmp." + dead) << "3";
+  }
+  MlflowRun continued(store_, "e", "", id);
+  for (const char* folder : {"/params/batch_size", "/metrics/train_loss", "/tags/mlflow.runName", "/meta.yaml"}) {
+    EXPECT_FALSE(fs::exists(dir + folder + ".tmp." + dead)) << folder;
+  }
+  EXPECT_TRUE(fs::exists(dir + "/params/batch_size"));
+  continued.set_status(MlflowStatus::kFinished);
 }
 
 TEST_F(MlflowStoreRuns, AStoreCopiedElsewhereFindsItsOwnArtifacts) {

@@ -305,6 +305,41 @@ TEST_F(CliMlflowTest, AFailedCommandLeavesTheStoreAsItFoundIt) {
   EXPECT_EQ(slurp(folder + "/meta.yaml"), crlf);
 }
 
+// A training whose end the store could not take (a full disk after results.json: the run left RUNNING, its model
+// and results.json not logged) exits 1, which `launch` answers with --resume: that resume logs the end now. The
+// temporary files a killed writer left in the run go too (MLflow read them as parameters).
+TEST_F(CliMlflowTest, AResumeLogsTheEndOfAFinishedTrainingItsRunMissed) {
+  const std::vector<std::string> train = train_args(path("run"), {"--mlflow-dir", path("mlruns"), "--epochs", "1"});
+  ASSERT_TRUE(succeeded(run(train)));
+  const std::string id = run_id_of(path("run")), folder = run_folder(path("mlruns"), id);
+  std::string meta = slurp(folder + "/meta.yaml");
+  const std::size_t status = meta.find("\nstatus: 3\n"), end = meta.find("\nend_time: ");
+  ASSERT_NE(status, std::string::npos);
+  ASSERT_NE(end, std::string::npos);
+  meta.replace(status, 11, "\nstatus: 1\n");
+  meta.replace(end, meta.find('\n', end + 1) - end, "\nend_time: null");
+  spit(folder + "/meta.yaml", meta);
+  fs::remove_all(folder + "/artifacts/model");
+  fs::remove(folder + "/artifacts/results.json");
+  spit(folder + "/params/batch_size.tmp.999999999", "8");  // no process has that pid (Linux's largest is 4194304)
+  std::vector<std::string> resume = without_quiet(train);
+  resume.push_back("--resume");
+  const RunResult r = run(resume);
+  ASSERT_TRUE(succeeded(r)) << r.describe();
+  EXPECT_NE(r.out.find("mlflow: run " + id + " was RUNNING; its end is logged now (FINISHED)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(slurp(folder + "/meta.yaml").find("\nstatus: 3\n"), std::string::npos);
+  EXPECT_EQ(slurp(folder + "/artifacts/results.json"), slurp(path("run/results.json")));
+  EXPECT_TRUE(fs::exists(folder + "/artifacts/model/MLmodel"));
+  EXPECT_FALSE(fs::exists(folder + "/params/batch_size.tmp.999999999"));
+  // Once FINISHED, a resume leaves the run as it is.
+  const std::string finished = slurp(folder + "/meta.yaml");
+  const RunResult again = run(resume);
+  ASSERT_TRUE(succeeded(again)) << again.describe();
+  EXPECT_EQ(again.out.find("its end is logged now"), std::string::npos) << again.out;
+  EXPECT_EQ(slurp(folder + "/meta.yaml"), finished);
+}
+
 // A resume changes only its run's status and end time in meta.yaml: what MLflow or a user wrote there (a run name
 // PyYAML wrapped onto two lines, user_id) stays (it was rewritten from the fields bertrain knows: the name cut to
 // its first line, user_id replaced).
