@@ -79,6 +79,20 @@ void check_writable_directory(const std::string& dir, const std::string& what) {
   check_creatable_below(std::filesystem::path(dir).lexically_normal(), dir, what);
 }
 
+std::vector<std::string> regular_files_in(const std::vector<std::string>& paths) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  for (const std::string& path : paths) {
+    std::error_code error;
+    if (fs::is_regular_file(path, error)) files.push_back(path);
+    if (!fs::is_directory(path, error)) continue;
+    for (fs::recursive_directory_iterator it(path, error), end; !error && it != end; it.increment(error)) {
+      if (it->is_regular_file(error)) files.push_back(it->path().string());
+    }
+  }
+  return files;
+}
+
 void check_writable_file(const std::string& path, const std::string& what, const std::vector<std::string>& inputs) {
   struct stat st;
   if (::stat(path.c_str(), &st) == 0) {

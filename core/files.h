@@ -37,6 +37,9 @@ std::string read_file(const std::string& path, const std::string& what);
 // "folder '<p>' does not exist", "cannot create files in '<p>': <the system's reason>" or, for an input, "'<path>' is
 // the input '<input>'".
 void check_writable_directory(const std::string& dir, const std::string& what);
+// The regular files of `paths`, each a file or a folder listed whole: the inputs an output must not replace. What
+// cannot be listed is left out (reading it fails later, by its own name).
+std::vector<std::string> regular_files_in(const std::vector<std::string>& paths);
 void check_writable_file(const std::string& path, const std::string& what, const std::vector<std::string>& inputs = {});
 
 // Holds an exclusive lock on directory `dir` (created if missing) for as long as it lives, so that two processes

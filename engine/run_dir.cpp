@@ -148,25 +148,32 @@ std::vector<std::string> run_files_in(const std::string& dir) {
   return present;
 }
 
-std::vector<std::string> model_and_run_files(const std::string& path) {
-  std::vector<std::string> files;
-  std::error_code error;  // what cannot be listed is not protected, and reading it fails later by its own name
-  const auto add_tree = [&](const fs::path& root) {
-    if (fs::is_regular_file(root, error)) files.push_back(root.string());
-    if (!fs::is_directory(root, error)) return;
-    for (fs::recursive_directory_iterator it(root, error), end; !error && it != end; it.increment(error)) {
-      if (it->is_regular_file(error)) files.push_back(it->path().string());
-    }
+bool is_inside(const std::string& path, const std::string& folder) {
+  std::error_code ignored;  // a path that cannot be resolved (empty) is not compared
+  const auto resolved = [&](const std::string& p) {
+    if (p.empty()) return fs::path();
+    fs::path r = fs::weakly_canonical(fs::absolute(p, ignored), ignored).lexically_normal();
+    return r.has_filename() ? r : r.parent_path();  // "best/" is "best"
   };
+  const fs::path inner = resolved(path), outer = resolved(folder);
+  if (inner.empty() || outer.empty()) return false;
+  const auto [end, unused] = std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end());
+  return end == outer.end();
+}
+
+std::vector<std::string> model_and_run_files(const std::string& path) {
   const fs::path model = resolve_model_dir(path);
-  add_tree(model);
+  std::vector<std::string> trees = {model.string()};
   // The run the model belongs to: the RUN_DIR given, or the one whose best/ (or last/) was given.
+  std::error_code error;
   for (const fs::path& run : {fs::path(path), model.parent_path()}) {
     if (run.empty() || (!fs::exists(run / "results.json", error) && !fs::exists(run / "last", error))) continue;
-    for (const char* name : {"last", "best", "checkpoints", "metrics.jsonl", "results.json"}) add_tree(run / name);
+    for (const char* name : {"last", "best", "checkpoints", "metrics.jsonl", "results.json"}) {
+      trees.push_back((run / name).string());
+    }
     break;
   }
-  return files;
+  return regular_files_in(trees);
 }
 
 RunDirs prepare_run_dir(const TrainArgs& args, Communicator& comm) {
@@ -211,15 +218,18 @@ RunDirs prepare_run_dir(const TrainArgs& args, Communicator& comm) {
   dirs.source = args.resume ? dirs.last : resolve_model_dir(args.model_dir);
   // --overwrite removes the earlier run before the new one writes its first checkpoint, which copies the tokenizer
   // files from --model: a --model inside what it removes would leave checkpoints without a tokenizer.
-  std::error_code ignored;  // a path that cannot be resolved (empty) is not compared
-  const fs::path source = fs::weakly_canonical(dirs.source, ignored);
   for (const std::string& path : dirs.to_clear) {
-    const fs::path cleared = fs::weakly_canonical(path, ignored);
-    if (source.empty() || cleared.empty()) continue;
-    const auto [end, unused] = std::mismatch(cleared.begin(), cleared.end(), source.begin(), source.end());
-    BERTRAIN_CHECK(end != cleared.end(), "--model " << args.model_dir << " is inside " << path << ", which --overwrite "
-                                                    << "removes: copy the model elsewhere first, or train into "
-                                                    << "another --out");
+    BERTRAIN_CHECK(!is_inside(dirs.source, path), "--model " << args.model_dir << " is inside " << path << ", which "
+                                                  << "--overwrite removes: copy the model elsewhere first, or train "
+                                                  << "into another --out");
+  }
+  // The MLflow store neither: a store in best/ (or last/, checkpoints/) went with the folder's next replacement.
+  if (!args.mlflow_dir.empty()) {
+    for (const std::string& folder : {dirs.last, dirs.best, args.out_dir + "/checkpoints"}) {
+      BERTRAIN_CHECK(!is_inside(args.mlflow_dir, folder), "--mlflow-dir " << args.mlflow_dir << " is inside " << folder
+                                                          << ", which the run replaces with its checkpoints: keep the "
+                                                          << "store outside them");
+    }
   }
   dirs.tokenizer = dirs.source;
   return dirs;

@@ -40,6 +40,9 @@ std::vector<std::string> run_files_in(const std::string& dir);
 // a run, are not among them.
 std::vector<std::string> model_and_run_files(const std::string& path);
 
+// Whether `path` is `folder` or lies inside it, links resolved as far as the paths exist.
+bool is_inside(const std::string& path, const std::string& folder);
+
 // The optimizer state's file in a checkpoint directory (engine/checkpoint.h format).
 inline constexpr const char* kOptimizerFile = "optimizer.safetensors";
 

@@ -178,7 +178,11 @@ int bench_step(const std::vector<std::string>& args) {
   // An output that cannot be written fails now, not after the benchmark ran.
   parser.refuse_empty("lengths-out", "give the JSON file to write, or leave the flag out");
   const std::string lengths_out = parser.get("lengths-out");
-  if (!lengths_out.empty()) input_step([&] { check_writable_file(lengths_out, "--lengths-out"); });
+  if (!lengths_out.empty()) {
+    input_step([&] {
+      check_writable_file(lengths_out, "--lengths-out", {parser.get("lengths-from"), parser.get("vocab-file")});
+    });
+  }
   if (!lengths_csv.empty() && parser.get("vocab-file").empty()) {
     throw UsageError("bench step: --lengths-from needs --vocab-file (the vocab.txt to tokenize it with)");
   }

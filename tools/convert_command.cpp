@@ -1,9 +1,10 @@
 // `bertrain convert DIR [--out DIR2]`: rewrites a model directory's weights (pytorch_model.bin, read by our
 // own restricted unpickler, or model.safetensors) as a float32 model.safetensors with the names
-// save_model_dir writes (the family's prefix, its head), plus config.json and the tokenizer's files, each replaced
-// atomically.
+// save_model_dir writes (the family's prefix, its head), plus config.json and the tokenizer's files: a DIR2 swapped in
+// whole, atomically; in DIR itself each file replaced atomically.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -72,6 +73,38 @@ ConvertSource read_source(const std::string& dir) {
   return source;
 }
 
+// A DIR2 other than DIR is replaced whole (below): it must be new, empty, or hold only what a model directory has
+// (an earlier conversion), and be no folder of a training run, whose checkpoint it would break. Throws InputError.
+void check_convert_out(const std::string& out, const std::string& dir) {
+  std::error_code error;
+  if (!std::filesystem::exists(out, error) || std::filesystem::equivalent(out, dir, error)) return;
+  const std::filesystem::path folder = std::filesystem::absolute(out).lexically_normal();
+  const std::filesystem::path parent = (folder.has_filename() ? folder : folder.parent_path()).parent_path();
+  const bool in_run = std::filesystem::exists(parent / "results.json", error) ||
+                      std::filesystem::exists(parent / "last" / "trainer_state.json", error) ||
+                      parent.filename() == "checkpoints";
+  if (in_run || std::filesystem::exists(folder / "last" / "trainer_state.json", error) ||
+      std::filesystem::exists(folder / "results.json", error)) {
+    throw InputError("convert: --out '" + out + "' is a training run's folder, whose checkpoint or model the "
+                     "conversion would replace: write to another folder");
+  }
+  std::vector<std::string> model_files = {"config.json", "model.safetensors", "pytorch_model.bin"};
+  model_files.insert(model_files.end(), tokenizer_file_names().begin(), tokenizer_file_names().end());
+  std::vector<std::string> others;
+  for (const auto& entry : std::filesystem::directory_iterator(out, error)) {
+    const std::string name = entry.path().filename().string();
+    if (std::find(model_files.begin(), model_files.end(), name) == model_files.end()) others.push_back(name);
+  }
+  if (!others.empty()) {
+    std::sort(others.begin(), others.end());
+    std::string shown = others[0];
+    for (std::size_t i = 1; i < others.size() && i < 3; ++i) shown += ", " + others[i];
+    if (others.size() > 3) shown += ", ...";
+    throw InputError("convert: --out '" + out + "' holds what no model directory has (" + shown + "); convert " +
+                     "replaces the folder whole: give a new or empty folder, or one convert wrote");
+  }
+}
+
 }  // namespace
 
 int run_convert(const std::vector<std::string>& args) {
@@ -80,7 +113,9 @@ int run_convert(const std::vector<std::string>& args) {
               "float32, Hugging Face names as bertrain writes them (the family's prefix such as bert. or roberta.,\n"
               "the head when DIR has one), pre-training heads and position_ids dropped, LayerNorm gamma/beta\n"
               "renamed. config.json and the tokenizer's files (tokenizer.json, vocab.txt, ...) are copied beside\n"
-              "it. Each file is replaced atomically. transformers loads the result.\n"
+              "it. DIR2 is replaced whole, atomically (it must be new, empty, or hold a model directory's files\n"
+              "only, and be no folder of a training run); in DIR itself each file is replaced atomically.\n"
+              "transformers loads the result.\n"
               "pytorch_model.bin is read without Python and without executing its pickle (zip or legacy format).");
   p.positionals("DIR", "a model directory, or a RUN_DIR (its best/)", 1, 1);
   p.option("out", "", "output directory (created if missing; default DIR)").value_name("DIR2");
@@ -89,7 +124,10 @@ int run_convert(const std::vector<std::string>& args) {
   // A RUN_DIR means its best/, as for evaluate and predict.
   const std::string dir = input_step([&] { return resolve_model_dir(p.positional_values()[0]); });
   const std::string out = p.get("out").empty() ? dir : p.get("out");
-  input_step([&] { check_writable_directory(out, "--out"); });
+  input_step([&] {
+    check_writable_directory(out, "--out");
+    check_convert_out(out, dir);
+  });
 
   // Everything is read and checked before anything is written (DIR2 may be DIR); what fails while reading is the
   // user's input (exit 2).
@@ -103,10 +141,22 @@ int run_convert(const std::vector<std::string>& args) {
     ++written;
   }
   writer.set_metadata("format", "pt");  // transformers refuses safetensors files without it
-  make_directories(out);
-  writer.write(out + "/model.safetensors");
-  write_file_atomically(out + "/config.json", source.config_text);
-  for (const auto& [name, bytes] : source.tokenizer_files) write_file_atomically(out + "/" + name, bytes);
+  const auto write_model = [&](const std::string& folder) {
+    writer.write(folder + "/model.safetensors");
+    write_file_atomically(folder + "/config.json", source.config_text);
+    for (const auto& [name, bytes] : source.tokenizer_files) write_file_atomically(folder + "/" + name, bytes);
+  };
+  std::error_code error;
+  if (std::filesystem::equivalent(out, dir, error)) {
+    write_model(out);  // in place: config.json and the tokenizer's files are already these, each file atomic
+  } else {
+    // Another folder is swapped in whole (core/files.h): a reader, or a kill, never finds one model's weights beside
+    // another's tokenizer, nor an earlier conversion's tokenizer.json beside this one's vocab.txt.
+    std::filesystem::path folder = std::filesystem::path(out).lexically_normal();
+    if (!folder.has_filename()) folder = folder.parent_path();  // "DIR2/": its temporary folder goes beside it
+    make_directories(std::filesystem::absolute(folder).parent_path().string());
+    replace_directory_atomically(folder.string(), write_model);
+  }
   std::printf("wrote %s/model.safetensors: %d tensors from %s%s\n", out.c_str(), written, source.weights_path.c_str(),
               source.tokenizer_files.empty() ? " (DIR has no tokenizer files)" : "");
   return 0;

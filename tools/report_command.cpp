@@ -33,12 +33,13 @@ void note_repeats(const std::vector<std::pair<std::string, std::string>>& repeat
 void check_out(const std::string& out, const std::string& what, const std::vector<std::string>& dirs) {
   std::vector<std::string> inputs;
   for (const std::string& dir : dirs) {
-    for (const char* name :
-         {"metrics.jsonl", "results.json", "evaluation.json", "study.json", "last/trainer_state.json"}) {
+    // What report reads, and the run's or study's models and checkpoints, which an HTML page must not replace.
+    for (const char* name : {"metrics.jsonl", "results.json", "evaluation.json", "study.json", "last", "best",
+                             "checkpoints", "trials"}) {
       inputs.push_back(dir + "/" + name);
     }
   }
-  check_writable_file(out, what, inputs);
+  check_writable_file(out, what, regular_files_in(inputs));
 }
 
 // The page of the tune study in `dir` and its lines on the terminal.

@@ -150,15 +150,15 @@ TEST_F(AtomicFileTest, AKilledWritersTemporaryFileIsRemovedByTheNextCommit) {
     write_file_atomically(path(name), "partial");
   }
   write_file_atomically(path("batch_size"), "32");
-  std::vector<std::string> left = entries();
-  std::sort(left.begin(), left.end());
-  EXPECT_EQ(left, (std::vector<std::string>{"batch_size", "batch_size.tmp." + alive, "batch_size.tmp." + dead + ".keep",
-                                            "batch_size.tmp.x1", "lr.tmp." + dead}));
+  const auto sorted = [](std::vector<std::string> names) {  // pids sort as text: "9" after "10"
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  EXPECT_EQ(sorted(entries()), sorted({"batch_size", "batch_size.tmp." + alive, "batch_size.tmp." + dead + ".keep",
+                                       "batch_size.tmp.x1", "lr.tmp." + dead}));
   remove_abandoned_temporary_files(dir_.string());  // the whole folder's
-  left = entries();
-  std::sort(left.begin(), left.end());
-  EXPECT_EQ(left, (std::vector<std::string>{"batch_size", "batch_size.tmp." + alive, "batch_size.tmp." + dead + ".keep",
-                                            "batch_size.tmp.x1"}));
+  EXPECT_EQ(sorted(entries()), sorted({"batch_size", "batch_size.tmp." + alive, "batch_size.tmp." + dead + ".keep",
+                                       "batch_size.tmp.x1"}));
   remove_abandoned_temporary_files(path("no-such-folder"));  // nothing to do, no error
 }
 

@@ -1497,6 +1497,15 @@ TEST_F(CliTest, BenchStepTimesPackedAndPaddedBatchesFromACsv) {
   expect_error(run(with({"--max-length", "64"})), "--max-length goes with --lengths-from", 2);
   expect_error(run(with({"--peak-tflops", "-1"})), "--peak-tflops must be >= 0", 2);
   expect_error(run(with({"--lengths-out", ""})), "bench step: --lengths-out is empty", 2);
+  // Its output is none of its inputs (the dataset, the vocabulary), which it replaced with JSON, exit 0.
+  const std::string dataset = slurp(data()), vocab = slurp(model() + "/vocab.txt");
+  for (const std::string& input : {data(), model() + "/vocab.txt"}) {
+    std::vector<std::string> args = from_csv;
+    args.insert(args.end(), {"--lengths-out", input});
+    expect_error(run(with(args)), "--lengths-out '" + input + "' is the input", 2);
+  }
+  EXPECT_EQ(slurp(data()), dataset);
+  EXPECT_EQ(slurp(model() + "/vocab.txt"), vocab);
   expect_error(run(with({"--full-rows", "--lengths-from", data(), "--vocab-file", model() + "/vocab.txt"})),
                "--full-rows is for synthetic batches", 2);
   expect_error(run(with({"--lengths-from", data()})), "--lengths-from needs --vocab-file", 2);

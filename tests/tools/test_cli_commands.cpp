@@ -201,6 +201,32 @@ TEST_F(CliTest, ConvertOfARunDirectoryConvertsItsBest) {
   expect_error(run({"convert", suite_run(), path("second")}), "unexpected argument", 2);
 }
 
+// convert swaps another folder in whole: an earlier conversion's tokenizer.json is not left beside this model's
+// vocab.txt (it would be read first), and a kill never leaves one model's weights beside another's tokenizer. So
+// DIR2 may hold only a model directory's files, and be no folder of a training run (it put best/'s weights into
+// last/'s checkpoint, exit 0).
+TEST_F(CliTest, ConvertReplacesAnotherFolderWholeAndNoRunsFolder) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  ASSERT_TRUE(succeeded(run({"convert", suite_run(), "--out", path("converted/")})));
+  spit(path("converted/tokenizer.json"), "{}");  // as an earlier conversion of another model left it
+  ASSERT_TRUE(succeeded(run({"convert", suite_run(), "--out", path("converted")})));
+  EXPECT_FALSE(fs::exists(path("converted/tokenizer.json")));
+  EXPECT_TRUE(fs::exists(path("converted/vocab.txt")));
+  EXPECT_FALSE(fs::exists(path("converted.tmp-") + std::to_string(::getpid())));
+  spit(path("converted/notes.txt"), "mine");
+  expect_error(run({"convert", suite_run(), "--out", path("converted")}),
+               "convert: --out '" + path("converted") + "' holds what no model directory has (notes.txt); convert "
+               "replaces the folder whole: give a new or empty folder, or one convert wrote", 2);
+  EXPECT_EQ(slurp(path("converted/notes.txt")), "mine");
+  const std::string state = slurp(suite_run() + "/last/trainer_state.json");
+  const std::string weights = slurp(suite_run() + "/last/model.safetensors");
+  for (const std::string& out : {suite_run() + "/last", suite_run(), suite_run() + "/best/"}) {
+    expect_error(run({"convert", path("converted"), "--out", out}), "is a training run's folder", 2);
+  }
+  EXPECT_EQ(slurp(suite_run() + "/last/trainer_state.json"), state);
+  EXPECT_TRUE(slurp(suite_run() + "/last/model.safetensors") == weights);
+}
+
 // Counts read as English: "1 row", "1 epoch", not "1 rows".
 TEST_F(CliTest, CountsOfOneAreSingular) {
   ASSERT_TRUE(succeeded(suite_train()));

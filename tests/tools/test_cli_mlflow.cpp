@@ -340,6 +340,24 @@ TEST_F(CliMlflowTest, AResumeLogsTheEndOfAFinishedTrainingItsRunMissed) {
   EXPECT_EQ(slurp(folder + "/meta.yaml"), finished);
 }
 
+// A store inside what a run or a study replaces whole (best/, last/, checkpoints/; a study's best/ and trials/) went
+// with the next replacement (exit 1, its experiments gone): refused before anything is written.
+TEST_F(CliMlflowTest, AStoreInsideWhatARunReplacesIsRefused) {
+  for (const char* store : {"run/best", "run/last/mlruns", "run/checkpoints/"}) {
+    expect_error(run(train_args(path("run"), {"--mlflow-dir", path(store), "--epochs", "1"})),
+                 "--mlflow-dir " + path(store) + " is inside " + path("run/"), 2);
+    expect_no_run(path("run"));
+  }
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--mlflow-dir", path("run/mlruns"), "--epochs", "1"}))));
+  for (const char* store : {"study/best", "study/trials/000/mlruns"}) {
+    spit(path("space.json"), R"({"lr": {"type": "choice", "values": [1e-4, 2e-4]}})");
+    expect_error(run({"tune", "--space", path("space.json"), "--out", path("study"), "--mlflow-dir", path(store), "--",
+                      "--model", model(), "--train-data", data(), "--epochs", "1"}),
+                 "--mlflow-dir " + path(store) + " is inside " + path("study/"), 2);
+    EXPECT_FALSE(fs::exists(path("study")));
+  }
+}
+
 // A resume changes only its run's status and end time in meta.yaml: what MLflow or a user wrote there (a run name
 // PyYAML wrapped onto two lines, user_id) stays (it was rewritten from the fields bertrain knows: the name cut to
 // its first line, user_id replaced).

@@ -65,6 +65,12 @@ TEST_F(CliTest, ReportNeverWritesOverWhatItReads) {
   const std::string metrics = slurp(path("run/metrics.jsonl"));
   expect_error(run({"report", path("run"), "--out", path("run/metrics.jsonl")}), "is the input");
   EXPECT_EQ(slurp(path("run/metrics.jsonl")), metrics);
+  // Nor the run's model or checkpoint files, which it does not read (best/model.safetensors became HTML, exit 0).
+  const std::string weights = slurp(path("run/best/model.safetensors"));
+  for (const char* file : {"best/model.safetensors", "best/config.json", "last/optimizer.safetensors"}) {
+    expect_error(run({"report", path("run"), "--out", path("run/") + file}), "is the input", 2);
+  }
+  EXPECT_TRUE(slurp(path("run/best/model.safetensors")) == weights);
   // An empty --out (a script's unset variable) is refused rather than taken as the default.
   expect_error(run({"report", path("run"), "--out", ""}), "report: --out is empty");
   EXPECT_FALSE(fs::exists(path("run/report.html")));

@@ -479,6 +479,13 @@ int run_tune(const std::vector<std::string>& args) {
 
   const MlflowStore store = input_step([&] { return mlflow_store(p.given("mlflow-dir"), p.get("mlflow-dir")); });
   s.mlflow_dir = store.dir;
+  // Not inside what the study replaces: its best/ (each time a better trial ends) and its trials' runs.
+  for (const char* folder : {"best", "trials"}) {
+    if (!store.dir.empty() && is_inside(store.dir, s.out_dir + "/" + folder)) {
+      throw InputError(store.origin + " " + store.dir + " is inside " + s.out_dir + "/" + folder + ", which the study " +
+                       "replaces: keep the store outside it");
+    }
+  }
   s.experiment = p.get("experiment");
   s.run_name = p.get("run-name").empty() ? std::filesystem::path(s.out_dir).lexically_normal().filename().string()
                                          : p.get("run-name");
