@@ -13,8 +13,9 @@ namespace bertrain {
 
 inline constexpr int kMaxJsonDepth = 512;
 
-// json::parse(text) (throwing json::parse_error and friends as it does), except that values nested deeper than
-// kMaxJsonDepth are left out of the result and *too_deep says whether any was: the caller refuses the text then.
+// json::parse(text) (throwing json::parse_error and friends as it does), except that a text with a value nested
+// deeper than kMaxJsonDepth is not built: *too_deep says so (the result is then null) and the caller refuses it.
+// Linear in the text's length.
 nlohmann::json parse_json_bounded(const std::string& text, bool* too_deep);
 
 // The JSON of `text`, or Error "<what>: invalid JSON: <the parser's reason>" / "<what>: JSON nested deeper than 512
