@@ -1,6 +1,7 @@
 #include "data/dataset.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "core/count_text.h"
 #include "core/error.h"
@@ -161,8 +162,9 @@ TextRowReader::TextRowReader(const std::string& path, const Tokenizer& tokenizer
 
 std::vector<std::string> TextRowReader::split_labels(const RecordField& field) const {
   std::vector<std::string> labels;
+  std::unordered_set<std::string> seen;  // a field may hold thousands of labels: no scan per label
   auto add = [&](const std::string& label) {
-    if (!label.empty() && std::find(labels.begin(), labels.end(), label) == labels.end()) labels.push_back(label);
+    if (!label.empty() && seen.insert(label).second) labels.push_back(label);
   };
   if (field.is_list) {
     for (const std::string& item : field.items) add(trim(item));

@@ -10,9 +10,13 @@ namespace bertrain {
 
 namespace {
 
+// The names for a message: every one of a handful, the first 20 of many (a 10,000-label model's list was one line of
+// 120 kB).
 std::string join(const std::vector<std::string>& names) {
+  constexpr std::size_t kShown = 20;
   std::string out;
-  for (std::size_t i = 0; i < names.size(); ++i) out += (i ? ", " : "") + names[i];
+  for (std::size_t i = 0; i < names.size() && i < kShown; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > kShown) out += ", ... (" + std::to_string(names.size()) + " in all)";
   return out;
 }
 
@@ -27,21 +31,18 @@ LabelSet LabelSet::from_tags(const std::vector<std::string>& tags) {
 }
 
 LabelSet::LabelSet(std::vector<std::string> names) : names_(std::move(names)) {
-  // A repeated name (e.g. a hand-edited config.json) would make label -> index ambiguous.
+  index_.reserve(names_.size());
   for (std::size_t i = 0; i < names_.size(); ++i) {
-    for (std::size_t j = 0; j < i; ++j) {
-      BERTRAIN_CHECK(names_[i] != names_[j], "label '" << names_[i] << "' appears twice (indices " << j << " and " << i
-                                                       << ") in the label set: " << join(names_));
-    }
+    // A repeated name (e.g. a hand-edited config.json) would make label -> index ambiguous.
+    const auto [at, added] = index_.emplace(names_[i], static_cast<int>(i));
+    BERTRAIN_CHECK(added, "label '" << names_[i] << "' appears twice (indices " << at->second << " and " << i
+                                    << ") in the label set: " << join(names_));
   }
 }
 
 int LabelSet::find(const std::string& tag) const {
-  // A handful of classes: a linear scan beats a hash map and keeps the class cheap to copy.
-  for (std::size_t i = 0; i < names_.size(); ++i) {
-    if (names_[i] == tag) return static_cast<int>(i);
-  }
-  return -1;
+  const auto at = index_.find(tag);
+  return at == index_.end() ? -1 : at->second;
 }
 
 std::vector<int> LabelSet::require_all(const std::vector<std::string>& tags, const std::string& where) const {

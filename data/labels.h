@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace bertrain {
@@ -21,13 +22,14 @@ class LabelSet {
   const std::string& name(int index) const { return names_.at(static_cast<std::size_t>(index)); }
   // Index of `tag`, or -1.
   int find(const std::string& tag) const;
-  // Index of `tag`; throws Error "unknown tag 'x' in <where> (the model knows: a, b, c)".
+  // Index of `tag`; throws Error "unknown tag 'x' in <where> (the model knows: a, b, c)" (the first 20 of many).
   int require(const std::string& tag, const std::string& where) const;
   // The sorted indices of `tags` (a row's labels), each as require() finds it.
   std::vector<int> require_all(const std::vector<std::string>& tags, const std::string& where) const;
 
  private:
   std::vector<std::string> names_;
+  std::unordered_map<std::string, int> index_;  // name -> position: models may have tens of thousands of labels
 };
 
 }  // namespace bertrain

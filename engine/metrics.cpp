@@ -170,17 +170,17 @@ std::vector<std::vector<long>> confusion_matrix(const std::vector<int>& y_true, 
 
 std::vector<ClassMetrics> per_class_metrics(const std::vector<int>& y_true, const std::vector<int>& y_pred,
                                             int num_classes) {
-  const std::vector<std::vector<long>> counts = confusion_matrix(y_true, y_pred, num_classes);
-  std::vector<ClassMetrics> result(num_classes);
-  for (int c = 0; c < num_classes; ++c) {
-    long true_count = 0;
-    long pred_count = 0;
-    for (int k = 0; k < num_classes; ++k) {
-      true_count += counts[c][k];
-      pred_count += counts[k][c];
-    }
-    result[c] = metrics_from_counts(counts[c][c], true_count, pred_count);
+  // Each class's row and column sums and its diagonal, without the matrix: C² cells for tens of thousands of
+  // classes would not fit in memory.
+  check_labels(y_true, y_pred, num_classes);
+  std::vector<long> hits(num_classes, 0), true_count(num_classes, 0), pred_count(num_classes, 0);
+  for (std::size_t i = 0; i < y_true.size(); ++i) {
+    ++true_count[y_true[i]];
+    ++pred_count[y_pred[i]];
+    if (y_true[i] == y_pred[i]) ++hits[y_true[i]];
   }
+  std::vector<ClassMetrics> result(num_classes);
+  for (int c = 0; c < num_classes; ++c) result[c] = metrics_from_counts(hits[c], true_count[c], pred_count[c]);
   return result;
 }
 

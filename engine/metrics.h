@@ -76,6 +76,10 @@ std::vector<int> classes_by_f1(const std::vector<ClassMetrics>& per_class);
 ClassMetrics micro_metrics(const std::vector<int>& y_true, const std::vector<int>& y_pred,
                            const std::vector<bool>& mask, int num_classes);
 
+// Above this many classes evaluate's JSON has "confusion_matrix_omitted" (why) instead of the matrix, and report
+// draws no heat map: 200 classes are 40,000 cells, 10,000 were 1.1 GB of JSON.
+inline constexpr int kMaxConfusionClasses = 200;
+
 // counts[t][p] = samples with true class t predicted as p (sklearn's confusion_matrix, labels 0..C-1).
 std::vector<std::vector<long>> confusion_matrix(const std::vector<int>& y_true, const std::vector<int>& y_pred,
                                                 int num_classes);

@@ -49,10 +49,17 @@ void add_single_label_metrics(const TextDataset& data, const std::vector<float>&
     if (any) slices[slice.name] = metrics_json(micro_metrics(y_true, y_pred, mask, classes));
   }
   (*out)["slices"] = slices;
-  (*out)["confusion_matrix"] = ordered_json{{"labels", labels.names()},
-                                            {"rows", "true tag"},
-                                            {"columns", "predicted tag"},
-                                            {"matrix", confusion_matrix(y_true, y_pred, classes)}};
+  // Of many classes the matrix is mostly zeros and too big to read or draw (10,000 classes: 1.1 GB of JSON): left
+  // out above kMaxConfusionClasses, and said.
+  if (classes <= kMaxConfusionClasses) {
+    (*out)["confusion_matrix"] = ordered_json{{"labels", labels.names()},
+                                              {"rows", "true tag"},
+                                              {"columns", "predicted tag"},
+                                              {"matrix", confusion_matrix(y_true, y_pred, classes)}};
+  } else {
+    (*out)["confusion_matrix_omitted"] = std::to_string(classes) + " classes, more than " +
+                                         std::to_string(kMaxConfusionClasses);
+  }
 }
 
 void add_multi_label_metrics(const TextDataset& data, const std::vector<float>& probs, const LabelSet& labels,

@@ -1,6 +1,6 @@
 // The JSON `bertrain evaluate` prints and `bertrain serve`'s POST /evaluate/ answers. Single-label models:
 // Made-With-ML's evaluation (weighted overall metrics, per-class metrics sorted by F1, the nlp_llm and short_text
-// slices, a confusion matrix). Multi-label models: micro / macro / weighted / samples averages and per-label
+// slices, a confusion matrix of at most kMaxConfusionClasses classes, engine/metrics.h). Multi-label models: micro / macro / weighted / samples averages and per-label
 // metrics, as scikit-learn's classification_report computes them, a label predicted at p >= threshold.
 #pragma once
 

@@ -191,6 +191,21 @@ TEST_F(CliTest, EvaluateChecksTheMlflowRunBeforeEvaluating) {
   EXPECT_TRUE(fs::exists(path("eval.json")));
 }
 
+// Of more than 200 classes evaluate leaves the confusion matrix out and says so (10,000 classes: 1.1 GB of JSON,
+// and 50,000 would not fit in memory); the per-class metrics are all there.
+TEST_F(CliTest, EvaluateLeavesOutTheConfusionMatrixOfManyClasses) {
+  std::string csv = "id,title,description,tag\n";
+  for (int i = 0; i < 201 * 3; ++i) csv += std::to_string(i) + ",a title,a description,c" + std::to_string(i % 201) + "\n";
+  spit(path("many.csv"), csv);
+  ASSERT_TRUE(succeeded(run({"train", "--model", model(), "--train-data", path("many.csv"), "--out", path("run"),
+                             "--max-steps", "1", "--batch-size", "64", "--quiet"})));
+  ASSERT_TRUE(succeeded(run({"evaluate", "--model", path("run"), "--data", path("many.csv"), "--out", path("e.json")})));
+  const json e = json::parse(slurp(path("e.json")));
+  EXPECT_FALSE(e.contains("confusion_matrix"));
+  EXPECT_EQ(e.at("confusion_matrix_omitted"), "201 classes, more than 200");
+  EXPECT_EQ(e.at("per_class").size(), 201u);
+}
+
 // convert RUN_DIR converts its best/, as evaluate and predict read a RUN_DIR.
 TEST_F(CliTest, ConvertOfARunDirectoryConvertsItsBest) {
   ASSERT_TRUE(succeeded(suite_train()));

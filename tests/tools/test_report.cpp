@@ -16,6 +16,7 @@
 #include "tests/xml_check.h"
 #include "tools/report/axis.h"
 #include "tools/report/charts.h"
+#include "engine/metrics.h"
 #include "tools/report/run_report.h"
 #include "tools/report/svg_text.h"
 
@@ -636,6 +637,34 @@ TEST_F(ReportRunTest, AMultiLabelEvaluationHasNoConfusionMatrix) {
     EXPECT_NE(text.find(needle), std::string::npos) << needle;
   }
   EXPECT_LT(text.find("micro"), text.find("macro"));  // classification_report's order, not the alphabet
+}
+
+// Of many classes no heat map is drawn (10,000 classes: a page that could not be rendered in 14 GB), whether
+// evaluate left the matrix out (above 200 classes) or a file holds one that big.
+TEST_F(ReportRunTest, AConfusionMatrixOfManyClassesIsNotDrawn) {
+  const fs::path dir = make_run("many", {0.3}, false);
+  write(dir / "evaluation.json", R"({"problem_type": "single_label_classification", "num_rows": 3,
+    "overall": {"precision": 0.5, "recall": 0.5, "f1": 0.5, "num_samples": 3.0},
+    "per_class": {"a": {"precision": 1.0, "recall": 0.5, "f1": 0.667, "num_samples": 2.0}},
+    "confusion_matrix_omitted": "250 classes, more than 200"})");
+  std::vector<RunRecord> runs{load_run(dir.string())};
+  name_runs(&runs);
+  XmlElement page = parse_xml(render_report(runs, "now"));
+  EXPECT_EQ(page.find_all("svg").size(), 3u);  // loss, throughput, bars
+  EXPECT_NE(all_text(page).find("Confusion matrix left out by evaluate: 250 classes, more than 200."), std::string::npos);
+  nlohmann::json big = nlohmann::json::parse(kSingleLabelEvaluation);
+  big["confusion_matrix"]["labels"] = nlohmann::json::array();
+  big["confusion_matrix"]["matrix"] = nlohmann::json::array();
+  for (int i = 0; i < kMaxConfusionClasses + 1; ++i) {
+    big["confusion_matrix"]["labels"].push_back("c" + std::to_string(i));
+    big["confusion_matrix"]["matrix"].push_back(std::vector<long>(kMaxConfusionClasses + 1, 0));
+  }
+  write(dir / "evaluation.json", big.dump());
+  runs = {load_run(dir.string())};
+  name_runs(&runs);
+  page = parse_xml(render_report(runs, "now"));
+  EXPECT_EQ(page.find_all("svg").size(), 3u);
+  EXPECT_NE(all_text(page).find("Confusion matrix not drawn: 201 classes, more than 200."), std::string::npos);
 }
 
 TEST_F(ReportRunTest, ARunWithoutResultsOrWithADivergedEpochIsStillReported) {

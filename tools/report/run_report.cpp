@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/json_text.h"
+#include "engine/metrics.h"
 #include "tools/report/charts.h"
 #include "tools/report/svg_text.h"
 
@@ -564,10 +565,17 @@ std::string evaluation_section(const RunRecord& run) {
   }
   if (e.contains("timestamp") && e["timestamp"].is_string()) html += ", " + xml_escape(e["timestamp"].get<std::string>());
   html += "</p>\n" + overall_table(e) + "<div class=\"charts\">\n" + render_bar_chart(per_class_chart(e));
-  if (e.contains("confusion_matrix")) {
+  if (e.contains("confusion_matrix") && e["confusion_matrix"]["labels"].size() > kMaxConfusionClasses) {
+    html += "<p class=\"meta\">Confusion matrix not drawn: " +
+            std::to_string(e["confusion_matrix"]["labels"].size()) + " classes, more than " +
+            std::to_string(kMaxConfusionClasses) + ".</p>\n";
+  } else if (e.contains("confusion_matrix")) {
     const HeatMap map = confusion_heat_map(e);
     html += "<figure>\n" + render_heat_map(map) + "<figcaption>Numbers are rows; the shade is each cell's share of its " +
             xml_escape(map.row_title) + "'s rows.</figcaption>\n</figure>\n";
+  } else if (e.contains("confusion_matrix_omitted") && e["confusion_matrix_omitted"].is_string()) {
+    html += "<p class=\"meta\">Confusion matrix left out by evaluate: " +
+            xml_escape(e["confusion_matrix_omitted"].get<std::string>()) + ".</p>\n";
   } else if (multi_label(e)) {
     html += "<p class=\"meta\">Multi-label: each row may have several labels, so there is no single confusion matrix.</p>\n";
   }
