@@ -82,7 +82,7 @@ class ChunkedInput {
   bool ended_ = false;
   std::uint64_t checked_ = 0;     // bytes before this are UTF-8 text
   std::uint64_t line_start_ = 0;  // offset of the line checked_ is on
-  int line_ = 1;                  // that line, 1-based
+  long long line_ = 1;            // that line, 1-based (a file may have more than 2^31)
 };
 
 }  // namespace bertrain

@@ -12,7 +12,7 @@ namespace bertrain {
 
 namespace {
 
-void check_field_count(std::size_t found, std::size_t expected, int line, const std::string& source) {
+void check_field_count(std::size_t found, std::size_t expected, long long line, const std::string& source) {
   BERTRAIN_CHECK(found == expected, source << ":" << line << ": " << (found < expected ? "short" : "long")
                                            << " row starting at line " << line << ": expected " << expected
                                            << " fields (the header's columns), found " << found);

@@ -97,7 +97,8 @@ void CsvParser::read_unquoted(std::string* field) {
 // A quoted field: everything up to the closing quote, "" standing for one quote; newlines inside are data
 // (kept as they are, CRLF included) but still advance the line count.
 void CsvParser::read_quoted(std::string* field) {
-  const int open_line = line_, open_column = column_at(pos_);
+  const long long open_line = line_;
+  const int open_column = column_at(pos_);
   ++pos_;
   std::uint64_t scan = pos_;
   for (;;) {

@@ -13,7 +13,7 @@ namespace bertrain {
 
 struct CsvRow {
   std::vector<std::string> fields;  // UTF-8 text (ChunkedInput checks it)
-  int line = 0;                     // 1-based line on which the row starts
+  long long line = 0;               // 1-based line on which the row starts
   bool blank = false;               // an empty physical line: one empty, unquoted field
 };
 
@@ -43,7 +43,7 @@ class CsvParser {
   char stops_[4];  // what ends an unquoted field: the delimiter, CR, LF
   std::uint64_t pos_ = 0;
   std::uint64_t line_start_ = 0;
-  int line_ = 1;
+  long long line_ = 1;
   // Character column of column_pos_ on the current line: columns are counted on from the last one asked
   // for, so a long line with many quoted fields costs one pass, not one per field.
   std::uint64_t column_pos_ = 0;

@@ -47,7 +47,7 @@ std::string join_text_columns(const std::vector<std::string>& values);
 
 // One good row of a dataset file.
 struct TextRow {
-  int line = 0;                   // 1-based line where the row starts
+  long long line = 0;             // 1-based line where the row starts
   std::string id;                 // the id column (--id-column, default "id") when present, else the row number (0-based, bad rows counted)
   std::string raw_text;           // join_text_columns of the text columns, before cleaning
   std::vector<std::string> tags;  // its labels as written (read_labels only): one, or a set with multi_label
@@ -96,7 +96,7 @@ class TextRowReader {
 struct TextDataset {
   std::string source;                         // file path
   std::vector<std::string> ids;               // see TextRow
-  std::vector<int> lines;                     // where each row starts in the file (1-based), for messages
+  std::vector<long long> lines;                   // where each row starts in the file (1-based), for messages
   std::vector<std::string> raw_text;
   std::vector<std::vector<std::string>> tags;
   std::vector<Example> examples;              // labels assigned when a LabelSet was given

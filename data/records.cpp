@@ -178,7 +178,7 @@ struct RecordReader::State {
   CsvRow row;
   // JSONL
   std::uint64_t pos = 0;
-  int line = 1;
+  long long line = 1;
   std::string text;
 };
 
@@ -239,7 +239,7 @@ bool RecordReader::State::next_jsonl(Record* out) {
       if (!input.fill()) break;
     }
     input.release(pos);
-    const int this_line = line++;
+    const long long this_line = line++;
     if (is_blank_line(text)) continue;
 
     out->line = this_line;

@@ -37,7 +37,7 @@ struct RecordField {
 };
 
 struct Record {
-  int line = 0;                     // 1-based line on which the row starts
+  long long line = 0;               // 1-based line on which the row starts
   std::vector<RecordField> fields;  // one per requested column, in the requested order
   std::string error;                // non-empty: this row cannot be read (fields is then empty); says why, without
                                     // file or line

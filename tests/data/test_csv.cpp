@@ -35,7 +35,7 @@ TEST(Csv, PlainTableWithAndWithoutFinalNewline) {
     EXPECT_EQ(t.source, "x.csv");
     EXPECT_EQ(t.header, (std::vector<std::string>{"a", "b"}));
     EXPECT_EQ(t.rows, (Rows{{"1", "2"}, {"3", "4"}}));
-    EXPECT_EQ(t.row_lines, (std::vector<int>{2, 3}));
+    EXPECT_EQ(t.row_lines, (std::vector<long long>{2, 3}));
   }
 }
 
@@ -43,14 +43,14 @@ TEST(Csv, MultilineQuotedFieldsAndDoubledQuotes) {
   const CsvTable t = parse_csv("id,text\n1,\"line one\nline \"\"two\"\"\n\"\n2,\"\"\"\"\n3,\"\"\n", "x.csv");
   EXPECT_EQ(t.rows, (Rows{{"1", "line one\nline \"two\"\n"}, {"2", "\""}, {"3", ""}}));
   // Rows start where their first field starts, counting the newlines inside quotes.
-  EXPECT_EQ(t.row_lines, (std::vector<int>{2, 5, 6}));
+  EXPECT_EQ(t.row_lines, (std::vector<long long>{2, 5, 6}));
 }
 
 TEST(Csv, CrlfLineEndsAndCrlfInsideQuotesKept) {
   const CsvTable t = parse_csv("a,b\r\n\"x, y\r\nz\",2\r\n3,\"p,q\"\r\n", "x.csv");
   EXPECT_EQ(t.header, (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(t.rows, (Rows{{"x, y\r\nz", "2"}, {"3", "p,q"}}));
-  EXPECT_EQ(t.row_lines, (std::vector<int>{2, 4}));
+  EXPECT_EQ(t.row_lines, (std::vector<long long>{2, 4}));
 }
 
 TEST(Csv, ByteOrderMarkStripped) {

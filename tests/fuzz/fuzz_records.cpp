@@ -87,7 +87,7 @@ struct FirstPass {
   bool next_threw = false;
   std::vector<bool> has_column;
   std::vector<std::string> header;
-  std::vector<int> lines;
+  std::vector<long long> lines;
   std::vector<bool> bad;
   bool any_error = false;
   std::vector<bool> present;  // columns[i] has a value in some record without an error
@@ -121,7 +121,7 @@ FirstPass read_records(const std::string& path, const std::string& content, Reco
     }
     pass.present.assign(columns.size(), false);
     Record record;
-    int last_line = 0;
+    long long last_line = 0;
     try {
       while (reader.next(&record)) {
         if (record.line <= last_line || record.line < 1 || static_cast<std::size_t>(record.line) > lines) {
@@ -185,8 +185,8 @@ FirstPass read_records(const std::string& path, const std::string& content, Reco
 // JSON Lines: one record per non-blank physical line, on that line (a leading BOM is not text).
 void check_jsonl_lines(const std::string& content, const FirstPass& pass) {
   std::size_t start = content.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;
-  std::vector<int> expected;
-  for (int line = 1;; ++line) {
+  std::vector<long long> expected;
+  for (long long line = 1;; ++line) {
     const std::size_t nl = content.find('\n', start);
     if (!blank(content.substr(start, nl == std::string::npos ? std::string::npos : nl - start))) {
       expected.push_back(line);
