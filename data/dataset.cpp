@@ -6,6 +6,7 @@
 #include "core/count_text.h"
 #include "core/error.h"
 #include "data/csv_parser.h"
+#include "data/hf_unicode.h"
 #include "data/text_clean.h"
 #include "data/utf8.h"
 
@@ -46,10 +47,20 @@ std::vector<std::string> parse_column_list(const std::string& text, const char* 
   return columns;
 }
 
+bool is_blank_text(const std::string& text) {
+  for (std::size_t i = 0; i < text.size();) {
+    std::size_t length = 1;
+    const int32_t c = hf::decode_utf8(text.data() + i, text.size() - i, &length);
+    if (!hf::is_whitespace(c)) return false;
+    i += length;
+  }
+  return true;
+}
+
 std::string join_text_columns(const std::vector<std::string>& values) {
   std::string text;
   for (const std::string& value : values) {
-    if (trim(value).empty()) continue;
+    if (is_blank_text(value)) continue;
     if (!text.empty()) text += ' ';
     text += value;
   }

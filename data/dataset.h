@@ -40,10 +40,14 @@ struct DatasetOptions {
 std::vector<std::string> parse_column_list(const std::string& text, const char* flag);
 
 // The text of one row from its text columns' values, in --text-columns order: the values that are not empty
-// (whitespace only counts as empty) joined with one space, so that title "A" with an empty description is "A",
+// (whitespace only counts as empty: is_blank_text) joined with one space, so that title "A" with an empty description is "A",
 // which cleans to what Made-With-ML's "A" + " " + "" does; "" when every value is empty, a row with no text.
 // Every reader of text columns builds the text with it: dataset files, predict --title/--description, serving.
 std::string join_text_columns(const std::vector<std::string>& values);
+
+// Whether `text` is nothing but whitespace, Unicode's White_Space included (NBSP, U+3000, U+2028, NEL, ...), as
+// Python's str.isspace() and the tokenizers see it: such a text is empty ([CLS] [SEP] alone to a model).
+bool is_blank_text(const std::string& text);
 
 // One good row of a dataset file.
 struct TextRow {

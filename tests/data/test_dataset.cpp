@@ -128,6 +128,14 @@ TEST(JoinTextColumns, LeavesOutEmptyValues) {
   EXPECT_EQ(join_text_columns({" a ", "b"}), " a  b");          // values are kept as written
   EXPECT_EQ(join_text_columns({"", "  "}), "");
   EXPECT_EQ(join_text_columns({}), "");
+  // Unicode's whitespace is whitespace too (NBSP, ideographic space, line separator, NEL): a text of it was a row
+  // the model saw as [CLS] [SEP], where the same row of spaces was refused by name.
+  for (const char* blank : {"\u00a0", "\u3000 \u2028", "\u0085\t", "\u2009\u202f\u205f"}) {
+    EXPECT_TRUE(is_blank_text(blank)) << blank;
+    EXPECT_EQ(join_text_columns({"a", blank, "b"}), "a b") << blank;
+    EXPECT_EQ(join_text_columns({blank, blank}), "") << blank;
+  }
+  for (const char* text : {"\u00a0x", "\u200b", "\xff", "\u00e9"}) EXPECT_FALSE(is_blank_text(text)) << text;
 }
 
 TEST_F(DatasetTest, EmptyTextColumnsAreLeftOutAndOnlyARowWithNoTextIsBad) {

@@ -694,6 +694,10 @@ TEST_F(CliServe, BadInputIsRefusedByNameAndTheServerLivesOn) {
       {"/predict", R"({"inputs": "a", "truncate": 1})", "truncate"},
       {"/v1/predict", R"({"texts": []})", "texts"},
       {"/v1/predict", R"({"texts": [""]})", "texts[0]"},
+      // Unicode's whitespace is empty too (it was answered as the model's guess for [CLS] [SEP]).
+      {"/v1/predict", "{\"texts\": [\"\u00a0\u3000\"]}", "texts[0] is empty"},
+      {"/predict", "{\"inputs\": \"\u2028\"}", "is empty"},
+      {"/predict/", "{\"title\": \"\u00a0\", \"description\": \"\u0085\"}", "both empty"},
       {"/v1/predict", R"({"texts": ["a", "  \n "]})", "texts[1]"},
       {"/v1/predict", R"({"rows": []})", "rows"},
       {"/v1/predict", R"({"rows": [{"tag": "mlops"}]})", "rows[0]"},

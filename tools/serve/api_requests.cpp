@@ -65,7 +65,7 @@ bool bool_field(const json& object, const std::string& key, bool fallback) {
 }
 
 void check_not_empty(const std::string& text, const std::string& where) {
-  if (text.find_first_not_of(" \t\r\n") == std::string::npos) throw bad_request(where + " is empty");
+  if (is_blank_text(text)) throw bad_request(where + " is empty");
 }
 
 PredictCall parse_made_with_ml(const json& body) {
