@@ -116,12 +116,20 @@ int ArgParser::get_threads() const {
   return threads;
 }
 
-int ArgParser::get_int(const std::string& name) const { return get_int_in(name, -2147483647, 2147483647); }
+constexpr int kIntLowest = -2147483647, kIntHighest = 2147483647;
+
+int ArgParser::get_int(const std::string& name) const { return get_int_in(name, kIntLowest, kIntHighest); }
 
 int ArgParser::get_int_in(const std::string& name, int lo, int hi) const {
   const std::string text = get(name);
+  // Without a range of its own an int flag's command checks its bounds after: past an int it is said as a double
+  // past its range is ("--batch-size must be between -2147483647 and ..." read as if -5 were allowed).
+  const bool own_range = lo != kIntLowest || hi != kIntHighest;
   const std::string range =
-      command_ + ": --" + name + " must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + text;
+      command_ + ": --" + name +
+      (own_range ? " must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + text
+                 : " is out of an integer's range (" + std::to_string(lo) + " to " + std::to_string(hi) + "), got '" +
+                       text + "'");
   long long value = 0;
   std::size_t used = 0;
   // std::stoll skips leading white space (and would take " 3" where "3 " is refused): a number is its text alone.

@@ -340,8 +340,12 @@ TEST_F(CliTest, SeedsAndIntegerRangesAreCheckedAsWritten) {
   expect_error(run(train_args(path("run"), {"--split-seed", "18446744073709551616"})),
                "--split-seed must be at most 18446744073709551615");
   expect_error(run(train_args(path("run"), {"--seed", "4x"})), "--seed expects an integer, got '4x'");
+  // Past an int: said as a double past its range is ("must be between -2147483647 and 2147483647" read as if a
+  // negative count were allowed).
   expect_error(run(train_args(path("run"), {"--epochs", "99999999999"})),
-               "--epochs must be between -2147483647 and 2147483647, got 99999999999");
+               "--epochs is out of an integer's range (-2147483647 to 2147483647), got '99999999999'");
+  expect_error(run(train_args(path("run"), {"--batch-size", "-4294967297"})),
+               "--batch-size is out of an integer's range");
   // A number is its text alone, in decimal: the C library also read " 3" (but not "3 ") and hexadecimal "0x10".
   expect_error(run(train_args(path("run"), {"--epochs", " 3"})), "--epochs expects an integer, got ' 3'");
   expect_error(run(train_args(path("run"), {"--lr", " 1e-4"})), "--lr expects a number, got ' 1e-4'");

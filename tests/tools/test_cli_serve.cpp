@@ -900,6 +900,19 @@ TEST_F(CliServe, ClientsThatHoldEveryThreadDoNotShutOthersOut) {
     EXPECT_EQ(probe.get("/healthz").status, 200);
     EXPECT_LT(seconds_since(start), 2.0) << "a probe waited for kept-alive connections to time out";
   }
+  {
+    // 60 connections that say nothing (30 per thread): each went back in the queue after 20 ms, so the probe behind
+    // them is answered within a pass of the queue. Before, each held a thread half a second in turn (about 15 s).
+    std::vector<std::unique_ptr<RawConnection>> silent;
+    for (int i = 0; i < 60; ++i) {
+      silent.push_back(std::make_unique<RawConnection>(port));
+      ASSERT_TRUE(silent.back()->connected());
+    }
+    const auto start = Clock::now();
+    Client probe(port);
+    EXPECT_EQ(probe.get("/healthz").status, 200);
+    EXPECT_LT(seconds_since(start), 3.0) << "a probe waited behind silent connections in turn";
+  }
   expect_serving(*server, "after the held connections");
 }
 

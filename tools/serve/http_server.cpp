@@ -34,6 +34,11 @@ int poll_ms(double deadline, double slice_s) {
 // then would lose it), short enough that a waiting health probe is answered within its usual 1 s timeout.
 constexpr double kIdleYieldSeconds = 0.5;
 
+// How long a thread waits on a connection with no request in it while other connections wait for a thread, before it
+// queues the connection again behind them and takes the next: a health probe behind 3,000 idle connections waited
+// for each in turn (10 s at the default 256 threads); now each costs a thread this long per pass of the queue.
+constexpr double kRequeueSeconds = 0.02;
+
 // How long a request's head (request line and headers) may take to arrive while other connections wait for a
 // thread: a client sends its head at once, so only a trickling one (a byte now and then, to hold the thread) takes
 // longer, and it gives its thread up after this (408) instead of after the whole I/O timeout, so that a health probe
@@ -74,10 +79,11 @@ bool send_all(int fd, const std::string& data, double deadline) {
 
 // Closes a connection whose client may still be sending (a refused body, a request cut off): our side is shut
 // first and what arrives is read and dropped for a moment, so that the kernel does not answer the unread bytes with
-// a reset that would destroy the answer before the client reads it.
-void lingering_close(int fd) {
+// a reset that would destroy the answer before the client reads it. For `seconds` at most, or until the client
+// closes its side.
+void lingering_close(int fd, double seconds) {
   ::shutdown(fd, SHUT_WR);
-  const double deadline = now_s() + 1.0;
+  const double deadline = now_s() + seconds;
   char sink[16 * 1024];
   std::size_t dropped = 0;
   while (dropped < (1u << 20) && now_s() < deadline) {
@@ -163,7 +169,7 @@ void HttpServer::listen() {
     const int on = 1;  // answers are small: Nagle's delay would add tens of milliseconds to each
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
     const std::string remote = peer_address(addr);
-    threads_->enqueue([this, fd, remote] { serve_connection(fd, remote); });
+    threads_->enqueue([this, fd, remote, accepted = now_s()] { serve_connection(fd, remote, accepted, ""); });
   }
   ::close(listen_fd_);
   listen_fd_ = -1;
@@ -181,20 +187,30 @@ void HttpServer::stop() {
 void HttpServer::refuse_arriving() { refusing_arriving_ = true; }
 
 template <class Ready>
-int HttpServer::read_until(int fd, std::string* in, double deadline, bool idle, Ready ready, double crowded_deadline) {
+int HttpServer::read_until(int fd, std::string* in, double deadline, double idle_since, Ready ready,
+                           double crowded_deadline) {
   char buffer[16 * 1024];
-  const double idle_since = now_s();
+  const bool idle = idle_since >= 0;
+  const double requeue_at = now_s() + kRequeueSeconds;
+  // What already arrived is read before any rule below gives the connection up: a request that waited in the queue
+  // longer than a rule allows is answered, not closed unread.
+  if (ready()) return 1;  // (a reader's step is not asked again once it said it is done)
+  const ssize_t waiting_bytes = ::recv(fd, buffer, sizeof buffer, MSG_DONTWAIT);
+  if (waiting_bytes == 0) return 0;
+  if (waiting_bytes > 0) in->append(buffer, static_cast<std::size_t>(waiting_bytes));
   while (!ready()) {
     if (refusing_arriving_) return idle && in->empty() ? 0 : -2;
     // A connection with no request in it gives its thread up after kIdleYieldSeconds when the server stops or
-    // other connections wait for a thread (as nginx closes idle kept-alive connections when it runs out).
-    if (idle && in->empty() && now_s() - idle_since >= kIdleYieldSeconds && (stopping_ || threads_->waiting() > 0)) {
-      return 0;
-    }
+    // other connections wait for a thread (as nginx closes idle kept-alive connections when it runs out); before
+    // that, while others wait, it goes back in the queue behind them every kRequeueSeconds. Not once the server
+    // stops: the threads then end when the queue is empty, and this one waits here instead.
+    const bool crowded = !stopping_ && threads_->waiting() > 0;
+    if (idle && in->empty() && now_s() - idle_since >= kIdleYieldSeconds && (stopping_ || crowded)) return 0;
+    if (idle && in->empty() && crowded && now_s() >= requeue_at) return -4;
     if (now_s() >= deadline) return -1;
     if (now_s() >= crowded_deadline && threads_->waiting() > 0) return -3;
     pollfd p{fd, POLLIN, 0};
-    const int polled = ::poll(&p, 1, poll_ms(deadline, 0.1));
+    const int polled = ::poll(&p, 1, poll_ms(deadline, idle && in->empty() ? kRequeueSeconds : 0.1));
     if (polled < 0 && errno != EINTR) return 0;
     if (polled <= 0) continue;
     const ssize_t n = ::recv(fd, buffer, sizeof buffer, MSG_DONTWAIT);
@@ -208,17 +224,23 @@ int HttpServer::read_until(int fd, std::string* in, double deadline, bool idle, 
   return 1;
 }
 
-void HttpServer::serve_connection(int fd, const std::string& remote) {
+void HttpServer::serve_connection(int fd, const std::string& remote, double idle_since, std::string in) {
   const double timeout = options_.io_timeout_s;
   HttpRequestReader reader(options_.limits);
-  std::string in;
   for (;;) {
     reader.reset();
     HttpRequest request;
     request.remote_addr = remote;
     HttpResponse response;
     // A kept-alive connection waits this long for its next request; nothing arrives: it is closed, silently.
-    if (read_until(fd, &in, now_s() + timeout, true, [&] { return !in.empty(); }) <= 0) break;
+    const int waited = read_until(fd, &in, idle_since + timeout, idle_since, [&] { return !in.empty(); });
+    if (waited == -4) {
+      threads_->enqueue([this, fd, remote, idle_since, in = std::move(in)]() mutable {
+        serve_connection(fd, remote, idle_since, std::move(in));
+      });
+      return;
+    }
+    if (waited <= 0) break;
     const double started = now_s();
     double deadline = started + timeout;  // for the whole request, however its bytes trickle in
     HttpRequestReader::Status status = HttpRequestReader::Status::kNeedMore;
@@ -234,7 +256,7 @@ void HttpServer::serve_connection(int fd, const std::string& remote) {
     // mid-request, or was answered a refusal (408, or the reader's).
     const auto read_part = [&](const auto& read, double crowded_deadline) {
       const int got = read_until(
-          fd, &in, deadline, false,
+          fd, &in, deadline, -1,
           [&] {
             status = read();
             return status != HttpRequestReader::Status::kNeedMore;
@@ -259,6 +281,7 @@ void HttpServer::serve_connection(int fd, const std::string& remote) {
     if (!hooks_.accept_head(request, response)) {
       const bool keep = !reader.has_body() && keep_alive();  // an unread body would be read as the next request
       if (!write_answer(fd, request, response, keep, started) || !keep) break;
+      idle_since = now_s();
       continue;
     }
     if (reader.has_body()) {
@@ -273,8 +296,11 @@ void HttpServer::serve_connection(int fd, const std::string& remote) {
     hooks_.handle(request, response);
     const bool keep = keep_alive();
     if (!write_answer(fd, request, response, keep, started) || !keep) break;
+    idle_since = now_s();
   }
-  lingering_close(fd);
+  // A second for the client to close its side; a tenth while connections wait for this thread (3,000 clients that
+  // kept their connections open after a Connection: close answer held every thread a second each).
+  lingering_close(fd, threads_->waiting() > 0 ? 0.1 : 1.0);
 }
 
 bool HttpServer::write_answer(int fd, const HttpRequest& request, HttpResponse& response, bool keep_alive,

@@ -66,12 +66,16 @@ class HttpServer {
   int refused_arriving() const { return refused_arriving_.load(); }
 
  private:
-  void serve_connection(int fd, const std::string& remote);
+  // Serves connection `fd` from `remote`: its requests in turn while it sends them, `in` the bytes already read of
+  // the next, `idle_since` when it began waiting for that request (its accept, or its last answer).
+  void serve_connection(int fd, const std::string& remote, double idle_since, std::string in);
   // Reads into `in` until `ready` says the buffer holds enough, the deadline passes, or the peer closes. 1: ready,
-  // 0: closed by the peer (or given up, `idle`: waiting for a request that has not begun), -1: deadline,
-  // -2: refused by refuse_arriving(), -3: `crowded_deadline` passed while other connections waited for a thread.
+  // 0: closed by the peer (or given up, idle: waiting since `idle_since` >= 0 for a request that has not begun),
+  // -1: deadline, -2: refused by refuse_arriving(), -3: `crowded_deadline` passed while other connections waited for
+  // a thread, -4: idle, nothing arrived for kRequeueSeconds while other connections waited (the caller queues the
+  // connection again behind them, so that one silent connection does not keep a thread from those that talk).
   template <class Ready>
-  int read_until(int fd, std::string* in, double deadline, bool idle, Ready ready,
+  int read_until(int fd, std::string* in, double deadline, double idle_since, Ready ready,
                  double crowded_deadline = std::numeric_limits<double>::infinity());
   bool write_answer(int fd, const HttpRequest& request, HttpResponse& response, bool keep_alive, double started);
 
