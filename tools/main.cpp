@@ -114,8 +114,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bertrain: error: %s\n", e.what());
     return 2;
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "bertrain: error: out of memory: what was asked for (a model, batch or sequence size) does "
-                         "not fit this machine's memory\n");
+    // A row is read whole before it is cut to --max-length: its text takes some 16 times its size while read.
+    std::fprintf(stderr, "bertrain: error: out of memory: what was asked for (a model, batch or sequence size, or a "
+                         "data row of hundreds of megabytes) does not fit this machine's memory\n");
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bertrain: error: %s\n", e.what());
