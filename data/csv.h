@@ -13,7 +13,7 @@ struct CsvTable {
   std::string source;                          // file name, for messages
   std::vector<std::string> header;             // column names
   std::vector<std::vector<std::string>> rows;  // every row has header.size() fields
-  std::vector<long long> row_lines;                // 1-based line on which each row starts
+  std::vector<long long> row_lines;            // 1-based line on which each row starts
 
   // Index of the column named `name`, or -1.
   int column(const std::string& name) const;

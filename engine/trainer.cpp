@@ -630,8 +630,6 @@ class TrainingLoop {
   const long crash_step_;
 };
 
-// --resume of a run that already finished: nothing to do; results.json as it is. Says how far it trained, as it was
-// asked to (epochs, or steps under --max-steps), and how to train more where that is possible.
 // Ends `run` (when there is one) with `status` as an error or a stop leaves the training; a store that cannot take
 // it (the full disk that may have caused the error) must not replace the error on its way out.
 void end_mlflow_run_quietly(MlflowRun* run, MlflowStatus status) {
@@ -669,6 +667,9 @@ void finish_open_mlflow_run(const TrainArgs& args, const RunDirs& dirs, bool ver
   }
 }
 
+// --resume of a run that already finished: nothing to do but an MLflow end it missed; results.json as it is. Says
+// how far it trained, as it was asked to (epochs, or steps under --max-steps), and how to train more where that is
+// possible.
 TrainingOutcome finished_run(const TrainArgs& args, const RunDirs& dirs, bool leader, bool verbose) {
   TrainingOutcome outcome{input_step([&] { return read_json_file(args.out_dir + "/results.json"); }), true};
   if (leader) finish_open_mlflow_run(args, dirs, verbose);

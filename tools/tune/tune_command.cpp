@@ -335,9 +335,6 @@ int run_tune(const std::vector<std::string>& args) {
     }
     return true;
   };
-  // What train says to `param` at the end `value` (why) and to the first trial (first_why), blamed on the key:
-  // refused at the end, the space's; taken at the end where the first trial was refused, the first trial's value of
-  // this parameter was what train refused. Refused alike at both: not the key's (returns).
   // An end as the space says it: a range's open end as its bound, not as the double just below it.
   const auto shown_end = [](const SearchParam& param, const json& value) {
     const bool below_high = (param.distribution == Distribution::kUniform ||
@@ -345,6 +342,9 @@ int run_tune(const std::vector<std::string>& args) {
                             value.get<double>() != param.low;
     return below_high ? "values just below " + shortest_double(param.high) : value.dump();
   };
+  // What train says to `param` at the end `value` (why) and to the first trial (first_why), blamed on the key:
+  // refused at the end, the space's; taken at the end where the first trial was refused, the first trial's value of
+  // this parameter was what train refused. Refused alike at both: not the key's (returns).
   const auto blame_key = [&](const SearchParam& param, const json& value, const std::string& why,
                              const std::string& first_why) {
     if (!why.empty() && why != first_why) {
