@@ -16,6 +16,7 @@
 #include <cstring>
 #include <utility>
 
+#include "core/scratch.h"
 #include "data/base64.h"
 #include "data/hf_unicode.h"
 
@@ -100,6 +101,7 @@ void unicode_normalize(const std::string& in, int options, std::string* out) {
   auto n = static_cast<utf8proc_ssize_t>(cps.size());
   if (options & UTF8PROC_COMPOSE) n = utf8proc_normalize_utf32(cps.data(), n, flags);
   for (utf8proc_ssize_t i = 0; i < n; ++i) append_utf8(cps[static_cast<std::size_t>(i)], out);
+  release_if_large(cps);
 }
 
 class BertNormalizer : public Normalizer {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/scratch.h"
 #include "data/hf_unicode.h"
 
 namespace bertrain {
@@ -109,6 +110,7 @@ void split_chars(Pieces* p, Pieces* tmp, Behavior behavior, Pred&& pred) {
     fold(ev, behavior, s, &tmp->spans);
   }
   std::swap(p->spans, tmp->spans);
+  release_if_large(ev);
 }
 
 Behavior parse_behavior(const JsonAt& at) {
@@ -253,6 +255,7 @@ class ByteLevelPre : public PreTokenizer {
       gpt2_split(src, emit);
     }
     std::swap(*p, *tmp);
+    release_if_large(src);
   }
 
  private:

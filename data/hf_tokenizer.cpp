@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/json_text.h"
+#include "core/scratch.h"
 #include "data/byte_trie.h"
 #include "data/hf_json.h"
 #include "data/hf_models.h"
@@ -353,6 +354,10 @@ void HfTokenizer::encode(const std::string& text, int max_length, Encoding* out)
   out->ids.insert(out->ids.end(), im.framing.prefix.begin(), im.framing.prefix.end());
   out->ids.insert(out->ids.end(), sc.ids.begin(), sc.ids.begin() + static_cast<std::ptrdiff_t>(keep));
   out->ids.insert(out->ids.end(), im.framing.suffix.begin(), im.framing.suffix.end());
+  for (std::string* buffer : {&sc.text, &sc.norm, &sc.tmp, &sc.pieces.text, &sc.pieces_tmp.text}) release_if_large(*buffer);
+  release_if_large(sc.pieces.spans);
+  release_if_large(sc.pieces_tmp.spans);
+  release_if_large(sc.ids);
 }
 
 int HfTokenizer::cls_id() const { return impl_->framing.prefix.front(); }

@@ -31,6 +31,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/scratch.h"
+
 namespace bertrain {
 
 namespace {
@@ -155,9 +157,6 @@ const std::vector<std::string>& nltk_english_stopwords() {
   return words;
 }
 
-// The code points of the longest text a thread's buffer keeps between calls (1 MiB of them).
-constexpr std::size_t kKeptCodePoints = std::size_t{1} << 18;
-
 std::string clean_text(const std::string& text) {
   thread_local std::vector<int32_t> cps;  // reused: cleaning allocates only its result
   decode_lower(text, &cps);
@@ -203,9 +202,7 @@ std::string clean_text(const std::string& text) {
     ++p;
   }
   writer.close();
-  // A long text's buffer is not kept: serve cleans on each of its connection threads, and 2 MiB texts left ~8 MB on
-  // each of 256 (a server of a tiny model grew from 0.35 to 3.7 GB and stayed there).
-  if (cps.capacity() > kKeptCodePoints) std::vector<int32_t>().swap(cps);
+  release_if_large(cps);
   return out;
 }
 
