@@ -94,16 +94,27 @@ void AtomicFile::write(const void* data, std::size_t size) {
   BERTRAIN_CHECK(!committed_ && fd_ >= 0,
                  "cannot write '" << path_ << "': file already committed or closed after a failed commit");
   BERTRAIN_CHECK(data != nullptr || size == 0, "cannot write '" << path_ << "': null data for " << size << " bytes");
+  int error = 0;
+  BERTRAIN_CHECK(write_all(fd_, data, size, &error) == size,
+                 "cannot write '" << path_ << "' (temporary file '" << tmp_path_ << "'): "
+                                  << (error != 0 ? std::strerror(error) : "no progress (short write)"));
+}
+
+std::size_t write_all(int fd, const void* data, std::size_t size, int* error) {
+  *error = 0;
   const char* p = static_cast<const char*>(data);
+  std::size_t written = 0;
   // write() may accept fewer bytes than asked (signals, large sizes): keep going until all are written.
-  while (size > 0) {
-    const ssize_t n = ::write(fd_, p, size);
+  while (written < size) {
+    const ssize_t n = ::write(fd, p + written, size - written);
     if (n < 0 && errno == EINTR) continue;
-    BERTRAIN_CHECK(n > 0, "cannot write '" << path_ << "' (temporary file '" << tmp_path_ << "'): "
-                                           << (n < 0 ? std::strerror(errno) : "no progress (short write)"));
-    p += n;
-    size -= static_cast<std::size_t>(n);
+    if (n <= 0) {
+      *error = n < 0 ? errno : 0;
+      break;
+    }
+    written += static_cast<std::size_t>(n);
   }
+  return written;
 }
 
 void AtomicFile::commit() {

@@ -34,6 +34,10 @@ std::string atomic_file_target(const std::string& path);
 // Best effort: nothing it cannot remove is an error. AtomicFile::commit sweeps its own file's.
 void remove_abandoned_temporary_files(const std::string& dir, const std::string& name = "");
 
+// Writes `size` bytes of `data` to `fd`, again after a signal or a partial write; returns how many it wrote, fewer
+// only on an error: *error is then its errno, or 0 when write() stopped making progress.
+std::size_t write_all(int fd, const void* data, std::size_t size, int* error);
+
 // Convenience: replaces `path` atomically with `contents`.
 void write_file_atomically(const std::string& path, const std::string& contents);
 

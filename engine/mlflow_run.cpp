@@ -269,17 +269,8 @@ void MlflowRun::log_metric(const std::string& key, double value, long step) {
   BERTRAIN_CHECK(fd >= 0, path << ": cannot append: " << std::strerror(errno));
   struct stat st;
   const off_t before = ::fstat(fd, &st) == 0 ? st.st_size : -1;
-  std::size_t written = 0;
   int error = 0;
-  while (written < line.size()) {
-    const ssize_t n = ::write(fd, line.data() + written, line.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      error = n < 0 ? errno : ENOSPC;
-      break;
-    }
-    written += static_cast<std::size_t>(n);
-  }
+  if (write_all(fd, line.data(), line.size(), &error) != line.size() && error == 0) error = ENOSPC;  // no progress
   if (error != 0 && before == 0) ::unlink(path.c_str());
   // Should the cut fail too, the torn line stays until a resume rewrites the file from its checkpoint (reset_metric).
   if (error != 0 && before > 0) (void)!::ftruncate(fd, before);

@@ -641,6 +641,13 @@ void end_mlflow_run_quietly(MlflowRun* run, MlflowStatus status) {
   }
 }
 
+// The end of a training in its MLflow run: the best model as the MLflow Model artifacts/model, results.json, FINISHED.
+void log_training_end(MlflowRun& run, const TrainArgs& args, const RunDirs& dirs) {
+  if (directory_exists(dirs.best)) log_mlflow_model(run, dirs.best);
+  run.log_artifact(args.out_dir + "/results.json", "results.json");
+  run.set_status(MlflowStatus::kFinished);
+}
+
 // A training that finished where its MLflow run did not (the store full or unwritable at the run's end, after
 // results.json was written: exit 1, which `launch` answers with --resume): the run's end is logged now as the end of
 // training logs it (the model, results.json, FINISHED). Nothing when MLflow is off, or the run is FINISHED or gone.
@@ -658,9 +665,7 @@ void finish_open_mlflow_run(const TrainArgs& args, const RunDirs& dirs, bool ver
   }
   if (info.status == static_cast<int>(MlflowStatus::kFinished)) return;
   MlflowRun mlflow(args.mlflow_dir, args.experiment, info.run_name, info.run_id);
-  if (directory_exists(dirs.best)) log_mlflow_model(mlflow, dirs.best);
-  mlflow.log_artifact(args.out_dir + "/results.json", "results.json");
-  mlflow.set_status(MlflowStatus::kFinished);
+  log_training_end(mlflow, args, dirs);
   if (verbose) {
     std::printf("mlflow: run %s was %s; its end is logged now (FINISHED)\n", info.run_id.c_str(),
                 mlflow_status_name(info.status).c_str());
@@ -923,11 +928,7 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
     results["restarts"] = parsed.is_discarded() ? json(restarts) : parsed;
   }
   if (leader) write_run_files(args.out_dir, run.history, &results);
-  if (mlflow) {
-    if (directory_exists(dirs.best)) log_mlflow_model(*mlflow, dirs.best);  // the MLflow Model artifacts/model
-    mlflow->log_artifact(args.out_dir + "/results.json", "results.json");
-    mlflow->set_status(MlflowStatus::kFinished);
-  }
+  if (mlflow) log_training_end(*mlflow, args, dirs);
   if (leader && parse_optimizer_saving(args.save_optimizer) == OptimizerSaving::kDuring) drop_optimizer_state(args, dirs);
   if (verbose) {
     std::printf("disk: %s\n", disk_use_summary(args.out_dir).c_str());

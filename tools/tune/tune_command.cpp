@@ -356,6 +356,14 @@ int run_tune(const std::vector<std::string>& args) {
                        ", which train refuses: " + first_why);
     }
   };
+  // What train's parse says to the command of `point` ("" when it takes it).
+  const auto parse_refusal = [&](const json& point) {
+    ArgParser parser = train_arg_parser();
+    std::string why;
+    bool point_usage = false;
+    refusal(parser, point, &why, &point_usage);
+    return why;
+  };
   ArgParser check = train_arg_parser();
   std::string refused;  // what train says to the first trial's command ("" when it takes it)
   bool usage = false;
@@ -364,11 +372,7 @@ int run_tune(const std::vector<std::string>& args) {
     for (const json& value : extreme_values(*param)) {
       json point = first;
       point[param->name] = value;
-      ArgParser p_end = train_arg_parser();
-      std::string why;
-      bool end_usage = false;
-      refusal(p_end, point, &why, &end_usage);
-      blame_key(*param, value, why, refused);  // refused alike at both: TRAIN FLAGS', below
+      blame_key(*param, value, parse_refusal(point), refused);  // refused alike at both: TRAIN FLAGS', below
     }
   }
   if (!refused.empty()) {
@@ -404,13 +408,6 @@ int run_tune(const std::vector<std::string>& args) {
         throw InputError(space_file + ": can propose " + together + ", which train refuses together: " + why);
       }
     }
-  };
-  const auto parse_refusal = [&](const json& point) {
-    ArgParser parser = train_arg_parser();
-    std::string why;
-    bool point_usage = false;
-    refusal(parser, point, &why, &point_usage);
-    return why;
   };
   // Parsing a command is cheap: up to 4096 combinations (12 parameters of two ends each).
   check_end_combinations(s.space.searched(), 4096, parse_refusal);
