@@ -7,8 +7,9 @@
 #                                      train runs in this checkout, so give file paths in its options absolute
 #   ./bertrain.sh test                 set up, build, run the whole test suite (what CI runs)
 #   ./bertrain.sh asan                 the test suite under AddressSanitizer + UBSan (build-asan/), then
-#                                      every fuzz target for 3 s (./bertrain.sh fuzz 3); every part runs,
-#                                      non-zero exit when any failed
+#                                      every fuzz target for 3 s (./bertrain.sh fuzz 3), then serve's HTTP server
+#                                      under ThreadSanitizer and ASan with mixed clients (tests/stress/http_server.sh);
+#                                      every part runs, non-zero exit when any failed
 #   ./bertrain.sh build                set up and build only
 #   ./bertrain.sh fuzz [SECONDS]       libFuzzer on the parsers (tests/fuzz/targets.cmake: safetensors,
 #                                      config.json, vocab.txt, CSV, the dataset records, pytorch_model.bin,
@@ -393,6 +394,8 @@ case "${1:-}" in
     # A few seconds of fuzzing per parser, also under ASan + UBSan (clang; see the fuzz command). A process of its
     # own: inside `|| ...` bash would ignore `set -e` for a function's whole body.
     bash ./bertrain.sh fuzz 3 || failed+=("fuzz 3")
+    # serve's HTTP server under ThreadSanitizer and ASan + UBSan with mixed clients, stopped under load.
+    bash tests/stress/http_server.sh 20 build-asan/http_stress || failed+=("the HTTP server stress run")
     if [ ${#failed[@]} -gt 0 ]; then
       printf 'bertrain.sh asan: failed: %s\n' "${failed[@]}" >&2
       exit 1

@@ -1,7 +1,6 @@
-// The connection threads of `bertrain serve`'s HTTP server (tools/serve/http_server.h): a fixed pool started when the
+// The answering threads of `bertrain serve`'s HTTP server (tools/serve/http_server.h): a fixed pool started when the
 // server binds, before the ready line, so that a system that will not start them is an error naming
-// --max-connections; accepted connections wait in a queue for a free thread, and the server asks how many wait
-// (waiting()) to close kept-alive connections in their favour.
+// --max-connections; requests whose heads have arrived wait in a queue for a free thread.
 #pragma once
 
 #include <condition_variable>
@@ -28,7 +27,7 @@ class ConnectionThreads final {
     } catch (const std::system_error& e) {
       const std::size_t started = threads_.size();
       shutdown();
-      BERTRAIN_FAIL("cannot start " << count << " connection threads (--max-connections " << count << "): "
+      BERTRAIN_FAIL("cannot start " << count << " answering threads (--max-connections " << count << "): "
                                     << "the system started " << started << " (" << e.what()
                                     << "); give a smaller --max-connections");
     }
@@ -43,13 +42,6 @@ class ConnectionThreads final {
       tasks_.push_back(std::move(task));
     }
     wake_.notify_one();
-  }
-
-  // Tasks that wait for a thread: those queued beyond the threads that are free to take them (a burst of new
-  // connections is queued for an instant even while threads are free).
-  std::size_t waiting() {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    return tasks_.size() > idle_ ? tasks_.size() - idle_ : 0;
   }
 
   // Lets the threads finish the tasks already queued, then joins them. Idempotent.
@@ -70,9 +62,7 @@ class ConnectionThreads final {
       std::function<void()> task;
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        ++idle_;
         wake_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
-        --idle_;
         if (tasks_.empty()) return;  // stopping, and nothing left to do
         task = std::move(tasks_.front());
         tasks_.pop_front();
@@ -83,7 +73,6 @@ class ConnectionThreads final {
 
   std::vector<std::thread> threads_;
   std::list<std::function<void()>> tasks_;
-  std::size_t idle_ = 0;  // threads waiting for a task
   bool stopping_ = false;
   std::mutex mutex_;
   std::condition_variable wake_;

@@ -318,7 +318,7 @@ HttpFrontend::HttpFrontend(HttpFrontendOptions options, ServeEngine* engine, Ser
   HttpServerOptions server;
   server.host = options_.host;
   server.port = options_.port;
-  server.max_connections = options_.max_connections;
+  server.answering_threads = options_.max_connections;
   server.io_timeout_s = options_.io_timeout_s;
   server.limits.max_body = options_.max_body_bytes;
   HttpHooks hooks;

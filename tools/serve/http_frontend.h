@@ -1,6 +1,6 @@
 // The HTTP side of `bertrain serve`, on HttpServer (tools/serve/http_server.h: HTTP/1.1, keep-alive, a fixed pool of
-// connection threads): routes, the API key, limits (body size, connections, requests in flight), the access log and
-// the metrics of every answer. Requests are parsed and tokenized on the connection threads; rows go to the ServeEngine.
+// answering threads): routes, the API key, limits (body size, connections, requests in flight), the access log and
+// the metrics of every answer. Requests are parsed and tokenized on the answering threads; rows go to the ServeEngine.
 #pragma once
 
 #include <atomic>
@@ -21,7 +21,7 @@ struct HttpFrontendOptions {
   std::string host = "127.0.0.1";
   int port = 8000;                       // 0: a free port chosen by the system (port() says which)
   std::size_t max_body_bytes = 2 << 20;  // larger bodies: 413
-  int max_connections = 256;             // connection threads; more connections wait for one
+  int max_connections = 256;             // answering threads: requests read and answered at once
   int max_concurrent_requests = 512;     // predictions and evaluations in flight; more: 429
   std::string api_key;                   // not empty: every endpoint but /, /healthz and /readyz needs it
   std::string evaluate_root;             // empty: POST /evaluate/ is refused (403)
@@ -41,7 +41,7 @@ class HttpFrontend {
   // The paths the server answers (the label set of /metrics; any other path is "other").
   static std::vector<std::string> paths();
 
-  // Binds --host:--port and starts the connection threads; throws Error naming the flags when that fails (in use,
+  // Binds --host:--port and starts the answering threads; throws Error naming the flags when that fails (in use,
   // no such address, more threads than the system starts).
   void bind();
   int port() const;

@@ -6,17 +6,20 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "core/error.h"
-#include "core/number_text.h"
 
 namespace bertrain {
 
@@ -29,25 +32,25 @@ int poll_ms(double deadline, double slice_s) {
   return static_cast<int>(std::clamp(deadline - now_s(), 0.0, slice_s) * 1000.0 + 0.5);
 }
 
-// How long a connection with no request in it keeps its thread while other connections wait for one (or while the
-// server stops): long enough that a client in the middle of a conversation sends its next request first (closing
-// then would lose it), short enough that a waiting health probe is answered within its usual 1 s timeout.
-constexpr double kIdleYieldSeconds = 0.5;
+// How long, once the server stops, a connection with no request in it is kept: long enough that a client in the
+// middle of a conversation sends its next request first (closing at once would lose it).
+constexpr double kIdleAfterStopSeconds = 0.5;
 
-// How long a thread waits on a connection with no request in it while other connections wait for a thread, before it
-// queues the connection again behind them and takes the next: a health probe behind 3,000 idle connections waited
-// for each in turn (10 s at the default 256 threads); now each costs a thread this long per pass of the queue.
-constexpr double kRequeueSeconds = 0.02;
+// How often the listening thread looks for connections past their deadlines: the resolution of every timeout.
+constexpr double kDeadlineCheckSeconds = 0.05;
 
-// How long a request's head (request line and headers) may take to arrive while other connections wait for a
-// thread: a client sends its head at once, so only a trickling one (a byte now and then, to hold the thread) takes
-// longer, and it gives its thread up after this (408) instead of after the whole I/O timeout, so that a health probe
-// waiting behind `--max-connections` such clients is answered in about a second, not five.
-constexpr double kCrowdedHeadSeconds = 1.0;
+// A closed connection's side that the client may still be sending on is read and dropped for this long at most,
+// or until the client closes it, or this many bytes: see close_connection.
+constexpr double kLingerSeconds = 1.0;
+constexpr std::size_t kLingerBytes = 1u << 20;
 
 // Slow bodies get this much time beyond the I/O timeout: a 2 MiB body over a 1 Mbit/s link still arrives, a client
 // that sends a byte now and then does not hold its thread for ever.
 constexpr double kBodyBytesPerSecond = 256.0 * 1024;
+
+// What one read from a connection takes at most: heads are short, and a connection that sends much is read in
+// turns with the others.
+constexpr std::size_t kReadBytes = 16 * 1024;
 
 std::string peer_address(const sockaddr_storage& addr) {
   char text[INET6_ADDRSTRLEN] = "-";
@@ -77,33 +80,32 @@ bool send_all(int fd, const std::string& data, double deadline) {
   return true;
 }
 
-// Closes a connection whose client may still be sending (a refused body, a request cut off): our side is shut
-// first and what arrives is read and dropped for a moment, so that the kernel does not answer the unread bytes with
-// a reset that would destroy the answer before the client reads it. For `seconds` at most, or until the client
-// closes its side.
-void lingering_close(int fd, double seconds) {
-  ::shutdown(fd, SHUT_WR);
-  const double deadline = now_s() + seconds;
-  char sink[16 * 1024];
-  std::size_t dropped = 0;
-  while (dropped < (1u << 20) && now_s() < deadline) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, poll_ms(deadline, 1.0)) <= 0) break;
-    const ssize_t n = ::recv(fd, sink, sizeof sink, MSG_DONTWAIT);
-    if (n <= 0) break;
-    dropped += static_cast<std::size_t>(n);
-  }
-  ::close(fd);
-}
-
 }  // namespace
+
+// One accepted connection. It belongs to the listening thread while it waits for a request head or is closing (in
+// held_), or to one answering thread while its request is answered; it passes to a thread through the pool's queue
+// and back through held_ (both under a mutex), so that only one of them touches it at a time.
+struct HttpServer::Connection {
+  Connection(int fd, std::string remote, HttpLimits limits) : fd(fd), remote(std::move(remote)), reader(limits) {}
+  int fd;
+  std::string remote;
+  std::string in;  // bytes received and not yet read as requests (pipelined ones, a body's first bytes)
+  HttpRequestReader reader;
+  HttpRequest request;  // the request being read
+  HttpRequestReader::Status head = HttpRequestReader::Status::kNeedMore;  // what reading its head gave
+  double idle_since = 0;    // when it began waiting for its next request: its accept, or its last answer
+  double started = -1;      // when the current request's first byte arrived; -1: none has yet
+  double linger_until = -1; // >= 0: being closed (our side shut), what still arrives dropped until then
+  std::size_t dropped = 0;  // bytes dropped while lingering
+};
 
 HttpServer::HttpServer(HttpServerOptions options, HttpHooks hooks)
     : options_(std::move(options)), hooks_(std::move(hooks)) {}
 
 HttpServer::~HttpServer() {
-  threads_.reset();  // joins the connection threads (after listen() they have ended already)
-  for (int fd : {listen_fd_, wake_fds_[0], wake_fds_[1]}) {
+  threads_.reset();  // joins the answering threads (after listen() they have ended already)
+  for (const auto& [fd, c] : held_) ::close(fd);
+  for (int fd : {listen_fd_, epoll_fd_, wake_fd_}) {
     if (fd >= 0) ::close(fd);
   }
 }
@@ -120,7 +122,8 @@ void HttpServer::bind() {
                                                     << gai_strerror(resolved) << ")");
   int error = 0;
   for (const addrinfo* a = found; a != nullptr && listen_fd_ < 0; a = a->ai_next) {
-    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    // Non-blocking: the listening thread accepts until none is waiting, and never waits in accept().
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
     if (fd < 0) continue;
     // SO_REUSEADDR (a restarted server binds at once) but not SO_REUSEPORT: a second server on a port in use is an
     // error, not a silent sharer of its connections.
@@ -142,20 +145,69 @@ void HttpServer::bind() {
   ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &length);
   port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6&>(bound).sin6_port
                                             : reinterpret_cast<sockaddr_in&>(bound).sin_port);
-  BERTRAIN_CHECK(::pipe2(wake_fds_, O_CLOEXEC) == 0, "cannot listen on " << where << ": " << std::strerror(errno));
-  threads_ = std::make_unique<ConnectionThreads>(options_.max_connections);
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  BERTRAIN_CHECK(epoll_fd_ >= 0 && wake_fd_ >= 0, "cannot listen on " << where << ": " << std::strerror(errno));
+  for (int fd : {listen_fd_, wake_fd_}) {
+    epoll_event e{};
+    e.events = EPOLLIN;
+    e.data.fd = fd;
+    BERTRAIN_CHECK(::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &e) == 0,
+                   "cannot listen on " << where << ": " << std::strerror(errno));
+  }
+  threads_ = std::make_unique<ConnectionThreads>(options_.answering_threads);
 }
 
 void HttpServer::listen() {
   BERTRAIN_CHECK(threads_ != nullptr, "HttpServer::listen: call bind() once first");
-  pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fds_[0], POLLIN, 0}};
-  while (!stopping_) {
-    if (::poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      break;
+  epoll_event events[256];
+  double next_check = 0;
+  for (;;) {
+    if (stopping_ && listen_fd_ >= 0) {
+      ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+      ::close(listen_fd_);
+      listen_fd_ = -1;
     }
-    if (fds[1].revents != 0) break;
-    if ((fds[0].revents & POLLIN) == 0) continue;
+    if (now_s() >= next_check) {
+      enforce_deadlines();
+      next_check = now_s() + kDeadlineCheckSeconds;
+    }
+    if (stopping_ && open_ == 0) break;
+    // (It fails only when interrupted: the descriptors and the buffer are this object's own.)
+    const int n = ::epoll_wait(epoll_fd_, events, 256, static_cast<int>(kDeadlineCheckSeconds * 1000));
+    for (int i = 0; i < n; ++i) {
+      const int fd = events[i].data.fd;
+      if (fd == listen_fd_) {
+        accept_waiting();
+      } else if (fd == wake_fd_) {
+        std::uint64_t count = 0;
+        [[maybe_unused]] const ssize_t got = ::read(wake_fd_, &count, sizeof count);
+      } else if (const ConnectionPtr c = held(fd)) {  // not held: being answered (an event from before it left)
+        on_readable(c);
+      }
+    }
+  }
+  threads_->shutdown();
+}
+
+void HttpServer::stop() {
+  if (stopping_.exchange(true)) return;
+  wake();
+}
+
+void HttpServer::refuse_arriving() {
+  refusing_arriving_ = true;
+  wake();
+}
+
+void HttpServer::wake() {
+  if (wake_fd_ < 0) return;
+  const std::uint64_t one = 1;
+  [[maybe_unused]] const ssize_t n = ::write(wake_fd_, &one, sizeof one);
+}
+
+void HttpServer::accept_waiting() {
+  for (int accepted = 0; accepted < 256; ++accepted) {  // then the connections already held get their turn
     sockaddr_storage addr{};
     socklen_t length = sizeof addr;
     const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &length, SOCK_CLOEXEC);
@@ -164,143 +216,221 @@ void HttpServer::listen() {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
-      continue;
+      return;
     }
     const int on = 1;  // answers are small: Nagle's delay would add tens of milliseconds to each
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
-    const std::string remote = peer_address(addr);
-    threads_->enqueue([this, fd, remote, accepted = now_s()] { serve_connection(fd, remote, accepted, ""); });
-  }
-  ::close(listen_fd_);
-  listen_fd_ = -1;
-  threads_->shutdown();  // every accepted connection is served and closed
-}
-
-void HttpServer::stop() {
-  if (stopping_.exchange(true)) return;
-  if (wake_fds_[1] >= 0) {
-    const char byte = 1;
-    [[maybe_unused]] const ssize_t n = ::write(wake_fds_[1], &byte, 1);
+    ++open_;
+    auto c = std::make_shared<Connection>(fd, peer_address(addr), options_.limits);
+    c->idle_since = now_s();
+    next_request(c);
+    hold(c, true);
   }
 }
 
-void HttpServer::refuse_arriving() { refusing_arriving_ = true; }
+HttpServer::ConnectionPtr HttpServer::held(int fd) {
+  const std::lock_guard<std::mutex> lock(held_mutex_);
+  const auto found = held_.find(fd);
+  return found == held_.end() ? nullptr : found->second;
+}
+
+void HttpServer::hold(const ConnectionPtr& c, bool first) {
+  bool armed = false;
+  {
+    // Held and armed at once: enforce_deadlines, which may close a held connection, never sees one half done.
+    const std::lock_guard<std::mutex> lock(held_mutex_);
+    held_[c->fd] = c;
+    armed = arm(c->fd, first ? EPOLL_CTL_ADD : EPOLL_CTL_MOD);
+    if (!armed) held_.erase(c->fd);
+  }
+  if (!armed) {  // out of kernel memory: the connection is given up
+    ::close(c->fd);
+    --open_;
+  }
+}
+
+bool HttpServer::arm(int fd, int op) {
+  // One-shot: once it reports, the descriptor says nothing more until armed again, so that a connection that has
+  // gone to an answering thread (which reads it itself) wakes nobody.
+  epoll_event e{};
+  e.events = EPOLLIN | EPOLLONESHOT;
+  e.data.fd = fd;
+  return ::epoll_ctl(epoll_fd_, op, fd, &e) == 0;
+}
+
+void HttpServer::rearm(const ConnectionPtr& c) {
+  if (!arm(c->fd, EPOLL_CTL_MOD)) close_now(c);
+}
+
+void HttpServer::release(const ConnectionPtr& c) {
+  const std::lock_guard<std::mutex> lock(held_mutex_);
+  const auto found = held_.find(c->fd);
+  if (found != held_.end() && found->second == c) held_.erase(found);
+}
+
+void HttpServer::next_request(const ConnectionPtr& c) {
+  c->reader.reset();
+  c->request = HttpRequest{};
+  c->request.remote_addr = c->remote;
+  c->head = HttpRequestReader::Status::kNeedMore;
+  c->started = c->in.empty() ? -1 : now_s();  // a pipelined request has begun
+  if (c->in.empty() && c->in.capacity() > kReadBytes) std::string().swap(c->in);  // a large body's buffer
+}
+
+bool HttpServer::head_arrived(const ConnectionPtr& c) {
+  if (c->in.empty()) return false;
+  c->head = c->reader.read_head(&c->in, &c->request);
+  return c->head != HttpRequestReader::Status::kNeedMore;
+}
+
+void HttpServer::on_readable(const ConnectionPtr& c) {
+  char buffer[kReadBytes];
+  const ssize_t n = ::recv(c->fd, buffer, sizeof buffer, MSG_DONTWAIT);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) return rearm(c);
+  if (c->linger_until >= 0) {  // dropped, until the client closes its side or has sent too much
+    if (n > 0) c->dropped += static_cast<std::size_t>(n);
+    if (n <= 0 || c->dropped >= kLingerBytes) return close_now(c);
+    return rearm(c);
+  }
+  if (n <= 0) return close_now(c);  // the client went away (before a request, or in one: nothing to answer)
+  if (c->started < 0) c->started = now_s();
+  c->in.append(buffer, static_cast<std::size_t>(n));
+  if (!head_arrived(c)) return rearm(c);
+  release(c);
+  dispatch(c, Arrival::kHead);
+}
+
+void HttpServer::enforce_deadlines() {
+  const double now = now_s();
+  const double timeout = options_.io_timeout_s;
+  std::vector<ConnectionPtr> closed, timed_out, refused;
+  {
+    const std::lock_guard<std::mutex> lock(held_mutex_);
+    for (const auto& [fd, c] : held_) {
+      if (c->linger_until >= 0) {
+        if (now >= c->linger_until) closed.push_back(c);
+      } else if (c->started < 0) {  // idle: closed silently, as a client expects of a kept-alive connection
+        if (now - c->idle_since >= timeout || refusing_arriving_ ||
+            (stopping_ && now - c->idle_since >= kIdleAfterStopSeconds)) {
+          closed.push_back(c);
+        }
+      } else if (refusing_arriving_) {  // a head still arriving
+        refused.push_back(c);
+      } else if (now - c->started >= timeout) {
+        timed_out.push_back(c);
+      }
+    }
+  }
+  // Still armed, these may report once more; not held by then, they are passed over.
+  for (const ConnectionPtr& c : closed) close_now(c);
+  for (const ConnectionPtr& c : timed_out) {
+    release(c);
+    dispatch(c, Arrival::kTimedOut);
+  }
+  for (const ConnectionPtr& c : refused) {
+    release(c);
+    dispatch(c, Arrival::kRefused);
+  }
+}
+
+void HttpServer::dispatch(const ConnectionPtr& c, Arrival why) {
+  threads_->enqueue([this, c, why] { answer(c, why); });
+}
+
+void HttpServer::close_now(const ConnectionPtr& c) {
+  release(c);
+  ::close(c->fd);  // (which takes it out of the epoll set)
+  --open_;
+}
+
+void HttpServer::hand_back(const ConnectionPtr& c, bool keep_alive) {
+  if (!keep_alive) {
+    // The client may still be sending (a refused body, a request cut off): our side is shut first and what arrives
+    // is read and dropped for a moment (on_readable), so that the kernel does not answer the unread bytes with a
+    // reset that would destroy the answer before the client reads it.
+    ::shutdown(c->fd, SHUT_WR);
+    c->linger_until = now_s() + kLingerSeconds;
+    c->dropped = 0;
+  } else {
+    c->idle_since = now_s();
+  }
+  hold(c, false);
+}
 
 template <class Ready>
-int HttpServer::read_until(int fd, std::string* in, double deadline, double idle_since, Ready ready,
-                           double crowded_deadline) {
-  char buffer[16 * 1024];
-  const bool idle = idle_since >= 0;
-  const double requeue_at = now_s() + kRequeueSeconds;
-  // What already arrived is read before any rule below gives the connection up: a request that waited in the queue
-  // longer than a rule allows is answered, not closed unread.
-  if (ready()) return 1;  // (a reader's step is not asked again once it said it is done)
-  const ssize_t waiting_bytes = ::recv(fd, buffer, sizeof buffer, MSG_DONTWAIT);
-  if (waiting_bytes == 0) return 0;
-  if (waiting_bytes > 0) in->append(buffer, static_cast<std::size_t>(waiting_bytes));
-  while (!ready()) {
-    if (refusing_arriving_) return idle && in->empty() ? 0 : -2;
-    // A connection with no request in it gives its thread up after kIdleYieldSeconds when the server stops or
-    // other connections wait for a thread (as nginx closes idle kept-alive connections when it runs out); before
-    // that, while others wait, it goes back in the queue behind them every kRequeueSeconds. Not once the server
-    // stops: the threads then end when the queue is empty, and this one waits here instead.
-    const bool crowded = !stopping_ && threads_->waiting() > 0;
-    if (idle && in->empty() && now_s() - idle_since >= kIdleYieldSeconds && (stopping_ || crowded)) return 0;
-    if (idle && in->empty() && crowded && now_s() >= requeue_at) return -4;
-    if (now_s() >= deadline) return -1;
-    if (now_s() >= crowded_deadline && threads_->waiting() > 0) return -3;
-    pollfd p{fd, POLLIN, 0};
-    const int polled = ::poll(&p, 1, poll_ms(deadline, idle && in->empty() ? kRequeueSeconds : 0.1));
-    if (polled < 0 && errno != EINTR) return 0;
-    if (polled <= 0) continue;
+int HttpServer::read_until(int fd, std::string* in, double deadline, Ready ready) {
+  char buffer[kReadBytes];
+  while (!ready()) {  // (a reader's step is not asked again once it said it is done)
     const ssize_t n = ::recv(fd, buffer, sizeof buffer, MSG_DONTWAIT);
-    if (n == 0) return 0;
-    if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
-      return 0;
+    if (n > 0) {
+      in->append(buffer, static_cast<std::size_t>(n));
+      continue;
     }
-    in->append(buffer, static_cast<std::size_t>(n));
+    if (n == 0) return 0;
+    if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) return 0;
+    if (refusing_arriving_) return -2;
+    if (now_s() >= deadline) return -1;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, poll_ms(deadline, 0.1)) < 0 && errno != EINTR) return 0;
   }
   return 1;
 }
 
-void HttpServer::serve_connection(int fd, const std::string& remote, double idle_since, std::string in) {
-  const double timeout = options_.io_timeout_s;
-  HttpRequestReader reader(options_.limits);
-  for (;;) {
-    reader.reset();
-    HttpRequest request;
-    request.remote_addr = remote;
-    HttpResponse response;
-    // A kept-alive connection waits this long for its next request; nothing arrives: it is closed, silently.
-    const int waited = read_until(fd, &in, idle_since + timeout, idle_since, [&] { return !in.empty(); });
-    if (waited == -4) {
-      threads_->enqueue([this, fd, remote, idle_since, in = std::move(in)]() mutable {
-        serve_connection(fd, remote, idle_since, std::move(in));
-      });
-      return;
-    }
-    if (waited <= 0) break;
-    const double started = now_s();
-    double deadline = started + timeout;  // for the whole request, however its bytes trickle in
-    HttpRequestReader::Status status = HttpRequestReader::Status::kNeedMore;
-    const auto refuse = [&](int code, const std::string& message) {
-      hooks_.error(response, code, message);
-      write_answer(fd, request, response, false, started);
-    };
-    const auto timed_out = [&] {
-      refuse(408, "the request did not arrive within " + std::to_string(options_.io_timeout_s) + " s");
-    };
-    // Reads the head or the body (`read`: the reader's step) by the deadline (and the head by kCrowdedHeadSeconds
-    // while connections wait for a thread); false when the connection is done with: the client went away
-    // mid-request, or was answered a refusal (408, or the reader's).
-    const auto read_part = [&](const auto& read, double crowded_deadline) {
-      const int got = read_until(
-          fd, &in, deadline, -1,
-          [&] {
-            status = read();
-            return status != HttpRequestReader::Status::kNeedMore;
-          },
-          crowded_deadline);
-      if (got == -1) timed_out();
-      if (got == -3) {
-        refuse(408, "the request's head did not arrive within " + shortest_double(kCrowdedHeadSeconds) +
-                        " s while other connections waited for a thread");
-      }
-      if (got == -2) {
-        ++refused_arriving_;
-        refuse(503, "the server is stopping and this request had not arrived whole within its drain time");
-      }
-      if (got > 0 && status == HttpRequestReader::Status::kError) refuse(reader.error_status(), reader.error_message());
-      return got > 0 && status != HttpRequestReader::Status::kError;
-    };
-    if (!read_part([&] { return reader.read_head(&in, &request); }, started + kCrowdedHeadSeconds)) break;
-    // Kept alive unless the client closes it, the server is stopping, or connections wait for a thread (they get
-    // this one: however many clients keep connections open, a new one waits one request at most).
-    const auto keep_alive = [&] { return request.wants_keep_alive() && !stopping_ && threads_->waiting() == 0; };
-    if (!hooks_.accept_head(request, response)) {
-      const bool keep = !reader.has_body() && keep_alive();  // an unread body would be read as the next request
-      if (!write_answer(fd, request, response, keep, started) || !keep) break;
-      idle_since = now_s();
-      continue;
-    }
-    if (reader.has_body()) {
-      if (request.minor_version >= 1 && header_value(request.headers, "Expect") == "100-continue" && in.empty()) {
-        send_all(fd, "HTTP/1.1 100 Continue\r\n\r\n", now_s() + timeout);
-      }
-      const double body_bytes = reader.declared_length() > 0 ? static_cast<double>(reader.declared_length())
-                                                             : static_cast<double>(options_.limits.max_body);
-      deadline += body_bytes / kBodyBytesPerSecond;
-      if (!read_part([&] { return reader.read_body(&in, &request); }, std::numeric_limits<double>::infinity())) break;
-    }
-    hooks_.handle(request, response);
-    const bool keep = keep_alive();
-    if (!write_answer(fd, request, response, keep, started) || !keep) break;
-    idle_since = now_s();
+void HttpServer::answer(const ConnectionPtr& c, Arrival why) {
+  // Pipelined requests whose heads have arrived already are answered in turn on this thread.
+  while (answer_one(c, why)) {
+    next_request(c);
+    if (!head_arrived(c)) return hand_back(c, true);
+    why = Arrival::kHead;
   }
-  // A second for the client to close its side; a tenth while connections wait for this thread (3,000 clients that
-  // kept their connections open after a Connection: close answer held every thread a second each).
-  lingering_close(fd, threads_->waiting() > 0 ? 0.1 : 1.0);
+  hand_back(c, false);
+}
+
+bool HttpServer::answer_one(const ConnectionPtr& c, Arrival why) {
+  const double timeout = options_.io_timeout_s;
+  HttpRequest& request = c->request;
+  HttpResponse response;
+  const auto refuse = [&](int code, const std::string& message) {
+    hooks_.error(response, code, message);
+    write_answer(c->fd, request, response, false, c->started);
+    return false;
+  };
+  const std::string late = "the request did not arrive within " + std::to_string(options_.io_timeout_s) + " s";
+  const std::string stopping = "the server is stopping and this request had not arrived whole within its drain time";
+  if (why == Arrival::kTimedOut) return refuse(408, late);
+  if (why == Arrival::kRefused) {
+    ++refused_arriving_;
+    return refuse(503, stopping);
+  }
+  if (c->head == HttpRequestReader::Status::kError) return refuse(c->reader.error_status(), c->reader.error_message());
+  // Kept alive unless the client closes it or the server is stopping.
+  const auto keep_alive = [&] { return request.wants_keep_alive() && !stopping_; };
+  if (!hooks_.accept_head(request, response)) {
+    const bool keep = !c->reader.has_body() && keep_alive();  // an unread body would be read as the next request
+    return write_answer(c->fd, request, response, keep, c->started) && keep;
+  }
+  if (c->reader.has_body()) {
+    if (request.minor_version >= 1 && header_value(request.headers, "Expect") == "100-continue" && c->in.empty()) {
+      send_all(c->fd, "HTTP/1.1 100 Continue\r\n\r\n", now_s() + timeout);
+    }
+    const double body_bytes = c->reader.declared_length() > 0 ? static_cast<double>(c->reader.declared_length())
+                                                              : static_cast<double>(options_.limits.max_body);
+    HttpRequestReader::Status status = HttpRequestReader::Status::kNeedMore;
+    const int got = read_until(c->fd, &c->in, c->started + timeout + body_bytes / kBodyBytesPerSecond, [&] {
+      status = c->reader.read_body(&c->in, &request);
+      return status != HttpRequestReader::Status::kNeedMore;
+    });
+    if (got == 0) return false;  // the client went away mid-request
+    if (got == -1) return refuse(408, late);
+    if (got == -2) {
+      ++refused_arriving_;
+      return refuse(503, stopping);
+    }
+    if (status == HttpRequestReader::Status::kError) return refuse(c->reader.error_status(), c->reader.error_message());
+  }
+  hooks_.handle(request, response);
+  const bool keep = keep_alive();
+  return write_answer(c->fd, request, response, keep, c->started) && keep;
 }
 
 bool HttpServer::write_answer(int fd, const HttpRequest& request, HttpResponse& response, bool keep_alive,

@@ -1,22 +1,24 @@
-// The HTTP/1.1 server under `bertrain serve`: POSIX sockets, a thread per connection from a fixed pool
-// (tools/serve/connection_threads.h), requests read by HttpRequestReader. What it guarantees an operator:
+// The HTTP/1.1 server under `bertrain serve`: POSIX sockets and epoll. One thread (the one in listen()) holds every
+// connection that has no whole request head yet: it accepts them, reads what arrives, parses heads
+// (HttpRequestReader), enforces the deadlines and closes them. A connection whose head is whole goes to a pool of
+// answering threads (tools/serve/connection_threads.h), which reads its body, answers it and hands it back. So idle,
+// silent and trickling connections cost no thread however many there are: a health probe is answered at once
+// behind thousands of them. What it guarantees an operator:
 //   - every length is bounded before it is buffered (request line, header lines, headers, body);
 //   - a request must arrive whole within the I/O timeout (plus 1 s per 256 KiB of body), however slowly its bytes
-//     trickle in, so a slow client holds a thread for seconds, not for ever;
+//     trickle in (408 after that); a kept-alive connection idle that long is closed;
 //   - pipelined requests are answered in order;
-//   - while other connections wait for a thread, a kept-alive connection is closed after its answer (announced), or
-//     when it has been idle for half a second, so that a health probe is answered within about that however many
-//     clients keep connections open;
-//   - stop(): no new connections; every request received on an accepted connection (waiting for a thread or not,
-//     arriving within half a second of its turn) is answered, with Connection: close; then listen() returns;
+//   - stop(): no new connections; every request received on an accepted connection is answered, with
+//     Connection: close; connections idle half a second are closed; then listen() returns;
 //   - refuse_arriving(), after stop(): requests still arriving are not waited for but answered 503 at once.
 #pragma once
 
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <limits>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "tools/serve/connection_threads.h"
 #include "tools/serve/http_message.h"
@@ -27,7 +29,7 @@ namespace bertrain {
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;  // 0: a free port the system chooses
-  int max_connections = 256;
+  int answering_threads = 256;  // requests whose heads have arrived, read and answered at once
   int io_timeout_s = 5;  // a request's arrival, an answer's delivery, a kept-alive connection's idle time
   HttpLimits limits;
 };
@@ -39,10 +41,10 @@ struct HttpHooks {
   std::function<bool(const HttpRequest&, HttpResponse&)> accept_head;
   // Answers a whole request. HEAD requests are given as GET; the server leaves the body out.
   std::function<void(HttpRequest&, HttpResponse&)> handle;
-  // Fills in the answer to a request the server refused itself (status 400, 408, 413, 414, 431, 501, 505).
+  // Fills in the answer to a request the server refused itself (status 400, 408, 413, 414, 431, 501, 503, 505).
   std::function<void(HttpResponse&, int status, const std::string& message)> error;
   // Called with every answer just before it is written (metrics), and just after (the access log); seconds since
-  // the request's head arrived. The request may be partly read (an error's): method and path may be empty.
+  // the request's first byte arrived. The request may be partly read (an error's): method and path may be empty.
   std::function<void(const HttpRequest&, const HttpResponse&, double seconds)> before_write, after_write;
 };
 
@@ -51,7 +53,7 @@ class HttpServer {
   HttpServer(HttpServerOptions options, HttpHooks hooks);
   ~HttpServer();
 
-  // Binds host:port and starts the connection threads; Error naming the flags when that fails.
+  // Binds host:port and starts the answering threads; Error naming the flags when that fails.
   void bind();
   int port() const { return port_; }
   // Accepts and answers until stop(); returns once every accepted connection is closed.
@@ -66,25 +68,48 @@ class HttpServer {
   int refused_arriving() const { return refused_arriving_.load(); }
 
  private:
-  // Serves connection `fd` from `remote`: its requests in turn while it sends them, `in` the bytes already read of
-  // the next, `idle_since` when it began waiting for that request (its accept, or its last answer).
-  void serve_connection(int fd, const std::string& remote, double idle_since, std::string in);
-  // Reads into `in` until `ready` says the buffer holds enough, the deadline passes, or the peer closes. 1: ready,
-  // 0: closed by the peer (or given up, idle: waiting since `idle_since` >= 0 for a request that has not begun),
-  // -1: deadline, -2: refused by refuse_arriving(), -3: `crowded_deadline` passed while other connections waited for
-  // a thread, -4: idle, nothing arrived for kRequeueSeconds while other connections waited (the caller queues the
-  // connection again behind them, so that one silent connection does not keep a thread from those that talk).
+  struct Connection;
+  using ConnectionPtr = std::shared_ptr<Connection>;
+  enum class Arrival { kHead, kTimedOut, kRefused };  // why a connection left the listening thread
+
+  // The listening thread's side (listen()). A connection waiting for its request's head is in held_ with its
+  // descriptor armed (one-shot) in the epoll set; a connection being answered is in neither.
+  void accept_waiting();
+  void on_readable(const ConnectionPtr& c);
+  void enforce_deadlines();
+  void dispatch(const ConnectionPtr& c, Arrival why);  // to an answering thread
+  void close_now(const ConnectionPtr& c);
+  // Both sides.
+  ConnectionPtr held(int fd);                      // the held connection on `fd`, or null
+  void hold(const ConnectionPtr& c, bool first);   // into held_, armed (EPOLL_CTL_ADD the first time)
+  bool arm(int fd, int op);                        // EPOLL_CTL_ADD or _MOD, one-shot
+  void rearm(const ConnectionPtr& c);              // after it reported, still held
+  void release(const ConnectionPtr& c);            // out of held_ (when it is there)
+  void next_request(const ConnectionPtr& c);       // ready to read the connection's next request
+  bool head_arrived(const ConnectionPtr& c);       // reads what arrived as a head: true when whole (or refused)
+
+  // An answering thread's side: the rest of the request (its body) and the answer, then pipelined requests that
+  // have arrived; then the connection is held again, kept alive or closing.
+  void answer(const ConnectionPtr& c, Arrival why);
+  bool answer_one(const ConnectionPtr& c, Arrival why);  // true: kept alive
+  void hand_back(const ConnectionPtr& c, bool keep_alive);
+  // Reads into `in` until `ready` says the buffer holds enough. 1: ready, 0: the peer closed or failed, -1: the
+  // deadline passed, -2: refused by refuse_arriving(). What already arrived is read before either gives up.
   template <class Ready>
-  int read_until(int fd, std::string* in, double deadline, double idle_since, Ready ready,
-                 double crowded_deadline = std::numeric_limits<double>::infinity());
+  int read_until(int fd, std::string* in, double deadline, Ready ready);
   bool write_answer(int fd, const HttpRequest& request, HttpResponse& response, bool keep_alive, double started);
+  void wake();
 
   HttpServerOptions options_;
   HttpHooks hooks_;
   int listen_fd_ = -1;
-  int wake_fds_[2] = {-1, -1};  // stop() writes to [1] to end accept()'s poll
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;  // an eventfd: stop() and refuse_arriving() wake the listening thread
   int port_ = 0;
   std::unique_ptr<ConnectionThreads> threads_;
+  std::mutex held_mutex_;
+  std::unordered_map<int, ConnectionPtr> held_;  // connections waiting for a request head, or closing, by descriptor
+  std::atomic<int> open_{0};                     // accepted and not closed yet, held or being answered
   std::atomic<bool> stopping_{false};
   std::atomic<bool> refusing_arriving_{false};
   std::atomic<int> refused_arriving_{0};

@@ -106,7 +106,9 @@ int run_serve(const std::vector<std::string>& args) {
       .value_name("MS");
   p.option("max-queue", "4096", "rows waiting for the engine; more: 503 with Retry-After").value_name("ROWS");
   p.option("max-concurrent-requests", "512", "prediction and evaluation requests in flight; more: 429");
-  p.option("max-connections", "256", "open connections served at once (one thread each); more wait for one");
+  p.option("max-connections", "256",
+           "requests read and answered at once, one thread each; more wait for one (open connections themselves, idle or "
+           "still sending their heads, are held by one thread however many: ulimit -n bounds them)");
   p.option("max-body-bytes", "2097152", "larger request bodies: 413").value_name("N");
   p.option("threshold", "",
            "single-label models: predict --other-label when the top probability is below RATE (default: none, except "
@@ -259,7 +261,7 @@ int run_serve(const std::vector<std::string>& args) {
                            "--drain-timeout %g s\n", drain_timeout);
     }
     std::fflush(stderr);
-    std::_Exit(1);  // the connection threads are stuck in I/O: no orderly way to join them
+    std::_Exit(1);  // the answering threads are stuck in I/O: no orderly way to join them
   }
   listener.join();
   engine.stop();

@@ -1,0 +1,119 @@
+"""Clients of every kind against tests/stress/bare_http_server.cpp for a while, each checking its answer:
+python3 mixed_http_clients.py PORT SECONDS [THREADS]. Prints how many of each kind ran; exit 1 when any answer
+was wrong or a connection failed.
+
+Kinds: kept-alive requests with bodies, pipelined requests, heads and bodies cut off by the client, a head
+trickled a byte at a time, a body refused at its head, a half-closed client, a stalled head (408 after the
+server's 2 s timeout), a chunked body, and bytes that are not HTTP."""
+import random
+import socket
+import sys
+import threading
+import time
+
+KINDS = ["keep", "pipeline", "abort_head", "abort_body", "trickle", "refuse_body", "halfclose", "stall", "chunked",
+         "garbage"]
+
+
+def post(path, body):
+    return b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+
+
+def receive_all(s):
+    got = b""
+    while True:
+        data = s.recv(65536)
+        if not data:
+            return got
+        got += data
+
+
+def one_client(kind, r, port):
+    """Runs one connection of `kind`; returns None, or what was wrong."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.settimeout(10)
+    try:
+        if kind == "keep":
+            for _ in range(r.randint(1, 5)):
+                n = r.randint(0, 5000)
+                s.sendall(post(b"/x", b"a" * n))
+                answer = s.recv(65536)
+                if not answer.startswith(b"HTTP/1.1 200") or b'{"n":%d}' % n not in answer:
+                    return answer[:80]
+        elif kind == "pipeline":
+            s.sendall(post(b"/x", b"b" * 10) * 3 + b"GET /y HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            answers = receive_all(s)
+            if answers.count(b"HTTP/1.1 200") != 4 or not answers.endswith(b'{"n":0}'):
+                return answers[:200]
+        elif kind == "abort_head":
+            s.sendall(b"GET /x HTTP/1.1\r\nHo")
+        elif kind == "abort_body":
+            s.sendall(b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc")
+        elif kind == "trickle":
+            for byte in b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n":
+                s.send(bytes([byte]))
+                time.sleep(0.05)
+            answer = s.recv(65536)
+            if not answer.startswith(b"HTTP/1.1 200"):
+                return answer[:80]
+        elif kind == "refuse_body":
+            s.sendall(post(b"/refuse", b"z" * 200000))
+            answer = s.recv(65536)
+            if not answer.startswith(b"HTTP/1.1 404"):
+                return answer[:80]
+        elif kind == "halfclose":
+            s.sendall(b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n")
+            s.shutdown(socket.SHUT_WR)
+            answer = s.recv(65536)
+            if not answer.startswith(b"HTTP/1.1 200"):
+                return answer[:80]
+        elif kind == "stall" and r.random() < 0.1:  # most just connect and leave
+            s.sendall(b"GET /x HTTP/1.1\r\n")
+            answer = s.recv(65536)
+            if not answer.startswith(b"HTTP/1.1 408"):
+                return answer[:80]
+        elif kind == "chunked":
+            s.sendall(b"POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+            answer = s.recv(65536)
+            if b'{"n":5}' not in answer:
+                return answer[:120]
+        elif kind == "garbage":
+            s.sendall(bytes(r.randrange(256) for _ in range(r.randint(1, 3000))) + b"\r\n\r\n")
+            s.recv(65536)
+        return None
+    finally:
+        s.close()
+
+
+def main():
+    port, seconds = int(sys.argv[1]), float(sys.argv[2])
+    threads = int(sys.argv[3]) if len(sys.argv) > 3 else 24
+    end = time.time() + seconds
+    lock = threading.Lock()
+    counts, wrong = {}, []
+
+    def worker(i):
+        r = random.Random(i)
+        while time.time() < end:
+            kind = r.choice(KINDS)
+            try:
+                problem = one_client(kind, r, port)
+            except OSError as e:
+                problem = repr(e)
+            with lock:
+                counts[kind] = counts.get(kind, 0) + 1
+                if problem is not None:
+                    wrong.append((kind, problem))
+
+    workers = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    print("clients:", ", ".join(f"{k} {counts.get(k, 0)}" for k in KINDS), f"({sum(counts.values())} in all)")
+    print("wrong:", len(wrong), wrong[:10])
+    return 1 if wrong else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
