@@ -1,7 +1,8 @@
 // The HTTP server of `bertrain serve` (tools/serve/http_server.h) with trivial hooks, for runs under ThreadSanitizer
 // and AddressSanitizer with mixed clients (tests/stress/http_server.sh): bare_http_server PORT THREADS. Every path is
-// answered {"n": body bytes}, except /refuse, refused at its head (404); an I/O timeout of 2 s. SIGTERM stops it
-// (the drain), and 0.3 s later it refuses what is still arriving, as serve does after --drain-timeout.
+// answered {"n": body bytes}, except /refuse, refused at its head (404); an I/O timeout of 2 s, bodies up to 16 KiB.
+// SIGTERM stops it (the drain), and 0.3 s later it refuses what is still arriving, as serve does after
+// --drain-timeout.
 #include <pthread.h>
 
 #include <chrono>
@@ -23,6 +24,9 @@ int main(int argc, char** argv) {
   options.port = std::atoi(argv[1]);
   options.answering_threads = std::atoi(argv[2]);
   options.io_timeout_s = 2;
+  // Small, so that the bodies the listening thread holds pass its budget (THREADS x 16 KiB) now and then, and
+  // answering threads read the rest themselves: both ways are exercised.
+  options.limits.max_body = 16 * 1024;
   HttpHooks hooks;
   hooks.accept_head = [](const HttpRequest& request, HttpResponse& response) {
     if (request.path != "/refuse") return true;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # serve's HTTP server under ThreadSanitizer, then under AddressSanitizer + UBSan: tests/stress/bare_http_server.cpp
-# (the server with trivial hooks and 4 answering threads) built each way, driven by tests/stress/mixed_http_clients.py
+# (the server with trivial hooks and 2 answering threads) built each way, driven by tests/stress/mixed_http_clients.py
 # for SECONDS, then stopped with SIGTERM while clients still come (the drain, then what is still arriving refused).
 # Fails when a client got a wrong answer, the server did not stop cleanly, or a sanitizer reported anything.
 #   tests/stress/http_server.sh [SECONDS (default 20)] [OUT (default build-asan/http_stress)]
@@ -19,7 +19,7 @@ for sanitizer in thread address,undefined; do
   g++ -std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize="$sanitizer" -fno-sanitize-recover=undefined -I. -pthread \
       "${sources[@]}" -o "$binary"
   log=$out/server_$name.log
-  "$binary" 0 4 2> "$log" &
+  "$binary" 0 2 2> "$log" &
   pid=$!
   for _ in $(seq 100); do grep -q '^ready' "$log" && break; sleep 0.1; done
   port=$(sed -n 's/^ready \([0-9]*\)$/\1/p' "$log")

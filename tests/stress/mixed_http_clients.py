@@ -3,16 +3,17 @@ python3 mixed_http_clients.py PORT SECONDS [THREADS]. Prints how many of each ki
 was wrong or a connection failed.
 
 Kinds: kept-alive requests with bodies, pipelined requests, heads and bodies cut off by the client, a head
-trickled a byte at a time, a body refused at its head, a half-closed client, a stalled head (408 after the
-server's 2 s timeout), a chunked body, and bytes that are not HTTP."""
+trickled a byte at a time, a body so, a body sent after `Expect: 100-continue` is answered, a body refused at its
+head, a half-closed client, a stalled head (408 after the server's 2 s timeout), a chunked body, and bytes that are
+not HTTP."""
 import random
 import socket
 import sys
 import threading
 import time
 
-KINDS = ["keep", "pipeline", "abort_head", "abort_body", "trickle", "refuse_body", "halfclose", "stall", "chunked",
-         "garbage"]
+KINDS = ["keep", "pipeline", "abort_head", "abort_body", "trickle", "slow_body", "expect", "refuse_body", "halfclose",
+         "stall", "chunked", "garbage"]
 
 
 def post(path, body):
@@ -56,8 +57,25 @@ def one_client(kind, r, port):
             answer = s.recv(65536)
             if not answer.startswith(b"HTTP/1.1 200"):
                 return answer[:80]
+        elif kind == "slow_body":
+            s.sendall(b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n\r\n")
+            for _ in range(20):
+                s.send(b"c")
+                time.sleep(0.03)
+            answer = s.recv(65536)
+            if not answer.startswith(b"HTTP/1.1 200") or b'{"n":20}' not in answer:
+                return answer[:80]
+        elif kind == "expect":
+            s.sendall(b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 7\r\nExpect: 100-continue\r\n\r\n")
+            interim = s.recv(65536)
+            if not interim.startswith(b"HTTP/1.1 100 Continue\r\n\r\n"):
+                return interim[:80]
+            s.sendall(b"expects")
+            answer = interim[len(b"HTTP/1.1 100 Continue\r\n\r\n"):] or s.recv(65536)
+            if not answer.startswith(b"HTTP/1.1 200") or b'{"n":7}' not in answer:
+                return answer[:80]
         elif kind == "refuse_body":
-            s.sendall(post(b"/refuse", b"z" * 200000))
+            s.sendall(post(b"/refuse", b"z" * 10000))
             answer = s.recv(65536)
             if not answer.startswith(b"HTTP/1.1 404"):
                 return answer[:80]

@@ -850,8 +850,9 @@ TEST_F(CliServe, PipelinedHalfClosedAndEndlessRequestsAreAnswered) {
 }
 
 // Clients that hold connections open cost no thread (--max-connections 2: two answering threads): two that trickle a
-// request head a byte a second, 300 whose heads stopped half-way, 60 that say nothing, two kept alive after their
-// answers. A health probe behind them is answered at once; the tricklers get 408 when the 5 s I/O timeout is up.
+// request head a byte a second, two that trickle a body so, 300 whose heads stopped half-way, 60 that say nothing,
+// two kept alive after their answers. A health probe behind them is answered at once; the tricklers get 408 when the
+// 5 s I/O timeout is up.
 // Before, each such connection held a thread: the probe waited about 1 s behind the tricklers (cut off at 1 s while
 // others waited), 20 ms per silent connection, and behind 3,000 trickled heads and 256 threads 11.6 s.
 TEST_F(CliServe, ClientsThatHoldConnectionsOpenDoNotShutOthersOut) {
@@ -868,16 +869,20 @@ TEST_F(CliServe, ClientsThatHoldConnectionsOpenDoNotShutOthersOut) {
     std::vector<std::unique_ptr<RawConnection>> slow;
     std::atomic<bool> stop{false};
     std::vector<std::thread> tricklers;
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < 4; ++i) {
       slow.push_back(std::make_unique<RawConnection>(port));
       ASSERT_TRUE(slow.back()->connected());
     }
     const auto first_byte = Clock::now();
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < 4; ++i) {
       tricklers.emplace_back([&, i] {
-        const std::string request = "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + std::string(200, 'a');
-        for (char byte : request) {
-          if (stop.load() || !slow[static_cast<std::size_t>(i)]->send(std::string(1, byte))) break;
+        // 0 and 1 trickle their heads; 2 and 3 send their heads at once and trickle their bodies.
+        const std::string head = "POST /v1/predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                 "Content-Length: 200\r\n\r\n";
+        RawConnection& c = *slow[static_cast<std::size_t>(i)];
+        if (i >= 2 && !c.send(head)) return;
+        for (char byte : i < 2 ? head : std::string(200, ' ')) {
+          if (stop.load() || !c.send(std::string(1, byte))) break;
           std::this_thread::sleep_for(std::chrono::milliseconds(1000));
         }
       });
@@ -888,8 +893,8 @@ TEST_F(CliServe, ClientsThatHoldConnectionsOpenDoNotShutOthersOut) {
       ASSERT_TRUE(stalled.back()->send("POST /v1/predict HTTP/1.1\r\nHost: x\r\nContent-"));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    for (int i = 0; i < 3; ++i) probe_within(1.0, "2 trickling clients and 300 stalled heads");
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < 3; ++i) probe_within(1.0, "4 trickling clients and 300 stalled heads");
+    for (int i = 0; i < 4; ++i) {
       const std::string got = slow[static_cast<std::size_t>(i)]->receive_answer(10);
       EXPECT_EQ(raw_status(got), 408) << "trickling client " << i << ": " << got;
       EXPECT_GT(seconds_since(first_byte), 4.5) << "a trickling client was cut off before the I/O timeout";
@@ -920,6 +925,36 @@ TEST_F(CliServe, ClientsThatHoldConnectionsOpenDoNotShutOthersOut) {
     }
   }
   expect_serving(*server, "after the held connections");
+}
+
+// The listening thread reads bodies while those it holds are under what the answering threads would hold
+// (--max-connections x --max-body-bytes: 1 x 4096 bytes here); past that, the answering thread reads a body itself,
+// as before the listening thread read any: a new one whole, or the rest of one begun. Two stalled bodies of 3,000
+// bytes fill the budget; a whole request behind them is answered right, so is one of the stalled ones when its last
+// 1,000 bytes come (read by the thread), and the other gets 408 at the I/O timeout.
+TEST_F(CliServe, BodiesPastTheBudgetAreReadByTheAnsweringThread) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  auto server = start({"--max-connections", "1", "--max-body-bytes", "4096", "--quiet"});
+  const int port = server->port();
+  std::string body = json{{"texts", {"object detection with yolo"}}}.dump();
+  body.resize(4000, ' ');  // JSON may end in white space
+  std::vector<std::unique_ptr<RawConnection>> stalled;
+  for (int i = 0; i < 2; ++i) {
+    stalled.push_back(std::make_unique<RawConnection>(port));
+    ASSERT_TRUE(stalled.back()->send("POST /v1/predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                     "Content-Length: 4000\r\nConnection: close\r\n\r\n" + body.substr(0, 3000)));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Client c(port);
+  const Answer answer = c.post("/v1/predict", json{{"texts", {"object detection with yolo"}}});
+  ASSERT_EQ(answer.status, 200) << answer.describe();
+  EXPECT_EQ(answer.parsed()["results"].size(), 1u) << answer.describe();
+  ASSERT_TRUE(stalled[0]->send(body.substr(3000)));
+  const std::string finished = stalled[0]->receive_all(10);
+  ASSERT_EQ(raw_status(finished), 200) << finished;
+  EXPECT_NE(finished.find("\"results\""), std::string::npos) << finished;
+  EXPECT_EQ(raw_status(stalled[1]->receive_answer(10)), 408);
+  expect_serving(*server, "after the stalled bodies");
 }
 
 // ---- overload -------------------------------------------------------------------------------------------------

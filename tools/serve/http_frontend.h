@@ -21,7 +21,7 @@ struct HttpFrontendOptions {
   std::string host = "127.0.0.1";
   int port = 8000;                       // 0: a free port chosen by the system (port() says which)
   std::size_t max_body_bytes = 2 << 20;  // larger bodies: 413
-  int max_connections = 256;             // answering threads: requests read and answered at once
+  int max_connections = 256;             // answering threads: whole requests answered at once
   int max_concurrent_requests = 512;     // predictions and evaluations in flight; more: 429
   std::string api_key;                   // not empty: every endpoint but /, /healthz and /readyz needs it
   std::string evaluate_root;             // empty: POST /evaluate/ is refused (403)

@@ -48,6 +48,9 @@ constexpr std::size_t kLingerBytes = 1u << 20;
 // that sends a byte now and then does not hold its thread for ever.
 constexpr double kBodyBytesPerSecond = 256.0 * 1024;
 
+// What a client that sent `Expect: 100-continue` waits for before it sends the body.
+constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
 // What one read from a connection takes at most: heads are short, and a connection that sends much is read in
 // turns with the others.
 constexpr std::size_t kReadBytes = 16 * 1024;
@@ -93,8 +96,16 @@ struct HttpServer::Connection {
   HttpRequestReader reader;
   HttpRequest request;  // the request being read
   HttpRequestReader::Status head = HttpRequestReader::Status::kNeedMore;  // what reading its head gave
+  HttpRequestReader::Status body = HttpRequestReader::Status::kNeedMore;  // and its body (kNeedMore also: none)
+  bool head_checked = false;  // accept_head asked: `accepted`, and `refusal` when it said no
+  bool accepted = false;
+  HttpResponse refusal;
+  bool reading_body = false;  // the listening thread reads its body
+  bool continued = false;     // 100 Continue sent
   double idle_since = 0;    // when it began waiting for its next request: its accept, or its last answer
   double started = -1;      // when the current request's first byte arrived; -1: none has yet
+  double deadline = 0;      // when it must have arrived whole (the body's time added once its head is read)
+  std::size_t counted = 0;  // its bytes in buffered_bodies_ (read by the listening thread, not yet answered)
   double linger_until = -1; // >= 0: being closed (our side shut), what still arrives dropped until then
   std::size_t dropped = 0;  // bytes dropped while lingering
 };
@@ -272,8 +283,11 @@ void HttpServer::next_request(const ConnectionPtr& c) {
   c->reader.reset();
   c->request = HttpRequest{};
   c->request.remote_addr = c->remote;
-  c->head = HttpRequestReader::Status::kNeedMore;
+  c->head = c->body = HttpRequestReader::Status::kNeedMore;
+  c->head_checked = c->accepted = c->reading_body = c->continued = false;
+  c->refusal = HttpResponse{};
   c->started = c->in.empty() ? -1 : now_s();  // a pipelined request has begun
+  c->deadline = c->started + options_.io_timeout_s;
   if (c->in.empty() && c->in.capacity() > kReadBytes) std::string().swap(c->in);  // a large body's buffer
 }
 
@@ -293,11 +307,44 @@ void HttpServer::on_readable(const ConnectionPtr& c) {
     return rearm(c);
   }
   if (n <= 0) return close_now(c);  // the client went away (before a request, or in one: nothing to answer)
-  if (c->started < 0) c->started = now_s();
+  if (c->reading_body && buffered_bodies_ >= body_budget()) {
+    // The bodies held here have reached the budget: an answering thread reads the rest of this one (what was just
+    // received included), as it would have read it all before the listening thread read bodies.
+    c->in.append(buffer, static_cast<std::size_t>(n));
+    release(c);
+    return dispatch(c, Arrival::kHead);
+  }
+  if (c->started < 0) {
+    c->started = now_s();
+    c->deadline = c->started + options_.io_timeout_s;
+  }
   c->in.append(buffer, static_cast<std::size_t>(n));
-  if (!head_arrived(c)) return rearm(c);
+  if (!request_ready(c)) return rearm(c);
   release(c);
   dispatch(c, Arrival::kHead);
+}
+
+bool HttpServer::request_ready(const ConnectionPtr& c) {
+  if (c->head == HttpRequestReader::Status::kNeedMore) {
+    if (!head_arrived(c)) return false;
+    if (c->head == HttpRequestReader::Status::kError) return true;
+    c->head_checked = true;
+    c->accepted = hooks_.accept_head(c->request, c->refusal);
+    // Refused (its body is not read), bodiless, or more body bytes buffered here than the answering threads would
+    // hold: the thread takes it as it is (and reads the body itself, the last case).
+    if (!c->accepted || !c->reader.has_body() || buffered_bodies_ >= body_budget()) return true;
+    c->deadline += body_seconds(*c);
+    c->reading_body = true;
+    if (wants_continue(*c)) {  // (into an empty socket buffer: it goes whole)
+      [[maybe_unused]] const ssize_t sent = ::send(c->fd, kContinue, sizeof kContinue - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      c->continued = true;
+    }
+  }
+  c->body = c->reader.read_body(&c->in, &c->request);
+  const std::size_t counted = c->request.body.size() + c->in.size();
+  buffered_bodies_ = buffered_bodies_ - c->counted + counted;
+  c->counted = counted;
+  return c->body != HttpRequestReader::Status::kNeedMore;
 }
 
 void HttpServer::enforce_deadlines() {
@@ -314,9 +361,9 @@ void HttpServer::enforce_deadlines() {
             (stopping_ && now - c->idle_since >= kIdleAfterStopSeconds)) {
           closed.push_back(c);
         }
-      } else if (refusing_arriving_) {  // a head still arriving
+      } else if (refusing_arriving_) {  // a request still arriving
         refused.push_back(c);
-      } else if (now - c->started >= timeout) {
+      } else if (now >= c->deadline) {
         timed_out.push_back(c);
       }
     }
@@ -334,11 +381,33 @@ void HttpServer::enforce_deadlines() {
 }
 
 void HttpServer::dispatch(const ConnectionPtr& c, Arrival why) {
+  uncount(c);
   threads_->enqueue([this, c, why] { answer(c, why); });
+}
+
+void HttpServer::uncount(const ConnectionPtr& c) {
+  buffered_bodies_ -= c->counted;
+  c->counted = 0;
+}
+
+std::size_t HttpServer::body_budget() const {
+  return static_cast<std::size_t>(options_.answering_threads) * options_.limits.max_body;
+}
+
+double HttpServer::body_seconds(const Connection& c) const {
+  const double bytes = c.reader.declared_length() > 0 ? static_cast<double>(c.reader.declared_length())
+                                                      : static_cast<double>(options_.limits.max_body);
+  return bytes / kBodyBytesPerSecond;
+}
+
+bool HttpServer::wants_continue(const Connection& c) {
+  return !c.continued && c.request.body.empty() && c.in.empty() && c.request.minor_version >= 1 &&
+         header_value(c.request.headers, "Expect") == "100-continue";
 }
 
 void HttpServer::close_now(const ConnectionPtr& c) {
   release(c);
+  uncount(c);
   ::close(c->fd);  // (which takes it out of the epoll set)
   --open_;
 }
@@ -387,7 +456,6 @@ void HttpServer::answer(const ConnectionPtr& c, Arrival why) {
 }
 
 bool HttpServer::answer_one(const ConnectionPtr& c, Arrival why) {
-  const double timeout = options_.io_timeout_s;
   HttpRequest& request = c->request;
   HttpResponse response;
   const auto refuse = [&](int code, const std::string& message) {
@@ -405,20 +473,23 @@ bool HttpServer::answer_one(const ConnectionPtr& c, Arrival why) {
   if (c->head == HttpRequestReader::Status::kError) return refuse(c->reader.error_status(), c->reader.error_message());
   // Kept alive unless the client closes it or the server is stopping.
   const auto keep_alive = [&] { return request.wants_keep_alive() && !stopping_; };
-  if (!hooks_.accept_head(request, response)) {
-    const bool keep = !c->reader.has_body() && keep_alive();  // an unread body would be read as the next request
-    return write_answer(c->fd, request, response, keep, c->started) && keep;
+  if (!c->head_checked) {  // a pipelined request this thread read, or one the listening thread left to it
+    c->head_checked = true;
+    c->accepted = hooks_.accept_head(request, c->refusal);
   }
-  if (c->reader.has_body()) {
-    if (request.minor_version >= 1 && header_value(request.headers, "Expect") == "100-continue" && c->in.empty()) {
-      send_all(c->fd, "HTTP/1.1 100 Continue\r\n\r\n", now_s() + timeout);
+  if (!c->accepted) {
+    const bool keep = !c->reader.has_body() && keep_alive();  // an unread body would be read as the next request
+    return write_answer(c->fd, request, c->refusal, keep, c->started) && keep;
+  }
+  // A body the listening thread did not read, or not all of (past its budget): read here.
+  if (c->reader.has_body() && c->body == HttpRequestReader::Status::kNeedMore) {
+    if (wants_continue(*c)) {
+      c->continued = true;
+      send_all(c->fd, kContinue, now_s() + options_.io_timeout_s);
     }
-    const double body_bytes = c->reader.declared_length() > 0 ? static_cast<double>(c->reader.declared_length())
-                                                              : static_cast<double>(options_.limits.max_body);
-    HttpRequestReader::Status status = HttpRequestReader::Status::kNeedMore;
-    const int got = read_until(c->fd, &c->in, c->started + timeout + body_bytes / kBodyBytesPerSecond, [&] {
-      status = c->reader.read_body(&c->in, &request);
-      return status != HttpRequestReader::Status::kNeedMore;
+    const int got = read_until(c->fd, &c->in, c->started + options_.io_timeout_s + body_seconds(*c), [&] {
+      c->body = c->reader.read_body(&c->in, &request);
+      return c->body != HttpRequestReader::Status::kNeedMore;
     });
     if (got == 0) return false;  // the client went away mid-request
     if (got == -1) return refuse(408, late);
@@ -426,8 +497,8 @@ bool HttpServer::answer_one(const ConnectionPtr& c, Arrival why) {
       ++refused_arriving_;
       return refuse(503, stopping);
     }
-    if (status == HttpRequestReader::Status::kError) return refuse(c->reader.error_status(), c->reader.error_message());
   }
+  if (c->body == HttpRequestReader::Status::kError) return refuse(c->reader.error_status(), c->reader.error_message());
   hooks_.handle(request, response);
   const bool keep = keep_alive();
   return write_answer(c->fd, request, response, keep, c->started) && keep;

@@ -1,9 +1,11 @@
 // The HTTP/1.1 server under `bertrain serve`: POSIX sockets and epoll. One thread (the one in listen()) holds every
-// connection that has no whole request head yet: it accepts them, reads what arrives, parses heads
-// (HttpRequestReader), enforces the deadlines and closes them. A connection whose head is whole goes to a pool of
-// answering threads (tools/serve/connection_threads.h), which reads its body, answers it and hands it back. So idle,
-// silent and trickling connections cost no thread however many there are: a health probe is answered at once
-// behind thousands of them. What it guarantees an operator:
+// connection whose request has not arrived whole: it accepts them, reads what arrives, parses heads
+// (HttpRequestReader), asks accept_head, reads bodies, enforces the deadlines and closes connections. A whole request
+// goes to a pool of answering threads (tools/serve/connection_threads.h), which answers it and hands the connection
+// back. So idle, silent and trickling connections cost no thread however many there are: a health probe is answered
+// at once behind thousands of them. (Only once the bodies the listening thread holds reach what the threads would
+// hold, --max-connections x the body limit, does a thread read a body itself, as every body was read before: the
+// memory bodies take stays bounded.) What it guarantees an operator:
 //   - every length is bounded before it is buffered (request line, header lines, headers, body);
 //   - a request must arrive whole within the I/O timeout (plus 1 s per 256 KiB of body), however slowly its bytes
 //     trickle in (408 after that); a kept-alive connection idle that long is closed;
@@ -29,7 +31,7 @@ namespace bertrain {
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;  // 0: a free port the system chooses
-  int answering_threads = 256;  // requests whose heads have arrived, read and answered at once
+  int answering_threads = 256;  // whole requests answered at once
   int io_timeout_s = 5;  // a request's arrival, an answer's delivery, a kept-alive connection's idle time
   HttpLimits limits;
 };
@@ -37,7 +39,8 @@ struct HttpServerOptions {
 // What the server asks of the application.
 struct HttpHooks {
   // From the request's head, before its body is read: false refuses it with `response` as filled in (the
-  // connection is then closed if a body was announced, since it is not read).
+  // connection is then closed if a body was announced, since it is not read). Called on the listening thread (or an
+  // answering one): it must be quick and safe from any thread.
   std::function<bool(const HttpRequest&, HttpResponse&)> accept_head;
   // Answers a whole request. HEAD requests are given as GET; the server leaves the body out.
   std::function<void(HttpRequest&, HttpResponse&)> handle;
@@ -77,7 +80,12 @@ class HttpServer {
   void accept_waiting();
   void on_readable(const ConnectionPtr& c);
   void enforce_deadlines();
+  // Reads what arrived as the request: its head (then asks accept_head), then, unless refused or past the budget,
+  // its body. True when the request is for a thread: whole, refused, or with a body left to the thread to read
+  // (also when the budget is reached while the body arrives: on_readable).
+  bool request_ready(const ConnectionPtr& c);
   void dispatch(const ConnectionPtr& c, Arrival why);  // to an answering thread
+  void uncount(const ConnectionPtr& c);               // its body's bytes out of buffered_bodies_
   void close_now(const ConnectionPtr& c);
   // Both sides.
   ConnectionPtr held(int fd);                      // the held connection on `fd`, or null
@@ -87,6 +95,11 @@ class HttpServer {
   void release(const ConnectionPtr& c);            // out of held_ (when it is there)
   void next_request(const ConnectionPtr& c);       // ready to read the connection's next request
   bool head_arrived(const ConnectionPtr& c);       // reads what arrived as a head: true when whole (or refused)
+  // Bytes of bodies the listening thread may hold (then it reads no more of them; answering threads do): what the
+  // answering threads could hold reading them.
+  std::size_t body_budget() const;
+  double body_seconds(const Connection& c) const;  // how long the body may take beyond the I/O timeout
+  static bool wants_continue(const Connection& c);  // the client waits for 100 Continue before its body
 
   // An answering thread's side: the rest of the request (its body) and the answer, then pipelined requests that
   // have arrived; then the connection is held again, kept alive or closing.
@@ -110,6 +123,7 @@ class HttpServer {
   std::mutex held_mutex_;
   std::unordered_map<int, ConnectionPtr> held_;  // connections waiting for a request head, or closing, by descriptor
   std::atomic<int> open_{0};                     // accepted and not closed yet, held or being answered
+  std::size_t buffered_bodies_ = 0;              // bytes of bodies the listening thread is reading (only it)
   std::atomic<bool> stopping_{false};
   std::atomic<bool> refusing_arriving_{false};
   std::atomic<int> refused_arriving_{0};

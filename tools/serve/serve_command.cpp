@@ -107,8 +107,8 @@ int run_serve(const std::vector<std::string>& args) {
   p.option("max-queue", "4096", "rows waiting for the engine; more: 503 with Retry-After").value_name("ROWS");
   p.option("max-concurrent-requests", "512", "prediction and evaluation requests in flight; more: 429");
   p.option("max-connections", "256",
-           "requests read and answered at once, one thread each; more wait for one (open connections themselves, idle or "
-           "still sending their heads, are held by one thread however many: ulimit -n bounds them)");
+           "whole requests answered at once, one thread each; more wait for one (open connections themselves, idle or "
+           "still sending their requests, are held by one thread however many: ulimit -n bounds them)");
   p.option("max-body-bytes", "2097152", "larger request bodies: 413").value_name("N");
   p.option("threshold", "",
            "single-label models: predict --other-label when the top probability is below RATE (default: none, except "
