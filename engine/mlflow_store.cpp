@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "core/ascii.h"
 #include "core/error.h"
@@ -215,6 +216,25 @@ MlflowRunInfo find_mlflow_run(const std::string& store_dir, const std::string& r
   BERTRAIN_FAIL("no MLflow run " << run_id << " in "
                                  << (experiment.empty() ? "any experiment" : "experiment '" + experiment + "'")
                                  << " of the store " << store_dir);
+}
+
+std::vector<std::string> find_mlflow_child_runs(const std::string& dir, const std::string& experiment_id,
+                                                const std::string& parent_run_id, const std::string& run_name) {
+  // A tag's file holds its value exactly; one that cannot be read is no match.
+  const auto tag = [](const fs::path& file) {
+    std::ifstream in(file, std::ios::binary);
+    return in ? std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()) : std::string();
+  };
+  std::vector<std::string> ids;
+  std::error_code error;
+  for (fs::directory_iterator it(fs::path(dir) / experiment_id, error), end; !error && it != end; it.increment(error)) {
+    const fs::path tags = it->path() / "tags";
+    if (tag(tags / "mlflow.parentRunId") == parent_run_id && tag(tags / "mlflow.runName") == run_name) {
+      ids.push_back(it->path().filename().string());
+    }
+  }
+  BERTRAIN_CHECK(!error, dir << "/" << experiment_id << ": cannot list the MLflow experiment: " << error.message());
+  return ids;
 }
 
 std::string mlflow_artifacts_dir(const MlflowRunInfo& run) {

@@ -65,6 +65,11 @@ void check_mlflow_run_id(const std::string& run_id);
 // store, the experiment or the run is missing, or the run is deleted.
 MlflowRunInfo find_mlflow_run(const std::string& store_dir, const std::string& run_id, const std::string& experiment);
 
+// The ids of the runs in experiment `experiment_id` of store `dir` that are children of run `parent_run_id`
+// (their tag mlflow.parentRunId) named `run_name` (mlflow.runName): a tune trial's runs. Runs that cannot be read
+// are left out.
+std::vector<std::string> find_mlflow_child_runs(const std::string& dir, const std::string& experiment_id,
+                                                const std::string& parent_run_id, const std::string& run_name);
 // The directory of the artifacts of `run`: its artifact_uri's folder when that is a local file: URI that exists,
 // else <run dir>/artifacts (a store copied elsewhere keeps its old absolute artifact_uri).
 std::string mlflow_artifacts_dir(const MlflowRunInfo& run);

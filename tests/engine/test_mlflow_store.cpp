@@ -158,6 +158,31 @@ TEST_F(MlflowStoreRuns, ARunIsFoundByIdInAnyExperimentOrTheOneNamed) {
   EXPECT_EQ(run.describe(), "MLflow run " + id + " (experiment 'b', store " + store_ + ")");
 }
 
+// A tune trial's runs: children of the study's run (mlflow.parentRunId) with the trial's name (mlflow.runName); runs
+// of another parent or name, without tags, or a stray file in the experiment are not.
+TEST_F(MlflowStoreRuns, ChildRunsAreFoundByParentAndName) {
+  MlflowRun study(store_, "s", "study", "");
+  const auto child = [&](const std::string& name, const std::string& parent) {
+    MlflowRun run(store_, "s", name, "");
+    if (!parent.empty()) run.set_tag("mlflow.parentRunId", parent);
+    return run.run_id();
+  };
+  const std::string first = child("study-trial-000", study.run_id());
+  const std::string again = child("study-trial-000", study.run_id());
+  child("study-trial-001", study.run_id());
+  child("study-trial-000", "another");
+  child("study-trial-000", "");
+  std::ofstream(store_ + "/" + study.experiment_id() + "/stray.txt") << "x";
+  std::vector<std::string> found = find_mlflow_child_runs(store_, study.experiment_id(), study.run_id(), "study-trial-000");
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> want{first, again};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(found, want);
+  EXPECT_TRUE(find_mlflow_child_runs(store_, study.experiment_id(), study.run_id(), "study-trial-002").empty());
+  EXPECT_HAS(error_of([&] { find_mlflow_child_runs(store_, "999", study.run_id(), "x"); }),
+             "/999: cannot list the MLflow experiment");
+}
+
 TEST_F(MlflowStoreRuns, WhatIsMissingIsNamedWithStoreExperimentAndId) {
   const std::string id = finished_run("model");
   std::string message = error_of([&] { find_mlflow_run(store_, id, "a"); });

@@ -607,6 +607,49 @@ TEST_F(CliTune, AShortRealStudyWithMlflow) {
       << slurp(best_trial / "train.log");
 }
 
+// A trial killed without warning (SIGKILL, as the kernel's out-of-memory killer does) cannot end its MLflow run:
+// tune ends it FAILED (before, it stayed RUNNING for ever), and a resumed study ends one that a full disk kept it
+// from ending the first time.
+TEST_F(CliTune, AFailedTrialsMlflowRunIsEndedFailed) {
+  const std::string out = path("study"), mlruns = path("mlruns");
+  spit(dir_ / "space.json", R"({"lr": {"type": "choice", "values": [1e-3]}})");
+  // The launcher kills the trial's training once its MLflow run is tagged as the study's child.
+  spit(dir_ / "kill_trial.sh", "#!/bin/sh\n\"$@\" &\npid=$!\nfor i in $(seq 600); do\n"
+                               "  for tag in '" + mlruns + "'/*/*/tags/mlflow.parentRunId; do\n"
+                               "    if [ -f \"$tag\" ]; then kill -9 $pid; wait $pid; exit $?; fi\n"
+                               "  done\n  sleep 0.05\ndone\nwait $pid\n");
+  fs::permissions(dir_ / "kill_trial.sh", fs::perms::owner_all);
+  const std::vector<std::string> args{"tune", "--space", path("space.json"), "--out", out, "--trials", "1",
+                                      "--mlflow-dir", mlruns, "--experiment", "tune-test", "--launcher",
+                                      path("kill_trial.sh"), "--", "--model", model(), "--train-data", data(),
+                                      "--epochs", "50", "--batch-size", "8", "--device", "cpu"};
+  const RunResult r = run(args);
+  EXPECT_EQ(r.exit_code, 1) << r.describe();  // no trial finished
+  const json s = study(out);
+  ASSERT_EQ(statuses(s), std::vector<std::string>{"failed"}) << s;
+  EXPECT_NE(s["trials"][0]["error"].get<std::string>().find("137"), std::string::npos) << s["trials"][0];
+  fs::path trial_run;
+  for (const auto& experiment : fs::directory_iterator(mlruns)) {
+    if (!experiment.is_directory()) continue;
+    for (const auto& run_dir : fs::directory_iterator(experiment.path())) {
+      if (fs::exists(run_dir.path() / "tags/mlflow.parentRunId")) trial_run = run_dir.path();
+    }
+  }
+  ASSERT_FALSE(trial_run.empty()) << "no trial run in " << mlruns;
+  const std::string meta = slurp(trial_run / "meta.yaml");
+  EXPECT_NE(meta.find("status: 4\n"), std::string::npos) << meta;  // FAILED
+  EXPECT_EQ(meta.find("end_time: null"), std::string::npos) << meta;
+  // As a full disk would have left it: RUNNING. The resumed study ends it.
+  std::string running = meta;
+  running.replace(running.find("status: 4\n"), 10, "status: 1\n");
+  spit(trial_run / "meta.yaml", running);
+  std::vector<std::string> resume = args;
+  resume.insert(resume.begin() + 1, "--resume");
+  const RunResult again = run(resume);
+  EXPECT_EQ(again.exit_code, 1) << again.describe();
+  EXPECT_NE(slurp(trial_run / "meta.yaml").find("status: 4\n"), std::string::npos) << slurp(trial_run / "meta.yaml");
+}
+
 }  // namespace
 }  // namespace cli_test
 }  // namespace bertrain

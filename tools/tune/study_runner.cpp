@@ -93,6 +93,9 @@ class StudyRunner {
     load_or_start();
     install_signal_handlers();
     open_mlflow();
+    for (const TrialRecord& t : study_.trials) {
+      if (t.status == TrialStatus::kFailed) end_failed_trial_runs(t);  // what a full disk kept from it before
+    }
     const auto start = Clock::now();
     const double time_before = study_.time_s;
     std::vector<bool> slot_busy(static_cast<std::size_t>(s_.parallel), false);
@@ -392,6 +395,7 @@ class StudyRunner {
     if (mlflow_ && t.finished() && std::isfinite(t.best_metric)) {
       mlflow_->log_metric("trial_best_" + s_.metric, t.best_metric, std::stol(t.id));
     }
+    if (t.status == TrialStatus::kFailed) end_failed_trial_runs(t);
     save();
     if (!s_.quiet) {
       std::string what = trial_status_name(t.status);
@@ -409,6 +413,24 @@ class StudyRunner {
       std::printf("  took %s; %s (study: %s)\n", format_duration(t.time_s).c_str(), progress_text().c_str(),
                   format_duration(study_.time_s).c_str());
       std::fflush(stdout);
+    }
+  }
+
+  // A trial that failed may have died before its training could end its MLflow run (killed by a signal or for
+  // memory, or a full disk): the run would say RUNNING for ever. Its runs still RUNNING are ended FAILED here, when
+  // the trial fails and again when the study is resumed. A store that cannot be written is said, not fatal: the
+  // study's own results do not depend on it.
+  void end_failed_trial_runs(const TrialRecord& t) {
+    if (!mlflow_) return;
+    try {
+      for (const std::string& id : find_mlflow_child_runs(s_.mlflow_dir, mlflow_->experiment_id(),
+                                                          study_.mlflow_run_id, s_.run_name + "-trial-" + t.id)) {
+        if (find_mlflow_run(s_.mlflow_dir, id, "").status != static_cast<int>(MlflowStatus::kRunning)) continue;
+        MlflowRun(s_.mlflow_dir, s_.experiment, "", id).set_status(MlflowStatus::kFailed);
+      }
+    } catch (const Error& e) {
+      std::fprintf(stderr, "bertrain: warning: tune: trial %s failed and its MLflow run could not be ended FAILED: %s\n",
+                   t.id.c_str(), e.what());
     }
   }
 
