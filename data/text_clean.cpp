@@ -27,6 +27,7 @@
 
 #include <utf8proc.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -96,10 +97,9 @@ bool is_space_char(int32_t c) {
 // Decodes UTF-8 and applies Python's str.lower() (minus final sigma, see above). An invalid byte becomes
 // U+FFFD: a non-word character like any other, so how many replacement characters Python's decoder
 // would produce does not matter.
-void decode_lower(const std::string& text, std::vector<int32_t>* out) {
+void decode_lower(const char* text, std::size_t n, std::vector<int32_t>* out) {
   out->clear();
-  const auto* s = reinterpret_cast<const utf8proc_uint8_t*>(text.data());
-  const std::size_t n = text.size();
+  const auto* s = reinterpret_cast<const utf8proc_uint8_t*>(text);
   for (std::size_t i = 0; i < n;) {
     const unsigned char b = s[i];
     if (b < 0x80) {
@@ -137,16 +137,19 @@ class TokenWriter {
     }
     out_->push_back(c);
   }
+  // Closed tokens with something left after step 6 (a link's token may leave nothing): the result's words.
+  std::size_t words() const { return words_; }
   void close() {
     if (!open_) return;
     open_ = false;
     const std::size_t http = out_->find("http", start_);
     if (http != std::string::npos && http + 4 < out_->size()) out_->resize(http);
+    if (out_->size() > start_) ++words_;
   }
 
  private:
   std::string* out_;
-  std::size_t start_ = 0, tokens_ = 0;
+  std::size_t start_ = 0, tokens_ = 0, words_ = 0;
   bool open_ = false;
 };
 
@@ -157,53 +160,71 @@ const std::vector<std::string>& nltk_english_stopwords() {
   return words;
 }
 
-std::string clean_text(const std::string& text) {
+std::string clean_text_in_pieces(const std::string& text, std::size_t enough_words, std::size_t piece_bytes) {
   thread_local std::vector<int32_t> cps;  // reused: cleaning allocates only its result
-  decode_lower(text, &cps);
   const StopwordIndex& index = stopword_index();
   std::string out;
-  out.reserve(text.size());
+  out.reserve(std::min(text.size(), 2 * piece_bytes));
   TokenWriter writer(&out);
-  const std::size_t n = cps.size();
-  bool prev_word = false;  // is_word_char(cps[p - 1]); false before the start (\b at the text's start)
-  for (std::size_t p = 0; p < n;) {
-    const int32_t c = cps[p];
-    // A stopword starts with a letter, so \b before it means: previous character is not a word character.
-    if (c >= 'a' && c <= 'z' && !prev_word) {
-      std::size_t matched = 0;
-      for (const StopwordIndex::Word& w : index.by_first[static_cast<std::size_t>(c - 'a')]) {
-        if (p + w.size > n) continue;
-        std::size_t k = 1;
-        while (k < w.size && cps[p + k] == static_cast<unsigned char>(w.text[k])) ++k;
-        // \b after it: every stopword ends with a letter, so the next character must not be a word character.
-        if (k == w.size && (p + k == n || !is_word_char(cps[p + k]))) {
-          matched = w.size;
-          break;
+  for (std::size_t begin = 0; begin < text.size();) {
+    // The piece ends before an ASCII character that is neither a word character nor an apostrophe (a space, a
+    // comma, ...): no UTF-8 sequence, \b or stopword is cut there (the apostrophe keeps "don't" whole, though the
+    // list's order has "don" match first anyway), that character closes the token before it and starts the next
+    // piece as no word character, so cleaning the pieces in turn with one writer gives the text's own result.
+    std::size_t end = begin + std::min(piece_bytes, text.size() - begin);
+    while (end < text.size()) {
+      const unsigned char b = static_cast<unsigned char>(text[end]);
+      if (b < 0x80 && !is_ascii_alnum(b) && b != '_' && b != '\'') break;
+      ++end;
+    }
+    decode_lower(text.data() + begin, end - begin, &cps);
+    const std::size_t n = cps.size();
+    bool prev_word = false;  // is_word_char(cps[p - 1]); false before the start (\b at the text's start)
+    for (std::size_t p = 0; p < n;) {
+      const int32_t c = cps[p];
+      // A stopword starts with a letter, so \b before it means: previous character is not a word character.
+      if (c >= 'a' && c <= 'z' && !prev_word) {
+        std::size_t matched = 0;
+        for (const StopwordIndex::Word& w : index.by_first[static_cast<std::size_t>(c - 'a')]) {
+          if (p + w.size > n) continue;
+          std::size_t k = 1;
+          while (k < w.size && cps[p + k] == static_cast<unsigned char>(w.text[k])) ++k;
+          // \b after it: every stopword ends with a letter, so the next character must not be a word character.
+          if (k == w.size && (p + k == n || !is_word_char(cps[p + k]))) {
+            matched = w.size;
+            break;
+          }
+        }
+        if (matched > 0) {
+          writer.close();  // the replacement " " separates
+          p += matched;
+          prev_word = true;
+          while (p < n && is_space_char(cps[p])) {
+            prev_word = false;
+            ++p;
+          }
+          continue;
         }
       }
-      if (matched > 0) {
-        writer.close();  // the replacement " " separates
-        p += matched;
-        prev_word = true;
-        while (p < n && is_space_char(cps[p])) {
-          prev_word = false;
-          ++p;
-        }
-        continue;
+      const bool word = is_word_char(c);
+      if (c < 0x80 && is_ascii_alnum(c)) {
+        writer.put(static_cast<char>(c));
+      } else {
+        writer.close();
       }
+      prev_word = word;
+      ++p;
     }
-    const bool word = is_word_char(c);
-    if (c < 0x80 && is_ascii_alnum(c)) {
-      writer.put(static_cast<char>(c));
-    } else {
-      writer.close();
-    }
-    prev_word = word;
-    ++p;
+    begin = end;
+    if (writer.words() > enough_words) break;  // (a token still open ends where the piece does: whole)
   }
   writer.close();
   release_if_large(cps);
   return out;
+}
+
+std::string clean_text(const std::string& text, std::size_t enough_words) {
+  return clean_text_in_pieces(text, enough_words, kCleanPieceBytes);
 }
 
 }  // namespace bertrain

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <random>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -86,6 +87,62 @@ TEST(TextClean, PunctuationWhitespaceAndLinks) {
   EXPECT_EQ(clean_text("xhttpy http http2"), "x http ");
   EXPECT_EQ(clean_text(""), "");
   EXPECT_EQ(clean_text("the a an"), "");
+}
+
+// Random texts of the cases above (stopwords with apostrophes and \b traps, links, punctuation, underscores,
+// Unicode letters, spaces and separators, invalid bytes): cleaned in pieces of any size, the whole text's result.
+std::string random_messy_text(std::mt19937* rng, int fragments) {
+  static const std::vector<std::string> kPieces = {
+      "the", "The", "don't", "you're", "shouldn't", "a", "an", "xthe", "the_x", "theory", "it's", "isn't", "'s",
+      "https://github.com/a/b", "httpfoo", "xhttpy", "http", "http2", "hello", "World", "42", "3.14", "_", "'", ",",
+      ".", "!", "(", ")", "-", "\u00e9t\u00e9", "\u0130stanbul", "stra\u00dfe", "\u03a3\u039f\u03a3", "\u4e2d\u6587",
+      "\u00a0", "\u3000", "\u2028", "\xff", "\xc3", "\xe2\x82", " ", " ", " ", "  ", "\t", "\n"};
+  std::uniform_int_distribution<std::size_t> pick(0, kPieces.size() - 1);
+  std::string text;
+  for (int i = 0; i < fragments; ++i) text += kPieces[pick(*rng)];
+  return text;
+}
+
+TEST(TextClean, PiecesOfAnySizeGiveTheWholeTextsResult) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 300; ++round) {
+    const std::string text = random_messy_text(&rng, 1 + round % 97);
+    const std::string whole = clean_text_in_pieces(text, SIZE_MAX, SIZE_MAX);
+    for (std::size_t piece : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{7}, std::size_t{64}}) {
+      ASSERT_EQ(clean_text_in_pieces(text, SIZE_MAX, piece), whole) << "pieces of " << piece << " bytes: " << text;
+    }
+    ASSERT_EQ(clean_text(text), whole) << text;
+  }
+}
+
+// With enough_words, the result is the start of the whole one, cut where a token ends, holding more than that many
+// words (or all of them).
+TEST(TextClean, EnoughWordsGiveTheStartOfTheResult) {
+  std::mt19937 rng(11);
+  const auto words = [](const std::string& s) {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < s.size(); ++i) n += s[i] != ' ' && (i == 0 || s[i - 1] == ' ') ? 1 : 0;
+    return n;
+  };
+  for (int round = 0; round < 200; ++round) {
+    const std::string text = random_messy_text(&rng, 50 + round);
+    const std::string whole = clean_text(text);
+    for (std::size_t enough : {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{40}}) {
+      for (std::size_t piece : {std::size_t{1}, std::size_t{16}, kCleanPieceBytes}) {
+        const std::string start = clean_text_in_pieces(text, enough, piece);
+        ASSERT_EQ(whole.compare(0, start.size(), start), 0) << "not the start, " << enough << " words: " << text;
+        ASSERT_TRUE(start.size() == whole.size() || whole[start.size()] == ' ') << "a token cut: " << text;
+        ASSERT_TRUE(start.size() == whole.size() || words(start) > enough) << enough << " words: " << start;
+      }
+    }
+  }
+  // A 24 MB text of words: 50 words asked, one 64 KiB piece cleaned.
+  std::string big;
+  for (int i = 0; i < 2'000'000; ++i) big += "word" + std::to_string(i % 10) + " x ";
+  const std::string start = clean_text(big, 50);
+  EXPECT_GT(words(start), 50u);
+  EXPECT_LT(start.size(), 2 * kCleanPieceBytes);
+  EXPECT_EQ(clean_text(big).compare(0, start.size(), start), 0);
 }
 
 TEST(TextClean, InvalidUtf8IsASeparator) {
