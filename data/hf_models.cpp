@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "core/scratch.h"
 #include "data/byte_trie.h"
 #include "data/hf_unicode.h"
 
@@ -196,6 +197,9 @@ class BpeModel final : public VocabModel {
       return;
     }
     merge_word(w, n, sc, out);
+    release_if_large(sc.symbols);  // a long word's (core/scratch.h)
+    release_if_large(sc.heap);
+    release_if_large(sc.piece);
   }
   std::string name() const override { return "BPE"; }
 
@@ -232,7 +236,9 @@ class BpeModel final : public VocabModel {
   int32_t lookup(const char* s, std::size_t n) const {
     thread_local std::string key;
     key.assign(s, n);
-    return token_id(key);
+    const int32_t id = token_id(key);
+    release_if_large(key);
+    return id;
   }
 
   void merge_word(const char* w, std::size_t n, Scratch& sc, std::vector<int32_t>* out) const {
@@ -440,6 +446,9 @@ class UnigramModel : public Model {
       BERTRAIN_CHECK(unk_ >= 0, "Unigram model: a piece is unknown and the model has no unk_id");
       out->push_back(unk_);
     }
+    release_if_large(sc.nodes);  // a long word's (core/scratch.h)
+    release_if_large(sc.path);
+    release_if_large(sc.key);
   }
   int32_t token_id(const std::string& t) const override {
     const auto it = ids_.find(t);

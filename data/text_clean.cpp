@@ -153,6 +153,48 @@ class TokenWriter {
   bool open_ = false;
 };
 
+// Lowercased code points (a piece of the text, see clean_text_in_pieces) through steps 2-6, into `writer`.
+void clean_code_points(const std::vector<int32_t>& cps, TokenWriter* writer) {
+  const StopwordIndex& index = stopword_index();
+  const std::size_t n = cps.size();
+  bool prev_word = false;  // is_word_char(cps[p - 1]); false before the start (\b at the text's start)
+  for (std::size_t p = 0; p < n;) {
+    const int32_t c = cps[p];
+    // A stopword starts with a letter, so \b before it means: previous character is not a word character.
+    if (c >= 'a' && c <= 'z' && !prev_word) {
+      std::size_t matched = 0;
+      for (const StopwordIndex::Word& w : index.by_first[static_cast<std::size_t>(c - 'a')]) {
+        if (p + w.size > n) continue;
+        std::size_t k = 1;
+        while (k < w.size && cps[p + k] == static_cast<unsigned char>(w.text[k])) ++k;
+        // \b after it: every stopword ends with a letter, so the next character must not be a word character.
+        if (k == w.size && (p + k == n || !is_word_char(cps[p + k]))) {
+          matched = w.size;
+          break;
+        }
+      }
+      if (matched > 0) {
+        writer->close();  // the replacement " " separates
+        p += matched;
+        prev_word = true;
+        while (p < n && is_space_char(cps[p])) {
+          prev_word = false;
+          ++p;
+        }
+        continue;
+      }
+    }
+    const bool word = is_word_char(c);
+    if (c < 0x80 && is_ascii_alnum(c)) {
+      writer->put(static_cast<char>(c));
+    } else {
+      writer->close();
+    }
+    prev_word = word;
+    ++p;
+  }
+}
+
 }  // namespace
 
 const std::vector<std::string>& nltk_english_stopwords() {
@@ -162,7 +204,6 @@ const std::vector<std::string>& nltk_english_stopwords() {
 
 std::string clean_text_in_pieces(const std::string& text, std::size_t enough_words, std::size_t piece_bytes) {
   thread_local std::vector<int32_t> cps;  // reused: cleaning allocates only its result
-  const StopwordIndex& index = stopword_index();
   std::string out;
   out.reserve(std::min(text.size(), 2 * piece_bytes));
   TokenWriter writer(&out);
@@ -178,43 +219,7 @@ std::string clean_text_in_pieces(const std::string& text, std::size_t enough_wor
       ++end;
     }
     decode_lower(text.data() + begin, end - begin, &cps);
-    const std::size_t n = cps.size();
-    bool prev_word = false;  // is_word_char(cps[p - 1]); false before the start (\b at the text's start)
-    for (std::size_t p = 0; p < n;) {
-      const int32_t c = cps[p];
-      // A stopword starts with a letter, so \b before it means: previous character is not a word character.
-      if (c >= 'a' && c <= 'z' && !prev_word) {
-        std::size_t matched = 0;
-        for (const StopwordIndex::Word& w : index.by_first[static_cast<std::size_t>(c - 'a')]) {
-          if (p + w.size > n) continue;
-          std::size_t k = 1;
-          while (k < w.size && cps[p + k] == static_cast<unsigned char>(w.text[k])) ++k;
-          // \b after it: every stopword ends with a letter, so the next character must not be a word character.
-          if (k == w.size && (p + k == n || !is_word_char(cps[p + k]))) {
-            matched = w.size;
-            break;
-          }
-        }
-        if (matched > 0) {
-          writer.close();  // the replacement " " separates
-          p += matched;
-          prev_word = true;
-          while (p < n && is_space_char(cps[p])) {
-            prev_word = false;
-            ++p;
-          }
-          continue;
-        }
-      }
-      const bool word = is_word_char(c);
-      if (c < 0x80 && is_ascii_alnum(c)) {
-        writer.put(static_cast<char>(c));
-      } else {
-        writer.close();
-      }
-      prev_word = word;
-      ++p;
-    }
+    clean_code_points(cps, &writer);
     begin = end;
     if (writer.words() > enough_words) break;  // (a token still open ends where the piece does: whole)
   }

@@ -46,6 +46,7 @@
 
 #include "core/error.h"
 #include "core/files.h"
+#include "core/scratch.h"
 
 namespace bertrain {
 
@@ -160,6 +161,13 @@ struct Scratch {
 Scratch& scratch() {
   thread_local Scratch s;
   return s;
+}
+
+// What a long word grew is let go after the call (core/scratch.h): serve encodes on hundreds of threads.
+void release_large(Scratch& s) {
+  release_if_large(s.word);
+  release_if_large(s.chunk);
+  release_if_large(s.norm);
 }
 
 // Calls emit(word, chars) for every basic token of text[begin, end): `word` is the UTF-8 token and
@@ -385,6 +393,7 @@ std::vector<std::string> BertTokenizer::basic_tokenize(const std::string& text) 
     words.push_back(w);
     return true;
   });
+  release_large(scratch());
   return words;
 }
 
@@ -439,6 +448,7 @@ void BertTokenizer::encode(const std::string& text, int max_length, Encoding* ou
     out->ids.resize(limit);
   }
   out->ids.push_back(sep_);
+  release_large(sc);
 }
 
 std::string BertTokenizer::describe() const {
