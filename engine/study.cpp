@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <numeric>
 
 #include "core/error.h"
@@ -31,6 +32,20 @@ struct StudyFields {
     const json& value = need(object, key, field);
     BERTRAIN_CHECK(value.is_string(), origin << ": field '" << field << "' is not a string");
     return value.get<std::string>();
+  }
+  // An array of strings, each checked by `check(name, field)` against those before it.
+  std::vector<std::string> names(const json& array, const std::string& key,
+                                 const std::function<void(const std::string&, const std::string&,
+                                                          const std::vector<std::string>&)>& check) const {
+    BERTRAIN_CHECK(array.is_array(), origin << ": field '" << key << "' is not an array");
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < array.size(); ++i) {
+      const std::string at = key + "[" + std::to_string(i) + "]";
+      BERTRAIN_CHECK(array[i].is_string(), origin << ": field '" << at << "' is not a string");
+      check(array[i].get<std::string>(), at, out);
+      out.push_back(array[i].get<std::string>());
+    }
+    return out;
   }
   // A number, or NaN for null; tune writes null until there is a value, so an absent field counts as null too.
   double number_or_null(const json& object, const std::string& key, const std::string& field) const {
@@ -172,6 +187,7 @@ json Study::to_json() const {
          {"best_trial", best < 0 ? json() : json(trials[static_cast<std::size_t>(best)].id)},
          {"time_s", time_s}};
   if (!mlflow_run_id.empty()) j["mlflow_run_id"] = mlflow_run_id;
+  if (!integers.empty()) j["integers"] = integers;
   return j;
 }
 
@@ -196,15 +212,17 @@ Study Study::from_json(const json& j, const std::string& origin) {
     BERTRAIN_CHECK(j["settings"].is_object(), origin << ": field 'settings' is not an object");
     s.settings = j["settings"];
   }
-  const json& searched = f.need(j, "searched", "searched");
-  BERTRAIN_CHECK(searched.is_array(), origin << ": field 'searched' is not an array");
-  for (std::size_t i = 0; i < searched.size(); ++i) {
-    const std::string at = "searched[" + std::to_string(i) + "]";
-    BERTRAIN_CHECK(searched[i].is_string(), origin << ": field '" << at << "' is not a string");
-    const std::string name = searched[i].get<std::string>();
-    BERTRAIN_CHECK(std::find(s.searched.begin(), s.searched.end(), name) == s.searched.end(),
-                   origin << ": field '" << at << "' names '" << name << "' again");
-    s.searched.push_back(name);
+  s.searched = f.names(f.need(j, "searched", "searched"), "searched",
+                       [&](const std::string& name, const std::string& at, const std::vector<std::string>& before) {
+                         BERTRAIN_CHECK(std::find(before.begin(), before.end(), name) == before.end(),
+                                        origin << ": field '" << at << "' names '" << name << "' again");
+                       });
+  if (j.contains("integers")) {
+    s.integers = f.names(j["integers"], "integers", [&](const std::string& name, const std::string& at,
+                                                        const std::vector<std::string>&) {
+      BERTRAIN_CHECK(std::find(s.searched.begin(), s.searched.end(), name) != s.searched.end(),
+                     origin << ": field '" << at << "' names '" << name << "', which 'searched' does not");
+    });
   }
   const json& trials = f.need(j, "trials", "trials");
   BERTRAIN_CHECK(trials.is_array(), origin << ": field 'trials' is not an array");

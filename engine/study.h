@@ -4,13 +4,15 @@
 //
 // study.json:
 //   {"version": 1, "metric": "val_loss", "mode": "min", "settings": {...}, "searched": ["dropout", "lr", ...],
+//    "integers": ["lr-patience"],
 //    "trials": [{"id": "000", "dir": "trials/000", "params": {...}, "status": "completed", "epochs": 10,
 //                "best_metric": 0.42, "best_epoch": 6, "last_metric": 0.45, "time_s": 61.2,
 //                "error": "...", "mlflow_run_id": "..."}, ...],
 //    "scheduler_events": [{"trial": "000", "iteration": 1, "value": 0.61}, ...],
 //    "best_trial": "003", "mlflow_run_id": "...", "time_s": 402.5}
 // best_epoch counts from 0, as metrics.jsonl does; best_metric, best_epoch and last_metric are null until the
-// trial has an evaluation; error only for a failed trial.
+// trial has an evaluation; error only for a failed trial. integers (absent when none, and in studies written before
+// it): the searched parameters that are integer flags, which a trial runs with the integer part of its value.
 #pragma once
 
 #include <cmath>
@@ -65,6 +67,7 @@ struct Study {
   // "evaluation" when the trials evaluate every --eval-steps steps (several an epoch).
   std::string iteration = "epoch";
   std::vector<std::string> searched;
+  std::vector<std::string> integers;  // searched integer flags: a trial runs with its value's integer part
   std::vector<TrialRecord> trials;
   std::vector<SchedulerEvent> scheduler_events;
   std::string mlflow_run_id;  // the study's parent run

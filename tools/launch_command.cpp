@@ -116,12 +116,12 @@ int run_launch(const std::vector<std::string>& args) {
   if (dashes != args.end()) command.assign(dashes + 1, args.end());
   ArgParser p("launch",
               "Runs COMMAND and, when it fails while working (exit 1), is stopped with a checkpoint (75) or is killed\n"
-              "by a signal, runs it again with --resume (added when the run directory of its --out has last/; also\n"
-              "on the first attempt, for a requeued job, unless COMMAND has --overwrite), up to\n"
-              "--max-restarts times; a usage or input error (2) or any other exit is not retried. Each attempt's end\n"
-              "and every restart are logged on stderr and recorded in results.json (\"restarts\"). SIGTERM, SIGINT,\n"
-              "SIGUSR1 and SIGHUP are passed on to COMMAND, which then ends without a restart (exit 75 when last/\n"
-              "holds a checkpoint to continue from).");
+              "by a signal, runs it again with --resume (added when the run directory of its --out has a checkpoint,\n"
+              "last/trainer_state.json; also on the first attempt, for a requeued job, unless COMMAND has\n"
+              "--overwrite), up to --max-restarts times; a usage or input error (2) or any other exit is not\n"
+              "retried. Each attempt's end and every restart are logged on stderr and recorded in results.json\n"
+              "(\"restarts\"). SIGTERM, SIGINT, SIGUSR1 and SIGHUP are passed on to COMMAND, which then ends without\n"
+              "a restart (exit 75 when last/ holds a checkpoint to continue from).");
   p.usage("bertrain launch [--max-restarts N] [--restart-delay SECONDS] -- COMMAND [ARGS...]");
   p.epilog(kExitStatusHelp);
   p.option("max-restarts", "3", "how many times COMMAND is run again");

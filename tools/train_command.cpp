@@ -93,9 +93,9 @@ ArgParser train_arg_parser() {
   p.option("save-steps", "0", "also write the resumable checkpoint RUN_DIR/last every N optimizer steps (0: at "
                                 "the end of each epoch only)");
   p.option("keep", "0", "with --save-steps: keep the newest N step checkpoints as RUN_DIR/checkpoints/step-<S>");
-  p.option("save-total-limit", "0", "at most N resumable checkpoints: the newest N step checkpoints, the newest of "
-                                    "which RUN_DIR/last is (Trainer's save_total_limit; the same as --keep N; 0: --keep "
-                                    "decides)");
+  p.option("save-total-limit", "0", "keep the newest N step checkpoints (Trainer's save_total_limit; the same as --keep "
+                                    "N; 0: --keep decides). RUN_DIR/last, the newest resumable checkpoint, is one of "
+                                    "them when the last checkpoint was a step's, else one more (an epoch's end)");
   p.option("save-optimizer", "always",
            "the Adam moments (twice the model's size) in checkpoints: always (kept when the run finishes, so --resume "
            "with more --epochs continues exactly), during (dropped when the run finishes: a stopped run still resumes "

@@ -132,6 +132,15 @@ TEST(Study, JsonRoundTrip) {
   json older = j;
   older.erase("iteration");
   EXPECT_EQ(Study::from_json(older, "study.json").iteration, "epoch");
+  // The searched integer flags: written when there are any, read when present.
+  EXPECT_FALSE(j.contains("integers"));
+  Study integers = s;
+  integers.integers = {integers.searched.at(0)};
+  EXPECT_EQ(Study::from_json(integers.to_json(), "study.json").integers, integers.integers);
+  bad = integers.to_json();
+  bad["integers"] = {"not-searched"};
+  testing::expect_error([&] { Study::from_json(bad, "study.json"); },
+                        "study.json: field 'integers[0]' names 'not-searched', which 'searched' does not");
   bad = j;
   bad["iteration"] = "step";
   testing::expect_error([&] { Study::from_json(bad, "study.json"); }, "study.json: field 'iteration' is 'step', not epoch or evaluation");

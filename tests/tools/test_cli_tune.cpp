@@ -163,6 +163,7 @@ TEST_F(CliTune, TrialsRunInParallelWithFlagsAsTrainTakesThem) {
   EXPECT_NE(patience, std::trunc(patience));
   EXPECT_NE(r.out.find("trial 000 started:"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("lr-patience=" + std::to_string(static_cast<long>(patience)) + " "), std::string::npos) << r.out;
+  EXPECT_EQ(s["integers"], json::array({"lr-patience"})) << s;  // so that report shows it as the trial ran
   EXPECT_NE(std::find(argv.begin(), argv.end(), "--shuffle"), argv.end());
   // Through a launcher, placing the trials is the launcher's business: no --threads (the real study below checks
   // the cores' split without one).

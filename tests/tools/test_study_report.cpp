@@ -409,6 +409,33 @@ TEST_F(StudyReportTest, TheSummarySaysWhatTheStudyReachedAndWhereTheModelIs) {
   EXPECT_NE(study_summary(load_study(dir)).find("\n  no best trial yet\n"), std::string::npos);
 }
 
+// An integer flag's value is shown as the trial ran with it, its integer part (tune's table does the same); the
+// parameter's chart keeps the value the search drew.
+TEST_F(StudyReportTest, IntegerFlagsAreShownAsTheTrialsRanWithThem) {
+  json j = study_json();
+  j["integers"] = {"lr-patience"};
+  j["settings"]["space"]["lr-patience"] = {{"type", "uniform"}, {"low", 1}, {"high", 10}};  // as Made-With-ML's
+  j["trials"][0]["params"]["lr-patience"] = 2.708;
+  write_study(j);
+  const StudyRecord study = load_study(dir_.string());
+  EXPECT_NE(study_summary(study).find("(dropout 0.1, lr 1e-5, lr-patience 2, class-weights false"), std::string::npos)
+      << study_summary(study);
+  const XmlElement page = parse_xml(render_study_report(study, "now"));
+  const auto first = page.find_all("table").at(0)->find_all("tbody").at(0)->find_all("tr").at(0)->find_all("td");
+  EXPECT_EQ(first.at(0)->text.substr(first.at(0)->text.size() - 3), "000");
+  EXPECT_EQ(first.at(6)->text, "2");
+  bool drawn = false;  // the chart's point of trial 000 at the drawn 2.708 (its tooltip says the value)
+  for (const XmlElement* title : chart_titled(page, "lr-patience against best val_loss")->find_all("title")) {
+    drawn = drawn || title->text.find("2.708") != std::string::npos;
+  }
+  EXPECT_TRUE(drawn);
+  // Only a searched parameter can be one.
+  j["integers"] = {"epochs"};
+  write_study(j);
+  testing::expect_error([&] { load_study(dir_.string()); },
+                        "field 'integers[0]' names 'epochs', which 'searched' does not");
+}
+
 TEST_F(StudyReportTest, AStudyWithoutEpochsYetIsAPageOfItsTrials) {
   json j = study_json();
   for (json& t : j["trials"]) {

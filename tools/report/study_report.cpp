@@ -79,11 +79,22 @@ std::string value_text(const json& value) {
   return "";
 }
 
+// A parameter's value as the trial ran with it: an integer flag's integer part (tune's table shows that too; the
+// value the search drew stays in study.json and on the parameter charts), else value_text.
+bool runs_as_integer(const StudyRecord& study, const std::string& name, const json& value) {
+  const std::vector<std::string>& integers = study.record.integers;
+  return value.is_number() && std::find(integers.begin(), integers.end(), name) != integers.end();
+}
+std::string run_value_text(const StudyRecord& study, const std::string& name, const json& value) {
+  if (runs_as_integer(study, name, value)) return std::to_string(static_cast<long long>(std::trunc(value.get<double>())));
+  return value_text(value);
+}
+
 // The searched parameters of a trial: "dropout 0.5, lr 1e-4" (every parameter when the file names none searched).
 std::string params_text(const StudyRecord& study, const StudyTrial& t) {
   std::string text;
   auto add = [&](const std::string& name, const json& value) {
-    text += (text.empty() ? "" : ", ") + name + " " + value_text(value);
+    text += (text.empty() ? "" : ", ") + name + " " + run_value_text(study, name, value);
   };
   if (study.searched.empty()) {
     for (const auto& [name, value] : t.params.items()) add(name, value);
@@ -153,8 +164,9 @@ std::string trials_table(const StudyRecord& study, const std::vector<std::string
       }
       const json& value = t.params[name];
       const bool number = value.is_number();
-      html += cell(number && scientific[p] && value.get<double>() != 0 ? format_scientific(value.get<double>())
-                                                                       : value_text(value),
+      html += cell(number && scientific[p] && value.get<double>() != 0 && !runs_as_integer(study, name, value)
+                       ? format_scientific(value.get<double>())
+                       : run_value_text(study, name, value),
                    number);
     }
     html += cell(format_duration(t.time_s), true) + "</tr>\n";

@@ -167,8 +167,13 @@ class StudyRunner {
       study_.iteration = s_.iteration;
       for (const SearchParam* p : s_.space.searched()) study_.searched.push_back(p->name);
       make_directories(path("trials"));
-      save();
     }
+    // Also into a study written before the field, so that its report shows what the trials ran with.
+    study_.integers.clear();
+    for (const std::string& name : study_.searched) {
+      if (s_.integers.count(name) != 0) study_.integers.push_back(name);
+    }
+    save();
   }
 
   void check_settings_unchanged() const {
