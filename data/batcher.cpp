@@ -81,9 +81,11 @@ int Batcher::max_tokens() const {
   int64_t most = 0;
   if (!options_.shuffle) {
     const int n = static_cast<int>(examples_->size());
-    // Micro-batches start every batch_size rows, whatever the accumulation.
-    for (int index = 0; index < (n + options_.batch_size - 1) / options_.batch_size; ++index) {
-      const int global_start = index * options_.batch_size;
+    // Micro-batches start every batch_size rows, whatever the accumulation (counted in 64 bits: a batch size near
+    // INT_MAX overflowed n + batch_size - 1, and no micro-batch was looked at).
+    const int64_t batches = (int64_t{n} + options_.batch_size - 1) / options_.batch_size;
+    for (int64_t index = 0; index < batches; ++index) {
+      const int global_start = static_cast<int>(index * options_.batch_size);
       const Slice slice =
           rank_slice(global_start, std::min(options_.batch_size, n - global_start), options_.rank, options_.world_size);
       int64_t tokens = 0;

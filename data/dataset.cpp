@@ -199,7 +199,8 @@ std::vector<std::string> TextRowReader::split_labels(const RecordField& field) c
   return labels;
 }
 
-std::string TextRowReader::read_row(const Record& record, TextRow* row) {
+std::string TextRowReader::read_row(const Record& record, TextRow* row, std::string* column_flag) {
+  column_flag->clear();
   if (!record.error.empty()) return record.error;
   ++readable_;
   bool absent = false;  // JSON Lines: some text column's key is absent or null
@@ -209,11 +210,15 @@ std::string TextRowReader::read_row(const Record& record, TextRow* row) {
   }
   for (std::size_t i = 0; i < options_.text_columns.size(); ++i) {
     const RecordField& field = record.fields[i];
-    if (field.is_list) return "text column '" + options_.text_columns[i] + "' is a list, not a text";
+    if (field.is_list) {
+      *column_flag = "text-columns";
+      return "text column '" + options_.text_columns[i] + "' is a list, not a text";
+    }
     text_values_[i] = field.text;
   }
   row->raw_text = join_text_columns(text_values_);
   if (row->raw_text.empty()) {
+    if (absent) *column_flag = "text-columns";
     if (options_.text_columns.size() == 1) {
       return "text column '" + options_.text_columns[0] + "' is " + (absent ? "absent or null" : "empty");
     }
@@ -224,13 +229,17 @@ std::string TextRowReader::read_row(const Record& record, TextRow* row) {
   if (options_.read_labels) {
     const RecordField& field = record.fields[label_field_];
     const std::string& name = options_.label_column;
-    if (!field.present) return "label column '" + name + "' is missing";
+    if (!field.present) {
+      *column_flag = "label-column";
+      return "label column '" + name + "' is missing";
+    }
     if (options_.multi_label) {
       row->tags = split_labels(field);
       // An explicit empty JSON array is a row with no labels; an empty string is a missing value.
       if (row->tags.empty() && !(field.is_list && field.items.empty())) return "label column '" + name + "' is empty";
     } else {
       if (field.is_list) {
+        *column_flag = "multi-label";
         return "label column '" + name + "' is a list" +
                (offers(options_, "multi-label") ? " (pass --multi-label for label sets)" : ", expected one label");
       }
@@ -247,7 +256,8 @@ std::string TextRowReader::read_row(const Record& record, TextRow* row) {
 
 bool TextRowReader::next(TextRow* row) {
   while (records_.next(&record_)) {
-    const std::string why = read_row(record_, row);
+    std::string column_flag;
+    const std::string why = read_row(record_, row, &column_flag);
     ++index_;
     if (why.empty()) {
       ++good_;
@@ -265,6 +275,13 @@ bool TextRowReader::next(TextRow* row) {
                          : std::string(", as --format says?");
         BERTRAIN_FAIL(where << ": " << why << " (the first row already: is the file " << format_title(records_.format())
                             << as_said << ")");
+      }
+      // So does a column the first row lacks or holds in another kind: skipping such rows may skip them all.
+      if (index_ == 1 && !column_flag.empty()) {
+        const bool said = why.find("--" + column_flag) != std::string::npos;
+        BERTRAIN_FAIL(where << ": " << why << " (the first row already"
+                            << (said ? std::string() : hint(options_, column_flag.c_str(), ": check --" + column_flag))
+                            << ")");
       }
       BERTRAIN_FAIL(where << ": " << why << hint(options_, "skip-bad-rows", " (--skip-bad-rows skips such rows)"));
     }

@@ -81,8 +81,10 @@ class TextRowReader {
   void require_rows() const;
 
  private:
-  // Why `record` is bad ("" when it is good); fills `row` otherwise.
-  std::string read_row(const Record& record, TextRow* row);
+  // Why `record` is bad ("" when it is good); fills `row` otherwise. `column_flag` is then the flag that names the
+  // column at fault when a column is absent or of the wrong kind ("text-columns", "label-column", "multi-label"),
+  // else "".
+  std::string read_row(const Record& record, TextRow* row, std::string* column_flag);
   std::vector<std::string> split_labels(const RecordField& field) const;
 
   const Tokenizer& tokenizer_;

@@ -150,4 +150,16 @@ void Predictor::predict(const std::vector<Example>& examples, std::vector<float>
   }
 }
 
+long first_non_finite_row(const std::vector<float>& scores, int classes) {
+  for (std::size_t k = 0; k < scores.size(); ++k) {
+    if (!std::isfinite(scores[k])) return static_cast<long>(k / static_cast<std::size_t>(classes));
+  }
+  return -1;
+}
+
+std::string non_finite_scores(const std::string& model_dir, const std::string& row) {
+  return "the model in " + model_dir + " gives scores that are not finite for " + row + ": its weights overflow " +
+         "float32 on the way (a training that diverged?); it cannot predict";
+}
+
 }  // namespace bertrain

@@ -104,4 +104,10 @@ class Predictor {
   std::vector<float> logits_;  // one batch's, reused
 };
 
+// The first row of `scores` ([rows, classes], row-major) with a score that is not finite, or -1. Finite weights can
+// still overflow float32 on the way (a diverged training's checkpoint): the scores are then nan, and every command
+// refuses to answer with them (non_finite_scores names the row and the model).
+long first_non_finite_row(const std::vector<float>& scores, int classes);
+std::string non_finite_scores(const std::string& model_dir, const std::string& row);
+
 }  // namespace bertrain

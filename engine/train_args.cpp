@@ -1,6 +1,7 @@
 #include "engine/train_args.h"
 
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
 #include "dist/device_communicator.h"
@@ -10,6 +11,16 @@
 
 namespace bertrain {
 
+namespace {
+
+// A positive value float32 holds as a normal number, neither infinite nor rounded to 0 or a subnormal.
+bool in_float_range(double x) {
+  return x >= std::numeric_limits<float>::min() && x <= std::numeric_limits<float>::max();
+}
+constexpr const char* kFloatRange = "1.2e-38 to 3.4e38";
+
+}  // namespace
+
 void validate_train_args(const TrainArgs& a) {
   BERTRAIN_CHECK(!a.model_dir.empty(), "--model is required");
   BERTRAIN_CHECK(!a.train_data.empty(), "--train-data is required");
@@ -17,6 +28,9 @@ void validate_train_args(const TrainArgs& a) {
   BERTRAIN_CHECK(a.epochs >= 1, "--epochs must be at least 1, got " << a.epochs);
   BERTRAIN_CHECK(a.batch_size >= 1, "--batch-size must be at least 1, got " << a.batch_size);
   BERTRAIN_CHECK(a.lr > 0 && std::isfinite(a.lr), "--lr must be positive and finite, got " << a.lr);
+  // The engine computes in float32: a rate past its range is infinite there, one below it 0 (nothing learns).
+  BERTRAIN_CHECK(in_float_range(a.lr), "--lr must be within float32's range, " << kFloatRange << " (the engine "
+                                                                                << "computes in float32), got " << a.lr);
   BERTRAIN_CHECK(a.dropout >= 0 && a.dropout < 1, "--dropout must be in [0, 1), got " << a.dropout);
   BERTRAIN_CHECK(a.lr_factor > 0 && a.lr_factor < 1, "--lr-factor must be in (0, 1), got " << a.lr_factor);
   BERTRAIN_CHECK(a.lr_patience >= 0, "--lr-patience must be >= 0, got " << a.lr_patience);
@@ -24,11 +38,15 @@ void validate_train_args(const TrainArgs& a) {
   BERTRAIN_CHECK(a.adam_beta2 >= 0 && a.adam_beta2 < 1, "--adam-beta2 must be in [0, 1), got " << a.adam_beta2);
   BERTRAIN_CHECK(a.adam_eps > 0 && std::isfinite(a.adam_eps),
                  "--adam-eps must be positive and finite, got " << a.adam_eps);
+  BERTRAIN_CHECK(in_float_range(a.adam_eps), "--adam-eps must be within float32's range, " << kFloatRange
+                                             << " (at 0 a parameter with no gradient divides 0 by 0), got "
+                                             << a.adam_eps);
   // An infinite decay makes every weight non-finite at the first step: a flag error, not a diverging run (exit 1).
-  BERTRAIN_CHECK(a.weight_decay >= 0 && std::isfinite(a.weight_decay),
-                 "--weight-decay must be >= 0 and finite, got " << a.weight_decay);
-  BERTRAIN_CHECK(a.max_grad_norm >= 0 && std::isfinite(a.max_grad_norm),
-                 "--max-grad-norm must be >= 0 and finite (0: no clipping), got " << a.max_grad_norm);
+  BERTRAIN_CHECK(a.weight_decay >= 0 && a.weight_decay <= std::numeric_limits<float>::max(),
+                 "--weight-decay must be >= 0 and finite in float32 (at most 3.4e38), got " << a.weight_decay);
+  BERTRAIN_CHECK(a.max_grad_norm >= 0 && a.max_grad_norm <= std::numeric_limits<float>::max(),
+                 "--max-grad-norm must be >= 0 and finite in float32 (at most 3.4e38; 0: no clipping), got "
+                     << a.max_grad_norm);
   BERTRAIN_CHECK(a.num_samples >= 0, "--num-samples must be >= 0, got " << a.num_samples);
   if (a.val_data.empty()) {
     BERTRAIN_CHECK(a.val_fraction > 0 && a.val_fraction < 1, "--val-fraction must be in (0, 1), got " << a.val_fraction);
@@ -49,6 +67,9 @@ void validate_train_args(const TrainArgs& a) {
                  "--grad-reduce must be fp32 or bf16, got '" << a.grad_reduce << "'");
   parse_gpu_collectives(a.gpu_collectives);
   BERTRAIN_CHECK(a.grad_accum_steps >= 1, "--grad-accum-steps must be at least 1, got " << a.grad_accum_steps);
+  BERTRAIN_CHECK(static_cast<long long>(a.batch_size) * a.grad_accum_steps <= std::numeric_limits<int>::max(),
+                 "--batch-size x --grad-accum-steps, the rows of one optimizer step, must be at most 2147483647, got "
+                     << a.batch_size << " x " << a.grad_accum_steps);
   BERTRAIN_CHECK(a.max_steps >= 0, "--max-steps must be >= 0 (0: --epochs decides), got " << a.max_steps);
   BERTRAIN_CHECK(a.eval_steps >= 0, "--eval-steps must be >= 0 (0: every epoch), got " << a.eval_steps);
   const LrSchedulerKind schedule = parse_lr_scheduler(a.lr_scheduler);

@@ -410,13 +410,9 @@ class TrainingLoop {
     // already applied, so nothing more is saved: last/ keeps the last checkpoint.
     const double grad_norm = p_.engine.last_gradient_norm();
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
-      std::ostringstream why;
-      why << "epoch " << epoch + 1 << ", step " << index + 1 << " of " << p_.plan.steps_per_epoch
-          << ": the training loss is " << loss << " and the gradient norm " << grad_norm
-          << "; training stopped (last/ holds the last checkpoint; try a lower --lr"
-          << (p_.args.weight_decay > 0 ? " or --weight-decay" : "")
-          << (p_.args.precision == "bf16" ? ", or --precision fp32" : "") << ")";
-      throw SharedError(why.str());
+      throw SharedError(diverged("epoch " + std::to_string(epoch + 1) + ", step " + std::to_string(index + 1) + " of " +
+                                 std::to_string(p_.plan.steps_per_epoch) + ": the training loss is " +
+                                 value_text(loss) + " and the gradient norm " + value_text(grad_norm)));
     }
     run_.period_loss.add(loss);
     run_.period_grad_norm.add(grad_norm);
@@ -464,6 +460,24 @@ class TrainingLoop {
     if (name == "accuracy") return v.metrics.accuracy;
     return v.loss;
   }
+  // The error of a training that diverged (`what` happened): it stops, and says what it leaves to resume from (a
+  // checkpoint is never written with weights that are not finite, nor after an evaluation whose loss is not).
+  std::string diverged(const std::string& what) const {
+    const bool checkpoint = file_exists(p_.dirs.last + "/trainer_state.json");
+    return what + "; training stopped (" +
+           (checkpoint ? "last/ holds the last checkpoint" : "no checkpoint was written") + "; try a lower --lr" +
+           (p_.args.weight_decay > 0 ? " or --weight-decay" : "") +
+           (p_.args.precision == "bf16" ? ", or --precision fp32" : "") + ")";
+  }
+  // "nan", "inf", "-inf" or the number (a stream writes -nan for some NaNs).
+  static std::string value_text(double x) {
+    if (std::isnan(x)) return "nan";
+    if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+    std::ostringstream os;
+    os << x;
+    return os.str();
+  }
+
   bool better(double value, double best) const {
     return p_.plan.best.greater_is_better ? value > best : value < best;  // NaN is never better
   }
@@ -474,6 +488,12 @@ class TrainingLoop {
     const int epoch = static_cast<int>(step / p_.plan.steps_per_epoch);
     const double train_seconds = run_.period_seconds + seconds_since(period_start_);
     const Validation v = validate(epoch);
+    // The last update can make the weights (or what they compute) overflow without a training loss to see it: the
+    // validation does. Every rank has the same sums, so every rank stops here.
+    if (!std::isfinite(v.loss)) {
+      throw SharedError(diverged("after optimizer step " + std::to_string(step + 1) + " the validation loss is " +
+                                 value_text(v.loss)));
+    }
     // The rate the next step uses: the plateau schedule sees this evaluation's val_loss (Made-With-ML's), a
     // step-wise one is a function of the step.
     double lr;
@@ -491,7 +511,9 @@ class TrainingLoop {
       run_.best_epoch = epoch;
       run_.best_step = step + 1;
     }
-    const bool stop_early = run_.early_stopping.update(metric);
+    // Patience that runs out at the last evaluation cuts nothing short: not an early stop (a --resume with more
+    // epochs then trains on, as after any finished run).
+    const bool stop_early = run_.early_stopping.update(metric) && step + 1 < p_.plan.total_steps;
     const double elapsed = run_.elapsed_before + seconds_since(p_.start);
     // As the original reports it: epochs from 0, lr after the scheduler has seen this evaluation.
     run_.history.push_back(json{{"epoch", epoch},
@@ -595,6 +617,11 @@ class TrainingLoop {
   void checkpoint(long step, bool step_checkpoint, bool evaluated, bool improved = false) {
     if (!leader_) return;
     const std::vector<float>& weights = p_.engine.parameters();
+    // A step's update may have made weights overflow that its loss, computed before it, could not show (the next
+    // step's would): they are never written. (The leader's error ends every rank, as any of its errors does.)
+    if (!std::all_of(weights.begin(), weights.end(), [](float w) { return std::isfinite(w); })) {
+      throw Error(diverged("after optimizer step " + std::to_string(step + 1) + " the weights are not finite"));
+    }
     write_checkpoint(p_.args, p_.dirs, p_.model, p_.engine, weights, trainer_state(step, evaluated), step_checkpoint);
     if (improved) save_best(p_.dirs, p_.model, weights);
     if (evaluated) write_run_files(p_.args.out_dir, run_.history, nullptr);

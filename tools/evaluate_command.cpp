@@ -112,6 +112,9 @@ int run_evaluate(const std::vector<std::string>& args) {
              stderr);
   const auto start = std::chrono::steady_clock::now();
   const std::vector<float> probs = predictor.predict_proba(data.examples);
+  if (const long bad = first_non_finite_row(probs, predictor.labels().size()); bad >= 0) {
+    throw InputError(non_finite_scores(predictor.model_dir(), "row " + std::to_string(bad + 1) + " of the data read"));
+  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fprintf(stderr, "evaluate: %s in %.2f s (%.0f rows/s) on %s, batches of %d\n",
                count_of(data.examples.size(), "row").c_str(), seconds, data.examples.size() / seconds,

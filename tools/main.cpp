@@ -99,6 +99,14 @@ int checked_stdout(int rc) {
   return rc == 0 ? 1 : rc;
 }
 
+// Prints an error line after what stdout holds: with both redirected to one file, a line printed before the error
+// (resuming from ...) came after it.
+void print_error(const std::string& line) {
+  std::cout.flush();
+  std::fflush(stdout);
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -108,18 +116,18 @@ int main(int argc, char** argv) {
   try {
     return checked_stdout(dispatch(std::vector<std::string>(argv + 1, argv + argc)));
   } catch (const bertrain::UsageError& e) {
-    std::fprintf(stderr, "bertrain: %s\n", e.what());
+    print_error(std::string("bertrain: ") + e.what());
     return 2;
   } catch (const bertrain::InputError& e) {
-    std::fprintf(stderr, "bertrain: error: %s\n", e.what());
+    print_error(std::string("bertrain: error: ") + e.what());
     return 2;
   } catch (const std::bad_alloc&) {
-    // A row is read whole before it is cut to --max-length: its text takes some 16 times its size while read.
-    std::fprintf(stderr, "bertrain: error: out of memory: what was asked for (a model, batch or sequence size, or a "
-                         "data row of hundreds of megabytes) does not fit this machine's memory\n");
+    // A row is read whole before it is cut to --max-length: its field is held about six times while read.
+    print_error("bertrain: error: out of memory: what was asked for (a model, batch or sequence size, or a data row "
+                "of hundreds of megabytes) does not fit this machine's memory");
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "bertrain: error: %s\n", e.what());
+    print_error(std::string("bertrain: error: ") + e.what());
     return 1;
   }
 }

@@ -74,6 +74,9 @@ long predict_file(Predictor& predictor, TextRowReader& reader, const DatasetOpti
     }
     if (examples.empty()) break;
     const std::vector<float> probs = predictor.predict_proba(examples);
+    if (const long bad = first_non_finite_row(probs, classes); bad >= 0) {
+      throw InputError(non_finite_scores(predictor.model_dir(), "the row with id " + ids[static_cast<std::size_t>(bad)]));
+    }
     lines.clear();
     for (std::size_t i = 0; i < examples.size(); ++i) {
       nlohmann::ordered_json out{{"id", ids[i]}};
@@ -166,6 +169,9 @@ int run_predict(const std::vector<std::string>& args) {
 
   if (!has_data) {
     const std::vector<float> probs = predictor.predict_proba({encode_text(text, predictor.tokenizer(), options, nullptr)});
+    if (first_non_finite_row(probs, predictor.labels().size()) >= 0) {
+      throw InputError(non_finite_scores(predictor.model_dir(), "the text"));
+    }
     // One JSON object on one line: the shape of a --data line, without the id.
     std::printf("%s\n", rule.predict(probs.data(), labels).dump().c_str());
     return 0;

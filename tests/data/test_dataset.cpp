@@ -300,6 +300,21 @@ TEST_F(DatasetTest, AnUnreadableFirstRowQuestionsTheFormat) {
   const std::string object = write("object.jsonl", "{\"title\": {\"en\": \"red\"}}\n");
   expect_error(object, options, object + ":1: column 'title' is an object (expected a string, a number, a boolean or an "
                                          "array of them) (--skip-bad-rows skips such rows)");
+  // A column the first row lacks, or holds as a list where one label is expected, names the flag to check, not
+  // --skip-bad-rows (which would skip every row); a later row's is a bad row.
+  const std::string misnamed = write("misnamed.jsonl", "{\"text\": \"red\", \"tag\": \"x\"}\n");
+  DatasetOptions jsonl = options;
+  jsonl.text_columns = {"txt"};
+  expect_error(misnamed, jsonl, misnamed + ":1: text column 'txt' is absent or null (the first row already: check "
+                                           "--text-columns)");
+  const std::string lists = write("lists.jsonl", "{\"title\": \"red\", \"tag\": [\"x\"]}\n");
+  options.read_labels = true;
+  expect_error(lists, options, lists + ":1: label column 'tag' is a list (pass --multi-label for label sets) (the "
+                                       "first row already)");
+  const std::string second = write("second.jsonl", "{\"title\": \"red\", \"tag\": \"x\"}\n{\"tag\": \"y\"}\n");
+  expect_error(second, options, second + ":2: all text columns (title, description) are empty, absent or null "
+                                         "(--skip-bad-rows skips such rows)");
+  options.read_labels = false;
   // CSV: a first row with another number of fields than the header.
   const std::string tsv_named_csv = write("tabs.csv", "title,description\nred\tcat,x,y\n");
   options.format = "auto";

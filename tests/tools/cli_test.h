@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -257,6 +259,27 @@ class CliTest : public ::testing::Test {
   inline static fs::path* suite_dir_ = nullptr;
   inline static RunResult* suite_train_ = nullptr;
 };
+
+// Scales the embeddings' LayerNorm of the model.safetensors `file` by +-3e38, finite so that loading takes it:
+// some of its outputs overflow to infinities of both signs, the first attention's sums of them are inf - inf = nan,
+// and every score the model gives is nan (as in a run whose last update diverged). The file is replaced, not
+// written through (a best/ shares its files with a checkpoint by hard links).
+inline void make_scores_overflow(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::string weights((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  uint64_t header_bytes = 0;
+  std::memcpy(&header_bytes, weights.data(), sizeof header_bytes);
+  const nlohmann::json header = nlohmann::json::parse(weights.substr(8, header_bytes));
+  const nlohmann::json& tensor = header.at("bert.embeddings.LayerNorm.weight");
+  ASSERT_EQ(tensor.at("dtype"), "F32");
+  const std::size_t begin = 8 + header_bytes + tensor.at("data_offsets")[0].get<std::size_t>();
+  for (std::size_t i = 0; i < tensor.at("shape")[0].get<std::size_t>(); ++i) {
+    const float huge = i % 2 == 0 ? 3e38f : -3e38f;
+    std::memcpy(&weights[begin + i * sizeof huge], &huge, sizeof huge);
+  }
+  std::filesystem::remove(file);
+  std::ofstream(file, std::ios::binary) << weights;
+}
 
 // A failure with one stderr line containing `needle`, exit `code` (not a signal): 2 for usage and input errors,
 // 1 for failures while working.

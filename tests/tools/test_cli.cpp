@@ -874,6 +874,19 @@ TEST_F(CliTest, NonFiniteWeightsAreNamedWithTheirTensor) {
   expect_no_run(path("run"));
 }
 
+// Finite weights that overflow float32 on the way (scores of nan): predict and evaluate refuse to answer with them (exit 2, naming the row), where they printed null probabilities
+// and metrics of nan logits, exit 0.
+TEST_F(CliTest, ScoresThatAreNotFiniteAreRefusedNamingTheRow) {
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--epochs", "1"}))));
+  make_scores_overflow(path("run/best/model.safetensors"));
+  expect_error(run({"predict", "--model", path("run"), "--text", "image segmentation"}),
+               "gives scores that are not finite for the text: its weights overflow float32 on the way");
+  expect_error(run({"predict", "--model", path("run"), "--data", data(), "--out", path("p.jsonl")}),
+               "gives scores that are not finite for the row with id ");
+  EXPECT_FALSE(fs::exists(path("p.jsonl")));
+  expect_error(run({"evaluate", "--model", path("run"), "--data", data()}), "gives scores that are not finite for row 1 of");
+}
+
 // A learning rate that blows the weights up: the first non-finite loss or gradient stops the run with a
 // one-line error naming the epoch and step, and nothing of that epoch is saved.
 TEST_F(CliTest, NonFiniteLossStopsTrainingNamingTheStep) {
@@ -886,6 +899,26 @@ TEST_F(CliTest, NonFiniteLossStopsTrainingNamingTheStep) {
   EXPECT_NE(decayed.err.find("try a lower --lr or --weight-decay)"), std::string::npos) << decayed.describe();
   EXPECT_FALSE(fs::exists(path("run/last"))) << "a checkpoint of the diverged epoch was written";
   EXPECT_FALSE(fs::exists(path("run/best")));
+}
+
+// The last update can overflow the weights with no training loss left to show it (a loss is computed before its
+// step's update): the validation, or the weights themselves before a checkpoint, stop the run instead. Before, one
+// step at --lr 1e30 ended exit 0 naming a best/ that was never written (val_loss nan), and at 1e39 wrote last/ with
+// non-finite weights that --resume then refused. The message says what is left to resume from.
+TEST_F(CliTest, AnUpdateThatOverflowsTheWeightsStopsTheRunBeforeAnyCheckpoint) {
+  const RunResult one = run(train_args(path("one"), {"--max-steps", "1", "--lr", "1e30"}));
+  expect_error(one, "after optimizer step 1 the validation loss is nan; training stopped (no checkpoint was written; "
+                    "try a lower --lr)", 1);
+  EXPECT_FALSE(fs::exists(path("one/last")));
+  EXPECT_FALSE(fs::exists(path("one/best")));
+  EXPECT_FALSE(fs::exists(path("one/results.json")));
+  // Step checkpoints between evaluations: the weights are checked before they are written (a rate at float32's top
+  // makes some of them infinite at once).
+  const RunResult overflowed = run(train_args(path("overflowed"), {"--lr", "3.4e38", "--save-steps", "1"}));
+  expect_error(overflowed, "after optimizer step 1 the weights are not finite; training stopped (no checkpoint was "
+                           "written; try a lower --lr)", 1);
+  EXPECT_FALSE(fs::exists(path("overflowed/last")));
+  EXPECT_FALSE(fs::exists(path("overflowed/checkpoints/step-1")));
 }
 
 TEST_F(CliTest, CsvWithUnterminatedQuote) {

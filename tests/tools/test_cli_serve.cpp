@@ -957,6 +957,23 @@ TEST_F(CliServe, BodiesPastTheBudgetAreReadByTheAnsweringThread) {
   expect_serving(*server, "after the stalled bodies");
 }
 
+// A model whose scores are not finite (finite weights that overflow float32 on the way): its requests are answered
+// 500 saying so, and the server lives on (it answered 200 with null probabilities).
+TEST_F(CliServe, ScoresThatAreNotFiniteAreAnswered500) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  fs::copy(suite_run(), path("spoiled"), fs::copy_options::recursive);
+  make_scores_overflow(path("spoiled/best/model.safetensors"));
+  ServeProcess server(binary(), {"--model", path("spoiled"), "--port", "0", "--device", "cpu", "--quiet"},
+                      path("spoiled.log"));
+  ASSERT_TRUE(server.wait_ready(60)) << server.describe();
+  Client c(server.port());
+  const Answer a = c.post("/v1/predict", json{{"texts", {"object detection", "text classification"}}});
+  expect_error_answer(a, 500, "gives scores that are not finite for text 0 of the request", "a spoiled model");
+  EXPECT_EQ(c.get("/healthz").status, 200);
+  EXPECT_EQ(c.get("/readyz").status, 200);  // the engine did not fail: the next request is answered as well
+  expect_error_answer(c.post("/v1/predict", json{{"texts", {"graph neural network"}}}), 500, "not finite", "again");
+}
+
 // ---- overload -------------------------------------------------------------------------------------------------
 
 // `count` clients released together, client t POSTing rows[t]'s text alone to /v1/predict: their answers, by client.

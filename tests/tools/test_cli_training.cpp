@@ -122,6 +122,19 @@ TEST_F(CliTraining, EarlyStoppingStopsAndSaysWhy) {
       path("run"), {"--epochs", "10", "--early-stopping-patience", "2", "--early-stopping-threshold", "100", "--resume"})));
   ASSERT_TRUE(succeeded(again));
   EXPECT_NE(again.out.find("stopped early"), std::string::npos) << again.out;
+  // Patience running out at the last evaluation cut nothing short: no early stop, so a --resume with more epochs
+  // trains on (before, it was "stopped early; nothing to do"), and stops early at its first evaluation.
+  const std::vector<std::string> patient{"--early-stopping-patience", "2", "--early-stopping-threshold", "100"};
+  std::vector<std::string> three{"--epochs", "3"}, five{"--epochs", "5", "--resume"};
+  three.insert(three.end(), patient.begin(), patient.end());
+  five.insert(five.end(), patient.begin(), patient.end());
+  const RunResult last = run(without_quiet(train_args(path("last"), three)));
+  ASSERT_TRUE(succeeded(last));
+  EXPECT_EQ(last.out.find("stopping early"), std::string::npos) << last.out;
+  EXPECT_FALSE(results_of(path("last"))["stopped_early"].is_object()) << results_of(path("last")).dump();
+  ASSERT_TRUE(succeeded(run(train_args(path("last"), five))));
+  EXPECT_EQ(read_jsonl(path("last") + "/metrics.jsonl").size(), 4u);
+  EXPECT_EQ(results_of(path("last"))["stopped_early"]["epoch"], 3);
 }
 
 // Batches of 4 accumulated twice train (and validate) what batches of 8 do, to float32 rounding, and a run with
@@ -180,7 +193,23 @@ TEST_F(CliTraining, MaxGradNormClipsOnlyAboveTheGradientsNorm) {
 TEST_F(CliTraining, InfiniteOptimizerSettingsAreFlagErrors) {
   expect_error(run(train_args(path("bad"), {"--weight-decay", "inf"})), "--weight-decay must be >= 0 and finite");
   expect_error(run(train_args(path("bad"), {"--adam-eps", "inf"})), "--adam-eps must be positive");
+  // The engine computes in float32: 1e39 is infinite there, 1e-50 is 0 (an lr that learns nothing, an eps that
+  // makes 0 / 0 of a parameter without gradient). Before, these ran.
+  expect_error(run(train_args(path("bad"), {"--lr", "1e39"})), "--lr must be within float32's range, 1.2e-38 to 3.4e38");
+  expect_error(run(train_args(path("bad"), {"--lr", "1e-50"})), "--lr must be within float32's range");
+  expect_error(run(train_args(path("bad"), {"--adam-eps", "1e-50"})), "--adam-eps must be within float32's range");
+  expect_error(run(train_args(path("bad"), {"--weight-decay", "1e39"})), "--weight-decay must be >= 0 and finite in float32");
+  expect_error(run(train_args(path("bad"), {"--max-grad-norm", "1e39"})), "--max-grad-norm must be >= 0 and finite in float32");
+  // Rows of one optimizer step past an int: a flag error (exit 2), not the batcher's internal one (exit 1).
+  expect_error(run(train_args(path("bad"), {"--batch-size", "65536", "--grad-accum-steps", "65536"})),
+               "--batch-size x --grad-accum-steps, the rows of one optimizer step, must be at most 2147483647");
   expect_no_run(path("bad"));
+}
+
+// A batch size near INT_MAX trains (one batch of every row): the batcher's count of micro-batches overflowed int,
+// and the model refused a batch larger than the token bound it had computed ("outside [1, 240]", exit 1).
+TEST_F(CliTraining, ABatchSizeNearIntMaxTrains) {
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--epochs", "1", "--batch-size", "2147483647"}))));
 }
 
 // --resume refuses training settings that differ from the checkpoint's, one line naming each; the resumable ones

@@ -280,6 +280,11 @@ class HttpFrontend::Handlers {
       switch (f_.engine_->submit(pending)) {
         case ServeEngine::Admission::kAccepted:
           if (!pending->wait()) throw ApiError(500, "backend", pending->error());
+          if (const long bad = first_non_finite_row(pending->logits(), f_.engine_->predictor().labels().size());
+              bad >= 0) {
+            throw ApiError(500, "backend", non_finite_scores(f_.engine_->predictor().model_dir(),
+                                                             "text " + std::to_string(bad) + " of the request"));
+          }
           return;
         case ServeEngine::Admission::kQueueFull:
           if (wait_for_room && !f_.draining_.load()) {
