@@ -1,6 +1,9 @@
 // Label warnings (see label_checks.h).
 #include "data/label_checks.h"
 
+#include <unordered_map>
+
+#include "core/ascii.h"
 #include "core/count_text.h"
 #include "core/error.h"
 #include "data/utf8.h"
@@ -33,6 +36,41 @@ std::vector<std::string> label_separator_warnings(const std::vector<std::string>
                        ": labels are split at '" + escape_for_message(separator) + "'; if " + quoted +
                        " separates labels, pass --label-separator " + quoted);
   }
+  return warnings;
+}
+
+std::vector<std::string> label_spelling_warnings(const std::vector<std::string>& labels) {
+  const auto key = [](const std::string& label) {
+    const std::size_t begin = label.find_first_not_of(" \t");
+    if (begin == std::string::npos) return std::string();
+    return ascii_lower(label.substr(begin, label.find_last_not_of(" \t") - begin + 1));
+  };
+  std::unordered_map<std::string, std::vector<std::size_t>> groups;
+  std::vector<std::string> order;  // the keys in the order their first label comes
+  for (std::size_t c = 0; c < labels.size(); ++c) {
+    std::vector<std::size_t>& members = groups[key(labels[c])];
+    if (members.empty()) order.push_back(key(labels[c]));
+    members.push_back(c);
+  }
+  std::vector<std::string> warnings;
+  std::size_t more = 0;
+  for (const std::string& k : order) {
+    const std::vector<std::size_t>& members = groups.at(k);
+    if (members.size() < 2) continue;
+    if (warnings.size() >= kMaxLabelWarnings) {
+      ++more;
+      continue;
+    }
+    std::string names;
+    for (std::size_t i = 0; i < members.size() && i < 5; ++i) {
+      names += (i == 0 ? "" : i + 1 == members.size() ? " and " : ", ") + std::string("'") +
+               escape_for_message(labels[members[i]]) + "'";
+    }
+    if (members.size() > 5) names += " and " + std::to_string(members.size() - 5) + " more";
+    warnings.push_back("labels " + names + " differ only in case or in spaces around them: each is a label of its "
+                       "own (write them alike in the data if they are one)");
+  }
+  if (more > 0) warnings.push_back("and " + count_of(more, "more group") + " of labels that differ only so");
   return warnings;
 }
 

@@ -1,6 +1,6 @@
 // Checks of a training set's labels that do not stop training but that a user should hear about before spending
-// the time: labels that look like lists written with another separator than the one in use, and labels with
-// too few rows to learn from or to check. Plain functions over names and counts, so the trainer only prints
+// the time: labels that look like lists written with another separator than the one in use, labels with too few
+// rows to learn from or to check, and labels that differ only in case or spaces. Plain functions over names and counts, so the trainer only prints
 // what they return (`bertrain: warning: ...`, once, by rank 0).
 #pragma once
 
@@ -26,5 +26,10 @@ std::vector<int> count_label_rows(const std::vector<Example>& examples, int clas
 std::vector<std::string> label_count_warnings(const std::vector<std::string>& labels, const std::vector<int>& train,
                                               const std::vector<int>& val);
 inline constexpr std::size_t kMaxLabelWarnings = 10;
+
+// One warning for each group of labels that differ only in ASCII case or in spaces around them ('alpha', 'Alpha ',
+// 'ALPHA'): each is a label of its own (as pandas reads them for Made-With-ML), which is seldom what the data meant.
+// Names its first 5 members; past kMaxLabelWarnings groups, one line counts the rest.
+std::vector<std::string> label_spelling_warnings(const std::vector<std::string>& labels);
 
 }  // namespace bertrain

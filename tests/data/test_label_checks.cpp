@@ -1,5 +1,5 @@
 // The label warnings of train (data/label_checks.h): labels that look like lists written with another
-// separator, and labels with no training rows or a single row.
+// separator, labels with no training rows or a single row, and labels that differ only in case or spaces.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -62,6 +62,29 @@ TEST(LabelCountWarnings, ManyRareLabelsEndInOneLine) {
   ASSERT_EQ(warnings.size(), kMaxLabelWarnings + 1);
   EXPECT_EQ(warnings[0], "label 'tag0' has no training rows (1 row for validation): the model cannot learn it");
   EXPECT_EQ(warnings.back(), "and 5 more labels with no training rows or only 1 row");
+}
+
+// 'alpha ', 'ALPHA' and 'alpha' are three labels (pandas reads them so for Made-With-ML): said, once per group.
+TEST(LabelSpellingWarnings, LabelsThatDifferOnlyInCaseOrSpacesAreNamed) {
+  EXPECT_EQ(label_spelling_warnings({"alpha", "beta", "alpha ", "ALPHA", "gamma", " Beta"}),
+            (Strings{"labels 'alpha', 'alpha ' and 'ALPHA' differ only in case or in spaces around them: each is a label "
+                     "of its own (write them alike in the data if they are one)",
+                     "labels 'beta' and ' Beta' differ only in case or in spaces around them: each is a label of its own "
+                     "(write them alike in the data if they are one)"}));
+  EXPECT_TRUE(label_spelling_warnings({"computer-vision", "mlops", "natural-language-processing", "other"}).empty());
+  EXPECT_TRUE(label_spelling_warnings({"a-b", "a b", "ab"}).empty());  // inner characters differ
+  Strings many;
+  for (int i = 0; i < 7; ++i) many.push_back(std::string(static_cast<std::size_t>(i), ' ') + "x");
+  EXPECT_NE(label_spelling_warnings(many).at(0).find("'    x' and 2 more differ"), std::string::npos)
+      << label_spelling_warnings(many).at(0);
+  Strings groups;
+  for (int g = 0; g < 12; ++g) {
+    groups.push_back("l" + std::to_string(g));
+    groups.push_back("L" + std::to_string(g));
+  }
+  const Strings w = label_spelling_warnings(groups);
+  ASSERT_EQ(w.size(), kMaxLabelWarnings + 1);
+  EXPECT_EQ(w.back(), "and 2 more groups of labels that differ only so");
 }
 
 }  // namespace
