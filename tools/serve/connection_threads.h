@@ -1,6 +1,7 @@
 // The answering threads of `bertrain serve`'s HTTP server (tools/serve/http_server.h): a fixed pool started when the
 // server binds, before the ready line, so that a system that will not start them is an error naming
-// --max-connections; requests whose heads have arrived wait in a queue for a free thread.
+// --max-connections; requests that have arrived (whole, or with a body left to the thread to read) wait in a queue
+// for a free thread.
 #pragma once
 
 #include <condition_variable>
