@@ -14,6 +14,13 @@ inline std::string ascii_lower(std::string s) {
   return s;
 }
 
+// `s` without the bytes of `spaces` at either end; by default ASCII's white space (space, \t, \n, \v, \f, \r).
+inline std::string ascii_trim(const std::string& s, const char* spaces = " \t\n\v\f\r") {
+  const std::size_t begin = s.find_first_not_of(spaces);
+  if (begin == std::string::npos) return "";
+  return s.substr(begin, s.find_last_not_of(spaces) - begin + 1);
+}
+
 // The value of hexadecimal digit `c` (either case), -1 for any other byte.
 inline int hex_digit(char c) {
   if (c >= '0' && c <= '9') return c - '0';

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "core/ascii.h"
 #include "core/count_text.h"
 #include "core/error.h"
 #include "data/csv_parser.h"
@@ -17,25 +18,17 @@ namespace {
 // Rows whose skip reasons are kept for the log; the rest are only counted.
 constexpr std::size_t kSkipReasonsKept = 5;
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
-
-std::string trim(const std::string& s) {
-  std::size_t begin = 0, end = s.size();
-  while (begin < end && is_space(s[begin])) ++begin;
-  while (end > begin && is_space(s[end - 1])) --end;
-  return s.substr(begin, end - begin);
-}
-
 }  // namespace
 
 std::vector<std::string> parse_column_list(const std::string& text, const char* flag) {
-  BERTRAIN_CHECK(!trim(text).empty(), flag << " names no column (expected column names separated by commas, e.g. "
+  BERTRAIN_CHECK(!ascii_trim(text).empty(), flag << " names no column (expected column names separated by commas, e.g. "
                                             << flag << " title,description)");
   std::vector<std::string> columns;
   std::size_t start = 0;
   for (;;) {
     const std::size_t comma = text.find(',', start);
-    const std::string name = trim(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    const std::string name =
+        ascii_trim(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     BERTRAIN_CHECK(!name.empty(), flag << " '" << text << "' has an empty column name (expected column names "
                                        << "separated by commas, e.g. " << flag << " title,description)");
     BERTRAIN_CHECK(std::find(columns.begin(), columns.end(), name) == columns.end(),
@@ -185,14 +178,14 @@ std::vector<std::string> TextRowReader::split_labels(const RecordField& field) c
     if (!label.empty() && seen.insert(label).second) labels.push_back(label);
   };
   if (field.is_list) {
-    for (const std::string& item : field.items) add(trim(item));
+    for (const std::string& item : field.items) add(ascii_trim(item));
     return labels;
   }
   const std::string& sep = options_.label_separator;
   std::size_t start = 0;
   for (;;) {
     const std::size_t at = field.text.find(sep, start);
-    add(trim(field.text.substr(start, at == std::string::npos ? std::string::npos : at - start)));
+    add(ascii_trim(field.text.substr(start, at == std::string::npos ? std::string::npos : at - start)));
     if (at == std::string::npos) break;
     start = at + sep.size();
   }
@@ -243,7 +236,7 @@ std::string TextRowReader::read_row(const Record& record, TextRow* row, std::str
         return "label column '" + name + "' is a list" +
                (offers(options_, "multi-label") ? " (pass --multi-label for label sets)" : ", expected one label");
       }
-      if (trim(field.text).empty()) return "label column '" + name + "' is empty";
+      if (ascii_trim(field.text).empty()) return "label column '" + name + "' is empty";
       row->tags.push_back(field.text);
     }
   }

@@ -40,16 +40,12 @@ std::vector<std::string> label_separator_warnings(const std::vector<std::string>
 }
 
 std::vector<std::string> label_spelling_warnings(const std::vector<std::string>& labels) {
-  const auto key = [](const std::string& label) {
-    const std::size_t begin = label.find_first_not_of(" \t");
-    if (begin == std::string::npos) return std::string();
-    return ascii_lower(label.substr(begin, label.find_last_not_of(" \t") - begin + 1));
-  };
   std::unordered_map<std::string, std::vector<std::size_t>> groups;
   std::vector<std::string> order;  // the keys in the order their first label comes
   for (std::size_t c = 0; c < labels.size(); ++c) {
-    std::vector<std::size_t>& members = groups[key(labels[c])];
-    if (members.empty()) order.push_back(key(labels[c]));
+    std::string key = ascii_lower(ascii_trim(labels[c], " \t"));
+    std::vector<std::size_t>& members = groups[key];
+    if (members.empty()) order.push_back(std::move(key));
     members.push_back(c);
   }
   std::vector<std::string> warnings;

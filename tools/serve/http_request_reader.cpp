@@ -15,12 +15,6 @@ bool is_token_char(unsigned char c) {
   return std::isalnum(c) != 0 || std::strchr("!#$%&'*+-.^_`|~", c) != nullptr;
 }
 
-std::string trim(const std::string& s) {
-  const std::size_t begin = s.find_first_not_of(" \t");
-  if (begin == std::string::npos) return "";
-  return s.substr(begin, s.find_last_not_of(" \t") - begin + 1);
-}
-
 // The comma-separated elements of every header called `name`, trimmed and lower-cased, empty ones left out.
 std::vector<std::string> list_values(const HttpHeaders& headers, const std::string& name) {
   std::vector<std::string> values;
@@ -30,7 +24,7 @@ std::vector<std::string> list_values(const HttpHeaders& headers, const std::stri
     std::size_t at = 0;
     while (at <= value.size()) {
       const std::size_t comma = std::min(value.find(',', at), value.size());
-      const std::string element = ascii_lower(trim(value.substr(at, comma - at)));
+      const std::string element = ascii_lower(ascii_trim(value.substr(at, comma - at), " \t"));
       if (!element.empty()) values.push_back(element);
       at = comma + 1;
     }
@@ -191,7 +185,7 @@ bool HttpRequestReader::parse_header(const std::string& line, HttpHeaders* heade
     fail(400, "malformed header line");
     return false;
   }
-  const std::string value = trim(line.substr(colon + 1));
+  const std::string value = ascii_trim(line.substr(colon + 1), " \t");
   if (std::any_of(value.begin(), value.end(), [](unsigned char c) { return (c < 0x20 && c != '\t') || c == 0x7f; })) {
     fail(400, "a control character in header " + line.substr(0, colon));
     return false;
@@ -290,7 +284,7 @@ HttpRequestReader::Status HttpRequestReader::read_body(std::string* in, HttpRequ
         if (!take_line(in, limits_.max_header_line, 400, &line)) {
           return failed_ ? fail(400, "malformed chunked body (a chunk size line too long)") : Status::kNeedMore;
         }
-        const std::string digits = trim(line.substr(0, line.find(';')));  // chunk extensions are ignored
+        const std::string digits = ascii_trim(line.substr(0, line.find(';')), " \t");  // chunk extensions are ignored
         if (digits.empty() || digits.size() > 15 ||
             !std::all_of(digits.begin(), digits.end(), [](char c) { return hex_digit(c) >= 0; })) {
           return fail(400, "malformed chunked body (chunk size '" + digits.substr(0, 20) + "')");
