@@ -104,7 +104,6 @@ struct HttpServer::Connection {
   bool continued = false;     // 100 Continue sent
   double idle_since = 0;    // when it began waiting for its next request: its accept, or its last answer
   double started = -1;      // when the current request's first byte arrived; -1: none has yet
-  double deadline = 0;      // when it must have arrived whole (the body's time added once its head is read)
   std::size_t counted = 0;  // its bytes in buffered_bodies_ (read by the listening thread, not yet answered)
   double linger_until = -1; // >= 0: being closed (our side shut), what still arrives dropped until then
   std::size_t dropped = 0;  // bytes dropped while lingering
@@ -287,7 +286,6 @@ void HttpServer::next_request(const ConnectionPtr& c) {
   c->head_checked = c->accepted = c->reading_body = c->continued = false;
   c->refusal = HttpResponse{};
   c->started = c->in.empty() ? -1 : now_s();  // a pipelined request has begun
-  c->deadline = c->started + options_.io_timeout_s;
   if (c->in.empty() && c->in.capacity() > kReadBytes) std::string().swap(c->in);  // a large body's buffer
 }
 
@@ -314,10 +312,7 @@ void HttpServer::on_readable(const ConnectionPtr& c) {
     release(c);
     return dispatch(c, Arrival::kHead);
   }
-  if (c->started < 0) {
-    c->started = now_s();
-    c->deadline = c->started + options_.io_timeout_s;
-  }
+  if (c->started < 0) c->started = now_s();
   c->in.append(buffer, static_cast<std::size_t>(n));
   if (!request_ready(c)) return rearm(c);
   release(c);
@@ -333,7 +328,6 @@ bool HttpServer::request_ready(const ConnectionPtr& c) {
     // Refused (its body is not read), bodiless, or more body bytes buffered here than the answering threads would
     // hold: the thread takes it as it is (and reads the body itself, the last case).
     if (!c->accepted || !c->reader.has_body() || buffered_bodies_ >= body_budget()) return true;
-    c->deadline += body_seconds(*c);
     c->reading_body = true;
     if (wants_continue(*c)) {  // (into an empty socket buffer: it goes whole)
       [[maybe_unused]] const ssize_t sent = ::send(c->fd, kContinue, sizeof kContinue - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -363,7 +357,7 @@ void HttpServer::enforce_deadlines() {
         }
       } else if (refusing_arriving_) {  // a request still arriving
         refused.push_back(c);
-      } else if (now >= c->deadline) {
+      } else if (now >= arrival_deadline(*c)) {
         timed_out.push_back(c);
       }
     }
@@ -394,10 +388,15 @@ std::size_t HttpServer::body_budget() const {
   return static_cast<std::size_t>(options_.answering_threads) * options_.limits.max_body;
 }
 
-double HttpServer::body_seconds(const Connection& c) const {
-  const double bytes = c.reader.declared_length() > 0 ? static_cast<double>(c.reader.declared_length())
-                                                      : static_cast<double>(options_.limits.max_body);
-  return bytes / kBodyBytesPerSecond;
+double HttpServer::arrival_deadline(const Connection& c) const {
+  // has_body() is false until the head is read, and (the body whole) once the request leaves the listening thread.
+  double seconds = options_.io_timeout_s;
+  if (c.reader.has_body()) {
+    const double bytes = c.reader.declared_length() > 0 ? static_cast<double>(c.reader.declared_length())
+                                                        : static_cast<double>(options_.limits.max_body);
+    seconds += bytes / kBodyBytesPerSecond;
+  }
+  return c.started + seconds;
 }
 
 bool HttpServer::wants_continue(const Connection& c) {
@@ -463,13 +462,15 @@ bool HttpServer::answer_one(const ConnectionPtr& c, Arrival why) {
     write_answer(c->fd, request, response, false, c->started);
     return false;
   };
-  const std::string late = "the request did not arrive within " + std::to_string(options_.io_timeout_s) + " s";
-  const std::string stopping = "the server is stopping and this request had not arrived whole within its drain time";
-  if (why == Arrival::kTimedOut) return refuse(408, late);
-  if (why == Arrival::kRefused) {
+  const auto late = [&] {
+    return refuse(408, "the request did not arrive within " + std::to_string(options_.io_timeout_s) + " s");
+  };
+  const auto stopping = [&] {
     ++refused_arriving_;
-    return refuse(503, stopping);
-  }
+    return refuse(503, "the server is stopping and this request had not arrived whole within its drain time");
+  };
+  if (why == Arrival::kTimedOut) return late();
+  if (why == Arrival::kRefused) return stopping();
   if (c->head == HttpRequestReader::Status::kError) return refuse(c->reader.error_status(), c->reader.error_message());
   // Kept alive unless the client closes it or the server is stopping.
   const auto keep_alive = [&] { return request.wants_keep_alive() && !stopping_; };
@@ -487,16 +488,13 @@ bool HttpServer::answer_one(const ConnectionPtr& c, Arrival why) {
       c->continued = true;
       send_all(c->fd, kContinue, now_s() + options_.io_timeout_s);
     }
-    const int got = read_until(c->fd, &c->in, c->started + options_.io_timeout_s + body_seconds(*c), [&] {
+    const int got = read_until(c->fd, &c->in, arrival_deadline(*c), [&] {
       c->body = c->reader.read_body(&c->in, &request);
       return c->body != HttpRequestReader::Status::kNeedMore;
     });
     if (got == 0) return false;  // the client went away mid-request
-    if (got == -1) return refuse(408, late);
-    if (got == -2) {
-      ++refused_arriving_;
-      return refuse(503, stopping);
-    }
+    if (got == -1) return late();
+    if (got == -2) return stopping();
   }
   if (c->body == HttpRequestReader::Status::kError) return refuse(c->reader.error_status(), c->reader.error_message());
   hooks_.handle(request, response);

@@ -98,7 +98,9 @@ class HttpServer {
   // Bytes of bodies the listening thread may hold (then it reads no more of them; answering threads do): what the
   // answering threads could hold reading them.
   std::size_t body_budget() const;
-  double body_seconds(const Connection& c) const;  // how long the body may take beyond the I/O timeout
+  // When the request on `c` must have arrived whole: the I/O timeout after its first byte, plus its body's time
+  // (1 s per 256 KiB declared) once its head says it has one.
+  double arrival_deadline(const Connection& c) const;
   static bool wants_continue(const Connection& c);  // the client waits for 100 Continue before its body
 
   // An answering thread's side: the rest of the request (its body) and the answer, then pipelined requests that
