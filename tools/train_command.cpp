@@ -53,8 +53,8 @@ ArgParser train_arg_parser() {
   p.option("warmup-ratio", "0", "step-wise schedules: warm up over this fraction of the training steps (rounded up)")
       .value_name("FRACTION");
   p.option("dropout", "0.5", "dropout before the classifier (BERT's own dropouts come from config.json)").value_name("P");
-  p.option("lr-factor", "0.8", "ReduceLROnPlateau factor").value_name("FACTOR");
-  p.option("lr-patience", "3", "ReduceLROnPlateau patience (evaluations)");
+  p.option("lr-factor", "0.8", "ReduceLROnPlateau factor (--lr-scheduler plateau only)").value_name("FACTOR");
+  p.option("lr-patience", "3", "ReduceLROnPlateau patience (evaluations; --lr-scheduler plateau only)");
   p.option("eval-steps", "0", "validate every N optimizer steps (and after the last) instead of at each epoch's end");
   p.option("metric-for-best", "val_loss",
            "the validation metric that picks RUN_DIR/best and drives early stopping: val_loss (lower is better), f1 "
@@ -153,6 +153,14 @@ TrainArgs train_args_of(const ArgParser& p) {
   a.dropout = p.get_double("dropout");
   a.lr_factor = p.get_double("lr-factor");
   a.lr_patience = p.get_int("lr-patience");
+  // They would be ignored, as Trainer ignores them: a run that silently does not do what its command line says.
+  const bool step_wise = a.lr_scheduler == "linear" || a.lr_scheduler == "cosine" || a.lr_scheduler == "constant";
+  for (const char* flag : {"lr-factor", "lr-patience"}) {
+    if (step_wise && p.given(flag)) {
+      throw UsageError(std::string("train: --") + flag + " is ReduceLROnPlateau's (--lr-scheduler plateau); " +
+                       "--lr-scheduler " + a.lr_scheduler + " sets the rate at every optimizer step without it");
+    }
+  }
   a.adam_beta1 = p.get_double("adam-beta1");
   a.adam_beta2 = p.get_double("adam-beta2");
   a.adam_eps = p.get_double("adam-eps");

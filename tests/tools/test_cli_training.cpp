@@ -38,6 +38,12 @@ TEST_F(CliTraining, LinearScheduleWithWarmupSetsTheRateEveryStep) {
   // A warmup without a step-wise schedule is refused, naming the flags.
   expect_error(run(train_args(path("bad"), {"--warmup-steps", "2"})), "need a step-wise --lr-scheduler");
   expect_error(run(train_args(path("bad"), {"--lr-scheduler", "exponential"})), "--lr-scheduler");
+  // So are ReduceLROnPlateau's settings beside a step-wise schedule, which would ignore them.
+  expect_error(run(train_args(path("bad"), {"--lr-scheduler", "linear", "--lr-factor", "0.5"})),
+               "--lr-factor is ReduceLROnPlateau's (--lr-scheduler plateau); --lr-scheduler linear sets the rate");
+  expect_error(run(train_args(path("bad"), {"--lr-scheduler", "cosine", "--lr-patience", "2"})),
+               "--lr-patience is ReduceLROnPlateau's");
+  EXPECT_FALSE(fs::exists(path("bad")));
 }
 
 TEST_F(CliTraining, MaxStepsOverridesEpochsAndEvalStepsValidatesBetweenEpochEnds) {
