@@ -11,7 +11,8 @@ Checks: the text parses; no sample falls outside a declared family (the parser m
 family of its own); the counters bertrain_http_requests_total, bertrain_rows_total, bertrain_tokens_total,
 bertrain_batches_total, bertrain_truncated_rows_total, the histograms bertrain_http_request_duration_seconds,
 bertrain_batch_rows, bertrain_batch_tokens, bertrain_batch_duration_seconds and the gauges bertrain_queue_rows,
-bertrain_queue_requests, bertrain_in_flight_requests, bertrain_ready (0 or 1) and bertrain_rows_per_second exist
+bertrain_queue_requests, bertrain_in_flight_requests, bertrain_open_connections,
+bertrain_max_open_connections, bertrain_ready (0 or 1) and bertrain_rows_per_second exist
 with those types; no series appears twice; in every histogram series the buckets' le bounds ascend, their counts
 are cumulative, the last bucket is +Inf and equals _count, and _sum is there; counters are not negative.
 """
@@ -36,6 +37,8 @@ FAMILIES = {
     "bertrain_queue_rows": "gauge",
     "bertrain_queue_requests": "gauge",
     "bertrain_in_flight_requests": "gauge",
+    "bertrain_open_connections": "gauge",
+    "bertrain_max_open_connections": "gauge",
     "bertrain_ready": "gauge",
     "bertrain_rows_per_second": "gauge",
 }

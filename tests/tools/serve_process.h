@@ -39,10 +39,13 @@ class ServeProcess {
   };
 
   // Starts `binary serve args...` with stdin from /dev/null, stdout and stderr appended to `log_path`, and one
-  // OpenMP thread (the tiny model gains nothing from more, and the machine may be shared).
-  ServeProcess(const std::string& binary, const std::vector<std::string>& args, std::string log_path)
+  // OpenMP thread (the tiny model gains nothing from more, and the machine may be shared). `wrapper` goes before the
+  // binary: a shell that sets limits and execs the rest keeps the same process id.
+  ServeProcess(const std::string& binary, const std::vector<std::string>& args, std::string log_path,
+               const std::vector<std::string>& wrapper = {})
       : log_path_(std::move(log_path)) {
-    std::vector<std::string> argv_storage{binary, "serve"};
+    std::vector<std::string> argv_storage = wrapper;
+    argv_storage.insert(argv_storage.end(), {binary, "serve"});
     argv_storage.insert(argv_storage.end(), args.begin(), args.end());
     const std::vector<char*> argv = testing::exec_pointers(argv_storage);
     std::vector<std::string> env_storage = testing::child_environment();

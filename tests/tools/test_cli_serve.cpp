@@ -5,6 +5,7 @@
 // Prometheus text of /metrics. Each test starts its own server on a free port (--port 0).
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -234,10 +235,11 @@ std::string long_text(int words) {
 class CliServe : public CliTest {
  protected:
   // A server on the suite's run with `flags` after --model RUN --port 0 --device cpu, waited for until ready.
-  std::unique_ptr<ServeProcess> start(const std::vector<std::string>& flags, const std::string& name = "serve") {
+  std::unique_ptr<ServeProcess> start(const std::vector<std::string>& flags, const std::string& name = "serve",
+                                      const std::vector<std::string>& wrapper = {}) {
     std::vector<std::string> args{"--model", suite_run(), "--port", "0", "--device", "cpu"};
     args.insert(args.end(), flags.begin(), flags.end());
-    auto server = std::make_unique<ServeProcess>(binary(), args, path(name + ".log"));
+    auto server = std::make_unique<ServeProcess>(binary(), args, path(name + ".log"), wrapper);
     if (!server->wait_ready(60)) ADD_FAILURE() << "the server did not get ready\n" << server->describe();
     return server;
   }
@@ -925,6 +927,56 @@ TEST_F(CliServe, ClientsThatHoldConnectionsOpenDoNotShutOthersOut) {
     }
   }
   expect_serving(*server, "after the held connections");
+}
+
+// At --max-open-connections, a further connection waits in the listen backlog (it is not accepted, so it takes no
+// descriptor the server needs for its own files) and is answered once another closes. auto is the descriptor limit,
+// with the soft limit raised to the hard one, less what the server keeps for itself (128, at most half).
+TEST_F(CliServe, ConnectionsPastTheOpenLimitWaitForOneToClose) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  {
+    auto server = start({"--max-open-connections", "3", "--max-connections", "2"}, "limit");
+    EXPECT_NE(server->log().find("; up to 3 open connections)"), std::string::npos) << server->describe();
+    const int port = server->port();
+    std::vector<std::unique_ptr<RawConnection>> idle;
+    for (int i = 0; i < 3; ++i) {
+      idle.push_back(std::make_unique<RawConnection>(port));
+      ASSERT_TRUE(idle.back()->connected());
+    }
+    RawConnection waiting(port);  // connected by the kernel, in the backlog
+    ASSERT_TRUE(waiting.connected());
+    ASSERT_TRUE(waiting.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"));
+    EXPECT_EQ(waiting.receive_answer(1.0), "") << "answered past --max-open-connections 3";
+    idle.front().reset();
+    const std::string got = waiting.receive_answer(5);
+    ASSERT_EQ(raw_status(got), 200) << got;
+    EXPECT_NE(got.find("\nbertrain_open_connections 3\n"), std::string::npos) << got;
+    EXPECT_NE(got.find("\nbertrain_max_open_connections 3\n"), std::string::npos) << got;
+    EXPECT_NE(server->log().find(" bertrain serve: 3 connections open (--max-open-connections): new ones wait in the "
+                                 "listen backlog until one closes\n"),
+              std::string::npos)
+        << server->describe();
+    idle.clear();
+    expect_serving(*server, "after the connection limit");
+  }
+  rlimit limit{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &limit), 0);
+  if (limit.rlim_max < 1000) GTEST_SKIP() << "the hard descriptor limit is " << limit.rlim_max << ", below 1000";
+  const std::vector<std::string> soft_200_hard_1000 = {"/bin/sh", "-c", "ulimit -Sn 200 && ulimit -Hn 1000 && exec \"$@\"",
+                                                       "sh"};
+  auto raised = start({"--quiet"}, "raised", soft_200_hard_1000);
+  EXPECT_NE(raised->log().find("; up to 872 open connections)"), std::string::npos) << raised->describe();
+  EXPECT_EQ(raised->stop().code, 0);
+  auto low = start({"--quiet"}, "low", {"/bin/sh", "-c", "ulimit -n 200 && exec \"$@\"", "sh"});
+  EXPECT_NE(low->log().find("; up to 100 open connections)"), std::string::npos) << low->describe();
+  EXPECT_EQ(low->stop().code, 0);
+  const RunResult r = testing::run_process(
+      {"/bin/sh", "-c", "ulimit -n 200 && exec \"$0\" serve --model \"$1\" --port 0 --device cpu --threads 1 "
+                        "--max-open-connections 101",
+       binary(), suite_run()},
+      {}, 60);
+  expect_error(r, "serve: --max-open-connections 101 is more than the descriptor limit allows (ulimit -n 200, less 100 "
+                  "the server keeps for its own files): give at most 100, or raise ulimit -n");
 }
 
 // The listening thread reads bodies while those it holds are under what the answering threads would hold

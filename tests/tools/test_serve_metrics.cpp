@@ -274,6 +274,8 @@ TEST(ServeMetrics, FreshServerRendersEveryFamily) {
       {"bertrain_queue_rows", "gauge"},
       {"bertrain_queue_requests", "gauge"},
       {"bertrain_in_flight_requests", "gauge"},
+      {"bertrain_open_connections", "gauge"},
+      {"bertrain_max_open_connections", "gauge"},
       {"bertrain_ready", "gauge"},
       {"bertrain_rows_per_second", "gauge"},
   };
@@ -292,7 +294,8 @@ TEST(ServeMetrics, FreshServerRendersEveryFamily) {
   EXPECT_EQ(series_count(e, "bertrain_batch_duration_seconds_bucket"), 14);
   for (const char* zero : {"bertrain_rows_total", "bertrain_tokens_total", "bertrain_batches_total",
                            "bertrain_truncated_rows_total", "bertrain_queue_rows", "bertrain_queue_requests",
-                           "bertrain_in_flight_requests", "bertrain_ready", "bertrain_rows_per_second",
+                           "bertrain_in_flight_requests", "bertrain_open_connections",
+                           "bertrain_max_open_connections", "bertrain_ready", "bertrain_rows_per_second",
                            "bertrain_batch_rows_count", "bertrain_batch_rows_sum"}) {
     EXPECT_EQ(value_of(e, zero), 0.0) << zero;
   }
@@ -435,12 +438,16 @@ TEST(ServeMetrics, GaugesAndTruncatedRows) {
   gauges.queue_rows = 17;
   gauges.queue_requests = 5;
   gauges.in_flight_requests = 9;
+  gauges.open_connections = 11;
+  gauges.max_open_connections = 19872;
   gauges.ready = true;
   const Exposition e = valid_exposition(metrics.render(gauges, 0.0));
   EXPECT_EQ(value_of(e, "bertrain_truncated_rows_total"), 7.0);
   EXPECT_EQ(value_of(e, "bertrain_queue_rows"), 17.0);
   EXPECT_EQ(value_of(e, "bertrain_queue_requests"), 5.0);
   EXPECT_EQ(value_of(e, "bertrain_in_flight_requests"), 9.0);
+  EXPECT_EQ(value_of(e, "bertrain_open_connections"), 11.0);
+  EXPECT_EQ(value_of(e, "bertrain_max_open_connections"), 19872.0);
   EXPECT_EQ(value_of(e, "bertrain_ready"), 1.0);
   gauges.ready = false;
   EXPECT_EQ(value_of(valid_exposition(metrics.render(gauges, 0.0)), "bertrain_ready"), 0.0);

@@ -235,6 +235,8 @@ class HttpFrontend::Handlers {
     ServeMetrics::Gauges g = f_.engine_->gauges();
     g.ready = g.ready && !f_.draining_.load();
     g.in_flight_requests = f_.in_flight_.load();
+    g.open_connections = f_.server_->open_connections();
+    g.max_open_connections = f_.options_.max_open_connections;
     const double now = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
     res.set_content(f_.metrics_->render(g, now), "text/plain; version=0.0.4; charset=utf-8");
   }
@@ -324,6 +326,7 @@ HttpFrontend::HttpFrontend(HttpFrontendOptions options, ServeEngine* engine, Ser
   server.host = options_.host;
   server.port = options_.port;
   server.answering_threads = options_.max_connections;
+  server.max_open_connections = options_.max_open_connections;
   server.io_timeout_s = options_.io_timeout_s;
   server.limits.max_body = options_.max_body_bytes;
   HttpHooks hooks;
@@ -346,6 +349,15 @@ HttpFrontend::HttpFrontend(HttpFrontendOptions options, ServeEngine* engine, Ser
     std::fprintf(stderr, "%s %s \"%s %s\" %d %zu %.1fms\n", iso_timestamp_now().c_str(), req.remote_addr.c_str(),
                  req.method.empty() ? "-" : printable(req.method).c_str(),
                  req.path.empty() ? "-" : printable(req.path).c_str(), res.status, res.body.size(), seconds * 1000);
+  };
+  // Said even with --quiet (it is no access log), at most once a minute: a server at its limit pauses often.
+  hooks.at_connection_limit = [this](int open) {
+    const double now = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+    if (now - last_limit_notice_ < 60) return;
+    last_limit_notice_ = now;
+    std::fprintf(stderr, "%s bertrain serve: %d connections open (--max-open-connections): new ones wait in the listen "
+                         "backlog until one closes\n",
+                 iso_timestamp_now().c_str(), open);
   };
   server_ = std::make_unique<HttpServer>(std::move(server), std::move(hooks));
 }

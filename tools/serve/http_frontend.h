@@ -22,6 +22,7 @@ struct HttpFrontendOptions {
   int port = 8000;                       // 0: a free port chosen by the system (port() says which)
   std::size_t max_body_bytes = 2 << 20;  // larger bodies: 413
   int max_connections = 256;             // answering threads: whole requests answered at once
+  int max_open_connections = 1 << 20;    // open connections; more wait in the listen backlog
   int max_concurrent_requests = 512;     // predictions and evaluations in flight; more: 429
   std::string api_key;                   // not empty: every endpoint but /, /healthz and /readyz needs it
   std::string evaluate_root;             // empty: POST /evaluate/ is refused (403)
@@ -68,6 +69,7 @@ class HttpFrontend {
   std::unique_ptr<HttpServer> server_;
   std::atomic<int> in_flight_{0};
   std::atomic<bool> draining_{false};
+  double last_limit_notice_ = -1e9;  // when the connection limit was last reported (the listening thread's)
 };
 
 }  // namespace bertrain

@@ -183,6 +183,7 @@ void HttpServer::listen() {
       next_check = now_s() + kDeadlineCheckSeconds;
     }
     if (stopping_ && open_ == 0) break;
+    if (listen_fd_ >= 0) pace_accepting();
     // (It fails only when interrupted: the descriptors and the buffer are this object's own.)
     const int n = ::epoll_wait(epoll_fd_, events, 256, static_cast<int>(kDeadlineCheckSeconds * 1000));
     for (int i = 0; i < n; ++i) {
@@ -217,7 +218,8 @@ void HttpServer::wake() {
 }
 
 void HttpServer::accept_waiting() {
-  for (int accepted = 0; accepted < 256; ++accepted) {  // then the connections already held get their turn
+  // 256 at most, then the connections already held get their turn.
+  for (int accepted = 0; accepted < 256 && open_ < options_.max_open_connections; ++accepted) {
     sockaddr_storage addr{};
     socklen_t length = sizeof addr;
     const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &length, SOCK_CLOEXEC);
@@ -236,6 +238,17 @@ void HttpServer::accept_waiting() {
     next_request(c);
     hold(c, true);
   }
+}
+
+void HttpServer::pace_accepting() {
+  const bool room = open_ < options_.max_open_connections;
+  if (room == accepting_) return;
+  epoll_event e{};
+  e.events = EPOLLIN;
+  e.data.fd = listen_fd_;
+  if (::epoll_ctl(epoll_fd_, room ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, listen_fd_, &e) != 0) return;  // tried next turn
+  accepting_ = room;
+  if (!room && hooks_.at_connection_limit) hooks_.at_connection_limit(open_.load());
 }
 
 HttpServer::ConnectionPtr HttpServer::held(int fd) {

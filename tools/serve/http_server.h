@@ -12,7 +12,9 @@
 //   - pipelined requests are answered in order;
 //   - stop(): no new connections; every request received on an accepted connection is answered, with
 //     Connection: close; connections idle half a second are closed; then listen() returns;
-//   - refuse_arriving(), after stop(): requests still arriving are not waited for but answered 503 at once.
+//   - refuse_arriving(), after stop(): requests still arriving are not waited for but answered 503 at once;
+//   - at most max_open_connections are open: further ones wait in the kernel's listen backlog until one closes
+//     (rather than taking the descriptors the process needs for its own files, or failing accept() in a loop).
 #pragma once
 
 #include <atomic>
@@ -32,6 +34,7 @@ struct HttpServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;  // 0: a free port the system chooses
   int answering_threads = 256;  // whole requests answered at once
+  int max_open_connections = 1 << 20;  // accepted and not closed yet
   int io_timeout_s = 5;  // a request's arrival, an answer's delivery, a kept-alive connection's idle time
   HttpLimits limits;
 };
@@ -49,6 +52,8 @@ struct HttpHooks {
   // Called with every answer just before it is written (metrics), and just after (the access log); seconds since
   // the request's first byte arrived. The request may be partly read (an error's): method and path may be empty.
   std::function<void(const HttpRequest&, const HttpResponse&, double seconds)> before_write, after_write;
+  // Called on the listening thread each time max_open_connections are open and accepting pauses (optional).
+  std::function<void(int open)> at_connection_limit;
 };
 
 class HttpServer {
@@ -69,6 +74,8 @@ class HttpServer {
   void refuse_arriving();
   // How many requests refuse_arriving() refused.
   int refused_arriving() const { return refused_arriving_.load(); }
+  // Connections accepted and not closed yet: idle, arriving, or being answered.
+  int open_connections() const { return open_.load(); }
 
  private:
   struct Connection;
@@ -78,6 +85,9 @@ class HttpServer {
   // The listening thread's side (listen()). A connection waiting for its request's head is in held_ with its
   // descriptor armed (one-shot) in the epoll set; a connection being answered is in neither.
   void accept_waiting();
+  // Takes the listening socket out of the epoll set at max_open_connections (so that it does not report on every
+  // turn while nothing is accepted) and back once a connection has closed.
+  void pace_accepting();
   void on_readable(const ConnectionPtr& c);
   void enforce_deadlines();
   // Reads what arrived as the request: its head (then asks accept_head), then, unless refused or past the budget,
@@ -125,6 +135,7 @@ class HttpServer {
   std::mutex held_mutex_;
   std::unordered_map<int, ConnectionPtr> held_;  // connections waiting for a request head, or closing, by descriptor
   std::atomic<int> open_{0};                     // accepted and not closed yet, held or being answered
+  bool accepting_ = true;                        // the listening socket is in the epoll set (only listen() touches it)
   std::size_t buffered_bodies_ = 0;              // bytes of bodies the listening thread is reading (only it)
   std::atomic<bool> stopping_{false};
   std::atomic<bool> refusing_arriving_{false};

@@ -3,7 +3,9 @@
 // --drain-timeout) and exit 0.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -40,6 +42,45 @@ constexpr int kMaxBatchRows = 65536;
 // How long, after --drain-timeout, requests still arriving have to be answered 503 (HttpServer::refuse_arriving):
 // a 0.1 s read slice, the answer's write, and up to 1 s of lingering close per connection, all in parallel.
 constexpr std::chrono::seconds kRefuseArrivingGrace{2};
+
+// Descriptors the server keeps for itself beside its connections (half the limit when that is smaller): its
+// standard streams, epoll and wake descriptors, the files the engine and POST /evaluate/ open while it serves, the
+// CUDA driver's.
+constexpr long kReservedDescriptors = 128;
+
+// How many descriptors the process may open, after raising its soft limit to the hard one, as a server should (Go's
+// runtime does it for every program): the soft default, 1024, is low for the sake of select(), which nothing here
+// uses. A limit that cannot be raised is kept.
+long raise_descriptor_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 1024;
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < limit.rlim_max) {
+    // An infinite hard limit is capped by the kernel's fs.nr_open (1048576 by default): try that.
+    for (const rlim_t want : {limit.rlim_max, static_cast<rlim_t>(1) << 20}) {
+      rlimit raised{std::min(want, limit.rlim_max), limit.rlim_max};
+      if (raised.rlim_cur > limit.rlim_cur && ::setrlimit(RLIMIT_NOFILE, &raised) == 0) {
+        limit = raised;
+        break;
+      }
+    }
+  }
+  return limit.rlim_cur == RLIM_INFINITY ? kMaxInt : static_cast<long>(std::min<rlim_t>(limit.rlim_cur, kMaxInt));
+}
+
+// --max-open-connections: `text` (auto or a number) within what `descriptors` leave beside the reserve.
+int max_open_connections(const ArgParser& p, long descriptors) {
+  const long reserved = std::min(kReservedDescriptors, descriptors / 2);
+  const long most = std::max(1L, descriptors - reserved);
+  if (p.get("max-open-connections") == "auto") return static_cast<int>(most);
+  const int n = p.get_int_in("max-open-connections", 1, kMaxInt);
+  if (n > most) {
+    throw UsageError("serve: --max-open-connections " + std::to_string(n) + " is more than the descriptor limit allows " +
+                     "(ulimit -n " + std::to_string(descriptors) + ", less " + std::to_string(reserved) +
+                     " the server keeps for its own files): give at most " + std::to_string(most) +
+                     ", or raise ulimit -n");
+  }
+  return n;
+}
 
 // The key, without the line end an editor leaves; an empty file is refused (it would accept an empty key).
 std::string read_api_key(const std::string& path) {
@@ -108,7 +149,12 @@ int run_serve(const std::vector<std::string>& args) {
   p.option("max-concurrent-requests", "512", "prediction and evaluation requests in flight; more: 429");
   p.option("max-connections", "256",
            "whole requests answered at once, one thread each; more wait for one (open connections themselves, idle or "
-           "still sending their requests, are held by one thread however many: ulimit -n bounds them)");
+           "still sending their requests, are held by one thread however many: --max-open-connections bounds them)");
+  p.option("max-open-connections", "auto",
+           "open connections, idle, sending a request or being answered; more wait in the listen backlog until one "
+           "closes; auto: the descriptor limit (ulimit -n, which serve raises to its hard limit) less the " +
+               std::to_string(kReservedDescriptors) + " (at most half) kept for the server's own files")
+      .value_name("N");
   p.option("max-body-bytes", "2097152", "larger request bodies: 413").value_name("N");
   p.option("threshold", "",
            "single-label models: predict --other-label when the top probability is below RATE (default: none, except "
@@ -150,6 +196,7 @@ int run_serve(const std::vector<std::string>& args) {
   http.max_concurrent_requests = p.get_int_in("max-concurrent-requests", 1, kMaxInt);
   // One thread each, started before the ready line: tens of thousands would take the host's last process ids.
   http.max_connections = p.get_int_in("max-connections", 1, kMaxConnections);
+  http.max_open_connections = max_open_connections(p, raise_descriptor_limit());
   http.max_body_bytes = static_cast<std::size_t>(p.get_int_in("max-body-bytes", 1, kMaxInt));
   http.other_label = p.get("other-label");
   http.quiet = p.get_flag("quiet");
@@ -226,10 +273,10 @@ int run_serve(const std::vector<std::string>& args) {
     // An IPv6 address is bracketed in a URL (RFC 3986): http://[::1]:8000.
     const std::string host = http.host.find(':') != std::string::npos ? "[" + http.host + "]" : http.host;
     std::fprintf(stderr, "bertrain serve: ready on http://%s:%d (%s on %s, %d labels; batches of up to %d tokens, %d rows, "
-                         "%g ms wait)\n",
+                         "%g ms wait; up to %d open connections)\n",
                  host.c_str(), frontend.port(), engine.predictor().model_dir().c_str(),
-                 engine.predictor().engine_description().c_str(), engine.predictor().labels().size(), b.max_batch_tokens,
-                 b.max_batch_size, b.max_wait_s * 1000);
+                 engine.predictor().engine_description().c_str(), static_cast<int>(engine.predictor().labels().size()),
+                 b.max_batch_tokens, b.max_batch_size, b.max_wait_s * 1000, http.max_open_connections);
     std::fflush(stderr);
     sig = wait_for_signal(signals, [&] { return engine.failed(); });
   }

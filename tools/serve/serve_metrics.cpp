@@ -180,6 +180,11 @@ std::string ServeMetrics::render(const Gauges& gauges, double now) const {
   out << "bertrain_queue_requests " << gauges.queue_requests << '\n';
   family(out, "bertrain_in_flight_requests", "gauge", "HTTP requests being handled.");
   out << "bertrain_in_flight_requests " << gauges.in_flight_requests << '\n';
+  family(out, "bertrain_open_connections", "gauge", "TCP connections open: idle, sending a request, or being answered.");
+  out << "bertrain_open_connections " << gauges.open_connections << '\n';
+  family(out, "bertrain_max_open_connections", "gauge",
+         "--max-open-connections: past it new connections wait in the listen backlog.");
+  out << "bertrain_max_open_connections " << gauges.max_open_connections << '\n';
   family(out, "bertrain_ready", "gauge", "1 once the model is loaded and warmed up, else 0.");
   out << "bertrain_ready " << (gauges.ready ? 1 : 0) << '\n';
 

@@ -34,6 +34,8 @@ class ServeMetrics {
     int queue_rows = 0;
     int queue_requests = 0;
     int in_flight_requests = 0;
+    int open_connections = 0;
+    int max_open_connections = 0;
     bool ready = false;
   };
 
