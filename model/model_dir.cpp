@@ -191,7 +191,7 @@ const char* head_init_name(HeadInit init) { return init == HeadInit::kTorch ? "t
 bool is_head_tensor(const std::string& name, const BertConfig& config) {
   const ModelFamily& f = config.family();
   auto in = [&](const std::string& module) { return name.rfind(module + ".", 0) == 0; };
-  return in(f.head_out) || (!f.head_dense_pretrained && in(f.head_dense));
+  return in(f.head_out) || in(f.head_dense);
 }
 
 bool is_head_output(const std::string& name, const BertConfig& config) {
@@ -217,9 +217,9 @@ LoadedModel load_model_dir(const std::string& dir, const std::vector<std::string
   for (const CheckpointTensors::Entry& e : file->entries()) shape_of[e.name] = e.shape;
   const std::map<std::string, std::string> source_of = map_checkpoint_names(*file, model.layout, model.config);
 
-  // The head's output layer is loaded when the checkpoint has it for exactly these labels; a new head's dense layer
-  // (RoBERTa's classifier.dense, DistilBERT's pre_classifier) is loaded whenever the checkpoint has it, as
-  // transformers does when only the label count changes.
+  // The head's output layer is loaded when the checkpoint has it for exactly these labels; the head's dense layer
+  // (BERT's pooler, RoBERTa's classifier.dense, DistilBERT's pre_classifier) is loaded whenever the checkpoint has
+  // it, as transformers does when only the label count changes, and initialised as a new head's when it has none.
   bool output_in_file = true;
   for (const ParamEntry& entry : model.layout.entries()) {
     if (is_head_output(entry.name, model.config)) output_in_file = output_in_file && source_of.count(entry.name) > 0;

@@ -40,8 +40,9 @@ std::unique_ptr<CheckpointTensors> open_checkpoint(const std::string& dir);
 std::map<std::string, std::string> map_checkpoint_names(const CheckpointTensors& checkpoint, const ParamLayout& layout,
                                                         const BertConfig& config);
 
-// The head tensors a checkpoint without a classifier lacks: the output layer, and the dense layer before it except
-// BERT's pre-trained pooler.
+// The head tensors a checkpoint without a classifier may lack: the output layer, and the dense layer before it.
+// (BERT's dense layer is the pooler, pre-trained with the encoder: a pre-training checkpoint has it and it is loaded,
+// but BertForMaskedLM and BertModel(add_pooling_layer=False) checkpoints have none, and transformers initialises it.)
 bool is_head_tensor(const std::string& layout_name, const BertConfig& config);
 // The output layer's tensors (classifier.*, or classifier.out_proj.*), whose rows are the labels.
 bool is_head_output(const std::string& layout_name, const BertConfig& config);

@@ -29,7 +29,7 @@ std::vector<std::string> with_buffers(std::vector<std::string> prefixes) {
 const ModelFamily& roberta_like(ModelType type) {
   const auto family = [](ModelType t, const char* model_type, const char* architecture, const char* base) {
     return ModelFamily{t, model_type, architecture, base, "encoder.layer.", kBertLayer, "classifier.dense",
-                       "classifier.out_proj", Activation::kTanh, true, false, true, true, true, false,
+                       "classifier.out_proj", Activation::kTanh, true, true, true, true, false,
                        with_buffers({"lm_head.", "pooler."})};
   };
   static const ModelFamily roberta = family(ModelType::kRoberta, "roberta", "RobertaForSequenceClassification",
@@ -53,14 +53,14 @@ const ModelFamily& roberta_like(ModelType type) {
 const ModelFamily& model_family(ModelType type) {
   static const ModelFamily bert{ModelType::kBert, "bert", "BertForSequenceClassification", "bert.", "encoder.layer.",
                                 kBertLayer, "bert.pooler.dense", "classifier", Activation::kTanh, false, true, true,
-                                true, false, false, with_buffers({"cls."})};
+                                false, false, with_buffers({"cls."})};
   static const ModelFamily distilbert{ModelType::kDistilBert, "distilbert", "DistilBertForSequenceClassification",
                                       "distilbert.", "transformer.layer.", kDistilBertLayer, "pre_classifier",
-                                      "classifier", Activation::kRelu, false, false, false, false, false, false,
+                                      "classifier", Activation::kRelu, false, false, false, false, false,
                                       with_buffers({"vocab_transform.", "vocab_layer_norm.", "vocab_projector."})};
   static const ModelFamily electra{ModelType::kElectra, "electra", "ElectraForSequenceClassification", "electra.",
                                    "encoder.layer.", kBertLayer, "classifier.dense", "classifier.out_proj",
-                                   Activation::kGelu, true, false, true, true, false, true,
+                                   Activation::kGelu, true, true, true, false, true,
                                    with_buffers({"discriminator_predictions.", "generator_predictions.",
                                                  "generator_lm_head."})};
   switch (type) {

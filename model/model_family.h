@@ -37,9 +37,6 @@ struct ModelFamily {
   const char* head_out;
   Activation head_activation;
   bool head_input_dropout;
-  // BERT's pooler is pre-trained with the encoder, so a checkpoint without a classifier still has it; the other
-  // families' heads are new (transformers initialises every head tensor a checkpoint lacks).
-  bool head_dense_pretrained;
   bool attention_output_dropout;  // DistilBERT drops nothing between the attention's output dense and its LayerNorm
   bool token_types;               // DistilBERT has no token-type table
   bool positions_after_padding;   // RoBERTa-like: positions from pad_token_id + 1, padding tokens skipped

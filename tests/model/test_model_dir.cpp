@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -265,7 +266,7 @@ namespace {
 // Each family's fixture loads with every tensor under its transformers name, saves under exactly the names it was
 // read from (what transformers' from_pretrained needs to report no missing or unexpected keys), and reloads bit for
 // bit; a pre-training checkpoint of the family (no prefix, its pre-training head, no classifier) loads with a fresh
-// head whose dense layer is new too, except BERT's pooler.
+// head whose dense layer is loaded when the checkpoint has it and new when not.
 class FamilyModelDirTest : public ::testing::TestWithParam<std::string> {
  protected:
   testing::TempDir temp_{"bertrain_family_dir"};
@@ -291,30 +292,51 @@ TEST_P(FamilyModelDirTest, SavesUnderTheNamesItReadAndLoadsBaseCheckpoints) {
   EXPECT_EQ(back.config.model_type, model.config.model_type);
   EXPECT_EQ(back.config.to_classifier_json(), model.config.to_classifier_json());
 
-  // A pre-training checkpoint: the family's prefix dropped, a pre-training head beside it, no classifier.
+  // A pre-training checkpoint: the family's prefix dropped, a pre-training head beside it, no classifier; with the
+  // head's dense layer (BERT's pooler in BertForPreTraining; another family's classifier re-labelled) it is loaded,
+  // without it (BertForMaskedLM, BertModel(add_pooling_layer=False); the others' base models) it is new.
   const ModelFamily& family = model.config.family();
-  const std::string base_dir = temp_.path().string() + "/base";
-  save_model_dir(base_dir, model.config, model.layout, model.params.data(), "");
-  SafetensorsWriter writer;
-  for (const ParamEntry& e : model.layout.entries()) {
-    if (is_head_tensor(e.name, model.config)) continue;
-    const std::string name = e.name.rfind(family.base, 0) == 0 ? e.name.substr(std::string(family.base).size()) : e.name;
-    writer.add_f32(name, e.shape, model.params.data() + e.offset);
+  if (family.type == ModelType::kBert) {  // the pooler is among what may be missing, so the loop drops it too
+    EXPECT_TRUE(is_head_tensor("bert.pooler.dense.weight", model.config));
   }
-  const std::vector<float> zeros(64, 0.0f);
-  writer.add_f32(family.ignored.front() + "bias", {4}, zeros.data());
-  writer.write(base_dir + "/model.safetensors");
-  const LoadedModel fresh = load_model_dir(base_dir, {"x", "y"}, 3);
-  EXPECT_FALSE(fresh.classifier_loaded);
-  for (const ParamEntry& e : fresh.layout.entries()) {
-    const ParamEntry& ref = model.layout.at(e.name);
-    const bool same = e.shape == ref.shape && std::equal(fresh.params.begin() + e.offset,
-                                                         fresh.params.begin() + e.offset + e.numel,
-                                                         model.params.begin() + ref.offset);
-    EXPECT_EQ(same, !is_head_tensor(e.name, model.config)) << e.name;
+  for (const bool with_dense : {true, false}) {
+    SCOPED_TRACE(with_dense ? "with the head's dense layer" : "without it");
+    const auto absent = [&](const std::string& name) {
+      return is_head_output(name, model.config) || (!with_dense && is_head_tensor(name, model.config));
+    };
+    const std::string base_dir = temp_.path().string() + (with_dense ? "/base_dense" : "/base");
+    save_model_dir(base_dir, model.config, model.layout, model.params.data(), "");
+    SafetensorsWriter writer;
+    for (const ParamEntry& e : model.layout.entries()) {
+      if (absent(e.name)) continue;
+      const std::string name =
+          e.name.rfind(family.base, 0) == 0 ? e.name.substr(std::string(family.base).size()) : e.name;
+      writer.add_f32(name, e.shape, model.params.data() + e.offset);
+    }
+    const std::vector<float> zeros(64, 0.0f);
+    writer.add_f32(family.ignored.front() + "bias", {4}, zeros.data());
+    writer.write(base_dir + "/model.safetensors");
+    const LoadedModel fresh = load_model_dir(base_dir, {"x", "y"}, 3, HeadInit::kHf);
+    EXPECT_FALSE(fresh.classifier_loaded);
+    for (const ParamEntry& e : fresh.layout.entries()) {
+      const ParamEntry& ref = model.layout.at(e.name);
+      const auto begin = fresh.params.begin() + e.offset, end = begin + e.numel;
+      const bool same = e.shape == ref.shape && std::equal(begin, end, model.params.begin() + ref.offset);
+      EXPECT_EQ(same, !absent(e.name)) << e.name;
+      // New tensors as --head-init hf makes them: weights of the initializer range's spread, biases 0.
+      if (!absent(e.name)) continue;
+      if (e.shape.size() == 1) {
+        EXPECT_TRUE(std::all_of(begin, end, [](float v) { return v == 0.0f; })) << e.name;
+      } else {
+        double squares = 0;
+        for (auto v = begin; v != end; ++v) squares += static_cast<double>(*v) * *v;
+        EXPECT_NEAR(std::sqrt(squares / e.numel), model.config.initializer_range, 0.3 * model.config.initializer_range)
+            << e.name;
+      }
+    }
+    // A trained classifier must bring its whole head.
+    testing::expect_error([&] { load_model_dir(base_dir, {}, 0); }, {"missing"});
   }
-  // A trained classifier must bring its whole head.
-  testing::expect_error([&] { load_model_dir(base_dir, {}, 0); }, {"missing"});
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyModelDirTest,
