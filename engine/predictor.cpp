@@ -107,6 +107,14 @@ void check_max_length(const DatasetOptions& options, const BertConfig& config) {
                                  << " allow");
 }
 
+std::string unrecorded_cleaning_note(const BertConfig& config, const std::string& model_dir,
+                                     const DatasetOptions& options) {
+  if (!options.clean || config.extra.contains(kCleanTextKey)) return "";
+  return model_dir + "/config.json does not record how the model's training text was prepared (" + kCleanTextKey +
+         ", written by bertrain train): texts are cleaned as Made-With-ML's clean_text, as bertrain trains; "
+         "--no-clean gives the model the text as it is";
+}
+
 DatasetOptions Predictor::dataset_options() const {
   DatasetOptions options = trained_dataset_options(model_.config, dir_ + "/config.json");
   options.multi_label = multi_label_;

@@ -41,6 +41,11 @@ void check_tokenizer_fits(const Tokenizer& tokenizer, const BertConfig& config, 
 DatasetOptions trained_dataset_options(const BertConfig& config, const std::string& source);
 // Throws Error naming --max-length when `options` ask for more tokens than the model's position table holds.
 void check_max_length(const DatasetOptions& options, const BertConfig& config);
+// A note (one line, no "note: ") when `options` clean texts for a model whose config.json does not record how its
+// training text was prepared (a model bertrain did not train): cleaning is then a default, not the model's own
+// recipe, and --no-clean is the way out. "" otherwise.
+std::string unrecorded_cleaning_note(const BertConfig& config, const std::string& model_dir,
+                                     const DatasetOptions& options);
 
 // Index of the largest of row[0, n) (the first on ties).
 int top_class(const float* row, int n);

@@ -24,6 +24,12 @@ void add_data_flags(ArgParser& p, bool training) {
            "tokens per text, [CLS] and [SEP] included; longer texts are truncated" +
                (training ? std::string(" (default 0: the model's max_position_embeddings, less RoBERTa's padding offset)") : as_trained))
       .value_name("N");
+  if (!training) add_no_clean_flag(p);
+}
+
+void add_no_clean_flag(ArgParser& p) {
+  p.flag("no-clean", "give the model the text as it is, not cleaned as Made-With-ML's clean_text (default: as the "
+                     "model's training did, which its config.json records; a model without that record is cleaned)");
 }
 
 std::vector<std::string> dataset_flags_of(const ArgParser& p) {
@@ -60,6 +66,7 @@ void apply_data_flags(const ArgParser& p, DatasetOptions* options) {
     }
   });
   options->skip_bad_rows = p.get_flag("skip-bad-rows");
+  if (p.has_option("no-clean") && p.get_flag("no-clean")) options->clean = false;
   if (!p.get("max-length").empty()) {
     const int max_length = p.get_int("max-length");
     // Checked here, not only where a file's rows are read: predict --text encodes without a reader.

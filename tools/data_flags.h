@@ -9,10 +9,14 @@
 namespace bertrain {
 
 // --format, --text-columns, --label-column, --label-separator, --skip-bad-rows, --max-length. With `training`
-// the defaults are Made-With-ML's; otherwise an absent flag means "as the model was trained".
+// the defaults are Made-With-ML's; otherwise an absent flag means "as the model was trained", and --no-clean is
+// among them (add_no_clean_flag).
 void add_data_flags(ArgParser& p, bool training);
-// Overrides `options` with the flags given (all of them with `training`), and lists the dataset flags the command
-// has in options->command_flags.
+// --no-clean for a command that runs a trained model (evaluate, predict, serve): the text as it is, whatever the
+// model's config.json records.
+void add_no_clean_flag(ArgParser& p);
+// Overrides `options` with the flags given (all of them with `training`; --no-clean where the command has it), and
+// lists the dataset flags the command has in options->command_flags.
 void apply_data_flags(const ArgParser& p, DatasetOptions* options);
 // The dataset flags `p` declares, for DatasetOptions::command_flags: what messages about a file may suggest.
 std::vector<std::string> dataset_flags_of(const ArgParser& p);

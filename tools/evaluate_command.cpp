@@ -108,6 +108,10 @@ int run_evaluate(const std::vector<std::string>& args) {
     // Labels are checked here: a label the model does not know is an error naming the file and line.
     return load_text_dataset(p.get("data"), predictor.tokenizer(), &predictor.labels(), options);
   });
+  if (const std::string note = unrecorded_cleaning_note(predictor.config(), predictor.model_dir(), options);
+      !note.empty()) {
+    std::fprintf(stderr, "evaluate: note: %s\n", note.c_str());
+  }
   std::fputs(reading_notes("evaluate", data.skipped, data.skip_reasons, data.truncated, options.max_length).c_str(),
              stderr);
   const auto start = std::chrono::steady_clock::now();

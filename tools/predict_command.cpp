@@ -166,6 +166,10 @@ int run_predict(const std::vector<std::string>& args) {
     o.read_labels = false;
     return o;
   });
+  if (const std::string note = unrecorded_cleaning_note(predictor.config(), predictor.model_dir(), options);
+      !note.empty()) {
+    std::fprintf(stderr, "predict: note: %s\n", note.c_str());
+  }
 
   if (!has_data) {
     const std::vector<float> probs = predictor.predict_proba({encode_text(text, predictor.tokenizer(), options, nullptr)});

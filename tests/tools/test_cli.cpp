@@ -83,10 +83,10 @@ TEST_F(CliTest, CommandHelpListsTheFlags) {
         "--head-init"}},
       {"evaluate",
        {"--model", "--data", "--out", "--threshold", "--device", "--precision", "--batch-size", "--format",
-        "--text-columns", "--label-column", "--skip-bad-rows", "--max-length"}},
+        "--text-columns", "--label-column", "--skip-bad-rows", "--max-length", "--no-clean"}},
       {"predict",
        {"--model", "--text", "--title", "--description", "--data", "--out", "--threshold", "--device", "--precision",
-        "--batch-size", "--format", "--text-columns", "--skip-bad-rows"}},
+        "--batch-size", "--format", "--text-columns", "--skip-bad-rows", "--no-clean"}},
       {"tokenize", {"--vocab", "--text", "--data", "--no-clean", "--format", "--text-columns"}},
       {"report", {"--out", "RUN_DIR..."}}};
   for (const auto& [command, names] : flags) {
@@ -852,6 +852,33 @@ TEST_F(CliTest, ConfigSizesTheWeightsDoNotHaveAreNamedBeforeAllocating) {
   expect_error(run(train_args(path("run")), {}, 60),
                "num_hidden_layers 1073741824 is more than bertrain supports (1024)");
   expect_no_run(path("run"));
+}
+
+// A model whose config.json does not record how its training text was prepared (one bertrain did not train) is
+// given cleaned text, with a note saying so; --no-clean gives it the text as it is (which it had no way to before).
+TEST_F(CliTest, NoCleanGivesAModelTheTextAsItIs) {
+  const std::string raw = "The IMAGE segmentation, of the camera!";
+  const RunResult cleaned = run({"predict", "--model", model(), "--text", raw});
+  ASSERT_TRUE(succeeded(cleaned)) << cleaned.describe();
+  EXPECT_NE(cleaned.err.find("predict: note: " + model() + "/config.json does not record how the model's training "
+                             "text was prepared (bertrain_clean_text, written by bertrain train): texts are cleaned "
+                             "as Made-With-ML's clean_text, as bertrain trains; --no-clean gives the model the text "
+                             "as it is\n"),
+            std::string::npos)
+      << cleaned.describe();
+  // Made-With-ML's clean_text of the raw text, given as it is, is what the model saw.
+  const RunResult as_cleaned = run({"predict", "--model", model(), "--text", "image segmentation camera", "--no-clean"});
+  ASSERT_TRUE(succeeded(as_cleaned)) << as_cleaned.describe();
+  EXPECT_EQ(as_cleaned.out, cleaned.out);
+  EXPECT_EQ(as_cleaned.err.find("note:"), std::string::npos) << as_cleaned.describe();
+  const RunResult as_is = run({"predict", "--model", model(), "--text", raw, "--no-clean"});
+  ASSERT_TRUE(succeeded(as_is)) << as_is.describe();
+  EXPECT_NE(as_is.out, cleaned.out);
+  // A model bertrain trained records its cleaning: no note (evaluate reads its file with the same flags).
+  const RunResult evaluated = run({"evaluate", "--model", suite_run(), "--data", data()});
+  ASSERT_TRUE(succeeded(evaluated)) << evaluated.describe();
+  EXPECT_EQ(evaluated.err.find("note:"), std::string::npos) << evaluated.describe();
+  EXPECT_TRUE(succeeded(run({"evaluate", "--model", suite_run(), "--data", data(), "--no-clean"})));
 }
 
 // A NaN or infinite weight is the weights file's fault, named with its tensor (exit 2): predict answered null

@@ -522,6 +522,22 @@ TEST_F(CliServe, V1PredictMatchesPredictDataRowByRow) {
   EXPECT_EQ(mismatch(partial.parsed()["results"][0], predict_text("Transformer")), "");
 }
 
+// --no-clean gives the model the text as it is, as predict --no-clean does, whatever its config.json records.
+TEST_F(CliServe, NoCleanGivesTheModelTheTextAsItIs) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  auto server = start({"--no-clean", "--quiet"});
+  Client c(server->port());
+  const Answer model = c.get("/v1/model");
+  ASSERT_EQ(model.status, 200) << model.describe();
+  EXPECT_EQ(model.parsed()["clean_text"], false) << model.body;
+  const std::string text = "The IMAGE segmentation, of the camera!";
+  const Answer a = c.post("/v1/predict", json{{"texts", {text}}});
+  ASSERT_EQ(a.status, 200) << a.describe();
+  EXPECT_EQ(mismatch(a.parsed()["results"][0], predict_text(text, {"--no-clean"})), "");
+  EXPECT_NE(mismatch(a.parsed()["results"][0], predict_text(text)), "") << "cleaning changed nothing in the test text";
+  EXPECT_EQ(server->log().find("note:"), std::string::npos) << server->describe();  // its training recorded it
+}
+
 // A text longer than the model's max length: /v1/predict cuts it as predict does and says so; TEI's truncate
 // false refuses it (413), true cuts it.
 TEST_F(CliServe, LongTextsAreTruncatedAsPredictDoesOrRefused) {

@@ -21,6 +21,7 @@
 #include "engine/training_backend.h"
 #include "tools/args.h"
 #include "tools/commands.h"
+#include "tools/data_flags.h"
 #include "tools/model_source.h"
 #include "tools/prediction_rule.h"
 #include "tools/serve/http_frontend.h"
@@ -167,6 +168,7 @@ int run_serve(const std::vector<std::string>& args) {
       .value_name("DIR");
   p.option("drain-timeout", "30", "on SIGTERM, seconds to answer what was accepted before exiting 1 anyway")
       .value_name("SECONDS");
+  add_no_clean_flag(p);
   p.flag("quiet", "no access log");
   p.epilog("exit status: 0 after SIGTERM / SIGINT / SIGUSR1 / SIGHUP with every accepted request answered; 1 when the engine failed or\n"
            "the drain timed out; 2 for a usage or input error (a bad flag, model or API key file, a port in use).\n");
@@ -179,6 +181,7 @@ int run_serve(const std::vector<std::string>& args) {
   engine_options.inference.device = p.get("device");
   engine_options.inference.precision = p.get("precision");
   engine_options.threads = p.get_threads();
+  engine_options.no_clean = p.get_flag("no-clean");
   // auto needs to know the engine: resolving --device here also refuses a bad one before anything is loaded.
   const bool cuda = input_step([&] { return choose_backend(p.get("device"), p.get("precision"), 0).cuda; });
   engine_options.batching.max_batch_tokens = p.get("max-batch-tokens") == "auto" ? (cuda ? kGpuMaxBatchTokens : kCpuMaxBatchTokens)
@@ -269,6 +272,9 @@ int run_serve(const std::vector<std::string>& args) {
     throw InputError(refused);
   }
   if (sig == 0) {
+    const std::string note = unrecorded_cleaning_note(engine.predictor().config(), engine.predictor().model_dir(),
+                                                      engine.dataset_options());
+    if (!note.empty()) std::fprintf(stderr, "bertrain serve: note: %s\n", note.c_str());
     const RequestBatcherOptions& b = engine.batching();
     // An IPv6 address is bracketed in a URL (RFC 3986): http://[::1]:8000.
     const std::string host = http.host.find(':') != std::string::npos ? "[" + http.host + "]" : http.host;

@@ -137,6 +137,7 @@ void ServeEngine::load_and_warm_up() {
   configure_cpu_threads(options_.threads);
   predictor_ = std::make_unique<Predictor>(options_.model, options_.inference);
   dataset_options_ = predictor_->dataset_options();
+  if (options_.no_clean) dataset_options_.clean = false;
   const DatasetOptions& data = dataset_options_;
   BERTRAIN_CHECK(options_.batching.max_batch_tokens >= data.max_length,
                  "--max-batch-tokens " << options_.batching.max_batch_tokens << " is less than the model's max length "

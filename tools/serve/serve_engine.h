@@ -50,6 +50,7 @@ struct ServeEngineOptions {
   InferenceOptions inference;
   int threads = 0;                // CPU threads (0: every core), set on the engine thread (OpenMP's are per thread)
   RequestBatcherOptions batching;
+  bool no_clean = false;          // --no-clean: texts as they are, whatever the model's config.json records
 };
 
 class ServeEngine {
