@@ -18,6 +18,9 @@ enum class Activation {
 
 // Parses a Hugging Face hidden_act name; throws Error naming the value for unknown ones.
 Activation activation_from_name(const std::string& name);
+// The hidden_act names activation_from_name takes, for messages.
+inline constexpr const char* kActivationNames = "gelu, gelu_python, gelu_new, gelu_pytorch_tanh, gelu_python_tanh, "
+                                                "gelu_fast, relu";
 
 // y = act(x), n elements; y may alias x.
 template <typename T>

@@ -295,7 +295,7 @@ void BertConfig::validate(const std::string& source) const {
     BERTRAIN_CHECK(act != Activation::kTanh, "tanh is not a BERT hidden_act");
   } catch (const Error&) {
     BERTRAIN_FAIL(source << ": unknown " << (model_type == ModelType::kDistilBert ? "activation" : "hidden_act") << " '"
-                         << hidden_act << "' (expected gelu, gelu_new, gelu_pytorch_tanh or relu)");
+                         << hidden_act << "' (expected " << kActivationNames << ")");
   }
   BERTRAIN_CHECK(layer_norm_eps > 0, source << ": layer_norm_eps must be positive, found " << layer_norm_eps);
   BERTRAIN_CHECK(initializer_range > 0, source << ": initializer_range must be positive, found " << initializer_range);

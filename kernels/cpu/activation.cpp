@@ -12,11 +12,15 @@
 namespace bertrain {
 
 Activation activation_from_name(const std::string& name) {
-  if (name == "gelu") return Activation::kGelu;
-  if (name == "gelu_new" || name == "gelu_pytorch_tanh") return Activation::kGeluTanh;
+  // transformers' ACT2FN names for the same functions: gelu_python is the erf GELU written in Python; gelu_fast and
+  // gelu_python_tanh are the tanh approximation (gelu_fast's 0.7978845608 is sqrt(2/pi) to 10 digits).
+  if (name == "gelu" || name == "gelu_python") return Activation::kGelu;
+  if (name == "gelu_new" || name == "gelu_pytorch_tanh" || name == "gelu_python_tanh" || name == "gelu_fast") {
+    return Activation::kGeluTanh;
+  }
   if (name == "relu") return Activation::kRelu;
   if (name == "tanh") return Activation::kTanh;
-  BERTRAIN_FAIL("unknown activation '" << name << "' (expected gelu, gelu_new, gelu_pytorch_tanh, relu or tanh)");
+  BERTRAIN_FAIL("unknown activation '" << name << "' (expected " << kActivationNames << " or tanh)");
 }
 
 namespace {

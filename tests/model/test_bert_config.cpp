@@ -62,6 +62,9 @@ TEST(BertConfig, ActivationNames) {
   for (const auto& [name, act] : {std::pair<const char*, Activation>{"gelu", Activation::kGelu},
                                   {"gelu_new", Activation::kGeluTanh},
                                   {"gelu_pytorch_tanh", Activation::kGeluTanh},
+                                  {"gelu_python", Activation::kGelu},  // transformers' other names of the same two
+                                  {"gelu_python_tanh", Activation::kGeluTanh},
+                                  {"gelu_fast", Activation::kGeluTanh},
                                   {"relu", Activation::kRelu}}) {
     json j = valid_config();
     j["hidden_act"] = name;
