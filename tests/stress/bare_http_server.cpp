@@ -1,6 +1,7 @@
 // The HTTP server of `bertrain serve` (tools/serve/http_server.h) with trivial hooks, for runs under ThreadSanitizer
 // and AddressSanitizer with mixed clients (tests/stress/http_server.sh): bare_http_server PORT THREADS. Every path is
-// answered {"n": body bytes}, except /refuse, refused at its head (404); an I/O timeout of 2 s, bodies up to 16 KiB.
+// answered {"n": body bytes}, except /refuse, refused at its head (404), and /big, answered 6 MiB of 'x' (more than
+// a socket takes at once: the listening thread sends the rest); an I/O timeout of 2 s, bodies up to 16 KiB.
 // SIGTERM stops it (the drain), and 0.3 s later it refuses what is still arriving, as serve does after
 // --drain-timeout.
 #include <pthread.h>
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
     return false;
   };
   hooks.handle = [](HttpRequest& request, HttpResponse& response) {
+    if (request.path == "/big") return response.set_content(std::string(6 << 20, 'x'), "text/plain");
     response.set_content("{\"n\":" + std::to_string(request.body.size()) + "}", "application/json");
   };
   hooks.error = [](HttpResponse& response, int status, const std::string& message) {

@@ -4,16 +4,19 @@ was wrong or a connection failed.
 
 Kinds: kept-alive requests with bodies, pipelined requests, heads and bodies cut off by the client, a head
 trickled a byte at a time, a body so, a body sent after `Expect: 100-continue` is answered, a body refused at its
-head, a half-closed client, a stalled head (408 after the server's 2 s timeout), a chunked body, and bytes that are
-not HTTP."""
+head, a half-closed client, a stalled head (408 after the server's 2 s timeout), a chunked body, bytes that are
+not HTTP, and a 6 MiB answer read slowly (then a pipelined request on the same connection), not read at all (closed
+at the 2 s timeout), or asked with HEAD."""
 import random
+import select
 import socket
 import sys
 import threading
 import time
 
 KINDS = ["keep", "pipeline", "abort_head", "abort_body", "trickle", "slow_body", "expect", "refuse_body", "halfclose",
-         "stall", "chunked", "garbage"]
+         "stall", "chunked", "garbage", "big_slow", "big_unread", "big_head"]
+BIG = 6 << 20
 
 
 def post(path, body):
@@ -98,6 +101,43 @@ def one_client(kind, r, port):
         elif kind == "garbage":
             s.sendall(bytes(r.randrange(256) for _ in range(r.randint(1, 3000))) + b"\r\n\r\n")
             s.recv(65536)
+        elif kind == "big_slow":
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+            s.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\nGET /y HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            time.sleep(0.2)  # unread: the server's socket fills, and the listening thread takes the rest over
+            got = b""
+            while True:
+                data = s.recv(256 * 1024)
+                if not data:
+                    break
+                got += data
+            head, _, rest = got.partition(b"\r\n\r\n")
+            if not head.startswith(b"HTTP/1.1 200") or b"Content-Length: %d" % BIG not in head or \
+                    rest[:BIG] != b"x" * BIG or not rest[BIG:].startswith(b"HTTP/1.1 200") or \
+                    not rest.endswith(b'{"n":0}'):
+                return head[:80] + b" ... %d bytes after the head" % len(rest)
+        elif kind == "big_unread":
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+            s.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+            select.select([s], [], [], 10)  # the answer has begun (a thread may have been busy)
+            time.sleep(2.5)  # past the 2 s the server gives an answer to be taken: it closes the connection
+            got = b""
+            try:
+                while True:
+                    data = s.recv(1 << 20)
+                    if not data:
+                        break
+                    got += data
+            except ConnectionResetError:
+                pass
+            if len(got) >= BIG:
+                return b"a 6 MiB answer not read for 2.5 s was still sent whole: %d bytes" % len(got)
+        elif kind == "big_head":
+            s.sendall(b"HEAD /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            got = receive_all(s)
+            if not got.startswith(b"HTTP/1.1 200") or b"Content-Length: %d" % BIG not in got or \
+                    not got.endswith(b"\r\n\r\n"):
+                return got[:120]
         return None
     finally:
         s.close()

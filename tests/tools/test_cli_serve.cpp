@@ -5,6 +5,7 @@
 // Prometheus text of /metrics. Each test starts its own server on a free port (--port 0).
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -116,7 +117,9 @@ bool whole_answer(const std::string& got) {
 // A raw connection to the server, for what a client library would not do (pipeline, trickle, half-close).
 class RawConnection {
  public:
-  explicit RawConnection(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+  // receive_buffer > 0: that SO_RCVBUF, set before connecting (it then stays that small: a client that reads slowly).
+  explicit RawConnection(int port, int receive_buffer = 0) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    if (receive_buffer > 0) ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<uint16_t>(port));
@@ -136,6 +139,11 @@ class RawConnection {
     return true;
   }
   void shut_writes() { ::shutdown(fd_, SHUT_WR); }
+  // Whether a byte of an answer has arrived within timeout_s (left unread).
+  bool answer_begun(double timeout_s) {
+    pollfd p{fd_, POLLIN, 0};
+    return ::poll(&p, 1, static_cast<int>(timeout_s * 1000)) == 1;
+  }
   // Everything received until the server closes or `timeout_s` passes.
   std::string receive_all(double timeout_s) { return receive(timeout_s, false); }
   // Until one whole answer is in, the server closes, or `timeout_s` passes.
@@ -993,6 +1001,37 @@ TEST_F(CliServe, ConnectionsPastTheOpenLimitWaitForOneToClose) {
       {}, 60);
   expect_error(r, "serve: --max-open-connections 101 is more than the descriptor limit allows (ulimit -n 200, less 100 "
                   "the server keeps for its own files): give at most 100, or raise ulimit -n");
+}
+
+// An answer the client does not take at once (a large one it does not read yet) is sent on by the listening thread as
+// the client reads it: with one answering thread, a probe behind a client that leaves 100,000 rows of predictions
+// unread is answered at once (the thread waited up to the 5 s I/O timeout for the client before), and the client
+// still gets its whole answer when it reads, on a connection kept alive.
+TEST_F(CliServe, ClientsThatDoNotReadTheirAnswersHoldNoThread) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  auto server = start({"--max-connections", "1", "--max-queue", "200000", "--quiet"});
+  const int port = server->port();
+  constexpr int kRows = 100000;  // about 15 MB of answer: past the 4 MB a socket's send buffer can hold here
+  json texts = json::array();
+  for (int i = 0; i < kRows; ++i) texts.push_back("image");
+  const std::string body = json{{"texts", texts}}.dump();
+  RawConnection lazy(port, 4096);
+  ASSERT_TRUE(lazy.send("POST /v1/predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+                        std::to_string(body.size()) + "\r\n\r\n" + body));
+  ASSERT_TRUE(lazy.answer_begun(60)) << server->describe();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the socket's buffers fill
+  const auto start = Clock::now();
+  EXPECT_EQ(Client(port).get("/healthz").status, 200);
+  EXPECT_LT(seconds_since(start), 1.0) << "a probe waited behind a client that does not read its answer";
+  const std::string got = lazy.receive_answer(10);
+  ASSERT_EQ(raw_status(got), 200) << got.substr(0, 300);
+  const json answer = json::parse(got.substr(got.find("\r\n\r\n") + 4), nullptr, false);
+  ASSERT_TRUE(answer.is_object()) << got.substr(0, 300);
+  EXPECT_EQ(answer["results"].size(), static_cast<std::size_t>(kRows));
+  EXPECT_EQ(mismatch(answer["results"][kRows - 1], predict_text("image")), "");
+  ASSERT_TRUE(lazy.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));  // still kept alive
+  EXPECT_EQ(raw_status(lazy.receive_answer(5)), 200);
+  expect_serving(*server, "after a client that read its answer late");
 }
 
 // The listening thread reads bodies while those it holds are under what the answering threads would hold

@@ -9,6 +9,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -107,6 +108,15 @@ struct HttpServer::Connection {
   std::size_t counted = 0;  // its bytes in buffered_bodies_ (read by the listening thread, not yet answered)
   double linger_until = -1; // >= 0: being closed (our side shut), what still arrives dropped until then
   std::size_t dropped = 0;  // bytes dropped while lingering
+  // The answer being written: its head, then the response's body (none for HEAD); who sends it owns the connection.
+  std::string answer_head;
+  HttpResponse answer;
+  bool answer_has_body = false;
+  std::size_t answer_sent = 0;   // bytes of head and body sent
+  bool answer_keep_alive = false;
+  double answer_deadline = 0;    // the client must have taken it whole by then
+  bool sending = false;          // the listening thread sends the rest (armed for writing; counted in pending_answers_)
+  std::size_t answer_size() const { return answer_head.size() + (answer_has_body ? answer.body.size() : 0); }
 };
 
 HttpServer::HttpServer(HttpServerOptions options, HttpHooks hooks)
@@ -194,7 +204,11 @@ void HttpServer::listen() {
         std::uint64_t count = 0;
         [[maybe_unused]] const ssize_t got = ::read(wake_fd_, &count, sizeof count);
       } else if (const ConnectionPtr c = held(fd)) {  // not held: being answered (an event from before it left)
-        on_readable(c);
+        if (c->sending) {
+          on_writable(c);
+        } else {
+          on_readable(c);
+        }
       }
     }
   }
@@ -263,26 +277,27 @@ void HttpServer::hold(const ConnectionPtr& c, bool first) {
     // Held and armed at once: enforce_deadlines, which may close a held connection, never sees one half done.
     const std::lock_guard<std::mutex> lock(held_mutex_);
     held_[c->fd] = c;
-    armed = arm(c->fd, first ? EPOLL_CTL_ADD : EPOLL_CTL_MOD);
+    armed = arm(*c, first ? EPOLL_CTL_ADD : EPOLL_CTL_MOD);
     if (!armed) held_.erase(c->fd);
   }
   if (!armed) {  // out of kernel memory: the connection is given up
+    if (c->sending) answer_done(*c);
     ::close(c->fd);
     --open_;
   }
 }
 
-bool HttpServer::arm(int fd, int op) {
+bool HttpServer::arm(const Connection& c, int op) {
   // One-shot: once it reports, the descriptor says nothing more until armed again, so that a connection that has
   // gone to an answering thread (which reads it itself) wakes nobody.
   epoll_event e{};
-  e.events = EPOLLIN | EPOLLONESHOT;
-  e.data.fd = fd;
-  return ::epoll_ctl(epoll_fd_, op, fd, &e) == 0;
+  e.events = (c.sending ? EPOLLOUT : EPOLLIN) | EPOLLONESHOT;
+  e.data.fd = c.fd;
+  return ::epoll_ctl(epoll_fd_, op, c.fd, &e) == 0;
 }
 
 void HttpServer::rearm(const ConnectionPtr& c) {
-  if (!arm(c->fd, EPOLL_CTL_MOD)) close_now(c);
+  if (!arm(*c, EPOLL_CTL_MOD)) close_now(c);
 }
 
 void HttpServer::release(const ConnectionPtr& c) {
@@ -332,6 +347,12 @@ void HttpServer::on_readable(const ConnectionPtr& c) {
   dispatch(c, Arrival::kHead);
 }
 
+void HttpServer::on_writable(const ConnectionPtr& c) {
+  const int sent = send_some(*c);
+  if (sent == 0) return rearm(c);
+  answer_sent(c, sent == 1);
+}
+
 bool HttpServer::request_ready(const ConnectionPtr& c) {
   if (c->head == HttpRequestReader::Status::kNeedMore) {
     if (!head_arrived(c)) return false;
@@ -361,7 +382,9 @@ void HttpServer::enforce_deadlines() {
   {
     const std::lock_guard<std::mutex> lock(held_mutex_);
     for (const auto& [fd, c] : held_) {
-      if (c->linger_until >= 0) {
+      if (c->sending) {  // an answer not taken in time: the client is too slow, or gone
+        if (now >= c->answer_deadline) closed.push_back(c);
+      } else if (c->linger_until >= 0) {
         if (now >= c->linger_until) closed.push_back(c);
       } else if (c->started < 0) {  // idle: closed silently, as a client expects of a kept-alive connection
         if (now - c->idle_since >= timeout || refusing_arriving_ ||
@@ -420,6 +443,7 @@ bool HttpServer::wants_continue(const Connection& c) {
 void HttpServer::close_now(const ConnectionPtr& c) {
   release(c);
   uncount(c);
+  if (c->sending) answer_done(*c);
   ::close(c->fd);  // (which takes it out of the epoll set)
   --open_;
 }
@@ -458,22 +482,37 @@ int HttpServer::read_until(int fd, std::string* in, double deadline, Ready ready
 }
 
 void HttpServer::answer(const ConnectionPtr& c, Arrival why) {
-  // Pipelined requests whose heads have arrived already are answered in turn on this thread.
-  while (answer_one(c, why)) {
+  // Pipelined requests whose heads have arrived already are answered in turn on this thread; an answer the client
+  // does not take at once is sent on by the listening thread, which goes on from there (answer_sent).
+  for (;;) {
+    const Next next = answer_one(c, why);
+    if (next == Next::kSending) return hold(c, false);  // armed for writing
+    if (next == Next::kClose) return hand_back(c, false);
     next_request(c);
     if (!head_arrived(c)) return hand_back(c, true);
     why = Arrival::kHead;
   }
-  hand_back(c, false);
 }
 
-bool HttpServer::answer_one(const ConnectionPtr& c, Arrival why) {
+void HttpServer::answer_sent(const ConnectionPtr& c, bool sent) {
+  const bool keep = sent && c->answer_keep_alive;
+  answer_done(*c);
+  if (keep) {
+    next_request(c);
+    if (head_arrived(c)) {  // a pipelined request is here already: a thread answers it
+      release(c);
+      return dispatch(c, Arrival::kHead);
+    }
+  }
+  hand_back(c, keep);
+}
+
+HttpServer::Next HttpServer::answer_one(const ConnectionPtr& c, Arrival why) {
   HttpRequest& request = c->request;
   HttpResponse response;
   const auto refuse = [&](int code, const std::string& message) {
     hooks_.error(response, code, message);
-    write_answer(c->fd, request, response, false, c->started);
-    return false;
+    return write_answer(c, response, false);
   };
   const auto late = [&] {
     return refuse(408, "the request did not arrive within " + std::to_string(options_.io_timeout_s) + " s");
@@ -493,7 +532,7 @@ bool HttpServer::answer_one(const ConnectionPtr& c, Arrival why) {
   }
   if (!c->accepted) {
     const bool keep = !c->reader.has_body() && keep_alive();  // an unread body would be read as the next request
-    return write_answer(c->fd, request, c->refusal, keep, c->started) && keep;
+    return write_answer(c, c->refusal, keep);
   }
   // A body the listening thread did not read, or not all of (past its budget): read here.
   if (c->reader.has_body() && c->body == HttpRequestReader::Status::kNeedMore) {
@@ -505,19 +544,17 @@ bool HttpServer::answer_one(const ConnectionPtr& c, Arrival why) {
       c->body = c->reader.read_body(&c->in, &request);
       return c->body != HttpRequestReader::Status::kNeedMore;
     });
-    if (got == 0) return false;  // the client went away mid-request
+    if (got == 0) return Next::kClose;  // the client went away mid-request
     if (got == -1) return late();
     if (got == -2) return stopping();
   }
   if (c->body == HttpRequestReader::Status::kError) return refuse(c->reader.error_status(), c->reader.error_message());
   hooks_.handle(request, response);
-  const bool keep = keep_alive();
-  return write_answer(c->fd, request, response, keep, c->started) && keep;
+  return write_answer(c, response, keep_alive());
 }
 
-bool HttpServer::write_answer(int fd, const HttpRequest& request, HttpResponse& response, bool keep_alive,
-                              double started) {
-  hooks_.before_write(request, response, now_s() - started);
+HttpServer::Next HttpServer::write_answer(const ConnectionPtr& c, HttpResponse& response, bool keep_alive) {
+  hooks_.before_write(c->request, response, now_s() - c->started);
   std::string head = "HTTP/1.1 " + std::to_string(response.status) + " " + http_reason(response.status) + "\r\n";
   if (!response.content_type.empty()) head += "Content-Type: " + response.content_type + "\r\n";
   head += "Content-Length: " + std::to_string(response.body.size()) + "\r\n";
@@ -525,10 +562,64 @@ bool HttpServer::write_answer(int fd, const HttpRequest& request, HttpResponse& 
                      : "Connection: close\r\n";
   for (const auto& [name, value] : response.headers) head += name + ": " + value + "\r\n";
   head += "\r\n";
-  if (request.method != "HEAD") head += response.body;
-  const bool sent = send_all(fd, head, now_s() + options_.io_timeout_s);
-  hooks_.after_write(request, response, now_s() - started);
-  return sent;
+  c->answer_head = std::move(head);
+  c->answer = std::move(response);
+  c->answer_has_body = c->request.method != "HEAD";
+  c->answer_sent = 0;
+  c->answer_keep_alive = keep_alive;
+  c->answer_deadline = now_s() + options_.io_timeout_s;
+  int sent = send_some(*c);
+  if (sent == 0) {
+    // The listening thread sends the rest as the client takes it, while the answers left to it are no more than the
+    // answering threads could hold (one each, as before: the memory answers take stays bounded); past that this
+    // thread waits for the client, as every answer was written before.
+    if (pending_answers_.fetch_add(1) < static_cast<std::size_t>(options_.answering_threads)) {
+      c->sending = true;
+      return Next::kSending;
+    }
+    --pending_answers_;
+    while (sent == 0 && now_s() < c->answer_deadline) {
+      pollfd p{c->fd, POLLOUT, 0};
+      ::poll(&p, 1, poll_ms(c->answer_deadline, 1.0));
+      sent = send_some(*c);
+    }
+  }
+  answer_done(*c);
+  return sent == 1 && keep_alive ? Next::kKeepAlive : Next::kClose;
+}
+
+int HttpServer::send_some(Connection& c) {
+  const std::size_t head = c.answer_head.size(), total = c.answer_size();
+  while (c.answer_sent < total) {
+    // The head and the body as they are, in one call: no copy of a large body, and no second packet for a small one.
+    iovec parts[2];
+    int count = 0;
+    if (c.answer_sent < head) parts[count++] = {&c.answer_head[c.answer_sent], head - c.answer_sent};
+    const std::size_t body_from = c.answer_sent > head ? c.answer_sent - head : 0;
+    if (c.answer_has_body && body_from < c.answer.body.size()) {
+      parts[count++] = {&c.answer.body[body_from], c.answer.body.size() - body_from};
+    }
+    msghdr message{};
+    message.msg_iov = parts;
+    message.msg_iovlen = static_cast<std::size_t>(count);
+    const ssize_t n = ::sendmsg(c.fd, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      c.answer_sent += static_cast<std::size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      return 0;
+    } else if (!(n < 0 && errno == EINTR)) {
+      return -1;
+    }
+  }
+  return 1;
+}
+
+void HttpServer::answer_done(Connection& c) {
+  hooks_.after_write(c.request, c.answer, now_s() - c.started);
+  if (c.sending) --pending_answers_;
+  c.sending = false;
+  c.answer = HttpResponse{};
+  std::string().swap(c.answer_head);
 }
 
 }  // namespace bertrain

@@ -5,7 +5,10 @@
 // back. So idle, silent and trickling connections cost no thread however many there are: a health probe is answered
 // at once behind thousands of them. (Only once the bodies the listening thread holds reach what the threads would
 // hold, --max-connections x the body limit, does a thread read a body itself, as every body was read before: the
-// memory bodies take stays bounded.) What it guarantees an operator:
+// memory bodies take stays bounded.) Likewise an answer the client does not take at once (a large one read slowly,
+// or not at all) is left to the listening thread to send as the client reads, so that a client that does not read
+// holds no thread (while it holds no more answers than there are answering threads; past that a thread waits for the
+// client, as every answer was written before). What it guarantees an operator:
 //   - every length is bounded before it is buffered (request line, header lines, headers, body);
 //   - a request must arrive whole within the I/O timeout (plus 1 s per 256 KiB of body), however slowly its bytes
 //     trickle in (408 after that); a kept-alive connection idle that long is closed;
@@ -82,13 +85,15 @@ class HttpServer {
   using ConnectionPtr = std::shared_ptr<Connection>;
   enum class Arrival { kHead, kTimedOut, kRefused };  // why a connection left the listening thread
 
-  // The listening thread's side (listen()). A connection waiting for its request's head is in held_ with its
-  // descriptor armed (one-shot) in the epoll set; a connection being answered is in neither.
+  // The listening thread's side (listen()). A connection waiting for its request's head, or with an answer the
+  // listening thread sends, is in held_ with its descriptor armed (one-shot) in the epoll set; a connection being
+  // answered by a thread is in neither.
   void accept_waiting();
   // Takes the listening socket out of the epoll set at max_open_connections (so that it does not report on every
   // turn while nothing is accepted) and back once a connection has closed.
   void pace_accepting();
   void on_readable(const ConnectionPtr& c);
+  void on_writable(const ConnectionPtr& c);  // sends more of the answer the listening thread took over
   void enforce_deadlines();
   // Reads what arrived as the request: its head (then asks accept_head), then, unless refused or past the budget,
   // its body. True when the request is for a thread: whole, refused, or with a body left to the thread to read
@@ -100,7 +105,7 @@ class HttpServer {
   // Both sides.
   ConnectionPtr held(int fd);                      // the held connection on `fd`, or null
   void hold(const ConnectionPtr& c, bool first);   // into held_, armed (EPOLL_CTL_ADD the first time)
-  bool arm(int fd, int op);                        // EPOLL_CTL_ADD or _MOD, one-shot
+  bool arm(const Connection& c, int op);           // EPOLL_CTL_ADD or _MOD, one-shot: writable when sending, else readable
   void rearm(const ConnectionPtr& c);              // after it reported, still held
   void release(const ConnectionPtr& c);            // out of held_ (when it is there)
   void next_request(const ConnectionPtr& c);       // ready to read the connection's next request
@@ -114,15 +119,25 @@ class HttpServer {
   static bool wants_continue(const Connection& c);  // the client waits for 100 Continue before its body
 
   // An answering thread's side: the rest of the request (its body) and the answer, then pipelined requests that
-  // have arrived; then the connection is held again, kept alive or closing.
+  // have arrived; then the connection is held again, kept alive or closing, or with the rest of an answer to send.
+  enum class Next { kKeepAlive, kClose, kSending };  // after an answer: the next request, closing, or still sending
   void answer(const ConnectionPtr& c, Arrival why);
-  bool answer_one(const ConnectionPtr& c, Arrival why);  // true: kept alive
+  Next answer_one(const ConnectionPtr& c, Arrival why);
   void hand_back(const ConnectionPtr& c, bool keep_alive);
+  // After an answer has all gone (or the client was too slow to take it, or went away: `sent` false), on either
+  // side: kept alive, the next request (a pipelined one already here goes to a thread); else closing.
+  void answer_sent(const ConnectionPtr& c, bool sent);
   // Reads into `in` until `ready` says the buffer holds enough. 1: ready, 0: the peer closed or failed, -1: the
   // deadline passed, -2: refused by refuse_arriving(). What already arrived is read before either gives up.
   template <class Ready>
   int read_until(int fd, std::string* in, double deadline, Ready ready);
-  bool write_answer(int fd, const HttpRequest& request, HttpResponse& response, bool keep_alive, double started);
+  // Writes `response` to the request on `c` as far as the socket takes it at once. kSending: the rest is for the
+  // listening thread (the thread hands the connection over); while it has as many answers to send as there are
+  // answering threads, this thread waits for the client itself, as before, and never returns kSending.
+  Next write_answer(const ConnectionPtr& c, HttpResponse& response, bool keep_alive);
+  // Sends what is left of c's answer without waiting: 1 all sent, 0 the socket is full, -1 the client is gone.
+  static int send_some(Connection& c);
+  void answer_done(Connection& c);  // the after_write hook, and the answer's memory and its place given back
   void wake();
 
   HttpServerOptions options_;
@@ -137,6 +152,7 @@ class HttpServer {
   std::atomic<int> open_{0};                     // accepted and not closed yet, held or being answered
   bool accepting_ = true;                        // the listening socket is in the epoll set (only listen() touches it)
   std::size_t buffered_bodies_ = 0;              // bytes of bodies the listening thread is reading (only it)
+  std::atomic<std::size_t> pending_answers_{0};  // answers left to the listening thread to send
   std::atomic<bool> stopping_{false};
   std::atomic<bool> refusing_arriving_{false};
   std::atomic<int> refused_arriving_{0};
