@@ -37,8 +37,11 @@ std::vector<json> grid_values(const SearchParam& p) {
       for (long i = 0; i < p.categories(); ++i) values.push_back(p.category(i));
       return values;
     case Distribution::kQUniform: {
-      // The multiples of q in [low, high], as quantize() can return them.
-      for (double k = std::ceil(p.low / p.q); k * p.q <= p.high; k += 1) values.push_back(k * p.q);
+      // The multiples of q in [low, high], as quantize() can return them: k·q for k from low/q to high/q, those
+      // quotients taken to within rounding (3 · 0.1 is 0.30000000000000004, which quantize() gives for 0.3 too).
+      const double tolerance = 1e-9;
+      const double first = std::ceil(p.low / p.q - tolerance), last = std::floor(p.high / p.q + tolerance);
+      for (double k = first; k <= last; k += 1) values.push_back(k * p.q);
       BERTRAIN_CHECK(!values.empty(), "grid search: \"" << p.name << "\" has no multiple of q = " << p.q << " in ["
                                                         << p.low << ", " << p.high << "]");
       return values;

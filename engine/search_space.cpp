@@ -33,7 +33,7 @@ Distribution parse_distribution(const std::string& type, const std::string& wher
   if (type == "int" || type == "randint") return Distribution::kInt;
   if (type == "choice") return Distribution::kChoice;
   BERTRAIN_FAIL(where << ": unknown \"type\" '" << type
-                      << "' (uniform, loguniform, quniform, int or choice; a plain value is fixed)");
+                      << "' (uniform, loguniform, quniform, int, randint or choice; a plain value is fixed)");
 }
 
 SearchParam parse_param(const std::string& name, const json& spec, const std::string& where) {
@@ -45,7 +45,7 @@ SearchParam parse_param(const std::string& name, const json& spec, const std::st
     return p;
   }
   BERTRAIN_CHECK(spec.contains("type") && spec["type"].is_string(),
-                 where << ": no \"type\" (uniform, loguniform, quniform, int or choice)");
+                 where << ": no \"type\" (uniform, loguniform, quniform, int, randint or choice)");
   p.distribution = parse_distribution(spec["type"].get<std::string>(), where);
   std::set<std::string> allowed{"type"};
   if (p.distribution == Distribution::kChoice) {
@@ -65,6 +65,11 @@ SearchParam parse_param(const std::string& name, const json& spec, const std::st
     if (p.distribution == Distribution::kInt) {
       BERTRAIN_CHECK(is_integer(p.low) && is_integer(p.high),
                      where << ": an int's low and high must be integers, got " << p.low << " and " << p.high);
+      if (spec["type"] == "randint") {  // Ray's tune.randint(low, high): high left out
+        BERTRAIN_CHECK(p.low < p.high, where << ": a randint's high is left out (as Ray's): low (" << p.low
+                                             << ") must be below high (" << p.high << ")");
+        p.high -= 1;
+      }
       BERTRAIN_CHECK(p.low <= p.high, where << ": low (" << p.low << ") must not exceed high (" << p.high << ")");
     } else {
       BERTRAIN_CHECK(p.low < p.high, where << ": low (" << p.low << ") must be below high (" << p.high << ")");

@@ -168,6 +168,21 @@ TEST(GridSearch, EnumeratesEveryCombinationLastParameterFastest) {
   EXPECT_EQ(grid->propose(1, {}), json::parse(R"({"a": "x", "b": 1, "c": 0.4, "d": true})"));
   EXPECT_EQ(grid->propose(2, {}), json::parse(R"({"a": "x", "b": 2, "c": 0.2, "d": true})"));
   testing::expect_error([&] { grid_size(space_of(R"({"lr": {"type": "uniform", "low": 0, "high": 1}})")); }, "grid search: \"lr\" is continuous (uniform)");
+  // Both ends of a quniform whose quotients are not exact in binary (3 · 0.1 > 0.3, 0.7 / 0.1 < 7): what
+  // quantize() proposes near them.
+  EXPECT_EQ(grid_size(space_of(R"({"p": {"type": "quniform", "low": 0.1, "high": 0.3, "q": 0.1}})")), 3);
+  EXPECT_EQ(grid_size(space_of(R"({"p": {"type": "quniform", "low": 0.1, "high": 0.7, "q": 0.1}})")), 7);
+  EXPECT_EQ(grid_size(space_of(R"({"p": {"type": "quniform", "low": 0, "high": 0.6, "q": 0.2}})")), 4);
+}
+
+// Ray's tune.randint(low, high) leaves high out; "int" includes it.
+TEST(SearchSpace, RandintLeavesItsHighOutAsRays) {
+  const SearchSpace s = space_of(R"({"a": {"type": "randint", "low": 1, "high": 3}, "b": {"type": "int", "low": 1, "high": 3}})");
+  EXPECT_EQ(s.find("a")->categories(), 2);
+  EXPECT_EQ(s.find("a")->category_of(json(3)), -1);
+  EXPECT_EQ(s.find("b")->categories(), 3);
+  testing::expect_error([&] { space_of(R"({"a": {"type": "randint", "low": 2, "high": 2}})"); },
+                        "a randint's high is left out (as Ray's): low (2) must be below high (2)");
 }
 
 // HyperOpt's adaptive_parzen_normal, worked by hand: observations 0.2, 0.6, 0.4 and the prior N(0.5, 1).

@@ -54,6 +54,30 @@ class CliTune : public CliTest {
   }
 };
 
+// A grid runs every point after --initial-params' (Ray runs points_to_evaluate in addition: the initial points took the
+// grid's first places, so lr-patience 1 never ran), and a searched --epochs (without ASHA) is each trial's own.
+TEST_F(CliTune, AGridRunsWholeAfterTheInitialPointsAndSearchedEpochsAreEachTrials) {
+  const std::string out = path("study");
+  const RunResult r = run(tune_args(R"({"epochs": {"type": "int", "low": 1, "high": 2},
+                                         "lr-patience": {"type": "randint", "low": 1, "high": 3}})",
+                                    out, {"--search", "grid", "--scheduler", "none", "--initial-params",
+                                          R"({"epochs": 2, "lr-patience": 2})"},
+                                    {}),
+                          {"FAKE_TRIAL_EPOCH_MS=50"});
+  ASSERT_TRUE(succeeded(r)) << r.describe();
+  const json s = study(out);
+  std::vector<json> params;
+  for (const json& t : s["trials"]) params.push_back(t["params"]);
+  EXPECT_EQ(params, (std::vector<json>{json{{"epochs", 2}, {"lr-patience", 2}}, json{{"epochs", 1}, {"lr-patience", 1}},
+                                       json{{"epochs", 1}, {"lr-patience", 2}}, json{{"epochs", 2}, {"lr-patience", 1}},
+                                       json{{"epochs", 2}, {"lr-patience", 2}}}));
+  EXPECT_EQ(statuses(s), std::vector<std::string>(5, "completed"));
+  EXPECT_EQ(epochs(s), (std::vector<long>{2, 1, 1, 2, 2}));
+  EXPECT_NE(r.out.find("trial 001 epoch 1/1:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("trial 000 epoch 2/2:"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("epoch 2/1"), std::string::npos) << r.out;
+}
+
 // Grid order lr = 1e-4, 10^-3.5, 1e-3, 1e-5, 2e-4 (dropout 0.35): val_loss after epoch e is (log10 lr + 3.5)^2 +
 // 0.5 / (e + 1). One trial at a time, ASHA with grace period 1 and reduction factor 2 over 4 epochs (rungs at 1
 // and 2 epochs; rewards are -val_loss):

@@ -138,6 +138,13 @@ class StudyRunner {
   }
 
  private:
+  // The epochs trial `t` runs: its own where --epochs is searched (as train takes the flag: the integer part), else
+  // the study's.
+  double epochs_of(const TrialRecord& t) const {
+    const auto it = t.params.find("epochs");
+    return it != t.params.end() && it->is_number() ? std::floor(it->get<double>()) : s_.max_t;
+  }
+
   std::string path(const std::string& relative) const { return s_.out_dir + "/" + relative; }
 
   void load_or_start() {
@@ -247,7 +254,10 @@ class StudyRunner {
     if (index < static_cast<long>(s_.initial.size())) {
       t.params = s_.initial[static_cast<std::size_t>(index)];
     } else {
-      t.params = search_->propose(index, study_.observations());
+      // A grid's points come after the initial ones (Ray runs points_to_evaluate in addition to its variants); TPE
+      // counts every trial towards its random start, as HyperOpt does.
+      const long proposal = s_.search == "grid" ? index - static_cast<long>(s_.initial.size()) : index;
+      t.params = search_->propose(proposal, study_.observations());
     }
     study_.trials.push_back(t);
   }
@@ -326,7 +336,7 @@ class StudyRunner {
         // Under --eval-steps the number of evaluations is not known ahead: the line says where the trial is.
         const std::string where =
             study_.iteration == "epoch"
-                ? "epoch " + std::to_string(t.epochs) + "/" + shortest_double(s_.max_t)
+                ? "epoch " + std::to_string(t.epochs) + "/" + shortest_double(epochs_of(t))
                 : "evaluation " + std::to_string(t.epochs) + " (step " + std::to_string(record.value("step", 0L)) +
                       ", epoch " + std::to_string(record.value("epoch", 0L) + 1) + ")";
         std::printf("trial %s %s: %s %s\n", t.id.c_str(), where.c_str(), s_.metric.c_str(), metric_text(value).c_str());
@@ -381,7 +391,7 @@ class StudyRunner {
     // 75: then the process dies of it, having done what we asked.
     const bool our_sigterm =
         WIFSIGNALED(status) && WTERMSIG(status) == s_.trial_stop_signal && (r.stop_requested || stopping_);
-    const bool all_epochs = static_cast<double>(t.epochs) >= s_.max_t;
+    const bool all_epochs = static_cast<double>(t.epochs) >= epochs_of(t);
     if (exited && code == 0) {
       t.status = r.stop_requested && !all_epochs ? TrialStatus::kStopped : TrialStatus::kCompleted;
     } else if ((exited && code == 75) || our_sigterm) {

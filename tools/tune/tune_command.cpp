@@ -272,16 +272,16 @@ int run_tune(const std::vector<std::string>& args) {
     if (train.is_switch(param.name)) s.switches[param.name] = true;
     else if (train.takes_integer(param.name)) s.integers[param.name] = true;
   }
-  if (s.search == "grid") {
-    const long size = input_step([&] { return grid_size(s.space); });
-    if (!p.given("trials")) s.trials = size;
-  }
   s.initial = input_step([&] { return read_initial_params(p.get("initial-params")); });
   for (std::size_t i = 0; i < s.initial.size(); ++i) {
     input_step([&] { check_point(s.space, s.initial[i], "--initial-params[" + std::to_string(i) + "]"); });
     for (const SearchParam& param : s.space.params) {
       if (!param.searched()) s.initial[i][param.name] = param.values[0];
     }
+  }
+  if (s.search == "grid") {  // the initial points run first, in addition to the grid (Ray's points_to_evaluate)
+    const long size = input_step([&] { return grid_size(s.space); });
+    if (!p.given("trials")) s.trials = static_cast<long>(s.initial.size()) + size;
   }
 
   // The flags tune adds: best/ follows the study's metric; on a CPU machine each trial its share of the cores.
@@ -470,7 +470,18 @@ int run_tune(const std::vector<std::string>& args) {
       throw UsageError("tune: --scheduler asha needs one --epochs for every trial (its max_t); epochs is searched");
     }
   }
-  s.max_t = epochs_param != nullptr ? epochs_param->values[0].get<double>() : check.get_int("epochs");
+  // The epochs of every trial, or, where --epochs is searched (without ASHA), the most a trial can run.
+  s.max_t = check.get_int("epochs");
+  if (epochs_param != nullptr) {
+    if (epochs_param->distribution == Distribution::kFixed || epochs_param->distribution == Distribution::kChoice) {
+      s.max_t = 0;
+      for (const json& v : epochs_param->values) {
+        if (v.is_number()) s.max_t = std::max(s.max_t, std::floor(v.get<double>()));
+      }
+    } else {
+      s.max_t = std::floor(epochs_param->high);
+    }
+  }
   // Under --eval-steps a trial's metrics.jsonl has a line per evaluation, several an epoch: the study counts those.
   if (check.get_int("eval-steps") > 0 || s.space.find("eval-steps") != nullptr) s.iteration = "evaluation";
 
