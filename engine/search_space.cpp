@@ -177,17 +177,23 @@ void check_point(const SearchSpace& space, const json& point, const std::string&
   }
 }
 
-SearchRng::SearchRng(uint64_t seed, uint64_t trial) : state_(seed * 0x9E3779B97F4A7C15ULL + trial) {
-  // Mix once so that neighbouring (seed, trial) pairs start far apart.
-  for (int i = 0; i < 4; ++i) next();
-}
+namespace {
 
-uint64_t SearchRng::next() {
-  uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
+// SplitMix64's output function: a bijection of 64-bit words in which every input bit moves every output bit.
+uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
   return z ^ (z >> 31);
 }
+
+}  // namespace
+
+// The seed mixed before the trial is added, and the sum mixed again: each (seed, trial) starts its SplitMix64 stream at
+// an unrelated point. (seed * gamma + trial, SplitMix64's own step gamma, made seed s + 1's streams seed s's one draw
+// later, so that studies with neighbouring seeds proposed nearly the same trials.)
+SearchRng::SearchRng(uint64_t seed, uint64_t trial) : state_(mix64(mix64(seed) + trial)) {}
+
+uint64_t SearchRng::next() { return mix64(state_ += 0x9E3779B97F4A7C15ULL); }
 
 double SearchRng::uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
 
