@@ -1,6 +1,7 @@
 #include "data/dataset.h"
 
 #include <algorithm>
+#include <limits>
 #include <unordered_set>
 
 #include "core/ascii.h"
@@ -73,6 +74,25 @@ Example encode_text(const std::string& text, const Tokenizer& tokenizer, const D
   if (truncated != nullptr) *truncated = encoding.truncated;
   Example example;
   example.ids = std::move(encoding.ids);
+  return example;
+}
+
+Example encode_text_keeping_end(const std::string& text, const Tokenizer& tokenizer, const DatasetOptions& options,
+                                bool* truncated) {
+  Encoding whole = tokenizer.encode(options.clean ? clean_text(text) : text, std::numeric_limits<int>::max());
+  const std::size_t prefix = static_cast<std::size_t>(tokenizer.prefix_specials());
+  const std::size_t suffix = static_cast<std::size_t>(tokenizer.suffix_specials());
+  const std::size_t keep = static_cast<std::size_t>(std::max(options.max_length, 0));
+  BERTRAIN_CHECK(keep >= prefix + suffix, "encode: max_length must be >= " << prefix + suffix
+                                                                           << " to hold the special tokens, got " << keep);
+  const bool cut = whole.ids.size() > keep;
+  if (truncated != nullptr) *truncated = cut;
+  Example example;
+  if (cut) {  // the specials before, the last tokens of the text, the specials after
+    const auto first_kept = whole.ids.end() - static_cast<std::ptrdiff_t>(keep - prefix);
+    whole.ids.erase(whole.ids.begin() + static_cast<std::ptrdiff_t>(prefix), first_kept);
+  }
+  example.ids = std::move(whole.ids);
   return example;
 }
 

@@ -125,5 +125,10 @@ std::string reading_notes(const std::string& who, int skipped, const std::vector
 // One example from a text (prediction from the command line), cleaned as `options` say.
 Example encode_text(const std::string& text, const Tokenizer& tokenizer, const DatasetOptions& options,
                     bool* truncated);
+// The same, but a text with more tokens than options.max_length keeps its last tokens instead of its first (the
+// template's special tokens stay at both ends): text-embeddings-inference's truncation_direction "left". The whole
+// text is cleaned and tokenized (the request's size bounds it).
+Example encode_text_keeping_end(const std::string& text, const Tokenizer& tokenizer, const DatasetOptions& options,
+                                bool* truncated);
 
 }  // namespace bertrain

@@ -362,6 +362,8 @@ void HfTokenizer::encode(const std::string& text, int max_length, Encoding* out)
 
 int HfTokenizer::cls_id() const { return impl_->framing.prefix.front(); }
 int HfTokenizer::sep_id() const { return impl_->framing.suffix.back(); }
+int HfTokenizer::prefix_specials() const { return static_cast<int>(impl_->framing.prefix.size()); }
+int HfTokenizer::suffix_specials() const { return static_cast<int>(impl_->framing.suffix.size()); }
 int HfTokenizer::pad_id() const { return impl_->pad; }
 int HfTokenizer::unk_id() const { return impl_->model->unk_id(); }
 int HfTokenizer::vocab_size() const { return impl_->vocab_size; }

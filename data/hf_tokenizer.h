@@ -50,6 +50,8 @@ class HfTokenizer : public Tokenizer {
   int cls_id() const override;
   int sep_id() const override;
   int pad_id() const override;
+  int prefix_specials() const override;
+  int suffix_specials() const override;
   int unk_id() const override;
   int vocab_size() const override;
   std::string describe() const override;

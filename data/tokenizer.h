@@ -64,6 +64,10 @@ class Tokenizer {
   virtual int cls_id() const = 0;  // the template's first special token ([CLS], <s>)
   virtual int sep_id() const = 0;  // its last ([SEP], </s>)
   virtual int pad_id() const = 0;  // the padding token; -1 when the tokenizer names none
+  // How many of the template's special tokens come before the text's tokens and how many after ([CLS] ... [SEP]: 1
+  // and 1), whatever the text.
+  virtual int prefix_specials() const = 0;
+  virtual int suffix_specials() const = 0;
   virtual int unk_id() const = 0;  // the model's unknown token; -1 when it has none
   virtual int vocab_size() const = 0;  // one more than the largest id encode can produce
   virtual std::string describe() const = 0;  // one line for logs: kind and source file
@@ -87,6 +91,8 @@ class BertTokenizer : public Tokenizer {
   int cls_id() const override { return cls_; }
   int sep_id() const override { return sep_; }
   int pad_id() const override { return pad_; }
+  int prefix_specials() const override { return 1; }
+  int suffix_specials() const override { return 1; }
   int unk_id() const override { return unk_; }
   int vocab_size() const override { return vocab_.size(); }
   std::string describe() const override;

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "data/dataset.h"
+#include "data/hf_tokenizer.h"
 #include "tests/temp_dir.h"
 
 namespace bertrain {
@@ -40,6 +41,34 @@ class DatasetTest : public ::testing::Test {
   testing::TempDir dir_{"bertrain_dataset"};
   BertTokenizer tokenizer_ = tiny_tokenizer();
 };
+
+// TEI's truncation_direction "left": a text too long keeps its last tokens between the template's special tokens, for
+// both kinds of tokenizer (vocab.txt's [CLS] ... [SEP], and a tokenizer.json's framing); one that fits is as
+// encode_text gives it.
+TEST_F(DatasetTest, KeepingTheEndCutsTheTextFromTheLeft) {
+  DatasetOptions options;
+  options.clean = false;
+  options.max_length = 5;
+  bool cut = false;
+  EXPECT_EQ(encode_text_keeping_end("red green blue cat dog", tokenizer_, options, &cut).ids,
+            (std::vector<int32_t>{2, 7, 8, 9, 3}));  // [CLS] blue cat dog [SEP]
+  EXPECT_TRUE(cut);
+  EXPECT_EQ(encode_text("red green blue cat dog", tokenizer_, options, nullptr).ids,
+            (std::vector<int32_t>{2, 5, 6, 7, 3}));  // the start, as a right cut
+  EXPECT_EQ(encode_text_keeping_end("red cat", tokenizer_, options, &cut).ids,
+            encode_text("red cat", tokenizer_, options, nullptr).ids);
+  EXPECT_FALSE(cut);
+  const HfTokenizer bpe = HfTokenizer::load(std::string(BERTRAIN_FIXTURES_DIR) + "/tokenizers/bpe_bytelevel/tokenizer.json");
+  const std::string text = "one two three four five six seven eight nine ten eleven twelve";
+  const Encoding whole = bpe.encode(text, 1000);
+  ASSERT_GT(whole.ids.size(), 8u);
+  ASSERT_EQ(bpe.prefix_specials() + bpe.suffix_specials(), 2);
+  options.max_length = 8;
+  std::vector<int32_t> want{whole.ids.front()};  // <s>, the last six tokens of the text, </s>
+  want.insert(want.end(), whole.ids.end() - 7, whole.ids.end());
+  EXPECT_EQ(encode_text_keeping_end(text, bpe, options, &cut).ids, want);
+  EXPECT_TRUE(cut);
+}
 
 TEST_F(DatasetTest, MadeWithMlDefaultsJoinTitleAndDescription) {
   const std::string path = write("d.csv", "id,title,description,tag\n7,red cat,blue dog,pets\n8,green,cat,pets\n");

@@ -240,6 +240,13 @@ std::string long_text(int words) {
   return text;
 }
 
+// The last `n` words of `text` (words separated by one space).
+std::string last_words(const std::string& text, int n) {
+  std::size_t start = text.size();
+  for (int i = 0; i < n && start != std::string::npos && start > 0; ++i) start = text.rfind(' ', start - 1);
+  return start == std::string::npos ? text : text.substr(start + 1);
+}
+
 class CliServe : public CliTest {
  protected:
   // A server on the suite's run with `flags` after --model RUN --port 0 --device cpu, waited for until ready.
@@ -457,10 +464,16 @@ TEST_F(CliServe, TeiPredictAnswersScoresSortedByScore) {
         EXPECT_NEAR(score, want[label].get<double>(), kTolerance) << route << " " << label << " of row " << i;
       }
     }
-    // A list: a list of such lists, in the inputs' order.
-    json inputs = json::array();
-    for (int i = 4; i < 9; ++i) inputs.push_back(text_of(rows[static_cast<std::size_t>(i)]));
-    const Answer list = c.post(route, json{{"inputs", inputs}, {"truncate", false}});
+    // [text] is that text; a batch [[text], ...] (TEI's list of inputs) a list of such lists, in the inputs' order.
+    const Answer one = c.post(route, json{{"inputs", {text_of(rows[0])}}});
+    ASSERT_EQ(one.status, 200) << route << " " << one.describe();
+    ASSERT_EQ(tei_shape_problem(one.parsed()), "") << route << " [text]";
+    json inputs = json::array(), batch = json::array();
+    for (int i = 4; i < 9; ++i) {
+      inputs.push_back(text_of(rows[static_cast<std::size_t>(i)]));
+      batch.push_back(json::array({inputs.back()}));
+    }
+    const Answer list = c.post(route, json{{"inputs", batch}, {"truncate", false}});
     ASSERT_EQ(list.status, 200) << route << " " << list.describe();
     const json got = list.parsed();
     ASSERT_TRUE(got.is_array() && got.size() == inputs.size()) << list.body;
@@ -472,7 +485,7 @@ TEST_F(CliServe, TeiPredictAnswersScoresSortedByScore) {
       }
     }
     // raw_scores: logits, whose softmax is the probabilities (and not themselves probabilities).
-    const Answer raw = c.post(route, json{{"inputs", inputs}, {"raw_scores", true}});
+    const Answer raw = c.post(route, json{{"inputs", batch}, {"raw_scores", true}});
     ASSERT_EQ(raw.status, 200) << route << " " << raw.describe();
     const json logits = raw.parsed();
     ASSERT_TRUE(logits.is_array() && logits.size() == inputs.size()) << raw.body;
@@ -492,6 +505,41 @@ TEST_F(CliServe, TeiPredictAnswersScoresSortedByScore) {
       }
     }
   }
+}
+
+// text-embeddings-inference's other routes: POST / and /invocations predict as /predict; GET /health and /ping answer
+// 200 with no body; GET /info is its Info, with the classifier's labels.
+TEST_F(CliServe, TeiRoutesAnswerAsTei) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  auto server = start({"--quiet"});
+  Client c(server->port());
+  const std::string text = text_of(synthetic_rows()[2]);
+  const Answer want = c.post("/predict", json{{"inputs", text}});
+  ASSERT_EQ(want.status, 200) << want.describe();
+  for (const char* route : {"/", "/invocations"}) {
+    const Answer a = c.post(route, json{{"inputs", text}});
+    ASSERT_EQ(a.status, 200) << route << " " << a.describe();
+    EXPECT_EQ(a.body, want.body) << route;
+  }
+  for (const char* probe : {"/health", "/ping"}) {
+    const Answer a = c.get(probe);
+    EXPECT_EQ(a.status, 200) << probe;
+    EXPECT_EQ(a.body, "") << probe;
+  }
+  const Answer info = c.get("/info");
+  ASSERT_EQ(info.status, 200) << info.describe();
+  const json i = info.parsed();
+  EXPECT_EQ(i["model_type"]["classifier"]["id2label"]["0"], kTags[0]) << info.body;
+  EXPECT_EQ(i["model_type"]["classifier"]["label2id"][kTags[1]], 1) << info.body;
+  EXPECT_EQ(i["max_input_length"], 40) << info.body;
+  EXPECT_EQ(i["auto_truncate"], true) << info.body;
+  EXPECT_EQ(i["model_dtype"], "float32") << info.body;
+  for (const char* key : {"model_id", "max_concurrent_requests", "max_batch_tokens", "max_client_batch_size", "version"}) {
+    EXPECT_TRUE(i.contains(key)) << key << ": " << info.body;
+  }
+  const Answer put = c.post("/health", json::object());
+  EXPECT_EQ(put.status, 405) << put.describe();
+  EXPECT_EQ(put.header("Allow"), "GET, HEAD");
 }
 
 // POST /v1/predict with "texts" and with "rows" answers every row as `predict --data` does, in order.
@@ -568,19 +616,33 @@ TEST_F(CliServe, LongTextsAreTruncatedAsPredictDoesOrRefused) {
   EXPECT_EQ(mismatch(cut, want), "");
   EXPECT_EQ(mismatch(results[0], reference().at(short_text)), "");
 
-  const Answer refused = c.post("/predict", json{{"inputs", text}});  // TEI's default: truncate false
-  expect_error_answer(refused, 413, "inputs", "TEI, truncate by default");
-  const Answer refused_list = c.post("/predict", json{{"inputs", {short_text, text}}, {"truncate", false}});
-  expect_error_answer(refused_list, 413, "inputs[1]", "TEI list, truncate false");
-  const Answer accepted = c.post("/predict", json{{"inputs", text}, {"truncate", true}});
-  ASSERT_EQ(accepted.status, 200) << accepted.describe();
-  ASSERT_EQ(tei_shape_problem(accepted.parsed()), "");
-  for (const auto& [label, score] : scores_by_label(accepted.parsed())) {
-    EXPECT_NEAR(score, want["probabilities"][label].get<double>(), kTolerance) << label;
+  // TEI (since 1.9) cuts unless told "truncate": false, and then refuses with 422, its status for validation.
+  const Answer refused = c.post("/predict", json{{"inputs", text}, {"truncate", false}});
+  expect_error_answer(refused, 422, "\"inputs\" has more than the model's", "TEI, truncate false");
+  const Answer refused_list = c.post("/predict", json{{"inputs", {{short_text}, {text}}}, {"truncate", false}});
+  expect_error_answer(refused_list, 422, "inputs[1]", "TEI batch, truncate false");
+  for (const json& body : {json{{"inputs", text}}, json{{"inputs", text}, {"truncate", true}},
+                           json{{"inputs", text}, {"truncation_direction", "right"}}}) {
+    const Answer accepted = c.post("/predict", body);
+    ASSERT_EQ(accepted.status, 200) << accepted.describe();
+    ASSERT_EQ(tei_shape_problem(accepted.parsed()), "");
+    for (const auto& [label, score] : scores_by_label(accepted.parsed())) {
+      EXPECT_NEAR(score, want["probabilities"][label].get<double>(), kTolerance) << label << " " << body.dump().substr(0, 60);
+    }
+  }
+  // "truncation_direction": "left" keeps the end: the text's last 38 tokens, which predict gives for them alone
+  // (its words are one token each: long_text's).
+  const std::string tail = last_words(text, 38);
+  const Answer left = c.post("/predict", json{{"inputs", text}, {"truncation_direction", "Left"}});
+  ASSERT_EQ(left.status, 200) << left.describe();
+  const json want_tail = predict_text(tail);
+  EXPECT_NE(mismatch(want_tail, want), "") << "the test text's two ends give the same prediction";
+  for (const auto& [label, score] : scores_by_label(left.parsed())) {
+    EXPECT_NEAR(score, want_tail["probabilities"][label].get<double>(), kTolerance) << label;
   }
   // The cut rows are counted.
   const Answer metrics = c.get("/metrics");
-  EXPECT_EQ(metric_value(metrics.body, "bertrain_truncated_rows_total"), 2.0) << metrics.body.substr(0, 2000);
+  EXPECT_EQ(metric_value(metrics.body, "bertrain_truncated_rows_total"), 5.0) << metrics.body.substr(0, 2000);
 }
 
 // ---- many clients ---------------------------------------------------------------------------------------------
@@ -714,8 +776,14 @@ TEST_F(CliServe, BadInputIsRefusedByNameAndTheServerLivesOn) {
       {"/predict/", R"({"title": 5})", "title"},
       {"/predict/", R"({"title": "a", "description": ["b"]})", "description"},
       {"/predict", R"({"inputs": 5})", "inputs"},
-      {"/predict", R"({"inputs": ["a", null]})", "inputs[1]"},
-      {"/predict", R"({"inputs": [["a", "b"]]})", "inputs[0]"},
+      // TEI's shapes: a flat list is one input ([text], or a pair), a batch is a list of lists.
+      {"/predict", R"({"inputs": ["a", null]})", "\"inputs\" is a text pair"},
+      {"/predict", R"({"inputs": ["a", "b", "c"]})", "\"inputs\" must be a text, [text] or a pair [text, text], got a list of 3"},
+      {"/predict", R"({"inputs": [["a", "b"]]})", "inputs[0] is a text pair"},
+      {"/predict", R"({"inputs": [["a"], [null]]})", "inputs[1][0] must be a string"},
+      {"/predict", R"({"inputs": [["a"], "b"]})", "inputs[1] must be a list"},
+      {"/predict", R"({"inputs": [[]]})", "inputs[0] must be a text, [text] or a pair"},
+      {"/predict", R"({"inputs": "a", "truncation_direction": "up"})", "truncation_direction"},
       {"/predict", R"({"inputs": "a", "raw_scores": "yes"})", "raw_scores"},
       {"/predict", R"({"inputs": "a", "truncate": 1})", "truncate"},
       {"/v1/predict", R"({"texts": []})", "texts"},
@@ -729,7 +797,7 @@ TEST_F(CliServe, BadInputIsRefusedByNameAndTheServerLivesOn) {
       {"/v1/predict", R"({"rows": [{"tag": "mlops"}]})", "rows[0]"},
       {"/predict", R"({"inputs": ""})", "inputs"},
       {"/predict", R"({"inputs": []})", "inputs"},
-      {"/predict", R"({"inputs": ["a", ""]})", "inputs[1]"},
+      {"/predict", R"({"inputs": [["a"], [""]]})", "inputs[1][0] is empty"},
       {"/predict/", R"({"title": "", "description": " "})", "title"},
       // Nested beyond core/json_text.h's bound (2,000 levels, within this server's --max-body-bytes): refused as such.
       {"/v1/predict", "{\"texts\": " + deep + "}", "the body nests deeper than 512 levels"},
@@ -1173,14 +1241,16 @@ TEST_F(CliServe, ApiKeyGuardsEverythingButTheHealthProbes) {
   const Answer ok = c.post("/v1/predict", body, right);
   ASSERT_EQ(ok.status, 200) << ok.describe();
   EXPECT_EQ(mismatch(ok.parsed()["results"][0], reference().at(text_of(synthetic_rows()[1]))), "");
-  for (const char* guarded : {"/run_id/", "/v1/model", "/metrics"}) {
+  for (const char* guarded : {"/run_id/", "/v1/model", "/metrics", "/info"}) {
     EXPECT_EQ(c.get(guarded).status, 401) << guarded;
     EXPECT_EQ(c.get(guarded, right).status, 200) << guarded;
   }
   EXPECT_EQ(c.post("/predict/", json{{"title", "a"}}).status, 401);
   EXPECT_EQ(c.post("/predict", json{{"inputs", "a"}}).status, 401);
+  EXPECT_EQ(c.post("/", json{{"inputs", "a"}}).status, 401);  // GET / is a probe, POST / a prediction
+  EXPECT_EQ(c.post("/invocations", json{{"inputs", "a"}}).status, 401);
   EXPECT_EQ(c.post("/evaluate/", json{{"dataset", "x.csv"}}).status, 401);
-  for (const char* probe : {"/", "/healthz", "/readyz"}) EXPECT_EQ(c.get(probe).status, 200) << probe;
+  for (const char* probe : {"/", "/healthz", "/readyz", "/health", "/ping"}) EXPECT_EQ(c.get(probe).status, 200) << probe;
   EXPECT_EQ(server->log().find("s3cret-key-0123"), std::string::npos) << "the key is in the log";
   const Answer unknown = c.get("/nope");  // unknown paths are 404 or 401; never a 200
   EXPECT_TRUE(unknown.status == 404 || unknown.status == 401) << unknown.describe();

@@ -80,6 +80,24 @@ PredictCall parse_made_with_ml(const json& body) {
   return call;
 }
 
+// One of TEI's inputs: a text, or a list of one text; a pair [a, b] is a cross-encoder's input, which a classifier of
+// one text cannot take.
+std::string tei_input(const json& value, const std::string& where) {
+  if (value.is_array() && value.size() == 1 && !value[0].is_array()) return tei_input(value[0], where + "[0]");
+  if (value.is_array() && value.size() == 2) {
+    throw bad_request(where + " is a text pair (two texts for a cross-encoder); this model classifies one text: send "
+                              "\"text\", [\"text\"], or a batch [[\"text\"], [\"text\"], ...]");
+  }
+  if (value.is_array()) {
+    throw bad_request(where + " must be a text, [text] or a pair [text, text], got a list of " +
+                      std::to_string(value.size()));
+  }
+  if (!value.is_string()) throw bad_request(where + " must be a string, got " + kind_of(value));
+  const std::string text = value.get<std::string>();
+  check_not_empty(text, where);
+  return text;
+}
+
 PredictCall parse_tei(const json& body) {
   PredictCall call;
   call.shape = AnswerShape::kTei;
@@ -87,25 +105,34 @@ PredictCall parse_tei(const json& body) {
     throw bad_request("missing field \"inputs\" (text-embeddings-inference's body), or \"title\" / \"description\" "
                       "(Made-With-ML's)");
   }
+  // TEI's PredictInput: a text; a list whose first item is a text is one input ([text], or a pair); a list of lists
+  // is a batch, each item [text] or a pair.
   const json& inputs = body.at("inputs");
-  if (inputs.is_string()) {
-    call.texts.push_back(inputs.get<std::string>());
-    check_not_empty(call.texts.back(), "\"inputs\"");
-  } else if (inputs.is_array()) {
+  if (inputs.is_array() && inputs.empty()) throw bad_request("\"inputs\" is an empty list");
+  if (inputs.is_array() && inputs[0].is_array()) {
     call.tei_list = true;
-    if (inputs.empty()) throw bad_request("\"inputs\" is an empty list");
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       const std::string where = "inputs[" + std::to_string(i) + "]";
-      if (inputs[i].is_array()) throw bad_request(where + ": text pairs are not supported (a classifier of one text)");
-      if (!inputs[i].is_string()) throw bad_request(where + " must be a string, got " + kind_of(inputs[i]));
-      call.texts.push_back(inputs[i].get<std::string>());
-      check_not_empty(call.texts.back(), where);
+      if (!inputs[i].is_array()) throw bad_request(where + " must be a list, [text], as the batch's first is");
+      call.texts.push_back(tei_input(inputs[i], where));
     }
+  } else if (inputs.is_string() || inputs.is_array()) {
+    call.texts.push_back(tei_input(inputs, "\"inputs\""));
   } else {
-    throw bad_request("\"inputs\" must be a string or a list of strings, got " + kind_of(inputs));
+    throw bad_request("\"inputs\" must be a text, [text], or a batch of them [[text], ...], got " + kind_of(inputs));
   }
   call.raw_scores = bool_field(body, "raw_scores", false);
-  call.truncate = bool_field(body, "truncate", false);
+  // TEI (since 1.9, --auto-truncate's default) cuts a text too long unless told "truncate": false.
+  call.truncate = bool_field(body, "truncate", true);
+  if (body.contains("truncation_direction") && !body.at("truncation_direction").is_null()) {
+    const json& direction = body.at("truncation_direction");
+    const std::string value = direction.is_string() ? direction.get<std::string>() : "";
+    if (value != "left" && value != "Left" && value != "right" && value != "Right") {
+      throw bad_request("\"truncation_direction\" must be \"left\" or \"right\" (or \"Left\", \"Right\"), got " +
+                        (direction.is_string() ? "\"" + value + "\"" : kind_of(direction)));
+    }
+    call.keep_end = value == "left" || value == "Left";
+  }
   return call;
 }
 

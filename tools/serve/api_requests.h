@@ -2,7 +2,8 @@
 // layer calls them; the tests drive them without a socket):
 //   Made-With-ML's serve.py   POST /predict/ {"title", "description"} -> {"results": [{"prediction", "probabilities"}]}
 //   bertrain's own            POST /v1/predict {"texts": [...]} | {"rows": [{column: value}]} -> {"results": [...]}
-//   text-embeddings-inference POST /predict {"inputs": "..." | [...], "raw_scores", "truncate"} -> [{"label", "score"}]
+//   text-embeddings-inference POST /predict {"inputs": "..." | ["..."] | [["..."], ...], "raw_scores", "truncate",
+//                             "truncation_direction"} -> [{"label", "score"}] (a list of them for a batch)
 // Every error is an ApiError: the HTTP status and a one-line message naming the field.
 #pragma once
 
@@ -37,9 +38,10 @@ enum class AnswerShape { kMadeWithMl, kBertrain, kTei };
 struct PredictCall {
   AnswerShape shape = AnswerShape::kBertrain;
   std::vector<std::string> texts;
-  bool tei_list = false;     // TEI: "inputs" was a list, so the answer is a list of lists
+  bool tei_list = false;     // TEI: "inputs" was a batch (a list of lists), so the answer is a list of lists
   bool raw_scores = false;   // TEI: scores are the logits, not probabilities
-  bool truncate = true;      // false (TEI's default): a row longer than the model's max length is an error (413)
+  bool truncate = true;      // false (TEI's "truncate": false): a row longer than the model's max length is an error
+  bool keep_end = false;     // TEI's "truncation_direction": "left": a row too long keeps its last tokens
 };
 
 // POST /predict and /predict/: Made-With-ML's body when it has "title" or "description", else TEI's.

@@ -31,7 +31,11 @@ constexpr const char* kJson = "application/json";
 constexpr std::size_t kTrimAfterBodyBytes = std::size_t{1} << 20;
 
 // What load balancers and orchestrators probe: never behind the API key.
-bool is_health_path(const std::string& path) { return path == "/" || path == "/healthz" || path == "/readyz"; }
+// The probes, open without the API key (to GET): Made-With-ML's /, bertrain's /healthz and /readyz, TEI's /health
+// and /ping.
+bool is_health_path(const std::string& path) {
+  return path == "/" || path == "/healthz" || path == "/readyz" || path == "/health" || path == "/ping";
+}
 
 void answer_error(HttpResponse& res, int status, const std::string& type, const std::string& message) {
   res.status = status;
@@ -82,24 +86,31 @@ class HttpFrontend::Handlers {
  public:
   explicit Handlers(HttpFrontend* frontend) : f_(*frontend) {}
 
-  // Every route: its method and its answer. A known path with another method is 405 (with Allow), any other path
-  // 404. HEAD is answered wherever GET is (the server leaves the body out).
+  // Every route: its answers to GET (and HEAD) and to POST. A known path with another method is 405 (with Allow), any
+  // other path 404. HEAD is answered wherever GET is (the server leaves the body out).
+  using Answer = void (Handlers::*)(const HttpRequest& req, HttpResponse& res);
   struct Route {
-    const char* method;
-    void (Handlers::*answer)(const HttpRequest& req, HttpResponse& res);
+    Answer get = nullptr;
+    Answer post = nullptr;
   };
   static const std::map<std::string, Route>& routes() {
     static const std::map<std::string, Route> table = {
-        {"/", {"GET", &Handlers::root}},
-        {"/run_id/", {"GET", &Handlers::run_id_answer}},
-        {"/predict/", {"POST", &Handlers::predict_any}},
-        {"/predict", {"POST", &Handlers::predict_any}},
-        {"/evaluate/", {"POST", &Handlers::evaluate}},
-        {"/v1/predict", {"POST", &Handlers::predict_v1}},
-        {"/v1/model", {"GET", &Handlers::model}},
-        {"/healthz", {"GET", &Handlers::alive}},
-        {"/readyz", {"GET", &Handlers::ready}},
-        {"/metrics", {"GET", &Handlers::metrics}}};
+        // Made-With-ML's health check on GET; text-embeddings-inference predicts on POST / (and /invocations,
+        // SageMaker's) for a classifier.
+        {"/", {&Handlers::root, &Handlers::predict_any}},
+        {"/run_id/", {&Handlers::run_id_answer, nullptr}},
+        {"/predict/", {nullptr, &Handlers::predict_any}},
+        {"/predict", {nullptr, &Handlers::predict_any}},
+        {"/invocations", {nullptr, &Handlers::predict_any}},
+        {"/evaluate/", {nullptr, &Handlers::evaluate}},
+        {"/v1/predict", {nullptr, &Handlers::predict_v1}},
+        {"/v1/model", {&Handlers::model, nullptr}},
+        {"/info", {&Handlers::tei_info, nullptr}},
+        {"/healthz", {&Handlers::alive, nullptr}},
+        {"/readyz", {&Handlers::ready, nullptr}},
+        {"/health", {&Handlers::tei_health, nullptr}},
+        {"/ping", {&Handlers::tei_health, nullptr}},
+        {"/metrics", {&Handlers::metrics, nullptr}}};
     return table;
   }
 
@@ -125,12 +136,13 @@ class HttpFrontend::Handlers {
       long cut = 0;
       for (std::size_t i = 0; i < call.texts.size(); ++i) {
         bool was_cut = false;
-        rows.push_back(encode_text(call.texts[i], predictor.tokenizer(), data, &was_cut));
-        if (was_cut && !call.truncate) {
-          throw ApiError(413, "validation",
+        rows.push_back(call.keep_end ? encode_text_keeping_end(call.texts[i], predictor.tokenizer(), data, &was_cut)
+                                     : encode_text(call.texts[i], predictor.tokenizer(), data, &was_cut));
+        if (was_cut && !call.truncate) {  // TEI's "truncate": false; 422, its status for what fails validation
+          throw ApiError(422, "validation",
                          (call.tei_list ? "inputs[" + std::to_string(i) + "]" : std::string("\"inputs\"")) +
                              " has more than the model's " + std::to_string(data.max_length) +
-                             " tokens (send \"truncate\": true to cut it)");
+                             " tokens (leave \"truncate\" out, or send true, to cut it)");
         }
         truncated.push_back(was_cut);
         cut += was_cut;
@@ -246,6 +258,43 @@ class HttpFrontend::Handlers {
     if (f_.engine_->failed()) return answer_error(res, 503, "unhealthy", f_.engine_->failure());
     if (!f_.engine_->ready()) return answer_error(res, 503, "unhealthy", "loading the model");
     res.set_content(R"({"status":"ready"})", kJson);
+  }
+
+  // text-embeddings-inference's GET /health: 200 with no body once the model serves, else 503 {"error": "unhealthy"}.
+  void tei_health(const HttpRequest&, HttpResponse& res) {
+    if (f_.draining_.load() || f_.engine_->failed() || !f_.engine_->ready()) {
+      return answer_error(res, 503, "unhealthy", "unhealthy");
+    }
+  }
+
+  // text-embeddings-inference's GET /info, its Info struct with a classifier's labels (what its clients read).
+  void tei_info(const HttpRequest&, HttpResponse& res) {
+    guarded(res, [&] {
+      const Predictor& p = ready_predictor();
+      const RequestBatcherOptions& b = f_.engine_->batching();
+      ordered_json id2label = ordered_json::object(), label2id = ordered_json::object();
+      for (int i = 0; i < p.labels().size(); ++i) {
+        id2label[std::to_string(i)] = p.labels().name(i);
+        label2id[p.labels().name(i)] = i;
+      }
+      ordered_json out;
+      out["model_id"] = run_id();
+      out["model_sha"] = nullptr;
+      out["model_dtype"] = p.engine_description().find("bf16") != std::string::npos ? "bfloat16" : "float32";
+      out["served_model_name"] = run_id();
+      out["model_type"] = {{"classifier", {{"id2label", id2label}, {"label2id", label2id}}}};
+      out["max_concurrent_requests"] = f_.options_.max_concurrent_requests;
+      out["max_input_length"] = f_.engine_->dataset_options().max_length;
+      out["max_batch_tokens"] = b.max_batch_tokens;
+      out["max_batch_requests"] = b.max_batch_size;
+      out["max_client_batch_size"] = b.max_queue_rows;  // the most rows one request may bring
+      out["auto_truncate"] = true;
+      out["tokenization_workers"] = f_.options_.max_connections;  // requests are tokenized on the answering threads
+      out["version"] = build_version();
+      out["sha"] = nullptr;
+      out["docker_label"] = nullptr;
+      res.set_content(out.dump(), kJson);
+    });
   }
 
  private:
@@ -378,13 +427,15 @@ bool HttpFrontend::accept_head(const HttpRequest& req, HttpResponse& res) {
     answer_error(res, 404, "not_found", "no such path: " + printable(req.path));
     return false;
   }
-  const std::string method = route->second.method;
-  if (req.method != method && !(req.method == "HEAD" && method == "GET")) {
-    res.set_header("Allow", method == "GET" ? "GET, HEAD" : method);
-    answer_error(res, 405, "method_not_allowed", printable(req.method) + " " + req.path + ": use " + method);
+  const Handlers::Route& r = route->second;
+  const bool reading = req.method == "GET" || req.method == "HEAD";
+  if (!((reading && r.get != nullptr) || (req.method == "POST" && r.post != nullptr))) {
+    const std::string use = r.get == nullptr ? "POST" : r.post == nullptr ? "GET" : "GET or POST";
+    res.set_header("Allow", r.get == nullptr ? "POST" : r.post == nullptr ? "GET, HEAD" : "GET, HEAD, POST");
+    answer_error(res, 405, "method_not_allowed", printable(req.method) + " " + req.path + ": use " + use);
     return false;
   }
-  if (!options_.api_key.empty() && !is_health_path(req.path)) {
+  if (!options_.api_key.empty() && !(reading && is_health_path(req.path))) {
     const std::string auth = req.header("Authorization");
     // The scheme's name is case-insensitive (RFC 9110 11.1): "bearer KEY" is as good as "Bearer KEY".
     if (ascii_lower(auth.substr(0, 7)) != "bearer " || !constant_time_equal(auth.substr(7), options_.api_key)) {
@@ -405,7 +456,8 @@ bool HttpFrontend::accept_head(const HttpRequest& req, HttpResponse& res) {
 void HttpFrontend::handle(HttpRequest& req, HttpResponse& res) {
   try {
     // accept_head let only the routes' paths through.
-    (handlers_.get()->*Handlers::routes().at(req.path).answer)(req, res);
+    const Handlers::Route& route = Handlers::routes().at(req.path);
+    (handlers_.get()->*(req.method == "POST" ? route.post : route.get))(req, res);
   } catch (const std::exception&) {
     // An exception escaping a handler (the handlers answer their own): a JSON 500, the connection lives on.
     res = HttpResponse{};

@@ -83,6 +83,7 @@ const char* http_reason(int status) {
     case 413: return "Payload Too Large";
     case 414: return "URI Too Long";
     case 415: return "Unsupported Media Type";
+    case 422: return "Unprocessable Content";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";

@@ -123,10 +123,11 @@ int run_serve(const std::vector<std::string>& args) {
               "An HTTP server for a trained model: Made-With-ML's API (GET /, GET /run_id/, POST /predict/ with\n"
               "{\"title\", \"description\"}, POST /evaluate/ with {\"dataset\"}), bertrain's (POST /v1/predict with\n"
               "{\"texts\": [...]} or {\"rows\": [{column: value}]}, GET /v1/model) and text-embeddings-inference's\n"
-              "(POST /predict with {\"inputs\"}), GET /healthz, GET /readyz and Prometheus GET /metrics. Requests from\n"
-              "every connection are batched by tokens into one forward pass (--max-batch-tokens, --max-batch-size,\n"
-              "--max-wait-ms). Answers equal `bertrain predict`'s. SIGTERM / SIGINT / SIGUSR1 / SIGHUP: stop accepting,\n"
-              "answer what was accepted, exit 0. Prints one line on stderr once ready, then an access log line per request.");
+              "(POST /predict, / or /invocations with {\"inputs\"}, GET /info, GET /health), GET /healthz, GET /readyz\n"
+              "and Prometheus GET /metrics. Requests from every connection are batched by tokens into one forward pass\n"
+              "(--max-batch-tokens, --max-batch-size, --max-wait-ms). Answers equal `bertrain predict`'s. SIGTERM /\n"
+              "SIGINT / SIGUSR1 / SIGHUP: stop accepting, answer what was accepted, exit 0. Prints one line on stderr\n"
+              "once ready, then an access log line per request.");
   add_model_source_flags(p, "with --run-id: the MLflow file store of that run",
                          "with --run-id: the MLflow experiment of that run (default: any; MLflow run ids are unique)");
   p.option("host", "127.0.0.1", "address to listen on (0.0.0.0: every interface; only behind a firewall or proxy)")
@@ -163,7 +164,7 @@ int run_serve(const std::vector<std::string>& args) {
            "label needs (default 0.5)").value_name("RATE");
   p.option("other-label", "other", "single-label models: the prediction below --threshold").value_name("NAME");
   p.option("api-key-file", "", "require 'Authorization: Bearer KEY' (KEY: this file's one line) on every endpoint but "
-                               "/, /healthz and /readyz").value_name("FILE");
+                               "the probes (GET /, /healthz, /readyz, /health, /ping)").value_name("FILE");
   p.option("evaluate-root", "", "allow POST /evaluate/ on dataset files inside DIR (refused otherwise: 403)")
       .value_name("DIR");
   p.option("drain-timeout", "30", "on SIGTERM, seconds to answer what was accepted before exiting 1 anyway")
