@@ -677,6 +677,34 @@ TEST_F(CliTune, AFailedTrialsMlflowRunIsEndedFailed) {
   EXPECT_NE(slurp(trial_run / "meta.yaml").find("status: 4\n"), std::string::npos) << slurp(trial_run / "meta.yaml");
 }
 
+// A trial ASHA stops ends its MLflow run FINISHED, as Ray's MLflowLoggerCallback ends a trial its scheduler stopped
+// (train ends a run it is signalled to stop KILLED, which left ASHA's stopped trials looking killed by a user).
+// lr 1e-7 learns nothing, so its first epoch is worse than lr 1e-3's, the one result at that rung: stopped.
+TEST_F(CliTune, AnAshaStoppedTrialsMlflowRunIsFinished) {
+  const std::string out = path("study"), mlruns = path("mlruns");
+  spit(dir_ / "space.json", R"({"lr": {"type": "choice", "values": [1e-3, 1e-7]}})");
+  const RunResult r = run({"tune", "--space", path("space.json"), "--out", out, "--search", "grid", "--parallel", "1",
+                           "--grace-period", "1", "--reduction-factor", "2", "--mlflow-dir", mlruns, "--experiment",
+                           "tune-test", "--", "--model", model(), "--train-data", data(), "--epochs", "60",
+                           "--batch-size", "8", "--device", "cpu"});
+  ASSERT_TRUE(succeeded(r)) << r.describe();
+  const json s = study(out);
+  ASSERT_EQ(statuses(s), (std::vector<std::string>{"completed", "stopped"})) << r.out;
+  int finished = 0, children = 0;
+  for (const auto& experiment : fs::directory_iterator(mlruns)) {
+    if (!experiment.is_directory()) continue;
+    for (const auto& run_dir : fs::directory_iterator(experiment.path())) {
+      if (!fs::exists(run_dir.path() / "tags/mlflow.parentRunId")) continue;
+      ++children;
+      const std::string meta = slurp(run_dir.path() / "meta.yaml");
+      finished += meta.find("status: 3\n") != std::string::npos;
+      EXPECT_EQ(meta.find("end_time: null"), std::string::npos) << meta;
+    }
+  }
+  EXPECT_EQ(children, 2);
+  EXPECT_EQ(finished, 2) << "a trial's run is not FINISHED";
+}
+
 }  // namespace
 }  // namespace cli_test
 }  // namespace bertrain

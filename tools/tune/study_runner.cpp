@@ -94,7 +94,7 @@ class StudyRunner {
     install_signal_handlers();
     open_mlflow();
     for (const TrialRecord& t : study_.trials) {
-      if (t.status == TrialStatus::kFailed) end_failed_trial_runs(t);  // what a full disk kept from it before
+      end_trial_runs(t);  // what a full disk or a kill kept from it before
     }
     const auto start = Clock::now();
     const double time_before = study_.time_s;
@@ -410,7 +410,7 @@ class StudyRunner {
     if (mlflow_ && t.finished() && std::isfinite(t.best_metric)) {
       mlflow_->log_metric("trial_best_" + s_.metric, t.best_metric, std::stol(t.id));
     }
-    if (t.status == TrialStatus::kFailed) end_failed_trial_runs(t);
+    end_trial_runs(t);
     save();
     if (!s_.quiet) {
       std::string what = trial_status_name(t.status);
@@ -435,17 +435,23 @@ class StudyRunner {
   // memory, or a full disk): the run would say RUNNING for ever. Its runs still RUNNING are ended FAILED here, when
   // the trial fails and again when the study is resumed. A store that cannot be written is said, not fatal: the
   // study's own results do not depend on it.
-  void end_failed_trial_runs(const TrialRecord& t) {
-    if (!mlflow_) return;
+  // A finished trial's MLflow runs as Ray's MLflowLoggerCallback leaves them: a failed trial's runs still RUNNING
+  // (a kill or a full disk kept it from ending them) end FAILED; a trial ASHA stopped, whose train ended its run
+  // KILLED on the stop signal, is FINISHED, as Ray ends a trial its scheduler stopped.
+  void end_trial_runs(const TrialRecord& t) {
+    if (!mlflow_ || (t.status != TrialStatus::kFailed && t.status != TrialStatus::kStopped)) return;
+    const bool failed = t.status == TrialStatus::kFailed;
+    const MlflowStatus from = failed ? MlflowStatus::kRunning : MlflowStatus::kKilled;
+    const MlflowStatus to = failed ? MlflowStatus::kFailed : MlflowStatus::kFinished;
     try {
       for (const std::string& id : find_mlflow_child_runs(s_.mlflow_dir, mlflow_->experiment_id(),
                                                           study_.mlflow_run_id, s_.run_name + "-trial-" + t.id)) {
-        if (find_mlflow_run(s_.mlflow_dir, id, "").status != static_cast<int>(MlflowStatus::kRunning)) continue;
-        MlflowRun(s_.mlflow_dir, s_.experiment, "", id).set_status(MlflowStatus::kFailed);
+        if (find_mlflow_run(s_.mlflow_dir, id, "").status != static_cast<int>(from)) continue;
+        MlflowRun(s_.mlflow_dir, s_.experiment, "", id).set_status(to);
       }
     } catch (const Error& e) {
-      std::fprintf(stderr, "bertrain: warning: tune: trial %s failed and its MLflow run could not be ended FAILED: %s\n",
-                   t.id.c_str(), e.what());
+      std::fprintf(stderr, "bertrain: warning: tune: trial %s's MLflow run could not be ended %s: %s\n", t.id.c_str(),
+                   failed ? "FAILED" : "FINISHED", e.what());
     }
   }
 
