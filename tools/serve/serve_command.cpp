@@ -68,7 +68,7 @@ long raise_descriptor_limit() {
   return limit.rlim_cur == RLIM_INFINITY ? kMaxInt : static_cast<long>(std::min<rlim_t>(limit.rlim_cur, kMaxInt));
 }
 
-// --max-open-connections: `text` (auto or a number) within what `descriptors` leave beside the reserve.
+// --max-open-connections (auto, or a number within what `descriptors` leave beside the reserve).
 int max_open_connections(const ArgParser& p, long descriptors) {
   const long reserved = std::min(kReservedDescriptors, descriptors / 2);
   const long most = std::max(1L, descriptors - reserved);
