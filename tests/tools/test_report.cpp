@@ -189,6 +189,15 @@ TEST(ReportLineChart, ANonFiniteValueLeavesAGap) {
   EXPECT_EQ(std::count(d.begin(), d.end(), 'M'), 2) << d;  // the pen lifts over the gap
 }
 
+// Past Tableau's ten, no two runs share a colour (a study of 14 trials gave trials 012 and 000 one blue).
+TEST(ReportColors, NoTwoRunsOfAPageShareAColour) {
+  std::set<std::string> colors;
+  for (std::size_t r = 0; r < 60; ++r) colors.insert(run_color(r));
+  EXPECT_EQ(colors.size(), 60u);
+  EXPECT_EQ(run_color(0), "#4e79a7");
+  EXPECT_EQ(run_color(9), "#bab0ac");
+}
+
 TEST(ReportLineChart, LogAxisMapsDecadesToEqualHeights) {
   LineChart chart;
   chart.title = "Learning rate";
@@ -622,6 +631,26 @@ TEST_F(ReportRunTest, SeveralRunsOverlayTheirCurves) {
   EXPECT_NE(text.find("not evaluated"), std::string::npos);
 }
 
+// A diverged run beside a converging one: the loss axis turns logarithmic, so the converging run's curve is not
+// flattened onto zero; alone, the converging run keeps a linear axis.
+TEST_F(ReportRunTest, ADivergedRunPutsTheLossOnALogAxis) {
+  const fs::path fine = make_run("fine", {0.5, 0.4, 0.35}, false), wild = make_run("wild", {0.6, 3e4, 3e7}, false);
+  std::vector<RunRecord> both{load_run(fine.string()), load_run(wild.string())};
+  name_runs(&both);
+  const XmlElement page = parse_xml(render_report(both, "now"));
+  const XmlElement* loss = chart_titled(page, "Loss per epoch");
+  ASSERT_NE(loss, nullptr);
+  EXPECT_NE(all_text(*loss).find("(log scale)"), std::string::npos);
+  const auto fine_points = points_of(*loss, "fine val_loss", "data-y", "cy");
+  ASSERT_EQ(fine_points.size(), 3u);
+  // (On the linear axis to 3e7 of before, 0.5 and 0.35 lay 1e-6 px apart.)
+  EXPECT_GT(fine_points[2].second - fine_points[0].second, 3) << "0.5 and 0.35 drawn at one height";
+  std::vector<RunRecord> one{load_run(fine.string())};
+  name_runs(&one);
+  EXPECT_EQ(all_text(*chart_titled(parse_xml(render_report(one, "now")), "Loss per epoch")).find("(log scale)"),
+            std::string::npos);
+}
+
 TEST_F(ReportRunTest, AMultiLabelEvaluationHasNoConfusionMatrix) {
   const fs::path dir = make_run("papers", {0.3}, false);
   write(dir / "evaluation.json", R"({"problem_type": "multi_label_classification", "threshold": 0.5,
@@ -810,6 +839,16 @@ TEST_F(ReportRunTest, ValidationMetricsAreChartedAndTabledBesideValLoss) {
   EXPECT_EQ(rows[1], (std::vector<std::string>{"1", "25", "0.5000", "0.6000", "0.6100", "0.6000", "0.5500"}));
   EXPECT_EQ(rows[2][0], "2 (best)");
   EXPECT_EQ(rows[3][1], "75");
+
+  // Picked by F1, the table says so beside the epoch's val_loss (which is not the lowest then).
+  nlohmann::json by_f1 = nlohmann::json::parse(std::ifstream(runs[0].dir + "/results.json"));
+  by_f1["params"]["metric_for_best"] = "f1";
+  by_f1["best_epoch"] = 2;
+  by_f1["best_step"] = 75;
+  write(fs::path(runs[0].dir) / "results.json", by_f1.dump());
+  const XmlElement f1_page = parse_xml(render_report({load_run(runs[0].dir)}, "now"));
+  EXPECT_EQ(table_cell(f1_page, "at the best epoch", 0).rfind("val_f1 0.", 0), 0u) << table_cell(f1_page, "at the best epoch", 0);
+  EXPECT_NE(table_cell(f1_page, "at the best epoch", 0).find(", val_loss 0."), std::string::npos);
 
   // The terminal summary adds the best epoch's accuracy and weighted F1.
   EXPECT_NE(run_summary(runs[0]).find("best epoch 2 (val_loss 0.4000, val_accuracy 0.700, val_f1 0.710)"),
@@ -1037,6 +1076,7 @@ TEST_F(ReportRunTest, TheBestIsTheEvaluationTheTrainerKept) {
   EXPECT_EQ(*runs[0].best, 0u);
   const XmlElement page = parse_xml(render_report(runs, "now"));
   EXPECT_EQ(table_cell(page, "best epoch", 0), "1");
+  EXPECT_EQ(table_cell(page, "at the best epoch", 0), "val_loss 0.5000");  // its lines carry no val_f1
   const auto marks = with_class(*chart_titled(page, "Loss per epoch"), "circle", "mark");
   ASSERT_EQ(marks.size(), 1u);
   EXPECT_NE(all_text(*marks[0]).find("best epoch (highest val_f1): val_loss, epoch 1: 0.5"), std::string::npos)

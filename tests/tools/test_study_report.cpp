@@ -558,6 +558,20 @@ TEST(ReportScatterChart, ALogAxisMapsDecadesToEqualWidths) {
   EXPECT_EQ(legend, (std::vector<std::string>{"best trial (b)"}));
 }
 
+// A diverged trial's metric on a log y axis: the others' decades get equal heights instead of one line at zero.
+TEST(ReportScatterChart, ALogYAxisGivesDecadesEqualHeights) {
+  ScatterChart chart;
+  chart.title = "lr against best val_loss";
+  chart.log_y = true;
+  chart.series.push_back({"a", "#4e79a7", {1, 2, 3, 4}, {0.01, 0.1, 1, -1}, std::nullopt});
+  const XmlElement svg = parse_xml(render_scatter_chart(chart));
+  const auto points = with_class(svg, "circle", "point");
+  ASSERT_EQ(points.size(), 3u);  // y <= 0 has no place on a log axis
+  EXPECT_NEAR(attr_number(*points[0], "cy") - attr_number(*points[1], "cy"),
+              attr_number(*points[1], "cy") - attr_number(*points[2], "cy"), 0.02);
+  EXPECT_GT(attr_number(*points[0], "cy"), attr_number(*points[2], "cy"));  // the larger value higher up
+}
+
 TEST(ReportScatterChart, CategoriesAreBandsWithTheirPointsAtTheTick) {
   ScatterChart chart;
   chart.title = "head-init against best val_loss";

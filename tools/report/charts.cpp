@@ -264,7 +264,7 @@ std::string render_scatter_chart(const ScatterChart& chart) {
   const bool categorical = !chart.x_categories.empty();
   const double categories = static_cast<double>(chart.x_categories.size());
   auto drawable = [&](double x, double y) {
-    return std::isfinite(x) && std::isfinite(y) && (!chart.log_x || x > 0) &&
+    return std::isfinite(x) && std::isfinite(y) && (!chart.log_x || x > 0) && (!chart.log_y || y > 0) &&
            (!categorical || (x >= 0 && x < categories));
   };
   double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
@@ -291,7 +291,7 @@ std::string render_scatter_chart(const ScatterChart& chart) {
   } else {
     x_axis = linear_axis(x_lo, x_hi, 6, false, whole_xs);
   }
-  const Axis y_axis = linear_axis(y_lo, y_hi, 5, false, false);
+  const Axis y_axis = chart.log_y ? log_axis(y_lo, y_hi) : linear_axis(y_lo, y_hi, 5, false, false);
   const double left = plot_left(y_axis);
   // A point on a round value at either end of a numeric axis would sit on the y axis or the plot's edge: those
   // axes keep kInset px clear inside each end (a category's band already has room around its point).

@@ -62,6 +62,7 @@ struct ScatterChart {
   // In each point's hover text: "<series>: <x_name> <x>, <y_name> <y>" ("trial 003: lr 1e-4, best val_loss 0.4213").
   std::string x_name, y_name;
   bool log_x = false;  // log10 x axis (every x must be > 0)
+  bool log_y = false;  // log10 y axis (points with y <= 0 are left out)
   // Non-empty: the x axis is these categories, in this order, one band each (a string or boolean parameter); each
   // point's x is its category's index, and the point carries the category's text as data-category too.
   std::vector<std::string> x_categories;

@@ -22,7 +22,17 @@ using json = nlohmann::json;
 // Tableau's ten colours: distinct for the usual handful of runs, and readable for common colour blindness.
 const char* const kRunColors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
                                   "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
-const char* run_color(std::size_t run) { return kRunColors[run % std::size(kRunColors)]; }
+
+std::string run_color(std::size_t run) {
+  if (run < std::size(kRunColors)) return kRunColors[run];
+  // Past ten (a study of more trials): hues a golden angle apart, each in one of two lightnesses, so that no two runs
+  // share a colour (a repeated Tableau colour gave trial 012's diverged curve trial 000's legend entry).
+  const double hue = std::fmod(static_cast<double>(run) * 137.508, 360.0);
+  const int lightness = (run / 10) % 2 == 0 ? 38 : 58;
+  char text[48];
+  std::snprintf(text, sizeof text, "hsl(%.0f,60%%,%d%%)", hue, lightness);
+  return text;
+}
 
 std::string color_swatch(const std::string& color) {
   return "<span class=\"swatch\" style=\"background:" + xml_escape(color) + "\"></span>";
@@ -221,6 +231,16 @@ std::string best_legend(const std::vector<RunRecord>& runs, bool by_step) {
          (same && !runs.empty() ? runs.front().best_rule : "each run's --metric-for-best") + ")";
 }
 
+// The best evaluation's val_loss, after the metric that made it best when that is another (--metric-for-best f1:
+// "val_f1 0.7100, val_loss 0.4000"): a column headed "best val_loss" showed a val_loss that was not the lowest.
+std::string best_values(const RunRecord& run, const EpochRecord& best) {
+  const std::string loss = "val_loss " + format_fixed(best.val_loss, 4);
+  const bool by_f1 = run.best_rule == "highest val_f1", by_accuracy = run.best_rule == "highest val_accuracy";
+  const double metric = by_f1 ? best.val_f1 : by_accuracy ? best.val_accuracy : NAN;
+  if (!std::isfinite(metric)) return loss;
+  return (by_f1 ? "val_f1 " : "val_accuracy ") + format_fixed(metric, 4) + ", " + loss;
+}
+
 std::string cell(const std::string& text, bool number = false) {
   return std::string(number ? "<td class=\"num\">" : "<td>") + xml_escape(text) + "</td>";
 }
@@ -228,7 +248,7 @@ std::string cell(const std::string& text, bool number = false) {
 std::string summary_table(const std::vector<RunRecord>& runs) {
   std::string html =
       "<div class=\"scroll\">\n<table>\n<thead><tr><th>run</th><th>model</th><th>engine</th><th>ranks</th><th>batch</th><th>lr</th>"
-      "<th>epochs</th><th>best epoch</th><th>best val_loss</th><th>training time</th><th>holdout F1</th></tr></thead>\n"
+      "<th>epochs</th><th>best epoch</th><th>at the best epoch</th><th>training time</th><th>holdout F1</th></tr></thead>\n"
       "<tbody>\n";
   for (std::size_t r = 0; r < runs.size(); ++r) {
     const RunRecord& run = runs[r];
@@ -247,7 +267,7 @@ std::string summary_table(const std::vector<RunRecord>& runs) {
             xml_escape(run.name) + "</td>" + cell(param(run, "model")) + cell(param(run, "engine")) +
             cell(param(run, "world_size"), true) + cell(param(run, "batch_size"), true) + cell(param(run, "lr"), true) +
             cell(epochs) + cell(best_cell, true) +
-            cell(best ? format_fixed(best->val_loss, 4) : "n/a", true) + cell(format_duration(run.epochs.back().elapsed_s), true) +
+            cell(best ? best_values(run, *best) : "n/a", true) + cell(format_duration(run.epochs.back().elapsed_s), true) +
             cell(headline_f1(run), true) + "</tr>\n";
   }
   return html + "</tbody>\n</table>\n</div>\n";
@@ -319,6 +339,19 @@ LineChart epoch_chart(const std::vector<RunRecord>& runs, const std::string& tit
   return chart;
 }
 
+void log_y_when_spread(LineChart* chart) {
+  double lo = INFINITY, hi = 0;
+  for (const LineSeries& s : chart->series) {
+    for (double y : s.y) {
+      if (!std::isfinite(y)) continue;
+      if (y <= 0) return;  // a log axis cannot show it
+      lo = std::min(lo, y), hi = std::max(hi, y);
+    }
+  }
+  chart->log_y = hi >= 1000 * lo;
+  if (chart->log_y) chart->y_title += " (log scale)";
+}
+
 LineChart loss_chart(const std::vector<RunRecord>& runs, bool name_each_run, const std::string& mark_legend) {
   const bool by_step = step_axis(runs);
   LineChart chart = per_epoch_chart(runs, by_step, "Loss", "loss (binary cross-entropy)");
@@ -341,6 +374,7 @@ LineChart loss_chart(const std::vector<RunRecord>& runs, bool name_each_run, con
       chart.legend.push_back({chart.mark_legend, "#444", Swatch::kRing});
     }
   }
+  log_y_when_spread(&chart);
   return chart;
 }
 

@@ -77,8 +77,9 @@ std::string render_report(const std::vector<RunRecord>& runs, const std::string&
 
 // ---- Parts a study's page (study_report.h) shares with the runs' page --------------------------------------------
 
-// The colour of the `run`-th run of a page (ten, then they repeat): its lines, points and table swatch.
-const char* run_color(std::size_t run);
+// The colour of the `run`-th run of a page (Tableau's ten, then hues of their own, none repeated): its lines, points
+// and table swatch.
+std::string run_color(std::size_t run);
 // A small box in `color`, before a run's name in tables and notes; run_swatch(r) is run_color(r)'s.
 std::string color_swatch(const std::string& color);
 std::string run_swatch(std::size_t run);
@@ -92,7 +93,12 @@ std::string page_head(const std::string& title);
 // Several runs, or `name_each_run`, name each line "<run name> train_loss" and give the legend a box per run and a
 // style per loss. Per epoch, or per evaluation over the optimizer step where some run evaluates within epochs
 // (--eval-steps), as every chart below.
+// Its y axis is logarithmic where the losses span three decades or more (a diverged run beside converging ones, which
+// a linear axis flattens onto zero).
 LineChart loss_chart(const std::vector<RunRecord>& runs, bool name_each_run, const std::string& mark_legend);
+// Makes `chart`'s y axis logarithmic (and says so in its title) when every drawn y is positive and the largest is at
+// least 1000 times the smallest.
+void log_y_when_spread(LineChart* chart);
 
 // One quantity (`field`) of every run, a line named by the run in run_color(its index); no rings. The title is
 // `title` + `per` + "epoch" (or "evaluation").

@@ -256,6 +256,15 @@ ScatterChart parameter_chart(const StudyRecord& study, const std::string& name, 
                      categories.end());
     for (const json& c : categories) chart.x_categories.push_back(value_text(c));
   }
+  // A diverged trial's metric beside converging ones would flatten every other point onto the axis: three decades or
+  // more of positive values are drawn on a log axis.
+  double y_lo = INFINITY, y_hi = 0;
+  for (const std::size_t i : trials) {
+    y_lo = std::min(y_lo, study.trials[i].best_metric);
+    y_hi = std::max(y_hi, study.trials[i].best_metric);
+  }
+  chart.log_y = y_lo > 0 && y_hi >= 1000 * y_lo;
+  if (chart.log_y) chart.y_title += " (log scale)";
   if (study.best) chart.mark_legend = "best trial (" + study.trials[*study.best].id + ")";
   for (const std::size_t i : trials) {
     const StudyTrial& t = study.trials[i];
