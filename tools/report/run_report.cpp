@@ -164,8 +164,8 @@ double number_or_nan(const json& value) { return value.is_number() ? value.get<d
 
 // A params value as the summary table shows it ("" when results.json does not have it).
 std::string param(const RunRecord& run, const char* key) {
-  if (!run.results.is_object() || !run.results.contains("params")) return "";
-  const json& params = run.results["params"];
+  if (!run.settings.is_object() || !run.settings.contains("params")) return "";
+  const json& params = run.settings["params"];
   if (!params.is_object() || !params.contains(key)) return "";
   const json& v = params[key];
   return v.is_string() ? v.get<std::string>() : v.is_number_float() ? format_value(v.get<double>()) : v.dump();
@@ -253,7 +253,7 @@ std::string summary_table(const std::vector<RunRecord>& runs) {
   for (std::size_t r = 0; r < runs.size(); ++r) {
     const RunRecord& run = runs[r];
     const EpochRecord* best = run.best ? &run.epochs[*run.best] : nullptr;
-    const long planned = planned_epochs(run.results);
+    const long planned = planned_epochs(run.settings);
     std::string epochs = std::to_string(trained_epochs(run)) + (planned > 0 ? " of " + std::to_string(planned) : "");
     if (run.evaluates_within_epochs) epochs += " (" + count_of(static_cast<long long>(run.epochs.size()), "evaluation") + ")";
     epochs += std::string(run.results.is_null() ? " (no results.json: running or stopped)" : "") +
@@ -678,9 +678,9 @@ RunRecord load_run(const std::string& dir) {
   run.results = read_optional_json(dir + "/results.json");
   BERTRAIN_CHECK(run.results.is_null() || run.results.is_object(), dir << "/results.json: not a JSON object");
   check_run_state(run.results, dir + "/results.json");
-  const json state = run.results.is_null() ? read_optional_json(dir + "/last/trainer_state.json") : run.results;
-  if (run.results.is_null()) check_run_state(state, dir + "/last/trainer_state.json");
-  pick_best(&run, state);
+  run.settings = run.results.is_null() ? read_optional_json(dir + "/last/trainer_state.json") : run.results;
+  if (run.results.is_null()) check_run_state(run.settings, dir + "/last/trainer_state.json");
+  pick_best(&run, run.settings);
   run.stopped_early = read_early_stop(run.results, dir + "/results.json");
   run.evaluation = read_optional_json(dir + "/evaluation.json");
   if (!run.evaluation.is_null()) check_evaluation(run.evaluation, dir + "/evaluation.json");

@@ -46,6 +46,9 @@ struct RunRecord {
   std::optional<std::size_t> best;
   std::string best_rule = "lowest val_loss";  // how `best` was picked, as a legend says it
   nlohmann::json results;     // results.json; null while the run is going or was stopped
+  // What the page reads the run's settings from (params, total_steps): results.json, else last/trainer_state.json
+  // (a run going or stopped with a checkpoint); null when neither exists.
+  nlohmann::json settings;
   std::optional<EarlyStop> stopped_early;  // results.json's stopped_early, when it has one (not null)
   nlohmann::json evaluation;  // evaluation.json; null when the run has not been evaluated
 };
