@@ -580,7 +580,8 @@ TEST_F(ReportRunTest, AConstantLearningRateIsOneLineOfText) {
 }
 
 TEST_F(ReportRunTest, ARateThatFellALittleGetsReadableTicks) {
-  // 1e-4 to 9.8e-5: a linear axis with long tick labels (9.80e-5 ... 1.000e-4) beside 'learning rate'.
+  // 1e-4 to 9.8e-5: a linear axis from 0 (a 2 % cut drawn as 2 % of the height: an axis over the data alone drew it
+  // as a fall from the plot's top to its foot), its tick labels (2e-5 ... 1.0e-4) clear of 'learning rate'.
   const fs::path dir = temp_.path() / "small-drop";
   write(dir / "metrics.jsonl", metrics_line(0, 0.7, 0.6, 1e-4).dump() + "\n" + metrics_line(1, 0.5, 0.5, 9.8e-5).dump() + "\n");
   std::vector<RunRecord> runs{load_run(dir.string())};
@@ -589,7 +590,13 @@ TEST_F(ReportRunTest, ARateThatFellALittleGetsReadableTicks) {
   const XmlElement* chart = chart_titled(page, "Learning rate after each epoch");
   ASSERT_NE(chart, nullptr);
   EXPECT_EQ(all_text(*chart).find("log scale"), std::string::npos);
-  EXPECT_NE(all_text(*chart).find("1.000e-4"), std::string::npos);
+  const auto rates = points_of(*chart, runs[0].name, "data-y", "cy");
+  ASSERT_EQ(rates.size(), 2u);
+  double bottom = -INFINITY, top = INFINITY;  // the plot's extent: its horizontal grid lines
+  for (const XmlElement* l : chart->find_all("line")) {
+    if (attr(*l, "y1") == attr(*l, "y2")) bottom = std::max(bottom, attr_number(*l, "y1")), top = std::min(top, attr_number(*l, "y1"));
+  }
+  EXPECT_LT(rates[1].second - rates[0].second, 0.05 * (bottom - top)) << "a 2 % cut drawn as more than 5 % of the plot";
   int ticks = 0;
   for (const XmlElement* svg : page.find_all("svg")) {
     if (!with_class(*svg, "circle", "point").empty()) ticks += expect_y_title_clear_of_ticks(*svg);
@@ -694,6 +701,22 @@ TEST_F(ReportRunTest, AConfusionMatrixOfManyClassesIsNotDrawn) {
   page = parse_xml(render_report(runs, "now"));
   EXPECT_EQ(page.find_all("svg").size(), 3u);
   EXPECT_NE(all_text(page).find("Confusion matrix not drawn: 201 classes, more than 200."), std::string::npos);
+  // Eleven classes and more: the matrix's card takes the whole row (in half of it 24 classes' counts were 5 px).
+  for (const int classes : {3, 11}) {
+    big["confusion_matrix"]["labels"] = nlohmann::json::array();
+    big["confusion_matrix"]["matrix"] = nlohmann::json::array();
+    for (int i = 0; i < classes; ++i) {
+      big["confusion_matrix"]["labels"].push_back("c" + std::to_string(i));
+      big["confusion_matrix"]["matrix"].push_back(std::vector<long>(static_cast<std::size_t>(classes), 1));
+    }
+    write(dir / "evaluation.json", big.dump());
+    runs = {load_run(dir.string())};
+    name_runs(&runs);
+    page = parse_xml(render_report(runs, "now"));
+    const auto figures = page.find_all("figure");
+    ASSERT_EQ(figures.size(), 1u) << classes;
+    EXPECT_EQ(attr(*figures[0], "class"), classes > 10 ? "wide" : "(absent)") << classes;
+  }
 }
 
 TEST_F(ReportRunTest, ARunWithoutResultsOrWithADivergedEpochIsStillReported) {

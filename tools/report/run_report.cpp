@@ -388,8 +388,10 @@ LineChart learning_rate_chart(const std::vector<RunRecord>& runs) {
       if (std::isfinite(e.lr) && e.lr > 0) lo = std::min(lo, e.lr), hi = std::max(hi, e.lr);
     }
   }
-  // The plateau scheduler divides the rate: on a log axis each drop is the same height however late it comes.
+  // The plateau scheduler divides the rate: on a log axis each drop is the same height however late it comes. A
+  // linear axis starts at zero, so that a 20 % cut looks like one, not a fall from the top of the plot to its foot.
   chart.log_y = hi >= 10 * lo;
+  chart.y_from_zero = !chart.log_y;
   if (chart.log_y) chart.y_title += " (log scale)";
   return chart;
 }
@@ -605,7 +607,9 @@ std::string evaluation_section(const RunRecord& run) {
             std::to_string(kMaxConfusionClasses) + ".</p>\n";
   } else if (e.contains("confusion_matrix")) {
     const HeatMap map = confusion_heat_map(e);
-    html += "<figure>\n" + render_heat_map(map) + "<figcaption>Numbers are rows; the shade is each cell's share of its " +
+    // Past ten classes the matrix takes the whole row of cards: in half of it its counts shrank to 5 px.
+    html += std::string(map.labels.size() > 10 ? "<figure class=\"wide\">\n" : "<figure>\n") + render_heat_map(map) +
+            "<figcaption>Numbers are rows; the shade is each cell's share of its " +
             xml_escape(map.row_title) + "'s rows.</figcaption>\n</figure>\n";
   } else if (e.contains("confusion_matrix_omitted") && e["confusion_matrix_omitted"].is_string()) {
     html += "<p class=\"meta\">Confusion matrix left out by evaluate: " +
@@ -633,13 +637,18 @@ const char kStyle[] =
     ".charts svg{width:100%;height:auto;background:#fff;border:1px solid #e5e5e5}"
     // A chart with a caption: one card around both, the caption wrapping inside it.
     ".charts figure{margin:0;background:#fff;border:1px solid #e5e5e5}.charts figure svg{border:0;display:block}"
+    ".charts .wide{grid-column:1/-1}"
     "figcaption{color:#666;font-size:12px;padding:0 12px 12px;overflow-wrap:anywhere}"
     // A study's trials table: the best trial's row tinted and badged (not by colour alone), a failed trial's error
     // under its status, wrapping rather than widening the table.
     "tr.best td{background:#fff4cc}.badge{font-size:11px;font-weight:bold;margin-left:6px;padding:0 4px;"
     "border:1px solid #b58900;border-radius:3px;color:#7a5c00}"
     ".error{color:#a1232b;font-size:12px;max-width:40em;overflow-wrap:anywhere}"
-    "td.json{font-family:'DejaVu Sans Mono',monospace;font-size:12px;overflow-wrap:anywhere}";
+    "td.json{font-family:'DejaVu Sans Mono',monospace;font-size:12px;overflow-wrap:anywhere}"
+    // On paper (print, save as PDF) a scroll box would cut its table's right columns off: tables shrink to fit
+    // instead, and a chart is not split between pages.
+    "@media print{.scroll{overflow:visible}table{font-size:9px}th,td{padding:2px 3px}"
+    ".charts svg,.charts figure{break-inside:avoid}}";
 
 // The evaluation the trainer kept as best/: the one whose step `state` (results.json or trainer_state.json) names,
 // by the run's --metric-for-best; records without steps (older runs) by its epoch. Without such a file (or one that
