@@ -198,6 +198,29 @@ TEST(ReportColors, NoTwoRunsOfAPageShareAColour) {
   EXPECT_EQ(run_color(9), "#bab0ac");
 }
 
+// A legend label longer than the chart is cut in its middle, so that names differing only at their ends (as run
+// names of a sweep do) stay told apart, and stays whole on hover; it was clipped at the chart's edge.
+TEST(ReportLineChart, LongLegendLabelsAreCutInTheMiddle) {
+  const std::string stem = "bert_base_uncased_experiment_with_a_very_long_descriptive_name_and_then_some_more";
+  LineChart chart;
+  chart.title = "Loss per epoch";
+  for (const char* end : {"_lr1e-4_bs64", "_lr3e-3_bs64"}) {
+    chart.series.push_back({stem + end, "#4e79a7", Dash::kSolid, {0, 1}, {0.5, 0.4}, std::nullopt});
+  }
+  const XmlElement svg = parse_xml(render_line_chart(chart));
+  std::vector<const XmlElement*> labels;
+  for (const XmlElement* t : svg.find_all("g").at(0)->find_all("text")) labels.push_back(t);
+  ASSERT_EQ(labels.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const std::string shown = labels[i]->text, full = stem + (i == 0 ? "_lr1e-4_bs64" : "_lr3e-3_bs64");
+    EXPECT_NE(shown.find("\u2026"), std::string::npos) << shown;
+    EXPECT_EQ(shown.rfind("bert_base", 0), 0u) << shown;
+    EXPECT_EQ(shown.substr(shown.size() - 12), full.substr(full.size() - 12)) << shown;
+    EXPECT_LE(attr_number(*labels[i], "x") + text_width(shown, 12), 560) << shown;  // inside the chart (560 px)
+    EXPECT_NE(all_text(*labels[i]).find(full), std::string::npos) << "the whole name on hover";
+  }
+}
+
 TEST(ReportLineChart, LogAxisMapsDecadesToEqualHeights) {
   LineChart chart;
   chart.title = "Learning rate";

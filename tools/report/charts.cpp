@@ -31,6 +31,28 @@ std::string fit_text(const std::string& text, double font_px, double max_px) {
   return text.substr(0, end) + ellipsis;
 }
 
+// The text cut in its middle to `max_px` wide: its start, an ellipsis, its end (run names that differ only at their
+// ends, "..._lr1e-4_bs64" and "..._lr3e-3_bs64", stay told apart).
+std::string fit_text_middle(const std::string& text, double font_px, double max_px) {
+  if (text_width(text, font_px) <= max_px) return text;
+  std::vector<std::size_t> starts;  // of each UTF-8 character
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) starts.push_back(i);
+  }
+  starts.push_back(text.size());
+  const auto piece = [&](std::size_t first, std::size_t last) {  // characters [first, last)
+    return text.substr(starts[first], starts[last] - starts[first]);
+  };
+  const std::size_t n = starts.size() - 1;
+  std::size_t head = 0, tail = 0;  // characters kept at each end, taken in turn while they fit
+  for (bool grow_head = true; head + tail < n; grow_head = !grow_head) {
+    const std::size_t h = head + (grow_head ? 1 : 0), t = tail + (grow_head ? 0 : 1);
+    if (text_width(piece(0, h) + "\u2026" + piece(n - t, n), font_px) > max_px) break;
+    head = h, tail = t;
+  }
+  return piece(0, head) + "\u2026" + piece(n - tail, n);
+}
+
 std::string svg_open(double width, double height, const std::string& title) {
   return "<svg class=\"chart\" viewBox=\"0 0 " + format_px(width) + " " + format_px(height) + "\" width=\"" +
          format_px(width) + "\" height=\"" + format_px(height) + "\" role=\"img\" aria-label=\"" +
@@ -82,7 +104,9 @@ std::string render_legend(const std::vector<LegendEntry>& entries, double x0, do
   double x = x0, y = y0;
   *rows = entries.empty() ? 0 : 1;
   for (const LegendEntry& e : entries) {
-    const double width = kSwatch + 6 + text_width(e.label, 12) + 18;
+    // A label longer than a row is cut in its middle (its whole text on hover).
+    const std::string label = fit_text_middle(e.label, 12, max_x - x0 - kSwatch - 6 - 18);
+    const double width = kSwatch + 6 + text_width(label, 12) + 18;
     if (x > x0 && x + width > max_x) {
       x = x0;
       y += kRow;
@@ -104,7 +128,9 @@ std::string render_legend(const std::vector<LegendEntry>& entries, double x0, do
                e.color + "\"/>\n";
         break;
     }
-    svg += text_at(x + kSwatch + 6, y, e.label);
+    svg += label == e.label ? text_at(x + kSwatch + 6, y, label)
+                            : "<text x=\"" + format_px(x + kSwatch + 6) + "\" y=\"" + format_px(y) + "\">" + hover(e.label) +
+                                  xml_escape(label) + "</text>\n";
     x += width;
   }
   return svg + "</g>\n";
