@@ -661,6 +661,26 @@ TEST_F(ReportRunTest, SeveralRunsOverlayTheirCurves) {
   EXPECT_NE(text.find("not evaluated"), std::string::npos);
 }
 
+// A run of one epoch: its points in the middle of the plot over the one tick "1" (on an axis to an epoch 2 that
+// never was, they sat on the y axis and the charts looked empty).
+TEST_F(ReportRunTest, AOneEpochRunIsDrawnInTheMiddle) {
+  std::vector<RunRecord> runs{load_run(make_run("one", {0.5}, false).string())};
+  name_runs(&runs);
+  const XmlElement page = parse_xml(render_report(runs, "now"));
+  const XmlElement* loss = chart_titled(page, "Loss per epoch");
+  ASSERT_NE(loss, nullptr);
+  EXPECT_EQ(x_tick_labels(*loss), std::vector<std::string>{"1"});
+  const auto points = points_of(*loss, "val_loss", "data-y", "cy");
+  ASSERT_EQ(points.size(), 1u);
+  double y_axis_x = INFINITY;
+  for (const XmlElement* l : loss->find_all("line")) {
+    if (attr(*l, "x1") == attr(*l, "x2")) y_axis_x = std::min(y_axis_x, attr_number(*l, "x1"));
+  }
+  const auto circles = with_class(*loss, "circle", "point");
+  ASSERT_FALSE(circles.empty());
+  EXPECT_GT(attr_number(*circles[0], "cx"), y_axis_x + 150) << "the point sits by the y axis";
+}
+
 // A diverged run beside a converging one: the loss axis turns logarithmic, so the converging run's curve is not
 // flattened onto zero; alone, the converging run keeps a linear axis.
 TEST_F(ReportRunTest, ADivergedRunPutsTheLossOnALogAxis) {

@@ -229,13 +229,22 @@ std::string render_line_chart(const LineChart& chart) {
   }
   if (!(x_hi >= x_lo)) x_lo = 0, x_hi = 1, y_lo = 0, y_hi = 1;  // nothing to draw: empty axes
   Axis x_axis = linear_axis(x_lo, std::max(x_hi, x_lo + 1), 10, false, true);
-  // The x axis starts at the first epoch, not at the round number before it: a 20-epoch run's ticks 2 apart
-  // would begin at an epoch 0 that never was.
-  while (!x_axis.ticks.empty() && x_axis.ticks.front() < x_lo) {
-    x_axis.ticks.erase(x_axis.ticks.begin());
-    x_axis.labels.erase(x_axis.labels.begin());
+  if (x_hi == x_lo) {
+    // One epoch: its points in the middle of the plot, its one tick under them (on an axis to an epoch 2 that never
+    // was, they sat on the y axis and looked like no data).
+    x_axis.lo = x_lo - 1;
+    x_axis.hi = x_lo + 1;
+    x_axis.ticks = {x_lo};
+    x_axis.labels = {x_axis.labels.front()};
+  } else {
+    // The x axis starts at the first epoch, not at the round number before it: a 20-epoch run's ticks 2 apart
+    // would begin at an epoch 0 that never was.
+    while (!x_axis.ticks.empty() && x_axis.ticks.front() < x_lo) {
+      x_axis.ticks.erase(x_axis.ticks.begin());
+      x_axis.labels.erase(x_axis.labels.begin());
+    }
+    x_axis.lo = std::max(x_axis.lo, x_lo);
   }
-  x_axis.lo = std::max(x_axis.lo, x_lo);
   const Axis y_axis = chart.log_y ? log_axis(y_lo, y_hi) : linear_axis(y_lo, y_hi, 5, chart.y_from_zero, false);
   const double left = plot_left(y_axis);
   auto px = [&](double x) { return x_axis.to_pixel(x, left, kPlotRight); };
