@@ -192,6 +192,11 @@ TEST_F(StudyReportTest, LoadsEveryTrialAndTheCurvesOfThoseWithEpochs) {
   EXPECT_EQ(load_study(dir_.string()).best_model, (dir_ / "trials" / "000" / "best").string());
   fs::create_directories(dir_ / "best");
   EXPECT_EQ(load_study(dir_.string()).best_model, (dir_ / "best").string());
+  // A trial that failed before its first epoch will record none: no "yet" (a finished study said it).
+  json failed_early = study_json();
+  failed_early["trials"][3]["status"] = "failed";
+  write(dir_ / "study.json", failed_early.dump());
+  EXPECT_EQ(load_study(dir_.string()).trials[3].not_charted, "no metrics.jsonl");
 }
 
 TEST_F(StudyReportTest, TheTableListsTrialsBestFirstFailedLast) {

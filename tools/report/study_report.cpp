@@ -29,13 +29,15 @@ const char kUnchartedColor[] = "#999999";
 // may be a trial the study lost, while the rest of the study is worth seeing).
 void load_curves(StudyTrial* t) {
   const std::string metrics = t->dir + "/metrics.jsonl";
+  // "yet" only of a trial that may still record one: a failed trial will not.
+  const std::string yet = t->status == "running" || t->status == "interrupted" ? " yet" : "";
   if (!file_exists(metrics)) {
-    t->not_charted = "no metrics.jsonl yet";
+    t->not_charted = "no metrics.jsonl" + yet;
     return;
   }
   try {
     if (read_file(metrics, "metrics file").find_first_not_of(" \t\r\n") == std::string::npos) {
-      t->not_charted = "no epoch recorded yet";
+      t->not_charted = "no epoch recorded" + yet;
       return;
     }
     RunRecord run = load_run(t->dir);
