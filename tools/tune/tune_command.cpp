@@ -168,10 +168,11 @@ int run_tune(const std::vector<std::string>& args) {
               "Made-With-ML's results fields. `bertrain report DIR` charts the study.");
   p.usage("bertrain tune --space FILE --out DIR [options] -- TRAIN FLAGS...");
   p.option("space", "", "the search space, a JSON file: {\"lr\": {\"type\": \"loguniform\", \"low\": 1e-5, \"high\": 5e-4}, ...} "
-                        "with uniform, loguniform, quniform (q), int (low..high, both included), choice (values) or a "
-                        "fixed value per train flag (see README: bertrain tune)", true).value_name("FILE");
+                        "with uniform, loguniform, quniform (q), int (low..high, both included), randint (Ray's: "
+                        "high left out), choice (values) or a fixed value per train flag (see README: bertrain tune)",
+           true).value_name("FILE");
   p.option("out", "", "the study directory (DIR above)", true).value_name("DIR");
-  p.option("trials", "10", "how many trials (grid: default the whole grid)");
+  p.option("trials", "10", "how many trials (grid: default the --initial-params points and then the whole grid)");
   p.option("parallel", "0", "trials at once (0: one per --devices entry, else 1); on the CPU the cores are split "
                             "between them").value_name("P");
   p.option("search", "tpe", "tpe (HyperOpt's Tree-structured Parzen Estimator), random, or grid (choice, int, "
