@@ -54,7 +54,9 @@ double read_double(const json& j, const char* key, double fallback, const std::s
   return v.get<double>();
 }
 
-// id2label: {"0": "a", "1": "b"} with ids 0..C-1 each exactly once; label2id, when present, its inverse.
+// id2label: {"0": "a", "1": "b"} with ids 0..C-1 each exactly once. label2id is not read: transformers predicts by
+// id2label alone, so a checkpoint whose id2label was renamed and label2id left as it was (LABEL_0, ...) works there;
+// a saved config.json gets id2label's inverse.
 std::vector<std::string> read_labels(const json& j, const std::string& source) {
   std::vector<std::string> labels;
   if (!j.contains("id2label")) return labels;
@@ -81,17 +83,6 @@ std::vector<std::string> read_labels(const json& j, const std::string& source) {
     BERTRAIN_CHECK(seen.insert(label).second, source << ": id2label names '" << label << "' twice");
     labels.push_back(label);
     ++expected;
-  }
-  if (j.contains("label2id")) {
-    const json& label2id = j.at("label2id");
-    BERTRAIN_CHECK(label2id.is_object(), source << ": field 'label2id' must be an object");
-    BERTRAIN_CHECK(label2id.size() == labels.size(), source << ": label2id has " << label2id.size()
-                                                             << " entries but id2label has " << labels.size());
-    for (std::size_t id = 0; id < labels.size(); ++id) {
-      const auto it = label2id.find(labels[id]);
-      BERTRAIN_CHECK(it != label2id.end() && it->is_number_integer() && it->get<int64_t>() == int64_t(id),
-                     source << ": label2id['" << labels[id] << "'] must be " << id << " to match id2label");
-    }
   }
   return labels;
 }
