@@ -1168,7 +1168,7 @@ TEST_F(ReportRunTest, AStoppedRunsSettingsComeFromItsCheckpoint) {
   const fs::path stopped = temp_.path() / "stopped";
   write(stopped / "metrics.jsonl", metrics_line(0, 0.7, 0.6, 1e-4).dump() + "\n" + metrics_line(1, 0.6, 0.5, 1e-4).dump() + "\n");
   write(stopped / "last" / "trainer_state.json",
-        nlohmann::json{{"params", {{"model", "models/tiny"}, {"batch_size", 32}, {"lr", 1e-4}, {"epochs", 200}}},
+        nlohmann::json{{"params", {{"model", "models/tiny"}, {"batch_size", 32}, {"lr", 0.003}, {"epochs", 200}}},
                        {"best_epoch", 1}, {"best_step", 8}}
             .dump());
   std::vector<RunRecord> runs{load_run(stopped.string())};
@@ -1176,6 +1176,7 @@ TEST_F(ReportRunTest, AStoppedRunsSettingsComeFromItsCheckpoint) {
   const XmlElement page = parse_xml(render_report(runs, "now"));
   EXPECT_EQ(table_cell(page, "model", 0), "models/tiny");
   EXPECT_EQ(table_cell(page, "batch", 0), "32");
+  EXPECT_EQ(table_cell(page, "lr", 0), "3e-3");  // every run's rate in one notation (it was 0.003 beside 1e-4)
   EXPECT_EQ(table_cell(page, "epochs", 0).rfind("2 of 200 (no results.json", 0), 0u) << table_cell(page, "epochs", 0);
 }
 

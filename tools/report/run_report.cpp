@@ -171,6 +171,13 @@ std::string param(const RunRecord& run, const char* key) {
   return v.is_string() ? v.get<std::string>() : v.is_number_float() ? format_value(v.get<double>()) : v.dump();
 }
 
+// The runs' learning rates in one notation (3e-3 beside 1e-4, not 0.003), so that a column compares at a glance.
+std::string lr_text(const RunRecord& run) {
+  const json params = run.settings.is_object() ? run.settings.value("params", json::object()) : json::object();
+  if (!params.is_object() || !params.contains("lr") || !params["lr"].is_number()) return param(run, "lr");
+  return format_scientific(params["lr"].get<double>());
+}
+
 bool multi_label(const json& evaluation) {
   return evaluation.value("problem_type", "") == "multi_label_classification";
 }
@@ -265,7 +272,7 @@ std::string summary_table(const std::vector<RunRecord>& runs) {
     }
     html += "<tr><td>" + run_swatch(r) +
             xml_escape(run.name) + "</td>" + cell(param(run, "model")) + cell(param(run, "engine")) +
-            cell(param(run, "world_size"), true) + cell(param(run, "batch_size"), true) + cell(param(run, "lr"), true) +
+            cell(param(run, "world_size"), true) + cell(param(run, "batch_size"), true) + cell(lr_text(run), true) +
             cell(epochs) + cell(best_cell, true) +
             cell(best ? best_values(run, *best) : "n/a", true) + cell(format_duration(run.epochs.back().elapsed_s), true) +
             cell(headline_f1(run), true) + "</tr>\n";
