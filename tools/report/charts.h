@@ -96,6 +96,10 @@ struct HeatMap {
   std::vector<std::vector<long>> counts;       // [row][column]
 };
 
+// Whether positive values from `lo` to `hi` span three decades or more, so that a linear axis would flatten the
+// smaller ones onto zero (one diverged run beside converging ones): such an axis is drawn logarithmic.
+inline bool spans_three_decades(double lo, double hi) { return lo > 0 && hi >= 1000 * lo; }
+
 std::string render_line_chart(const LineChart& chart);
 std::string render_scatter_chart(const ScatterChart& chart);
 std::string render_bar_chart(const BarChart& chart);

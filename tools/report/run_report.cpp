@@ -162,20 +162,24 @@ void check_evaluation(const json& e, const std::string& path) {
 
 double number_or_nan(const json& value) { return value.is_number() ? value.get<double>() : NAN; }
 
-// A params value as the summary table shows it ("" when results.json does not have it).
-std::string param(const RunRecord& run, const char* key) {
-  if (!run.settings.is_object() || !run.settings.contains("params")) return "";
+// A params value of the run's settings, null when they do not have it.
+const json* setting(const RunRecord& run, const char* key) {
+  if (!run.settings.is_object() || !run.settings.contains("params")) return nullptr;
   const json& params = run.settings["params"];
-  if (!params.is_object() || !params.contains(key)) return "";
-  const json& v = params[key];
-  return v.is_string() ? v.get<std::string>() : v.is_number_float() ? format_value(v.get<double>()) : v.dump();
+  return params.is_object() && params.contains(key) ? &params[key] : nullptr;
+}
+
+// A params value as the summary table shows it ("" when the settings do not have it).
+std::string param(const RunRecord& run, const char* key) {
+  const json* v = setting(run, key);
+  if (v == nullptr) return "";
+  return v->is_string() ? v->get<std::string>() : v->is_number_float() ? format_value(v->get<double>()) : v->dump();
 }
 
 // The runs' learning rates in one notation (3e-3 beside 1e-4, not 0.003), so that a column compares at a glance.
 std::string lr_text(const RunRecord& run) {
-  const json params = run.settings.is_object() ? run.settings.value("params", json::object()) : json::object();
-  if (!params.is_object() || !params.contains("lr") || !params["lr"].is_number()) return param(run, "lr");
-  return format_scientific(params["lr"].get<double>());
+  const json* lr = setting(run, "lr");
+  return lr != nullptr && lr->is_number() ? format_scientific(lr->get<double>()) : param(run, "lr");
 }
 
 bool multi_label(const json& evaluation) {
@@ -355,7 +359,7 @@ void log_y_when_spread(LineChart* chart) {
       lo = std::min(lo, y), hi = std::max(hi, y);
     }
   }
-  chart->log_y = hi >= 1000 * lo;
+  chart->log_y = spans_three_decades(lo, hi);
   if (chart->log_y) chart->y_title += " (log scale)";
 }
 

@@ -265,7 +265,7 @@ ScatterChart parameter_chart(const StudyRecord& study, const std::string& name, 
     y_lo = std::min(y_lo, study.trials[i].best_metric);
     y_hi = std::max(y_hi, study.trials[i].best_metric);
   }
-  chart.log_y = y_lo > 0 && y_hi >= 1000 * y_lo;
+  chart.log_y = spans_three_decades(y_lo, y_hi);
   if (chart.log_y) chart.y_title += " (log scale)";
   if (study.best) chart.mark_legend = "best trial (" + study.trials[*study.best].id + ")";
   for (const std::size_t i : trials) {

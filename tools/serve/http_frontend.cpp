@@ -30,9 +30,8 @@ constexpr const char* kJson = "application/json";
 // A request body from which on a connection thread gives its freed memory back to the system (malloc_trim).
 constexpr std::size_t kTrimAfterBodyBytes = std::size_t{1} << 20;
 
-// What load balancers and orchestrators probe: never behind the API key.
-// The probes, open without the API key (to GET): Made-With-ML's /, bertrain's /healthz and /readyz, TEI's /health
-// and /ping.
+// What load balancers and orchestrators probe (GET), never behind the API key: Made-With-ML's /, bertrain's
+// /healthz and /readyz, TEI's /health and /ping.
 bool is_health_path(const std::string& path) {
   return path == "/" || path == "/healthz" || path == "/readyz" || path == "/health" || path == "/ping";
 }
@@ -253,18 +252,22 @@ class HttpFrontend::Handlers {
     res.set_content(f_.metrics_->render(g, now), "text/plain; version=0.0.4; charset=utf-8");
   }
 
+  // Why the server does not serve predictions now ("" when it does): what both readiness probes answer 503 to.
+  std::string unready() const {
+    if (f_.draining_.load()) return "shutting down";
+    if (f_.engine_->failed()) return f_.engine_->failure();
+    if (!f_.engine_->ready()) return "loading the model";
+    return "";
+  }
+
   void ready(const HttpRequest&, HttpResponse& res) {
-    if (f_.draining_.load()) return answer_error(res, 503, "unhealthy", "shutting down");
-    if (f_.engine_->failed()) return answer_error(res, 503, "unhealthy", f_.engine_->failure());
-    if (!f_.engine_->ready()) return answer_error(res, 503, "unhealthy", "loading the model");
+    if (const std::string why = unready(); !why.empty()) return answer_error(res, 503, "unhealthy", why);
     res.set_content(R"({"status":"ready"})", kJson);
   }
 
   // text-embeddings-inference's GET /health: 200 with no body once the model serves, else 503 {"error": "unhealthy"}.
   void tei_health(const HttpRequest&, HttpResponse& res) {
-    if (f_.draining_.load() || f_.engine_->failed() || !f_.engine_->ready()) {
-      return answer_error(res, 503, "unhealthy", "unhealthy");
-    }
+    if (!unready().empty()) answer_error(res, 503, "unhealthy", "unhealthy");
   }
 
   // text-embeddings-inference's GET /info, its Info struct with a classifier's labels (what its clients read).

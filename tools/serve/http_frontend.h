@@ -24,7 +24,7 @@ struct HttpFrontendOptions {
   int max_connections = 256;             // answering threads: whole requests answered at once
   int max_open_connections = 1 << 20;    // open connections; more wait in the listen backlog
   int max_concurrent_requests = 512;     // predictions and evaluations in flight; more: 429
-  std::string api_key;                   // not empty: every endpoint but /, /healthz and /readyz needs it
+  std::string api_key;                   // not empty: every endpoint but the probes (GET /, /healthz, ...) needs it
   std::string evaluate_root;             // empty: POST /evaluate/ is refused (403)
   double threshold = -1;                 // --threshold; < 0: not given
   std::string other_label = "other";
