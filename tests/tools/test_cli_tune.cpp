@@ -78,6 +78,19 @@ TEST_F(CliTune, AGridRunsWholeAfterTheInitialPointsAndSearchedEpochsAreEachTrial
   EXPECT_EQ(r.out.find("epoch 2/1"), std::string::npos) << r.out;
 }
 
+// A searched uniform --epochs records as max_t the most a trial can run: train takes the integer part, and uniform
+// (1, 3) never proposes 3 itself.
+TEST_F(CliTune, SearchedUniformEpochsRecordTheMostATrialRuns) {
+  const std::string out = path("study");
+  const RunResult r = run(tune_args(R"({"epochs": {"type": "uniform", "low": 1, "high": 3}})", out,
+                                    {"--scheduler", "none", "--trials", "2"}, {}),
+                          {"FAKE_TRIAL_EPOCH_MS=50"});
+  ASSERT_TRUE(succeeded(r)) << r.describe();
+  const json s = study(out);
+  EXPECT_EQ(s["settings"]["max_t"], 2) << s["settings"];
+  for (const long e : epochs(s)) EXPECT_LE(e, 2);
+}
+
 // Grid order lr = 1e-4, 10^-3.5, 1e-3, 1e-5, 2e-4 (dropout 0.35): val_loss after epoch e is (log10 lr + 3.5)^2 +
 // 0.5 / (e + 1). One trial at a time, ASHA with grace period 1 and reduction factor 2 over 4 epochs (rungs at 1
 // and 2 epochs; rewards are -val_loss):

@@ -474,13 +474,9 @@ int run_tune(const std::vector<std::string>& args) {
   // The epochs of every trial, or, where --epochs is searched (without ASHA), the most a trial can run.
   s.max_t = check.get_int("epochs");
   if (epochs_param != nullptr) {
-    if (epochs_param->distribution == Distribution::kFixed || epochs_param->distribution == Distribution::kChoice) {
-      s.max_t = 0;
-      for (const json& v : epochs_param->values) {
-        if (v.is_number()) s.max_t = std::max(s.max_t, std::floor(v.get<double>()));
-      }
-    } else {
-      s.max_t = std::floor(epochs_param->high);
+    s.max_t = 0;  // the integer part of the largest value it can propose (train takes --epochs so)
+    for (const json& v : extreme_values(*epochs_param)) {
+      if (v.is_number()) s.max_t = std::max(s.max_t, std::floor(v.get<double>()));
     }
   }
   // Under --eval-steps a trial's metrics.jsonl has a line per evaluation, several an epoch: the study counts those.
