@@ -3,7 +3,9 @@
 // save_model_dir writes (the family's prefix, its head), plus config.json and the tokenizer's files: a DIR2 swapped in
 // whole, atomically; in DIR itself each file replaced atomically.
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -15,6 +17,7 @@
 #include "core/files.h"
 #include "core/param_store.h"
 #include "engine/predictor.h"
+#include "engine/stop_signals.h"
 #include "model/bert_config.h"
 #include "model/bert_params.h"
 #include "model/model_dir.h"
@@ -105,6 +108,12 @@ void check_convert_out(const std::string& out, const std::string& dir) {
   }
 }
 
+// A signal (SIGTERM, SIGINT, SIGUSR1, SIGHUP) that came while convert wrote: it stops before the next file, and a DIR2
+// being written is removed (replace_directory_atomically), so no temporary folder is left behind.
+struct ConvertStopped {
+  int signal;
+};
+
 }  // namespace
 
 int run_convert(const std::vector<std::string>& args) {
@@ -141,21 +150,45 @@ int run_convert(const std::vector<std::string>& args) {
     ++written;
   }
   writer.set_metadata("format", "pt");  // transformers refuses safetensors files without it
+  const auto stop_if_signalled = [] {
+    if (StopSignals::received() != 0) throw ConvertStopped{StopSignals::received()};
+  };
+  // Test hook: BERTRAIN_TEST_SIGNAL_AFTER_WEIGHTS=N raises signal N once model.safetensors is written, as a signal
+  // from outside would land while convert writes.
+  const char* test_signal = std::getenv("BERTRAIN_TEST_SIGNAL_AFTER_WEIGHTS");
   const auto write_model = [&](const std::string& folder) {
     writer.write(folder + "/model.safetensors");
+    if (test_signal != nullptr && std::atoi(test_signal) > 0) std::raise(std::atoi(test_signal));
+    stop_if_signalled();
     write_file_atomically(folder + "/config.json", source.config_text);
-    for (const auto& [name, bytes] : source.tokenizer_files) write_file_atomically(folder + "/" + name, bytes);
+    for (const auto& [name, bytes] : source.tokenizer_files) {
+      stop_if_signalled();
+      write_file_atomically(folder + "/" + name, bytes);
+    }
+    stop_if_signalled();
   };
   std::error_code error;
-  if (std::filesystem::equivalent(out, dir, error)) {
-    write_model(out);  // in place: config.json and the tokenizer's files are already these, each file atomic
-  } else {
-    // Another folder is swapped in whole (core/files.h): a reader, or a kill, never finds one model's weights beside
-    // another's tokenizer, nor an earlier conversion's tokenizer.json beside this one's vocab.txt.
-    std::filesystem::path folder = std::filesystem::path(out).lexically_normal();
-    if (!folder.has_filename()) folder = folder.parent_path();  // "DIR2/": its temporary folder goes beside it
-    make_directories(std::filesystem::absolute(folder).parent_path().string());
-    replace_directory_atomically(folder.string(), write_model);
+  const bool in_place = std::filesystem::equivalent(out, dir, error);
+  try {
+    const StopSignals stop_signals;
+    if (in_place) {
+      write_model(out);  // config.json and the tokenizer's files are already these, each file atomic
+    } else {
+      // Another folder is swapped in whole (core/files.h): a reader, or a kill, never finds one model's weights
+      // beside another's tokenizer, nor an earlier conversion's tokenizer.json beside this one's vocab.txt.
+      std::filesystem::path folder = std::filesystem::path(out).lexically_normal();
+      if (!folder.has_filename()) folder = folder.parent_path();  // "DIR2/": its temporary folder goes beside it
+      make_directories(std::filesystem::absolute(folder).parent_path().string());
+      replace_directory_atomically(folder.string(), write_model);
+    }
+  } catch (const ConvertStopped& stopped) {
+    std::fprintf(stderr, "bertrain: convert: stopped by %s before %s was complete; %s\n",
+                 signal_name(stopped.signal).c_str(), out.c_str(),
+                 in_place ? "each file there is whole, the old or the new one" : "it is as it was");
+    std::fflush(stderr);
+    std::signal(stopped.signal, SIG_DFL);
+    std::raise(stopped.signal);
+    return 128 + stopped.signal;  // not reached: the signal's default action ends the process
   }
   std::printf("wrote %s/model.safetensors: %d tensors from %s%s\n", out.c_str(), written, source.weights_path.c_str(),
               source.tokenizer_files.empty() ? " (DIR has no tokenizer files)" : "");

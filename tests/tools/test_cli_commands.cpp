@@ -6,6 +6,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -240,6 +241,37 @@ TEST_F(CliTest, ConvertReplacesAnotherFolderWholeAndNoRunsFolder) {
   }
   EXPECT_EQ(slurp(suite_run() + "/last/trainer_state.json"), state);
   EXPECT_TRUE(slurp(suite_run() + "/last/model.safetensors") == weights);
+}
+
+// A signal while convert writes stops it before the next file: another DIR2 stays as it was, and its temporary folder
+// is removed (it was left for the next convert to clean up); in place, every file is whole.
+TEST_F(CliTest, ConvertStoppedWhileWritingLeavesNoTemporaryFolder) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  ASSERT_TRUE(succeeded(run({"convert", suite_run(), "--out", path("converted")})));
+  const auto listing = [&] {
+    std::vector<std::string> names;
+    for (const auto& e : fs::recursive_directory_iterator(dir_)) names.push_back(e.path().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  spit(path("converted/config.json"), slurp(path("converted/config.json")) + " ");  // this copy must stay
+  const std::string config = slurp(path("converted/config.json"));
+  const std::vector<std::string> before = listing();
+  const RunResult r = run({"convert", suite_run(), "--out", path("converted")},
+                          {"BERTRAIN_TEST_SIGNAL_AFTER_WEIGHTS=" + std::to_string(SIGTERM)});
+  EXPECT_EQ(r.signal, SIGTERM) << r.describe();
+  EXPECT_NE(r.err.find("convert: stopped by SIGTERM before " + path("converted") + " was complete; it is as it was"),
+            std::string::npos) << r.describe();
+  EXPECT_EQ(listing(), before);
+  EXPECT_EQ(slurp(path("converted/config.json")), config);
+
+  const RunResult in_place = run({"convert", path("converted")},
+                                 {"BERTRAIN_TEST_SIGNAL_AFTER_WEIGHTS=" + std::to_string(SIGINT)});
+  EXPECT_EQ(in_place.signal, SIGINT) << in_place.describe();
+  EXPECT_NE(in_place.err.find("each file there is whole, the old or the new one"), std::string::npos)
+      << in_place.describe();
+  EXPECT_EQ(listing(), before);
+  ASSERT_TRUE(succeeded(run({"predict", "--model", path("converted"), "--text", "a transformer"})));
 }
 
 // Counts read as English: "1 row", "1 epoch", not "1 rows".
