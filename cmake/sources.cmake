@@ -127,6 +127,7 @@ set(BERTRAIN_REPORT_SOURCES
 set(BERTRAIN_SERVE_SOURCES
   tools/evaluation.cpp
   tools/serve/api_requests.cpp
+  tools/serve/cors.cpp
   tools/serve/http_request_reader.cpp
   tools/serve/serve_engine.cpp
   tools/serve/serve_metrics.cpp

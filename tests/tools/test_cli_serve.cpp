@@ -98,6 +98,9 @@ class Client {
     return post(path, body.dump(), headers);
   }
   Answer del(const std::string& path) { return answer_of(cli_.Delete(path.c_str())); }
+  Answer options(const std::string& path, const httplib::Headers& headers = {}) {
+    return answer_of(cli_.Options(path.c_str(), headers));
+  }
 
  private:
   httplib::Client cli_;
@@ -1254,6 +1257,58 @@ TEST_F(CliServe, ApiKeyGuardsEverythingButTheHealthProbes) {
   EXPECT_EQ(server->log().find("s3cret-key-0123"), std::string::npos) << "the key is in the log";
   const Answer unknown = c.get("/nope");  // unknown paths are 404 or 401; never a 200
   EXPECT_TRUE(unknown.status == 404 || unknown.status == 401) << unknown.describe();
+}
+
+// --cors-allow-origin: a browser's preflight is answered without the API key; every answer to an allowed origin,
+// a refusal too, names it; other origins get no CORS header (their pages cannot read the answers) and a 403
+// preflight. Without the flag there is no CORS header and OPTIONS is 405, as before.
+TEST_F(CliServe, CorsLetsTheGivenOriginsReadAnswers) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  spit(path("key"), "s3cret-key-0123\n");
+  auto server = start({"--api-key-file", path("key"), "--cors-allow-origin", "https://app.example.com,http://localhost:3000"});
+  ASSERT_GT(server->port(), 0);
+  Client c(server->port());
+  const httplib::Headers app{{"Origin", "https://app.example.com"}};
+  const Answer preflight = c.options("/v1/predict", {{"Origin", "https://app.example.com"},
+                                                     {"Access-Control-Request-Method", "POST"},
+                                                     {"Access-Control-Request-Headers", "authorization, content-type"}});
+  EXPECT_EQ(preflight.status, 204) << preflight.describe();
+  EXPECT_EQ(preflight.header("Access-Control-Allow-Origin"), "https://app.example.com") << preflight.describe();
+  EXPECT_EQ(preflight.header("Access-Control-Allow-Methods"), "POST");
+  EXPECT_EQ(preflight.header("Access-Control-Allow-Headers"), "authorization, content-type");
+  EXPECT_EQ(c.options("/v1/model", {{"Origin", "http://localhost:3000"}, {"Access-Control-Request-Method", "GET"}})
+                .header("Access-Control-Allow-Methods"),
+            "GET, HEAD");
+  const Answer evil_preflight = c.options("/v1/predict", {{"Origin", "https://evil.example"},
+                                                          {"Access-Control-Request-Method", "POST"}});
+  EXPECT_EQ(evil_preflight.status, 403) << evil_preflight.describe();
+  EXPECT_EQ(evil_preflight.header("Access-Control-Allow-Origin"), "");
+
+  const json body{{"texts", {text_of(synthetic_rows()[1])}}};
+  httplib::Headers keyed = app;
+  keyed.emplace("Authorization", "Bearer s3cret-key-0123");
+  const Answer ok = c.post("/v1/predict", body, keyed);
+  ASSERT_EQ(ok.status, 200) << ok.describe();
+  EXPECT_EQ(ok.header("Access-Control-Allow-Origin"), "https://app.example.com");
+  EXPECT_EQ(ok.header("Vary"), "Origin");
+  EXPECT_EQ(mismatch(ok.parsed()["results"][0], reference().at(text_of(synthetic_rows()[1]))), "");
+  const Answer no_key = c.post("/v1/predict", body, app);
+  EXPECT_EQ(no_key.status, 401);
+  EXPECT_EQ(no_key.header("Access-Control-Allow-Origin"), "https://app.example.com") << no_key.describe();
+  const Answer evil = c.post("/v1/predict", body, {{"Origin", "https://evil.example"}, {"Authorization", "Bearer s3cret-key-0123"}});
+  EXPECT_EQ(evil.status, 200);  // the server answers; the browser keeps the answer from the page
+  EXPECT_EQ(evil.header("Access-Control-Allow-Origin"), "");
+  EXPECT_EQ(c.get("/healthz", app).header("Access-Control-Allow-Origin"), "https://app.example.com");
+  server->stop();
+
+  auto plain = start({"--quiet"}, "plain");
+  Client p(plain->port());
+  const Answer no_cors = p.options("/v1/predict", {{"Origin", "https://app.example.com"},
+                                                    {"Access-Control-Request-Method", "POST"}});
+  EXPECT_EQ(no_cors.status, 405) << no_cors.describe();
+  EXPECT_EQ(no_cors.header("Access-Control-Allow-Origin"), "");
+  EXPECT_EQ(p.get("/healthz", app).header("Access-Control-Allow-Origin"), "");
+  EXPECT_EQ(p.get("/healthz", app).header("Vary"), "");
 }
 
 // An empty (or blank) key file would accept an empty key: the server refuses to start, exit 2, one line.

@@ -389,7 +389,8 @@ HttpFrontend::HttpFrontend(HttpFrontendOptions options, ServeEngine* engine, Ser
     answer_error(res, status, status == 413 || status == 431 || status == 414 ? "validation" : "client", message);
   };
   // Counted just before the answer is written, so that a client that reads /metrics after its answer finds it there.
-  hooks.before_write = [this](const HttpRequest& req, const HttpResponse& res, double seconds) {
+  hooks.before_write = [this](const HttpRequest& req, HttpResponse& res, double seconds) {
+    options_.cors.add_headers(req, res);  // every answer, errors too: a page can read why it was refused
     metrics_->record_request(req.path, req.method, res.status, seconds);
   };
   hooks.after_write = [this](const HttpRequest& req, const HttpResponse& res, double seconds) {
@@ -431,10 +432,13 @@ bool HttpFrontend::accept_head(const HttpRequest& req, HttpResponse& res) {
     return false;
   }
   const Handlers::Route& r = route->second;
+  const std::string allow = r.get == nullptr ? "POST" : r.post == nullptr ? "GET, HEAD" : "GET, HEAD, POST";
+  // A browser's preflight carries no API key: answered before the key is asked for.
+  if (options_.cors.answer_preflight(req, allow, res)) return false;
   const bool reading = req.method == "GET" || req.method == "HEAD";
   if (!((reading && r.get != nullptr) || (req.method == "POST" && r.post != nullptr))) {
     const std::string use = r.get == nullptr ? "POST" : r.post == nullptr ? "GET" : "GET or POST";
-    res.set_header("Allow", r.get == nullptr ? "POST" : r.post == nullptr ? "GET, HEAD" : "GET, HEAD, POST");
+    res.set_header("Allow", allow);
     answer_error(res, 405, "method_not_allowed", printable(req.method) + " " + req.path + ": use " + use);
     return false;
   }

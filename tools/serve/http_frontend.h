@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/serve/cors.h"
 #include "tools/serve/http_message.h"
 #include "tools/serve/serve_engine.h"
 #include "tools/serve/serve_metrics.h"
@@ -26,6 +27,7 @@ struct HttpFrontendOptions {
   int max_concurrent_requests = 512;     // predictions and evaluations in flight; more: 429
   std::string api_key;                   // not empty: every endpoint but the probes (GET /, /healthz, ...) needs it
   std::string evaluate_root;             // empty: POST /evaluate/ is refused (403)
+  CorsPolicy cors;                       // the origins whose pages may read answers (none: no CORS headers)
   double threshold = -1;                 // --threshold; < 0: not given
   std::string other_label = "other";
   std::string mlflow_run_id;             // the model's MLflow run ("" when none): GET /run_id/, evaluations

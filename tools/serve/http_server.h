@@ -52,9 +52,11 @@ struct HttpHooks {
   std::function<void(HttpRequest&, HttpResponse&)> handle;
   // Fills in the answer to a request the server refused itself (status 400, 408, 413, 414, 431, 501, 503, 505).
   std::function<void(HttpResponse&, int status, const std::string& message)> error;
-  // Called with every answer just before it is written (metrics), and just after (the access log); seconds since
-  // the request's first byte arrived. The request may be partly read (an error's): method and path may be empty.
-  std::function<void(const HttpRequest&, const HttpResponse&, double seconds)> before_write, after_write;
+  // Called with every answer just before it is written (metrics; it may add headers, as CORS's), and just after (the
+  // access log); seconds since the request's first byte arrived. The request may be partly read (an error's): method
+  // and path may be empty.
+  std::function<void(const HttpRequest&, HttpResponse&, double seconds)> before_write;
+  std::function<void(const HttpRequest&, const HttpResponse&, double seconds)> after_write;
   // Called on the listening thread each time max_open_connections are open and accepting pauses (optional).
   std::function<void(int open)> at_connection_limit;
 };

@@ -165,6 +165,10 @@ int run_serve(const std::vector<std::string>& args) {
   p.option("other-label", "other", "single-label models: the prediction below --threshold").value_name("NAME");
   p.option("api-key-file", "", "require 'Authorization: Bearer KEY' (KEY: this file's one line) on every endpoint but "
                                "the probes (GET /, /healthz, /readyz, /health, /ping)").value_name("FILE");
+  p.option("cors-allow-origin", "",
+           "let pages of these origins in a browser read the answers (CORS): a comma-separated list such as "
+           "https://app.example.com,http://localhost:3000, or * for any (default: none, no CORS headers)")
+      .value_name("ORIGINS");
   p.option("evaluate-root", "", "allow POST /evaluate/ on dataset files inside DIR (refused otherwise: 403)")
       .value_name("DIR");
   p.option("drain-timeout", "30", "on SIGTERM, seconds to answer what was accepted before exiting 1 anyway")
@@ -204,6 +208,7 @@ int run_serve(const std::vector<std::string>& args) {
   http.max_body_bytes = static_cast<std::size_t>(p.get_int_in("max-body-bytes", 1, kMaxInt));
   http.other_label = p.get("other-label");
   http.quiet = p.get_flag("quiet");
+  if (p.given("cors-allow-origin")) http.cors = CorsPolicy::parse(p.get("cors-allow-origin"));
   if (!p.get("threshold").empty()) {
     http.threshold = p.get_double("threshold");
     if (!(http.threshold >= 0 && http.threshold <= 1)) throw UsageError("serve: --threshold must be in [0, 1]");
