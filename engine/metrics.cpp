@@ -185,21 +185,24 @@ std::vector<ClassMetrics> per_class_metrics(const std::vector<int>& y_true, cons
 }
 
 ClassMetrics weighted_metrics(const std::vector<int>& y_true, const std::vector<int>& y_pred, int num_classes) {
-  const std::vector<ClassMetrics> per_class = per_class_metrics(y_true, y_pred, num_classes);
-  // np.average(values, weights=support) = Σ value·support / Σ support; the support sum is the sample
-  // count (> 0, checked), so sklearn's all-zero-weights fallback cannot happen.
-  ClassMetrics m;
-  double weight_sum = 0.0;
-  for (const ClassMetrics& c : per_class) {
-    const double w = static_cast<double>(c.support);
-    m.precision += c.precision * w;
-    m.recall += c.recall * w;
-    m.f1 += c.f1 * w;
-    weight_sum += w;
+  check_labels(y_true, y_pred, num_classes);
+  // sklearn's labels=None: the classes in y_true or y_pred, in order. A class in neither weighs 0 but would move the
+  // others within numpy's pairwise sum, so it is left out as there; then np.average as label_averages computes it
+  // (products stored, then summed pairwise: no fused multiply-add, bit for bit numpy's).
+  std::vector<long> hits(num_classes, 0), true_count(num_classes, 0), pred_count(num_classes, 0);
+  for (std::size_t i = 0; i < y_true.size(); ++i) {
+    ++true_count[y_true[i]];
+    ++pred_count[y_pred[i]];
+    if (y_true[i] == y_pred[i]) ++hits[y_true[i]];
   }
-  m.precision /= weight_sum;
-  m.recall /= weight_sum;
-  m.f1 /= weight_sum;
+  std::vector<long> tp, trues, preds;
+  for (int c = 0; c < num_classes; ++c) {
+    if (true_count[c] == 0 && pred_count[c] == 0) continue;
+    tp.push_back(hits[c]);
+    trues.push_back(true_count[c]);
+    preds.push_back(pred_count[c]);
+  }
+  ClassMetrics m = label_averages(tp, trues, preds).weighted;
   m.support = static_cast<long>(y_true.size());
   return m;
 }

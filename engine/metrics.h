@@ -53,11 +53,9 @@ struct LabelAverages {
 LabelAverages label_averages(const std::vector<long>& tp, const std::vector<long>& true_count,
                              const std::vector<long>& pred_count);
 
-// Overall metrics: average="weighted". Each class's precision/recall/F1 is weighted by its support,
-// so a class that is predicted but absent from y_true (support 0) does not count, and sklearn's label
-// set (unique_labels(y_true, y_pred)) gives the same result as all classes. Sums run in class order;
-// numpy's summation order may differ in the last bit. support = y_true.size() (Made-With-ML's
-// num_samples).
+// Overall metrics: average="weighted". Each class's precision/recall/F1 is weighted by its support, over
+// sklearn's label set (unique_labels(y_true, y_pred)), summed in numpy's pairwise order: bit for bit
+// sklearn's. support = y_true.size() (Made-With-ML's num_samples).
 ClassMetrics weighted_metrics(const std::vector<int>& y_true, const std::vector<int>& y_pred, int num_classes);
 
 // Per-class metrics: average=None with labels = 0..num_classes-1; element c is class c. A class absent

@@ -115,7 +115,8 @@ int run_evaluate(const std::vector<std::string>& args) {
   std::fputs(reading_notes("evaluate", data.skipped, data.skip_reasons, data.truncated, options.max_length).c_str(),
              stderr);
   const auto start = std::chrono::steady_clock::now();
-  const std::vector<float> probs = predictor.predict_proba(data.examples);
+  std::vector<float> probs, logits;
+  predictor.predict(data.examples, &probs, &logits);
   if (const long bad = first_non_finite_row(probs, predictor.labels().size()); bad >= 0) {
     throw InputError(non_finite_scores(predictor.model_dir(), "row " + std::to_string(bad + 1) + " of the data read"));
   }
@@ -124,7 +125,7 @@ int run_evaluate(const std::vector<std::string>& args) {
                count_of(data.examples.size(), "row").c_str(), seconds, data.examples.size() / seconds,
                predictor.engine_description().c_str(), predictor.batch_size());
 
-  const ordered_json out = evaluation_json(predictor, p.get("data"), data, probs, threshold,
+  const ordered_json out = evaluation_json(predictor, p.get("data"), data, probs, logits, threshold,
                                            mlflow_run ? mlflow_run->run_id : std::string());
   const std::string text = out.dump(2) + "\n";
   // --out last: a failed evaluate leaves none.

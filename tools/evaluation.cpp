@@ -22,13 +22,13 @@ ordered_json per_class_json(const std::vector<ClassMetrics>& per_class, const La
   return out;
 }
 
-void add_single_label_metrics(const TextDataset& data, const std::vector<float>& probs, const LabelSet& labels,
+void add_single_label_metrics(const TextDataset& data, const std::vector<float>& logits, const LabelSet& labels,
                               ordered_json* out) {
   const int classes = labels.size();
   std::vector<int> y_true, y_pred;
   for (std::size_t i = 0; i < data.examples.size(); ++i) {
     y_true.push_back(data.examples[i].labels.at(0));
-    y_pred.push_back(top_class(probs.data() + i * classes, classes));
+    y_pred.push_back(top_class(logits.data() + i * classes, classes));
   }
   (*out)["overall"] = metrics_json(weighted_metrics(y_true, y_pred, classes));
   (*out)["per_class"] = per_class_json(per_class_metrics(y_true, y_pred, classes), labels);
@@ -45,8 +45,13 @@ void add_single_label_metrics(const TextDataset& data, const std::vector<float>&
     for (std::size_t i = 0; i < mask.size(); ++i) {
       any |= (mask[i] = slice.in_slice(data.tags[i].at(0), data.raw_text[i]));
     }
-    // As the original: a slice with no rows is left out.
-    if (any) slices[slice.name] = metrics_json(micro_metrics(y_true, y_pred, mask, classes));
+    // As the original: a slice with no rows is left out, and its num_samples is a count (len(), where the overall
+    // and per-class ones are numpy floats: 191.0).
+    if (any) {
+      const ClassMetrics m = micro_metrics(y_true, y_pred, mask, classes);
+      slices[slice.name] = metrics_json(m);
+      slices[slice.name]["num_samples"] = m.support;
+    }
   }
   (*out)["slices"] = slices;
   // Of many classes the matrix is mostly zeros and too big to read or draw (10,000 classes: 1.1 GB of JSON): left
@@ -82,7 +87,8 @@ void add_multi_label_metrics(const TextDataset& data, const std::vector<float>& 
 }  // namespace
 
 ordered_json evaluation_json(const Predictor& predictor, const std::string& data_path, const TextDataset& data,
-                             const std::vector<float>& probs, double threshold, const std::string& run_id) {
+                             const std::vector<float>& probs, const std::vector<float>& logits, double threshold,
+                             const std::string& run_id) {
   ordered_json out;
   out["timestamp"] = iso_timestamp_now();
   out["model"] = predictor.model_dir();
@@ -95,7 +101,7 @@ ordered_json evaluation_json(const Predictor& predictor, const std::string& data
   if (predictor.multi_label()) {
     add_multi_label_metrics(data, probs, predictor.labels(), threshold, &out);
   } else {
-    add_single_label_metrics(data, probs, predictor.labels(), &out);
+    add_single_label_metrics(data, logits, predictor.labels(), &out);
   }
   return out;
 }

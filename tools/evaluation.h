@@ -13,9 +13,12 @@
 
 namespace bertrain {
 
-// `probs`: predictor's probabilities of data's rows ([rows, labels], row-major). `run_id` is left out when empty.
+// `probs` and `logits`: predictor's probabilities and logits of data's rows ([rows, labels], row-major). A
+// single-label row's prediction is the arg-max of its logits, as Made-With-ML's evaluate.py (model.predict) and
+// training's validation take it: two logits an ulp apart can round to one probability, whose first arg-max is the
+// other class. A multi-label row predicts each label at probability >= threshold. `run_id` is left out when empty.
 nlohmann::ordered_json evaluation_json(const Predictor& predictor, const std::string& data_path,
-                                       const TextDataset& data, const std::vector<float>& probs, double threshold,
-                                       const std::string& run_id);
+                                       const TextDataset& data, const std::vector<float>& probs,
+                                       const std::vector<float>& logits, double threshold, const std::string& run_id);
 
 }  // namespace bertrain

@@ -87,6 +87,13 @@ def make_cases():
     y = np.array([0, 0, 1, 2, 2, 3])
     yp = np.array([0, 1, 1, 2, 2, 3])
     cases.append(("f1_ties", 4, y, yp, np.array([0, 0, 0, 0, 0, 1], dtype=bool)))
+
+    # 30 classes, 300 samples: numpy's pairwise sum over the classes present (8 accumulators past 8 values), where a
+    # plain sum (or one with fused multiply-adds, or one over classes in neither y_true nor y_pred) differs in the
+    # last bit. Classes 25-29 are never true, 28 and 29 never predicted either.
+    rng = np.random.default_rng(30)
+    y = rng.integers(0, 25, size=300)
+    cases.append(("thirty_classes", 30, y, noisy_predictions(rng, y, 28, 0.4), rng.random(300) < 0.3))
     return cases
 
 

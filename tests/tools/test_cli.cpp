@@ -1028,7 +1028,10 @@ TEST_F(CliTest, EvaluateReportsMetricsOverEveryRow) {
     ASSERT_TRUE(out["slices"].contains(slice)) << slice << "\n" << out["slices"].dump();
     EXPECT_GT(out["slices"][slice]["num_samples"].get<double>(), 0) << slice;
     EXPECT_LT(out["slices"][slice]["num_samples"].get<double>(), kRows) << slice;
+    // Made-With-ML's types: a slice's len() is an int, the overall and per-class supports numpy floats.
+    EXPECT_TRUE(out["slices"][slice]["num_samples"].is_number_integer()) << out["slices"].dump();
   }
+  EXPECT_TRUE(out["overall"]["num_samples"].is_number_float()) << out["overall"].dump();
 
   // Confusion matrix: 4 × 4, sums to the row count, row sums are the per-tag counts.
   const ordered_json& cm = out["confusion_matrix"];

@@ -5,6 +5,8 @@
 // (the tiny fixture shapes, the tokenizers' vocabularies): these tests are about the commands, not the accuracy;
 // tests/model/test_golden.cpp checks the numbers against transformers.
 #include <algorithm>
+#include <cmath>
+#include <iterator>
 #include <functional>
 #include <set>
 
@@ -153,6 +155,35 @@ TEST_F(CliTest, AOneLabelModelPredictsWithASigmoid) {
   }
   EXPECT_LT(highest, 0.999);
   EXPECT_GT(highest - lowest, 1e-3);  // the texts are told apart
+}
+
+// Two logits an ulp apart round to one probability. evaluate predicts the arg-max of the logits (Made-With-ML's
+// evaluate.py: model.predict, torch.argmax of z), predict the first arg-max of the probabilities (its predict.py:
+// prob.argmax()); before, evaluate took the probabilities' and scored class 0 where Made-With-ML scores class 1.
+TEST_F(CliTest, EvaluatePredictsTheArgMaxOfTheLogits) {
+  save_bert_with_head(model(), dir_ / "tie", kTags, [](const ParamLayout& l, std::vector<float>* p) {
+    const ParamEntry& b = l.at("classifier.bias");  // the weights stay 0: every text gets these logits
+    const float biases[] = {0.1f, std::nextafter(0.1f, 1.0f), -1.0f, -1.0f};
+    std::copy(std::begin(biases), std::end(biases), p->begin() + b.offset);
+  });
+  json config = json::parse(slurp(dir_ / "tie/config.json"));
+  config["problem_type"] = "single_label_classification";
+  spit(dir_ / "tie/config.json", config.dump());
+  const RunResult predicted = run({"predict", "--model", path("tie"), "--text", "any text"});
+  ASSERT_TRUE(succeeded(predicted)) << predicted.describe();
+  const json line = json::parse(predicted.out);
+  ASSERT_EQ(line["probabilities"][kTags[0]], line["probabilities"][kTags[1]]) << predicted.out;  // the tie
+  EXPECT_EQ(line["prediction"], kTags[0]);
+  const RunResult evaluated = run({"evaluate", "--model", path("tie"), "--data", data()});
+  ASSERT_TRUE(succeeded(evaluated)) << evaluated.describe();
+  const json e = json::parse(evaluated.out);
+  const json& matrix = e["confusion_matrix"]["matrix"];
+  for (std::size_t t = 0; t < kTags.size(); ++t) {
+    for (std::size_t c = 0; c < kTags.size(); ++c) {
+      EXPECT_EQ(matrix[t][c], c == 1 ? kRowsPerTag[t] : 0) << "true " << kTags[t] << ", predicted " << kTags[c];
+    }
+  }
+  EXPECT_EQ(e["per_class"][kTags[1]]["recall"], 1.0) << evaluated.out;
 }
 
 // Checkpoints that transformers computes otherwise than bertrain's encoder classifier are refused by name, before

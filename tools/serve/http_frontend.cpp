@@ -190,18 +190,21 @@ class HttpFrontend::Handlers {
       // Through the engine's queue a batch at a time, so that predictions of other clients go on between them.
       const std::size_t classes = static_cast<std::size_t>(predictor.labels().size());
       const std::size_t chunk = static_cast<std::size_t>(f_.engine_->batching().max_batch_size);
-      std::vector<float> probs;
+      std::vector<float> probs, logits;
       for (std::size_t at = 0; at < data.examples.size(); at += chunk) {
         const std::size_t end = std::min(at + chunk, data.examples.size());
         auto pending = std::make_shared<PendingRows>(
             std::vector<Example>(data.examples.begin() + static_cast<long>(at), data.examples.begin() + static_cast<long>(end)));
         run_rows(pending, res, /*wait_for_room=*/true);
-        probs.insert(probs.end(), pending->probabilities().begin(), pending->probabilities().begin() + static_cast<long>((end - at) * classes));
+        const long values = static_cast<long>((end - at) * classes);
+        probs.insert(probs.end(), pending->probabilities().begin(), pending->probabilities().begin() + values);
+        logits.insert(logits.end(), pending->logits().begin(), pending->logits().begin() + values);
       }
       f_.metrics_->add_truncated_rows(data.truncated);
       // Multi-label models predict a label at --threshold (0.5 when not given), as the predictions do.
       const double threshold = f_.options_.threshold >= 0 ? f_.options_.threshold : 0.5;
-      const ordered_json out = evaluation_json(predictor, requested, data, probs, threshold, f_.options_.mlflow_run_id);
+      const ordered_json out = evaluation_json(predictor, requested, data, probs, logits, threshold,
+                                                  f_.options_.mlflow_run_id);
       res.set_content(ordered_json{{"results", out}}.dump(), kJson);
     });
   }
