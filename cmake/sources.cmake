@@ -15,6 +15,7 @@ set(BERTRAIN_CORE_SOURCES
   core/build_info.cpp
   core/progress.cpp
   core/timestamp.cpp
+  core/utf8.cpp
   # kernels/ (CPU twins; the CUDA kernels are added below)
   kernels/cpu/embedding.cpp
   kernels/cpu/layernorm.cpp
@@ -27,7 +28,6 @@ set(BERTRAIN_CORE_SOURCES
   kernels/cpu/tensor_ops.cpp
   kernels/cpu/packed.cpp
   # data/
-  data/utf8.cpp
   data/chunked_input.cpp
   data/csv_parser.cpp
   data/csv.cpp

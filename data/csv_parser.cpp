@@ -6,7 +6,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
-#include "data/utf8.h"
+#include "core/utf8.h"
 
 namespace bertrain {
 

@@ -10,7 +10,7 @@
 #include "data/csv_parser.h"
 #include "data/hf_unicode.h"
 #include "data/text_clean.h"
-#include "data/utf8.h"
+#include "core/utf8.h"
 
 namespace bertrain {
 
@@ -195,7 +195,7 @@ std::vector<std::string> TextRowReader::split_labels(const RecordField& field) c
   std::vector<std::string> labels;
   std::unordered_set<std::string> seen;  // a field may hold thousands of labels: no scan per label
   auto add = [&](const std::string& label) {
-    if (!label.empty() && seen.insert(label).second) labels.push_back(label);
+    if (!is_blank_text(label) && seen.insert(label).second) labels.push_back(label);  // blank: as text, no value
   };
   if (field.is_list) {
     for (const std::string& item : field.items) add(ascii_trim(item));
@@ -256,7 +256,8 @@ std::string TextRowReader::read_row(const Record& record, TextRow* row, std::str
         return "label column '" + name + "' is a list" +
                (offers(options_, "multi-label") ? " (pass --multi-label for label sets)" : ", expected one label");
       }
-      if (ascii_trim(field.text).empty()) return "label column '" + name + "' is empty";
+      // Blank as text is (Unicode White_Space: a no-break space alone is no label either).
+      if (is_blank_text(field.text)) return "label column '" + name + "' is empty";
       row->tags.push_back(field.text);
     }
   }

@@ -18,7 +18,7 @@
 #include "data/hf_normalizers.h"
 #include "data/hf_pre_tokenizers.h"
 #include "data/hf_unicode.h"
-#include "data/utf8.h"
+#include "core/utf8.h"
 
 namespace bertrain {
 

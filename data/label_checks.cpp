@@ -6,7 +6,7 @@
 #include "core/ascii.h"
 #include "core/count_text.h"
 #include "core/error.h"
-#include "data/utf8.h"
+#include "core/utf8.h"
 
 namespace bertrain {
 

@@ -15,7 +15,7 @@
 #include "core/files.h"
 #include "data/chunked_input.h"
 #include "data/csv_parser.h"
-#include "data/utf8.h"
+#include "core/utf8.h"
 
 namespace bertrain {
 

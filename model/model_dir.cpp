@@ -104,6 +104,10 @@ std::unique_ptr<CheckpointTensors> open_checkpoint(const std::string& dir) {
   const std::string safetensors = dir + "/model.safetensors";
   if (path_exists(safetensors)) {
     require_readable_file(safetensors, "weights file");
+    // A pytorch_model.bin saved under the safetensors name would otherwise be "header length 578712552184433488".
+    BERTRAIN_CHECK(!looks_like_torch_checkpoint(safetensors),
+                   safetensors << ": holds a torch checkpoint (torch.save's format), not safetensors: name it "
+                                  "pytorch_model.bin, or write safetensors (save_pretrained, or bertrain convert)");
     return std::make_unique<SafetensorsTensors>(safetensors);
   }
   const std::string sharded = dir + "/model.safetensors.index.json";

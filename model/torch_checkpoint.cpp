@@ -585,7 +585,7 @@ bool looks_like_torch_checkpoint(const std::string& path) {
   const ssize_t n = ::read(fd, head, sizeof head);
   ::close(fd);
   if (n >= 4 && std::memcmp(head, "PK\x03\x04", 4) == 0) return true;
-  return n >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5;
+  return n >= 4 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5 && head[2] == 0x8a && head[3] == 0x0a;
 }
 
 TorchCheckpoint::TorchCheckpoint(const std::string& path) : path_(path) {

@@ -2,6 +2,8 @@
 // own restricted unpickler, or model.safetensors) as a float32 model.safetensors with the names
 // save_model_dir writes (the family's prefix, its head), plus config.json and the tokenizer's files: a DIR2 swapped in
 // whole, atomically; in DIR itself each file replaced atomically.
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
@@ -39,6 +41,21 @@ struct ConvertSource {
   std::vector<std::pair<std::string, std::string>> tokenizer_files;  // name, bytes
 };
 
+// config.json's text for float32 weights: transformers loads weights in the dtype config.json records ("dtype", or
+// "torch_dtype" before transformers 5), so an fp16 checkpoint's "float16" would load the float32 file as fp16 again.
+// Unchanged when it records float32 or no dtype.
+std::string config_for_float32(const std::string& text) {
+  nlohmann::ordered_json config = nlohmann::ordered_json::parse(text);  // BertConfig::load read it already
+  bool changed = false;
+  for (const char* key : {"dtype", "torch_dtype"}) {
+    if (config.contains(key) && config[key] != "float32") {
+      config[key] = "float32";
+      changed = true;
+    }
+  }
+  return changed ? config.dump(2) + "\n" : text;
+}
+
 ConvertSource read_source(const std::string& dir) {
   const BertConfig config = BertConfig::load(dir + "/config.json");
   const std::unique_ptr<CheckpointTensors> checkpoint = open_checkpoint(dir);
@@ -69,7 +86,7 @@ ConvertSource read_source(const std::string& dir) {
                                                             << shape_string(entry.shape));
     checkpoint->read_float_into(it->second, source.params.data() + entry.offset, entry.numel);
   }
-  source.config_text = read_file(dir + "/config.json", "config file");
+  source.config_text = config_for_float32(read_file(dir + "/config.json", "config file"));
   for (const std::string& name : tokenizer_file_names()) {
     if (file_exists(dir + "/" + name)) source.tokenizer_files.emplace_back(name, read_file(dir + "/" + name, "tokenizer file"));
   }

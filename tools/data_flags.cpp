@@ -1,7 +1,7 @@
 #include "tools/data_flags.h"
 
 #include "core/error.h"
-#include "data/utf8.h"
+#include "core/utf8.h"
 
 namespace bertrain {
 

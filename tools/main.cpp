@@ -13,6 +13,7 @@
 
 #include "core/build_info.h"
 #include "core/error.h"
+#include "core/utf8.h"
 #include "tools/args.h"
 #include "tools/commands.h"
 
@@ -101,10 +102,12 @@ int checked_stdout(int rc) {
 
 // Prints an error line after what stdout holds: with both redirected to one file, a line printed before the error
 // (resuming from ...) came after it.
+// One line of valid UTF-8 whatever the message quotes: a tensor name, a column or a path taken from a file may hold a
+// line feed or bytes that are not UTF-8 (escaped as \xHH), which would split the line or break a reader of stderr.
 void print_error(const std::string& line) {
   std::cout.flush();
   std::fflush(stdout);
-  std::fprintf(stderr, "%s\n", line.c_str());
+  std::fprintf(stderr, "%s\n", bertrain::escape_for_message(line).c_str());
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "data/csv.h"
 #include "tests/data_dir.h"
-#include "data/utf8.h"
+#include "core/utf8.h"
 
 namespace bertrain {
 namespace {

@@ -88,7 +88,7 @@ TEST_F(DatasetTest, MultiLabelFromArraysAndSeparators) {
   const std::string jsonl = write("d.jsonl",
                                   "{\"text\": \"red\", \"labels\": [\"b\", \"a\", \"b\"]}\n"
                                   "{\"text\": \"cat\", \"labels\": []}\n"
-                                  "{\"text\": \"dog\", \"labels\": \" c | a |\"}\n");
+                                  "{\"text\": \"dog\", \"labels\": \" c | a |\\u00a0|\"}\n");
   DatasetOptions options;
   options.command_flags = kTrainFlags;
   options.text_columns = {"text"};
@@ -99,7 +99,7 @@ TEST_F(DatasetTest, MultiLabelFromArraysAndSeparators) {
   const TextDataset data = load_text_dataset(jsonl, tokenizer_, &labels, options);
   EXPECT_EQ(data.tags[0], (std::vector<std::string>{"b", "a"}));  // repeats dropped
   EXPECT_TRUE(data.tags[1].empty());                                // [] is a row without labels
-  EXPECT_EQ(data.tags[2], (std::vector<std::string>{"c", "a"}));  // split, trimmed, empty pieces dropped
+  EXPECT_EQ(data.tags[2], (std::vector<std::string>{"c", "a"}));  // split, trimmed, empty and blank pieces dropped
   EXPECT_EQ(data.examples[0].labels, (std::vector<int>{0, 1}));     // sorted class indices
   EXPECT_EQ(data.examples[2].labels, (std::vector<int>{0, 2}));
   EXPECT_EQ(data.ids, (std::vector<std::string>{"0", "1", "2"}));  // no id column: the row number
@@ -122,6 +122,7 @@ TEST_F(DatasetTest, BadRowsAreErrorsOrSkippedAndCounted) {
                                 "  \ty\n"      // line 3: empty text
                                 "blue\n"       // line 4: one field
                                 "dog\t\n"      // line 5: empty label
+                                "cow\t\xc2\xa0\n"  // line 6: a label of a no-break space, blank as text would be
                                 "green dog\tz\n");
   DatasetOptions options;
   options.command_flags = kTrainFlags;
@@ -132,11 +133,12 @@ TEST_F(DatasetTest, BadRowsAreErrorsOrSkippedAndCounted) {
   options.skip_bad_rows = true;
   const TextDataset data = load_text_dataset(tsv, tokenizer_, nullptr, options);
   EXPECT_EQ(data.raw_text, (std::vector<std::string>{"red cat", "green dog"}));
-  EXPECT_EQ(data.skipped, 3);
-  ASSERT_EQ(data.skip_reasons.size(), 3u);
+  EXPECT_EQ(data.skipped, 4);
+  ASSERT_EQ(data.skip_reasons.size(), 4u);
   EXPECT_NE(data.skip_reasons[1].find(tsv + ":4: has 1 field"), std::string::npos) << data.skip_reasons[1];
   EXPECT_NE(data.skip_reasons[2].find(":5: label column 'label' is empty"), std::string::npos) << data.skip_reasons[2];
-  // Without read_labels the label is not needed: line 5 is good.
+  EXPECT_NE(data.skip_reasons[3].find(":6: label column 'label' is empty"), std::string::npos) << data.skip_reasons[3];
+  // Without read_labels the label is not needed: lines 5 and 6 are good.
   options.read_labels = false;
   EXPECT_EQ(load_text_dataset(tsv, tokenizer_, nullptr, options).skipped, 2);
   // A column the header lacks is always an error; so is a file of bad rows only.

@@ -15,7 +15,7 @@
 #include "data/csv_parser.h"
 #include "data/records.h"
 #include "tests/data_dir.h"
-#include "data/utf8.h"
+#include "core/utf8.h"
 #include "tests/temp_dir.h"
 
 namespace bertrain {

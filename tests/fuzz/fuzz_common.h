@@ -11,7 +11,7 @@
 #include <string>
 
 #include "data/tokenizer.h"
-#include "data/utf8.h"
+#include "core/utf8.h"
 
 namespace bertrain_fuzz {
 

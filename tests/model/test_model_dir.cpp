@@ -135,6 +135,17 @@ TEST_F(ModelDirTest, MissingWeightsFileSaysHowToConvert) {
   expect_load_error(tmp_ + "/nowhere", {"config.json", "cannot open"});
 }
 
+// torch.save's file under the safetensors name is said to be one, not "header length 578712552184433488".
+TEST_F(ModelDirTest, ATorchCheckpointNamedSafetensorsIsNamed) {
+  const std::string dir = tmp_ + "/renamed";
+  save_model_dir(dir, reference_.config, reference_.layout, reference_.params.data(), "");
+  for (const char* torch_file : {"zip_f32.bin", "legacy_f32.bin"}) {
+    std::ifstream in(std::string(BERTRAIN_FIXTURES_DIR) + "/torch_bin/" + torch_file, std::ios::binary);
+    std::ofstream(dir + "/model.safetensors", std::ios::binary) << in.rdbuf();
+    expect_load_error(dir, {"model.safetensors: holds a torch checkpoint", "name it pytorch_model.bin"});
+  }
+}
+
 // A checkpoint in shards (transformers' save_pretrained past max_shard_size): model.safetensors.index.json names each
 // tensor's file; loaded it gives the unsharded checkpoint's parameters exactly. Index mistakes are named.
 TEST_F(ModelDirTest, ShardedCheckpointsLoadAsOne) {

@@ -234,6 +234,10 @@ TEST_F(TorchCheckpointTest, FormatIsDetectedByContentNotName) {
   const std::string zip = write("weights.pkl", slurp(kTorchDir / "zip_f16.bin"));
   EXPECT_TRUE(TorchCheckpoint(zip).is_zip());
   EXPECT_FALSE(looks_like_torch_checkpoint((kReferenceDir / "model.safetensors").string()));
+  EXPECT_TRUE(looks_like_torch_checkpoint(zip));
+  // A safetensors header of 0x280 bytes begins with the bytes of pickle's PROTO 2: not a torch file by that alone.
+  EXPECT_FALSE(looks_like_torch_checkpoint(write("640.safetensors", std::string("\x80\x02\0\0\0\0\0\0", 8) +
+                                                                        "{" + std::string(638, ' ') + "}")));
 }
 
 TEST_F(TorchCheckpointTest, EveryTruncationIsAnError) {

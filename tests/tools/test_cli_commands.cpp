@@ -243,6 +243,29 @@ TEST_F(CliTest, ConvertReplacesAnotherFolderWholeAndNoRunsFolder) {
   EXPECT_TRUE(slurp(suite_run() + "/last/model.safetensors") == weights);
 }
 
+// The weights convert writes are float32, and transformers loads them in the dtype config.json records: a
+// checkpoint saved in fp16 ("dtype": "float16") would load as fp16 again. Its config says float32; a config that says
+// float32 or no dtype is copied byte for byte.
+TEST_F(CliTest, ConvertRecordsFloat32InConfig) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  ASSERT_TRUE(succeeded(run({"convert", suite_run(), "--out", path("half")})));
+  EXPECT_EQ(slurp(path("half/config.json")), slurp(suite_run() + "/best/config.json"));
+  json config = json::parse(slurp(path("half/config.json")));
+  config["dtype"] = "float16";
+  config["torch_dtype"] = "bfloat16";
+  spit(path("half/config.json"), config.dump());
+  ASSERT_TRUE(succeeded(run({"convert", path("half"), "--out", path("full")})));
+  const json converted = json::parse(slurp(path("full/config.json")));
+  EXPECT_EQ(converted["dtype"], "float32");
+  EXPECT_EQ(converted["torch_dtype"], "float32");
+  config.erase("dtype");
+  config.erase("torch_dtype");
+  json rest = converted;
+  rest.erase("dtype");
+  rest.erase("torch_dtype");
+  EXPECT_EQ(rest, config);
+}
+
 // A signal while convert writes stops it before the next file: another DIR2 stays as it was, and its temporary folder
 // is removed (it was left for the next convert to clean up); in place, every file is whole.
 TEST_F(CliTest, ConvertStoppedWhileWritingLeavesNoTemporaryFolder) {

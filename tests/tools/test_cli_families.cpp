@@ -10,6 +10,7 @@
 #include <functional>
 #include <set>
 
+#include "core/utf8.h"
 #include "data/tokenizer_loader.h"
 #include "model/bert_config.h"
 #include "model/bert_params.h"
@@ -155,6 +156,29 @@ TEST_F(CliTest, AOneLabelModelPredictsWithASigmoid) {
   }
   EXPECT_LT(highest, 0.999);
   EXPECT_GT(highest - lowest, 1e-3);  // the texts are told apart
+}
+
+// An error is one line of valid UTF-8 whatever it quotes: a tensor name from a checkpoint with a line feed in it, a
+// path with one and a byte that is not UTF-8 (written as \xHH).
+TEST_F(CliTest, ErrorsAreOneLineOfUtf8WhateverTheyQuote) {
+  const LoadedModel loaded = load_model_dir(model(), {}, 0);
+  const fs::path dir = dir_ / "odd_names";
+  save_model_dir(dir.string(), loaded.config, loaded.layout, loaded.params.data(), model());
+  SafetensorsWriter writer;
+  for (const ParamEntry& e : loaded.layout.entries()) writer.add_f32(e.name, e.shape, loaded.params.data() + e.offset);
+  const float extra[2] = {0, 0};
+  writer.add_f32("bert.extra\nsecond line", {2}, extra);
+  writer.write((dir / "model.safetensors").string());
+  const RunResult named = run({"predict", "--model", dir.string(), "--text", "a text"});
+  EXPECT_EQ(named.exit_code, 2) << named.describe();
+  EXPECT_NE(named.err.find("unexpected tensor 'bert.extra\\x0Asecond line'"), std::string::npos) << named.describe();
+  const RunResult path_named = run({"predict", "--model", path("no\nsuch\xff"), "--text", "a text"});
+  EXPECT_EQ(path_named.exit_code, 2) << path_named.describe();
+  EXPECT_NE(path_named.err.find("no\\x0Asuch\\xFF"), std::string::npos) << path_named.describe();
+  for (const RunResult* r : {&named, &path_named}) {
+    EXPECT_EQ(std::count(r->err.begin(), r->err.end(), '\n'), 1) << r->err;
+    EXPECT_TRUE(is_valid_utf8(r->err)) << r->err;
+  }
 }
 
 // Two logits an ulp apart round to one probability. evaluate predicts the arg-max of the logits (Made-With-ML's

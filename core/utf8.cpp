@@ -1,5 +1,5 @@
 // UTF-8 sequences and escaping (see utf8.h).
-#include "data/utf8.h"
+#include "core/utf8.h"
 
 #include <cstdio>
 
