@@ -40,6 +40,7 @@ set(BERTRAIN_CORE_SOURCES
   data/byte_trie.cpp
   data/tokenizer.cpp
   data/base64.cpp
+  data/hf_json.cpp
   data/hf_normalizers.cpp
   data/hf_pre_tokenizers.cpp
   data/hf_models.cpp

@@ -44,7 +44,48 @@ class DepthCheck final : public nlohmann::json_sax<nlohmann::json> {
   int containers_ = 0;
 };
 
+// nlohmann's own builder of a value from parse events, except that each float is read from its text by `read_float`.
+class FloatReadingDom {
+ public:
+  using json = nlohmann::json;
+  FloatReadingDom(json* result, double (*read_float)(const std::string&)) : dom_(*result), read_float_(read_float) {}
+
+  bool null() { return dom_.null(); }
+  bool boolean(bool v) { return dom_.boolean(v); }
+  bool number_integer(json::number_integer_t v) { return dom_.number_integer(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return dom_.number_unsigned(v); }
+  bool number_float(json::number_float_t, const json::string_t& text) {
+    return dom_.number_float(read_float_(text), text);
+  }
+  bool string(json::string_t& v) { return dom_.string(v); }
+  bool binary(json::binary_t& v) { return dom_.binary(v); }
+  bool key(json::string_t& v) { return dom_.key(v); }
+  bool start_object(std::size_t n) { return dom_.start_object(n); }
+  bool start_array(std::size_t n) { return dom_.start_array(n); }
+  bool end_object() { return dom_.end_object(); }
+  bool end_array() { return dom_.end_array(); }
+  template <class Exception>
+  bool parse_error(std::size_t position, const std::string& token, const Exception& e) {
+    return dom_.parse_error(position, token, e);  // throws e, as json::parse does
+  }
+
+ private:
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  double (*read_float_)(const std::string&);
+};
+
 }  // namespace
+
+nlohmann::json parse_json_bounded(const std::string& text, bool* too_deep, double (*read_float)(const std::string&)) {
+  DepthCheck depth;
+  nlohmann::json::sax_parse(text, &depth);
+  *too_deep = depth.too_deep;
+  if (*too_deep) return nlohmann::json();
+  nlohmann::json value;
+  FloatReadingDom dom(&value, read_float);
+  nlohmann::json::sax_parse(text, &dom);
+  return value;
+}
 
 nlohmann::json parse_json_bounded(const std::string& text, bool* too_deep) {
   // Not json::parse with a callback that drops what is too deep: nlohmann's callback parser searches an array's

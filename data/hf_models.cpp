@@ -91,6 +91,7 @@ class WordPieceModel final : public VocabModel {
     set_unk(at, at.get_str("unk_token", "[UNK]"));
     prefix_ = at.get_str("continuing_subword_prefix", "##");
     max_chars_ = at.has("max_input_chars_per_word") ? at.at("max_input_chars_per_word").integer() : 100;
+    if (max_chars_ < 0) at.at("max_input_chars_per_word").fail("must not be negative (a count of characters)");
     std::vector<std::pair<std::string, int32_t>> all, cont;
     std::vector<std::pair<std::string, int32_t>> sorted(vocab_.begin(), vocab_.end());
     std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
@@ -343,7 +344,7 @@ class BpeModel final : public VocabModel {
 
 class UnigramModel : public Model {
  public:
-  explicit UnigramModel(const JsonAt& at) {
+  explicit UnigramModel(const JsonAt& at) : source_(*at.source) {
     const JsonAt vocab = at.at("vocab");
     const std::size_t n = vocab.size();
     if (n == 0) vocab.fail("empty Unigram vocabulary");
@@ -399,7 +400,8 @@ class UnigramModel : public Model {
         Node& t = sc.nodes[start + mblen];
         const double cand = unk_score + here;
         if (t.start < 0 || cand > t.score) {
-          BERTRAIN_CHECK(unk_ >= 0, "Unigram model: a character has no piece and the model has no unk_id");
+          if (unk_ < 0) throw InputError(source_ + ": a character of the text has no piece and the Unigram model has no "
+                                                   "unk_id (the tokenizers package fails on it too)");
           t.score = cand;
           t.start = static_cast<int64_t>(start);
           t.id = unk_;
@@ -443,7 +445,8 @@ class UnigramModel : public Model {
           continue;
         }
       }
-      BERTRAIN_CHECK(unk_ >= 0, "Unigram model: a piece is unknown and the model has no unk_id");
+      if (unk_ < 0) throw InputError(source_ + ": a piece of the text is unknown and the Unigram model has no unk_id "
+                                               "(the tokenizers package fails on it too)");
       out->push_back(unk_);
     }
     release_if_large(sc.nodes);  // a long word's (core/scratch.h)
@@ -474,6 +477,7 @@ class UnigramModel : public Model {
     return s;
   }
 
+  std::string source_;  // the file, for errors found while encoding
   std::vector<std::string> pieces_;
   std::vector<double> scores_;
   std::unordered_map<std::string, int32_t> ids_;

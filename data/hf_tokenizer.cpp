@@ -217,7 +217,8 @@ HfTokenizer HfTokenizer::load(const std::string& path) {
   nlohmann::json json;
   bool too_deep = false;
   try {
-    json = parse_json_bounded(data, &too_deep);
+    // Numbers as the tokenizers library reads them: a Unigram model's scores decide its ties.
+    json = parse_json_bounded(data, &too_deep, &hf::read_json_number_as_tokenizers);
   } catch (const nlohmann::json::exception& e) {
     BERTRAIN_FAIL(path << ": not valid JSON: " << e.what());
   }

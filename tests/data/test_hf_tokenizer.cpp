@@ -13,9 +13,12 @@
 #include <utf8proc.h>
 
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -23,6 +26,7 @@
 
 #include "core/error.h"
 #include "data/base64.h"
+#include "data/hf_json.h"
 #include "data/hf_normalizers.h"
 #include "data/hf_pre_tokenizers.h"
 #include "data/hf_tokenizer.h"
@@ -77,6 +81,71 @@ TEST(HfTokenizer, ByteLevelBpeMatchesTokenizers) { expect_fixture("bpe_bytelevel
 TEST(HfTokenizer, UnigramPrecompiledMatchesTokenizers) { expect_fixture("unigram_xlmr"); }
 // The same model as transformers 4.x's converter wrote it: Strip and Replace(Regex " {2,}") after Precompiled.
 TEST(HfTokenizer, UnigramSpmConverterMatchesTokenizers) { expect_fixture("unigram_spm_converter"); }
+// JSON numbers as the tokenizers package (serde_json) reads them: each text's double as Rust gave it back
+// (tests/reference/make_tokenizer_fixtures.py's serde_json_f64 was checked against it on 6,000 texts), beside the
+// correctly rounded one where they differ (two roundings: the digits to a double, then a division by 10^k).
+TEST(HfTokenizer, JsonNumbersAreReadAsSerdeJsonReadsThem) {
+  const struct {
+    const char* text;
+    uint64_t bits;
+  } cases[] = {
+    {"-10.123456789012345", 0xc0243f35ba6e8decull},  // correctly rounded: 0xc0243f35ba6e8dec
+    {"0.1", 0x3fb999999999999aull},  // correctly rounded: 0x3fb999999999999a
+    {"-0.30000000000000004", 0xbfd3333333333334ull},  // correctly rounded: 0xbfd3333333333334
+    {"123456789012345678901234567890", 0x45f8ee90ff6c373eull},  // correctly rounded: 0x45f8ee90ff6c373e
+    {"1.5e-320", 0x0000000000000bdcull},  // correctly rounded: 0x0000000000000bdc
+    {"-3.4440254045214767", 0xc00b8d5d30f81a72ull},  // correctly rounded: 0xc00b8d5d30f81a72
+    {"99999999999999999999.5", 0x4415af1d78b58c40ull},  // correctly rounded: 0x4415af1d78b58c40
+    {"0.000000000000000000001234567890123456789", 0x3b97520105bbfffbull},  // correctly rounded: 0x3b97520105bbfffb
+    {"-0", 0x8000000000000000ull},  // correctly rounded: 0x8000000000000000
+    {"5e-324", 0x0000000000000001ull},  // correctly rounded: 0x0000000000000001
+    {"-11.747696576997939", 0xc0277ed215f31319ull},  // correctly rounded: 0xc0277ed215f31318
+    {"-3.6932068770975324", 0xc00d8bb00c13f835ull},  // correctly rounded: 0xc00d8bb00c13f834
+    {"-12.597654404336039", 0xc02931ffc211de08ull},  // correctly rounded: 0xc02931ffc211de07
+    {"-1.8824691245843694", 0xbffe1e97f1dd1d27ull},  // correctly rounded: 0xbffe1e97f1dd1d26
+    {"-13.868769650824781", 0xc02bbccf602c197bull},  // correctly rounded: 0xc02bbccf602c197c
+    {"-19.953124009261686", 0xc033f3ffef60cfb5ull},  // correctly rounded: 0xc033f3ffef60cfb4
+    {"-1.4044699911985181", 0xbff678b5868693a1ull},  // correctly rounded: 0xbff678b5868693a2
+    {"-19.607178823485842", 0xc0339b701245b208ull},  // correctly rounded: 0xc0339b701245b209
+    {"-1.4607668766739579", 0xbff75f4d16a650c1ull},  // correctly rounded: 0xbff75f4d16a650c0
+    {"-19.281524331875282", 0xc0334811fa866ebdull},  // correctly rounded: 0xc0334811fa866ebe
+    {"-14.637884314287007", 0xc02d4698c5d8fcf9ull},  // correctly rounded: 0xc02d4698c5d8fcf8
+    {"-15.453793795456463", 0xc02ee857a90d39f9ull},  // correctly rounded: 0xc02ee857a90d39f8
+    {"-11.491424908598951", 0xc026fb9c0badbe9dull},  // correctly rounded: 0xc026fb9c0badbe9c
+    {"-3.6565543155737035", 0xc00d409f8c8b7e66ull},  // correctly rounded: 0xc00d409f8c8b7e67
+    {"-3.7960133192652012", 0xc00e5e3c3b2b6545ull},  // correctly rounded: 0xc00e5e3c3b2b6544
+    {"-12.070684295668869", 0xc0282430bb647a27ull},  // correctly rounded: 0xc0282430bb647a28
+    {"-3.5086679353171846", 0xc00c11c07e95b071ull},  // correctly rounded: 0xc00c11c07e95b070
+    {"-1.2091115186509693", 0xbff3588551dd2a37ull},  // correctly rounded: 0xbff3588551dd2a38
+    {"-12.723690431540257", 0xc02972878d5fc97cull},  // correctly rounded: 0xc02972878d5fc97d
+    {"-14.609959618905641", 0xc02d384ca08e2923ull},  // correctly rounded: 0xc02d384ca08e2924
+    {"-14.073812384835547", 0xc02c25cabca5d120ull},  // correctly rounded: 0xc02c25cabca5d11f
+    {"-12.499210933188385", 0xc028ff98934fb312ull},  // correctly rounded: 0xc028ff98934fb313
+    {"-14.564141531310957", 0xc02d20d728a69782ull},  // correctly rounded: 0xc02d20d728a69783
+    {"-13.317981250673427", 0xc02aa2ce7040c461ull},  // correctly rounded: 0xc02aa2ce7040c460
+    {"-11.662143755078823", 0xc0275304819aa0ddull},  // correctly rounded: 0xc0275304819aa0dc
+    {"-9.929340832046439", 0xc023dbd28fc0f42bull},  // correctly rounded: 0xc023dbd28fc0f42a
+    {"-14.224355230352135", 0xc02c72deb0521913ull},  // correctly rounded: 0xc02c72deb0521912
+    {"-12.514671164747373", 0xc0290782fa999181ull},  // correctly rounded: 0xc0290782fa999182
+    {"-9.877507339737905", 0xc023c148a45c5938ull},  // correctly rounded: 0xc023c148a45c5939
+    {"-14.172618580023995", 0xc02c58617667c522ull},  // correctly rounded: 0xc02c58617667c521
+  };
+  int differ_from_strtod = 0;
+  for (const auto& c : cases) {
+    const double got = hf::read_json_number_as_tokenizers(c.text);
+    uint64_t bits = 0;
+    std::memcpy(&bits, &got, sizeof bits);
+    EXPECT_EQ(bits, c.bits) << c.text;
+    differ_from_strtod += std::strtod(c.text, nullptr) != got;
+  }
+  EXPECT_EQ(differ_from_strtod, 30);  // the cases after the first ten were chosen so
+  EXPECT_EQ(hf::read_json_number_as_tokenizers("1e400"), std::numeric_limits<double>::infinity());
+  EXPECT_EQ(hf::read_json_number_as_tokenizers("1e-99999999999"), 0.0);
+}
+
+// Scores written with 17 digits, read as the tokenizers package reads them (serde_json's two roundings): read
+// correctly rounded, segmentations that tie in Rust did not, and repeated pieces came out in another order.
+TEST(HfTokenizer, UnigramScoresAreReadAsTokenizersReadsThem) { expect_fixture("unigram_trained_scores"); }
 TEST(HfTokenizer, CasedWordPieceMatchesTokenizers) { expect_fixture("wordpiece_cased"); }
 // Older checkpoints' files, as transformers builds a tokenizer from them.
 TEST(TokenizerFiles, RobertaVocabAndMergesWithSettingsMatchTransformers) { expect_files_fixture("roberta_files"); }
@@ -117,6 +186,37 @@ TEST(HfTokenizer, CircledLettersAreWordCharactersAsInRust) {
   EXPECT_EQ(enc.ids, (std::vector<int32_t>{1, 5, 4, 2}));
   HfTokenizer::load(kDir + "bpe_bytelevel/tokenizer.json").encode("\u24B6deep learning", 512, &enc);
   EXPECT_EQ(enc.ids, (std::vector<int32_t>{0, 162, 244, 118, 287, 341, 375, 2}));  // "deep learning" not a word here
+}
+
+// A Unigram model without unk_id fails only on a text it has no piece for, as Rust does, but as the input's error
+// (exit 2) naming the file; a negative max_input_chars_per_word is refused when loaded, as Rust refuses it.
+TEST(HfTokenizer, WhatAModelCannotDoIsNamed) {
+  const nlohmann::json unigram = nlohmann::json::parse(R"({
+    "version": "1.0", "truncation": null, "padding": null, "added_tokens": [], "normalizer": null,
+    "pre_tokenizer": null, "decoder": null,
+    "post_processor": {"type": "TemplateProcessing",
+      "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                 {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+      "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+      "special_tokens": {"<s>": {"id": "<s>", "ids": [0], "tokens": ["<s>"]},
+                         "</s>": {"id": "</s>", "ids": [1], "tokens": ["</s>"]}}},
+    "model": {"type": "Unigram", "vocab": [["<s>", 0.0], ["</s>", 0.0], ["a", -1.0], ["b", -2.0]],
+              "byte_fallback": false}})");
+  const HfTokenizer tok = HfTokenizer::from_json(unigram, "uni/tokenizer.json");
+  Encoding enc;
+  tok.encode("abba", 512, &enc);
+  EXPECT_EQ(enc.ids, (std::vector<int32_t>{0, 2, 3, 3, 2, 1}));
+  try {
+    tok.encode("abc", 512, &enc);
+    ADD_FAILURE() << "an unknown character without unk_id was encoded";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("uni/tokenizer.json: a character of the text has no piece"), std::string::npos)
+        << e.what();
+  }
+  nlohmann::json wordpiece = nlohmann::json::parse(R"({"model": {"type": "WordPiece", "unk_token": "[UNK]",
+    "max_input_chars_per_word": -1, "vocab": {"[UNK]": 0, "a": 1}}})");
+  expect_error([&] { HfTokenizer::from_json(wordpiece, "wp/tokenizer.json"); },
+               {"wp/tokenizer.json: model.max_input_chars_per_word: must not be negative"});
 }
 
 // NFC, NFD, NFKC and NFKD give utf8proc's own normalization (utf8proc_map, which sorts marks by swapping neighbours)

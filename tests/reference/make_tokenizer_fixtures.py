@@ -34,6 +34,10 @@ Cases:
                   strip_accents=false), pre-tokenizer Sequence[WhitespaceSplit, Punctuation, Digits(individual)],
                   [CLS] ... [SEP] template.
   minilm          models/all-MiniLM-L6-v2/tokenizer.json (uncased BERT WordPiece), copied.
+  unigram_trained_scores  a Unigram model trained by the tokenizers package itself (NFKD + Lowercase, WhitespaceSplit
+                  + Metaspace), whose scores it writes with 17 digits, which its own reader (serde_json) takes an ulp
+                  off the correctly rounded value in about one case of five; strings of repeated pieces, whose
+                  segmentations tie, besides the usual ones.
 
 Strings: Made-With-ML titles, descriptions and both joined (real), plus seeded adversarial ones (accents and
 combining marks, CJK, Hangul, emoji with ZWJ and skin tones, control and zero-width characters, Unicode
@@ -42,8 +46,8 @@ expected.jsonl: one {"text", "ids"} per string with truncation at max_length 512
 truncation=True, max_length=512), then rows with a "max_length" field at small lengths.
 
 Deterministic for the pinned versions (requirements.txt: tokenizers, transformers, sentencepiece, protobuf) but
-for wordpiece_cased (the WordPiece trainer breaks ties in hash order): keep its committed files unless it is the
-case being changed.
+for wordpiece_cased (the WordPiece trainer breaks ties in hash order) and unigram_trained_scores (the Unigram
+trainer's threads): keep their committed files unless it is the case being changed.
 Usage: python tests/reference/make_tokenizer_fixtures.py [--out tests/fixtures/tokenizers] [--cases NAME,...]
 (--cases writes those cases alone; the cases built from another case's files read that case's committed files)
 """
@@ -164,6 +168,123 @@ def train_wordpiece(texts):
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
         special_tokens=[("[CLS]", tok.token_to_id("[CLS]")), ("[SEP]", tok.token_to_id("[SEP]"))])
     return tok
+
+
+def train_tokenizers_unigram(texts):
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+
+    tok = Tokenizer(models.Unigram())
+    tok.normalizer = normalizers.Sequence([normalizers.NFKD(), normalizers.Lowercase()])
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Metaspace()])
+    trainer = trainers.UnigramTrainer(vocab_size=12000, show_progress=False, unk_token="<unk>",
+                                      special_tokens=["<s>", "<pad>", "</s>", "<unk>"])
+    tok.train_from_iterator(texts, trainer)
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", special_tokens=[("<s>", tok.token_to_id("<s>")), ("</s>", tok.token_to_id("</s>"))])
+    return tok
+
+
+def serde_json_f64(text):
+    """A JSON number's text as serde_json (without float_roundtrip) reads it, as data/hf_json.cpp does: the digits
+    as a 64-bit integer (later ones dropped), to double, then one multiplication or division by a power of ten."""
+    u64 = 2**64 - 1
+    pos, i, sig, exp = text[0] != "-", 1 if text[0] == "-" else 0, 0, 0
+    def overflows(a, d):
+        return a >= u64 // 10 and (a > u64 // 10 or d > u64 % 10)
+    while i < len(text) and text[i].isdigit():
+        if overflows(sig, int(text[i])):
+            while i < len(text) and text[i].isdigit():
+                i, exp = i + 1, exp + 1
+            break
+        sig, i = sig * 10 + int(text[i]), i + 1
+    if i < len(text) and text[i] == ".":
+        i += 1
+        while i < len(text) and text[i].isdigit():
+            if overflows(sig, int(text[i])):
+                while i < len(text) and text[i].isdigit():
+                    i += 1
+                break
+            sig, exp, i = sig * 10 + int(text[i]), exp - 1, i + 1
+    if i < len(text) and text[i] in "eE":
+        i += 1
+        sign = -1 if text[i] == "-" else 1
+        i += text[i] in "+-"
+        exp += sign * int(text[i:])
+    f = float(sig)
+    while abs(exp) > 308:  # the scores never come here; kept for the algorithm's sake
+        if f == 0.0:
+            break
+        f, exp = f / 1e308, exp + 308
+    f = f * float("1e%d" % exp) if exp >= 0 else f / float("1e%d" % -exp)
+    return f if pos else -f
+
+
+def correctly_read_twin(tok):
+    """tok (a tokenizer trained in memory, its scores exact) written as a tokenizer.json whose every score is a text
+    serde_json reads as the correctly rounded value of the text tok writes: Rust's tokenizer as a correct reader
+    would see tok's file."""
+    import decimal
+    from tokenizers import Tokenizer
+
+    doc = json.loads(tok.to_str())
+    texts = []
+    for piece, score in doc["model"]["vocab"]:
+        want = float(repr(score))
+        text = repr(score)
+        if serde_json_f64(text) != want:
+            digits = decimal.Decimal(want)  # exact; its first 17 to 20 digits, nudged, until serde reads `want`
+            for width in (17, 18, 19, 20):
+                q = decimal.Context(prec=width).create_decimal(digits)
+                sign, ds, e = q.as_tuple()
+                n = int("".join(map(str, ds)))
+                found = None
+                for step in range(0, 40):
+                    for cand in (n + step, n - step):
+                        t = ("-" if sign else "") + str(cand) + "e" + str(e)
+                        if serde_json_f64(t) == want:
+                            found = t
+                            break
+                    if found:
+                        break
+                if found:
+                    text = found
+                    break
+            assert serde_json_f64(text) == want, (piece, score)
+        texts.append(text)
+    doc["model"]["vocab"] = [[p, "@%d@" % k] for k, (p, _) in enumerate(doc["model"]["vocab"])]
+    raw = json.dumps(doc, ensure_ascii=False)
+    for k, t in enumerate(texts):
+        raw = raw.replace('"@%d@"' % k, t, 1)
+    twin = Tokenizer.from_str(raw)
+    # Rust's own reading of the twin is the correctly rounded one (its writer round-trips what it read).
+    read = json.loads(twin.to_str())["model"]["vocab"]
+    assert all(r[1] == float(repr(s)) for r, (_, s) in zip(read, doc_scores(tok))), "the twin is not read correctly"
+    return twin
+
+
+def doc_scores(tok):
+    return json.loads(tok.to_str())["model"]["vocab"]
+
+
+def tie_strings(tok, candidates, seed=99):
+    """Pieces of the model repeated, joined without spaces, whose segmentations tie: those on which Rust's reading
+    of the scores and a correct reading give other ids (all of them), then others of the same making."""
+    from tokenizers import Tokenizer
+
+    twin = correctly_read_twin(tok)
+    as_read = Tokenizer.from_str(tok.to_str())  # what the fixture's file gives Rust (tok holds the exact scores)
+    pieces = [p for p, _ in doc_scores(tok) if p.isalpha() and 1 <= len(p) <= 6]
+    rng = random.Random(seed)
+    made = []
+    for _ in range(candidates):
+        a, b, c = rng.choice(pieces), rng.choice(pieces), rng.choice(pieces)
+        k = rng.randint(2, 14)
+        made.append(rng.choice([a * k, (a + b) * (k // 2 + 1), a[0] + b * k, c + a * k, a * k + c,
+                                (a + b + c) * (k // 3 + 1)]))
+    differ = [t for t in made if as_read.encode(t).ids != twin.encode(t).ids]
+    print(f"unigram_trained_scores: {len(differ)} of {candidates} repeated-piece strings tie otherwise when read "
+          f"correctly")
+    return differ + made[:300]
 
 
 def train_unigram(texts, work):
@@ -386,6 +507,9 @@ def main():
                 "config.json": json.dumps({"model_type": "camembert"})}, some_strings)
         if want("wordpiece_cased"):
             write_case(args.out, "wordpiece_cased", train_wordpiece(train_texts), strings)
+    if want("unigram_trained_scores"):
+        tok = train_tokenizers_unigram(train_texts)
+        write_case(args.out, "unigram_trained_scores", tok, strings + tie_strings(tok, 40000))
     if want("minilm"):
         write_case(args.out, "minilm", Tokenizer.from_file(MINILM), strings)
     # Vocabularies from two of the tokenizer.json files above; each case's directory holds its own files.
