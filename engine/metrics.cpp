@@ -69,6 +69,23 @@ std::size_t decode_utf8(const std::string& s, std::size_t i, uint32_t* cp) {
   return len;
 }
 
+// Each class's true positives and its row and column sums, without the matrix: C² cells for tens of thousands of
+// classes would not fit in memory.
+struct ClassCounts {
+  std::vector<long> hits, true_count, pred_count;
+};
+
+ClassCounts count_classes(const std::vector<int>& y_true, const std::vector<int>& y_pred, int num_classes) {
+  check_labels(y_true, y_pred, num_classes);
+  ClassCounts n{std::vector<long>(num_classes, 0), std::vector<long>(num_classes, 0), std::vector<long>(num_classes, 0)};
+  for (std::size_t i = 0; i < y_true.size(); ++i) {
+    ++n.true_count[y_true[i]];
+    ++n.pred_count[y_pred[i]];
+    if (y_true[i] == y_pred[i]) ++n.hits[y_true[i]];
+  }
+  return n;
+}
+
 }  // namespace
 
 // Counts are small integers, exact in double; the operations below are sklearn's, in its order.
@@ -170,37 +187,23 @@ std::vector<std::vector<long>> confusion_matrix(const std::vector<int>& y_true, 
 
 std::vector<ClassMetrics> per_class_metrics(const std::vector<int>& y_true, const std::vector<int>& y_pred,
                                             int num_classes) {
-  // Each class's row and column sums and its diagonal, without the matrix: C² cells for tens of thousands of
-  // classes would not fit in memory.
-  check_labels(y_true, y_pred, num_classes);
-  std::vector<long> hits(num_classes, 0), true_count(num_classes, 0), pred_count(num_classes, 0);
-  for (std::size_t i = 0; i < y_true.size(); ++i) {
-    ++true_count[y_true[i]];
-    ++pred_count[y_pred[i]];
-    if (y_true[i] == y_pred[i]) ++hits[y_true[i]];
-  }
+  const ClassCounts n = count_classes(y_true, y_pred, num_classes);
   std::vector<ClassMetrics> result(num_classes);
-  for (int c = 0; c < num_classes; ++c) result[c] = metrics_from_counts(hits[c], true_count[c], pred_count[c]);
+  for (int c = 0; c < num_classes; ++c) result[c] = metrics_from_counts(n.hits[c], n.true_count[c], n.pred_count[c]);
   return result;
 }
 
 ClassMetrics weighted_metrics(const std::vector<int>& y_true, const std::vector<int>& y_pred, int num_classes) {
-  check_labels(y_true, y_pred, num_classes);
+  const ClassCounts n = count_classes(y_true, y_pred, num_classes);
   // sklearn's labels=None: the classes in y_true or y_pred, in order. A class in neither weighs 0 but would move the
   // others within numpy's pairwise sum, so it is left out as there; then np.average as label_averages computes it
   // (products stored, then summed pairwise: no fused multiply-add, bit for bit numpy's).
-  std::vector<long> hits(num_classes, 0), true_count(num_classes, 0), pred_count(num_classes, 0);
-  for (std::size_t i = 0; i < y_true.size(); ++i) {
-    ++true_count[y_true[i]];
-    ++pred_count[y_pred[i]];
-    if (y_true[i] == y_pred[i]) ++hits[y_true[i]];
-  }
   std::vector<long> tp, trues, preds;
   for (int c = 0; c < num_classes; ++c) {
-    if (true_count[c] == 0 && pred_count[c] == 0) continue;
-    tp.push_back(hits[c]);
-    trues.push_back(true_count[c]);
-    preds.push_back(pred_count[c]);
+    if (n.true_count[c] == 0 && n.pred_count[c] == 0) continue;
+    tp.push_back(n.hits[c]);
+    trues.push_back(n.true_count[c]);
+    preds.push_back(n.pred_count[c]);
   }
   ClassMetrics m = label_averages(tp, trues, preds).weighted;
   m.support = static_cast<long>(y_true.size());
