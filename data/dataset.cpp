@@ -148,6 +148,39 @@ std::string delimiter_hint(const std::vector<std::string>& header, RecordFormat 
   return "";
 }
 
+// A header name that is `wanted` but for surrounding spaces, a byte-order mark or case (` title`, "\xEF\xBB\xBFtitle"
+// after a second BOM, `Title`): "; the header has ' title' (names are matched as written)", else "".
+std::string near_name_hint(const std::vector<std::string>& header, const std::string& wanted) {
+  const auto plain = [](std::string name) {
+    static const std::string edges[] = {" ", "\t", "\xEF\xBB\xBF"};
+    const auto strip = [&name](const std::string& edge) {  // one edge off either end; whether there was one
+      if (name.size() < edge.size()) return false;
+      if (name.compare(0, edge.size(), edge) == 0) {
+        name.erase(0, edge.size());
+        return true;
+      }
+      if (name.compare(name.size() - edge.size(), edge.size(), edge) == 0) {
+        name.erase(name.size() - edge.size());
+        return true;
+      }
+      return false;
+    };
+    while (std::any_of(std::begin(edges), std::end(edges), strip)) {
+    }
+    return ascii_lower(name);
+  };
+  for (const std::string& name : header) {
+    if (name != wanted && plain(name) == plain(wanted)) {
+      std::string shown = escape_for_message(name);
+      for (std::size_t at = shown.find("\xEF\xBB\xBF"); at != std::string::npos; at = shown.find("\xEF\xBB\xBF")) {
+        shown.replace(at, 3, "\\uFEFF");
+      }
+      return "; the header has '" + shown + "' (names are matched as written: spaces, case and a byte-order mark count)";
+    }
+  }
+  return "";
+}
+
 // The columns a reader asks for: the text columns, then the label column, then the id column.
 std::vector<std::string> requested_columns(const DatasetOptions& options) {
   BERTRAIN_CHECK(!options.text_columns.empty(), "--text-columns names no column");
@@ -176,16 +209,19 @@ TextRowReader::TextRowReader(const std::string& path, const Tokenizer& tokenizer
   for (std::size_t i = 0; i < options.text_columns.size(); ++i) {
     BERTRAIN_CHECK(records_.has_column(i),
                    path << ": missing text column '" << options.text_columns[i] << "' " << columns
+                        << near_name_hint(records_.header(), options.text_columns[i])
                         << (why_not.empty() ? hint(options, "text-columns", "; choose with --text-columns") : why_not)
                         << ")");
   }
   if (options.id_column_given) {
     BERTRAIN_CHECK(records_.has_column(id_field_), path << ": missing id column '" << options.id_column << "' "
-                                                        << columns << "; choose with --id-column)");
+                                                        << columns << near_name_hint(records_.header(), options.id_column)
+                                                        << "; choose with --id-column)");
   }
   if (options.read_labels) {
     BERTRAIN_CHECK(records_.has_column(label_field_),
                    path << ": missing label column '" << options.label_column << "' " << columns
+                        << near_name_hint(records_.header(), options.label_column)
                         << (why_not.empty() ? hint(options, "label-column", "; choose with --label-column") : why_not)
                         << ")");
   }
