@@ -172,6 +172,7 @@ struct RecordReader::State {
   std::vector<std::string> columns;
   std::vector<std::string> header;
   std::vector<int> header_index;  // CSV/TSV: columns[i]'s position in the header, or -1
+  std::vector<bool> last_use;     // whether no later column is at columns[i]'s position
   ChunkedInput input;
   // CSV/TSV
   std::unique_ptr<CsvParser> csv;
@@ -196,6 +197,10 @@ void RecordReader::State::read_header() {
     const auto at = std::find(header.begin(), header.end(), name);
     header_index.push_back(at == header.end() ? -1 : static_cast<int>(at - header.begin()));
   }
+  for (std::size_t i = 0; i < columns.size(); ++i) {
+    last_use.push_back(std::find(header_index.begin() + static_cast<long>(i) + 1, header_index.end(), header_index[i]) ==
+                       header_index.end());
+  }
 }
 
 bool RecordReader::State::next_csv(Record* out) {
@@ -215,7 +220,14 @@ bool RecordReader::State::next_csv(Record* out) {
       reset(&field);
       if (header_index[i] < 0) continue;
       field.present = true;
-      field.text = row.fields[static_cast<std::size_t>(header_index[i])];
+      // The row's field is taken, not copied (a field of hundreds of megabytes was held twice), and gets the
+      // record's old buffer to fill next; a column asked for twice (text and id) is copied for its earlier uses.
+      std::string& value = row.fields[static_cast<std::size_t>(header_index[i])];
+      if (last_use[i]) {
+        field.text.swap(value);
+      } else {
+        field.text = value;
+      }
     }
     return true;
   }

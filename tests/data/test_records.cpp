@@ -124,6 +124,22 @@ TEST(RecordCsv, QuotesNewlinesCrlfBomAndAMissingColumn) {
   EXPECT_FALSE(reader.next(&r));  // stays at the end
 }
 
+// A column asked for twice (the text column as the id, as `predict --id-column title` asks) gives its value to both,
+// row after row: the reader hands the row's field over to its last use and copies it for the others.
+TEST(RecordCsv, AColumnAskedForTwiceFillsBoth) {
+  TempDir dir("bertrain_records");
+  const std::string path = write_file(dir, "d.csv", "title,tag\nfirst title,a\n" + std::string(100000, 'x') + ",b\nshort,c\n");
+  EXPECT_EQ(read_all(path, RecordFormat::kCsv, {"title", "tag", "title"}).size(), 3u);
+  RecordReader reader(path, RecordFormat::kCsv, {"title", "tag", "title"});
+  Record r;
+  ASSERT_TRUE(reader.next(&r));
+  EXPECT_EQ(texts(r), (Texts{"first title", "a", "first title"}));
+  ASSERT_TRUE(reader.next(&r));
+  EXPECT_EQ(texts(r), (Texts{std::string(100000, 'x'), "b", std::string(100000, 'x')}));
+  ASSERT_TRUE(reader.next(&r));
+  EXPECT_EQ(texts(r), (Texts{"short", "c", "short"}));
+}
+
 TEST(RecordTsv, TabDelimiterWithQuotesAsPythonsCsvModule) {
   TempDir dir("bertrain_records");
   const std::string path = write_file(dir, "d.tsv",
