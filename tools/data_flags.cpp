@@ -41,6 +41,15 @@ std::vector<std::string> dataset_flags_of(const ArgParser& p) {
   return flags;
 }
 
+std::string data_file(const ArgParser& p, const std::string& command) {
+  if (p.get("data") != "-") return p.get("data");
+  if (p.get("format") == "auto") {
+    throw UsageError(command + ": --data - reads standard input, which has no extension: give --format csv, tsv or "
+                     "jsonl");
+  }
+  return "/dev/stdin";
+}
+
 void apply_data_flags(const ArgParser& p, DatasetOptions* options) {
   options->command_flags = dataset_flags_of(p);
   // A flag given with an empty value is a mistake, not "the default": --text-columns "" must not train on

@@ -21,6 +21,11 @@ void apply_data_flags(const ArgParser& p, DatasetOptions* options);
 // The dataset flags `p` declares, for DatasetOptions::command_flags: what messages about a file may suggest.
 std::vector<std::string> dataset_flags_of(const ArgParser& p);
 
+// --data's file as `command` opens it: "-" is standard input (/dev/stdin), which has no extension to tell its format,
+// so --format must be given with it (UsageError otherwise). For predict, tokenize and evaluate, which read their
+// data once.
+std::string data_file(const ArgParser& p, const std::string& command);
+
 // A text given on the command line (--text, --title, --description) must be UTF-8, as a dataset file's text must:
 // throws UsageError naming `flag` and quoting the bytes.
 void require_utf8_text(const std::string& text, const std::string& command, const std::string& flag);

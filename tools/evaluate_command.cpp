@@ -77,7 +77,8 @@ int run_evaluate(const std::vector<std::string>& args) {
                          "log the overall metrics (eval_*) and this JSON into the MLflow run of --run-id, or of "
                          "--model RUN_DIR trained with --mlflow-dir, in this file store",
                          "the MLflow experiment of that run (default: any; MLflow run ids are unique)");
-  p.option("data", "", "labelled dataset file (the text and label columns the model was trained on)", true).value_name("FILE");
+  p.option("data", "", "labelled dataset file (the text and label columns the model was trained on); - for standard input, "
+                           "with --format", true).value_name("FILE");
   p.option("out", "", "also write the JSON to this file (replaced atomically)").value_name("FILE");
   p.option("threshold", "0.5", "multi-label models: predict a label when its probability is >= RATE (single-label "
                                "models take the top label)")
@@ -92,7 +93,8 @@ int run_evaluate(const std::vector<std::string>& args) {
   // The model, the flags and the data are the user's input: what fails here exits 2.
   p.refuse_empty("out", "give the file to write, or leave the flag out to print the JSON only");
   const ModelSource source = model_source(p);
-  if (p.given("out")) check_out_spares_inputs(p.get("out"), p.get("data"), source);
+  const std::string data_path = data_file(p, "evaluate");
+  if (p.given("out")) check_out_spares_inputs(p.get("out"), data_path, source);
   if (p.given("experiment") && source.store.dir.empty()) {
     throw UsageError("evaluate: --experiment names the experiment of an MLflow run: give --mlflow-dir too (or set "
                      "MLFLOW_TRACKING_URI)");
@@ -106,7 +108,7 @@ int run_evaluate(const std::vector<std::string>& args) {
     predictor.check_dataset_options(options);
     options.read_labels = true;
     // Labels are checked here: a label the model does not know is an error naming the file and line.
-    return load_text_dataset(p.get("data"), predictor.tokenizer(), &predictor.labels(), options);
+    return load_text_dataset(data_path, predictor.tokenizer(), &predictor.labels(), options);
   });
   if (const std::string note = unrecorded_cleaning_note(predictor.config(), predictor.model_dir(), options);
       !note.empty()) {

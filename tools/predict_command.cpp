@@ -108,7 +108,7 @@ int run_predict(const std::vector<std::string>& args) {
   p.option("text", "", "one text").value_name("TEXT");
   p.option("title", "", "title of one project (Made-With-ML)").value_name("TEXT");
   p.option("description", "", "description of that project (alone: a project without a title)").value_name("TEXT");
-  p.option("data", "", "dataset file: one prediction per row").value_name("FILE");
+  p.option("data", "", "dataset file: one prediction per row (- for standard input, with --format)").value_name("FILE");
   p.option("out", "", "with --data: write the JSON Lines to this file (replaced atomically when done)").value_name("FILE");
   p.option("threshold", "",
            "single-label models: predict --other-label when the top probability is below RATE (Made-With-ML's "
@@ -153,7 +153,8 @@ int run_predict(const std::vector<std::string>& args) {
 
   // The model and the flags are the user's input: what fails here exits 2.
   const ModelSource source = model_source(p);
-  if (p.given("out")) check_out_spares_inputs(p.get("out"), p.get("data"), source);
+  const std::string data_path = has_data ? data_file(p, "predict") : std::string();
+  if (p.given("out")) check_out_spares_inputs(p.get("out"), data_path, source);
   Predictor predictor = input_step([&] { return Predictor(source.path, inference); });
   const LabelSet& labels = predictor.labels();
   rule.multi_label = predictor.multi_label();
@@ -187,7 +188,7 @@ int run_predict(const std::vector<std::string>& args) {
     // then ends by that signal, as it would have without the handler.
     // The file is opened before the handlers exist: a FIFO no writer opens blocks in open(), which SIGTERM must
     // still end (a handler would only set a flag).
-    TextRowReader reader = input_step([&] { return TextRowReader(p.get("data"), predictor.tokenizer(), options); });
+    TextRowReader reader = input_step([&] { return TextRowReader(data_path, predictor.tokenizer(), options); });
     const StopSignals stop_signals;
     LineSink sink(p.get("out"));
     rows = predict_file(predictor, reader, options, predictor.batch_size(), rule, sink);

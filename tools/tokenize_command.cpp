@@ -44,7 +44,7 @@ int run_tokenize(const std::vector<std::string>& args) {
   p.option("model", "", "model directory (RUN_DIR: its best/): its tokenizer.json, else the older files transformers "
                         "reads (vocab.txt, vocab.json + merges.txt, sentencepiece.bpe.model)").value_name("DIR");
   p.option("text", "", "one text").value_name("TEXT");
-  p.option("data", "", "dataset file (CSV, TSV or JSON Lines)").value_name("FILE");
+  p.option("data", "", "dataset file (CSV, TSV or JSON Lines; - for standard input, with --format)").value_name("FILE");
   p.option("format", "auto", "auto: from the extension (.csv; .tsv, .tab; .jsonl, .ndjson)").value_name("csv|tsv|jsonl");
   p.option("text-columns", "", "columns joined with one space into the text, empty ones left out (default: as --model "
                                 "was trained, else title,description)").value_name("A,B,...");
@@ -57,6 +57,7 @@ int run_tokenize(const std::vector<std::string>& args) {
   if (has_text) require_utf8_text(p.get("text"), "tokenize", "--text");
   if (has_text && join_text_columns({p.get("text")}).empty()) throw UsageError("tokenize: --text is empty");
   if (has_data && p.get("data").empty()) throw UsageError("tokenize: --data is empty");
+  const std::string data_path = has_data ? data_file(p, "tokenize") : std::string();
   if (p.given("vocab") == p.given("model")) throw UsageError("tokenize: give either --vocab or --model");
   if (p.given("max-length") && p.get_int("max-length") < 2) throw UsageError("tokenize: --max-length must be >= 2");
 
@@ -90,7 +91,7 @@ int run_tokenize(const std::vector<std::string>& args) {
     print_ids(encode_text(p.get("text"), tokenizer, options, &cut).ids, &line);
     truncated += cut ? 1 : 0;
   } else {
-    const TextDataset data = input_step([&] { return load_text_dataset(p.get("data"), tokenizer, nullptr, options); });
+    const TextDataset data = input_step([&] { return load_text_dataset(data_path, tokenizer, nullptr, options); });
     for (const Example& e : data.examples) print_ids(e.ids, &line);
     truncated = data.truncated;
   }

@@ -155,6 +155,39 @@ TEST_F(CliTest, AFifoWithoutAWriterNeitherHangsNorOutlivesSigterm) {
   EXPECT_EQ(r.signal, SIGTERM) << r.describe();
 }
 
+// --data - reads standard input (a pipe: `cat rows.csv | bertrain predict --data - --format csv`) as the file itself
+// would be read; without --format there is no extension to tell the format by.
+TEST_F(CliTest, DataFromStandardInputReadsAsTheFile) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  const auto piped = [&](const std::string& command) {
+    std::string line = "cat '" + data() + "' | '" + binary() + "' " + command;
+    return ::bertrain::testing::run_process({"/bin/sh", "-c", line}, {}, 60);
+  };
+  const RunResult from_file = run({"predict", "--model", suite_run(), "--data", data()});
+  ASSERT_TRUE(succeeded(from_file)) << from_file.describe();
+  const RunResult from_pipe = piped("predict --model '" + suite_run() + "' --data - --format csv");
+  ASSERT_TRUE(succeeded(from_pipe)) << from_pipe.describe();
+  EXPECT_EQ(from_pipe.out, from_file.out);
+  const RunResult ids_file = run({"tokenize", "--model", suite_run(), "--data", data()});
+  const RunResult ids_pipe = piped("tokenize --model '" + suite_run() + "' --data - --format csv");
+  ASSERT_TRUE(succeeded(ids_pipe)) << ids_pipe.describe();
+  EXPECT_EQ(ids_pipe.out, ids_file.out);
+  const RunResult scored_file = run({"evaluate", "--model", suite_run(), "--data", data()});
+  const RunResult scored_pipe = piped("evaluate --model '" + suite_run() + "' --data - --format csv");
+  ASSERT_TRUE(succeeded(scored_pipe)) << scored_pipe.describe();
+  json file_json = json::parse(scored_file.out), pipe_json = json::parse(scored_pipe.out);
+  EXPECT_EQ(pipe_json["data"], "-");
+  for (json* j : {&file_json, &pipe_json}) {
+    j->erase("timestamp");
+    j->erase("data");
+  }
+  EXPECT_EQ(pipe_json, file_json);
+  for (const char* command : {"predict", "tokenize", "evaluate"}) {
+    expect_error(piped(std::string(command) + " --model '" + suite_run() + "' --data -"),
+                 std::string(command) + ": --data - reads standard input, which has no extension: give --format", 2);
+  }
+}
+
 // A text given as a flag must be UTF-8, as a dataset file's text must: refused naming the flag and quoting the bytes.
 TEST_F(CliTest, TextFlagsMustBeUtf8) {
   expect_error(run({"tokenize", "--vocab", model() + "/vocab.txt", "--text", "ab\xff" "cd"}),
