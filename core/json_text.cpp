@@ -77,17 +77,6 @@ class FloatReadingDom {
 }  // namespace
 
 nlohmann::json parse_json_bounded(const std::string& text, bool* too_deep, double (*read_float)(const std::string&)) {
-  DepthCheck depth;
-  nlohmann::json::sax_parse(text, &depth);
-  *too_deep = depth.too_deep;
-  if (*too_deep) return nlohmann::json();
-  nlohmann::json value;
-  FloatReadingDom dom(&value, read_float);
-  nlohmann::json::sax_parse(text, &dom);
-  return value;
-}
-
-nlohmann::json parse_json_bounded(const std::string& text, bool* too_deep) {
   // Not json::parse with a callback that drops what is too deep: nlohmann's callback parser searches an array's
   // elements for a dropped one each time an object in it ends, so an array of n objects took time n² (a 2 MiB
   // request of 200,000 "{}" held a serve thread for minutes). Two linear passes instead.
@@ -95,7 +84,17 @@ nlohmann::json parse_json_bounded(const std::string& text, bool* too_deep) {
   nlohmann::json::sax_parse(text, &depth);
   *too_deep = depth.too_deep;
   if (*too_deep) return nlohmann::json();
-  return nlohmann::json::parse(text);
+  if (read_float == nullptr) return nlohmann::json::parse(text);
+  // nlohmann's own builder (detail::json_sax_dom_parser, the one json::parse uses; pinned with the library's
+  // version) with the floats read by read_float.
+  nlohmann::json value;
+  FloatReadingDom dom(&value, read_float);
+  nlohmann::json::sax_parse(text, &dom);
+  return value;
+}
+
+nlohmann::json parse_json_bounded(const std::string& text, bool* too_deep) {
+  return parse_json_bounded(text, too_deep, nullptr);
 }
 
 nlohmann::json parse_json(const std::string& text, const std::string& what) {

@@ -18,7 +18,8 @@ inline constexpr int kMaxJsonDepth = 512;
 // Linear in the text's length.
 nlohmann::json parse_json_bounded(const std::string& text, bool* too_deep);
 // The same with every floating-point number (and integer too long for 64 bits) read from its text by `read_float`
-// instead of correctly rounded: another program's reading of the same file (tokenizer.json as Rust reads it).
+// (when not null) instead of correctly rounded: another program's reading of the same file (tokenizer.json as Rust
+// reads it).
 nlohmann::json parse_json_bounded(const std::string& text, bool* too_deep, double (*read_float)(const std::string&));
 
 // The JSON of `text`, or Error "<what>: invalid JSON: <the parser's reason>" / "<what>: JSON nested deeper than 512

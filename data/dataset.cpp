@@ -7,10 +7,10 @@
 #include "core/ascii.h"
 #include "core/count_text.h"
 #include "core/error.h"
+#include "core/utf8.h"
 #include "data/csv_parser.h"
 #include "data/hf_unicode.h"
 #include "data/text_clean.h"
-#include "core/utf8.h"
 
 namespace bertrain {
 
@@ -119,8 +119,22 @@ const char* format_title(RecordFormat format) {
   return "?";
 }
 
-// The columns of a header, for a message (a tab in a name is shown as \x09).
-std::string header_names(const std::vector<std::string>& header) { return escape_for_message(join_names(header)); }
+// A column name as a message shows it: a tab as \x09, a byte-order mark (invisible, yet part of the name after the
+// file's own) as \uFEFF.
+std::string visible_name(const std::string& name) {
+  std::string shown = escape_for_message(name);
+  for (std::size_t at = shown.find("\xEF\xBB\xBF"); at != std::string::npos; at = shown.find("\xEF\xBB\xBF", at)) {
+    shown.replace(at, 3, "\\uFEFF");
+  }
+  return shown;
+}
+
+// The columns of a header, for a message.
+std::string header_names(const std::vector<std::string>& header) {
+  std::vector<std::string> shown;
+  for (const std::string& name : header) shown.push_back(visible_name(name));
+  return join_names(shown);
+}
 
 // Why a CSV/TSV header may lack every column asked for: the file is JSON Lines (its first line a JSON object), or the
 // header is one column holding another delimiter.
@@ -171,11 +185,8 @@ std::string near_name_hint(const std::vector<std::string>& header, const std::st
   };
   for (const std::string& name : header) {
     if (name != wanted && plain(name) == plain(wanted)) {
-      std::string shown = escape_for_message(name);
-      for (std::size_t at = shown.find("\xEF\xBB\xBF"); at != std::string::npos; at = shown.find("\xEF\xBB\xBF")) {
-        shown.replace(at, 3, "\\uFEFF");
-      }
-      return "; the header has '" + shown + "' (names are matched as written: spaces, case and a byte-order mark count)";
+      return "; the header has '" + visible_name(name) +
+             "' (names are matched as written: spaces, case and a byte-order mark count)";
     }
   }
   return "";

@@ -1,3 +1,4 @@
+// tokenizer.json's numbers as the Rust tokenizers package reads them (see hf_json.h).
 #include "data/hf_json.h"
 
 #include <cstdint>

@@ -67,7 +67,8 @@ struct JsonAt {
 // float_roundtrip feature): the decimal digits as a 64-bit integer (digits past it dropped, the exponent counting
 // them), converted to double, then multiplied or divided by a power of ten. Two roundings, where a correct reading
 // has one: 1,449 of 6,000 varied texts (17-digit Unigram scores among them) come out one ulp away, and a Unigram
-// model whose scores tie one way read correctly ties the other way in Rust. ±infinity past the double range.
+// model whose scores tie one way read correctly ties the other way in Rust. `text` is a valid JSON number (the
+// parser's); past the double range ±infinity, which the parser's own check (it refuses 1e400) keeps from a file.
 double read_json_number_as_tokenizers(const std::string& text);
 
 // Quotes a JSON value for a message: a string with its quotes, anything else as JSON.

@@ -12,13 +12,13 @@
 #include "core/files.h"
 #include "core/json_text.h"
 #include "core/scratch.h"
+#include "core/utf8.h"
 #include "data/byte_trie.h"
 #include "data/hf_json.h"
 #include "data/hf_models.h"
 #include "data/hf_normalizers.h"
 #include "data/hf_pre_tokenizers.h"
 #include "data/hf_unicode.h"
-#include "core/utf8.h"
 
 namespace bertrain {
 

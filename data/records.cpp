@@ -13,9 +13,9 @@
 #include "core/count_text.h"
 #include "core/error.h"
 #include "core/files.h"
+#include "core/utf8.h"
 #include "data/chunked_input.h"
 #include "data/csv_parser.h"
-#include "core/utf8.h"
 
 namespace bertrain {
 

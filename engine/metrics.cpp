@@ -27,7 +27,6 @@ void check_labels(const std::vector<int>& y_true, const std::vector<int>& y_pred
 // sklearn's _prf_divide with zero_division="warn": 0/0 (any x/0) is 0.
 double divide(double numerator, double denominator) { return denominator == 0.0 ? 0.0 : numerator / denominator; }
 
-
 // Python str.isspace() for one code point (see count_words in the header).
 bool is_python_space(uint32_t c) {
   return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||

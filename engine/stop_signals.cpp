@@ -30,7 +30,11 @@ StopSignals::StopSignals() {
   action.sa_handler = on_signal;
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;  // reads and writes in progress go on; the training loop polls the flag
-  for (std::size_t i = 0; i < sizeof kSignals / sizeof kSignals[0]; ++i) sigaction(kSignals[i], &action, &previous[i]);
+  for (std::size_t i = 0; i < sizeof kSignals / sizeof kSignals[0]; ++i) {
+    sigaction(kSignals[i], nullptr, &previous[i]);
+    // A signal ignored on entry stays ignored: `nohup` (SIGHUP) or a shell's background job (SIGINT) asked for it.
+    if (previous[i].sa_handler != SIG_IGN) sigaction(kSignals[i], &action, nullptr);
+  }
 }
 
 StopSignals::~StopSignals() {

@@ -2,7 +2,8 @@
 // warning before the time limit) and SIGHUP (the terminal or ssh session closed) ask a training run to stop at the
 // next optimizer step, after writing a checkpoint; a second such signal ends the process at once (the signal's
 // default action).
-// While a StopSignals exists the handlers are installed; the previous ones come back when it is destroyed.
+// While a StopSignals exists the handlers are installed; the previous ones come back when it is destroyed. A signal
+// ignored when it is made (SIG_IGN: under `nohup`, SIGHUP) stays ignored.
 #pragma once
 
 #include <csignal>

@@ -581,11 +581,14 @@ int64_t TorchTensorInfo::numel() const {
 bool looks_like_torch_checkpoint(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
-  uint8_t head[4] = {0, 0, 0, 0};
+  uint8_t head[13] = {};
   const ssize_t n = ::read(fd, head, sizeof head);
   ::close(fd);
   if (n >= 4 && std::memcmp(head, "PK\x03\x04", 4) == 0) return true;
-  return n >= 4 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5 && head[2] == 0x8a && head[3] == 0x0a;
+  // PROTO 2..5, then (protocol 4 and 5) a FRAME opcode with its 8-byte length, then LONG1 of 10 bytes.
+  if (n < 4 || head[0] != 0x80 || head[1] < 2 || head[1] > 5) return false;
+  const std::size_t magic = head[1] >= 4 && head[2] == 0x95 ? 11 : 2;
+  return n >= static_cast<ssize_t>(magic + 2) && head[magic] == 0x8a && head[magic + 1] == 0x0a;
 }
 
 TorchCheckpoint::TorchCheckpoint(const std::string& path) : path_(path) {

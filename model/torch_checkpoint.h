@@ -30,8 +30,8 @@ struct TorchTensorInfo {
 };
 
 // True when `path` starts like a torch checkpoint: a zip local header, or the legacy format's magic number (a pickle
-// PROTO opcode, then the 10-byte LONG1 of torch's MAGIC_NUMBER). A PROTO opcode alone is not enough: a safetensors
-// header length such as 0x280 starts with the same two bytes.
+// PROTO opcode, for protocols 4 and 5 a FRAME, then the 10-byte LONG1 of torch's MAGIC_NUMBER). A PROTO opcode alone
+// is not enough: a safetensors header length such as 0x280 starts with the same two bytes.
 bool looks_like_torch_checkpoint(const std::string& path);
 
 // Read-only view of one torch.save'd state dict; the file stays mapped for the object's lifetime.

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/files.h"
 #include "core/param_store.h"
+#include "core/utf8.h"
 #include "engine/predictor.h"
 #include "engine/stop_signals.h"
 #include "model/bert_config.h"
@@ -186,10 +187,20 @@ int run_convert(const std::vector<std::string>& args) {
   };
   std::error_code error;
   const bool in_place = std::filesystem::equivalent(out, dir, error);
+  // Says how a signal left DIR2 and ends the process by it, as it would have ended without the handler.
+  const auto end_by_signal = [&](int sig, const std::string& how) {
+    std::fprintf(stderr, "bertrain: convert: stopped by %s %s\n", signal_name(sig).c_str(),
+                 escape_for_message(how).c_str());
+    std::fflush(stderr);
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+    return 128 + sig;  // not reached: the signal's default action ends the process
+  };
+  const StopSignals stop_signals;
   try {
-    const StopSignals stop_signals;
     if (in_place) {
-      write_model(out);  // config.json and the tokenizer's files are already these, each file atomic
+      // Each file replaced atomically; config.json (its dtype made float32) and the tokenizer's after the weights.
+      write_model(out);
     } else {
       // Another folder is swapped in whole (core/files.h): a reader, or a kill, never finds one model's weights
       // beside another's tokenizer, nor an earlier conversion's tokenizer.json beside this one's vocab.txt.
@@ -199,16 +210,15 @@ int run_convert(const std::vector<std::string>& args) {
       replace_directory_atomically(folder.string(), write_model);
     }
   } catch (const ConvertStopped& stopped) {
-    std::fprintf(stderr, "bertrain: convert: stopped by %s before %s was complete; %s\n",
-                 signal_name(stopped.signal).c_str(), out.c_str(),
-                 in_place ? "each file there is whole, the old or the new one" : "it is as it was");
-    std::fflush(stderr);
-    std::signal(stopped.signal, SIG_DFL);
-    std::raise(stopped.signal);
-    return 128 + stopped.signal;  // not reached: the signal's default action ends the process
+    return end_by_signal(stopped.signal, "before " + out + " was complete; " +
+                                             (in_place ? "each file there is whole, the old or the new one"
+                                                       : "it is as it was"));
   }
   std::printf("wrote %s/model.safetensors: %d tensors from %s%s\n", out.c_str(), written, source.weights_path.c_str(),
               source.tokenizer_files.empty() ? " (DIR has no tokenizer files)" : "");
+  std::fflush(stdout);
+  // A signal while the folder was swapped in, after the last file: the conversion is whole, and the exit says stopped.
+  if (StopSignals::received() != 0) return end_by_signal(StopSignals::received(), "after " + out + " was complete");
   return 0;
 }
 

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/utf8.h"
 #include "data/csv.h"
 #include "tests/data_dir.h"
-#include "core/utf8.h"
 
 namespace bertrain {
 namespace {

@@ -147,14 +147,14 @@ TEST_F(DatasetTest, BadRowsAreErrorsOrSkippedAndCounted) {
   // A name that differs by spaces, a byte-order mark (a second one, after the file's own) or case is pointed at.
   const std::string near = write("near.csv", "\xEF\xBB\xBF\xEF\xBB\xBFtext, Label\nred,x\n");
   options.text_columns = {"text"};
-  expect_error(near, options, "missing text column 'text' (columns: \xEF\xBB\xBFtext,  Label; the header has "
+  expect_error(near, options, "missing text column 'text' (columns: \\uFEFFtext,  Label; the header has "
                               "'\\uFEFFtext' (names are matched as written: spaces, case and a byte-order mark count)");
   options.text_columns = {"Label"};
   options.label_column = "label";
-  expect_error(near, options, "missing text column 'Label' (columns: \xEF\xBB\xBFtext,  Label; the header has ' Label'");
+  expect_error(near, options, "missing text column 'Label' (columns: \\uFEFFtext,  Label; the header has ' Label'");
   options.text_columns = {"\xEF\xBB\xBFtext"};
   options.read_labels = true;
-  expect_error(near, options, "missing label column 'label' (columns: \xEF\xBB\xBFtext,  Label; the header has ' Label'");
+  expect_error(near, options, "missing label column 'label' (columns: \\uFEFFtext,  Label; the header has ' Label'");
   options.read_labels = false;
   const std::string bad = write("bad.tsv", "text\tlabel\n\tx\n");
   options.text_columns = {"text"};

@@ -10,12 +10,12 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/utf8.h"
 #include "data/chunked_input.h"
 #include "data/csv.h"
 #include "data/csv_parser.h"
 #include "data/records.h"
 #include "tests/data_dir.h"
-#include "core/utf8.h"
 #include "tests/temp_dir.h"
 
 namespace bertrain {

@@ -268,18 +268,11 @@ const std::vector<SliceCase> kPythonSliceCases = {
 std::vector<bool> to_mask(const std::vector<int>& m) { return std::vector<bool>(m.begin(), m.end()); }
 
 // Per-class values and micro averages are single divisions of the same integers as in sklearn, and weighted
-// averages numpy's pairwise sums in numpy's order over sklearn's labels: all bit-identical.
-
-void expect_metrics(const ClassMetrics& got, const ClassMetrics& want, double tol, const std::string& where) {
-  if (tol == 0.0) {
-    EXPECT_EQ(got.precision, want.precision) << where;
-    EXPECT_EQ(got.recall, want.recall) << where;
-    EXPECT_EQ(got.f1, want.f1) << where;
-  } else {
-    EXPECT_NEAR(got.precision, want.precision, tol) << where;
-    EXPECT_NEAR(got.recall, want.recall, tol) << where;
-    EXPECT_NEAR(got.f1, want.f1, tol) << where;
-  }
+// averages numpy's pairwise sums in numpy's order over sklearn's labels: all compared bit for bit.
+void expect_metrics(const ClassMetrics& got, const ClassMetrics& want, const std::string& where) {
+  EXPECT_EQ(got.precision, want.precision) << where;
+  EXPECT_EQ(got.recall, want.recall) << where;
+  EXPECT_EQ(got.f1, want.f1) << where;
   EXPECT_EQ(got.support, want.support) << where;
 }
 
@@ -292,9 +285,9 @@ TEST(Metrics, HandComputed) {
 
   const std::vector<ClassMetrics> pc = per_class_metrics(y_true, y_pred, 3);
   ASSERT_EQ(pc.size(), 3u);
-  expect_metrics(pc[0], {1.0, 2.0 / 3.0, 0.8, 3}, 0.0, "class 0");     // tp 2, true 3, pred 2
-  expect_metrics(pc[1], {0.5, 0.5, 0.5, 2}, 0.0, "class 1");           // tp 1, true 2, pred 2
-  expect_metrics(pc[2], {0.5, 1.0, 2.0 / 3.0, 1}, 0.0, "class 2");     // tp 1, true 1, pred 2
+  expect_metrics(pc[0], {1.0, 2.0 / 3.0, 0.8, 3}, "class 0");     // tp 2, true 3, pred 2
+  expect_metrics(pc[1], {0.5, 0.5, 0.5, 2}, "class 1");           // tp 1, true 2, pred 2
+  expect_metrics(pc[2], {0.5, 1.0, 2.0 / 3.0, 1}, "class 2");     // tp 1, true 1, pred 2
   EXPECT_EQ(classes_by_f1(pc), (std::vector<int>{0, 2, 1}));
 
   // Weighted by support 3, 2, 1 over 6: P = (3 + 1 + 0.5) / 6, R = accuracy 4/6, F1 = (2.4 + 1 + 2/3) / 6.
@@ -309,8 +302,8 @@ TEST(Metrics, ClassNeverPredictedHasZeroPrecision) {
   const std::vector<int> y_true = {0, 1, 1};
   const std::vector<int> y_pred = {0, 0, 0};
   const std::vector<ClassMetrics> pc = per_class_metrics(y_true, y_pred, 2);
-  expect_metrics(pc[0], {1.0 / 3.0, 1.0, 0.5, 1}, 0.0, "class 0");
-  expect_metrics(pc[1], {0.0, 0.0, 0.0, 2}, 0.0, "class 1");  // precision 0/0 -> 0
+  expect_metrics(pc[0], {1.0 / 3.0, 1.0, 0.5, 1}, "class 0");
+  expect_metrics(pc[1], {0.0, 0.0, 0.0, 2}, "class 1");  // precision 0/0 -> 0
   const ClassMetrics w = weighted_metrics(y_true, y_pred, 2);
   EXPECT_NEAR(w.precision, 1.0 / 9.0, 1e-16);
   EXPECT_NEAR(w.recall, 1.0 / 3.0, 1e-16);
@@ -321,18 +314,18 @@ TEST(Metrics, ClassPredictedButAbsentFromTruthHasNoWeight) {
   const std::vector<int> y_true = {0, 0};
   const std::vector<int> y_pred = {0, 1};
   const std::vector<ClassMetrics> pc = per_class_metrics(y_true, y_pred, 2);
-  expect_metrics(pc[0], {1.0, 0.5, 2.0 / 3.0, 2}, 0.0, "class 0");
-  expect_metrics(pc[1], {0.0, 0.0, 0.0, 0}, 0.0, "class 1");  // precision 0/1, recall 0/0 -> 0
+  expect_metrics(pc[0], {1.0, 0.5, 2.0 / 3.0, 2}, "class 0");
+  expect_metrics(pc[1], {0.0, 0.0, 0.0, 0}, "class 1");  // precision 0/1, recall 0/0 -> 0
   const ClassMetrics w = weighted_metrics(y_true, y_pred, 2);  // only class 0 counts
-  expect_metrics(w, {1.0, 0.5, 2.0 / 3.0, 2}, 0.0, "weighted");
+  expect_metrics(w, {1.0, 0.5, 2.0 / 3.0, 2}, "weighted");
 }
 
 TEST(Metrics, ClassAbsentEverywhereIsAllZeros) {
   const std::vector<int> y_true = {0, 1, 1};
   const std::vector<int> y_pred = {0, 1, 1};
   const std::vector<ClassMetrics> pc = per_class_metrics(y_true, y_pred, 3);
-  expect_metrics(pc[2], {0.0, 0.0, 0.0, 0}, 0.0, "class 2");
-  expect_metrics(weighted_metrics(y_true, y_pred, 3), {1.0, 1.0, 1.0, 3}, 0.0, "weighted");
+  expect_metrics(pc[2], {0.0, 0.0, 0.0, 0}, "class 2");
+  expect_metrics(weighted_metrics(y_true, y_pred, 3), {1.0, 1.0, 1.0, 3}, "weighted");
   EXPECT_EQ(classes_by_f1(pc), (std::vector<int>{0, 1, 2}));
   EXPECT_EQ(confusion_matrix(y_true, y_pred, 3)[2], (std::vector<long>{0, 0, 0}));
 }
@@ -341,10 +334,10 @@ TEST(Metrics, MicroOnMaskIsSliceAccuracy) {
   const std::vector<int> y_true = {0, 1, 2, 2, 3};
   const std::vector<int> y_pred = {0, 2, 2, 1, 3};
   const ClassMetrics m = micro_metrics(y_true, y_pred, {true, true, true, false, false}, 4);
-  expect_metrics(m, {2.0 / 3.0, 2.0 / 3.0, 2.0 / 3.0, 3}, 0.0, "micro");
-  expect_metrics(micro_metrics(y_true, y_pred, {false, false, false, true, false}, 4), {0.0, 0.0, 0.0, 1}, 0.0,
+  expect_metrics(m, {2.0 / 3.0, 2.0 / 3.0, 2.0 / 3.0, 3}, "micro");
+  expect_metrics(micro_metrics(y_true, y_pred, {false, false, false, true, false}, 4), {0.0, 0.0, 0.0, 1},
                  "all wrong");
-  expect_metrics(micro_metrics(y_true, y_pred, {true, true, true, true, true}, 4), {0.6, 0.6, 0.6, 5}, 0.0, "all");
+  expect_metrics(micro_metrics(y_true, y_pred, {true, true, true, true, true}, 4), {0.6, 0.6, 0.6, 5}, "all");
 }
 
 TEST(Metrics, ClassesByF1IsStableDescending) {
@@ -375,15 +368,15 @@ TEST(Metrics, MatchesSklearn) {
     const std::string name = c.name;
     ClassMetrics weighted = c.weighted;
     weighted.support = static_cast<long>(c.y_true.size());
-    expect_metrics(weighted_metrics(c.y_true, c.y_pred, c.num_classes), weighted, 0.0, name + " weighted");
+    expect_metrics(weighted_metrics(c.y_true, c.y_pred, c.num_classes), weighted, name + " weighted");
 
     const std::vector<ClassMetrics> pc = per_class_metrics(c.y_true, c.y_pred, c.num_classes);
     ASSERT_EQ(pc.size(), c.per_class.size()) << name;
     for (std::size_t k = 0; k < pc.size(); ++k) {
-      expect_metrics(pc[k], c.per_class[k], 0.0, name + " class " + std::to_string(k));
+      expect_metrics(pc[k], c.per_class[k], name + " class " + std::to_string(k));
     }
     EXPECT_EQ(classes_by_f1(pc), c.order) << name;
-    expect_metrics(micro_metrics(c.y_true, c.y_pred, to_mask(c.mask), c.num_classes), c.micro, 0.0, name + " micro");
+    expect_metrics(micro_metrics(c.y_true, c.y_pred, to_mask(c.mask), c.num_classes), c.micro, name + " micro");
     EXPECT_EQ(confusion_matrix(c.y_true, c.y_pred, c.num_classes), c.confusion) << name;
   }
 }

@@ -56,5 +56,20 @@ TEST(StopSignals, PreviousHandlersComeBack) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
+// `nohup` ignores SIGHUP so that a closed terminal does not stop the command: it stays ignored.
+TEST(StopSignals, ASignalIgnoredOnEntryStaysIgnored) {
+  const int status = in_child([] {
+    ::signal(SIGHUP, SIG_IGN);
+    const StopSignals signals;
+    ::raise(SIGHUP);
+    ::raise(SIGHUP);  // not the default action either
+    if (StopSignals::received() != 0) return 6;
+    ::raise(SIGTERM);  // the others are still caught
+    return StopSignals::received() == SIGTERM ? 0 : 7;
+  });
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
 }  // namespace
 }  // namespace bertrain

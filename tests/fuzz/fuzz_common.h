@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "data/tokenizer.h"
 #include "core/utf8.h"
+#include "data/tokenizer.h"
 
 namespace bertrain_fuzz {
 

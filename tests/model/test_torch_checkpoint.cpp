@@ -235,6 +235,9 @@ TEST_F(TorchCheckpointTest, FormatIsDetectedByContentNotName) {
   EXPECT_TRUE(TorchCheckpoint(zip).is_zip());
   EXPECT_FALSE(looks_like_torch_checkpoint((kReferenceDir / "model.safetensors").string()));
   EXPECT_TRUE(looks_like_torch_checkpoint(zip));
+  // torch.save(..., pickle_protocol=4) of the legacy format: PROTO 4, FRAME and its length, then the magic number.
+  const std::string legacy4 = std::string("\x80\x04\x95\x0d\0\0\0\0\0\0\0\x8a\x0a", 13) + std::string(20, '\0');
+  EXPECT_TRUE(looks_like_torch_checkpoint(write("legacy4.safetensors", legacy4)));
   // A safetensors header of 0x280 bytes begins with the bytes of pickle's PROTO 2: not a torch file by that alone.
   EXPECT_FALSE(looks_like_torch_checkpoint(write("640.safetensors", std::string("\x80\x02\0\0\0\0\0\0", 8) +
                                                                         "{" + std::string(638, ' ') + "}")));

@@ -328,6 +328,13 @@ TEST_F(CliTest, ConvertStoppedWhileWritingLeavesNoTemporaryFolder) {
       << in_place.describe();
   EXPECT_EQ(listing(), before);
   ASSERT_TRUE(succeeded(run({"predict", "--model", path("converted"), "--text", "a transformer"})));
+
+  // Under `nohup` SIGHUP is ignored, and stays so: the conversion goes on to its end.
+  const RunResult nohup = ::bertrain::testing::run_process(
+      {"/bin/sh", "-c", "trap '' HUP; exec \"$0\" convert \"$1\" --out \"$2\"", binary(), suite_run(), path("again")},
+      {"BERTRAIN_TEST_SIGNAL_AFTER_WEIGHTS=" + std::to_string(SIGHUP)}, 60);
+  EXPECT_TRUE(succeeded(nohup)) << nohup.describe();
+  EXPECT_TRUE(slurp(path("again/model.safetensors")) == slurp(path("converted/model.safetensors")));
 }
 
 // Counts read as English: "1 row", "1 epoch", not "1 rows".

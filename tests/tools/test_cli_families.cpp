@@ -6,8 +6,8 @@
 // tests/model/test_golden.cpp checks the numbers against transformers.
 #include <algorithm>
 #include <cmath>
-#include <iterator>
 #include <functional>
+#include <iterator>
 #include <set>
 
 #include "core/utf8.h"
@@ -17,6 +17,7 @@
 #include "model/model_dir.h"
 #include "model/safetensors.h"
 #include "tests/tools/cli_test.h"
+#include "tests/tools/model_variants.h"
 
 namespace bertrain {
 namespace cli_test {
@@ -104,23 +105,6 @@ TEST_F(CliTest, ATokenizerLargerThanTheModelIsRefused) {
   expect_error(run({"predict", "--model", dir.string(), "--title", "image"}), "vocab_size is 67");
 }
 
-// The fixture BERT (the model directory of CliTest) with `labels` and classifier rows set by `head`, saved in `dir`.
-void save_bert_with_head(const fs::path& model, const fs::path& dir, const std::vector<std::string>& labels,
-                         const std::function<void(const ParamLayout&, std::vector<float>*)>& head) {
-  LoadedModel loaded = load_model_dir(model.string(), {}, 0);
-  BertConfig config = loaded.config;
-  config.labels = labels;
-  const ParamLayout layout = bert_classifier_layout(config, config.num_labels());
-  std::vector<float> params(layout.total(), 0.0f);
-  for (const ParamEntry& e : layout.entries()) {
-    if (e.name.rfind("classifier.", 0) == 0) continue;
-    const ParamEntry& from = loaded.layout.at(e.name);
-    std::copy_n(loaded.params.begin() + from.offset, e.numel, params.begin() + e.offset);
-  }
-  head(layout, &params);
-  save_model_dir(dir.string(), config, layout, params.data(), model.string());
-}
-
 // A classifier of one label without problem_type predicts with a sigmoid, as transformers' text-classification
 // pipeline does (a softmax over one logit said 1 for every text): its probability is, to rounding, the second
 // probability of a two-label softmax whose first logit is 0, softmax([0, z])[1] = sigmoid(z).
@@ -185,14 +169,7 @@ TEST_F(CliTest, ErrorsAreOneLineOfUtf8WhateverTheyQuote) {
 // evaluate.py: model.predict, torch.argmax of z), predict the first arg-max of the probabilities (its predict.py:
 // prob.argmax()); before, evaluate took the probabilities' and scored class 0 where Made-With-ML scores class 1.
 TEST_F(CliTest, EvaluatePredictsTheArgMaxOfTheLogits) {
-  save_bert_with_head(model(), dir_ / "tie", kTags, [](const ParamLayout& l, std::vector<float>* p) {
-    const ParamEntry& b = l.at("classifier.bias");  // the weights stay 0: every text gets these logits
-    const float biases[] = {0.1f, std::nextafter(0.1f, 1.0f), -1.0f, -1.0f};
-    std::copy(std::begin(biases), std::end(biases), p->begin() + b.offset);
-  });
-  json config = json::parse(slurp(dir_ / "tie/config.json"));
-  config["problem_type"] = "single_label_classification";
-  spit(dir_ / "tie/config.json", config.dump());
+  save_logit_tie_model(model(), dir_ / "tie");
   const RunResult predicted = run({"predict", "--model", path("tie"), "--text", "any text"});
   ASSERT_TRUE(succeeded(predicted)) << predicted.describe();
   const json line = json::parse(predicted.out);

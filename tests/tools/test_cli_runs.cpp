@@ -132,6 +132,19 @@ TEST_F(CliTest, LaunchStoppedBySignalWithACheckpointExits75) {
   EXPECT_NE(r.err.find("stopped by SIGTERM: exit status 1; not restarting (exit 75"), std::string::npos) << r.describe();
 }
 
+// Under `nohup` SIGHUP is ignored: launch neither passes it on nor ends on it, and COMMAND inherits it ignored. Before,
+// launch caught it and passed it on, and the command (here a shell that sends it) ended by it.
+TEST_F(CliTest, LaunchUnderNohupLeavesSighupIgnored) {
+  const std::string dir = path("job");
+  const std::string script = "kill -HUP $PPID; kill -HUP $$; sleep 0.3; exit 0";
+  const RunResult r = ::bertrain::testing::run_process(
+      {"/bin/sh", "-c", "trap '' HUP; exec \"$@\"", "sh", binary(), "launch", "--restart-delay", "0", "--", "/bin/sh",
+       "-c", script, "sh", "--out", dir},
+      {}, 60);
+  EXPECT_TRUE(succeeded(r)) << r.describe();
+  EXPECT_EQ(r.err.find("SIGHUP"), std::string::npos) << r.describe();
+}
+
 // A resumed run says where it continues: the epoch counted from 1 and the optimizer steps done.
 TEST_F(CliTest, ResumeSaysWhereItContinues) {
   // 40 rows, 10 for validation: 30 training rows, batches of 8, 4 steps an epoch; a checkpoint after step 6.

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "tests/tools/cli_test.h"
+#include "tests/tools/model_variants.h"
 #include "tests/tools/serve_process.h"
 
 namespace bertrain {
@@ -1276,6 +1277,14 @@ TEST_F(CliServe, CorsLetsTheGivenOriginsReadAnswers) {
   EXPECT_EQ(preflight.header("Access-Control-Allow-Origin"), "https://app.example.com") << preflight.describe();
   EXPECT_EQ(preflight.header("Access-Control-Allow-Methods"), "POST");
   EXPECT_EQ(preflight.header("Access-Control-Allow-Headers"), "authorization, content-type");
+  EXPECT_EQ(preflight.header("Content-Length"), "") << "a 204 has none (RFC 9110 8.6)";
+  // A preflight to Made-With-ML's path without its slash: answered, where the request itself is redirected (a
+  // browser fails a preflight that redirects).
+  const Answer unslashed = c.options("/evaluate", {{"Origin", "https://app.example.com"},
+                                                   {"Access-Control-Request-Method", "POST"}});
+  EXPECT_EQ(unslashed.status, 204) << unslashed.describe();
+  EXPECT_EQ(unslashed.header("Access-Control-Allow-Methods"), "POST");
+
   EXPECT_EQ(c.options("/v1/model", {{"Origin", "http://localhost:3000"}, {"Access-Control-Request-Method", "GET"}})
                 .header("Access-Control-Allow-Methods"),
             "GET, HEAD");
@@ -1292,6 +1301,9 @@ TEST_F(CliServe, CorsLetsTheGivenOriginsReadAnswers) {
   EXPECT_EQ(ok.header("Access-Control-Allow-Origin"), "https://app.example.com");
   EXPECT_EQ(ok.header("Vary"), "Origin");
   EXPECT_EQ(mismatch(ok.parsed()["results"][0], reference().at(text_of(synthetic_rows()[1]))), "");
+  const Answer redirected = c.post("/evaluate", json{{"dataset", "x.csv"}}, keyed);
+  EXPECT_EQ(redirected.status, 307) << redirected.describe();
+  EXPECT_EQ(redirected.header("Access-Control-Allow-Origin"), "https://app.example.com");  // the browser follows it
   const Answer no_key = c.post("/v1/predict", body, app);
   EXPECT_EQ(no_key.status, 401);
   EXPECT_EQ(no_key.header("Access-Control-Allow-Origin"), "https://app.example.com") << no_key.describe();
@@ -1341,6 +1353,26 @@ TEST_F(CliServe, EvaluateIsDisabledWithoutARoot) {
   ASSERT_GT(server->port(), 0);
   Client c(server->port());
   expect_error_answer(c.post("/evaluate/", json{{"dataset", data()}}), 403, "--evaluate-root", "no root");
+}
+
+// POST /evaluate/ scores the arg-max of the logits, as `evaluate` does (tests/tools/model_variants.h: two logits an
+// ulp apart, one probability): every row is predicted the second tag, whose recall is then 1.
+TEST_F(CliServe, EvaluatePredictsTheArgMaxOfTheLogits) {
+  save_logit_tie_model(model(), dir_ / "tie");
+  fs::create_directories(path("root"));
+  fs::copy_file(data(), path("root/data.csv"));
+  ServeProcess server(binary(), {"--model", path("tie"), "--port", "0", "--device", "cpu", "--quiet",
+                                 "--evaluate-root", path("root")},
+                      path("tie.log"));
+  ASSERT_TRUE(server.wait_ready(60)) << server.describe();
+  Client c(server.port());
+  const Answer a = c.post("/evaluate/", json{{"dataset", "data.csv"}});
+  ASSERT_EQ(a.status, 200) << a.describe();
+  const json results = a.parsed()["results"];
+  EXPECT_EQ(results["per_class"][kTags[1]]["recall"], 1.0) << a.body;
+  const RunResult evaluated = run({"evaluate", "--model", path("tie"), "--data", path("root/data.csv")});
+  ASSERT_TRUE(succeeded(evaluated)) << evaluated.describe();
+  EXPECT_EQ(results["confusion_matrix"], json::parse(evaluated.out)["confusion_matrix"]);
 }
 
 // Inside --evaluate-root: evaluate's results; outside it, by "..", an absolute path or a link: 403; missing: 404.
@@ -1558,7 +1590,6 @@ TEST_F(CliServe, ReadyzWaitsForTheWarmUp) {
   expect_serving(server, "after the warm-up");
 }
 
-// SIGINT stops it the same way.
 // SIGINT, SIGUSR1 (what train and predict stop on) and SIGHUP drain as SIGTERM does: exit 0, "stopped".
 TEST_F(CliServe, SigintSigusr1AndSighupStopCleanly) {
   ASSERT_TRUE(succeeded(suite_train()));
@@ -1571,6 +1602,21 @@ TEST_F(CliServe, SigintSigusr1AndSighupStopCleanly) {
     EXPECT_EQ(e.code, 0) << server->describe();
     EXPECT_NE(server->log().find("bertrain serve: stopped"), std::string::npos) << server->describe();
   }
+}
+
+// Under `nohup` SIGHUP is ignored, and stays so: a closed terminal does not stop the server (blocked for sigwait, the
+// kernel queued it instead of dropping it, and the server drained and stopped).
+TEST_F(CliServe, ASighupIgnoredAtStartStaysIgnored) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  auto server = start({}, "nohup", {"/bin/sh", "-c", "trap '' HUP; exec \"$0\" \"$@\""});
+  ASSERT_GT(server->port(), 0);
+  ASSERT_EQ(::kill(server->pid(), SIGHUP), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the signal watch looks every 100 ms
+  ASSERT_TRUE(server->running()) << server->describe();
+  expect_serving(*server, "after SIGHUP under nohup");
+  const ServeProcess::Exit e = server->stop(10);
+  ASSERT_TRUE(e.exited) << server->describe();
+  EXPECT_EQ(e.code, 0) << server->describe();
 }
 
 // A client that has sent half a request when the server stops does not fail the drain: every accepted request is

@@ -1,6 +1,7 @@
 #include "tools/serve/cors.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include "core/ascii.h"
 #include "tools/args.h"
@@ -14,18 +15,26 @@ namespace {
 // which would send a preflight before almost every request).
 constexpr const char* kPreflightMaxAgeS = "600";
 
-// "https://example.com", "http://localhost:3000": what a browser sends as Origin, so what can equal it.
+// "https://example.com", "http://localhost:3000": what a browser sends as Origin, so what can equal it (a browser
+// leaves out a scheme's default port, and never sends an empty one).
 bool is_origin(const std::string& v) {
   const std::size_t scheme_end = v.find("://");
   if (scheme_end == std::string::npos || scheme_end == 0) return false;
-  const std::string scheme = v.substr(0, scheme_end);
+  const std::string scheme = ascii_lower(v.substr(0, scheme_end));
   const std::string authority = v.substr(scheme_end + 3);
   const auto scheme_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '-' || c == '.'; };
   const auto authority_char = [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':' || c == '[' || c == ']' || c == '_';
   };
-  return std::all_of(scheme.begin(), scheme.end(), scheme_char) && !authority.empty() &&
-         std::all_of(authority.begin(), authority.end(), authority_char);
+  if (!std::all_of(scheme.begin(), scheme.end(), scheme_char) || authority.empty() ||
+      !std::all_of(authority.begin(), authority.end(), authority_char)) {
+    return false;
+  }
+  const std::size_t bracket = authority.rfind(']');  // an IPv6 address's colons are not its port's
+  const std::size_t colon = authority.rfind(':');
+  if (colon == std::string::npos || (bracket != std::string::npos && colon < bracket)) return true;
+  const std::string port = authority.substr(colon + 1);
+  return !port.empty() && !(scheme == "http" && port == "80") && !(scheme == "https" && port == "443");
 }
 
 }  // namespace
@@ -44,9 +53,13 @@ CorsPolicy CorsPolicy::parse(const std::string& value) {
     origin.erase(origin.find_last_not_of(' ') + 1);
     if (origin == "*") throw UsageError("serve: --cors-allow-origin: '*' allows every origin: give it alone");
     if (origin.empty()) throw UsageError("serve: --cors-allow-origin '" + value + "' has an empty origin");
-    if (origin != "null" && !is_origin(origin)) {
+    if (ascii_lower(origin) == "null") {
+      throw UsageError("serve: --cors-allow-origin: 'null' is the origin of sandboxed frames and data: pages, which "
+                       "any site can make: allowing it allows every site (give * if that is meant)");
+    }
+    if (!is_origin(origin)) {
       throw UsageError("serve: --cors-allow-origin: '" + origin + "' is not an origin as a browser sends it: " +
-                       "scheme://host[:port] with no path or trailing slash (e.g. https://example.com), \"null\", or *");
+                       "scheme://host[:port] with no path, trailing slash or default port (e.g. https://example.com), or *");
     }
     policy.origins_.push_back(ascii_lower(origin));
     if (comma == std::string::npos) break;

@@ -15,7 +15,8 @@ class CorsPolicy {
   CorsPolicy() = default;  // no origin allowed: no CORS headers
 
   // --cors-allow-origin's value: "*" (any origin), or a comma-separated list of origins as browsers send them,
-  // scheme://host[:port] with no path, or "null" (a page from a file). Throws UsageError naming the flag.
+  // scheme://host[:port] with no path and no default port. "null" is refused: sandboxed frames and data: pages of
+  // any site send it. Throws UsageError naming the flag.
   static CorsPolicy parse(const std::string& value);
 
   bool enabled() const { return any_ || !origins_.empty(); }

@@ -92,6 +92,10 @@ class HttpFrontend::Handlers {
     Answer get = nullptr;
     Answer post = nullptr;
   };
+  // A route's methods as Allow and Access-Control-Allow-Methods list them.
+  static std::string methods(const Route& r) {
+    return r.get == nullptr ? "POST" : r.post == nullptr ? "GET, HEAD" : "GET, HEAD, POST";
+  }
   static const std::map<std::string, Route>& routes() {
     static const std::map<std::string, Route> table = {
         // Made-With-ML's health check on GET; text-embeddings-inference predicts on POST / (and /invocations,
@@ -424,7 +428,13 @@ bool HttpFrontend::accept_head(const HttpRequest& req, HttpResponse& res) {
   const auto& routes = Handlers::routes();
   const auto route = routes.find(req.path);
   if (route == routes.end()) {
-    // Made-With-ML's paths end in a slash; without it, FastAPI redirects there (307 keeps the method and body).
+    // Made-With-ML's paths end in a slash; without it, FastAPI redirects there (307 keeps the method and body). A
+    // browser fails a preflight that redirects: that one is answered for the path with the slash, which the request
+    // itself then follows.
+    if (const auto slashed = routes.find(req.path + "/");
+        slashed != routes.end() && options_.cors.answer_preflight(req, Handlers::methods(slashed->second), res)) {
+      return false;
+    }
     if (routes.count(req.path + "/") != 0) {
       const std::size_t query = req.target.find('?');
       res.set_header("Location", req.path + "/" + (query == std::string::npos ? "" : req.target.substr(query)));
@@ -435,7 +445,7 @@ bool HttpFrontend::accept_head(const HttpRequest& req, HttpResponse& res) {
     return false;
   }
   const Handlers::Route& r = route->second;
-  const std::string allow = r.get == nullptr ? "POST" : r.post == nullptr ? "GET, HEAD" : "GET, HEAD, POST";
+  const std::string allow = Handlers::methods(r);
   // A browser's preflight carries no API key: answered before the key is asked for.
   if (options_.cors.answer_preflight(req, allow, res)) return false;
   const bool reading = req.method == "GET" || req.method == "HEAD";

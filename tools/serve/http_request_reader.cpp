@@ -73,6 +73,7 @@ const char* http_reason(int status) {
   switch (status) {
     case 100: return "Continue";
     case 200: return "OK";
+    case 204: return "No Content";
     case 307: return "Temporary Redirect";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";

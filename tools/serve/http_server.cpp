@@ -557,7 +557,8 @@ HttpServer::Next HttpServer::write_answer(const ConnectionPtr& c, HttpResponse& 
   hooks_.before_write(c->request, response, now_s() - c->started);
   std::string head = "HTTP/1.1 " + std::to_string(response.status) + " " + http_reason(response.status) + "\r\n";
   if (!response.content_type.empty()) head += "Content-Type: " + response.content_type + "\r\n";
-  head += "Content-Length: " + std::to_string(response.body.size()) + "\r\n";
+  // A 204 (a CORS preflight's answer) has no body and, RFC 9110 8.6, no Content-Length.
+  if (response.status != 204) head += "Content-Length: " + std::to_string(response.body.size()) + "\r\n";
   head += keep_alive ? "Connection: keep-alive\r\nKeep-Alive: timeout=" + std::to_string(options_.io_timeout_s) + "\r\n"
                      : "Connection: close\r\n";
   for (const auto& [name, value] : response.headers) head += name + ": " + value + "\r\n";
