@@ -56,6 +56,20 @@ inline std::vector<std::string> child_environment(const std::vector<std::string>
   return env;
 }
 
+// In a forked child before execve: the stop signals back to their default actions and none blocked. The suite may
+// run as a shell's background job (SIGINT ignored) or under nohup (SIGHUP ignored), which every command would
+// inherit and keep ignoring (engine/stop_signals.h), and the tests that stop a command by those signals need them.
+// Async-signal-safe (sigaction, sigprocmask).
+inline void default_signals_in_child() {
+  struct sigaction action {};
+  action.sa_handler = SIG_DFL;
+  sigemptyset(&action.sa_mask);
+  for (const int sig : {SIGTERM, SIGINT, SIGUSR1, SIGHUP}) sigaction(sig, &action, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
 // execve's null-terminated array of pointers into `storage` (which must outlive it).
 inline std::vector<char*> exec_pointers(std::vector<std::string>& storage) {
   std::vector<char*> pointers;
@@ -89,6 +103,7 @@ inline RunResult run_process(std::vector<std::string> argv_storage, const std::v
     if (devnull >= 0) ::dup2(devnull, 0);
     ::dup2(out_pipe[1], 1);
     ::dup2(err_pipe[1], 2);
+    default_signals_in_child();
     ::execve(argv[0], argv.data(), envp.data());
     // Only write(2) here (the parent may have threads): the path and errno's number, its digits made by hand.
     const int error = errno;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "engine/stop_signals.h"
+#include "tests/run_process.h"
 
 namespace bertrain {
 namespace {
@@ -17,6 +18,7 @@ template <typename F>
 int in_child(F body) {
   const pid_t pid = ::fork();
   if (pid == 0) {
+    testing::default_signals_in_child();  // as a command starts outside a background job or nohup
     ::_exit(body());
   }
   int status = 0;

@@ -66,6 +66,7 @@ class ServeProcess {
       if (devnull >= 0) ::dup2(devnull, 0);
       ::dup2(log, 1);
       ::dup2(log, 2);
+      testing::default_signals_in_child();
       ::execve(argv[0], argv.data(), envp.data());
       const char msg[] = "serve_process: execve failed\n";
       (void)!::write(2, msg, sizeof msg - 1);

@@ -304,6 +304,7 @@ pid_t start_tune(const std::vector<std::string>& args, const std::vector<std::st
     const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(fd, 1);
     ::dup2(fd, 2);
+    testing::default_signals_in_child();
     ::execve(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }
