@@ -22,9 +22,12 @@ bool is_origin(const std::string& v) {
   if (scheme_end == std::string::npos || scheme_end == 0) return false;
   const std::string scheme = ascii_lower(v.substr(0, scheme_end));
   const std::string authority = v.substr(scheme_end + 3);
-  const auto scheme_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '-' || c == '.'; };
+  const auto scheme_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '-' || c == '.';
+  };
   const auto authority_char = [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':' || c == '[' || c == ']' || c == '_';
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':' || c == '[' || c == ']' ||
+           c == '_';
   };
   if (!std::all_of(scheme.begin(), scheme.end(), scheme_char) || authority.empty() ||
       !std::all_of(authority.begin(), authority.end(), authority_char)) {
@@ -59,7 +62,8 @@ CorsPolicy CorsPolicy::parse(const std::string& value) {
     }
     if (!is_origin(origin)) {
       throw UsageError("serve: --cors-allow-origin: '" + origin + "' is not an origin as a browser sends it: " +
-                       "scheme://host[:port] with no path, trailing slash or default port (e.g. https://example.com), or *");
+                       "scheme://host[:port] with no path, trailing slash or default port (e.g. " +
+                       "https://example.com), or *");
     }
     policy.origins_.push_back(ascii_lower(origin));
     if (comma == std::string::npos) break;
