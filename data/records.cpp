@@ -208,12 +208,20 @@ bool RecordReader::State::next_csv(Record* out) {
     if (row.blank) continue;
     out->line = row.line;
     out->error.clear();
-    out->malformed = row.fields.size() != header.size();
-    if (out->malformed) {
+    if (row.fields.size() != header.size()) {
       out->fields.clear();
-      out->error = "has " + count_of(static_cast<long long>(row.fields.size()), "field") + ", the header has " + std::to_string(header.size());
+      out->error = "has " + count_of(static_cast<long long>(row.fields.size()), "field") + ", the header has " +
+                   std::to_string(header.size());
+      // One more, empty, field: the line ends with the delimiter, which says nothing against the format.
+      const bool trailing = row.fields.size() == header.size() + 1 && row.fields.back().empty();
+      if (trailing) {
+        out->error += std::string(" (the line ends with a") + (format == RecordFormat::kTsv ? " tab" : " comma") +
+                      ", which starts one more, empty, field)";
+      }
+      out->malformed = !trailing;
       return true;
     }
+    out->malformed = false;
     out->fields.resize(columns.size());
     for (std::size_t i = 0; i < columns.size(); ++i) {
       RecordField& field = out->fields[i];

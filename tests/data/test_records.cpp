@@ -175,12 +175,13 @@ TEST(RecordCsv, WrongFieldCountsAreRowErrorsAndBlankLinesAreSkipped) {
         "\"x\ny\",2,3,4,5\n"
         "\r\n"
         "5,6,7,8\n"
-        "9\n";
+        "9\n"
+        "1,2,3,4,\n";
     std::replace(text.begin(), text.end(), ',', delimiter);
     const std::string path = write_file(dir, delimiter == ',' ? "d.csv" : "d.tsv", text);
     const std::vector<Record> rows =
         read_all(path, delimiter == ',' ? RecordFormat::kCsv : RecordFormat::kTsv, {"d", "a"});
-    ASSERT_EQ(rows.size(), 5u);
+    ASSERT_EQ(rows.size(), 6u);
     EXPECT_EQ(rows[0].line, 2);
     EXPECT_EQ(texts(rows[0]), (Texts{"4", "1"}));
     EXPECT_EQ(rows[1].line, 4);
@@ -192,6 +193,11 @@ TEST(RecordCsv, WrongFieldCountsAreRowErrorsAndBlankLinesAreSkipped) {
     EXPECT_EQ(texts(rows[3]), (Texts{"8", "5"}));
     EXPECT_EQ(rows[4].line, 9);
     EXPECT_EQ(rows[4].error, "has 1 field, the header has 4");
+    EXPECT_TRUE(rows[4].malformed);
+    // A trailing delimiter is said as such, and says nothing against the format (no "is the file CSV?" then).
+    EXPECT_EQ(rows[5].error, std::string("has 5 fields, the header has 4 (the line ends with a ") +
+                                 (delimiter == ',' ? "comma" : "tab") + ", which starts one more, empty, field)");
+    EXPECT_FALSE(rows[5].malformed);
   }
 }
 
