@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "data/hf_unicode.h"
 
 namespace bertrain {
 
@@ -31,41 +32,6 @@ double divide(double numerator, double denominator) { return denominator == 0.0 
 bool is_python_space(uint32_t c) {
   return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
          (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
-}
-
-// Decodes the UTF-8 character at s[i]: sets *cp and returns its length in bytes. An invalid sequence
-// (bad lead byte, missing continuation, overlong form, surrogate, above U+10FFFF) yields one byte with
-// *cp = 0xFFFFFFFF, which is not whitespace.
-std::size_t decode_utf8(const std::string& s, std::size_t i, uint32_t* cp) {
-  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char b0 = byte(i);
-  *cp = 0xFFFFFFFFu;
-  if (b0 < 0x80) {
-    *cp = b0;
-    return 1;
-  }
-  std::size_t len = 0;
-  if ((b0 & 0xE0) == 0xC0) {
-    len = 2;
-  } else if ((b0 & 0xF0) == 0xE0) {
-    len = 3;
-  } else if ((b0 & 0xF8) == 0xF0) {
-    len = 4;
-  } else {
-    return 1;  // a continuation byte or 0xF8-0xFF as a lead
-  }
-  static constexpr uint32_t kLeadMask[5] = {0, 0, 0x1F, 0x0F, 0x07};
-  static constexpr uint32_t kMinValue[5] = {0, 0, 0x80, 0x800, 0x10000};  // shorter forms are overlong
-  uint32_t value = b0 & kLeadMask[len];
-  if (i + len > s.size()) return 1;
-  for (std::size_t k = 1; k < len; ++k) {
-    const unsigned char b = byte(i + k);
-    if ((b & 0xC0) != 0x80) return 1;
-    value = (value << 6) | (b & 0x3Fu);
-  }
-  if (value < kMinValue[len] || value > 0x10FFFF || (value >= 0xD800 && value <= 0xDFFF)) return 1;
-  *cp = value;
-  return len;
 }
 
 // Each class's true positives and its row and column sums, without the matrix: C² cells for tens of thousands of
@@ -253,8 +219,10 @@ std::size_t count_words(const std::string& text) {
   std::size_t words = 0;
   bool in_word = false;
   for (std::size_t i = 0; i < text.size();) {
-    uint32_t cp;
-    i += decode_utf8(text, i, &cp);
+    std::size_t length = 1;
+    // An invalid sequence is one byte of U+FFFD, which is not a space (the readers refuse such text before).
+    const uint32_t cp = static_cast<uint32_t>(hf::decode_utf8(text.data() + i, text.size() - i, &length));
+    i += length;
     const bool space = is_python_space(cp);
     if (!space && !in_word) words += 1;
     in_word = !space;
