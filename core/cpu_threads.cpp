@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <vector>
 
@@ -11,16 +12,29 @@ namespace bertrain {
 
 int configure_cpu_threads(int threads, int local_rank) {
   if (threads > 0) omp_set_num_threads(threads);
-  const int count = omp_get_max_threads();
-  for (const char* name : {"OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"}) {
-    if (std::getenv(name) != nullptr) return count;
-  }
+  int count = omp_get_max_threads();
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return count;
   std::vector<int> cpus;
   for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
     if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
+  }
+  // More threads than CPUs this process may run on spin at every GEMM barrier in turn: mpirun binds each of up to two
+  // ranks to one core, and 2 threads there made a training run 55x slower. As many threads as CPUs, and a line why.
+  if (!cpus.empty() && static_cast<std::size_t>(count) > cpus.size()) {
+    if (local_rank == 0) {
+      std::fprintf(stderr,
+                   "bertrain: %d CPU threads asked for (--threads or OMP_NUM_THREADS) but this process may run on %zu "
+                   "CPU%s (its affinity; mpirun binds each rank to a core when there are at most two): using %zu "
+                   "(give mpirun --bind-to none, or --map-by slot:PE=%d, for more)\n",
+                   count, cpus.size(), cpus.size() == 1 ? "" : "s", cpus.size(), count);
+    }
+    count = static_cast<int>(cpus.size());
+    omp_set_num_threads(count);
+  }
+  for (const char* name : {"OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"}) {
+    if (std::getenv(name) != nullptr) return count;
   }
   if (cpus.size() < 2) return count;
   const std::size_t first = static_cast<std::size_t>(local_rank) * static_cast<std::size_t>(count);

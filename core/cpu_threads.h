@@ -11,8 +11,9 @@ namespace bertrain {
 // which libgomp fails to create or allocate its threads (a crash, not an error).
 constexpr int kMaxCpuThreads = 1024;
 
-// Sets the OpenMP thread count (0 keeps OpenMP's default) and pins thread i to the i-th CPU this process
-// may run on, unless the user chose a placement (OMP_PROC_BIND, OMP_PLACES or GOMP_CPU_AFFINITY set).
+// Sets the OpenMP thread count (0 keeps OpenMP's default), at most the number of CPUs this process may run on
+// (its affinity mask; more is said on stderr and cut), and pins thread i to the i-th of those CPUs, unless the user
+// chose a placement (OMP_PROC_BIND, OMP_PLACES or GOMP_CPU_AFFINITY set).
 // Why: OpenMP threads spin at every barrier of Eigen's parallel GEMM; unpinned, the scheduler lets two of
 // them share a core while another idles, and a training step measured 10x slower on a 2-core VM.
 // `local_rank`: with several processes on one host (data parallelism), process r starts at the
