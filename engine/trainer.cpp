@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -818,6 +819,11 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
   input_step([&] {
     json settings = params;
     for (const char* key : {"model", "train_data", "val_data", "threads"}) settings.erase(key);
+    // RUN_DIR as a place, not as spelt: `run` on one rank and /shared/run on another are one folder.
+    std::error_code error;
+    std::filesystem::path out = std::filesystem::weakly_canonical(std::filesystem::absolute(args.out_dir), error);
+    if (!out.has_filename()) out = out.parent_path();  // "run/": a trailing separator is the same folder
+    if (!error) settings["out"] = out.string();
     settings["the model's parameter count"] = model.params.size();
     settings["the labels"] = data.labels.names();
     settings["the model's tokenizer files"] = tokenizer_files;

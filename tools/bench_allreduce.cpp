@@ -122,6 +122,8 @@ int run_bench_allreduce(const std::vector<std::string>& args) {
 #endif
   }
   if (rank == 0 && !json) {
+    // One process has nothing to sum over: its numbers are a copy's, not a network's.
+    if (n == 1) std::printf("bench allreduce: one process (no launcher): start it with mpirun -np N for a real one\n");
     std::printf("bench allreduce: %d rank(s), %s, float32 sum, in place; busbw = algbw * 2(n-1)/n\n", n,
                 device == "cpu"                 ? "MPI, host memory"
                 : kind == GpuCollectives::kNccl ? "NCCL, GPU memory"

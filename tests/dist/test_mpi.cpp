@@ -566,6 +566,21 @@ TEST_F(MpiTest, RanksThatDoNotTrainTheSameThingAreNamed) {
   }
 }
 
+// RUN_DIR is compared as a place, not as spelt: rank 1's `DIR/./spelt` is rank 0's `DIR/spelt` (refused before).
+TEST_F(MpiTest, RunDirSpeltOtherwiseIsTheSameFolder) {
+  std::string rank0, rank1;
+  for (const std::string& a : train_command("spelt", 1)) rank0 += "'" + a + "' ";
+  std::vector<std::string> other = train_command("spelt", 1);
+  *(std::find(other.begin(), other.end(), "--out") + 1) = temp_.path(".") + "/./spelt/";
+  for (const std::string& a : other) rank1 += "'" + a + "' ";
+  std::vector<std::string> argv = mpi_prefix(2);
+  argv.insert(argv.end(), {"/bin/sh", "-c",
+                           "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then exec " + rank1 + "; else exec " + rank0 + "; fi"});
+  const RunResult r = testing::run_process(argv, {}, 120);
+  EXPECT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_TRUE(fs::exists(temp_.path("spelt") + "/results.json")) << r.describe();
+}
+
 // Ranks that find different runs in RUN_DIR (here a finished one on rank 0 and none on rank 1, as a RUN_DIR that is
 // not on a shared filesystem would give) stop with one error line: rank 0 used to return "finished" while rank 1
 // waited in its first collective for ever.
