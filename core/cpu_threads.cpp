@@ -10,19 +10,35 @@
 
 namespace bertrain {
 
+namespace {
+
+// The CPUs this process may run on, as its launcher (mpirun, taskset, a cgroup) gave them: read at the first call,
+// before this file pins any thread. A thread's own mask is no guide later: pinning the calling thread narrows it,
+// and threads started after inherit that (serve's engine thread saw one CPU of two).
+const std::vector<int>& process_cpus() {
+  static const std::vector<int> cpus = [] {
+    std::vector<int> found;
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return found;
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(cpu, &allowed)) found.push_back(cpu);
+    }
+    return found;
+  }();
+  return cpus;
+}
+
+}  // namespace
+
 int configure_cpu_threads(int threads, int local_rank) {
   if (threads > 0) omp_set_num_threads(threads);
   int count = omp_get_max_threads();
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return count;
-  std::vector<int> cpus;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
-  }
+  const std::vector<int>& cpus = process_cpus();
+  if (cpus.empty()) return count;
   // More threads than CPUs this process may run on spin at every GEMM barrier in turn: mpirun binds each of up to two
   // ranks to one core, and 2 threads there made a training run 55x slower. As many threads as CPUs, and a line why.
-  if (!cpus.empty() && static_cast<std::size_t>(count) > cpus.size()) {
+  if (static_cast<std::size_t>(count) > cpus.size()) {
     if (local_rank == 0) {
       std::fprintf(stderr,
                    "bertrain: %d CPU threads asked for (--threads or OMP_NUM_THREADS) but this process may run on %zu "
