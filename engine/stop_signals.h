@@ -12,6 +12,17 @@
 
 namespace bertrain {
 
+// The signals that ask a command to stop (see above); serve drains on them, launch passes them on.
+inline constexpr int kStopSignals[] = {SIGTERM, SIGINT, SIGUSR1, SIGHUP};
+
+// Whether `sig` is ignored (SIG_IGN), as `nohup` leaves SIGHUP and a shell's background job SIGINT: a command keeps
+// such a signal ignored rather than stopping on it.
+bool ignored_on_entry(int sig);
+
+// Ends the process by `sig`'s default action, as it would have ended without a StopSignals (after a command has
+// said what the signal left behind). Returns 128 + sig, which it never reaches.
+int end_by_signal(int sig);
+
 // The exit status of a run that stopped on a signal after writing its checkpoint: "resume me"
 // (EX_TEMPFAIL from sysexits.h: a temporary failure, try again).
 inline constexpr int kExitCheckpointed = 75;

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/stop_signals.h"
+
 extern char** environ;
 
 namespace bertrain::testing {
@@ -64,7 +66,7 @@ inline void default_signals_in_child() {
   struct sigaction action {};
   action.sa_handler = SIG_DFL;
   sigemptyset(&action.sa_mask);
-  for (const int sig : {SIGTERM, SIGINT, SIGUSR1, SIGHUP}) sigaction(sig, &action, nullptr);
+  for (const int sig : kStopSignals) sigaction(sig, &action, nullptr);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);

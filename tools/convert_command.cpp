@@ -187,14 +187,11 @@ int run_convert(const std::vector<std::string>& args) {
   };
   std::error_code error;
   const bool in_place = std::filesystem::equivalent(out, dir, error);
-  // Says how a signal left DIR2 and ends the process by it, as it would have ended without the handler.
-  const auto end_by_signal = [&](int sig, const std::string& how) {
+  // Says how a signal left DIR2 and ends the process by it.
+  const auto stopped_by = [](int sig, const std::string& how) {
     std::fprintf(stderr, "bertrain: convert: stopped by %s %s\n", signal_name(sig).c_str(),
                  escape_for_message(how).c_str());
-    std::fflush(stderr);
-    std::signal(sig, SIG_DFL);
-    std::raise(sig);
-    return 128 + sig;  // not reached: the signal's default action ends the process
+    return end_by_signal(sig);
   };
   const StopSignals stop_signals;
   try {
@@ -210,7 +207,7 @@ int run_convert(const std::vector<std::string>& args) {
       replace_directory_atomically(folder.string(), write_model);
     }
   } catch (const ConvertStopped& stopped) {
-    return end_by_signal(stopped.signal, "before " + out + " was complete; " +
+    return stopped_by(stopped.signal, "before " + out + " was complete; " +
                                              (in_place ? "each file there is whole, the old or the new one"
                                                        : "it is as it was"));
   }
@@ -218,7 +215,7 @@ int run_convert(const std::vector<std::string>& args) {
               source.tokenizer_files.empty() ? " (DIR has no tokenizer files)" : "");
   std::fflush(stdout);
   // A signal while the folder was swapped in, after the last file: the conversion is whole, and the exit says stopped.
-  if (StopSignals::received() != 0) return end_by_signal(StopSignals::received(), "after " + out + " was complete");
+  if (StopSignals::received() != 0) return stopped_by(StopSignals::received(), "after " + out + " was complete");
   return 0;
 }
 

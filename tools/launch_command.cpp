@@ -139,11 +139,9 @@ int run_launch(const std::vector<std::string>& args) {
   action.sa_handler = forward_signal;
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;
-  for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGHUP}) {
+  for (const int sig : kStopSignals) {
     // One ignored on entry (`nohup`: SIGHUP) stays ignored, here and in COMMAND, which inherits it.
-    struct sigaction current {};
-    sigaction(sig, nullptr, &current);
-    if (current.sa_handler != SIG_IGN) sigaction(sig, &action, nullptr);
+    if (!ignored_on_entry(sig)) sigaction(sig, &action, nullptr);
   }
 
   nlohmann::json restarts = nlohmann::json::array();

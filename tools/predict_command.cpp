@@ -2,7 +2,6 @@
 // read, tokenized and predicted one batch at a time and written as JSON Lines, so a file of any length needs
 // the memory of one batch.
 #include <chrono>
-#include <csignal>
 #include <cstring>
 #include <cstdio>
 #include <memory>
@@ -196,10 +195,7 @@ int run_predict(const std::vector<std::string>& args) {
   } catch (const PredictionStopped& stopped) {
     std::fprintf(stderr, "bertrain: predict: stopped by %s%s\n", signal_name(stopped.signal).c_str(),
                  p.get("out").empty() ? "" : ("; " + p.get("out") + " not written").c_str());
-    std::fflush(stderr);
-    std::signal(stopped.signal, SIG_DFL);
-    std::raise(stopped.signal);
-    return 128 + stopped.signal;  // not reached: the signal's default action ends the process
+    return end_by_signal(stopped.signal);
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fprintf(stderr, "predict: %s in %.2f s (%.0f rows/s) on %s, batches of %d%s%s\n", count_of(rows, "row").c_str(),

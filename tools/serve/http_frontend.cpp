@@ -431,11 +431,8 @@ bool HttpFrontend::accept_head(const HttpRequest& req, HttpResponse& res) {
     // Made-With-ML's paths end in a slash; without it, FastAPI redirects there (307 keeps the method and body). A
     // browser fails a preflight that redirects: that one is answered for the path with the slash, which the request
     // itself then follows.
-    if (const auto slashed = routes.find(req.path + "/");
-        slashed != routes.end() && options_.cors.answer_preflight(req, Handlers::methods(slashed->second), res)) {
-      return false;
-    }
-    if (routes.count(req.path + "/") != 0) {
+    if (const auto slashed = routes.find(req.path + "/"); slashed != routes.end()) {
+      if (options_.cors.answer_preflight(req, Handlers::methods(slashed->second), res)) return false;
       const std::size_t query = req.target.find('?');
       res.set_header("Location", req.path + "/" + (query == std::string::npos ? "" : req.target.substr(query)));
       answer_error(res, 307, "redirect", "the path is " + req.path + "/");

@@ -237,10 +237,8 @@ int run_serve(const std::vector<std::string>& args) {
   // SIGUSR1: what train and predict stop on (Slurm's warning before a preemption); SIGHUP: a closed terminal. Each
   // drains as SIGTERM does, rather than ending the server at once with requests unanswered. One ignored on entry
   // (`nohup`: SIGHUP) stays ignored: blocked, the kernel would queue it for sigwait instead of dropping it.
-  for (const int sig : {SIGTERM, SIGINT, SIGUSR1, SIGHUP}) {
-    struct sigaction current {};
-    sigaction(sig, nullptr, &current);
-    if (current.sa_handler != SIG_IGN) sigaddset(&signals, sig);
+  for (const int sig : kStopSignals) {
+    if (!ignored_on_entry(sig)) sigaddset(&signals, sig);
   }
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
