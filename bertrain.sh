@@ -45,7 +45,7 @@ from_caller() {
 cd "$(dirname "$0")"
 
 readonly PACKAGES=(cmake make g++ pkg-config libeigen3-dev nlohmann-json3-dev libgtest-dev libutf8proc-dev libopenmpi-dev openmpi-bin
-                   libcpp-httplib-dev)
+                   libcpp-httplib-dev libopenblas-openmp-dev)
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-$(nproc)}
 

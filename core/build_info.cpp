@@ -17,6 +17,9 @@
 #if BERTRAIN_HAS_MPI
 #include <mpi.h>
 #endif
+#if BERTRAIN_HAS_BLAS
+extern "C" char* openblas_get_config();  // OpenBLAS (CMakeLists.txt: BERTRAIN_BLAS)
+#endif
 
 namespace bertrain {
 
@@ -45,6 +48,11 @@ std::string build_info() {
   }
   os << "  Eigen " << EIGEN_WORLD_VERSION << "." << EIGEN_MAJOR_VERSION << "." << EIGEN_MINOR_VERSION
      << ", OpenMP threads " << omp_get_max_threads() << "\n";
+#if BERTRAIN_HAS_BLAS
+  os << "  BLAS: yes (" << openblas_get_config() << "; the CPU engine's matrix products)\n";
+#else
+  os << "  BLAS: no (Eigen's own matrix products)\n";
+#endif
 #if BERTRAIN_HAS_CUDA
   os << "  CUDA: yes (runtime " << cuda_runtime_version() << ", architectures " << BERTRAIN_CUDA_ARCHITECTURES << ")\n";
 #else
