@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "core/build_config.h"
 #include "core/count_text.h"
 
 namespace bertrain {
@@ -21,9 +22,12 @@ constexpr int kMaxCpuThreads = 1024;
 // Returns the thread count in effect.
 int configure_cpu_threads(int threads, int local_rank = 0);
 
-// "cpu (2 threads, fp32)": the CPU engine as logs, run files and serve's /v1/model name it. The engines take
-// `threads` when they are built, on the thread that runs them: OpenMP's count is per thread (serve's HTTP threads
-// keep the default).
-inline std::string cpu_engine_description(int threads) { return "cpu (" + count_of(threads, "thread") + ", fp32)"; }
+// "cpu (2 threads, fp32)", or "cpu (2 threads, fp32, OpenBLAS)" when its matrix products are OpenBLAS's
+// (BERTRAIN_BLAS): the CPU engine as logs, run files and serve's /v1/model name it, so that a run's speed can be
+// told apart by build. The engines take `threads` when they are built, on the thread that runs them: OpenMP's count
+// is per thread (serve's HTTP threads keep the default).
+inline std::string cpu_engine_description(int threads) {
+  return "cpu (" + count_of(threads, "thread") + ", fp32" + (BERTRAIN_HAS_BLAS ? ", OpenBLAS" : "") + ")";
+}
 
 }  // namespace bertrain

@@ -16,7 +16,7 @@ namespace bertrain {
 class InferenceBackend {
  public:
   virtual ~InferenceBackend() = default;
-  // "cpu (2 threads, fp32)", "cuda:0 NVIDIA H100 80GB HBM3, bf16", ... for logs.
+  // "cpu (2 threads, fp32, OpenBLAS)", "cuda:0 NVIDIA H100 80GB HBM3, bf16", ... for logs (core/cpu_threads.h).
   virtual std::string description() const = 0;
   // Writes (=) the logits of `batch` (host arrays, checked here) into out [batch.batch, num_labels] (float,
   // host, row-major), without dropout. Waits for the result.

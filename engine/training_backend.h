@@ -25,7 +25,7 @@ class TrainingBackend {
  public:
   virtual ~TrainingBackend() = default;
 
-  // "cpu (2 threads)", "cuda:0 NVIDIA H200, bf16", ... for logs.
+  // "cpu (2 threads, fp32, OpenBLAS)", "cuda:0 NVIDIA H200, bf16", ... for logs (core/cpu_threads.h).
   virtual std::string description() const = 0;
   // Device memory this engine holds (parameters, gradients, optimizer state, activations, workspaces) in
   // bytes; 0 on the CPU.

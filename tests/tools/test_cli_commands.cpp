@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu_threads.h"
 #include "engine/stop_signals.h"
 #include "tests/tools/cli_test.h"
 
@@ -360,7 +361,7 @@ TEST_F(CliTest, InferenceBatchSizeDefaultsPerDevice) {
   ASSERT_TRUE(succeeded(suite_train()));
   const RunResult cpu = run({"predict", "--model", suite_run(), "--data", data(), "--device", "cpu"});
   ASSERT_TRUE(succeeded(cpu));
-  EXPECT_NE(cpu.err.find("on cpu (1 thread, fp32), batches of 64"), std::string::npos) << cpu.err;
+  EXPECT_NE(cpu.err.find("on " + cpu_engine_description(1) + ", batches of 64"), std::string::npos) << cpu.err;
   const RunResult evaluated = run({"evaluate", "--model", suite_run(), "--data", data(), "--device", "cpu",
                                    "--batch-size", "auto"});
   ASSERT_TRUE(succeeded(evaluated));

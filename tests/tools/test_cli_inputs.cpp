@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu_threads.h"
 #include "tests/tools/cli_test.h"
 
 namespace bertrain {
@@ -503,11 +504,11 @@ TEST_F(CliTest, EvaluateAndPredictTakeThreads) {
   ASSERT_TRUE(succeeded(suite_train()));
   const RunResult two = run({"evaluate", "--model", suite_run(), "--data", data(), "--device", "cpu", "--threads", "2"});
   ASSERT_TRUE(succeeded(two));
-  EXPECT_NE(two.err.find("on cpu (2 threads, fp32)"), std::string::npos) << two.describe();
+  EXPECT_NE(two.err.find("on " + cpu_engine_description(2)), std::string::npos) << two.describe();
   const RunResult one = run({"predict", "--model", suite_run(), "--data", data(), "--device", "cpu", "--threads", "1",
                              "--out", path("predictions.jsonl")});
   ASSERT_TRUE(succeeded(one));
-  EXPECT_NE((one.out + one.err).find("cpu (1 thread, fp32)"), std::string::npos) << one.describe();
+  EXPECT_NE((one.out + one.err).find(cpu_engine_description(1)), std::string::npos) << one.describe();
   // Thousands of threads crashed libgomp (a segfault at 100000): every command bounds the count.
   const std::string bounds = ": --threads must be between 0 (all cores) and 1024, got ";
   expect_error(run({"predict", "--model", suite_run(), "--text", "x", "--threads", "-1"}), "predict" + bounds + "-1");

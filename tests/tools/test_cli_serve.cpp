@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/cpu_threads.h"
 #include "tests/tools/cli_test.h"
 #include "tests/tools/model_variants.h"
 #include "tests/tools/serve_process.h"
@@ -380,7 +381,7 @@ TEST_F(CliServe, InfoEndpointsAnswerAsDocumented) {
   EXPECT_EQ(m["precision"], "fp32") << model.body;
   // The engine thread's OpenMP count (--threads), not an HTTP thread's default (the tests' children run with
   // OMP_NUM_THREADS=1: it said 1 thread here, and 2 under --threads 1 on a 2-core machine).
-  EXPECT_EQ(m["engine"], "cpu (2 threads, fp32)") << model.body;
+  EXPECT_EQ(m["engine"], cpu_engine_description(2)) << model.body;
   EXPECT_TRUE(m["parameters"].is_number_integer() && m["parameters"].get<long>() > 0) << model.body;
   EXPECT_TRUE(m["threshold"].is_null()) << model.body;  // single-label without --threshold: the arg-max
   // A multi-label model predicts the labels at p >= 0.5 unless told another --threshold, and says so.
