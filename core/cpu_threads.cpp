@@ -8,6 +8,12 @@
 #include <cstdlib>
 #include <vector>
 
+#include "core/build_config.h"
+
+#if BERTRAIN_HAS_BLAS
+extern "C" void openblas_set_num_threads(int);  // OpenBLAS (CMakeLists.txt: BERTRAIN_BLAS)
+#endif
+
 namespace bertrain {
 
 namespace {
@@ -35,10 +41,9 @@ int configure_cpu_threads(int threads, int local_rank) {
   if (threads > 0) omp_set_num_threads(threads);
   int count = omp_get_max_threads();
   const std::vector<int>& cpus = process_cpus();
-  if (cpus.empty()) return count;
   // More threads than CPUs this process may run on spin at every GEMM barrier in turn: mpirun binds each of up to two
   // ranks to one core, and 2 threads there made a training run 55x slower. As many threads as CPUs, and a line why.
-  if (static_cast<std::size_t>(count) > cpus.size()) {
+  if (!cpus.empty() && static_cast<std::size_t>(count) > cpus.size()) {
     if (local_rank == 0) {
       std::fprintf(stderr,
                    "bertrain: %d CPU threads asked for (--threads or OMP_NUM_THREADS) but this process may run on %zu "
@@ -49,6 +54,19 @@ int configure_cpu_threads(int threads, int local_rank) {
     count = static_cast<int>(cpus.size());
     omp_set_num_threads(count);
   }
+#if BERTRAIN_HAS_BLAS
+  // OpenBLAS's OpenMP build sets the calling thread's OpenMP count to its own before each product it threads, at most
+  // the MAX_THREADS it was built with (Debian's: 64). Asked now, it cuts the count here, where the engine's loops,
+  // their pinning and the engine's description still follow it, instead of at the first product.
+  openblas_set_num_threads(count);
+  if (omp_get_max_threads() < count) {
+    if (local_rank == 0) {
+      std::fprintf(stderr, "bertrain: %d CPU threads asked for but OpenBLAS runs at most %d: using %d\n", count,
+                   omp_get_max_threads(), omp_get_max_threads());
+    }
+    count = omp_get_max_threads();
+  }
+#endif
   for (const char* name : {"OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"}) {
     if (std::getenv(name) != nullptr) return count;
   }
