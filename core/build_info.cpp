@@ -18,7 +18,7 @@
 #include <mpi.h>
 #endif
 #if BERTRAIN_HAS_BLAS
-extern "C" char* openblas_get_config();  // OpenBLAS (CMakeLists.txt: BERTRAIN_BLAS)
+#include "core/openblas.h"
 #endif
 
 namespace bertrain {

@@ -11,7 +11,7 @@
 #include "core/build_config.h"
 
 #if BERTRAIN_HAS_BLAS
-extern "C" void openblas_set_num_threads(int);  // OpenBLAS (CMakeLists.txt: BERTRAIN_BLAS)
+#include "core/openblas.h"
 #endif
 
 namespace bertrain {

@@ -72,6 +72,18 @@ inline void default_signals_in_child() {
   sigprocmask(SIG_SETMASK, &none, nullptr);
 }
 
+// The exit code of `body` run in a forked child (100 when it did not exit normally): for code that changes the
+// process (its affinity, OpenMP's settings) or that counts its threads. The child starts with one thread whatever the
+// parent has, and must not start an OpenMP team of several: libgomp hangs a child that does after its parent ran one.
+template <typename F>
+int exit_code_in_child(F body) {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(body());
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+}
+
 // execve's null-terminated array of pointers into `storage` (which must outlive it).
 inline std::vector<char*> exec_pointers(std::vector<std::string>& storage) {
   std::vector<char*> pointers;

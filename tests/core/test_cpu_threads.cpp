@@ -6,26 +6,16 @@
 
 #include <omp.h>
 #include <sched.h>
-#include <sys/wait.h>
-#include <unistd.h>
+
+#include "tests/run_process.h"
 
 namespace bertrain {
 namespace {
 
-// The exit status of `body` run in a child process.
-template <typename F>
-int in_child(F body) {
-  const pid_t pid = ::fork();
-  if (pid == 0) ::_exit(body());
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
-}
-
 // One CPU, as mpirun binds each of two ranks to a core: two threads asked for, one in effect (two spun at every GEMM
 // barrier on the one core, 55x slower).
 TEST(CpuThreads, NoMoreThreadsThanTheCpusTheProcessMayRunOn) {
-  EXPECT_EQ(in_child([] {
+  EXPECT_EQ(testing::exit_code_in_child([] {
               cpu_set_t allowed;
               CPU_ZERO(&allowed);
               if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return 1;
@@ -39,7 +29,7 @@ TEST(CpuThreads, NoMoreThreadsThanTheCpusTheProcessMayRunOn) {
               return omp_get_max_threads() == 1 ? 0 : 4;
             }),
             0);
-  EXPECT_EQ(in_child([] {
+  EXPECT_EQ(testing::exit_code_in_child([] {
               cpu_set_t allowed;
               CPU_ZERO(&allowed);
               if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return 1;

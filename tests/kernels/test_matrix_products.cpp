@@ -6,8 +6,6 @@
 
 #include <dirent.h>
 #include <omp.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <limits>
@@ -17,9 +15,10 @@
 #include "core/build_config.h"
 #include "core/cpu_threads.h"
 #include "kernels/cpu/eigen_maps.h"
+#include "tests/run_process.h"
 
 #if BERTRAIN_HAS_BLAS
-extern "C" int openblas_get_parallel();
+#include "core/openblas.h"
 #endif
 
 namespace bertrain {
@@ -64,7 +63,7 @@ const Shape kShapes[] = {{300, 200, 160}, {37, 64, 21}, {5, 3, 7}};
 // linear_forward: y = x Wᵀ over row-major buffers; linear_backward: dW (+)= dyᵀ x.
 TEST(MatrixProducts, TransposedOperandsAndAccumulationEqualTheSum) {
   for (const Shape& s : kShapes) {
-    SCOPED_TRACE(testing::Message() << s.m << " x " << s.n << " x " << s.k);
+    SCOPED_TRACE(::testing::Message() << s.m << " x " << s.n << " x " << s.k);
     const std::vector<float> x = random_values(static_cast<std::size_t>(s.m) * s.k, 1);
     const std::vector<float> w = random_values(static_cast<std::size_t>(s.n) * s.k, 2);
     std::vector<float> y(static_cast<std::size_t>(s.m) * s.n);
@@ -88,7 +87,7 @@ TEST(MatrixProducts, TransposedOperandsAndAccumulationEqualTheSum) {
 TEST(MatrixProducts, BlocksOfWiderRowsEqualTheSum) {
   const int hidden = 96, head_dim = 32, stride = 3 * hidden;
   for (const int length : {1, 20, 130}) {
-    SCOPED_TRACE(testing::Message() << length << " tokens");
+    SCOPED_TRACE(::testing::Message() << length << " tokens");
     const std::vector<float> qkv = random_values(static_cast<std::size_t>(length) * stride, 5);
     const int head = 1;
     ConstStridedMap<float> q(qkv.data() + head * head_dim, length, head_dim, Eigen::OuterStride<>(stride));
@@ -123,17 +122,6 @@ int thread_count() {
   return n;
 }
 
-// The exit status of `body` run in a forked child, which starts with one thread whatever the parent has (it must not
-// start a team of several: libgomp hangs a child that does after its parent ran one).
-template <typename F>
-int in_child(F body) {
-  const pid_t pid = ::fork();
-  if (pid == 0) ::_exit(body());
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
-}
-
 // A product as large as the engine's: past the size at which OpenBLAS threads its products.
 bool large_product_is_finite() {
   const int n = 512;
@@ -145,7 +133,7 @@ bool large_product_is_finite() {
 // `--threads 1` means one thread: a large product starts none (OpenBLAS's pthreads build would start its own pool
 // beside OpenMP's, and its threads would spin on the cores the engine's threads use).
 TEST(MatrixProducts, OneThreadStartsNoOther) {
-  EXPECT_EQ(in_child([] {
+  EXPECT_EQ(testing::exit_code_in_child([] {
               if (configure_cpu_threads(1) != 1) return 1;
               if (!large_product_is_finite()) return 2;
               return thread_count() == 1 ? 0 : 3;
