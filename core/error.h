@@ -9,7 +9,7 @@
 
 namespace bertrain {
 
-// A failure while working: main() exits 1, which a launcher may retry (a full disk, a lost peer, a NaN loss).
+// A failure while working: main() exits 1, which a launcher may retry (a full disk, a lost peer).
 class Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -21,6 +21,15 @@ class SharedError : public Error {
  public:
   using Error::Error;
 };
+
+// A training whose loss, gradient or weights are no longer finite. Every rank meets it alike, and running it again
+// from its checkpoint repeats the same steps bit for bit to the same end, so main() exits kExitDiverged and
+// `bertrain launch` does not retry it: the settings (a lower --lr) must change.
+class DivergedError : public SharedError {
+ public:
+  using SharedError::SharedError;
+};
+inline constexpr int kExitDiverged = 3;
 
 // A failure in what the user gave: a flag value, a data file, a model or run directory that does not fit the
 // command. Running the same command again cannot succeed, so main() exits 2, as for a usage error, and

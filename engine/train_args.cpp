@@ -41,7 +41,7 @@ void validate_train_args(const TrainArgs& a) {
   BERTRAIN_CHECK(in_float_range(a.adam_eps), "--adam-eps must be within float32's range, " << kFloatRange
                                              << " (at 0 a parameter with no gradient divides 0 by 0), got "
                                              << a.adam_eps);
-  // An infinite decay makes every weight non-finite at the first step: a flag error, not a diverging run (exit 1).
+  // An infinite decay makes every weight non-finite at the first step: a flag error, not a diverging run (exit 3).
   BERTRAIN_CHECK(a.weight_decay >= 0 && a.weight_decay <= std::numeric_limits<float>::max(),
                  "--weight-decay must be >= 0 and finite in float32 (at most 3.4e38), got " << a.weight_decay);
   BERTRAIN_CHECK(a.max_grad_norm >= 0 && a.max_grad_norm <= std::numeric_limits<float>::max(),

@@ -411,9 +411,9 @@ class TrainingLoop {
     // already applied, so nothing more is saved: last/ keeps the last checkpoint.
     const double grad_norm = p_.engine.last_gradient_norm();
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
-      throw SharedError(diverged("epoch " + std::to_string(epoch + 1) + ", step " + std::to_string(index + 1) + " of " +
-                                 std::to_string(p_.plan.steps_per_epoch) + ": the training loss is " +
-                                 value_text(loss) + " and the gradient norm " + value_text(grad_norm)));
+      throw DivergedError(diverged("epoch " + std::to_string(epoch + 1) + ", step " + std::to_string(index + 1) +
+                                   " of " + std::to_string(p_.plan.steps_per_epoch) + ": the training loss is " +
+                                   value_text(loss) + " and the gradient norm " + value_text(grad_norm)));
     }
     run_.period_loss.add(loss);
     run_.period_grad_norm.add(grad_norm);
@@ -492,8 +492,8 @@ class TrainingLoop {
     // The last update can make the weights (or what they compute) overflow without a training loss to see it: the
     // validation does. Every rank has the same sums, so every rank stops here.
     if (!std::isfinite(v.loss)) {
-      throw SharedError(diverged("after optimizer step " + std::to_string(step + 1) + " the validation loss is " +
-                                 value_text(v.loss)));
+      throw DivergedError(diverged("after optimizer step " + std::to_string(step + 1) + " the validation loss is " +
+                                   value_text(v.loss)));
     }
     // The rate the next step uses: the plateau schedule sees this evaluation's val_loss (Made-With-ML's), a
     // step-wise one is a function of the step.
@@ -621,7 +621,7 @@ class TrainingLoop {
     // A step's update may have made weights overflow that its loss, computed before it, could not show (the next
     // step's would): they are never written. (The leader's error ends every rank, as any of its errors does.)
     if (!std::all_of(weights.begin(), weights.end(), [](float w) { return std::isfinite(w); })) {
-      throw Error(diverged("after optimizer step " + std::to_string(step + 1) + " the weights are not finite"));
+      throw DivergedError(diverged("after optimizer step " + std::to_string(step + 1) + " the weights are not finite"));
     }
     write_checkpoint(p_.args, p_.dirs, p_.model, p_.engine, weights, trainer_state(step, evaluated), step_checkpoint);
     if (improved) save_best(p_.dirs, p_.model, weights);

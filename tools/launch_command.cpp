@@ -55,8 +55,8 @@ std::string run_dir_of(const std::vector<std::string>& command) {
 
 // bertrain's exit codes: 1 a failure while working, 75 stopped with a checkpoint; a signal (or 128 + its number,
 // as a shell or mpirun reports a rank killed by one) is a preemption or a crash. Those are retried. 2 is a usage or
-// input error, and anything else (127: a shell or launcher in COMMAND did not find its program) cannot be mended by
-// running it again.
+// input error, 3 a training that diverged (resumed, it repeats the same steps to the same end), and anything else
+// (127: a shell or launcher in COMMAND did not find its program) cannot be mended by running it again.
 bool worth_a_restart(int status) {
   if (WIFSIGNALED(status)) return true;
   if (!WIFEXITED(status)) return false;
@@ -118,8 +118,8 @@ int run_launch(const std::vector<std::string>& args) {
               "Runs COMMAND and, when it fails while working (exit 1), is stopped with a checkpoint (75) or is killed\n"
               "by a signal, runs it again with --resume (added when the run directory of its --out has a checkpoint,\n"
               "last/trainer_state.json; also on the first attempt, for a requeued job, unless COMMAND has\n"
-              "--overwrite), up to --max-restarts times; a usage or input error (2) or any other exit is not\n"
-              "retried. Each attempt's end and every restart are logged on stderr and recorded in results.json\n"
+              "--overwrite), up to --max-restarts times; a usage or input error (2), a training that diverged (3)\n"
+              "or any other exit is not retried. Each attempt's end and every restart are logged on stderr and recorded in results.json\n"
               "(\"restarts\"). SIGTERM, SIGINT, SIGUSR1 and SIGHUP are passed on to COMMAND, which then ends without\n"
               "a restart (exit 75 when last/ holds a checkpoint to continue from).");
   p.usage("bertrain launch [--max-restarts N] [--restart-delay SECONDS] -- COMMAND [ARGS...]");
@@ -173,15 +173,17 @@ int run_launch(const std::vector<std::string>& args) {
     if (launcher_signal != 0) {
       // Stopped as asked: with a checkpoint to continue from that is 75 ("resume me", what a Slurm script requeues
       // on) whatever status the command ended with; Open MPI's mpirun ends with 1 when SIGTERM stops its ranks.
-      const bool resumable = code != 2 && file_exists(run_dir + "/last/trainer_state.json");
+      const bool resumable = code != 2 && code != kExitDiverged && file_exists(run_dir + "/last/trainer_state.json");
       std::fprintf(stderr, "bertrain launch: stopped by %s: %s; not restarting%s\n",
                    signal_name(launcher_signal.load()).c_str(), why.c_str(),
                    resumable && code != kExitCheckpointed ? " (exit 75: the checkpoint in last/ continues it)" : "");
       return resumable ? kExitCheckpointed : code;
     }
     if (!worth_a_restart(status)) {
-      std::fprintf(stderr, "bertrain launch: %s%s: not restarting\n", why.c_str(),
-                   WEXITSTATUS(status) == 2 ? " (a usage or input error)" : " (not a failure a restart can mend)");
+      const char* what = code == 2               ? " (a usage or input error)"
+                         : code == kExitDiverged ? " (the training diverged: resumed, it would diverge again)"
+                                                 : " (not a failure a restart can mend)";
+      std::fprintf(stderr, "bertrain launch: %s%s: not restarting\n", why.c_str(), what);
       return code;
     }
     if (attempt >= max_restarts) {

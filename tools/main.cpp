@@ -1,6 +1,7 @@
 // bertrain: the command-line entry point. Dispatches to subcommands and turns every failure into one line
-// on stderr and the exit code a launcher acts on: 2 for usage and input errors (never worth a retry), 1 for a
-// failure while working (retryable). 75, stopped with a checkpoint, comes from train itself.
+// on stderr and the exit code a launcher acts on: 2 for usage and input errors and 3 for a training that diverged
+// (never worth a retry), 1 for a failure while working (retryable). 75, stopped with a checkpoint, comes from train
+// itself.
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -124,6 +125,9 @@ int main(int argc, char** argv) {
   } catch (const bertrain::InputError& e) {
     print_error(std::string("bertrain: error: ") + e.what());
     return 2;
+  } catch (const bertrain::DivergedError& e) {
+    print_error(std::string("bertrain: error: ") + e.what());
+    return bertrain::kExitDiverged;
   } catch (const std::bad_alloc&) {
     // A row is read whole before it is cut to --max-length: its field is held about six times while read.
     print_error("bertrain: error: out of memory: what was asked for (a model, batch or sequence size, or a data row "

@@ -219,9 +219,9 @@ TrainArgs train_args_of(const ArgParser& p) {
 namespace {
 
 // A mistake in the command line or in input every rank reads (the data, the model, RUN_DIR) fails on every rank of a
-// job alike, and so does a SharedError (a diverging loss, summed over ranks). The ranks but 0 wait before they report
-// one, so that rank 0 says it once and ends the job; they speak only where it did not (their own node's files or
-// disk). Not for other errors: those each rank reports at once.
+// job alike, and so does a SharedError (a diverging loss, summed over ranks: exit 3). The ranks but 0 wait before
+// they report one, so that rank 0 says it once and ends the job; they speak only where it did not (their own node's
+// files or disk). Not for other errors: those each rank reports at once.
 void let_rank_zero_speak_first(int rank) {
   if (rank != 0) std::this_thread::sleep_for(std::chrono::seconds(3));
 }
@@ -255,7 +255,7 @@ int run_train(const std::vector<std::string>& args) {
     const std::string what = e.what(), who = comm->where();
     const bool input = dynamic_cast<const InputError*>(&e) != nullptr;
     if (input || dynamic_cast<const SharedError*>(&e) != nullptr) let_rank_zero_speak_first(comm->rank());
-    const int code = input ? 2 : 1;
+    const int code = input ? 2 : dynamic_cast<const DivergedError*>(&e) != nullptr ? kExitDiverged : 1;
     comm->abort(code, "bertrain: error: " + (what.rfind(who, 0) == 0 ? what : who + ": " + what));
   }
   if (!a.quiet && comm->rank() == 0 && !outcome.already_finished) {

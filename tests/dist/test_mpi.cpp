@@ -21,6 +21,7 @@
 
 #include "core/build_config.h"
 #include "core/build_info.h"
+#include "core/error.h"
 #include "model/safetensors.h"
 #include "tests/gpu_skip.h"
 #include "tests/run_process.h"
@@ -541,12 +542,12 @@ TEST_F(MpiTest, AMistakeEveryRankMeetsIsSaidOnce) {
   }
 }
 
-// A loss that diverges is the same on every rank (it is summed over them): said once, by rank 0, exit 1.
+// A loss that diverges is the same on every rank (it is summed over them): said once, by rank 0, exit 3.
 TEST_F(MpiTest, ADivergingLossIsSaidOnce) {
   std::vector<std::string> argv = mpi_prefix(3);
   for (const std::string& a : train_command("diverging", 2, {"--lr", "1e30"})) argv.push_back(a);
   const RunResult r = testing::run_process(argv, {}, 120);
-  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  EXPECT_EQ(r.exit_code, bertrain::kExitDiverged) << r.describe();
   EXPECT_EQ(error_lines(r.err), 1u) << r.describe();
   EXPECT_NE(r.err.find("training stopped"), std::string::npos) << r.describe();
 }

@@ -27,6 +27,7 @@
 
 #include "core/build_config.h"
 #include "core/build_info.h"
+#include "core/error.h"
 #include "model/model_dir.h"
 #include "model/safetensors.h"
 #include "tests/run_process.h"
@@ -412,14 +413,25 @@ TEST_F(CliTest, LaunchRestartsAFailedRunWithResume) {
   EXPECT_EQ(results["restarts"][0]["restart"], 1);
   EXPECT_EQ(results["restarts"][0]["after"], "exit status 137");
 
-  // A failure while working (exit 1: here a diverging loss) is retried until --max-restarts.
-  std::vector<std::string> failing{"launch", "--max-restarts", "2", "--restart-delay", "0", "--", binary()};
-  const std::vector<std::string> diverging = train_args(path("failing"), {"--lr", "1e30"});
-  failing.insert(failing.end(), diverging.begin(), diverging.end());
-  const RunResult gave_up = run(failing);
+  // A failure while working (exit 1: here a command that says so, counting its attempts) is retried until
+  // --max-restarts.
+  const std::string attempts = path("attempts.txt");
+  const RunResult gave_up = run({"launch", "--max-restarts", "2", "--restart-delay", "0", "--", "/bin/sh", "-c",
+                                 "echo attempt >> '" + attempts + "'; exit 1", "sh", "--out", path("failing")});
   EXPECT_EQ(gave_up.exit_code, 1) << gave_up.describe();
   EXPECT_NE(gave_up.err.find("giving up after 2 restarts"), std::string::npos) << gave_up.describe();
   EXPECT_NE(gave_up.err.find("restart 2 of 2 (no checkpoint yet)"), std::string::npos) << gave_up.describe();
+  EXPECT_EQ(slurp(attempts), "attempt\nattempt\nattempt\n");
+  // A training that diverged (exit 3) is not: resumed from its checkpoint it would repeat the same steps to the
+  // same end.
+  std::vector<std::string> diverging{"launch", "--max-restarts", "2", "--restart-delay", "0", "--", binary()};
+  const std::vector<std::string> train_diverging = train_args(path("diverging"), {"--lr", "1e30"});
+  diverging.insert(diverging.end(), train_diverging.begin(), train_diverging.end());
+  const RunResult diverged = run(diverging);
+  EXPECT_EQ(diverged.exit_code, bertrain::kExitDiverged) << diverged.describe();
+  EXPECT_NE(diverged.err.find("(the training diverged: resumed, it would diverge again): not restarting"),
+            std::string::npos) << diverged.describe();
+  EXPECT_EQ(diverged.err.find("restart 1"), std::string::npos) << diverged.describe();
   // Usage and input errors (exit 2), and a command that cannot run, are not retried.
   const std::vector<std::vector<std::string>> never_retried{
       {binary(), "train", "--out", path("u"), "--bogus"},
@@ -882,7 +894,7 @@ TEST_F(CliTest, NoCleanGivesAModelTheTextAsItIs) {
 }
 
 // A NaN or infinite weight is the weights file's fault, named with its tensor (exit 2): predict answered null
-// probabilities (exit 0), and train stopped on a diverging loss (exit 1, which launch retries).
+// probabilities (exit 0), and train stopped on a diverging loss (exit 3).
 TEST_F(CliTest, NonFiniteWeightsAreNamedWithTheirTensor) {
   std::string weights = slurp(path("model/model.safetensors"));
   uint64_t header_bytes = 0;
@@ -918,7 +930,7 @@ TEST_F(CliTest, ScoresThatAreNotFiniteAreRefusedNamingTheRow) {
 // one-line error naming the epoch and step, and nothing of that epoch is saved.
 TEST_F(CliTest, NonFiniteLossStopsTrainingNamingTheStep) {
   const RunResult r = run(train_args(path("run"), {"--lr", "1e30"}));
-  expect_error(r, "training stopped", 1);
+  expect_error(r, "training stopped", bertrain::kExitDiverged);
   EXPECT_NE(r.err.find("epoch 1, step "), std::string::npos) << r.describe();
   // The advice fits the run: fp32 here, so no "--precision fp32"; no weight decay to lower.
   EXPECT_NE(r.err.find("try a lower --lr)"), std::string::npos) << r.describe();
@@ -935,7 +947,7 @@ TEST_F(CliTest, NonFiniteLossStopsTrainingNamingTheStep) {
 TEST_F(CliTest, AnUpdateThatOverflowsTheWeightsStopsTheRunBeforeAnyCheckpoint) {
   const RunResult one = run(train_args(path("one"), {"--max-steps", "1", "--lr", "1e30"}));
   expect_error(one, "after optimizer step 1 the validation loss is nan; training stopped (no checkpoint was written; "
-                    "try a lower --lr)", 1);
+                    "try a lower --lr)", bertrain::kExitDiverged);
   EXPECT_FALSE(fs::exists(path("one/last")));
   EXPECT_FALSE(fs::exists(path("one/best")));
   EXPECT_FALSE(fs::exists(path("one/results.json")));
@@ -943,7 +955,7 @@ TEST_F(CliTest, AnUpdateThatOverflowsTheWeightsStopsTheRunBeforeAnyCheckpoint) {
   // makes some of them infinite at once).
   const RunResult overflowed = run(train_args(path("overflowed"), {"--lr", "3.4e38", "--save-steps", "1"}));
   expect_error(overflowed, "after optimizer step 1 the weights are not finite; training stopped (no checkpoint was "
-                           "written; try a lower --lr)", 1);
+                           "written; try a lower --lr)", bertrain::kExitDiverged);
   EXPECT_FALSE(fs::exists(path("overflowed/last")));
   EXPECT_FALSE(fs::exists(path("overflowed/checkpoints/step-1")));
 }

@@ -194,8 +194,8 @@ TEST_F(CliTraining, MaxGradNormClipsOnlyAboveTheGradientsNorm) {
   expect_error(run(train_args(path("bad"), {"--max-grad-norm", "inf"})), "--max-grad-norm");
 }
 
-// Infinite optimizer settings are flag errors (exit 2), not a run that diverges at its first step (exit 1, which
-// launch would retry): --weight-decay inf made every weight non-finite.
+// Infinite optimizer settings are flag errors (exit 2, naming the flag), not a run that diverges at its first step
+// (exit 3): --weight-decay inf made every weight non-finite.
 TEST_F(CliTraining, InfiniteOptimizerSettingsAreFlagErrors) {
   expect_error(run(train_args(path("bad"), {"--weight-decay", "inf"})), "--weight-decay must be >= 0 and finite");
   expect_error(run(train_args(path("bad"), {"--adam-eps", "inf"})), "--adam-eps must be positive");
