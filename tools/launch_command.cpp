@@ -119,9 +119,9 @@ int run_launch(const std::vector<std::string>& args) {
               "by a signal, runs it again with --resume (added when the run directory of its --out has a checkpoint,\n"
               "last/trainer_state.json; also on the first attempt, for a requeued job, unless COMMAND has\n"
               "--overwrite), up to --max-restarts times; a usage or input error (2), a training that diverged (3)\n"
-              "or any other exit is not retried. Each attempt's end and every restart are logged on stderr and recorded in results.json\n"
-              "(\"restarts\"). SIGTERM, SIGINT, SIGUSR1 and SIGHUP are passed on to COMMAND, which then ends without\n"
-              "a restart (exit 75 when last/ holds a checkpoint to continue from).");
+              "or any other exit is not retried. Each attempt's end and every restart are logged on stderr and\n"
+              "recorded in results.json (\"restarts\"). SIGTERM, SIGINT, SIGUSR1 and SIGHUP are passed on to\n"
+              "COMMAND, which then ends without a restart (exit 75 when last/ holds a checkpoint to continue from).");
   p.usage("bertrain launch [--max-restarts N] [--restart-delay SECONDS] -- COMMAND [ARGS...]");
   p.epilog(kExitStatusHelp);
   p.option("max-restarts", "3", "how many times COMMAND is run again");
