@@ -234,7 +234,8 @@ main_job() {  # main_job DATA_DIR [train options]
     "${defaults[@]}" "$@" || status=$?
   if [ "$status" -ne 0 ]; then
     # Stopped (Ctrl-C, SIGTERM: exit 75) or failed after a checkpoint: say how to go on from it, in this run directory.
-    if [ -f "$run/last/trainer_state.json" ] && [ "$status" -ne 2 ]; then
+    # Not after an input error (2) or a divergence (3): resumed, those end the same way.
+    if [ -f "$run/last/trainer_state.json" ] && [ "$status" -ne 2 ] && [ "$status" -ne 3 ]; then
       local again="" a
       for a in "$@"; do
         if [ "$a" != --resume ] && [ "$a" != --overwrite ]; then again+=" $(printf %q "$a")"; fi

@@ -16,15 +16,16 @@ class Error : public std::runtime_error {
 };
 
 // A failure every rank of a data-parallel job meets alike, because a collective made what they check the same (a loss
-// summed over ranks that is not finite): under mpirun rank 0 reports it, once, as for an input error.
+// summed over ranks that is not finite: DivergedError): under mpirun rank 0 reports it, once, as for an input error.
 class SharedError : public Error {
  public:
   using Error::Error;
 };
 
-// A training whose loss, gradient or weights are no longer finite. Every rank meets it alike, and running it again
-// from its checkpoint repeats the same steps bit for bit to the same end, so main() exits kExitDiverged and
-// `bertrain launch` does not retry it: the settings (a lower --lr) must change.
+// A training whose loss, gradient or weights are no longer finite (the loss and gradient are summed over ranks, so
+// every rank meets it alike; the weights are checked by the rank that writes the checkpoint). Running it again from
+// its checkpoint repeats the same steps bit for bit to the same end, so main() exits kExitDiverged and `bertrain
+// launch` does not retry it: the settings (a lower --lr) must change, in a new run.
 class DivergedError : public SharedError {
  public:
   using SharedError::SharedError;
@@ -39,14 +40,16 @@ class InputError : public Error {
   using Error::Error;
 };
 
-// Runs `step`, one that reads and checks the user's inputs; any failure in it but running out of memory is an
-// InputError with the same message. Commands wrap their loading steps in it instead of marking every check in
-// the layers below, which cannot know whether a file they read was the user's input.
+// Runs `step`, one that reads and checks the user's inputs; any failure in it but running out of memory or a
+// divergence is an InputError with the same message. Commands wrap their loading steps in it instead of marking every
+// check in the layers below, which cannot know whether a file they read was the user's input.
 template <typename Step>
 decltype(auto) input_step(Step&& step) {
   try {
     return step();
   } catch (const InputError&) {
+    throw;
+  } catch (const DivergedError&) {
     throw;
   } catch (const std::bad_alloc&) {
     throw;

@@ -271,7 +271,7 @@ LoadedModel load_model_dir(const std::string& dir, const std::vector<std::string
     }
     file->read_float_into(source_of.at(entry.name), dst, entry.numel);
     // A NaN or infinite weight would turn every prediction into NaN and every training step into a diverging loss
-    // (exit 1, retried by launch); it is the file's fault, named here.
+    // (exit 3, blaming --lr); it is the file's fault, named here.
     const float* bad = std::find_if(dst, dst + entry.numel, [](float v) { return !std::isfinite(v); });
     BERTRAIN_CHECK(bad == dst + entry.numel, weights_path << ": tensor '" << source_of.at(entry.name) << "' holds "
                                                           << *bad << " at element " << bad - dst

@@ -15,8 +15,8 @@ inline constexpr const char kExitStatusHelp[] =
     "  0   done (also: train --resume of a run that already trained its epochs)\n"
     "  1   a failure while working (a full disk, a lost peer or device): worth a retry\n"
     "  2   a usage or input error (a bad flag value, missing or invalid data, model or run directory): never retried\n"
-    "  3   train diverged (a loss, gradient or weights not finite): a retry from its checkpoint would repeat it; change\n"
-    "      the settings (a lower --lr)\n"
+    "  3   train diverged (a loss, gradient or weights not finite): a retry from its checkpoint would repeat it; start\n"
+    "      a new run (another --out, or --overwrite) with a lower --lr\n"
     "  75  train stopped by SIGTERM, SIGINT, SIGUSR1 or SIGHUP after writing its checkpoint: run it again with\n"
     "      --resume\n"
     "  bertrain launch restarts a command on 1, 75 and death by a signal, never on 2 or 3.\n";

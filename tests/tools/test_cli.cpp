@@ -391,7 +391,7 @@ TEST_F(CliTest, AFullDiskLeavesThePreviousCheckpointIntact) {
 
 // bertrain launch: a run that dies (here right after its step-6 checkpoint) is run again with --resume and ends
 // as the uninterrupted run; results.json and the log say why and how often. A command that keeps failing is
-// given up after --max-restarts; usage and input errors are not retried.
+// given up after --max-restarts; usage and input errors (exit 2) and a divergence (exit 3) are not retried.
 TEST_F(CliTest, LaunchRestartsAFailedRunWithResume) {
   const std::vector<std::string> knobs{"--dropout", "0.3", "--shuffle", "--lr", "5e-3", "--epochs", "3",
                                        "--save-steps", "3", "--device", "cpu"};
@@ -933,9 +933,11 @@ TEST_F(CliTest, NonFiniteLossStopsTrainingNamingTheStep) {
   expect_error(r, "training stopped", bertrain::kExitDiverged);
   EXPECT_NE(r.err.find("epoch 1, step "), std::string::npos) << r.describe();
   // The advice fits the run: fp32 here, so no "--precision fp32"; no weight decay to lower.
-  EXPECT_NE(r.err.find("try a lower --lr)"), std::string::npos) << r.describe();
+  EXPECT_NE(r.err.find("try a lower --lr in a new run: another --out, or --overwrite)"), std::string::npos)
+      << r.describe();
   const RunResult decayed = run(train_args(path("decayed"), {"--lr", "1e30", "--weight-decay", "0.01"}));
-  EXPECT_NE(decayed.err.find("try a lower --lr or --weight-decay)"), std::string::npos) << decayed.describe();
+  EXPECT_EQ(decayed.exit_code, bertrain::kExitDiverged) << decayed.describe();
+  EXPECT_NE(decayed.err.find("try a lower --lr or --weight-decay in a new run"), std::string::npos) << decayed.describe();
   EXPECT_FALSE(fs::exists(path("run/last"))) << "a checkpoint of the diverged epoch was written";
   EXPECT_FALSE(fs::exists(path("run/best")));
 }
@@ -947,7 +949,7 @@ TEST_F(CliTest, NonFiniteLossStopsTrainingNamingTheStep) {
 TEST_F(CliTest, AnUpdateThatOverflowsTheWeightsStopsTheRunBeforeAnyCheckpoint) {
   const RunResult one = run(train_args(path("one"), {"--max-steps", "1", "--lr", "1e30"}));
   expect_error(one, "after optimizer step 1 the validation loss is nan; training stopped (no checkpoint was written; "
-                    "try a lower --lr)", bertrain::kExitDiverged);
+                    "try a lower --lr in a new run: another --out, or --overwrite)", bertrain::kExitDiverged);
   EXPECT_FALSE(fs::exists(path("one/last")));
   EXPECT_FALSE(fs::exists(path("one/best")));
   EXPECT_FALSE(fs::exists(path("one/results.json")));
@@ -955,7 +957,7 @@ TEST_F(CliTest, AnUpdateThatOverflowsTheWeightsStopsTheRunBeforeAnyCheckpoint) {
   // makes some of them infinite at once).
   const RunResult overflowed = run(train_args(path("overflowed"), {"--lr", "3.4e38", "--save-steps", "1"}));
   expect_error(overflowed, "after optimizer step 1 the weights are not finite; training stopped (no checkpoint was "
-                           "written; try a lower --lr)", bertrain::kExitDiverged);
+                           "written; try a lower --lr in a new run", bertrain::kExitDiverged);
   EXPECT_FALSE(fs::exists(path("overflowed/last")));
   EXPECT_FALSE(fs::exists(path("overflowed/checkpoints/step-1")));
 }

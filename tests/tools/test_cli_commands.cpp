@@ -416,7 +416,7 @@ TEST_F(CliTest, HelpTextsHaveRealPlaceholdersAndEachDefaultOnce) {
                                                                                     {"launch", "--help"}}) {
     const std::string out = run(help).out;
     for (const char* line : {"\n  0   done", "\n  1   a failure while working", "\n  2   a usage or input error",
-                             "\n  75  train stopped by SIGTERM"}) {
+                             "\n  3   train diverged", "\n  75  train stopped by SIGTERM"}) {
       EXPECT_NE(out.find(line), std::string::npos) << help[0] << ": " << line;
     }
   }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/files.h"
 #include "tests/tools/cli_test.h"
 
@@ -130,6 +131,20 @@ TEST_F(CliTest, LaunchStoppedBySignalWithACheckpointExits75) {
   const RunResult r = testing::run_process(argv, {}, 60, {{0.0, SIGTERM, ready}});
   EXPECT_EQ(r.exit_code, 75) << r.describe();
   EXPECT_NE(r.err.find("stopped by SIGTERM: exit status 1; not restarting (exit 75"), std::string::npos) << r.describe();
+}
+
+// A run that ended by diverging (exit 3) as the signal came is not called resumable, checkpoint or not: resumed, it
+// would diverge again. The same stand-in, exiting 3.
+TEST_F(CliTest, LaunchStoppedBySignalAfterADivergenceKeepsItsExit3) {
+  const std::string dir = path("job");
+  const std::string script = "trap 'exit 3' TERM; mkdir -p '" + dir + "/last' && echo '{}' > '" + dir +
+                             "/last/trainer_state.json'; while :; do sleep 0.05; done";
+  const std::vector<std::string> argv{binary(), "launch", "--restart-delay", "0", "--", "/bin/sh", "-c", script,
+                                      "sh", "--out", dir};
+  const auto ready = [&] { return fs::exists(dir + "/last/trainer_state.json"); };
+  const RunResult r = testing::run_process(argv, {}, 60, {{0.0, SIGTERM, ready}});
+  EXPECT_EQ(r.exit_code, bertrain::kExitDiverged) << r.describe();
+  EXPECT_NE(r.err.find("stopped by SIGTERM: exit status 3; not restarting\n"), std::string::npos) << r.describe();
 }
 
 // Under `nohup` SIGHUP is ignored: launch neither passes it on nor ends on it, and COMMAND inherits it ignored. Before,
