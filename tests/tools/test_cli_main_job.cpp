@@ -1,11 +1,13 @@
 // The main job as a user runs it, ./bertrain.sh run, on the tiny model and synthetic data: stopped after a
-// checkpoint it prints the command that resumes it, and that command finishes the run and ends with the summary.
+// checkpoint it prints the command that resumes it, and that command finishes the run and ends with the summary;
+// diverged, it prints none.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "tests/tools/cli_test.h"
 
 #ifndef BERTRAIN_SOURCE_DIR
@@ -53,6 +55,26 @@ TEST_F(CliTest, TheMainJobSaysHowToResumeAndEndsWithASummary) {
   EXPECT_NE(summary.find("(weighted); " + path("run") + "/evaluation.json\n"), std::string::npos) << summary;
   EXPECT_EQ(lines_of(summary).back(), "report: 1 run -> " + path("run") + "/report.html");
   EXPECT_TRUE(fs::exists(path("run/report.html")));
+}
+
+// A run that diverges after its first checkpoint (linear warm-up: the first step's rate is 0, the next ones 1e30 / 2
+// and up) leaves last/, but resumed it would diverge again, and --resume refuses a lower --lr: no resume command.
+TEST_F(CliTest, TheMainJobGivesNoResumeCommandAfterADivergence) {
+  fs::create_directories(path("data/madewithml"));
+  spit(path("data/madewithml/dataset.csv"), to_csv(synthetic_rows()));
+  spit(path("data/madewithml/holdout.csv"), to_csv(synthetic_rows()));
+  const std::vector<std::string> env{"SKIP_BUILD=1", "BUILD_DIR=" + fs::path(binary()).parent_path().string(),
+                                     "BERTRAIN_DATA_DIR=" + path("data"), "BERTRAIN_MODEL_DIR=" + model(),
+                                     "RUN_DIR=" + path("run")};
+  const RunResult diverged = ::bertrain::testing::run_process(
+      {std::string(BERTRAIN_SOURCE_DIR) + "/bertrain.sh", "run", "--epochs", "2", "--batch-size", "8", "--device",
+       "cpu", "--save-steps", "1", "--quiet", "--lr", "1e30", "--lr-scheduler", "linear", "--warmup-steps", "2"},
+      env, 600);
+  EXPECT_EQ(diverged.exit_code, bertrain::kExitDiverged) << diverged.describe();
+  EXPECT_NE(diverged.err.find("training stopped (last/ holds the last checkpoint; try a lower --lr in a new run"),
+            std::string::npos) << diverged.describe();
+  EXPECT_TRUE(fs::exists(path("run/last/trainer_state.json")));
+  EXPECT_EQ(diverged.err.find("to resume it"), std::string::npos) << diverged.describe();
 }
 
 }  // namespace
