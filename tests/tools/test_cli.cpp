@@ -937,7 +937,8 @@ TEST_F(CliTest, NonFiniteLossStopsTrainingNamingTheStep) {
       << r.describe();
   const RunResult decayed = run(train_args(path("decayed"), {"--lr", "1e30", "--weight-decay", "0.01"}));
   EXPECT_EQ(decayed.exit_code, bertrain::kExitDiverged) << decayed.describe();
-  EXPECT_NE(decayed.err.find("try a lower --lr or --weight-decay in a new run"), std::string::npos) << decayed.describe();
+  EXPECT_NE(decayed.err.find("try a lower --lr or --weight-decay in a new run"), std::string::npos)
+      << decayed.describe();
   EXPECT_FALSE(fs::exists(path("run/last"))) << "a checkpoint of the diverged epoch was written";
   EXPECT_FALSE(fs::exists(path("run/best")));
 }
