@@ -19,16 +19,20 @@ namespace {
 
 using namespace cli_test;
 
+// Made-With-ML's two files of synthetic rows written into `data`/madewithml, and the environment that has
+// ./bertrain.sh run train `model` on them into `run`. The binary under test is BUILD_DIR/bertrain, taken as it is
+// (SKIP_BUILD): a build from here would relink the test programs running beside this one whenever the tree's commit
+// changed since they were built (the commit is compiled in), and they failed, not found or busy, in the meantime.
+std::vector<std::string> main_job_env(const std::string& data, const std::string& model, const std::string& run) {
+  fs::create_directories(data + "/madewithml");
+  spit(data + "/madewithml/dataset.csv", to_csv(synthetic_rows()));
+  spit(data + "/madewithml/holdout.csv", to_csv(synthetic_rows()));
+  return {"SKIP_BUILD=1", "BUILD_DIR=" + fs::path(binary()).parent_path().string(), "BERTRAIN_DATA_DIR=" + data,
+          "BERTRAIN_MODEL_DIR=" + model, "RUN_DIR=" + run};
+}
+
 TEST_F(CliTest, TheMainJobSaysHowToResumeAndEndsWithASummary) {
-  fs::create_directories(path("data/madewithml"));
-  spit(path("data/madewithml/dataset.csv"), to_csv(synthetic_rows()));
-  spit(path("data/madewithml/holdout.csv"), to_csv(synthetic_rows()));
-  // The binary under test is BUILD_DIR/bertrain, taken as it is (SKIP_BUILD): a build from here would relink the
-  // test programs running beside this one whenever the tree's commit changed since they were built (the commit is
-  // compiled in), and they failed, not found or busy, in the meantime.
-  const std::vector<std::string> env{"SKIP_BUILD=1", "BUILD_DIR=" + fs::path(binary()).parent_path().string(),
-                                     "BERTRAIN_DATA_DIR=" + path("data"), "BERTRAIN_MODEL_DIR=" + model(),
-                                     "RUN_DIR=" + path("run")};
+  const std::vector<std::string> env = main_job_env(path("data"), model(), path("run"));
   std::vector<std::string> crash_env = env;
   crash_env.push_back("BERTRAIN_TEST_CRASH_AFTER_STEP=5");  // 4 batches an epoch: inside the second epoch
   const std::string script = std::string(BERTRAIN_SOURCE_DIR) + "/bertrain.sh";
@@ -60,12 +64,7 @@ TEST_F(CliTest, TheMainJobSaysHowToResumeAndEndsWithASummary) {
 // A run that diverges after its first checkpoint (linear warm-up: the first step's rate is 0, the next ones 1e30 / 2
 // and up) leaves last/, but resumed it would diverge again, and --resume refuses a lower --lr: no resume command.
 TEST_F(CliTest, TheMainJobGivesNoResumeCommandAfterADivergence) {
-  fs::create_directories(path("data/madewithml"));
-  spit(path("data/madewithml/dataset.csv"), to_csv(synthetic_rows()));
-  spit(path("data/madewithml/holdout.csv"), to_csv(synthetic_rows()));
-  const std::vector<std::string> env{"SKIP_BUILD=1", "BUILD_DIR=" + fs::path(binary()).parent_path().string(),
-                                     "BERTRAIN_DATA_DIR=" + path("data"), "BERTRAIN_MODEL_DIR=" + model(),
-                                     "RUN_DIR=" + path("run")};
+  const std::vector<std::string> env = main_job_env(path("data"), model(), path("run"));
   const RunResult diverged = ::bertrain::testing::run_process(
       {std::string(BERTRAIN_SOURCE_DIR) + "/bertrain.sh", "run", "--epochs", "2", "--batch-size", "8", "--device",
        "cpu", "--save-steps", "1", "--quiet", "--lr", "1e30", "--lr-scheduler", "linear", "--warmup-steps", "2"},

@@ -117,18 +117,24 @@ TEST_F(CliTest, ARunDirectoryInUseIsRefused) {
   ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--epochs", "2", "--resume"}))));
 }
 
-// A signal to launch ends it with 75 when the run has a checkpoint to continue from, whatever status the command
-// ended with: Open MPI's mpirun ends with 1 when SIGTERM stops its ranks (they exit 75 after their checkpoint),
-// which a Slurm script would not requeue. Here a stand-in for mpirun: exits 1 on SIGTERM once it has written last/
-// (the trap first: the signal is sent as soon as the checkpoint exists, and before the trap it killed the shell).
-TEST_F(CliTest, LaunchStoppedBySignalWithACheckpointExits75) {
-  const std::string dir = path("job");
-  const std::string script = "trap 'exit 1' TERM; mkdir -p '" + dir + "/last' && echo '{}' > '" + dir +
+// `bertrain launch` of a stand-in for a job (mpirun): it writes a checkpoint into `dir` (last/), then waits; SIGTERM
+// to the launcher, once the checkpoint exists, is passed on and the stand-in exits `exit_on_term` (the trap first:
+// the signal is sent as soon as the checkpoint exists, and before the trap it killed the shell).
+RunResult launch_signalled_after_a_checkpoint(const std::string& dir, int exit_on_term) {
+  const std::string script = "trap 'exit " + std::to_string(exit_on_term) + "' TERM; mkdir -p '" + dir +
+                             "/last' && echo '{}' > '" + dir +
                              "/last/trainer_state.json'; while :; do sleep 0.05; done";
   const std::vector<std::string> argv{binary(), "launch", "--restart-delay", "0", "--", "/bin/sh", "-c", script,
                                       "sh", "--out", dir};
   const auto ready = [&] { return fs::exists(dir + "/last/trainer_state.json"); };
-  const RunResult r = testing::run_process(argv, {}, 60, {{0.0, SIGTERM, ready}});
+  return testing::run_process(argv, {}, 60, {{0.0, SIGTERM, ready}});
+}
+
+// A signal to launch ends it with 75 when the run has a checkpoint to continue from, whatever status the command
+// ended with: Open MPI's mpirun ends with 1 when SIGTERM stops its ranks (they exit 75 after their checkpoint),
+// which a Slurm script would not requeue. Here the stand-in exits 1.
+TEST_F(CliTest, LaunchStoppedBySignalWithACheckpointExits75) {
+  const RunResult r = launch_signalled_after_a_checkpoint(path("job"), 1);
   EXPECT_EQ(r.exit_code, 75) << r.describe();
   EXPECT_NE(r.err.find("stopped by SIGTERM: exit status 1; not restarting (exit 75"), std::string::npos) << r.describe();
 }
@@ -136,13 +142,7 @@ TEST_F(CliTest, LaunchStoppedBySignalWithACheckpointExits75) {
 // A run that ended by diverging (exit 3) as the signal came is not called resumable, checkpoint or not: resumed, it
 // would diverge again. The same stand-in, exiting 3.
 TEST_F(CliTest, LaunchStoppedBySignalAfterADivergenceKeepsItsExit3) {
-  const std::string dir = path("job");
-  const std::string script = "trap 'exit 3' TERM; mkdir -p '" + dir + "/last' && echo '{}' > '" + dir +
-                             "/last/trainer_state.json'; while :; do sleep 0.05; done";
-  const std::vector<std::string> argv{binary(), "launch", "--restart-delay", "0", "--", "/bin/sh", "-c", script,
-                                      "sh", "--out", dir};
-  const auto ready = [&] { return fs::exists(dir + "/last/trainer_state.json"); };
-  const RunResult r = testing::run_process(argv, {}, 60, {{0.0, SIGTERM, ready}});
+  const RunResult r = launch_signalled_after_a_checkpoint(path("job"), bertrain::kExitDiverged);
   EXPECT_EQ(r.exit_code, bertrain::kExitDiverged) << r.describe();
   EXPECT_NE(r.err.find("stopped by SIGTERM: exit status 3; not restarting\n"), std::string::npos) << r.describe();
 }
