@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <system_error>
+
+#include <sys/stat.h>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -20,15 +23,27 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-// Bytes under `path` (a file or a folder, recursively; links not followed); unreadable entries count 0.
-std::uintmax_t bytes_under(const fs::path& path) {
+// A file's identity (device, inode): the hard links to one file have the same.
+using FileId = std::pair<std::uintmax_t, std::uintmax_t>;
+
+// The regular files under `path` (a file or a folder, recursively; links not followed) and their sizes, each file
+// once however many hard links to it there are; unreadable entries are left out.
+std::map<FileId, std::uintmax_t> files_under(const fs::path& path) {
+  std::map<FileId, std::uintmax_t> files;
+  auto add = [&](const fs::path& file) {
+    struct stat st;
+    if (::lstat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      files[{static_cast<std::uintmax_t>(st.st_dev), static_cast<std::uintmax_t>(st.st_ino)}] =
+          static_cast<std::uintmax_t>(st.st_size);
+    }
+  };
   std::error_code error;
-  if (fs::is_regular_file(fs::symlink_status(path, error))) return fs::file_size(path, error);
-  std::uintmax_t total = 0;
-  for (fs::recursive_directory_iterator it(path, error), end; !error && it != end; it.increment(error)) {
-    if (it->is_regular_file(error) && !it->is_symlink(error)) total += it->file_size(error);
+  if (!fs::is_directory(fs::symlink_status(path, error))) {
+    add(path);
+    return files;
   }
-  return total;
+  for (fs::recursive_directory_iterator it(path, error), end; !error && it != end; it.increment(error)) add(it->path());
+  return files;
 }
 
 std::string megabytes(std::uintmax_t bytes) {
@@ -265,42 +280,71 @@ void write_checkpoint(const TrainArgs& args, const RunDirs& dirs, const LoadedMo
   for (std::size_t i = 0; i + static_cast<std::size_t>(args.keep) < kept.size(); ++i) remove_tree(kept[i].second);
 }
 
-void save_best(const RunDirs& dirs, const LoadedModel& model, const std::vector<float>& weights) {
+void save_best(const RunDirs& dirs, const LoadedModel& model, const std::vector<float>& weights, bool in_last) {
   replace_directory_atomically(dirs.best, [&](const std::string& dir) {
-    save_model_dir(dir, model.config, model.layout, weights.data(), dirs.tokenizer);
+    if (!in_last) return save_model_dir(dir, model.config, model.layout, weights.data(), dirs.tokenizer);
+    // last/ holds these weights in the file save_model_dir writes (it is only ever replaced whole, never written in
+    // place, so the file keeps its bytes when last/ moves on): linked, not written again. The small files are
+    // written, so that editing best/config.json by hand does not edit last/'s.
+    link_or_copy_file(dirs.last + "/" + kModelWeightsFile, dir + "/" + kModelWeightsFile);
+    save_model_config(dir, model.config, dirs.tokenizer);
   });
 }
 
-std::uintmax_t drop_optimizer_state(const TrainArgs& args, const RunDirs& dirs) {
-  std::vector<std::string> files{dirs.last + "/" + kOptimizerFile};
-  for (const auto& step : step_checkpoints(args.out_dir + "/checkpoints")) files.push_back(step.second + "/" + kOptimizerFile);
-  std::uintmax_t freed = 0;
-  for (const std::string& file : files) {
-    if (!file_exists(file)) continue;
-    freed += bytes_under(file);
-    remove_tree(file);
-  }
-  return freed;
+void drop_optimizer_state(const TrainArgs& args, const RunDirs& dirs) {
+  remove_tree(dirs.last + "/" + kOptimizerFile);
+  for (const auto& step : step_checkpoints(args.out_dir + "/checkpoints")) remove_tree(step.second + "/" + kOptimizerFile);
 }
 
 std::string disk_use_summary(const std::string& out_dir) {
-  std::vector<std::pair<std::uintmax_t, std::string>> parts;
-  std::uintmax_t total = 0;
+  struct Part {
+    std::uintmax_t bytes = 0;
+    std::string name;
+    std::map<FileId, std::uintmax_t> files;
+  };
+  std::vector<Part> parts;
+  std::map<FileId, std::uintmax_t> all;
   std::error_code error;
   for (fs::directory_iterator it(out_dir, error), end; !error && it != end; it.increment(error)) {
-    const std::uintmax_t bytes = bytes_under(it->path());
-    total += bytes;
-    const bool folder = it->is_directory(error);
-    if (folder) parts.emplace_back(bytes, it->path().filename().string() + "/");
+    std::map<FileId, std::uintmax_t> files = files_under(it->path());
+    all.insert(files.begin(), files.end());
+    if (!it->is_directory(error)) continue;
+    Part part{0, it->path().filename().string() + "/", std::move(files)};
+    for (const auto& file : part.files) part.bytes += file.second;
+    parts.push_back(std::move(part));
   }
-  std::sort(parts.rbegin(), parts.rend());
+  std::uintmax_t total = 0;
+  for (const auto& file : all) total += file.second;
+  std::sort(parts.begin(), parts.end(),
+            [](const Part& a, const Part& b) { return a.bytes != b.bytes ? a.bytes > b.bytes : a.name < b.name; });
   std::string text = megabytes(total) + " in " + out_dir;
-  if (!parts.empty()) {
-    text += " (";
-    for (std::size_t i = 0; i < parts.size(); ++i) text += (i > 0 ? ", " : "") + parts[i].second + " " + megabytes(parts[i].first);
-    text += ")";
+  if (parts.empty()) return text;
+  // Each folder's own size, then what folders share (hard links: a step checkpoint and last/, best/ and last/): the
+  // total counts each file once, as du does.
+  std::string listed, shared;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    listed += (i > 0 ? ", " : "") + parts[i].name + " " + megabytes(parts[i].bytes);
+    std::uintmax_t common = 0;
+    std::vector<bool> with(i, false);  // the earlier folders it shares a file with
+    for (const auto& file : parts[i].files) {
+      bool counted = false;
+      for (std::size_t j = 0; j < i; ++j) {
+        if (parts[j].files.count(file.first) == 0) continue;
+        if (!counted) common += file.second;
+        counted = true;
+        with[j] = true;
+      }
+    }
+    if (common == 0) continue;
+    std::vector<std::string> names;
+    for (std::size_t j = 0; j < i; ++j) {
+      if (with[j]) names.push_back(parts[j].name);
+    }
+    shared += (shared.empty() ? "; " : ", ") + parts[i].name + " shares " + megabytes(common) + " with " + names[0];
+    for (std::size_t k = 1; k < names.size(); ++k) shared += (k + 1 == names.size() ? " and " : ", ") + names[k];
   }
-  return text;
+  if (!shared.empty()) shared += ": hard links, counted once";
+  return text + " (" + listed + shared + ")";
 }
 
 }  // namespace bertrain

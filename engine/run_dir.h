@@ -77,11 +77,13 @@ void write_run_files(const std::string& out, const nlohmann::json& history, cons
 // trainer `state`, each directory swapped in atomically.
 void write_checkpoint(const TrainArgs& args, const RunDirs& dirs, const LoadedModel& model, TrainingBackend& engine,
                       const std::vector<float>& weights, const nlohmann::json& state, bool step_checkpoint);
-// best/: the model directory of the best evaluation so far, swapped in atomically.
-void save_best(const RunDirs& dirs, const LoadedModel& model, const std::vector<float>& weights);
+// best/: the model directory of the best evaluation so far, swapped in atomically. `in_last`: last/ holds these
+// `weights` (the checkpoint of the same evaluation), whose weights file best/ then shares (a hard link, or a copy
+// where the filesystem has none) instead of writing it again.
+void save_best(const RunDirs& dirs, const LoadedModel& model, const std::vector<float>& weights, bool in_last);
 // --save-optimizer during, once the run has finished: removes optimizer.safetensors from last/ and the step
-// checkpoints. Returns the bytes freed.
-std::uintmax_t drop_optimizer_state(const TrainArgs& args, const RunDirs& dirs);
+// checkpoints.
+void drop_optimizer_state(const TrainArgs& args, const RunDirs& dirs);
 
 // "184.2 MB in RUN_DIR (best/ 91.1 MB, last/ 91.1 MB, ...)": what the run occupies, its largest parts named.
 std::string disk_use_summary(const std::string& out_dir);

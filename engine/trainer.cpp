@@ -626,7 +626,7 @@ class TrainingLoop {
       throw DivergedError(diverged("after optimizer step " + std::to_string(step + 1) + " the weights are not finite"));
     }
     write_checkpoint(p_.args, p_.dirs, p_.model, p_.engine, weights, trainer_state(step, evaluated), step_checkpoint);
-    if (improved) save_best(p_.dirs, p_.model, weights);
+    if (improved) save_best(p_.dirs, p_.model, weights, /*in_last=*/true);
     if (evaluated) write_run_files(p_.args.out_dir, run_.history, nullptr);
     if (p_.engine.optimizer_steps() == crash_step_) std::_Exit(137);
   }
@@ -893,7 +893,7 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
     // its weights are best/'s; write them into best/ again.
     if (args.resume && run.period_loss.count == 0 && !run.history.empty() &&
         evaluation_step(run.history.back(), plan) == run.best_step) {
-      save_best(dirs, model, engine->parameters());
+      save_best(dirs, model, engine->parameters(), /*in_last=*/true);
     }
   }
   // MLflow (rank 0): a new run, or the resumed training's own, RUNNING until the end.

@@ -295,7 +295,12 @@ void save_model_dir(const std::string& dir, const BertConfig& config, const Para
   SafetensorsWriter writer;
   for (const ParamEntry& entry : layout.entries()) writer.add_f32(entry.name, entry.shape, params + entry.offset);
   writer.set_metadata("format", "pt");  // transformers refuses safetensors files without it
-  writer.write(dir + "/model.safetensors");
+  writer.write(dir + "/" + kModelWeightsFile);
+  save_model_config(dir, config, tokenizer_source);
+}
+
+void save_model_config(const std::string& dir, const BertConfig& config, const std::string& tokenizer_source) {
+  make_directories(dir);
   write_file_atomically(dir + "/config.json", config.to_classifier_json().dump(2) + "\n");
   if (tokenizer_source.empty() || tokenizer_source == dir) return;
   for (const std::string& name : tokenizer_file_names()) {

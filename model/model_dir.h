@@ -72,12 +72,18 @@ const char* head_init_name(HeadInit init);
 LoadedModel load_model_dir(const std::string& dir, const std::vector<std::string>& labels, uint64_t seed,
                            HeadInit head_init = HeadInit::kTorch);
 
+// The weights file save_model_dir writes.
+inline constexpr const char* kModelWeightsFile = "model.safetensors";
+
 // Writes the family's sequence-classifier directory (created if missing; each file replaced atomically):
 // model.safetensors (every tensor of `layout` under its transformers name, F32), config.json
 // (BertConfig::to_classifier_json) and, when `tokenizer_source` is a directory other than `dir`, copies of the
 // tokenizer files it has (tokenizer_file_names), so the directory loads with AutoTokenizer too.
 void save_model_dir(const std::string& dir, const BertConfig& config, const ParamLayout& layout, const float* params,
                     const std::string& tokenizer_source);
+// save_model_dir's files but model.safetensors: config.json and the tokenizer files, for a directory whose weights
+// are already there (a hard link to a file save_model_dir wrote).
+void save_model_config(const std::string& dir, const BertConfig& config, const std::string& tokenizer_source);
 // tokenizer.json, tokenizer_config.json, special_tokens_map.json, vocab.txt, vocab.json, merges.txt, ...
 const std::vector<std::string>& tokenizer_file_names();
 

@@ -254,6 +254,21 @@ TEST_F(CliTraining, SaveOptimizerAndDiskUse) {
   EXPECT_NE(during.out.find("disk: "), std::string::npos) << during.out;
   EXPECT_NE(during.out.find(" MB in " + path("during") + " ("), std::string::npos) << during.out;
   EXPECT_NE(during.out.find("best/ "), std::string::npos) << during.out;
+  // Its one evaluation is the best: best/ shares last/'s weights file (a hard link where the filesystem has them)
+  // instead of a second copy, and writes its own config.json; the disk line counts the shared file once.
+  const std::string best = path("during") + "/best/", last = path("during") + "/last/";
+  EXPECT_EQ(slurp(best + "model.safetensors"), slurp(last + "model.safetensors"));
+  std::error_code no_links;
+  fs::create_hard_link(last + "config.json", path("link-probe"), no_links);
+  if (!no_links) {
+    EXPECT_TRUE(fs::equivalent(best + "model.safetensors", last + "model.safetensors"));
+    EXPECT_FALSE(fs::equivalent(best + "config.json", last + "config.json"));
+    EXPECT_NE(during.out.find(" shares "), std::string::npos) << during.out;
+    const auto weights = static_cast<double>(fs::file_size(last + "model.safetensors"));
+    const std::size_t at = during.out.find("disk: ") + 6;
+    const double total_mb = std::stod(during.out.substr(at));
+    EXPECT_LT(total_mb, 1.5 * weights / 1e6) << during.out;  // once, not twice
+  }
   // Training it further would not continue the same training: refused, saying what to do instead.
   expect_error(run(train_args(path("during"), {"--epochs", "2", "--resume"})), "holds no optimizer state");
   // Resuming it with nothing more to do is fine.
