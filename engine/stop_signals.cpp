@@ -22,9 +22,24 @@ void on_signal(int sig) {
   raise(sig);
 }
 
+// SIGPIPE, for a command whose output is progress (train): its stdout or stderr was closed (`train ... | head`). A
+// stop like the others, but the writes that follow (the checkpoint's messages) would raise it again, which is no
+// second request to stop: from now on it is ignored, and those writes fail with EPIPE.
+void on_closed_output(int sig) {
+  int expected = 0;
+  first_signal.compare_exchange_strong(expected, sig);
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  sigaction(SIGPIPE, &ignore, nullptr);
+}
+
+struct sigaction previous_sigpipe;
+bool sigpipe_handled = false;
+
 }  // namespace
 
-StopSignals::StopSignals() {
+StopSignals::StopSignals(ClosedOutput closed_output) {
   first_signal = 0;
   struct sigaction action {};
   action.sa_handler = on_signal;
@@ -35,12 +50,19 @@ StopSignals::StopSignals() {
     // A signal ignored on entry stays ignored: `nohup` (SIGHUP) or a shell's background job (SIGINT) asked for it.
     if (previous[i].sa_handler != SIG_IGN) sigaction(kStopSignals[i], &action, nullptr);
   }
+  sigpipe_handled = closed_output == ClosedOutput::kStops;
+  if (sigpipe_handled) {
+    sigaction(SIGPIPE, nullptr, &previous_sigpipe);
+    action.sa_handler = on_closed_output;
+    if (previous_sigpipe.sa_handler != SIG_IGN) sigaction(SIGPIPE, &action, nullptr);
+  }
 }
 
 StopSignals::~StopSignals() {
   for (std::size_t i = 0; i < sizeof kStopSignals / sizeof kStopSignals[0]; ++i) {
     sigaction(kStopSignals[i], &previous[i], nullptr);
   }
+  if (sigpipe_handled) sigaction(SIGPIPE, &previous_sigpipe, nullptr);
 }
 
 int StopSignals::received() { return first_signal.load(); }

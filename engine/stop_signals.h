@@ -2,6 +2,8 @@
 // warning before the time limit) and SIGHUP (the terminal or ssh session closed) ask a training run to stop at the
 // next optimizer step, after writing a checkpoint; a second such signal ends the process at once (the signal's
 // default action).
+// A command whose output is only progress (train: its products are files) may also stop on SIGPIPE, when what read
+// its stdout or stderr went away (`train ... | head`): with a checkpoint, as on the others, not killed between two.
 // While a StopSignals exists the handlers are installed; the previous ones come back when it is destroyed. A signal
 // ignored when it is made (SIG_IGN: under `nohup`, SIGHUP) stays ignored.
 #pragma once
@@ -27,20 +29,25 @@ int end_by_signal(int sig);
 // (EX_TEMPFAIL from sysexits.h: a temporary failure, try again).
 inline constexpr int kExitCheckpointed = 75;
 
-// "SIGTERM", "SIGINT", "SIGUSR1", "SIGHUP", else "signal N": how every command names the signal that stopped it.
+// "SIGTERM", "SIGINT", "SIGUSR1", "SIGHUP", "SIGPIPE", else "signal N": how every command names the signal that stopped it.
 inline std::string signal_name(int sig) {
   switch (sig) {
     case SIGTERM: return "SIGTERM";
     case SIGINT: return "SIGINT";
     case SIGUSR1: return "SIGUSR1";
     case SIGHUP: return "SIGHUP";
+    case SIGPIPE: return "SIGPIPE";
     default: return "signal " + std::to_string(sig);
   }
 }
 
 class StopSignals {
  public:
-  StopSignals();
+  // What a write to a closed pipe (SIGPIPE) does while it exists: end the process (its default action: a command
+  // whose stdout is its product, predict | head), or stop it like the signals above, once; writes after it fail
+  // with EPIPE.
+  enum class ClosedOutput { kEnds, kStops };
+  explicit StopSignals(ClosedOutput closed_output = ClosedOutput::kEnds);
   ~StopSignals();
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;

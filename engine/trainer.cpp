@@ -637,7 +637,8 @@ class TrainingLoop {
     const int epoch = static_cast<int>(step / p_.plan.steps_per_epoch);
     const bool epoch_end = (step + 1) % p_.plan.steps_per_epoch == 0;
     std::ostringstream os;
-    os << "stopped by " << (sig != 0 ? signal_name(sig) : "a signal to another rank") << " "
+    os << "stopped by " << (sig != 0 ? signal_name(sig) : "a signal to another rank")
+       << (sig == SIGPIPE ? " (what read its output went away)" : "") << " "
        << (epoch_end ? "at the end of epoch " : "in epoch ") << epoch + 1 << " of " << p_.plan.epochs
        << ", after optimizer step " << p_.engine.optimizer_steps() << "; checkpoint in " << p_.args.out_dir
        << "/last; continue with the same command and --resume";
@@ -779,9 +780,9 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
     validate_train_args(args);
     require_regular_data_files(args);
   });
-  // From here on SIGTERM, SIGINT, SIGUSR1 and SIGHUP stop the run at its next step with a checkpoint (one that
-  // arrives while the data and model load is acted on after the first step).
-  const StopSignals stop_signals;
+  // From here on SIGTERM, SIGINT, SIGUSR1, SIGHUP and SIGPIPE (its output closed) stop the run at its next step with
+  // a checkpoint (one that arrives while the data and model load is acted on after the first step).
+  const StopSignals stop_signals(StopSignals::ClosedOutput::kStops);
   const bool leader = comm.rank() == 0;  // prints and writes RUN_DIR
   const bool verbose = leader && !args.quiet;
   const auto start = Clock::now();

@@ -58,7 +58,7 @@ inline std::vector<std::string> child_environment(const std::vector<std::string>
   return env;
 }
 
-// In a forked child before execve: the stop signals back to their default actions and none blocked. The suite may
+// In a forked child before execve: the stop signals (and SIGPIPE) back to their default actions and none blocked. The suite may
 // run as a shell's background job (SIGINT ignored) or under nohup (SIGHUP ignored), which every command would
 // inherit and keep ignoring (engine/stop_signals.h), and the tests that stop a command by those signals need them.
 // Async-signal-safe (sigaction, sigprocmask).
@@ -67,6 +67,7 @@ inline void default_signals_in_child() {
   action.sa_handler = SIG_DFL;
   sigemptyset(&action.sa_mask);
   for (const int sig : kStopSignals) sigaction(sig, &action, nullptr);
+  sigaction(SIGPIPE, &action, nullptr);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);

@@ -17,8 +17,8 @@ inline constexpr const char kExitStatusHelp[] =
     "  2   a usage or input error (a bad flag value, missing or invalid data, model or run directory): never retried\n"
     "  3   train diverged (a loss, gradient or weights not finite): a retry from its checkpoint would repeat it; start\n"
     "      a new run (another --out, or --overwrite) with a lower --lr\n"
-    "  75  train stopped by SIGTERM, SIGINT, SIGUSR1 or SIGHUP after writing its checkpoint: run it again with\n"
-    "      --resume\n"
+    "  75  train stopped by SIGTERM, SIGINT, SIGUSR1, SIGHUP or SIGPIPE (its output closed) after writing its\n"
+    "      checkpoint: run it again with --resume\n"
     "  bertrain launch restarts a command on 1, 75 and death by a signal, never on 2 or 3.\n";
 
 int run_bench(const std::vector<std::string>& args);     // tools/bench_step.cpp

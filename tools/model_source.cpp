@@ -44,12 +44,18 @@ ModelSource model_source(const ArgParser& p) {
 void check_out_spares_inputs(const std::string& out, const std::string& data, const ModelSource& source) {
   input_step([&] {
     check_writable_file(out, "--out", {data});
+    // The file --out is, named as --out names it where it can be: best/ and last/ may share their weights file.
+    std::string same;
     for (const std::string& file : model_and_run_files(source.path)) {
       std::error_code ignored;
-      BERTRAIN_CHECK(!std::filesystem::equivalent(out, file, ignored),
-                     "--out '" << out << "' is '" << file << "', a file of the model read or of its run, which "
-                               << "writing it would replace: write to another file");
+      if (!std::filesystem::equivalent(out, file, ignored)) continue;
+      if (same.empty() || std::filesystem::weakly_canonical(file, ignored) ==
+                              std::filesystem::weakly_canonical(out, ignored)) {
+        same = file;
+      }
     }
+    BERTRAIN_CHECK(same.empty(), "--out '" << out << "' is '" << same << "', a file of the model read or of its run, "
+                                           << "which writing it would replace: write to another file");
   });
 }
 

@@ -3,6 +3,7 @@
 // child, since a default action ends the process.
 #include <gtest/gtest.h>
 
+#include <errno.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -71,6 +72,46 @@ TEST(StopSignals, ASignalIgnoredOnEntryStaysIgnored) {
   });
   ASSERT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+// A closed pipe (SIGPIPE) stops a command that asks for it, once: the writes after it fail with EPIPE instead of
+// ending the process before its checkpoint; it is that command's stop signal only if none came before. Other
+// commands keep SIGPIPE's default action, and the previous action comes back.
+TEST(StopSignals, AClosedOutputStopsOnceWhereAsked) {
+  const int stops = in_child([] {
+    const StopSignals signals(StopSignals::ClosedOutput::kStops);
+    int out[2];
+    if (::pipe(out) != 0) return 10;
+    ::close(out[0]);
+    for (int i = 0; i < 3; ++i) {  // each write to the pipe without a reader raises SIGPIPE unless it is ignored
+      if (::write(out[1], "x", 1) != -1 || errno != EPIPE) return 11;
+    }
+    return StopSignals::received() == SIGPIPE ? 0 : 12;
+  });
+  ASSERT_TRUE(WIFEXITED(stops)) << stops;
+  EXPECT_EQ(WEXITSTATUS(stops), 0);
+  const int after_sigterm = in_child([] {
+    const StopSignals signals(StopSignals::ClosedOutput::kStops);
+    ::raise(SIGTERM);
+    ::raise(SIGPIPE);  // no second stop request: the process goes on
+    return StopSignals::received() == SIGTERM ? 0 : 13;
+  });
+  ASSERT_TRUE(WIFEXITED(after_sigterm)) << after_sigterm;
+  EXPECT_EQ(WEXITSTATUS(after_sigterm), 0);
+  const int ends = in_child([] {
+    const StopSignals signals;
+    ::raise(SIGPIPE);
+    return 14;
+  });
+  ASSERT_TRUE(WIFSIGNALED(ends)) << ends;
+  EXPECT_EQ(WTERMSIG(ends), SIGPIPE);
+  const int restored = in_child([] {
+    { const StopSignals signals(StopSignals::ClosedOutput::kStops); }
+    ::raise(SIGPIPE);
+    return 15;
+  });
+  ASSERT_TRUE(WIFSIGNALED(restored)) << restored;
+  EXPECT_EQ(WTERMSIG(restored), SIGPIPE);
 }
 
 }  // namespace

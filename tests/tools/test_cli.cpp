@@ -371,6 +371,27 @@ TEST_F(CliTest, SignalsStopWithACheckpointThatResumesBitForBit) {
   }
 }
 
+// `train ... | head -n 1`: the reader of its output goes away after the first line. The next line raises SIGPIPE,
+// which stops the run as SIGTERM does (a checkpoint, exit 75) instead of ending it between two checkpoints; resumed,
+// it trains to the end. (Enough epochs that head is gone long before the last: each takes milliseconds.)
+TEST_F(CliTest, AClosedOutputStopsWithACheckpoint) {
+  std::string command = "'" + binary() + "'";
+  for (const std::string& a : without_quiet(train_args(path("piped"), {"--epochs", "300", "--device", "cpu"}))) {
+    command += " '" + a + "'";
+  }
+  const RunResult r = testing::run_process(
+      {"/bin/bash", "-c", command + " | head -n 1; echo \"train exited ${PIPESTATUS[0]}\" >&2"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_EQ(lines_of(r.out).size(), 1u) << r.describe();
+  EXPECT_NE(r.err.find("bertrain: stopped by SIGPIPE (what read its output went away) "), std::string::npos)
+      << r.describe();
+  EXPECT_NE(r.err.find("train exited 75"), std::string::npos) << r.describe();
+  EXPECT_EQ(r.err.find("error"), std::string::npos) << r.describe();  // no "writing to stdout" after the stop
+  ASSERT_TRUE(fs::exists(path("piped/last/trainer_state.json")));
+  ASSERT_TRUE(succeeded(run(train_args(path("piped"), {"--epochs", "300", "--device", "cpu", "--resume"}))));
+  EXPECT_EQ(read_jsonl(path("piped/metrics.jsonl")).size(), 300u);
+}
+
 // A checkpoint that cannot be written (here a file-size limit, as a full disk would do) stops training with a
 // one-line error naming the file; the previous checkpoint stays as it was and resumes.
 TEST_F(CliTest, AFullDiskLeavesThePreviousCheckpointIntact) {
