@@ -56,9 +56,15 @@ class Mpi final : public Communicator {
     int rank = 0, size = 1;
     BERTRAIN_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank), where());
     BERTRAIN_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size), where());
-    BERTRAIN_CHECK(rank == info_.rank && size == info_.world_size,
-                   where() << ": MPI reports rank " << rank << " of " << size << " but the launcher said "
-                           << info_.rank << " of " << info_.world_size);
+    // How the job was started, not a failure while working: running it again the same way cannot succeed (exit 2,
+    // never retried). The usual case: a plain command in a batch script of a Slurm allocation of several tasks.
+    if (rank != info_.rank || size != info_.world_size) {
+      std::ostringstream message;
+      message << where() << ": MPI reports rank " << rank << " of " << size << " but the environment says "
+              << info_.rank << " of " << info_.world_size << " (" << info_.variables << "): start every rank with "
+              << "srun or mpirun" << (info_.launcher == "slurm" ? " (srun --ntasks 1 for one process)" : "");
+      throw InputError(message.str());
+    }
     // Errors come back as codes (checked above) instead of MPI's default of aborting silently.
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     if (timeout_s > 0) {
@@ -133,9 +139,10 @@ std::unique_ptr<Communicator> make_communicator(const LaunchInfo& info, double c
 #if BERTRAIN_HAS_MPI
   return std::make_unique<Mpi>(info, collective_timeout_s);
 #else
-  BERTRAIN_FAIL(info.host << " rank " << info.rank << ": launched as one of " << info.world_size
-                          << " processes (" << info.launcher << ") but this build has no MPI support "
-                          << "(configure with BERTRAIN_MPI=ON; Debian: libopenmpi-dev)");
+  // As the mismatch above: how it was started (or built), which running it again cannot change.
+  throw InputError(info.host + " rank " + std::to_string(info.rank) + ": launched as one of " +
+                   std::to_string(info.world_size) + " processes (" + info.variables + ") but this build has no MPI " +
+                   "support (configure with BERTRAIN_MPI=ON; Debian: libopenmpi-dev)");
 #endif
 }
 

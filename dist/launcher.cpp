@@ -60,6 +60,7 @@ LaunchInfo detect_launch() {
     BERTRAIN_CHECK(size >= 1 && rank < size,
                    s.rank << "=" << rank << " and " << s.size << "=" << size << " do not describe a rank in a job");
     info.launcher = s.launcher;
+    info.variables = std::string(s.rank) + "=" + std::to_string(rank) + ", " + s.size + "=" + std::to_string(size);
     info.rank = rank;
     info.world_size = size;
     const int local_rank = env_int(s.local_rank), local_size = env_leading_int(s.local_size);

@@ -12,6 +12,7 @@ struct LaunchInfo {
   int local_rank = 0;  // rank among the processes on this host: the GPU index to use
   int local_size = 1;
   std::string launcher = "none";  // "openmpi", "pmi", "slurm" or "none"
+  std::string variables;          // what rank and size were read from: "SLURM_PROCID=0, SLURM_NTASKS=4"; "" for none
   std::string host;               // this host's name, for messages
 };
 

@@ -42,11 +42,12 @@ void validate_train_args(const TrainArgs& a) {
                                              << " (at 0 a parameter with no gradient divides 0 by 0), got "
                                              << a.adam_eps);
   // An infinite decay makes every weight non-finite at the first step: a flag error, not a diverging run (exit 3).
-  BERTRAIN_CHECK(a.weight_decay >= 0 && a.weight_decay <= std::numeric_limits<float>::max(),
-                 "--weight-decay must be >= 0 and finite in float32 (at most 3.4e38), got " << a.weight_decay);
-  BERTRAIN_CHECK(a.max_grad_norm >= 0 && a.max_grad_norm <= std::numeric_limits<float>::max(),
-                 "--max-grad-norm must be >= 0 and finite in float32 (at most 3.4e38; 0: no clipping), got "
-                     << a.max_grad_norm);
+  // A positive value below it is 0 there: no decay where some was asked for, or every gradient clipped to nothing.
+  BERTRAIN_CHECK(a.weight_decay == 0 || in_float_range(a.weight_decay),
+                 "--weight-decay must be 0 or within float32's range, " << kFloatRange << ", got " << a.weight_decay);
+  BERTRAIN_CHECK(a.max_grad_norm == 0 || in_float_range(a.max_grad_norm),
+                 "--max-grad-norm must be 0 (no clipping) or within float32's range, " << kFloatRange << ", got "
+                                                                                      << a.max_grad_norm);
   BERTRAIN_CHECK(a.num_samples >= 0, "--num-samples must be >= 0, got " << a.num_samples);
   if (a.val_data.empty()) {
     BERTRAIN_CHECK(a.val_fraction > 0 && a.val_fraction < 1, "--val-fraction must be in (0, 1), got " << a.val_fraction);

@@ -68,6 +68,7 @@ TEST_F(LauncherEnv, PmiAndSlurm) {
   EXPECT_EQ(info.world_size, 4);
   EXPECT_EQ(info.local_rank, 1);
   EXPECT_EQ(info.local_size, 2);
+  EXPECT_EQ(info.variables, "SLURM_PROCID=3, SLURM_NTASKS=4");  // named when MPI disagrees
 }
 
 TEST_F(LauncherEnv, MpirunInsideSlurmMeansMpirun) {

@@ -20,6 +20,22 @@ namespace {
 
 using namespace cli_test;
 
+// A plain `bertrain train` in the batch script of a Slurm allocation of several tasks (SLURM_NTASKS set, no srun):
+// how it was started, which a retry cannot change, so exit 2 (`launch` used to retry its exit 1), naming the
+// variables and what to do; a build without MPI says so, also exit 2. Nothing is written.
+TEST_F(CliTest, ATaskOfAnAllocationStartedWithoutSrunIsAnInputError) {
+  const RunResult r = run(train_args(path("run")), {"SLURM_PROCID=0", "SLURM_NTASKS=4", "SLURM_LOCALID=0"});
+  expect_error(r, "(SLURM_PROCID=0, SLURM_NTASKS=4)");
+  EXPECT_TRUE(r.err.find("MPI reports rank 0 of 1 but the environment says 0 of 4") != std::string::npos ||
+              r.err.find("this build has no MPI support") != std::string::npos)
+      << r.describe();
+  if (r.err.find("MPI reports") != std::string::npos) {
+    EXPECT_NE(r.err.find("start every rank with srun or mpirun (srun --ntasks 1 for one process)"), std::string::npos)
+        << r.describe();
+  }
+  EXPECT_FALSE(fs::exists(path("run")));
+}
+
 // ---- flag values -----------------------------------------------------------------------------------------
 
 // A flag given with an empty value is an error naming it, never its default in disguise (train used to read

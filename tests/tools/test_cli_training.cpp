@@ -190,22 +190,29 @@ TEST_F(CliTraining, MaxGradNormClipsOnlyAboveTheGradientsNorm) {
   EXPECT_EQ(results_of(path("plain"))["params"]["max_grad_norm"], 0.0);
   expect_error(run(train_args(path("tight"), {"--epochs", "2", "--resume", "--max-grad-norm", "1"})),
                "--max-grad-norm 1e-06 (checkpoint) vs 1.0 (now)");
-  expect_error(run(train_args(path("bad"), {"--max-grad-norm", "-1"})), "--max-grad-norm must be >= 0");
+  expect_error(run(train_args(path("bad"), {"--max-grad-norm", "-1"})), "--max-grad-norm must be 0 (no clipping) or");
   expect_error(run(train_args(path("bad"), {"--max-grad-norm", "inf"})), "--max-grad-norm");
 }
 
 // Infinite optimizer settings are flag errors (exit 2, naming the flag), not a run that diverges at its first step
 // (exit 3): --weight-decay inf made every weight non-finite.
 TEST_F(CliTraining, InfiniteOptimizerSettingsAreFlagErrors) {
-  expect_error(run(train_args(path("bad"), {"--weight-decay", "inf"})), "--weight-decay must be >= 0 and finite");
+  expect_error(run(train_args(path("bad"), {"--weight-decay", "inf"})), "--weight-decay must be 0 or within float32");
+  expect_error(run(train_args(path("bad"), {"--weight-decay", "-0.01"})), "--weight-decay must be 0 or within float32");
   expect_error(run(train_args(path("bad"), {"--adam-eps", "inf"})), "--adam-eps must be positive");
   // The engine computes in float32: 1e39 is infinite there, 1e-50 is 0 (an lr that learns nothing, an eps that
   // makes 0 / 0 of a parameter without gradient). Before, these ran.
   expect_error(run(train_args(path("bad"), {"--lr", "1e39"})), "--lr must be within float32's range, 1.2e-38 to 3.4e38");
   expect_error(run(train_args(path("bad"), {"--lr", "1e-50"})), "--lr must be within float32's range");
   expect_error(run(train_args(path("bad"), {"--adam-eps", "1e-50"})), "--adam-eps must be within float32's range");
-  expect_error(run(train_args(path("bad"), {"--weight-decay", "1e39"})), "--weight-decay must be >= 0 and finite in float32");
-  expect_error(run(train_args(path("bad"), {"--max-grad-norm", "1e39"})), "--max-grad-norm must be >= 0 and finite in float32");
+  expect_error(run(train_args(path("bad"), {"--weight-decay", "1e39"})),
+               "--weight-decay must be 0 or within float32's range, 1.2e-38 to 3.4e38");
+  expect_error(run(train_args(path("bad"), {"--max-grad-norm", "1e39"})),
+               "--max-grad-norm must be 0 (no clipping) or within float32's range, 1.2e-38 to 3.4e38");
+  // ... and below it: --max-grad-norm 1e-50 clipped every gradient to 0 (the weights never moved), --weight-decay
+  // 1e-50 was no decay.
+  expect_error(run(train_args(path("bad"), {"--max-grad-norm", "1e-50"})), "--max-grad-norm must be 0 (no clipping) or");
+  expect_error(run(train_args(path("bad"), {"--weight-decay", "1e-50"})), "--weight-decay must be 0 or within float32");
   // Rows of one optimizer step past an int: a flag error (exit 2), not the batcher's internal one (exit 1).
   expect_error(run(train_args(path("bad"), {"--batch-size", "65536", "--grad-accum-steps", "65536"})),
                "--batch-size x --grad-accum-steps, the rows of one optimizer step, must be at most 2147483647");
