@@ -171,12 +171,19 @@ bool path_exists(const std::string& path) {
 std::string link_or_copy_file(const std::string& from, const std::string& to) {
   if (::link(from.c_str(), to.c_str()) == 0) return "";
   const int error = errno;
-  BERTRAIN_CHECK(error == EXDEV || error == EPERM || error == EMLINK || error == EOPNOTSUPP,
+  // ENOSYS: FUSE filesystems without hard links (sshfs without its hardlink extension) say so that way.
+  BERTRAIN_CHECK(error == EXDEV || error == EPERM || error == EMLINK || error == EOPNOTSUPP || error == ENOSYS,
                  "cannot link '" << to << "' to '" << from << "': " << std::strerror(error));
   std::error_code ec;
   std::filesystem::copy_file(from, to, ec);
   BERTRAIN_CHECK(!ec, "cannot copy '" << from << "' to '" << to << "' (a hard link was refused: "
                                       << std::strerror(error) << "): " << ec.message());
+  // On disk before the folder holding it is renamed into place, as a file written through AtomicFile is.
+  const int fd = ::open(to.c_str(), O_RDONLY | O_CLOEXEC);
+  const bool synced = fd >= 0 && ::fsync(fd) == 0;
+  const int sync_error = errno;
+  if (fd >= 0) ::close(fd);
+  BERTRAIN_CHECK(synced, "cannot fsync the copy '" << to << "' of '" << from << "': " << std::strerror(sync_error));
   return std::strerror(error);
 }
 

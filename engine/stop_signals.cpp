@@ -10,11 +10,15 @@ namespace {
 std::atomic<int> first_signal{0};
 struct sigaction previous[sizeof kStopSignals / sizeof kStopSignals[0]];
 
+std::atomic<bool> output_closed{false};  // a SIGPIPE came (ClosedOutput::kStops): stays ignored from then on
+
 // Async-signal-safe: an atomic store, or for a second signal the default action (sigaction and raise are
-// async-signal-safe).
+// async-signal-safe). After a closed output's stop, the first real stop signal asks for the same stop: it is recorded
+// in its place (and named), not taken as a second one.
 void on_signal(int sig) {
   int expected = 0;
   if (first_signal.compare_exchange_strong(expected, sig)) return;
+  if (expected == SIGPIPE && first_signal.compare_exchange_strong(expected, sig)) return;
   struct sigaction default_action {};
   default_action.sa_handler = SIG_DFL;
   sigemptyset(&default_action.sa_mask);
@@ -28,6 +32,7 @@ void on_signal(int sig) {
 void on_closed_output(int sig) {
   int expected = 0;
   first_signal.compare_exchange_strong(expected, sig);
+  output_closed = true;
   struct sigaction ignore {};
   ignore.sa_handler = SIG_IGN;
   sigemptyset(&ignore.sa_mask);
@@ -41,6 +46,7 @@ bool sigpipe_handled = false;
 
 StopSignals::StopSignals(ClosedOutput closed_output) {
   first_signal = 0;
+  output_closed = false;
   struct sigaction action {};
   action.sa_handler = on_signal;
   sigemptyset(&action.sa_mask);
@@ -62,7 +68,9 @@ StopSignals::~StopSignals() {
   for (std::size_t i = 0; i < sizeof kStopSignals / sizeof kStopSignals[0]; ++i) {
     sigaction(kStopSignals[i], &previous[i], nullptr);
   }
-  if (sigpipe_handled) sigaction(SIGPIPE, &previous_sigpipe, nullptr);
+  // Once the output is closed, what the command still prints (where it stopped, its last lines) would raise SIGPIPE
+  // under the previous action and end it by the signal: it stays ignored.
+  if (sigpipe_handled && !output_closed) sigaction(SIGPIPE, &previous_sigpipe, nullptr);
 }
 
 int StopSignals::received() { return first_signal.load(); }

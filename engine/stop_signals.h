@@ -45,7 +45,7 @@ class StopSignals {
  public:
   // What a write to a closed pipe (SIGPIPE) does while it exists: end the process (its default action: a command
   // whose stdout is its product, predict | head), or stop it like the signals above, once; writes after it fail
-  // with EPIPE.
+  // with EPIPE, also after the StopSignals is gone. A stop signal after it takes its place (no second signal).
   enum class ClosedOutput { kEnds, kStops };
   explicit StopSignals(ClosedOutput closed_output = ClosedOutput::kEnds);
   ~StopSignals();

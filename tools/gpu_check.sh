@@ -64,6 +64,22 @@ export BERTRAIN_DATA_DIR=$DATA  # the tests that read the real data find it ther
 # The toolkit's own tools (nvcc, compute-sanitizer) where a machine without packages has them and PATH may not.
 if [ -d /usr/local/cuda/bin ]; then export PATH=$PATH:/usr/local/cuda/bin; fi
 JOBS=${JOBS:-$(nproc)}
+# Every step's name, in order (step and unavailable refuse any other: a step added below must be listed here).
+KNOWN_STEPS=(env build gpu-tests gpu-mpi-tests sanitizer kernels-bf16 kernels-fp32 kernels-bf16-general-attention
+  step-bf16-256x128 step-fp32-256x128 step-bf16-256x128-full step-bf16-256x128-full-general-attention step-bf16-256x40
+  step-bf16-eval-32x128-graphs step-bf16-eval-32x128-eager step-bf16-mwml-padded step-bf16-mwml-packed
+  torch-bf16-256x128 torch-fp32-256x128 torch-bf16-256x40 torch-bf16-256x128-full torch-compile-bf16-256x128-full
+  torch-bf16-mwml torch-kernels-bf16 finetune-gpu-bf16 finetune-gpu-fp32 finetune-cpu finetune-report
+  inference-gpu-vs-cpu inference-long-texts tune-gpu serve-gpu)
+known_step() {
+  local known
+  for known in "${KNOWN_STEPS[@]}"; do [ "$known" = "$1" ] && return 0; done
+  return 1
+}
+# A misspelt name in GPU_CHECK_ONLY would select nothing, and a lent GPU's minutes pass without the step.
+for name in ${GPU_CHECK_ONLY:-}; do
+  known_step "$name" || { echo "gpu-check: GPU_CHECK_ONLY names no step '$name' (the steps: ${KNOWN_STEPS[*]})" >&2; exit 2; }
+done
 # Before anything is written: a machine without a GPU gets no empty OUT.
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "gpu-check: no NVIDIA GPU visible (nvidia-smi missing or it lists no device); run it on a GPU machine" >&2
@@ -85,17 +101,15 @@ fi
 # One summary for the gpu-check processes run side by side into one OUT_DIR (GPU_CHECK_ONLY): the first writes its
 # header (noclobber: created only if absent, atomically), each appends its rows and, at its end, the sections of its
 # own steps.
-(
-  set -o noclobber
-  {
-    echo "# gpu-check $(date -u +%Y-%m-%dT%H:%MZ)"
-    echo
-    echo "$(nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader)"
-    echo
-    echo "| step | status | seconds |"
-    echo "|---|---|---|"
-  } >"$SUMMARY"
-) 2>/dev/null
+header="# gpu-check $(date -u +%Y-%m-%dT%H:%MZ)
+
+$(nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader)
+
+| step | status | seconds |
+|---|---|---|"
+# (The header is made before the file is created: while nvidia-smi ran, a second process's rows would have landed in
+# a file this one then wrote over.)
+(set -o noclobber && printf '%s\n' "$header" >"$SUMMARY") 2>/dev/null
 
 # step NAME COMMAND...: runs COMMAND with its output in OUT/NAME.log, adds a row to the summary. With
 # GPU_CHECK_ONLY (step names, space-separated) the steps not named are skipped: a lent GPU's minutes go to the
@@ -111,24 +125,40 @@ with_env() {
 # unavailable NAME WHY: step NAME cannot run here (no data, no torch on the GPU, no compute-sanitizer); a row says
 # so, and when GPU_CHECK_ONLY named it, gpu-check fails: minutes of a lent GPU were planned for it.
 unavailable() {
+  known_step "$1" || { echo "gpu-check: internal: unavailable $1 is not in KNOWN_STEPS" >&2; exit 2; }
   selected "$1" || return 0
   echo "| $1 | SKIPPED ($2) | 0 |" >>"$SUMMARY"
   echo "gpu-check: $1 skipped: $2"
   if [[ " ${GPU_CHECK_ONLY:-} " == *" $1 "* ]]; then failed=1; fi
 }
 
+# The step running now (its process group), ended with gpu-check however gpu-check ends: a deadline's kill, Ctrl-C, a
+# closed terminal. In a group of its own it would outlive gpu-check, holding the GPU.
+running_step=""
+end_running_step() {
+  if [ -n "$running_step" ]; then kill -TERM -- -"$running_step" 2>/dev/null; fi
+}
+trap end_running_step EXIT
+trap 'end_running_step; exit 143' TERM
+trap 'end_running_step; exit 130' INT
+trap 'end_running_step; exit 129' HUP
+
 step() {
   local name=$1 start rc
   shift
+  known_step "$name" || { echo "gpu-check: internal: step $name is not in KNOWN_STEPS" >&2; exit 2; }
   if ! selected "$name"; then
     if [ "$name" = build ] && [ ! -x "$BUILD_DIR/bertrain" ]; then
       echo "gpu-check: GPU_CHECK_ONLY skips the build but $BUILD_DIR/bertrain does not exist" >&2
+      echo "| build | FAILED (skipped, and no $BUILD_DIR/bertrain to use) | 0 |" >>"$SUMMARY"
+      failed=1
       return 1
     fi
     return 0
   fi
   echo "== gpu-check: $name"
   start=$(date +%s)
+  rm -f "$OUT/$name.timed-out"
   # In a process group of its own (job control on for this one start), so that a timeout ends the whole step: a
   # bare command, a shell function, with_env's subshell and whatever each started (pkill -P reached only the direct
   # children, so a hung bare command ran on, and a function's command outlived its subshell on the GPU).
@@ -136,19 +166,25 @@ step() {
   "$@" >"$OUT/$name.log" 2>&1 </dev/null &
   local pid=$!
   set +m
-  # One hung step must not eat the machine's lease: STEP_TIMEOUT seconds (default 600) each. Its output away from
-  # ours, and its sleep ended with it: a sleep left holding our stdout kept `gpu-check | tail` waiting for it.
-  ( sleep "${STEP_TIMEOUT:-600}" && echo "gpu-check: $name timed out" >>"$OUT/$name.log" &&
-    kill -TERM -- -$pid ) </dev/null >/dev/null 2>&1 &
+  running_step=$pid
+  # One hung step must not eat the machine's lease: STEP_TIMEOUT seconds (default 600) each, then SIGTERM to its
+  # group (bertrain train checkpoints on it), and SIGKILL 20 s later for what did not end. Its output away from
+  # ours, and its sleeps ended with it: a sleep left holding our stdout kept `gpu-check | tail` waiting for it. The
+  # marker is a file of its own: the step's log is its own to write (over an appended line).
+  ( sleep "${STEP_TIMEOUT:-600}" && touch "$OUT/$name.timed-out" && kill -TERM -- -$pid &&
+    sleep 20 && kill -KILL -- -$pid ) </dev/null >/dev/null 2>&1 &
   local watchdog=$!
   wait $pid
   rc=$?
+  running_step=""
   pkill -P $watchdog 2>/dev/null
   kill $watchdog 2>/dev/null
   wait $watchdog 2>/dev/null
   local status=passed
-  if grep -q "^gpu-check: $name timed out" "$OUT/$name.log" 2>/dev/null; then
+  if [ -f "$OUT/$name.timed-out" ]; then
     status="FAILED (timed out after ${STEP_TIMEOUT:-600} s)"
+    echo "gpu-check: $name timed out after ${STEP_TIMEOUT:-600} s" >>"$OUT/$name.log"
+    rm -f "$OUT/$name.timed-out"
     rc=124
     failed=1
     tail -20 "$OUT/$name.log"

@@ -3,6 +3,7 @@
 // process (`bertrain launch -- build/bertrain train ...`) and for a whole MPI job (`bertrain launch -- mpirun -np 4
 // build/bertrain train ...`): the command's own --out names the run directory whose last/ decides --resume.
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -41,6 +42,21 @@ void forward_signal(int sig) {
   launcher_signal = sig;
   const pid_t pid = child_pid.load();
   if (pid > 0) ::kill(pid, sig);
+}
+
+// A closed output does not end the launcher (which then says why it stops) through SIGPIPE's default action. A
+// handler, not SIG_IGN, which COMMAND would inherit: train stops on its closed output (engine/stop_signals.h).
+void ignore_closed_output(int) {}
+
+// "stdout" or "stderr" when what read it has gone away (a pipe without a reader: `bertrain launch ... | head`), ""
+// otherwise. COMMAND shares them: restarted, it would meet the same closed output (train: SIGPIPE, a checkpoint and
+// exit 75 after its first step) again, every time.
+std::string closed_output() {
+  for (const int fd : {1, 2}) {
+    pollfd p{fd, 0, 0};
+    if (::poll(&p, 1, 0) == 1 && (p.revents & POLLERR) != 0) return fd == 1 ? "stdout" : "stderr";
+  }
+  return "";
 }
 
 // "--out DIR" or "--out=DIR" of the command; empty when it has none. The last one given, as train takes it.
@@ -118,10 +134,11 @@ int run_launch(const std::vector<std::string>& args) {
               "Runs COMMAND and, when it fails while working (exit 1), is stopped with a checkpoint (75) or is killed\n"
               "by a signal, runs it again with --resume (added when the run directory of its --out has a checkpoint,\n"
               "last/trainer_state.json; also on the first attempt, for a requeued job, unless COMMAND has\n"
-              "--overwrite), up to --max-restarts times; a usage or input error (2), a training that diverged (3)\n"
-              "or any other exit is not retried. Each attempt's end and every restart are logged on stderr and\n"
-              "recorded in results.json (\"restarts\"). SIGTERM, SIGINT, SIGUSR1 and SIGHUP are passed on to\n"
-              "COMMAND, which then ends without a restart (exit 75 when last/ holds a checkpoint to continue from).");
+              "--overwrite), up to --max-restarts times; a usage or input error (2), a training that diverged (3),\n"
+              "any other exit, or a command whose output is closed (launch | head: it would stop again) is not\n"
+              "retried. Each attempt's end and every restart are logged on stderr and recorded in results.json\n"
+              "(\"restarts\"). SIGTERM, SIGINT, SIGUSR1 and SIGHUP are passed on to COMMAND, which then ends\n"
+              "without a restart (exit 75 when last/ holds a checkpoint to continue from).");
   p.usage("bertrain launch [--max-restarts N] [--restart-delay SECONDS] -- COMMAND [ARGS...]");
   p.epilog(kExitStatusHelp);
   p.option("max-restarts", "3", "how many times COMMAND is run again");
@@ -143,6 +160,8 @@ int run_launch(const std::vector<std::string>& args) {
     // One ignored on entry (`nohup`: SIGHUP) stays ignored, here and in COMMAND, which inherits it.
     if (!ignored_on_entry(sig)) sigaction(sig, &action, nullptr);
   }
+  action.sa_handler = ignore_closed_output;
+  if (!ignored_on_entry(SIGPIPE)) sigaction(SIGPIPE, &action, nullptr);
 
   nlohmann::json restarts = nlohmann::json::array();
   for (int attempt = 0;; ++attempt) {
@@ -184,6 +203,11 @@ int run_launch(const std::vector<std::string>& args) {
                          : code == kExitDiverged ? " (the training diverged: resumed, it would diverge again)"
                                                  : " (not a failure a restart can mend)";
       std::fprintf(stderr, "bertrain launch: %s%s: not restarting\n", why.c_str(), what);
+      return code;
+    }
+    if (const std::string closed = closed_output(); !closed.empty()) {
+      std::fprintf(stderr, "bertrain launch: %s; its %s is closed (what read it went away), which a restart would "
+                   "meet again: not restarting\n", why.c_str(), closed.c_str());
       return code;
     }
     if (attempt >= max_restarts) {

@@ -92,13 +92,14 @@ int dispatch(const std::vector<std::string>& args) {
 
 // Output that did not all reach stdout (a full disk, /dev/full, a file-size limit) is an error, exit 1: a
 // redirected `predict` or `tokenize` must not end with status 0 and its output lost.
-// A train stopped because its output was closed (SIGPIPE) has said so, and why its output is missing.
+// A train whose output was closed (SIGPIPE) stopped with a checkpoint or, in its last lines, finished: its products
+// are files, and what it printed had no reader left.
 int checked_stdout(int rc) {
   std::cout.flush();
   const bool flushed = std::fflush(stdout) == 0;
   const int error = errno;
   if (flushed && !std::ferror(stdout) && std::cout.good()) return rc;
-  if (rc == bertrain::kExitCheckpointed && bertrain::StopSignals::received() == SIGPIPE) return rc;
+  if (bertrain::StopSignals::received() == SIGPIPE) return rc;
   std::fprintf(stderr, "bertrain: error: writing to stdout: %s\n",
                flushed ? "an earlier write failed (output is missing)" : std::strerror(error));
   return rc == 0 ? 1 : rc;

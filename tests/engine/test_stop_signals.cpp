@@ -98,6 +98,21 @@ TEST(StopSignals, AClosedOutputStopsOnceWhereAsked) {
   });
   ASSERT_TRUE(WIFEXITED(after_sigterm)) << after_sigterm;
   EXPECT_EQ(WEXITSTATUS(after_sigterm), 0);
+  // A stop signal after the closed output asks for the same stop: recorded in its place, not a second signal. And
+  // once the output is closed, the lines printed after the StopSignals is gone (where the run stopped) do not end
+  // the process either.
+  const int then_sigterm = in_child([] {
+    {
+      const StopSignals signals(StopSignals::ClosedOutput::kStops);
+      ::raise(SIGPIPE);
+      ::raise(SIGTERM);
+      if (StopSignals::received() != SIGTERM) return 16;
+    }
+    ::raise(SIGPIPE);
+    return 0;
+  });
+  ASSERT_TRUE(WIFEXITED(then_sigterm)) << then_sigterm;
+  EXPECT_EQ(WEXITSTATUS(then_sigterm), 0);
   const int ends = in_child([] {
     const StopSignals signals;
     ::raise(SIGPIPE);

@@ -390,6 +390,12 @@ TEST_F(CliTest, AClosedOutputStopsWithACheckpoint) {
   ASSERT_TRUE(fs::exists(path("piped/last/trainer_state.json")));
   ASSERT_TRUE(succeeded(run(train_args(path("piped"), {"--epochs", "300", "--device", "cpu", "--resume"}))));
   EXPECT_EQ(read_jsonl(path("piped/metrics.jsonl")).size(), 300u);
+  // stderr closed too (`2>&1 | head -n 1`): where it stopped goes nowhere, and must not end it by SIGPIPE either.
+  command.replace(command.find("/piped'"), 7, "/both'");
+  const RunResult both = testing::run_process(
+      {"/bin/bash", "-c", command + " 2>&1 | head -n 1; echo \"train exited ${PIPESTATUS[0]}\" >&2"});
+  EXPECT_NE(both.err.find("train exited 75"), std::string::npos) << both.describe();
+  EXPECT_TRUE(fs::exists(path("both/last/trainer_state.json")));
 }
 
 // A checkpoint that cannot be written (here a file-size limit, as a full disk would do) stops training with a

@@ -147,6 +147,26 @@ TEST_F(CliTest, LaunchStoppedBySignalAfterADivergenceKeepsItsExit3) {
   EXPECT_NE(r.err.find("stopped by SIGTERM: exit status 3; not restarting\n"), std::string::npos) << r.describe();
 }
 
+// `bertrain launch -- train ... | head -n 1`: train stops on its closed stdout (SIGPIPE: a checkpoint, exit 75),
+// which launch would otherwise restart up to --max-restarts times, each attempt stopping again after one step.
+// Launch says why and does not restart; launch's own stderr stays open here, the pipe's reader gone.
+TEST_F(CliTest, LaunchDoesNotRestartACommandWhoseOutputIsClosed) {
+  std::string command = "'" + binary() + "' launch --restart-delay 0 --max-restarts 3 -- '" + binary() + "'";
+  for (const std::string& a : without_quiet(train_args(path("piped"), {"--epochs", "300", "--device", "cpu"}))) {
+    command += " '" + a + "'";
+  }
+  const RunResult r = testing::run_process(
+      {"/bin/bash", "-c", command + " | head -n 1; echo \"launch exited ${PIPESTATUS[0]}\" >&2"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_NE(r.err.find("launch exited 75"), std::string::npos) << r.describe();
+  EXPECT_NE(r.err.find("bertrain launch: exit status 75 (stopped with a checkpoint); its stdout is closed (what read "
+                       "it went away), which a restart would meet again: not restarting"),
+            std::string::npos)
+      << r.describe();
+  EXPECT_EQ(r.err.find("restart 1 of 3"), std::string::npos) << r.describe();
+  EXPECT_TRUE(fs::exists(path("piped/last/trainer_state.json")));
+}
+
 // Under `nohup` SIGHUP is ignored: launch neither passes it on nor ends on it, and COMMAND inherits it ignored. Before,
 // launch caught it and passed it on, and the command (here a shell that sends it) ended by it.
 TEST_F(CliTest, LaunchUnderNohupLeavesSighupIgnored) {
