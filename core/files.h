@@ -66,8 +66,9 @@ void make_directories(const std::string& dir);  // mkdir -p; throws Error naming
 
 // Makes the new file `to` a hard link to the file `from` (the same bytes on disk, stored once), or a copy of it
 // where the system refuses the link: another filesystem (EXDEV), or one without hard links or with too many to
-// the file (the copy fsynced). Returns "" when linked, else the system's reason for the refusal ("Invalid cross-device link"). Throws
-// Error naming both paths when neither works (`to` existing is an error, not a reason to copy).
+// the file (the copy fsynced). Returns "" when linked, else the system's reason for the refusal ("Invalid
+// cross-device link"). Throws Error naming both paths when neither works (`to` existing is an error, not a reason
+// to copy).
 std::string link_or_copy_file(const std::string& from, const std::string& to);
 // The last name of a directory path, with or without a trailing '/': "runs/a/" and "runs/./a" name "a".
 std::string folder_name(const std::string& dir);

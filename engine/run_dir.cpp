@@ -293,7 +293,9 @@ void save_best(const RunDirs& dirs, const LoadedModel& model, const std::vector<
 
 void drop_optimizer_state(const TrainArgs& args, const RunDirs& dirs) {
   remove_tree(dirs.last + "/" + kOptimizerFile);
-  for (const auto& step : step_checkpoints(args.out_dir + "/checkpoints")) remove_tree(step.second + "/" + kOptimizerFile);
+  for (const auto& step : step_checkpoints(args.out_dir + "/checkpoints")) {
+    remove_tree(step.second + "/" + kOptimizerFile);
+  }
 }
 
 std::string disk_use_summary(const std::string& out_dir) {

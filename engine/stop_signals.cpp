@@ -10,7 +10,7 @@ namespace {
 std::atomic<int> first_signal{0};
 struct sigaction previous[sizeof kStopSignals / sizeof kStopSignals[0]];
 
-std::atomic<bool> output_closed{false};  // a SIGPIPE came (ClosedOutput::kStops): stays ignored from then on
+std::atomic<bool> sigpipe_received{false};  // a SIGPIPE came (ClosedOutput::kStops): stays ignored from then on
 
 // Async-signal-safe: an atomic store, or for a second signal the default action (sigaction and raise are
 // async-signal-safe). After a closed output's stop, the first real stop signal asks for the same stop: it is recorded
@@ -32,7 +32,7 @@ void on_signal(int sig) {
 void on_closed_output(int sig) {
   int expected = 0;
   first_signal.compare_exchange_strong(expected, sig);
-  output_closed = true;
+  sigpipe_received = true;
   struct sigaction ignore {};
   ignore.sa_handler = SIG_IGN;
   sigemptyset(&ignore.sa_mask);
@@ -46,7 +46,7 @@ bool sigpipe_handled = false;
 
 StopSignals::StopSignals(ClosedOutput closed_output) {
   first_signal = 0;
-  output_closed = false;
+  sigpipe_received = false;
   struct sigaction action {};
   action.sa_handler = on_signal;
   sigemptyset(&action.sa_mask);
@@ -70,10 +70,12 @@ StopSignals::~StopSignals() {
   }
   // Once the output is closed, what the command still prints (where it stopped, its last lines) would raise SIGPIPE
   // under the previous action and end it by the signal: it stays ignored.
-  if (sigpipe_handled && !output_closed) sigaction(SIGPIPE, &previous_sigpipe, nullptr);
+  if (sigpipe_handled && !sigpipe_received) sigaction(SIGPIPE, &previous_sigpipe, nullptr);
 }
 
 int StopSignals::received() { return first_signal.load(); }
+
+bool StopSignals::output_closed() { return sigpipe_received.load(); }
 
 bool ignored_on_entry(int sig) {
   struct sigaction current {};

@@ -29,7 +29,8 @@ int end_by_signal(int sig);
 // (EX_TEMPFAIL from sysexits.h: a temporary failure, try again).
 inline constexpr int kExitCheckpointed = 75;
 
-// "SIGTERM", "SIGINT", "SIGUSR1", "SIGHUP", "SIGPIPE", else "signal N": how every command names the signal that stopped it.
+// "SIGTERM", "SIGINT", "SIGUSR1", "SIGHUP", "SIGPIPE", else "signal N": how every command names the signal that
+// stopped it.
 inline std::string signal_name(int sig) {
   switch (sig) {
     case SIGTERM: return "SIGTERM";
@@ -54,6 +55,8 @@ class StopSignals {
 
   // The first signal received since construction, 0 when none.
   static int received();
+  // Whether a SIGPIPE came since construction (ClosedOutput::kStops): the output has no reader left.
+  static bool output_closed();
 };
 
 // Thrown on every rank when the run stopped on a signal after its checkpoint; `what()` says where.

@@ -58,9 +58,10 @@ inline std::vector<std::string> child_environment(const std::vector<std::string>
   return env;
 }
 
-// In a forked child before execve: the stop signals (and SIGPIPE) back to their default actions and none blocked. The suite may
-// run as a shell's background job (SIGINT ignored) or under nohup (SIGHUP ignored), which every command would
-// inherit and keep ignoring (engine/stop_signals.h), and the tests that stop a command by those signals need them.
+// In a forked child before execve: the stop signals (and SIGPIPE) back to their default actions and none blocked.
+// The suite may run as a shell's background job (SIGINT ignored) or under nohup (SIGHUP ignored), which every
+// command would inherit and keep ignoring (engine/stop_signals.h), and the tests that stop a command by those
+// signals need them.
 // Async-signal-safe (sigaction, sigprocmask).
 inline void default_signals_in_child() {
   struct sigaction action {};

@@ -78,7 +78,10 @@ known_step() {
 }
 # A misspelt name in GPU_CHECK_ONLY would select nothing, and a lent GPU's minutes pass without the step.
 for name in ${GPU_CHECK_ONLY:-}; do
-  known_step "$name" || { echo "gpu-check: GPU_CHECK_ONLY names no step '$name' (the steps: ${KNOWN_STEPS[*]})" >&2; exit 2; }
+  if ! known_step "$name"; then
+    echo "gpu-check: GPU_CHECK_ONLY names no step '$name' (the steps: ${KNOWN_STEPS[*]})" >&2
+    exit 2
+  fi
 done
 # Before anything is written: a machine without a GPU gets no empty OUT.
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
@@ -621,7 +624,8 @@ PY
   steps=""
   for f in "$OUT"/step-*.log "$OUT"/torch-*.log; do
     [ "$f" = "$OUT/torch-kernels-bf16.log" ] && continue
-    [ -f "$f" ] && selected "$(basename "$f" .log)" && steps+="- $(basename "$f" .log): $(grep -h '^{' "$f" | tail -1)"$'\n'
+    [ -f "$f" ] && selected "$(basename "$f" .log)" || continue
+    steps+="- $(basename "$f" .log): $(grep -h '^{' "$f" | tail -1)"$'\n'
   done
   if [ -n "$steps" ]; then
     echo

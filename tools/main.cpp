@@ -99,7 +99,7 @@ int checked_stdout(int rc) {
   const bool flushed = std::fflush(stdout) == 0;
   const int error = errno;
   if (flushed && !std::ferror(stdout) && std::cout.good()) return rc;
-  if (bertrain::StopSignals::received() == SIGPIPE) return rc;
+  if (bertrain::StopSignals::output_closed()) return rc;
   std::fprintf(stderr, "bertrain: error: writing to stdout: %s\n",
                flushed ? "an earlier write failed (output is missing)" : std::strerror(error));
   return rc == 0 ? 1 : rc;

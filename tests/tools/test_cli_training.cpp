@@ -211,7 +211,8 @@ TEST_F(CliTraining, InfiniteOptimizerSettingsAreFlagErrors) {
                "--max-grad-norm must be 0 (no clipping) or within float32's range, 1.2e-38 to 3.4e38");
   // ... and below it: --max-grad-norm 1e-50 clipped every gradient to 0 (the weights never moved), --weight-decay
   // 1e-50 was no decay.
-  expect_error(run(train_args(path("bad"), {"--max-grad-norm", "1e-50"})), "--max-grad-norm must be 0 (no clipping) or");
+  expect_error(run(train_args(path("bad"), {"--max-grad-norm", "1e-50"})),
+               "--max-grad-norm must be 0 (no clipping) or");
   expect_error(run(train_args(path("bad"), {"--weight-decay", "1e-50"})), "--weight-decay must be 0 or within float32");
   // Rows of one optimizer step past an int: a flag error (exit 2), not the batcher's internal one (exit 1).
   expect_error(run(train_args(path("bad"), {"--batch-size", "65536", "--grad-accum-steps", "65536"})),
