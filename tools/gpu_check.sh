@@ -137,9 +137,10 @@ unavailable() {
 
 # The step running now (its process group), ended with gpu-check however gpu-check ends: a deadline's kill, Ctrl-C, a
 # closed terminal. In a group of its own it would outlive gpu-check, holding the GPU.
-running_step=""
+running_step="" running_watchdog=""
 end_running_step() {
   if [ -n "$running_step" ]; then kill -TERM -- -"$running_step" 2>/dev/null; fi
+  if [ -n "$running_watchdog" ]; then kill -- -"$running_watchdog" 2>/dev/null; fi
 }
 trap end_running_step EXIT
 trap 'end_running_step; exit 143' TERM
@@ -171,18 +172,21 @@ step() {
   set +m
   running_step=$pid
   # One hung step must not eat the machine's lease: STEP_TIMEOUT seconds (default 600) each, then SIGTERM to its
-  # group (bertrain train checkpoints on it), and SIGKILL 20 s later for what did not end. Its output away from
-  # ours, and its sleeps ended with it: a sleep left holding our stdout kept `gpu-check | tail` waiting for it. The
-  # marker is a file of its own: the step's log is its own to write (over an appended line).
+  # group (bertrain train checkpoints on it), and SIGKILL 20 s later for what did not end. The watchdog in a group
+  # of its own too, ended with its sleep (a sleep left holding our stdout kept `gpu-check | tail` waiting for it),
+  # its output away from ours. The marker is a file of its own: the step's log is its own to write (over a line).
+  set -m
   ( sleep "${STEP_TIMEOUT:-600}" && touch "$OUT/$name.timed-out" && kill -TERM -- -$pid &&
     sleep 20 && kill -KILL -- -$pid ) </dev/null >/dev/null 2>&1 &
   local watchdog=$!
+  set +m
+  running_watchdog=$watchdog
   wait $pid
   rc=$?
   running_step=""
-  pkill -P $watchdog 2>/dev/null
-  kill $watchdog 2>/dev/null
+  kill -- -$watchdog 2>/dev/null
   wait $watchdog 2>/dev/null
+  running_watchdog=""
   local status=passed
   if [ -f "$OUT/$name.timed-out" ]; then
     status="FAILED (timed out after ${STEP_TIMEOUT:-600} s)"
