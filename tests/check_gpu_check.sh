@@ -52,8 +52,8 @@ stand_ins() {
   echo $count
 }
 none_left() {
-  local tenths
-  for tenths in $(seq 100); do
+  local _
+  for _ in $(seq 100); do
     [ "$(stand_ins)" -eq 0 ] && return 0
     sleep 0.1
   done

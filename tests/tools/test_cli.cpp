@@ -375,12 +375,10 @@ TEST_F(CliTest, SignalsStopWithACheckpointThatResumesBitForBit) {
 // which stops the run as SIGTERM does (a checkpoint, exit 75) instead of ending it between two checkpoints; resumed,
 // it trains to the end. (Enough epochs that head is gone long before the last: each takes milliseconds.)
 TEST_F(CliTest, AClosedOutputStopsWithACheckpoint) {
-  std::string command = "'" + binary() + "'";
-  for (const std::string& a : without_quiet(train_args(path("piped"), {"--epochs", "300", "--device", "cpu"}))) {
-    command += " '" + a + "'";
-  }
-  const RunResult r = testing::run_process(
-      {"/bin/bash", "-c", command + " | head -n 1; echo \"train exited ${PIPESTATUS[0]}\" >&2"});
+  const auto piped = [&](const std::string& out) {
+    return shell_command(without_quiet(train_args(path(out), {"--epochs", "300", "--device", "cpu"})));
+  };
+  const RunResult r = run_into_head(piped("piped"), "train");
   ASSERT_EQ(r.exit_code, 0) << r.describe();
   EXPECT_EQ(lines_of(r.out).size(), 1u) << r.describe();
   EXPECT_NE(r.err.find("bertrain: stopped by SIGPIPE (what read its output went away) "), std::string::npos)
@@ -391,9 +389,7 @@ TEST_F(CliTest, AClosedOutputStopsWithACheckpoint) {
   ASSERT_TRUE(succeeded(run(train_args(path("piped"), {"--epochs", "300", "--device", "cpu", "--resume"}))));
   EXPECT_EQ(read_jsonl(path("piped/metrics.jsonl")).size(), 300u);
   // stderr closed too (`2>&1 | head -n 1`): where it stopped goes nowhere, and must not end it by SIGPIPE either.
-  command.replace(command.find("/piped'"), 7, "/both'");
-  const RunResult both = testing::run_process(
-      {"/bin/bash", "-c", command + " 2>&1 | head -n 1; echo \"train exited ${PIPESTATUS[0]}\" >&2"});
+  const RunResult both = run_into_head(piped("both") + " 2>&1", "train");
   EXPECT_NE(both.err.find("train exited 75"), std::string::npos) << both.describe();
   EXPECT_TRUE(fs::exists(path("both/last/trainer_state.json")));
 }
@@ -406,9 +402,8 @@ TEST_F(CliTest, AFullDiskLeavesThePreviousCheckpointIntact) {
   const std::size_t model_bytes = before.at("last/model.safetensors").size();
   ASSERT_GT(model_bytes, 8192u);
   std::vector<std::string> resume = train_args(path("run"), {"--epochs", "3", "--resume", "--device", "cpu"});
-  std::string command = "ulimit -f " + std::to_string(model_bytes / 1024 / 2) + " && exec '" + binary() + "'";
-  for (const std::string& a : resume) command += " '" + a + "'";
-  const RunResult full = testing::run_process({"/bin/sh", "-c", command});
+  const RunResult full = testing::run_process(
+      {"/bin/sh", "-c", "ulimit -f " + std::to_string(model_bytes / 1024 / 2) + " && exec " + shell_command(resume)});
   expect_error(full, "model.safetensors", 1);
   EXPECT_NE(full.err.find("File too large"), std::string::npos) << full.describe();
   EXPECT_EQ(snapshot(path("run")), before);  // last/, best/, metrics: as they were, no temporary directory

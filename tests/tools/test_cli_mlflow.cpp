@@ -37,9 +37,7 @@ class CliMlflowTest : public CliTest {
   // bertrain run from `cwd` (for relative paths and file:relative URIs).
   static RunResult run_in(const std::string& cwd, const std::vector<std::string>& args,
                           const std::vector<std::string>& env = {}) {
-    std::string command = "cd '" + cwd + "' && exec '" + binary() + "'";
-    for (const std::string& a : args) command += " '" + a + "'";
-    return ::bertrain::testing::run_process({"/bin/sh", "-c", command}, env);
+    return ::bertrain::testing::run_process({"/bin/sh", "-c", "cd '" + cwd + "' && exec " + shell_command(args)}, env);
   }
 
   std::vector<std::string> predict_text(std::vector<std::string> source) const {

@@ -151,12 +151,11 @@ TEST_F(CliTest, LaunchStoppedBySignalAfterADivergenceKeepsItsExit3) {
 // which launch would otherwise restart up to --max-restarts times, each attempt stopping again after one step.
 // Launch says why and does not restart; launch's own stderr stays open here, the pipe's reader gone.
 TEST_F(CliTest, LaunchDoesNotRestartACommandWhoseOutputIsClosed) {
-  std::string command = "'" + binary() + "' launch --restart-delay 0 --max-restarts 3 -- '" + binary() + "'";
+  std::vector<std::string> args{"launch", "--restart-delay", "0", "--max-restarts", "3", "--", binary()};
   for (const std::string& a : without_quiet(train_args(path("piped"), {"--epochs", "300", "--device", "cpu"}))) {
-    command += " '" + a + "'";
+    args.push_back(a);
   }
-  const RunResult r = testing::run_process(
-      {"/bin/bash", "-c", command + " | head -n 1; echo \"launch exited ${PIPESTATUS[0]}\" >&2"});
+  const RunResult r = run_into_head(shell_command(args), "launch");
   ASSERT_EQ(r.exit_code, 0) << r.describe();
   EXPECT_NE(r.err.find("launch exited 75"), std::string::npos) << r.describe();
   EXPECT_NE(r.err.find("bertrain launch: exit status 75 (stopped with a checkpoint); its stdout is closed (what read "
