@@ -463,14 +463,16 @@ class TrainingLoop {
   }
   // The error of a training that diverged (`what` happened): it stops, and says what it leaves (a checkpoint is never
   // written with weights that are not finite, nor after an evaluation whose loss is not) and what to change. Resumed,
-  // the run would diverge again, and --resume refuses changed settings: the advice is a new run.
+  // the run would diverge again, and --resume refuses changed settings: the advice is a new run. A trial of `tune`
+  // (which sets BERTRAIN_TUNE_TRIAL) has its --out and --overwrite chosen by tune: the settings are its study's.
   std::string diverged(const std::string& what) const {
     const bool checkpoint = file_exists(p_.dirs.last + "/trainer_state.json");
+    const bool tune_trial = std::getenv("BERTRAIN_TUNE_TRIAL") != nullptr;
     return what + "; training stopped (" +
            (checkpoint ? "last/ holds the last checkpoint" : "no checkpoint was written") + "; try a lower --lr" +
            (p_.args.weight_decay > 0 ? " or --weight-decay" : "") +
            (p_.args.precision == "bf16" ? ", or --precision fp32" : "") +
-           " in a new run: another --out, or --overwrite)";
+           (tune_trial ? " in a new study: its --space or TRAIN FLAGS)" : " in a new run: another --out, or --overwrite)");
   }
   // "nan", "inf", "-inf" or the number (a stream writes -nan for some NaNs).
   static std::string value_text(double x) {

@@ -292,6 +292,23 @@ TEST_F(CliTune, AFailedTrialIsRecordedAndTheStudyGoesOn) {
       << all.err;
 }
 
+// A real trial that diverges (exit 3) advises the study's settings: tune chooses each trial's --out and --overwrite,
+// which train's own advice to a diverged run names.
+TEST_F(CliTune, ADivergedTrialsAdviceNamesTheStudysSettings) {
+  spit(dir_ / "space.json", R"({"lr": {"type": "choice", "values": [1e30]}})");
+  const RunResult r = run({"tune", "--space", path("space.json"), "--out", path("study"), "--search", "grid",
+                           "--scheduler", "none", "--quiet", "--", "--model", model(), "--train-data", data(),
+                           "--epochs", "1", "--batch-size", "8", "--device", "cpu"});
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  const json s = study(path("study"));
+  ASSERT_EQ(s["trials"].size(), 1u) << s;
+  const std::string error = s["trials"][0]["error"];
+  EXPECT_NE(error.find("exit status 3: bertrain: error: epoch 1, step "), std::string::npos) << error;
+  EXPECT_NE(error.find("try a lower --lr in a new study: its --space or TRAIN FLAGS)"), std::string::npos) << error;
+  EXPECT_EQ(error.find("--overwrite"), std::string::npos) << error;
+  EXPECT_EQ(r.err.find("--overwrite"), std::string::npos) << r.err;
+}
+
 // Starts tune in the background (stdout in a file); returns its pid.
 pid_t start_tune(const std::vector<std::string>& args, const std::vector<std::string>& env, const std::string& log) {
   std::vector<std::string> argv_storage{binary()};

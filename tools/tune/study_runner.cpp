@@ -288,7 +288,8 @@ class StudyRunner {
   void start_trial(std::size_t index, int slot, bool resume) {
     TrialRecord& t = study_.trials[index];
     make_directories(path(t.dir()));
-    std::map<std::string, std::string> env;
+    // Train's advice when a trial diverges names the study's settings, not --out or --overwrite, which tune sets.
+    std::map<std::string, std::string> env{{"BERTRAIN_TUNE_TRIAL", t.id}};
     if (!s_.devices.empty()) {
       env["CUDA_VISIBLE_DEVICES"] = s_.devices[static_cast<std::size_t>(slot) % s_.devices.size()];
     }
