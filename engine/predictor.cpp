@@ -1,6 +1,7 @@
 #include "engine/predictor.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <type_traits>
 
@@ -13,8 +14,34 @@
 
 namespace bertrain {
 
-std::string resolve_model_dir(const std::string& path) {
+namespace {
+
+// `path` reads as a Hugging Face hub id ("allenai/scibert_scivocab_uncased"): two names of the hub's characters
+// joined by one '/', and no folder of the first name here (else it reads as a mistyped local path).
+bool looks_like_hub_id(const std::string& path) {
+  const std::size_t slash = path.find('/');
+  if (slash == 0 || slash == std::string::npos || slash + 1 == path.size()) return false;
+  if (path.find('/', slash + 1) != std::string::npos) return false;
+  const std::string owner = path.substr(0, slash);
+  if (owner == "." || owner == ".." || directory_exists(owner)) return false;
+  return std::all_of(path.begin(), path.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '/' || c == '-' ||
+                                         c == '_' || c == '.'; });
+}
+
+// A missing `path` is an error naming it, with the way to get a model where `path` reads as a hub id.
+void require_model_path(const std::string& path) {
+  BERTRAIN_CHECK(path_exists(path) || !looks_like_hub_id(path),
+                 path << ": not found; bertrain reads models from directories and does not download from the Hugging "
+                         "Face hub: download it first (e.g. hf download " << path << " --local-dir DIR, from the "
+                         "huggingface_hub package), then pass that DIR");
   BERTRAIN_CHECK(path_exists(path), path << ": not found (expected a model directory or a training run's RUN_DIR)");
+}
+
+}  // namespace
+
+std::string resolve_model_dir(const std::string& path) {
+  require_model_path(path);
   BERTRAIN_CHECK(directory_exists(path), path << ": a file, not a directory (expected a model directory with "
                                                  "config.json or a training run's RUN_DIR)");
   // Whatever is at config.json is the model's: loading it says what is wrong with it (a directory, bad JSON).
@@ -24,6 +51,7 @@ std::string resolve_model_dir(const std::string& path) {
 }
 
 std::string resolve_tokenizer_dir(const std::string& path) {
+  require_model_path(path);
   return !path_exists(path + "/config.json") && path_exists(path + "/best/config.json") ? path + "/best" : path;
 }
 

@@ -62,7 +62,8 @@ int run_tokenize(const std::vector<std::string>& args) {
   if (p.given("max-length") && p.get_int("max-length") < 2) throw UsageError("tokenize: --max-length must be >= 2");
 
   // A model directory's inputs as predict prepares them (a tokenizer's folder without config.json: the defaults).
-  const std::string model_dir = resolve_tokenizer_dir(p.get("model"));
+  const std::string model_dir = p.given("model") ? input_step([&] { return resolve_tokenizer_dir(p.get("model")); })
+                                                 : std::string();
   const std::string config_path = model_dir + "/config.json";
   std::optional<BertConfig> config;
   DatasetOptions options;
