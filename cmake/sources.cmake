@@ -137,6 +137,7 @@ set(BERTRAIN_SERVE_SOURCES
 set(BERTRAIN_CLI_SOURCES
   tools/main.cpp
   tools/args.cpp
+  tools/near_names.cpp
   tools/data_flags.cpp
   tools/model_source.cpp
   tools/bench_step.cpp

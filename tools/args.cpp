@@ -1,10 +1,13 @@
 #include "tools/args.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <sstream>
 
 #include "core/cpu_threads.h"
+#include "core/files.h"
+#include "tools/near_names.h"
 
 namespace bertrain {
 
@@ -65,7 +68,7 @@ bool ArgParser::parse(const std::vector<std::string>& args) {
     }
     if (arg.rfind("--", 0) != 0) {
       if (positional_name_.empty() || positional_values_.size() == positional_max_) {
-        throw UsageError(command_ + ": unexpected argument '" + arg + "'");
+        throw UsageError(unexpected_argument(arg));
       }
       positional_values_.push_back(arg);
       continue;
@@ -78,7 +81,7 @@ bool ArgParser::parse(const std::vector<std::string>& args) {
       name = name.substr(0, eq);
     }
     const auto it = options_.find(name);
-    if (it == options_.end()) throw UsageError(command_ + ": unknown option '--" + name + "' (see --help)");
+    if (it == options_.end()) throw UsageError(unknown_option(name));
     if (it->second.is_flag) {
       if (inline_value) throw UsageError(command_ + ": --" + name + " takes no value");
       values_[name] = "1";
@@ -90,13 +93,50 @@ bool ArgParser::parse(const std::vector<std::string>& args) {
     }
     values_[name] = value;
   }
-  for (const auto& [name, opt] : options_) {
-    if (opt.required && values_.count(name) == 0) throw UsageError(command_ + ": --" + name + " is required");
+  // Every required option missing, in one message: "train: --model, --train-data and --out are required".
+  std::vector<std::string> missing;
+  for (const std::string& name : order_) {
+    if (options_.at(name).required && values_.count(name) == 0) missing.push_back("--" + name);
   }
-  if (positional_values_.size() < positional_min_) {
-    throw UsageError(command_ + ": " + positional_name_ + " is required (see --help)");
+  if (positional_values_.size() < positional_min_) missing.push_back(positional_name_);
+  if (!missing.empty()) {
+    std::string list;
+    for (std::size_t i = 0; i < missing.size(); ++i) {
+      list += (i == 0 ? "" : i + 1 == missing.size() ? " and " : ", ") + missing[i];
+    }
+    throw UsageError(command_ + ": " + list + (missing.size() == 1 ? " is" : " are") + " required (usage: " +
+                     usage_line() + ")");
   }
   return true;
+}
+
+std::string ArgParser::unknown_option(const std::string& name) const {
+  if (std::find(passed_on_.begin(), passed_on_.end(), name) != passed_on_.end()) {
+    return command_ + ": --" + name + " is not a " + command_ + " option: " + passed_on_advice_;
+  }
+  std::string hint;
+  if (const std::string alias = option_alias(name, order_); !alias.empty()) {
+    hint = did_you_mean({alias}, "--");
+  } else {
+    hint = did_you_mean(near_names(name, order_), "--");
+  }
+  return command_ + ": unknown option '--" + name + "'" + (hint.empty() ? " (see --help)" : hint);
+}
+
+// A word where an option belongs (`predict runs/a`): the option it may have been the value of, else the usage line.
+std::string ArgParser::unexpected_argument(const std::string& arg) const {
+  const auto has = [&](const char* name) { return options_.count(name) != 0; };
+  std::string hint;
+  if (has("model") && directory_exists(arg)) {
+    hint = " (did you mean --model " + arg + "?)";
+  } else if (file_exists(arg) && (has("data") || has("train-data"))) {
+    hint = std::string(" (did you mean ") + (has("data") ? "--data " : "--train-data ") + arg + "?)";
+  } else if (has("text")) {
+    hint = " (did you mean --text '" + arg + "'?)";
+  } else {
+    hint = " (usage: " + usage_line() + ")";
+  }
+  return command_ + ": unexpected argument '" + arg + "'" + hint;
 }
 
 std::string ArgParser::get(const std::string& name) const {
@@ -228,14 +268,18 @@ std::string help_line(const std::string& left, const std::string& text) {
 
 }  // namespace
 
+std::string ArgParser::usage_line() const {
+  if (!usage_.empty()) return usage_;
+  std::string line = "bertrain " + command_;
+  for (const std::string& name : order_) {
+    if (options_.at(name).required) line += " --" + name + " " + options_.at(name).value_name;
+  }
+  return line + " [options]" + (positional_name_.empty() ? "" : " " + positional_usage());
+}
+
 std::string ArgParser::help() const {
   std::ostringstream os;
-  if (!usage_.empty()) {
-    os << "usage: " << usage_;
-  } else {
-    os << "usage: bertrain " << command_ << " [options]" << (positional_name_.empty() ? "" : " " + positional_usage());
-  }
-  os << "\n\n" << summary_ << "\n\n";
+  os << "usage: " << usage_line() << "\n\n" << summary_ << "\n\n";
   if (!positional_name_.empty()) {
     os << "arguments:\n" << help_line("  " + positional_usage(), positional_help_) << "\n";
   }

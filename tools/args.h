@@ -35,8 +35,15 @@ class ArgParser {
   // (the help text has then been printed to stdout). Throws UsageError on unknown or malformed options.
   bool parse(const std::vector<std::string>& args);
 
-  // The usage line of --help, when "bertrain COMMAND [options] [NAME...]" does not say it (e.g. a command after --).
+  // The usage line of --help, when "bertrain COMMAND --REQUIRED VALUE... [options] [NAME...]" does not say it (e.g. a
+  // command after --).
   void usage(const std::string& line) { usage_ = line; }
+  // Options of another command that this one passes on (tune's TRAIN FLAGS): one given before the command's own
+  // end is refused with `advice` (where they go) instead of as unknown.
+  void passes_on(std::vector<std::string> names, const std::string& advice) {
+    passed_on_ = std::move(names);
+    passed_on_advice_ = advice;
+  }
   // Text printed after the options in --help (e.g. the exit statuses).
   void epilog(const std::string& text) { epilog_ = text; }
 
@@ -67,17 +74,22 @@ class ArgParser {
     return v == "N" || v == "K";
   }
   const std::vector<std::string>& positional_values() const { return positional_values_; }
+  const std::vector<std::string>& option_names() const { return order_; }  // as declared
   std::string help() const;
 
  private:
   std::string positional_usage() const {  // "DIR" for one, "RUN_DIR..." for several
     return positional_name_ + (positional_max_ == 1 ? "" : "...");
   }
+  std::string usage_line() const;  // "bertrain train --model DIR ... [options]", without "usage: "
+  std::string unknown_option(const std::string& name) const;  // the UsageError's text
+  std::string unexpected_argument(const std::string& arg) const;
   struct Option {
     std::string default_value, help, value_name;
     bool required = false, is_flag = false;
   };
-  std::string command_, summary_, usage_, epilog_;
+  std::string command_, summary_, usage_, epilog_, passed_on_advice_;
+  std::vector<std::string> passed_on_;
   std::vector<std::string> order_;
   std::map<std::string, Option> options_;
   std::map<std::string, std::string> values_;

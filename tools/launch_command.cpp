@@ -149,6 +149,8 @@ int run_launch(const std::vector<std::string>& args) {
   p.epilog(kExitStatusHelp);
   p.option("max-restarts", "3", "how many times COMMAND is run again");
   p.option("restart-delay", "10", "seconds to wait before a restart").value_name("SECONDS");
+  p.passes_on(train_arg_parser().option_names(),
+              "COMMAND and its flags go after --: bertrain launch [options] -- bertrain train ...");
   if (!p.parse(own)) return 0;
   const int max_restarts = p.get_int("max-restarts");
   const double delay = p.get_double("restart-delay");

@@ -18,6 +18,7 @@
 #include "engine/stop_signals.h"
 #include "tools/args.h"
 #include "tools/commands.h"
+#include "tools/near_names.h"
 
 namespace {
 
@@ -87,7 +88,11 @@ int dispatch(const std::vector<std::string>& args) {
   if (command == "report") return bertrain::run_report(rest);
   if (command == "serve") return bertrain::run_serve(rest);
   if (command == "bench") return bertrain::run_bench(rest);
-  throw bertrain::UsageError("unknown command '" + command + "' (see bertrain --help)");
+  const std::string hint = bertrain::did_you_mean(
+      bertrain::near_names(command, {"train", "tune", "evaluate", "predict", "tokenize", "convert", "launch", "report",
+                                     "serve", "bench", "help", "version"}),
+      "");
+  throw bertrain::UsageError("unknown command '" + command + "'" + (hint.empty() ? " (see bertrain --help)" : hint));
 }
 
 // Output that did not all reach stdout (a full disk, /dev/full, a file-size limit) is an error, exit 1: a

@@ -311,6 +311,50 @@ TEST_F(CliTest, AHubIdAsModelSaysHowToDownloadIt) {
   }
 }
 
+// A mistyped or foreign flag or command gets the nearest names the command has (an edit or two, a name's start, or
+// another tool's name for it: Hugging Face's --learning-rate, Made-With-ML's --num-epochs); a flag of train given to
+// tune or launch before their --, or a word where a flag belongs, says where it goes; missing required flags are
+// named together with the usage line. Before, each was "unknown option '--X' (see --help)", one missing flag a run.
+TEST_F(CliTest, MistypedFlagsAndCommandsSuggestWhatWasMeant) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      {{"train", "--epoch", "1"}, "train: unknown option '--epoch' (did you mean --epochs?)"},
+      {{"train", "--text-column", "text"}, "train: unknown option '--text-column' (did you mean --text-columns?)"},
+      {{"train", "--learning_rate", "2e-5"}, "train: unknown option '--learning_rate' (did you mean --lr?)"},
+      {{"train", "--num-epochs", "2"}, "train: unknown option '--num-epochs' (did you mean --epochs?)"},
+      {{"train", "--data", data()}, "train: unknown option '--data' (did you mean --train-data?)"},
+      {{"train", "--batch_size", "8"}, "train: unknown option '--batch_size' (did you mean --batch-size?)"},
+      {{"train", "--max-len", "8"}, "train: unknown option '--max-len' (did you mean --max-length?)"},
+      {{"predict", "--dataset-loc", data()}, "predict: unknown option '--dataset-loc' (did you mean --data?)"},
+      {{"serve", "--hots", "x"}, "serve: unknown option '--hots' (did you mean --host?)"},
+      {{"train", "--xyzzy", "3"}, "train: unknown option '--xyzzy' (see --help)"},
+      {{"trian"}, "unknown command 'trian' (did you mean train?)"},
+      {{"tune", "--space", "s.json", "--out", "d", "--model", model()},
+       "tune: --model is not a tune option: train's flags go after --: bertrain tune --space FILE --out DIR [options] "
+       "-- TRAIN FLAGS..."},
+      {{"launch", "--out", "run", "--", "true"}, "launch: --out is not a launch option: COMMAND and its flags go after --"},
+      {{"launch", "bertrain", "train"},
+       "launch: unexpected argument 'bertrain' (usage: bertrain launch [--max-restarts N] [--restart-delay SECONDS] -- "
+       "COMMAND [ARGS...])"},
+      {{"predict", model(), "--text", "image"}, "predict: unexpected argument '" + model() + "' (did you mean --model " +
+                                                    model() + "?)"},
+      {{"predict", "--model", model(), data()}, "predict: unexpected argument '" + data() + "' (did you mean --data " +
+                                                    data() + "?)"},
+      {{"predict", "--model", model(), "object detection"},
+       "predict: unexpected argument 'object detection' (did you mean --text 'object detection'?)"},
+      {{"train"}, "train: --model, --train-data and --out are required (usage: bertrain train --model DIR --train-data "
+                  "FILE --out DIR [options])"},
+      {{"train", "--model", model(), "--out", path("run")},
+       "train: --train-data is required (usage: bertrain train --model DIR --train-data FILE"},
+      {{"tune"}, "tune: --space and --out are required (usage: bertrain tune --space FILE --out DIR [options] -- TRAIN "
+                 "FLAGS...)"},
+  };
+  for (const auto& [args, message] : cases) expect_error(run(args), "bertrain: " + message);
+  EXPECT_EQ(run({"train", "--help"}).out.rfind("usage: bertrain train --model DIR --train-data FILE --out DIR [options]\n",
+                                               0),
+            0u);
+  expect_no_run(path("run"));
+}
+
 // The data settings training recorded in config.json, damaged: the field is named (the library's type error named
 // neither it nor which of the two settings it was in).
 TEST_F(CliTest, ATrainedModelsDamagedDataSettingsAreNamed) {

@@ -204,6 +204,8 @@ int run_tune(const std::vector<std::string>& args) {
   p.flag("resume", "continue the study in DIR: finished trials are kept, interrupted ones resume from their "
                    "checkpoints, then new trials run until --trials");
   p.flag("quiet", "no progress lines (the table and the summary are still printed)");
+  p.passes_on(train_arg_parser().option_names(),
+              "train's flags go after --: bertrain tune --space FILE --out DIR [options] -- TRAIN FLAGS...");
   p.epilog(
       "exit status:\n"
       "  0   the study finished (trials that failed are recorded in study.json with their errors)\n"
