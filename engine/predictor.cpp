@@ -16,26 +16,27 @@ namespace bertrain {
 
 namespace {
 
-// `path` reads as a Hugging Face hub id ("allenai/scibert_scivocab_uncased"): two names of the hub's characters
-// joined by one '/', and no folder of the first name here (else it reads as a mistyped local path).
-bool looks_like_hub_id(const std::string& path) {
+// `path` may be a Hugging Face hub id ("bert-base-uncased", "allenai/scibert_scivocab_uncased"): one name, or two
+// joined by one '/', of the hub's characters, and no folder of the first name here (else a mistyped local path).
+bool may_be_hub_id(const std::string& path) {
   const std::size_t slash = path.find('/');
-  if (slash == 0 || slash == std::string::npos || slash + 1 == path.size()) return false;
-  if (path.find('/', slash + 1) != std::string::npos) return false;
-  const std::string owner = path.substr(0, slash);
-  if (owner == "." || owner == ".." || directory_exists(owner)) return false;
+  if (path.empty() || slash == 0 || slash + 1 == path.size()) return false;
+  if (slash != std::string::npos && path.find('/', slash + 1) != std::string::npos) return false;
+  const std::string first = path.substr(0, slash);
+  if (first == "." || first == ".." || (slash != std::string::npos && directory_exists(first))) return false;
   return std::all_of(path.begin(), path.end(),
                      [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '/' || c == '-' ||
                                          c == '_' || c == '.'; });
 }
 
-// A missing `path` is an error naming it, with the way to get a model where `path` reads as a hub id.
+// A missing `path` is an error naming it, with the way to get a model where `path` may be a hub id.
 void require_model_path(const std::string& path) {
-  BERTRAIN_CHECK(path_exists(path) || !looks_like_hub_id(path),
-                 path << ": not found; bertrain reads models from directories and does not download from the Hugging "
-                         "Face hub: download it first (e.g. hf download " << path << " --local-dir DIR, from the "
-                         "huggingface_hub package), then pass that DIR");
-  BERTRAIN_CHECK(path_exists(path), path << ": not found (expected a model directory or a training run's RUN_DIR)");
+  BERTRAIN_CHECK(path_exists(path),
+                 path << ": not found (expected a model directory or a training run's RUN_DIR"
+                      << (may_be_hub_id(path) ? "; if it is a Hugging Face hub id: bertrain does not download, get it "
+                                                "with hf download " + path + " --local-dir DIR (the huggingface_hub "
+                                                "package) and pass that DIR)"
+                                              : ")"));
 }
 
 }  // namespace

@@ -208,7 +208,9 @@ LoadedModel load_model_dir(const std::string& dir, const std::vector<std::string
   model.config = BertConfig::load(dir + "/config.json");
   const std::vector<std::string> checkpoint_labels = model.config.labels;
   if (labels.empty()) {
-    BERTRAIN_CHECK(!checkpoint_labels.empty(), dir << "/config.json: no id2label, so the classifier's labels are unknown");
+    BERTRAIN_CHECK(!checkpoint_labels.empty(), dir << "/config.json: no id2label, so the classifier's labels are "
+                                                      "unknown (a base model, without a classifier? fine-tune it "
+                                                      "first: bertrain train --model " << dir << " ...)");
   } else {
     model.config.labels = labels;
   }

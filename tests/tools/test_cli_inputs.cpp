@@ -294,16 +294,17 @@ TEST_F(CliTest, ADirectoryWhereAFileBelongsIsNamed) {
 // bertrain does not download, and how to. tokenize said "no tokenizer" for any missing --model. A missing path that
 // cannot be a hub id (absolute, or with a folder of its first name here) gets the plain message.
 TEST_F(CliTest, AHubIdAsModelSaysHowToDownloadIt) {
-  const std::string hub_id = "no-such-org/scibert_scivocab_uncased";
-  ASSERT_FALSE(fs::exists("no-such-org"));
-  const std::string advice = hub_id + ": not found; bertrain reads models from directories and does not download "
-                                      "from the Hugging Face hub: download it first (e.g. hf download " +
-                             hub_id + " --local-dir DIR";
-  expect_error(run({"train", "--model", hub_id, "--train-data", data(), "--out", path("run"), "--quiet"}), advice);
-  expect_no_run(path("run"));
-  expect_error(run({"predict", "--model", hub_id, "--text", "image"}), advice);
-  expect_error(run({"evaluate", "--model", hub_id, "--data", data()}), advice);
-  expect_error(run({"tokenize", "--model", hub_id, "--text", "image"}), advice);
+  for (const std::string hub_id : {"no-such-org/scibert_scivocab_uncased", "no-such-bert-base-uncased"}) {
+    ASSERT_FALSE(fs::exists(hub_id.substr(0, hub_id.find('/'))));
+    const std::string advice = hub_id + ": not found (expected a model directory or a training run's RUN_DIR; if it "
+                                        "is a Hugging Face hub id: bertrain does not download, get it with hf "
+                                        "download " + hub_id + " --local-dir DIR";
+    expect_error(run({"train", "--model", hub_id, "--train-data", data(), "--out", path("run"), "--quiet"}), advice);
+    expect_no_run(path("run"));
+    expect_error(run({"predict", "--model", hub_id, "--text", "image"}), advice);
+    expect_error(run({"evaluate", "--model", hub_id, "--data", data()}), advice);
+    expect_error(run({"tokenize", "--model", hub_id, "--text", "image"}), advice);
+  }
   for (const std::string& missing : {path("model/nothing"), path("nothing")}) {
     const RunResult r = run({"predict", "--model", missing, "--text", "image"});
     expect_error(r, missing + ": not found (expected a model directory or a training run's RUN_DIR)");

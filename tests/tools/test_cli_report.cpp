@@ -76,6 +76,33 @@ TEST_F(CliTest, ReportNeverWritesOverWhatItReads) {
   EXPECT_FALSE(fs::exists(path("run/report.html")));
 }
 
+// A run's best/, last/ or step checkpoint given for the run (it is what predict takes) names the run to report; a
+// model directory of no run (and a base model given to predict) says what it is.
+TEST_F(CliTest, ReportGivenAModelOfARunNamesTheRun) {
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--epochs", "1", "--save-steps", "1", "--keep", "1"}))));
+  std::vector<std::string> models{"run/best", "run/last/"};
+  for (const auto& step : fs::directory_iterator(path("run/checkpoints"))) {
+    models.push_back("run/checkpoints/" + step.path().filename().string());
+  }
+  ASSERT_EQ(models.size(), 3u);
+  for (const std::string& model : models) {
+    ASSERT_TRUE(fs::exists(path(model) + "/config.json")) << model;
+    expect_error(run({"report", path(model), "--out", path("r.html")}),
+                 path(model) + " is a model of the training run " + path("run") + ": report that run");
+  }
+  EXPECT_FALSE(fs::exists(path("r.html")));
+  expect_error(run({"report", model()}), "cannot open " + model() + "/metrics.jsonl (is the directory a bertrain training run?)");
+  // A base model: config.json without labels.
+  make_model_dir(path("base"));
+  json config = json::parse(slurp(path("base/config.json")));
+  config.erase("id2label");
+  config.erase("label2id");
+  spit(path("base/config.json"), config.dump());
+  expect_error(run({"predict", "--model", path("base"), "--text", "image"}),
+               "config.json: no id2label, so the classifier's labels are unknown (a base model, without a classifier? "
+               "fine-tune it first: bertrain train --model " + path("base") + " ...)");
+}
+
 // A metrics.jsonl that is a directory is named as one, not read as a run with no epochs yet.
 TEST_F(CliTest, ReportNamesAMetricsFileThatIsADirectory) {
   fs::create_directories(dir_ / "odd" / "metrics.jsonl");

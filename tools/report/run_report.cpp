@@ -685,10 +685,26 @@ void pick_best(RunRecord* run, const json& state) {
   }
 }
 
+// The training run whose best/, last/ or checkpoints/step-N the model directory `dir` is (the folder predict takes,
+// given where report wants its run), or "" when `dir` is no such model.
+std::string run_holding_model(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (path_exists(dir + "/metrics.jsonl") || !file_exists(dir + "/config.json")) return "";
+  fs::path model = fs::path(dir).lexically_normal();
+  if (!model.has_filename()) model = model.parent_path();  // "RUN/best/"
+  fs::path run = model.parent_path();
+  if (run.filename() == "checkpoints") run = run.parent_path();
+  if (run.empty()) run = ".";
+  return file_exists((run / "metrics.jsonl").string()) ? run.string() : "";
+}
+
 }  // namespace
 
 RunRecord load_run(const std::string& dir) {
   BERTRAIN_CHECK(directory_exists(dir), "run directory '" << dir << "' " << (path_exists(dir) ? "is a file, not a directory" : "not found"));
+  const std::string run_dir = run_holding_model(dir);
+  BERTRAIN_CHECK(run_dir.empty(), dir << " is a model of the training run " << run_dir << ": report that run ("
+                                      << run_dir << "), whose metrics.jsonl this folder does not have");
   RunRecord run;
   run.dir = dir;
   run.epochs = read_metrics(dir + "/metrics.jsonl");
