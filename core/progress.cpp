@@ -7,7 +7,10 @@
 
 namespace bertrain {
 
-Progress::Progress(bool enabled) : active_(enabled && ::isatty(STDERR_FILENO) == 1) {}
+Progress::Progress(bool enabled, double plain_interval_s)
+    : terminal_(enabled && ::isatty(STDERR_FILENO) == 1),
+      plain_interval_s_(enabled && !terminal_ ? plain_interval_s : 0),
+      last_line_(Clock::now()) {}
 
 Progress::~Progress() { clear(); }
 
@@ -26,19 +29,29 @@ std::string format_duration(double seconds) {
 }
 
 void Progress::update(int epoch, int epochs, int step, int steps, double loss, double samples_per_s, double eta_s) {
-  if (!active_) return;
+  if (plain_interval_s_ > 0) {
+    const Clock::time_point now = Clock::now();
+    if (std::chrono::duration<double>(now - last_line_).count() < plain_interval_s_) return;
+    last_line_ = now;
+    std::fprintf(stderr, "epoch %d/%d  step %d/%d  loss %.4f  %.1f samples/s  run ETA %s\n", epoch, epochs, step,
+                 steps, loss, samples_per_s, format_duration(eta_s).c_str());
+    std::fflush(stderr);
+    return;
+  }
+  if (!terminal_) return;
   constexpr int kBarWidth = 24;
   const int filled = steps > 0 ? kBarWidth * step / steps : kBarWidth;
   char bar[kBarWidth + 1];
   for (int i = 0; i < kBarWidth; ++i) bar[i] = i < filled ? '#' : '.';
   bar[kBarWidth] = '\0';
-  std::fprintf(stderr, "\r\033[Kepoch %d/%d [%s] step %d/%d  loss %.4f  %.1f samples/s  ETA %s", epoch, epochs, bar,
+  std::fprintf(stderr, "\r\033[Kepoch %d/%d [%s] step %d/%d  loss %.4f  %.1f samples/s  run ETA %s", epoch, epochs, bar,
                step, steps, loss, samples_per_s, format_duration(eta_s).c_str());
   std::fflush(stderr);
   dirty_ = true;
 }
 
 void Progress::clear() {
+  last_line_ = Clock::now();
   if (!dirty_) return;
   std::fprintf(stderr, "\r\033[K");
   std::fflush(stderr);

@@ -53,6 +53,8 @@ void validate_train_args(const TrainArgs& a) {
     BERTRAIN_CHECK(a.val_fraction > 0 && a.val_fraction < 1, "--val-fraction must be in (0, 1), got " << a.val_fraction);
   }
   BERTRAIN_CHECK(a.collective_timeout_s > 0, "--collective-timeout must be positive, got " << a.collective_timeout_s);
+  BERTRAIN_CHECK(a.progress_interval_s >= 0 && std::isfinite(a.progress_interval_s),
+                 "--progress-interval must be 0 (no progress lines) or more seconds, got " << a.progress_interval_s);
   BERTRAIN_CHECK(a.log_steps >= 0, "--log-steps must be >= 0, got " << a.log_steps);
   BERTRAIN_CHECK(a.log_steps == 0 || !a.mlflow_dir.empty(), "--log-steps logs to MLflow: give --mlflow-dir too");
   BERTRAIN_CHECK(a.mlflow_parent_run.empty() || !a.mlflow_dir.empty(), "--mlflow-parent-run needs --mlflow-dir");

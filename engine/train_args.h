@@ -63,6 +63,7 @@ struct TrainArgs {
   bool overwrite = false;      // a fresh run into a RUN_DIR holding an earlier run's files: remove them first
   int threads = 0;             // OpenMP threads, 0: default
   bool quiet = false;          // no per-epoch log lines
+  double progress_interval_s = 30;  // stderr not a terminal: a progress line at most this often (0: none)
 };
 
 // Throws Error naming the flag for any setting out of range or combination that cannot run.

@@ -324,7 +324,7 @@ class TrainingLoop {
         run_(run),
         leader_(parts.comm.rank() == 0),
         verbose_(leader_ && !parts.args.quiet),
-        progress_(verbose_),
+        progress_(verbose_, parts.args.progress_interval_s),
         counts_(parts.data.labels.size(), parts.args.data.multi_label),
         logits_(static_cast<std::size_t>(parts.val_batcher.max_rows()) * parts.data.labels.size()),
         crash_step_(test_crash_step()) {}

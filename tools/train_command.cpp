@@ -117,6 +117,10 @@ ArgParser train_arg_parser() {
                       "metrics.jsonl, results.json, evaluation.json, report.html) once the inputs are checked");
   p.option("threads", "0", "CPU threads (0: all cores, or OMP_NUM_THREADS)");
   p.flag("quiet", "no progress or epoch lines");
+  p.option("progress-interval", "30", "where stderr is not a terminal (a log file, a batch job, a pipe): a progress "
+                                      "line (epoch, step, loss, samples/s, the run's ETA) on stderr at most every "
+                                      "this many seconds (0: none); on a terminal a status line updates in place")
+      .value_name("SECONDS");
   p.epilog(kExitStatusHelp);
   return p;
 }
@@ -199,6 +203,7 @@ TrainArgs train_args_of(const ArgParser& p) {
   a.overwrite = p.get_flag("overwrite");
   a.threads = p.get_threads();
   a.quiet = p.get_flag("quiet");
+  a.progress_interval_s = p.get_double("progress-interval");
   // Flags that only mean something beside another: alone they would be ignored without a word.
   if (a.mlflow_dir.empty()) {
     for (const char* name : {"experiment", "run-name"}) {

@@ -85,6 +85,36 @@ TEST_F(CliTraining, TheProgressLineOfAShortLastEpochCountsItsSteps) {
   }
 }
 
+// Where stderr is not a terminal (here a pipe), progress is a plain line at most every --progress-interval seconds,
+// never on a terminal's overwriting escapes; 0 and --quiet print none. Before, a log held only the epoch lines.
+TEST_F(CliTraining, ProgressInALogIsAPlainLineEveryInterval) {
+  const RunResult r = run(without_quiet(train_args(path("run"), {"--progress-interval", "0.000001"})));
+  ASSERT_TRUE(succeeded(r));
+  EXPECT_NE(r.err.find("epoch 1/2  step 1/"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("epoch 2/2  step "), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\r'), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\033'), std::string::npos) << r.err;
+  std::istringstream lines(r.err);
+  int progress = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("epoch ", 0) != 0) continue;
+    ++progress;
+    EXPECT_NE(line.find("  loss "), std::string::npos) << line;
+    EXPECT_NE(line.find(" samples/s  run ETA "), std::string::npos) << line;
+  }
+  EXPECT_GE(progress, 2);
+  EXPECT_EQ(r.out.find("  step "), std::string::npos) << "progress belongs on stderr\n" << r.out;
+  for (const std::vector<std::string>& quiet : {std::vector<std::string>{"--progress-interval", "0"},
+                                               std::vector<std::string>{"--progress-interval", "0.000001", "--quiet"}}) {
+    std::vector<std::string> args = without_quiet(train_args(path("run"), {"--overwrite"}));
+    args.insert(args.end(), quiet.begin(), quiet.end());
+    const RunResult none = run(args);
+    ASSERT_TRUE(succeeded(none));
+    EXPECT_EQ(none.err.find("  step "), std::string::npos) << none.err;
+  }
+  expect_error(run(train_args(path("bad"), {"--progress-interval", "-1"})), "--progress-interval must be 0");
+}
+
 TEST_F(CliTraining, ValidationMetricsPerEvaluationAndMetricForBest) {
   ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--metric-for-best", "f1"}))));
   const std::vector<json> m = read_jsonl(path("run") + "/metrics.jsonl");
