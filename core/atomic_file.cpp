@@ -69,7 +69,7 @@ std::string atomic_file_target(const std::string& path) {
   return target.string();
 }
 
-AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+AtomicFile::AtomicFile(std::string path, const std::string& temporary_dir) : path_(std::move(path)) {
   BERTRAIN_CHECK(!path_.empty(), "AtomicFile: empty path");
   // A symbolic link is written through: its target is replaced and the link stays. Anything but a regular file
   // (a device, FIFO or socket) would be removed by the rename, not written.
@@ -77,7 +77,10 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   struct stat st;
   BERTRAIN_CHECK(::stat(path_.c_str(), &st) != 0 || S_ISREG(st.st_mode),
                  "cannot write '" << path_ << "': not a regular file (a directory, device, FIFO or socket)");
-  tmp_path_ = path_ + ".tmp." + std::to_string(static_cast<long>(::getpid()));
+  const std::size_t slash = path_.rfind('/');
+  const std::string name = slash == std::string::npos ? path_ : path_.substr(slash + 1);
+  tmp_path_ = (temporary_dir.empty() ? path_ : temporary_dir + "/" + name) + ".tmp." +
+              std::to_string(static_cast<long>(::getpid()));
   // O_TRUNC rather than O_EXCL: a leftover temp file with our pid can only come from an earlier
   // crashed process that happened to have the same pid, and its contents are garbage either way.
   fd_ = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
@@ -128,7 +131,8 @@ void AtomicFile::commit() {
                  "cannot rename '" << tmp_path_ << "' to '" << path_ << "': " << std::strerror(errno));
   committed_ = true;  // the temporary name no longer exists; the destructor must not unlink anything
   const auto slash = path_.rfind('/');
-  remove_abandoned_temporary_files(parent_directory(path_), slash == std::string::npos ? path_ : path_.substr(slash + 1));
+  remove_abandoned_temporary_files(parent_directory(tmp_path_),
+                                   slash == std::string::npos ? path_ : path_.substr(slash + 1));
 
   const std::string dir = parent_directory(path_);
   const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -142,8 +146,8 @@ void AtomicFile::commit() {
                                                              << "': " << std::strerror(fsync_errno));
 }
 
-void write_file_atomically(const std::string& path, const std::string& contents) {
-  AtomicFile file(path);
+void write_file_atomically(const std::string& path, const std::string& contents, const std::string& temporary_dir) {
+  AtomicFile file(path, temporary_dir);
   file.write(contents.data(), contents.size());
   file.commit();
 }

@@ -1,6 +1,8 @@
 // Crash-safe file replacement: write to "<path>.tmp.<pid>", fsync, rename over <path>, fsync the folder.
 // A reader of <path> sees the old file or the complete new one, never a partial write. A writer killed before its
-// rename leaves its temporary file; the next commit of the same path removes it.
+// rename leaves its temporary file; the next commit of the same path removes it. Where a reader lists the folder
+// and takes every file in it as data (an MLflow run's params/, tags/, metrics/), the temporary file goes in another
+// folder of the same filesystem instead, as "<temporary_dir>/<name>.tmp.<pid>".
 #pragma once
 
 #include <cstddef>
@@ -10,7 +12,8 @@ namespace bertrain {
 
 class AtomicFile {
  public:
-  explicit AtomicFile(std::string path);  // opens the temporary file; throws Error naming path
+  // Opens the temporary file (in `temporary_dir` when given, else beside `path`); throws Error naming path.
+  explicit AtomicFile(std::string path, const std::string& temporary_dir = "");
   ~AtomicFile();                          // removes the temporary file unless commit() succeeded
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
@@ -38,7 +41,7 @@ void remove_abandoned_temporary_files(const std::string& dir, const std::string&
 // only on an error: *error is then its errno, or 0 when write() stopped making progress.
 std::size_t write_all(int fd, const void* data, std::size_t size, int* error);
 
-// Convenience: replaces `path` atomically with `contents`.
-void write_file_atomically(const std::string& path, const std::string& contents);
+// Convenience: replaces `path` atomically with `contents` (the temporary file in `temporary_dir`, when given).
+void write_file_atomically(const std::string& path, const std::string& contents, const std::string& temporary_dir = "");
 
 }  // namespace bertrain

@@ -114,22 +114,44 @@ void check_writable_file(const std::string& path, const std::string& what, const
   }
 }
 
-DirectoryLock::DirectoryLock(const std::string& dir, const std::string& what) : path_(dir + "/.bertrain-lock") {
-  make_directories(dir);
-  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  BERTRAIN_CHECK(fd_ >= 0, path_ << ": cannot open the lock file: " << std::strerror(errno));
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-    const int error = errno;
-    char holder[32] = {0};
-    const ssize_t n = ::pread(fd_, holder, sizeof(holder) - 1, 0);
+namespace {
+
+// Whether the open file `fd` is the file at `path` now (not unlinked, not replaced by another of that name).
+bool is_file_at(int fd, const std::string& path) {
+  struct stat open_file, at_path;
+  return ::fstat(fd, &open_file) == 0 && ::stat(path.c_str(), &at_path) == 0 && open_file.st_dev == at_path.st_dev &&
+         open_file.st_ino == at_path.st_ino;
+}
+
+}  // namespace
+
+DirectoryLock::DirectoryLock(const std::string& dir, const std::string& what)
+    : dir_(dir), what_(what), path_(dir + "/.bertrain-lock") {
+  // A holder unlinks the file before it lets go, and a lock's own folder may go with it: a lock taken on a file no
+  // longer at the path (opened before the unlink) is no lock, so it is taken again on the file there now.
+  for (int attempt = 0;; ++attempt) {
+    created_dir_ = created_dir_ || !path_exists(dir);
+    make_directories(dir);
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0 && errno == ENOENT && attempt < 100) continue;  // the folder went between the two calls
+    BERTRAIN_CHECK(fd_ >= 0, path_ << ": cannot open the lock file: " << std::strerror(errno));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int error = errno;
+      char holder[32] = {0};
+      const ssize_t n = ::pread(fd_, holder, sizeof(holder) - 1, 0);
+      ::close(fd_);
+      fd_ = -1;
+      std::string pid(holder, n > 0 ? static_cast<std::size_t>(n) : 0);
+      pid = pid.substr(0, pid.find_first_not_of("0123456789"));
+      BERTRAIN_CHECK(error != EWOULDBLOCK, what << " '" << dir << "' is in use by another bertrain process (pid "
+                                                << (pid.empty() ? "unknown" : pid) << "): wait for it to end, or "
+                                                << "choose another " << what);
+      BERTRAIN_FAIL(path_ << ": cannot lock: " << std::strerror(error));
+    }
+    if (is_file_at(fd_, path_)) break;
     ::close(fd_);
     fd_ = -1;
-    std::string pid(holder, n > 0 ? static_cast<std::size_t>(n) : 0);
-    pid = pid.substr(0, pid.find_first_not_of("0123456789"));
-    BERTRAIN_CHECK(error != EWOULDBLOCK, what << " '" << dir << "' is in use by another bertrain process (pid "
-                                              << (pid.empty() ? "unknown" : pid) << "): wait for it to end, or "
-                                              << "choose another " << what);
-    BERTRAIN_FAIL(path_ << ": cannot lock: " << std::strerror(error));
+    BERTRAIN_CHECK(attempt < 100, path_ << ": cannot lock: the lock file keeps being replaced");
   }
   const std::string pid = std::to_string(::getpid());
   if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) < 0) {
@@ -139,8 +161,15 @@ DirectoryLock::DirectoryLock(const std::string& dir, const std::string& what) : 
 
 DirectoryLock::~DirectoryLock() {
   if (fd_ < 0) return;
-  ::unlink(path_.c_str());  // while still held: a process that opened the old file finds it locked and stops
+  ::unlink(path_.c_str());  // while still held: a process that opened the old file finds it locked, or not there
   ::close(fd_);
+  if (created_dir_) ::rmdir(dir_.c_str());  // only when empty: nothing was written into it
+}
+
+void DirectoryLock::check_held() const {
+  BERTRAIN_CHECK(is_file_at(fd_, path_),
+                 what_ << " '" << dir_ << "' was removed or replaced while this process wrote it (its lock file "
+                       << path_ << " is gone): stopped, so as not to write into a folder another process may own");
 }
 
 std::string read_file(const std::string& path, const std::string& what) {

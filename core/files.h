@@ -44,7 +44,8 @@ void check_writable_file(const std::string& path, const std::string& what, const
 
 // Holds an exclusive lock on directory `dir` (created if missing) for as long as it lives, so that two processes
 // never write one run directory at once: flock on "<dir>/.bertrain-lock", which the kernel releases when the
-// process ends (kill -9 included). The file names the holder's pid and is removed when the lock is given back.
+// process ends (kill -9 included). The file names the holder's pid and is removed when the lock is given back, and
+// so is `dir` when this lock created it and nothing was written into it (a run that failed on its input).
 // Throws Error "<what> '<dir>' is in use by another bertrain process (pid N) ..." when another process holds it.
 class DirectoryLock {
  public:
@@ -53,9 +54,14 @@ class DirectoryLock {
   DirectoryLock(const DirectoryLock&) = delete;
   DirectoryLock& operator=(const DirectoryLock&) = delete;
 
+  // Throws Error when `dir` is no longer the folder locked: removed, or moved away and made anew (a second process
+  // could then lock the new one and both would write it).
+  void check_held() const;
+
  private:
-  std::string path_;
+  std::string dir_, what_, path_;
   int fd_ = -1;
+  bool created_dir_ = false;
 };
 
 bool directory_exists(const std::string& path);

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <pwd.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -85,9 +86,20 @@ void write_experiment(const std::string& root, const std::string& id, const std:
 }
 
 // The id of the experiment named `name` in `root`, created (with MLflow's Default experiment 0 in a new store)
-// when missing.
+// when missing. Looking and creating are one step under a lock on the store (a file MLflow, which lists folders,
+// does not see): trains started together each made an experiment of the name, and MLflow then showed one of them.
 std::string find_or_create_experiment(const std::string& root, const std::string& name) {
   make_directories(root + "/.trash");
+  const std::string lock_path = root + "/.bertrain-experiments.lock";
+  const int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  BERTRAIN_CHECK(lock >= 0, lock_path << ": cannot open the lock file: " << std::strerror(errno));
+  const struct Unlock {
+    int fd;
+    ~Unlock() { ::close(fd); }  // closing releases the lock
+  } unlock{lock};
+  while (::flock(lock, LOCK_EX) != 0) {
+    BERTRAIN_CHECK(errno == EINTR, lock_path << ": cannot lock: " << std::strerror(errno));
+  }
   if (!directory_exists(root + "/0")) write_experiment(root, "0", "Default");
   if (std::string id = find_mlflow_experiment(root, name); !id.empty()) return id;
   // MLflow's file store numbers new experiments with random positive integers.
@@ -125,16 +137,17 @@ std::vector<MetricPoint> read_metric(const std::string& path) {
   return points;
 }
 
-// Replaces a metric file with `points`, atomically; with none, removes it (MLflow reads a metric file's last
-// line: no file rather than an empty one).
-void write_metric(const std::string& path, const std::vector<MetricPoint>& points) {
+// Replaces a metric file with `points`, atomically (the temporary file in `run_dir`: MLflow takes every file of
+// metrics/ for a metric); with none, removes it (MLflow reads a metric file's last line: no file rather than an
+// empty one).
+void write_metric(const std::string& path, const std::vector<MetricPoint>& points, const std::string& run_dir) {
   if (points.empty()) {
     std::remove(path.c_str());
     return;
   }
   std::string text;
   for (const MetricPoint& point : points) text += metric_line(point);
-  write_file_atomically(path, text);
+  write_file_atomically(path, text, run_dir);
 }
 
 }  // namespace
@@ -254,9 +267,12 @@ void MlflowRun::write_meta(MlflowStatus status, bool ended) {
   write_file_atomically(run_dir_ + "/meta.yaml", yaml.str());
 }
 
+// Files of params/, tags/, metrics/ and artifacts/ are written through temporary files in the run's folder: MLflow
+// lists those folders and took a temporary file for a param ("seed.tmp.<pid>"), or failed reading one renamed away.
 void MlflowRun::log_params(const nlohmann::json& params) {
   for (const auto& [key, value] : params.items()) {
-    write_file_atomically(run_dir_ + "/params/" + key, value.is_string() ? value.get<std::string>() : value.dump());
+    write_file_atomically(run_dir_ + "/params/" + key, value.is_string() ? value.get<std::string>() : value.dump(),
+                          run_dir_);
   }
 }
 
@@ -287,7 +303,7 @@ void MlflowRun::reset_metric(const std::string& key, const std::vector<std::pair
     const auto it = timestamps.find(step);
     points.push_back({it != timestamps.end() ? it->second : now_ms(), value, step});
   }
-  write_metric(path, points);
+  write_metric(path, points, run_dir_);
 }
 
 void MlflowRun::truncate_metric(const std::string& key, long max_step) {
@@ -295,11 +311,11 @@ void MlflowRun::truncate_metric(const std::string& key, long max_step) {
   std::vector<MetricPoint> points = read_metric(path);
   points.erase(std::remove_if(points.begin(), points.end(), [&](const MetricPoint& p) { return p.step > max_step; }),
                points.end());
-  write_metric(path, points);
+  write_metric(path, points, run_dir_);
 }
 
 void MlflowRun::set_tag(const std::string& key, const std::string& value) {
-  write_file_atomically(run_dir_ + "/tags/" + key, value);
+  write_file_atomically(run_dir_ + "/tags/" + key, value, run_dir_);
 }
 
 std::string MlflowRun::tag(const std::string& key) const {
@@ -312,7 +328,7 @@ void MlflowRun::log_artifact(const std::string& source, const std::string& name)
   const fs::path target = fs::path(artifacts_dir_) / name;
   try {
     if (!fs::is_directory(source)) {
-      write_file_atomically(target.string(), read_file(source, "artifact"));
+      write_file_atomically(target.string(), read_file(source, "artifact"), run_dir_);
       return;
     }
     make_directories(target.parent_path().string());
@@ -325,7 +341,7 @@ void MlflowRun::log_artifact(const std::string& source, const std::string& name)
 }
 
 void MlflowRun::write_artifact(const std::string& name, const std::string& contents) {
-  write_file_atomically(artifacts_dir_ + "/" + name, contents);
+  write_file_atomically(artifacts_dir_ + "/" + name, contents, run_dir_);
 }
 
 void MlflowRun::write_artifact_dir(const std::string& name,

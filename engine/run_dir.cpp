@@ -191,7 +191,7 @@ std::vector<std::string> model_and_run_files(const std::string& path) {
   return regular_files_in(trees);
 }
 
-RunDirs prepare_run_dir(const TrainArgs& args, Communicator& comm) {
+RunDirs prepare_run_dir(const TrainArgs& args, Communicator& comm, std::optional<DirectoryLock>* lock) {
   RunDirs dirs{args.out_dir + "/last", args.out_dir + "/best", "", "", {}, false};
   BERTRAIN_CHECK(!(args.resume && args.overwrite), "--resume continues the run in --out and --overwrite replaces it: "
                                                    "give one of them");
@@ -202,6 +202,9 @@ RunDirs prepare_run_dir(const TrainArgs& args, Communicator& comm) {
     check_writable_directory(args.out_dir, "--out");
     // The MLflow store too: one that cannot be written fails before --overwrite removes the earlier run.
     if (!args.mlflow_dir.empty()) check_writable_directory(args.mlflow_dir, "--mlflow-dir");
+    // Before RUN_DIR is read, let alone repaired: what is found there (a finished run, a checkpoint) is then what
+    // this process alone will write over or continue; a second train, --resume or --overwrite stops here.
+    lock->emplace(args.out_dir, "--out");
     recover_directory(dirs.last);
     recover_directory(dirs.best);
   }

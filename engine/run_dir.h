@@ -5,11 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/files.h"
 #include "dist/communicator.h"
 #include "engine/trainer.h"
 #include "engine/training_backend.h"
@@ -55,9 +57,9 @@ enum class OptimizerSaving {
 OptimizerSaving parse_optimizer_saving(const std::string& text);  // Error naming --save-optimizer
 std::string to_string(OptimizerSaving saving);
 
-// Repairs an interrupted checkpoint swap (rank 0), then checks that --resume finds a run to continue, or
-// that a fresh run does not overwrite one. Every rank calls it.
-RunDirs prepare_run_dir(const TrainArgs& args, Communicator& comm);
+// Locks RUN_DIR into `lock` and repairs an interrupted checkpoint swap (rank 0), then checks that --resume finds a
+// run to continue, or that a fresh run does not overwrite one. Every rank calls it.
+RunDirs prepare_run_dir(const TrainArgs& args, Communicator& comm, std::optional<DirectoryLock>* lock);
 
 // DIR/trainer_state.json (a resumable checkpoint's state), its fields' types and signs checked: an Error naming the
 // file and the field for a state no checkpoint writes (a damaged or hand-edited file), not a library's type error

@@ -317,6 +317,7 @@ class TrainingLoop {
     const json& params;
     const json& tokenizer_files;  // the model's tokenizer files' fingerprints, recorded in every checkpoint
     Clock::time_point start;
+    const DirectoryLock* run_dir_lock;  // rank 0's lock on RUN_DIR (null on the other ranks)
   };
 
   TrainingLoop(const Parts& parts, RunState& run)
@@ -627,6 +628,7 @@ class TrainingLoop {
     if (!std::all_of(weights.begin(), weights.end(), [](float w) { return std::isfinite(w); })) {
       throw DivergedError(diverged("after optimizer step " + std::to_string(step + 1) + " the weights are not finite"));
     }
+    p_.run_dir_lock->check_held();
     write_checkpoint(p_.args, p_.dirs, p_.model, p_.engine, weights, trainer_state(step, evaluated), step_checkpoint);
     if (improved) save_best(p_.dirs, p_.model, weights, /*in_last=*/true);
     if (evaluated) write_run_files(p_.args.out_dir, run_.history, nullptr);
@@ -789,7 +791,10 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
   const bool verbose = leader && !args.quiet;
   const auto start = Clock::now();
   configure_cpu_threads(args.threads, comm.info().local_rank);
-  const RunDirs dirs = input_step([&] { return prepare_run_dir(args, comm); });
+  // Rank 0 writes RUN_DIR, and no other process may meanwhile: it locks RUN_DIR before reading it, so a second train
+  // (or --resume, or --overwrite) into it fails before it reads or touches a file.
+  std::optional<DirectoryLock> run_dir_lock;
+  const RunDirs dirs = input_step([&] { return prepare_run_dir(args, comm, &run_dir_lock); });
   // What a rank found in RUN_DIR decides what it loads (a checkpoint or --model) and whether it trains at all: the
   // ranks agree on it first, so that ranks which found different runs (RUN_DIR not shared, --resume on one rank)
   // stop with one error line, not a rank returning while the others wait in a collective, or mismatched loads.
@@ -884,11 +889,7 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
                   static_cast<long>(engine->optimizer_steps()), dirs.last.c_str());
     }
   }
-  // Rank 0 writes RUN_DIR, and no other process may meanwhile: a second train (or --resume, or --overwrite) into
-  // it fails here, before it touches a file, instead of interleaving its checkpoints with this run's.
-  std::optional<DirectoryLock> run_dir_lock;
   if (leader) {
-    input_step([&] { run_dir_lock.emplace(args.out_dir, "--out"); });
     // --overwrite: the earlier run goes only now, once the new run's inputs have been read and checked.
     for (const std::string& path : dirs.to_clear) remove_tree(path);
     // best/ is written after last/: a run stopped between the two has last/ of an evaluation that improved and
@@ -928,7 +929,7 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
 
   try {
     TrainingLoop({args, plan, dirs, model, data, train_batcher, val_batcher, *engine, comm, mlflow.get(), params,
-                  tokenizer_files, start},
+                  tokenizer_files, start, leader ? &*run_dir_lock : nullptr},
                  run)
         .run();
   } catch (const TrainingStopped&) {
@@ -965,7 +966,10 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
     const json parsed = json::parse(restarts, nullptr, /*allow_exceptions=*/false);
     results["restarts"] = parsed.is_discarded() ? json(restarts) : parsed;
   }
-  if (leader) write_run_files(args.out_dir, run.history, &results);
+  if (leader) {
+    run_dir_lock->check_held();
+    write_run_files(args.out_dir, run.history, &results);
+  }
   if (mlflow) log_training_end(*mlflow, args, dirs);
   if (leader && parse_optimizer_saving(args.save_optimizer) == OptimizerSaving::kDuring) drop_optimizer_state(args, dirs);
   if (verbose) {

@@ -100,6 +100,10 @@ int run_evaluate(const std::vector<std::string>& args) {
                      "MLFLOW_TRACKING_URI)");
   }
   const std::optional<MlflowRunInfo> mlflow_run = input_step([&] { return run_to_log(p, source); });
+  // Logging into the run that trained --model RUN_DIR: not while a train (or another evaluate) writes that run, whose
+  // best/ is not yet its model and whose results the train would write over.
+  std::optional<DirectoryLock> run_dir_lock;
+  if (mlflow_run && !source.run) input_step([&] { run_dir_lock.emplace(p.get("model"), "--model"); });
   Predictor predictor = input_step([&] { return Predictor(source.path, inference); });
   DatasetOptions options;  // as the model was trained, then the flags
   const TextDataset data = input_step([&] {

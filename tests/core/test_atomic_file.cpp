@@ -162,6 +162,24 @@ TEST_F(AtomicFileTest, AKilledWritersTemporaryFileIsRemovedByTheNextCommit) {
   remove_abandoned_temporary_files(path("no-such-folder"));  // nothing to do, no error
 }
 
+// With a temporary folder, nothing but the committed file ever appears in the target's folder (a reader that lists
+// it, as MLflow lists a run's params/, saw "seed.tmp.<pid>" as a param), and the temporary folder keeps nothing.
+TEST_F(AtomicFileTest, ATemporaryFolderKeepsTheTargetsFolderClean) {
+  fs::create_directories(dir_ / "params");
+  AtomicFile file(path("params/seed"), dir_.string());
+  file.write("42", 2);
+  EXPECT_TRUE(fs::is_empty(dir_ / "params"));
+  EXPECT_TRUE(fs::exists(path("seed.tmp." + std::to_string(::getpid()))));
+  file.commit();
+  EXPECT_EQ(slurp(path("params/seed")), "42");
+  std::vector<std::string> names = entries();
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, std::vector<std::string>{"params"});
+  write_file_atomically(path("params/seed"), "7", dir_.string());
+  EXPECT_EQ(slurp(path("params/seed")), "7");
+  EXPECT_EQ(entries(), std::vector<std::string>{"params"});
+}
+
 TEST_F(AtomicFileTest, RelativePathInCurrentDirectory) {
   // A bare file name has "." as its folder; the directory fsync must handle that.
   const fs::path old_cwd = fs::current_path();

@@ -202,6 +202,52 @@ TEST_F(FilesTest, LinkAcrossFilesystemsCopiesAndSaysWhy) {
   remove_tree(shm_dir);
 }
 
+// A lock's folder made by the lock goes with it when nothing was written there (a run that failed on its input);
+// one that held something, or was there before, stays. A second lock on a held folder is refused, naming the pid.
+TEST_F(FilesTest, ADirectoryLockRemovesOnlyTheEmptyFolderItMade) {
+  {
+    DirectoryLock lock(path("new"), "--out");
+    EXPECT_TRUE(fs::exists(path("new/.bertrain-lock")));
+    try {
+      DirectoryLock second(path("new"), "--out");
+      ADD_FAILURE() << "a held folder was locked twice";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("is in use by another bertrain process (pid " + std::to_string(::getpid())),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_FALSE(fs::exists(path("new")));
+  {
+    DirectoryLock lock(path("written"), "--out");
+    spit(fs::path(path("written")) / "results.json", "{}");
+  }
+  EXPECT_EQ(files_in(path("written")), (Files{{"results.json", "{}"}}));
+  fs::create_directories(path("there"));
+  { DirectoryLock lock(path("there"), "--out"); }
+  EXPECT_TRUE(fs::is_directory(path("there")));
+  EXPECT_TRUE(fs::is_empty(path("there")));
+}
+
+// A locked folder moved away and made anew under its name is no longer the one locked: check_held says so (a
+// second process could lock the new folder, and both would write it).
+TEST_F(FilesTest, ADirectoryLockKnowsWhenItsFolderIsReplaced) {
+  DirectoryLock lock(path("run"), "--out");
+  lock.check_held();
+  fs::rename(path("run"), path("gone"));
+  fs::create_directories(path("run"));
+  try {
+    lock.check_held();
+    ADD_FAILURE() << "a replaced folder passed for the locked one";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--out '" + path("run") + "' was removed or replaced while this process "
+                                         "wrote it"),
+              std::string::npos)
+        << e.what();
+  }
+  DirectoryLock other(path("run"), "--out");  // the new folder is free: why the holder must check
+}
+
 TEST_F(FilesTest, FolderNameIgnoresATrailingSlash) {
   EXPECT_EQ(folder_name("runs/a"), "a");
   EXPECT_EQ(folder_name("runs/a/"), "a");

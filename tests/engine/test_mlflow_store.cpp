@@ -12,10 +12,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/files.h"
@@ -318,6 +320,51 @@ TEST_F(MlflowStoreRuns, AContinuedRunLosesTheTemporaryFilesOfAKilledWriter) {
   }
   EXPECT_TRUE(fs::exists(dir + "/params/batch_size"));
   continued.set_status(MlflowStatus::kFinished);
+}
+
+// Runs started at once in a new store with a new experiment name share one experiment of that name: looking it up
+// and creating it were two steps, and trains started together each made one (MLflow then listed one of them by
+// name, with a part of the runs).
+TEST_F(MlflowStoreRuns, RunsStartedTogetherShareOneNewExperiment) {
+  constexpr int kProcesses = 8;
+  int start[2];  // the children start together, when the parent closes the pipe
+  ASSERT_EQ(::pipe(start), 0);
+  std::vector<pid_t> children;
+  for (int i = 0; i < kProcesses; ++i) {
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      ::close(start[1]);
+      char byte;
+      while (::read(start[0], &byte, 1) < 0 && errno == EINTR) {
+      }
+      try {
+        MlflowRun(store_, "together", "run", "").set_status(MlflowStatus::kFinished);
+      } catch (...) {
+        ::_exit(1);
+      }
+      ::_exit(0);
+    }
+    children.push_back(child);
+  }
+  ::close(start[0]);
+  ::close(start[1]);
+  for (const pid_t child : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  int named = 0, runs = 0;
+  for (const auto& entry : fs::directory_iterator(store_)) {
+    if (!fs::exists(entry.path() / "meta.yaml")) continue;
+    std::ifstream meta(entry.path() / "meta.yaml");
+    const std::string yaml((std::istreambuf_iterator<char>(meta)), std::istreambuf_iterator<char>());
+    if (yaml.find("\nname: 'together'\n") == std::string::npos) continue;
+    ++named;
+    for (const auto& run : fs::directory_iterator(entry.path())) runs += fs::is_directory(run.path()) ? 1 : 0;
+  }
+  EXPECT_EQ(named, 1);
+  EXPECT_EQ(runs, kProcesses);
 }
 
 TEST_F(MlflowStoreRuns, AStoreCopiedElsewhereFindsItsOwnArtifacts) {

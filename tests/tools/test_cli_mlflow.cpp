@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "core/build_info.h"
+#include "core/files.h"
 #include "tests/tools/cli_test.h"
 
 namespace bertrain {
@@ -179,7 +180,13 @@ TEST_F(CliMlflowTest, StoresFromTheEnvironmentAndFileUris) {
   const RunResult unlogged = run({"evaluate", "--model", path("plain"), "--data", data(), "--device", "cpu"}, env);
   ASSERT_TRUE(succeeded(unlogged));
   EXPECT_FALSE(json::parse(unlogged.out).contains("run_id"));
-  // ... and a RUN_DIR that was logged evaluates into its run.
+  // ... and a RUN_DIR that was logged evaluates into its run, but not while a train holds it (its best/ is not yet
+  // the run's model): before, each epoch's best/ was logged into the RUNNING run.
+  {
+    DirectoryLock training(path("run"), "--out");
+    expect_error(run({"evaluate", "--model", path("run"), "--data", data(), "--device", "cpu"}, env),
+                 "--model '" + path("run") + "' is in use by another bertrain process");
+  }
   const RunResult logged = run({"evaluate", "--model", path("run"), "--data", data(), "--device", "cpu"}, env);
   ASSERT_TRUE(succeeded(logged));
   EXPECT_EQ(json::parse(logged.out)["run_id"], id);

@@ -111,10 +111,24 @@ TEST_F(CliTest, ARunDirectoryInUseIsRefused) {
                                std::to_string(::getpid()) + ")";
     expect_error(run(train_args(path("run"), {"--epochs", "2", "--resume"})), in_use);
     expect_error(run(train_args(path("run"), {"--epochs", "1", "--overwrite"})), in_use);
+    // Refused before RUN_DIR is read: a train that found no run yet (or one finished a moment later) took the run's
+    // place when the holder's run ended; said "already holds a run" here, which a moment earlier it did not.
+    expect_error(run(train_args(path("run"), {"--epochs", "1"})), in_use);
   }
   EXPECT_FALSE(fs::exists(path("run/.bertrain-lock")));
   EXPECT_EQ(snapshot(path("run")), before);
   ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--epochs", "2", "--resume"}))));
+}
+
+// A train that fails on its input leaves no --out folder it made (the lock, taken before RUN_DIR is read, made it),
+// and keeps one that was there.
+TEST_F(CliTest, ATrainThatFailsOnItsInputLeavesNoFolder) {
+  spit(path("bad.csv"), "title,description,tag\nimage,\"camera video,computer-vision\n");
+  expect_error(run(train_args(path("new/run"), {"--train-data", path("bad.csv")})), "bad.csv");
+  EXPECT_FALSE(fs::exists(path("new/run")));
+  fs::create_directories(path("there"));
+  expect_error(run(train_args(path("there"), {"--train-data", path("bad.csv")})), "bad.csv");
+  EXPECT_TRUE(fs::is_directory(path("there")));
 }
 
 // `bertrain launch` of a stand-in for a job (mpirun): it writes a checkpoint into `dir` (last/), then waits; SIGTERM

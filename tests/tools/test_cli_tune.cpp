@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "core/files.h"
 #include "tests/tools/cli_test.h"
 
 #ifndef BERTRAIN_FAKE_TRIAL
@@ -307,6 +308,24 @@ TEST_F(CliTune, ADivergedTrialsAdviceNamesTheStudysSettings) {
   EXPECT_NE(error.find("try a lower --lr in a new study: its --space or TRAIN FLAGS)"), std::string::npos) << error;
   EXPECT_EQ(error.find("--overwrite"), std::string::npos) << error;
   EXPECT_EQ(r.err.find("--overwrite"), std::string::npos) << r.err;
+}
+
+// One tune per study folder: a second tune, or a --resume beside a running study, is refused before it reads the
+// study (before, both ran, rerunning and failing each other's trials, and the study recorded finished trials as
+// failed). Here this test holds the study, through the same lock.
+TEST_F(CliTune, AStudyInUseIsRefused) {
+  const std::string out = path("study");
+  const std::string in_use = "--out '" + out + "' is in use by another bertrain process (pid " +
+                             std::to_string(::getpid()) + ")";
+  {
+    DirectoryLock held(out, "--out");
+    expect_error(run(tune_args(R"({"lr": {"type": "choice", "values": [1e-3]}})", out, {"--search", "grid"})), in_use);
+    expect_error(run(tune_args(R"({"lr": {"type": "choice", "values": [1e-3]}})", out, {"--search", "grid", "--resume"})),
+                 in_use);
+  }
+  EXPECT_FALSE(fs::exists(out)) << "a refused tune left the folder its lock made";
+  ASSERT_TRUE(succeeded(run(tune_args(R"({"lr": {"type": "choice", "values": [1e-3]}})", out, {"--search", "grid"}))));
+  EXPECT_FALSE(fs::exists(out + "/.bertrain-lock"));
 }
 
 // Starts tune in the background (stdout in a file); returns its pid.

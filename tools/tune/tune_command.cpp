@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -513,6 +514,10 @@ int run_tune(const std::vector<std::string>& args) {
   if (s.asha) {
     input_step([&] { AshaScheduler(s.grace_period, s.max_t, s.reduction_factor, s.lower_is_better); });
   }
+  // One tune per study at a time, locked before the study is read: a second tune, or a --resume beside the running
+  // one, would rerun its trials and record them failed.
+  std::optional<DirectoryLock> study_lock;
+  input_step([&] { study_lock.emplace(s.out_dir, "--out"); });
   if (!s.resume) {
     if (file_exists(s.out_dir + "/study.json")) {
       throw InputError("tune: " + s.out_dir + " holds a study (study.json): continue it with --resume, or choose "
