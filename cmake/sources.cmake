@@ -138,6 +138,7 @@ set(BERTRAIN_CLI_SOURCES
   tools/main.cpp
   tools/args.cpp
   tools/near_names.cpp
+  tools/recorded_train_flags.cpp
   tools/data_flags.cpp
   tools/model_source.cpp
   tools/bench_step.cpp

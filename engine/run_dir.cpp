@@ -123,7 +123,8 @@ json read_trainer_state(const std::string& dir) {
   check("elapsed_s", true, &json::is_number, "a number");
   check("epoch_train_seconds", false, &json::is_number, "a number");
   check("scheduler", true, &json::is_object, "an object");
-  for (const char* field : {"params", "early_stopping", "running_loss", "running_grad_norm", "log_window_loss"}) {
+  for (const char* field : {"params", "early_stopping", "running_loss", "running_grad_norm", "log_window_loss",
+                            "mlflow_store"}) {
     check(field, false, &json::is_object, "an object");
   }
   // The settings a --resume of a finished run compares with its command (finished_as_asked).

@@ -606,6 +606,12 @@ class TrainingLoop {
                {"mlflow_run_id", run_.mlflow_run_id},
                {"tokenizer_files", p_.tokenizer_files}};
     if (!epoch_end) state["steps_in_epoch"] = index + 1;
+    // Where the run logs, which params leave out (a resumed run may log elsewhere): `train --resume --out RUN_DIR`
+    // alone gives it back (tools/recorded_train_flags.h).
+    if (!p_.args.mlflow_dir.empty()) {
+      state["mlflow_store"] = json{{"mlflow_dir", p_.args.mlflow_dir}, {"experiment", p_.args.experiment},
+                                   {"run_name", p_.args.run_name}};
+    }
     if (run_.log_window.count > 0) state["log_window_loss"] = run_.log_window.to_json();
     if (!evaluated) {
       state["running_loss"] = run_.period_loss.to_json();
@@ -645,7 +651,9 @@ class TrainingLoop {
        << (sig == SIGPIPE ? " (what read its output went away)" : "") << " "
        << (epoch_end ? "at the end of epoch " : "in epoch ") << epoch + 1 << " of " << p_.plan.epochs
        << ", after optimizer step " << p_.engine.optimizer_steps() << "; checkpoint in " << p_.args.out_dir
-       << "/last; continue with the same command and --resume";
+       << "/last; continue with the same command and --resume, or with bertrain train --resume --out "
+       << p_.args.out_dir << " (the run's settings are read from its checkpoint)"
+       << (p_.comm.size() > 1 ? " under the same launcher" : "");
     return os.str();
   }
 

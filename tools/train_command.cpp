@@ -1,4 +1,5 @@
 // `bertrain train`: fine-tunes a BERT checkpoint on a tagged CSV (engine/trainer.h does the work).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/data_flags.h"
+#include "tools/recorded_train_flags.h"
 
 namespace bertrain {
 
@@ -231,13 +233,34 @@ void let_rank_zero_speak_first(int rank) {
   if (rank != 0) std::this_thread::sleep_for(std::chrono::seconds(3));
 }
 
+// `train --resume --out RUN_DIR` alone: the command line with the settings the run's checkpoint recorded, said once.
+std::vector<std::string> with_recorded_settings(const std::vector<std::string>& args, const ArgParser& train,
+                                                const LaunchInfo& launch) {
+  const auto asks = [&](const char* flag) { return std::find(args.begin(), args.end(), flag) != args.end(); };
+  if (!resumes_from_checkpoint_alone(args) || asks("--help") || asks("-h")) return args;
+  const std::vector<std::string> recorded = input_step([&] { return recorded_train_flags(args, train); });
+  if (launch.rank == 0 && !asks("--quiet")) {
+    std::string line;
+    for (const std::string& word : recorded) {
+      const bool plain = !word.empty() && word.find_first_of(" \t\n'\"$\\*?") == std::string::npos;
+      line += " " + (plain ? word : "'" + word + "'");
+    }
+    std::printf("resuming with the settings of its checkpoint:%s\n", line.empty() ? " the defaults" : line.c_str());
+    std::fflush(stdout);
+  }
+  std::vector<std::string> all = args;
+  all.insert(all.end(), recorded.begin(), recorded.end());
+  return all;
+}
+
 }  // namespace
 
-int run_train(const std::vector<std::string>& args) {
+int run_train(const std::vector<std::string>& given) {
   const LaunchInfo launch = detect_launch();
   ArgParser p = train_arg_parser();
   TrainArgs a;
   try {
+    const std::vector<std::string> args = with_recorded_settings(given, p, launch);
     if (!p.parse(args)) return 0;
     a = train_args_of(p);
   } catch (const std::exception&) {

@@ -310,6 +310,25 @@ TEST_F(CliMlflowTest, AFailedCommandLeavesTheStoreAsItFoundIt) {
   EXPECT_EQ(slurp(folder + "/meta.yaml"), crlf);
 }
 
+// `train --resume --out RUN_DIR` alone goes on logging into the run's MLflow run, in its store and experiment,
+// which the checkpoint records beside the params.
+TEST_F(CliMlflowTest, AResumeWithOnlyOutLogsIntoTheSameRun) {
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--mlflow-dir", path("mlruns"), "--experiment", "kept",
+                                                     "--run-name", "mine", "--epochs", "1"}))));
+  const std::string id = run_id_of(path("run"));
+  const RunResult r = run({"train", "--resume", "--out", path("run"), "--epochs", "2"});
+  ASSERT_TRUE(succeeded(r));
+  EXPECT_NE(r.out.find("--experiment kept --mlflow-dir " + path("mlruns")), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--run-name mine"), std::string::npos) << r.out;
+  EXPECT_EQ(run_id_of(path("run")), id);
+  const std::string folder = run_folder(path("mlruns"), id);
+  std::ifstream metric(folder + "/metrics/val_loss");
+  int points = 0;
+  for (std::string line; std::getline(metric, line);) ++points;
+  EXPECT_EQ(points, 2);
+  EXPECT_NE(slurp(folder + "/meta.yaml").find("\nstatus: 3\n"), std::string::npos);
+}
+
 // A training whose end the store could not take (a full disk after results.json: the run left RUNNING, its model
 // and results.json not logged) exits 1, which `launch` answers with --resume: that resume logs the end now. The
 // temporary files a killed writer left in the run go too (MLflow read them as parameters).

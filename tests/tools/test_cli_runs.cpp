@@ -120,6 +120,41 @@ TEST_F(CliTest, ARunDirectoryInUseIsRefused) {
   ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--epochs", "2", "--resume"}))));
 }
 
+// `train --resume --out RUN_DIR` alone continues the run with the settings its checkpoint recorded (said in one
+// line), bit for bit as the whole command with --resume; flags given win. Before, it said "--model is required".
+TEST_F(CliTest, AResumeWithOnlyOutReadsTheRunsSettings) {
+  const std::vector<std::string> settings{"--lr", "2e-3", "--batch-size", "4", "--seed", "5", "--text-columns",
+                                          "title", "--max-length", "16", "--shuffle"};
+  std::vector<std::string> first = settings;
+  first.insert(first.end(), {"--epochs", "1"});
+  ASSERT_TRUE(succeeded(run(train_args(path("alone"), first))));
+  ASSERT_TRUE(succeeded(run(train_args(path("whole"), first))));
+  const RunResult alone = run({"train", "--resume", "--out", path("alone"), "--epochs", "2"});
+  ASSERT_TRUE(succeeded(alone));
+  EXPECT_NE(alone.out.find("resuming with the settings of its checkpoint: --batch-size 4 --lr 0.002 --max-length 16 "
+                           "--model " + model() + " --seed 5 --shuffle --text-columns title --train-data " + data() +
+                           "\n"),
+            std::string::npos)
+      << alone.out;
+  std::vector<std::string> whole = settings;
+  whole.insert(whole.end(), {"--epochs", "2", "--resume"});
+  ASSERT_TRUE(succeeded(run(train_args(path("whole"), whole))));
+  for (const char* file : {"last/model.safetensors", "last/optimizer.safetensors", "best/model.safetensors"}) {
+    EXPECT_TRUE(slurp(path("alone/") + file) == slurp(path("whole/") + file)) << file;
+  }
+  json params = json::parse(slurp(path("alone/results.json")))["params"];
+  json expected = json::parse(slurp(path("whole/results.json")))["params"];
+  params.erase("out");
+  expected.erase("out");
+  EXPECT_EQ(params, expected);
+  // No checkpoint: the error says what a new run needs.
+  expect_error(run({"train", "--resume", "--out", path("nothing")}),
+               "--resume: " + path("nothing") + "/last/trainer_state.json not found (no run to continue in " +
+                   path("nothing") + "); a new run needs --model and --train-data");
+  EXPECT_FALSE(fs::exists(path("nothing")));
+  ASSERT_TRUE(succeeded(run({"train", "--resume", "--out", path("nothing"), "--help"})));
+}
+
 // A train that fails on its input leaves no --out folder it made (the lock, taken before RUN_DIR is read, made it),
 // and keeps one that was there.
 TEST_F(CliTest, ATrainThatFailsOnItsInputLeavesNoFolder) {

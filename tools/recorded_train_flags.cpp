@@ -1,0 +1,111 @@
+#include "tools/recorded_train_flags.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/files.h"
+#include "engine/run_dir.h"
+
+namespace bertrain {
+
+namespace {
+
+using nlohmann::json;
+
+// The value of `--name` in `args` (--name V or --name=V), or "" when not given; whether it was, in *given.
+std::string flag_value(const std::vector<std::string>& args, const std::string& name, bool* given = nullptr) {
+  std::string value;
+  bool found = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--") break;
+    if (args[i] == "--" + name) {
+      found = true;
+      value = i + 1 < args.size() ? args[i + 1] : "";
+    } else if (args[i].rfind("--" + name + "=", 0) == 0) {
+      found = true;
+      value = args[i].substr(name.size() + 3);
+    }
+  }
+  if (given != nullptr) *given = found;
+  return value;
+}
+
+bool has_flag(const std::vector<std::string>& args, const std::string& name) {
+  bool given = false;
+  flag_value(args, name, &given);
+  return given;
+}
+
+// A recorded number or text as the flag's value ("" for a value a flag cannot say).
+std::string flag_text(const json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_number()) return value.dump();  // the shortest text that reads back as the same double
+  if (value.is_array()) {
+    std::string list;
+    for (const json& item : value) {
+      if (!item.is_string()) return "";
+      list += (list.empty() ? "" : ",") + item.get<std::string>();
+    }
+    return list;
+  }
+  return "";
+}
+
+// Whether `text` says the default `fallback` (numbers compared as numbers: 1e-4 is 0.0001).
+bool is_default(const std::string& text, const std::string& fallback) {
+  if (text == fallback) return true;
+  char* end_text = nullptr;
+  char* end_default = nullptr;
+  const double a = std::strtod(text.c_str(), &end_text), b = std::strtod(fallback.c_str(), &end_default);
+  return !text.empty() && !fallback.empty() && *end_text == '\0' && *end_default == '\0' && a == b;
+}
+
+}  // namespace
+
+bool resumes_from_checkpoint_alone(const std::vector<std::string>& args) {
+  return has_flag(args, "resume") && has_flag(args, "out") && !has_flag(args, "model");
+}
+
+std::vector<std::string> recorded_train_flags(const std::vector<std::string>& args, const ArgParser& train) {
+  const std::string out = flag_value(args, "out");
+  const std::string state_path = out + "/last/trainer_state.json";
+  BERTRAIN_CHECK(file_exists(state_path), "--resume: " << state_path << " not found (no run to continue in " << out
+                                                       << "); a new run needs --model and --train-data");
+  const json state = read_trainer_state(out + "/last");
+  const json params = state.value("params", json::object());
+  // The MLflow store, which params do not hold (a run may move between stores; see train --help).
+  json recorded = params;
+  if (const json store = state.value("mlflow_store", json()); store.is_object()) {
+    for (const char* key : {"mlflow_dir", "experiment", "run_name"}) {
+      if (store.contains(key)) recorded[key] = store[key];
+    }
+  }
+  std::vector<std::string> flags;
+  for (const auto& [key, value] : recorded.items()) {
+    if (key == "out" || key == "threads" || value.is_null()) continue;
+    std::string name = key;
+    std::replace(name.begin(), name.end(), '_', '-');
+    if (key == "collective_timeout_s") name = "collective-timeout";
+    if (key == "clean") {  // recorded as what it does, given as --no-clean
+      if (value == false && !has_flag(args, "no-clean")) flags.push_back("--no-clean");
+      continue;
+    }
+    if (!train.has_option(name) || has_flag(args, name)) continue;
+    // --save-total-limit sets --keep too, and the two are refused together: the one given is given back.
+    if (name == "keep" && recorded.value("save_total_limit", 0) > 0) continue;
+    if (train.is_switch(name)) {
+      if (value == true) flags.push_back("--" + name);
+      continue;
+    }
+    const std::string text = flag_text(value);
+    if (text.empty() || is_default(text, train.default_of(name))) continue;
+    flags.push_back("--" + name);
+    flags.push_back(text);
+  }
+  return flags;
+}
+
+}  // namespace bertrain
