@@ -1,6 +1,7 @@
 // Label warnings (see label_checks.h).
 #include "data/label_checks.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "core/ascii.h"
@@ -35,6 +36,53 @@ std::vector<std::string> label_separator_warnings(const std::vector<std::string>
                                   : "") +
                        ": labels are split at '" + escape_for_message(separator) + "'; if " + quoted +
                        " separates labels, pass --label-separator " + quoted);
+  }
+  return warnings;
+}
+
+std::vector<std::string> label_list_warnings(const std::vector<std::string>& labels) {
+  std::vector<std::string> warnings;
+  for (const char candidate : {'|', ';', ','}) {
+    // Each label's parts between the separator (one, itself, in a label without it), and in how many labels each
+    // part stands.
+    std::vector<std::vector<std::string>> parts(labels.size());
+    std::unordered_map<std::string, int> labels_with_part;
+    std::vector<std::size_t> lists;
+    for (std::size_t c = 0; c < labels.size(); ++c) {
+      if (labels[c].find(candidate) != std::string::npos) lists.push_back(c);
+      for (std::size_t start = 0;;) {
+        const std::size_t end = labels[c].find(candidate, start);
+        const std::string part =
+            ascii_trim(labels[c].substr(start, end == std::string::npos ? std::string::npos : end - start), " \t");
+        if (!part.empty() && std::find(parts[c].begin(), parts[c].end(), part) == parts[c].end()) {
+          parts[c].push_back(part);
+          ++labels_with_part[part];
+        }
+        if (end == std::string::npos) break;
+        start = end + 1;
+      }
+    }
+    // The part of a list that stands in the most labels, when that is two or more.
+    const std::string* recurring = nullptr;
+    int most = 1;
+    for (const std::size_t c : lists) {
+      for (const std::string& part : parts[c]) {
+        if (labels_with_part.at(part) > most) {
+          recurring = &part;
+          most = labels_with_part.at(part);
+        }
+      }
+    }
+    if (recurring == nullptr) continue;
+    const std::string quoted = std::string("'") + candidate + "'";
+    warnings.push_back("label '" + escape_for_message(labels[lists.front()]) + "'" +
+                       (lists.size() > 1 ? " (and " + std::to_string(lists.size() - 1) + " more of the " +
+                                               std::to_string(labels.size()) + " labels)"
+                                         : "") +
+                       " reads as a list of labels: '" + escape_for_message(*recurring) + "' stands in " +
+                       std::to_string(most) + " labels, parts between " + quoted + "; each is trained as one class. "
+                       "If a row has several labels, pass --multi-label" +
+                       (candidate == ',' ? "" : " --label-separator " + quoted));
   }
   return warnings;
 }

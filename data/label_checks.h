@@ -17,6 +17,11 @@ namespace bertrain {
 // default ',' is one label, not two.
 std::vector<std::string> label_separator_warnings(const std::vector<std::string>& labels, const std::string& separator);
 
+// Single-label training: labels that read as lists of labels, one warning per separator ('|', ';', ',') whose parts
+// recur across labels ("cv,popular" and "nlp,popular"; or a part is a label of its own), suggesting --multi-label
+// (and --label-separator for '|' or ';'). Each such combination is trained as a class of its own.
+std::vector<std::string> label_list_warnings(const std::vector<std::string>& labels);
+
 // Rows of each of `classes` labels in `examples` (a multi-label row counts once for each of its labels).
 std::vector<int> count_label_rows(const std::vector<Example>& examples, int classes);
 

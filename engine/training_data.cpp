@@ -100,6 +100,9 @@ TrainingData load_training_data(const TrainArgs& args, const BertConfig& source_
       data.warnings.push_back(std::move(w));
     }
   }
+  if (!args.data.multi_label) {
+    for (std::string& w : label_list_warnings(data.labels.names())) data.warnings.push_back(std::move(w));
+  }
   for (std::string& w : label_spelling_warnings(data.labels.names())) data.warnings.push_back(std::move(w));
   const bool one_row_each =
       data.train.empty() && std::all_of(val_counts.begin(), val_counts.end(), [](int n) { return n == 1; });

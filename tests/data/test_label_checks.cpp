@@ -31,6 +31,21 @@ TEST(LabelSeparatorWarnings, NameTheLabelAndTheSeparatorItContains) {
   EXPECT_EQ(label_separator_warnings({"a|b\n"}, ",").at(0).find('\n'), std::string::npos);
 }
 
+// Single-label training on labels that are lists (a multi-label file trained without --multi-label): said when a
+// part recurs across labels, not for a label that merely holds a separator.
+TEST(LabelListWarnings, ListsWhosePartsRecurAreNamed) {
+  EXPECT_EQ(label_list_warnings({"computer-vision,popular", "mlops", "mlops,popular", "nlp"}),
+            (Strings{"label 'computer-vision,popular' (and 1 more of the 4 labels) reads as a list of labels: "
+                     "'popular' stands in 2 labels, parts between ','; each is trained as one class. If a row has "
+                     "several labels, pass --multi-label"}));
+  // A part that is a label of its own recurs too; '|' also names the separator.
+  EXPECT_EQ(label_list_warnings({"cv|nlp", "nlp", "other"}),
+            (Strings{"label 'cv|nlp' reads as a list of labels: 'nlp' stands in 2 labels, parts between '|'; each is "
+                     "trained as one class. If a row has several labels, pass --multi-label --label-separator '|'"}));
+  EXPECT_TRUE(label_list_warnings({"Hello, world", "other", "a;b"}).empty());
+  EXPECT_TRUE(label_list_warnings({"computer-vision", "mlops"}).empty());
+}
+
 TEST(CountLabelRows, CountsEveryLabelOfEveryRow) {
   std::vector<Example> examples(4);
   examples[0].labels = {0};

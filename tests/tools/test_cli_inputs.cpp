@@ -698,6 +698,18 @@ TEST_F(CliTest, TrainWarnsAboutLabelsThatLookLikeLists) {
     EXPECT_EQ(g.err.find("contains '|'"), std::string::npos) << g.err;
   }
   EXPECT_EQ(json::parse(slurp(path("run_pipe/results.json")))["labels"].size(), 5u);
+  // Without --multi-label each combination is a class: said once, with the flags that read them as lists.
+  std::vector<std::string> single = args;
+  single[6] = path("run_single");
+  single.erase(std::find(single.begin(), single.end(), "--multi-label"));
+  const RunResult s = run(single);
+  ASSERT_TRUE(succeeded(s));
+  EXPECT_EQ(count_occurrences(s.err, "bertrain: warning: "), 1u) << s.err;
+  EXPECT_NE(s.err.find("bertrain: warning: label 'computer-vision|uses-model' (and 3 more of the 4 labels) reads as a "
+                       "list of labels: 'uses-model' stands in 4 labels, parts between '|'; each is trained as one "
+                       "class. If a row has several labels, pass --multi-label --label-separator '|'\n"),
+            std::string::npos)
+      << s.err;
 }
 
 }  // namespace
