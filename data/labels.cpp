@@ -20,13 +20,27 @@ std::string join(const std::vector<std::string>& names) {
   return out;
 }
 
+// An integer as Python's str(int) writes one ("0", "12", "-3"; not "012", "+1", "1.0"), of at most 18 digits.
+bool is_integer_text(const std::string& s) {
+  const std::size_t digits = s.size() - (!s.empty() && s[0] == '-' ? 1 : 0);
+  if (digits == 0 || digits > 18) return false;
+  const std::size_t first = s.size() - digits;
+  if (s[first] == '0' && (digits > 1 || first > 0)) return false;  // a leading zero, or "-0"
+  return std::all_of(s.begin() + static_cast<std::ptrdiff_t>(first), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 }  // namespace
 
 LabelSet LabelSet::from_tags(const std::vector<std::string>& tags) {
-  // std::string compares as unsigned bytes, which for UTF-8 is code-point order: Python's sorted().
   std::vector<std::string> names = tags;
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());
+  // Class ids of integer labels are the labels' order as numbers (class 10 after class 2), as Python sorts ints (a
+  // dataset's integer column, Hugging Face's run_glue): a model's logit k is then label k's where labels are 0..n-1.
+  if (std::all_of(names.begin(), names.end(), is_integer_text)) {
+    std::sort(names.begin(), names.end(),
+              [](const std::string& a, const std::string& b) { return std::stoll(a) < std::stoll(b); });
+  }
   return LabelSet(std::move(names));
 }
 

@@ -11,7 +11,8 @@ namespace bertrain {
 
 class LabelSet {
  public:
-  // Sorted unique values of `tags` (byte order, as Python's sorted on str for ASCII tags).
+  // Sorted unique values of `tags` (byte order, as Python's sorted on str for ASCII tags; as numbers when every tag
+  // is an integer: "2" before "10").
   static LabelSet from_tags(const std::vector<std::string>& tags);
   // The labels in index order, e.g. from config.json.
   explicit LabelSet(std::vector<std::string> names);

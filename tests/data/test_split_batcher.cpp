@@ -55,6 +55,13 @@ TEST(LabelSet, FromTagsSortedUnique) {
   // Byte order, as Python's sorted(): uppercase before lowercase.
   EXPECT_EQ(LabelSet::from_tags({"b", "a", "B"}).names(), (std::vector<std::string>{"B", "a", "b"}));
   EXPECT_EQ(LabelSet::from_tags({}).size(), 0);
+  // Integer labels in numeric order, so that class k is label k where labels are 0..n-1 (text order put "10" at 2).
+  EXPECT_EQ(LabelSet::from_tags({"10", "2", "0", "1", "11", "-3"}).names(),
+            (std::vector<std::string>{"-3", "0", "1", "2", "10", "11"}));
+  // Not all integers as Python writes them: byte order for all.
+  EXPECT_EQ(LabelSet::from_tags({"10", "2", "x"}).names(), (std::vector<std::string>{"10", "2", "x"}));
+  EXPECT_EQ(LabelSet::from_tags({"10", "02"}).names(), (std::vector<std::string>{"02", "10"}));
+  EXPECT_EQ(LabelSet::from_tags({"10", "2.0"}).names(), (std::vector<std::string>{"10", "2.0"}));
 }
 
 TEST(LabelSet, ExplicitOrderKeptAndDuplicatesRefused) {
