@@ -361,6 +361,14 @@ class TrainingLoop {
       }
     }
     drain();
+    // With --quiet too: a model that never gets a label right is a problem, not progress. (Not known for a best
+    // evaluation made before a --resume.)
+    if (leader_ && !best_unlearned_.empty()) {
+      progress_.clear();
+      std::fflush(stdout);
+      std::fprintf(stderr, "bertrain: warning: %s\n", best_unlearned_.c_str());
+      std::fflush(stderr);
+    }
   }
 
  private:
@@ -516,6 +524,7 @@ class TrainingLoop {
       run_.best_val_loss = v.loss;
       run_.best_epoch = epoch;
       run_.best_step = step + 1;
+      best_unlearned_ = unlearned_labels_warning(counts_, v.metrics, p_.data.labels.names(), p_.args.class_weights);
     }
     // Patience that runs out at the last evaluation cuts nothing short: not an early stop (a --resume with more
     // epochs then trains on, as after any finished run).
@@ -663,6 +672,7 @@ class TrainingLoop {
   Progress progress_;
   Batch batch_;
   ValidationCounts counts_;
+  std::string best_unlearned_;  // unlearned_labels_warning of the best evaluation this process made
   std::vector<float> logits_;  // [rows of a validation batch, C]
   std::array<Pending, 3> pending_{};  // micro-batches enqueued whose losses are not taken yet (at most 2)
   std::size_t pending_first_ = 0, pending_count_ = 0;

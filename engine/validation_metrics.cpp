@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdio>
 #include <string>
 
 #include "core/error.h"
+#include "core/utf8.h"
 #include "engine/metrics.h"
 #include "engine/predictor.h"
 
@@ -105,6 +107,34 @@ ValidationMetrics ValidationCounts::metrics() const {
   m.f1_micro = averages.micro.f1;
   m.f1_macro = averages.macro.f1;
   return m;
+}
+
+std::vector<std::pair<int, long>> ValidationCounts::labels_never_predicted_right() const {
+  std::vector<std::pair<int, long>> never;
+  for (int c = 0; c < num_labels_; ++c) {
+    const std::size_t at = 3 * static_cast<std::size_t>(c);
+    if (counts_[at + 1] > 0 && counts_[at] == 0) never.emplace_back(c, static_cast<long>(counts_[at + 1]));
+  }
+  return never;
+}
+
+std::string unlearned_labels_warning(const ValidationCounts& counts, const ValidationMetrics& metrics,
+                                     const std::vector<std::string>& names, bool class_weights) {
+  const std::vector<std::pair<int, long>> never = counts.labels_never_predicted_right();
+  if (never.empty()) return "";
+  constexpr std::size_t kNamed = 5;
+  std::string labels;
+  for (std::size_t i = 0; i < never.size() && i < kNamed; ++i) {
+    labels += (i == 0 ? "'" : ", '") + escape_for_message(names.at(static_cast<std::size_t>(never[i].first))) + "' (" +
+              std::to_string(never[i].second) + (never[i].second == 1 ? " row)" : " rows)");
+  }
+  if (never.size() > kNamed) labels += " and " + std::to_string(never.size() - kNamed) + " more";
+  char f1[96];
+  std::snprintf(f1, sizeof f1, "val_f1 %.4f weights labels by their rows; their mean, val_f1_macro, is %.4f",
+                metrics.f1_weighted, metrics.f1_macro);
+  return std::string("the best model predicts no validation row of ") + (never.size() == 1 ? "label " : "labels ") +
+         labels + " right: F1 0 (" + f1 + ")" +
+         (class_weights ? "" : "; --class-weights weighs the loss by how rare each label is");
 }
 
 }  // namespace bertrain

@@ -21,6 +21,8 @@
 // batch, then (data parallel) allreduce-sum counts() over the ranks, then metrics() on any rank.
 #pragma once
 
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace bertrain {
@@ -52,6 +54,10 @@ class ValidationCounts {
   // empty input) or when the counts are not consistent non-negative integers.
   ValidationMetrics metrics() const;
 
+  // The labels that have validation rows none of which was predicted as them (F1 0: the model has not learnt them),
+  // with their rows, from the counts (after summing).
+  std::vector<std::pair<int, long>> labels_never_predicted_right() const;
+
   int num_labels() const { return num_labels_; }
   bool multi_label() const { return multi_label_; }
 
@@ -60,5 +66,11 @@ class ValidationCounts {
   bool multi_label_;
   std::vector<double> counts_;
 };
+
+// A warning for the labels `counts` found never predicted right ("" when there are none), naming them (`names`) and
+// the macro F1 that shows them beside the row-weighted F1 the epoch lines print, and suggesting --class-weights
+// unless `class_weights` is on already.
+std::string unlearned_labels_warning(const ValidationCounts& counts, const ValidationMetrics& metrics,
+                                     const std::vector<std::string>& names, bool class_weights);
 
 }  // namespace bertrain

@@ -13,6 +13,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -168,6 +169,25 @@ TEST(ValidationMetrics, ASingleLabelClassNoRowHasIsLeftOutOfTheMacroMean) {
   EXPECT_EQ(mm.f1_micro, 1.0);
   EXPECT_EQ(mm.f1_weighted, 1.0);
   EXPECT_EQ(mm.f1_macro, 0.75);
+}
+
+// The labels a model never gets right: class 1 above (true once, never predicted); class 3 has no row, so it is no
+// such label. The warning names it with its rows, the two F1 averages, and the advice unless --class-weights is on.
+TEST(ValidationMetrics, LabelsNeverPredictedRightAreNamed) {
+  const std::vector<float> targets = {1, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0};
+  const std::vector<float> logits = {3, 0, 0, 0, 3, 0, 0, 0, 3, 1, 0, 0, 0, 0, 3, 0};
+  ValidationCounts counts(4, false);
+  counts.add(logits.data(), targets.data(), 4);
+  EXPECT_EQ(counts.labels_never_predicted_right(), (std::vector<std::pair<int, long>>{{1, 1}}));
+  const std::vector<std::string> names{"cv", "mlops", "nlp", "other"};
+  EXPECT_EQ(unlearned_labels_warning(counts, counts.metrics(), names, false),
+            "the best model predicts no validation row of label 'mlops' (1 row) right: F1 0 (val_f1 0.6500 weights "
+            "labels by their rows; their mean, val_f1_macro, is 0.6000); --class-weights weighs the loss by how rare "
+            "each label is");
+  EXPECT_EQ(unlearned_labels_warning(counts, counts.metrics(), names, true).find("--class-weights"), std::string::npos);
+  ValidationCounts right(4, false);
+  right.add(targets.data(), targets.data(), 4);
+  EXPECT_EQ(unlearned_labels_warning(right, right.metrics(), names, false), "");
 }
 
 TEST(ValidationMetrics, AMultiLabelLogitOfAboutZeroIsPredictedAsEvaluatePredictsIt) {

@@ -651,7 +651,7 @@ TEST_F(CliTest, TrainWarnsAboutLabelsWithoutTrainingRows) {
     if (quiet) args.push_back("--quiet");
     const RunResult r = run(args);
     ASSERT_TRUE(succeeded(r));
-    EXPECT_EQ(count_occurrences(r.err, "bertrain: warning: "), 1u) << r.err;
+    EXPECT_EQ(count_occurrences(r.err, "bertrain: warning: label "), 1u) << r.err;
     EXPECT_NE(r.err.find(warning), std::string::npos) << r.err;
     EXPECT_EQ(r.out.find("warning"), std::string::npos) << r.out;
     if (quiet) {
@@ -661,7 +661,7 @@ TEST_F(CliTest, TrainWarnsAboutLabelsWithoutTrainingRows) {
   // Made-With-ML's data as it is: no warning.
   const RunResult plain = run(train_args(path("plain"), {"--epochs", "1"}));
   ASSERT_TRUE(succeeded(plain));
-  EXPECT_EQ(plain.err.find("warning"), std::string::npos) << plain.err;
+  EXPECT_EQ(plain.err.find("warning: label"), std::string::npos) << plain.err;
   // Every label with a single row: nothing left to train on, and the error says why.
   expect_error(run(train_args(path("titles"), {"--label-column", "title"})),
                "need at least one training and one validation row, got 0 and 40 (each of the 40 labels has a single "
@@ -683,7 +683,7 @@ TEST_F(CliTest, TrainWarnsAboutLabelsThatLookLikeLists) {
                                 "text", "--label-column", "topics"};
   const RunResult r = run(args);
   ASSERT_TRUE(succeeded(r));
-  EXPECT_EQ(count_occurrences(r.err, "bertrain: warning: "), 1u) << r.err;
+  EXPECT_EQ(count_occurrences(r.err, "bertrain: warning: label "), 1u) << r.err;
   EXPECT_NE(r.err.find("bertrain: warning: label 'computer-vision|uses-model' contains '|' (as do 3 more of the 4 "
                        "labels): labels are split at ','; if '|' separates labels, pass --label-separator '|'\n"),
             std::string::npos)
@@ -704,7 +704,7 @@ TEST_F(CliTest, TrainWarnsAboutLabelsThatLookLikeLists) {
   single.erase(std::find(single.begin(), single.end(), "--multi-label"));
   const RunResult s = run(single);
   ASSERT_TRUE(succeeded(s));
-  EXPECT_EQ(count_occurrences(s.err, "bertrain: warning: "), 1u) << s.err;
+  EXPECT_EQ(count_occurrences(s.err, "bertrain: warning: label "), 1u) << s.err;
   EXPECT_NE(s.err.find("bertrain: warning: label 'computer-vision|uses-model' (and 3 more of the 4 labels) reads as a "
                        "list of labels: 'uses-model' stands in 4 labels, parts between '|'; each is trained as one "
                        "class. If a row has several labels, pass --multi-label --label-separator '|'\n"),

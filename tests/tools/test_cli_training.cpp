@@ -115,6 +115,24 @@ TEST_F(CliTraining, ProgressInALogIsAPlainLineEveryInterval) {
   expect_error(run(train_args(path("bad"), {"--progress-interval", "-1"})), "--progress-interval must be 0");
 }
 
+// A best model that gets no validation row of a label right is said at the end, once, with --quiet too (the epoch
+// lines' val_f1 weights labels by rows, so a rare label's F1 of 0 hardly moves it), with the macro F1 beside it and
+// --class-weights as advice unless it is on. The tiny model after one epoch predicts one label for every row.
+TEST_F(CliTraining, ABestModelThatNeverGetsALabelRightIsSaid) {
+  const RunResult r = run(train_args(path("run"), {"--epochs", "1"}));
+  ASSERT_TRUE(succeeded(r));
+  EXPECT_EQ(count_occurrences(r.err, "bertrain: warning: the best model predicts no validation row of labels '"), 1u)
+      << r.err;
+  EXPECT_NE(r.err.find(" right: F1 0 (val_f1 "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" weights labels by their rows; their mean, val_f1_macro, is "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("); --class-weights weighs the loss by how rare each label is\n"), std::string::npos) << r.err;
+  const RunResult weighted = run(train_args(path("weighted"), {"--epochs", "1", "--class-weights"}));
+  ASSERT_TRUE(succeeded(weighted));
+  EXPECT_NE(weighted.err.find("the best model predicts no validation row of label"), std::string::npos)
+      << weighted.err;
+  EXPECT_EQ(weighted.err.find("--class-weights"), std::string::npos) << weighted.err;
+}
+
 TEST_F(CliTraining, ValidationMetricsPerEvaluationAndMetricForBest) {
   ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--metric-for-best", "f1"}))));
   const std::vector<json> m = read_jsonl(path("run") + "/metrics.jsonl");
