@@ -650,6 +650,10 @@ TEST_F(CliTune, AShortRealStudyWithMlflow) {
   for (const json& t : s["trials"]) {
     EXPECT_TRUE(t["status"] == "completed" || t["status"] == "stopped") << t;
     EXPECT_TRUE(fs::exists(fs::path(out) / t["dir"].get<std::string>() / "train.log"));
+    // A finished trial keeps no optimizer state (tune gives its trials --save-optimizer during): never resumed.
+    if (t["status"] == "completed") {
+      EXPECT_FALSE(fs::exists(fs::path(out) / t["dir"].get<std::string>() / "last/optimizer.safetensors")) << t;
+    }
   }
   ASSERT_TRUE(s["best_trial"].is_string());
   const fs::path best_trial = fs::path(out) / "trials" / s["best_trial"].get<std::string>();

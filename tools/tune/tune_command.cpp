@@ -288,10 +288,16 @@ int run_tune(const std::vector<std::string>& args) {
     if (!p.given("trials")) s.trials = static_cast<long>(s.initial.size()) + size;
   }
 
-  // The flags tune adds: best/ follows the study's metric; on a CPU machine each trial its share of the cores.
+  // The flags tune adds: best/ follows the study's metric; a finished trial keeps no optimizer state; on a CPU
+  // machine each trial its share of the cores.
   const char* metric_for_best = s.metric == "val_loss" ? "val_loss" : s.metric == "val_f1" ? "f1" : "accuracy";
   if (!has_flag(train_flags, "metric-for-best") && s.space.find("metric-for-best") == nullptr) {
     s.extra_flags.insert(s.extra_flags.end(), {"--metric-for-best", metric_for_best});
+  }
+  // A finished trial is never trained on again (--resume continues interrupted trials only): its optimizer state,
+  // two thirds of a checkpoint, goes when it finishes, as --save-optimizer during does.
+  if (!has_flag(train_flags, "save-optimizer") && s.space.find("save-optimizer") == nullptr) {
+    s.extra_flags.insert(s.extra_flags.end(), {"--save-optimizer", "during"});
   }
   if (s.devices.empty() && s.launcher.empty() && s.parallel > 1) {
     const std::vector<int> cpus = allowed_cpus();
