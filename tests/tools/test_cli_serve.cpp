@@ -426,6 +426,18 @@ TEST_F(CliServe, MadeWithMlPredictMatchesPredictWithItsThreshold) {
   EXPECT_EQ(mismatch(only_title.parsed()["results"][0], want), "");
 }
 
+// Made-With-ML's 0.9 rule answers --other-label, which a model trained on other data may not have: serve says so
+// once at its start, not for a model that has it (Made-With-ML's, the suite's) or a --threshold given.
+TEST_F(CliServe, AnOtherLabelTheModelLacksIsSaidAtTheStart) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  const std::string note = "bertrain serve: note: POST /predict/ (Made-With-ML's API) answers 'unheard-of', which is "
+                           "not one of the model's labels, when the top probability is below 0.9";
+  EXPECT_NE(start({"--other-label", "unheard-of"}, "lacking")->log().find(note), std::string::npos);
+  EXPECT_EQ(start({}, "having")->log().find("answers 'other'"), std::string::npos);
+  EXPECT_EQ(start({"--other-label", "unheard-of", "--threshold", "0.5"}, "given")->log().find("note: POST"),
+            std::string::npos);
+}
+
 // --threshold replaces Made-With-ML's 0.9 and applies to /v1/predict as well.
 TEST_F(CliServe, ThresholdFlagAppliesToEveryPrediction) {
   ASSERT_TRUE(succeeded(suite_train()));

@@ -281,6 +281,13 @@ int run_serve(const std::vector<std::string>& args) {
     const std::string note = unrecorded_cleaning_note(engine.predictor().config(), engine.predictor().model_dir(),
                                                       engine.dataset_options());
     if (!note.empty()) std::fprintf(stderr, "bertrain serve: note: %s\n", note.c_str());
+    // Made-With-ML's rule answers a label this model may not have: said once, not discovered in the answers.
+    if (!engine.predictor().multi_label() && !p.given("threshold") &&
+        engine.predictor().labels().find(http.other_label) < 0) {
+      std::fprintf(stderr, "bertrain serve: note: POST /predict/ (Made-With-ML's API) answers '%s', which is not one of "
+                           "the model's labels, when the top probability is below 0.9, as Made-With-ML's serve.py "
+                           "does; --threshold sets the rule for every API\n", http.other_label.c_str());
+    }
     const RequestBatcherOptions& b = engine.batching();
     // An IPv6 address is bracketed in a URL (RFC 3986): http://[::1]:8000.
     const std::string host = http.host.find(':') != std::string::npos ? "[" + http.host + "]" : http.host;
