@@ -79,7 +79,12 @@ AtomicFile::AtomicFile(std::string path, const std::string& temporary_dir) : pat
                  "cannot write '" << path_ << "': not a regular file (a directory, device, FIFO or socket)");
   const std::size_t slash = path_.rfind('/');
   const std::string name = slash == std::string::npos ? path_ : path_.substr(slash + 1);
-  tmp_path_ = (temporary_dir.empty() ? path_ : temporary_dir + "/" + name) + ".tmp." +
+  // The temporary folder only on the target's filesystem, where the rename can move the file (an MLflow run's
+  // artifacts may live on another: its artifact_uri).
+  struct stat folder, temporary;
+  const bool same_filesystem = !temporary_dir.empty() && ::stat(parent_directory(path_).c_str(), &folder) == 0 &&
+                               ::stat(temporary_dir.c_str(), &temporary) == 0 && folder.st_dev == temporary.st_dev;
+  tmp_path_ = (same_filesystem ? temporary_dir + "/" + name : path_) + ".tmp." +
               std::to_string(static_cast<long>(::getpid()));
   // O_TRUNC rather than O_EXCL: a leftover temp file with our pid can only come from an earlier
   // crashed process that happened to have the same pid, and its contents are garbage either way.

@@ -2,7 +2,8 @@
 // A reader of <path> sees the old file or the complete new one, never a partial write. A writer killed before its
 // rename leaves its temporary file; the next commit of the same path removes it. Where a reader lists the folder
 // and takes every file in it as data (an MLflow run's params/, tags/, metrics/), the temporary file goes in another
-// folder of the same filesystem instead, as "<temporary_dir>/<name>.tmp.<pid>".
+// folder instead, as "<temporary_dir>/<name>.tmp.<pid>" (beside the target when that folder is on another
+// filesystem, which the rename cannot cross).
 #pragma once
 
 #include <cstddef>

@@ -127,13 +127,21 @@ bool is_file_at(int fd, const std::string& path) {
 
 DirectoryLock::DirectoryLock(const std::string& dir, const std::string& what)
     : dir_(dir), what_(what), path_(dir + "/.bertrain-lock") {
+  created_dir_ = !path_exists(dir);
+  lock_file(100);
+  struct stat st;
+  BERTRAIN_CHECK(::stat(dir.c_str(), &st) == 0, dir << ": cannot look at the locked folder: " << std::strerror(errno));
+  dir_device_ = st.st_dev;
+  dir_inode_ = st.st_ino;
+}
+
+void DirectoryLock::lock_file(int attempts) {
   // A holder unlinks the file before it lets go, and a lock's own folder may go with it: a lock taken on a file no
   // longer at the path (opened before the unlink) is no lock, so it is taken again on the file there now.
   for (int attempt = 0;; ++attempt) {
-    created_dir_ = created_dir_ || !path_exists(dir);
-    make_directories(dir);
+    make_directories(dir_);
     fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0 && errno == ENOENT && attempt < 100) continue;  // the folder went between the two calls
+    if (fd_ < 0 && errno == ENOENT && attempt < attempts) continue;  // the folder went between the two calls
     BERTRAIN_CHECK(fd_ >= 0, path_ << ": cannot open the lock file: " << std::strerror(errno));
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       const int error = errno;
@@ -143,15 +151,16 @@ DirectoryLock::DirectoryLock(const std::string& dir, const std::string& what)
       fd_ = -1;
       std::string pid(holder, n > 0 ? static_cast<std::size_t>(n) : 0);
       pid = pid.substr(0, pid.find_first_not_of("0123456789"));
-      BERTRAIN_CHECK(error != EWOULDBLOCK, what << " '" << dir << "' is in use by another bertrain process (pid "
-                                                << (pid.empty() ? "unknown" : pid) << "): wait for it to end, or "
-                                                << "choose another " << what);
+      if (error == EWOULDBLOCK) {
+        throw DirectoryInUseError(what_ + " '" + dir_ + "' is in use by another bertrain process (pid " +
+                                  (pid.empty() ? "unknown" : pid) + "): wait for it to end, or choose another " + what_);
+      }
       BERTRAIN_FAIL(path_ << ": cannot lock: " << std::strerror(error));
     }
     if (is_file_at(fd_, path_)) break;
     ::close(fd_);
     fd_ = -1;
-    BERTRAIN_CHECK(attempt < 100, path_ << ": cannot lock: the lock file keeps being replaced");
+    BERTRAIN_CHECK(attempt < attempts, path_ << ": cannot lock: the lock file keeps being replaced");
   }
   const std::string pid = std::to_string(::getpid());
   if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) < 0) {
@@ -166,10 +175,21 @@ DirectoryLock::~DirectoryLock() {
   if (created_dir_) ::rmdir(dir_.c_str());  // only when empty: nothing was written into it
 }
 
-void DirectoryLock::check_held() const {
-  BERTRAIN_CHECK(is_file_at(fd_, path_),
-                 what_ << " '" << dir_ << "' was removed or replaced while this process wrote it (its lock file "
-                       << path_ << " is gone): stopped, so as not to write into a folder another process may own");
+void DirectoryLock::check_held() {
+  struct stat st;
+  BERTRAIN_CHECK(::stat(dir_.c_str(), &st) == 0 && st.st_dev == dir_device_ && st.st_ino == dir_inode_,
+                 what_ << " '" << dir_ << "' was removed or replaced while this process wrote it: stopped, so as not "
+                       << "to write into a folder another process may own");
+  if (is_file_at(fd_, path_)) return;
+  // The folder is the one locked, but its lock file was deleted (a clean-up of hidden files): locked anew, unless
+  // another process locked the new file first.
+  ::close(fd_);
+  fd_ = -1;
+  try {
+    lock_file(0);
+  } catch (const DirectoryInUseError& e) {
+    throw Error(std::string(e.what()) + " (it locked " + path_ + " after the lock file was deleted): stopped");
+  }
 }
 
 std::string read_file(const std::string& path, const std::string& what) {

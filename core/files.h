@@ -2,10 +2,14 @@
 // replacement of a whole directory (checkpoints), hard links, and JSON files read with errors that name them.
 #pragma once
 
+#include <sys/types.h>
+
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "core/error.h"
 
 namespace bertrain {
 
@@ -46,7 +50,8 @@ void check_writable_file(const std::string& path, const std::string& what, const
 // never write one run directory at once: flock on "<dir>/.bertrain-lock", which the kernel releases when the
 // process ends (kill -9 included). The file names the holder's pid and is removed when the lock is given back, and
 // so is `dir` when this lock created it and nothing was written into it (a run that failed on its input).
-// Throws Error "<what> '<dir>' is in use by another bertrain process (pid N) ..." when another process holds it.
+// Throws DirectoryInUseError "<what> '<dir>' is in use by another bertrain process (pid N) ..." when another process
+// holds it, Error for anything else.
 class DirectoryLock {
  public:
   DirectoryLock(const std::string& dir, const std::string& what);
@@ -54,14 +59,23 @@ class DirectoryLock {
   DirectoryLock(const DirectoryLock&) = delete;
   DirectoryLock& operator=(const DirectoryLock&) = delete;
 
-  // Throws Error when `dir` is no longer the folder locked: removed, or moved away and made anew (a second process
-  // could then lock the new one and both would write it).
-  void check_held() const;
+  // Throws Error when `dir` is no longer the folder locked (removed, or moved away and made anew: a second process
+  // could then lock the new one and both would write it); a lock file deleted from the folder is made and locked
+  // again (Error when another process took it meanwhile).
+  void check_held();
 
  private:
+  void lock_file(int attempts);  // opens and locks path_ into fd_; Error or DirectoryInUseError
   std::string dir_, what_, path_;
   int fd_ = -1;
   bool created_dir_ = false;
+  dev_t dir_device_ = 0;
+  ino_t dir_inode_ = 0;
+};
+
+class DirectoryInUseError : public Error {
+ public:
+  using Error::Error;
 };
 
 bool directory_exists(const std::string& path);

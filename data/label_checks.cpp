@@ -2,6 +2,7 @@
 #include "data/label_checks.h"
 
 #include <algorithm>
+#include <cctype>
 #include <unordered_map>
 
 #include "core/ascii.h"
@@ -54,7 +55,10 @@ std::vector<std::string> label_list_warnings(const std::vector<std::string>& lab
         const std::size_t end = labels[c].find(candidate, start);
         const std::string part =
             ascii_trim(labels[c].substr(start, end == std::string::npos ? std::string::npos : end - start), " \t");
-        if (!part.empty() && std::find(parts[c].begin(), parts[c].end(), part) == parts[c].end()) {
+        // A part with a letter: "5,000-10,000" and "1,000-5,000" are ranges that share a "000", not lists.
+        const bool word = std::any_of(part.begin(), part.end(),
+                                      [](char ch) { return std::isalpha(static_cast<unsigned char>(ch)) != 0; });
+        if (word && std::find(parts[c].begin(), parts[c].end(), part) == parts[c].end()) {
           parts[c].push_back(part);
           ++labels_with_part[part];
         }

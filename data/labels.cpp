@@ -26,7 +26,8 @@ bool is_integer_text(const std::string& s) {
   if (digits == 0 || digits > 18) return false;
   const std::size_t first = s.size() - digits;
   if (s[first] == '0' && (digits > 1 || first > 0)) return false;  // a leading zero, or "-0"
-  return std::all_of(s.begin() + static_cast<std::ptrdiff_t>(first), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  return std::all_of(s.begin() + static_cast<std::ptrdiff_t>(first), s.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
 }
 
 }  // namespace

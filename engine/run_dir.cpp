@@ -295,9 +295,9 @@ void save_best(const RunDirs& dirs, const LoadedModel& model, const std::vector<
   });
 }
 
-void drop_optimizer_state(const TrainArgs& args, const RunDirs& dirs) {
-  remove_tree(dirs.last + "/" + kOptimizerFile);
-  for (const auto& step : step_checkpoints(args.out_dir + "/checkpoints")) {
+void drop_optimizer_state(const std::string& out_dir) {
+  remove_tree(out_dir + "/last/" + kOptimizerFile);
+  for (const auto& step : step_checkpoints(out_dir + "/checkpoints")) {
     remove_tree(step.second + "/" + kOptimizerFile);
   }
 }

@@ -83,9 +83,9 @@ void write_checkpoint(const TrainArgs& args, const RunDirs& dirs, const LoadedMo
 // `weights` (the checkpoint of the same evaluation), whose weights file best/ then shares (a hard link, or a copy
 // where the filesystem has none) instead of writing it again.
 void save_best(const RunDirs& dirs, const LoadedModel& model, const std::vector<float>& weights, bool in_last);
-// --save-optimizer during, once the run has finished: removes optimizer.safetensors from last/ and the step
-// checkpoints.
-void drop_optimizer_state(const TrainArgs& args, const RunDirs& dirs);
+// --save-optimizer during, once the run in `out_dir` has finished (or tune stopped it for good): removes
+// optimizer.safetensors from last/ and the step checkpoints.
+void drop_optimizer_state(const std::string& out_dir);
 
 // "184.2 MB in RUN_DIR (best/ 91.1 MB, last/ 91.1 MB, ...)": what the run occupies, its largest parts named.
 std::string disk_use_summary(const std::string& out_dir);

@@ -317,7 +317,7 @@ class TrainingLoop {
     const json& params;
     const json& tokenizer_files;  // the model's tokenizer files' fingerprints, recorded in every checkpoint
     Clock::time_point start;
-    const DirectoryLock* run_dir_lock;  // rank 0's lock on RUN_DIR (null on the other ranks)
+    DirectoryLock* run_dir_lock;  // rank 0's lock on RUN_DIR (null on the other ranks)
   };
 
   TrainingLoop(const Parts& parts, RunState& run)
@@ -481,7 +481,8 @@ class TrainingLoop {
            (checkpoint ? "last/ holds the last checkpoint" : "no checkpoint was written") + "; try a lower --lr" +
            (p_.args.weight_decay > 0 ? " or --weight-decay" : "") +
            (p_.args.precision == "bf16" ? ", or --precision fp32" : "") +
-           (tune_trial ? " in a new study: its --space or TRAIN FLAGS)" : " in a new run: another --out, or --overwrite)");
+           (tune_trial ? " in a new study: its --space or TRAIN FLAGS)"
+                       : " in a new run: another --out, or --overwrite)");
   }
   // "nan", "inf", "-inf" or the number (a stream writes -nan for some NaNs).
   static std::string value_text(double x) {
@@ -989,7 +990,7 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
     write_run_files(args.out_dir, run.history, &results);
   }
   if (mlflow) log_training_end(*mlflow, args, dirs);
-  if (leader && parse_optimizer_saving(args.save_optimizer) == OptimizerSaving::kDuring) drop_optimizer_state(args, dirs);
+  if (leader && parse_optimizer_saving(args.save_optimizer) == OptimizerSaving::kDuring) drop_optimizer_state(args.out_dir);
   if (verbose) {
     std::printf("disk: %s\n", disk_use_summary(args.out_dir).c_str());
     std::fflush(stdout);

@@ -230,7 +230,18 @@ LoadedModel load_model_dir(const std::string& dir, const std::vector<std::string
   for (const ParamEntry& entry : model.layout.entries()) {
     if (is_head_output(entry.name, model.config)) output_in_file = output_in_file && source_of.count(entry.name) > 0;
   }
-  model.classifier_loaded = output_in_file && (labels.empty() || labels == checkpoint_labels);
+  // The same labels in another order (a model whose integer labels an older bertrain ordered as text, or one trained
+  // elsewhere) keep their trained rows, moved to this order: old_row[i] is label i's row in the file.
+  std::vector<std::size_t> old_row;
+  if (!labels.empty() && labels != checkpoint_labels && labels.size() == checkpoint_labels.size()) {
+    for (const std::string& label : labels) {
+      const auto at = std::find(checkpoint_labels.begin(), checkpoint_labels.end(), label);
+      if (at == checkpoint_labels.end()) break;
+      old_row.push_back(static_cast<std::size_t>(at - checkpoint_labels.begin()));
+    }
+    if (old_row.size() != labels.size()) old_row.clear();
+  }
+  model.classifier_loaded = output_in_file && (labels.empty() || labels == checkpoint_labels || !old_row.empty());
   if (labels.empty()) {
     BERTRAIN_CHECK(output_in_file, weights_path << ": " << model.config.family().head_out << ".weight / "
                                                 << model.config.family().head_out << ".bias missing");
@@ -272,6 +283,13 @@ LoadedModel load_model_dir(const std::string& dir, const std::vector<std::string
       continue;
     }
     file->read_float_into(source_of.at(entry.name), dst, entry.numel);
+    if (!old_row.empty() && is_head_output(entry.name, model.config)) {
+      const std::vector<float> read(dst, dst + entry.numel);
+      const std::size_t row = static_cast<std::size_t>(entry.numel) / old_row.size();  // the weight's H, the bias's 1
+      for (std::size_t i = 0; i < old_row.size(); ++i) {
+        std::copy_n(read.begin() + static_cast<std::ptrdiff_t>(old_row[i] * row), row, dst + i * row);
+      }
+    }
     // A NaN or infinite weight would turn every prediction into NaN and every training step into a diverging loss
     // (exit 3, blaming --lr); it is the file's fault, named here.
     const float* bad = std::find_if(dst, dst + entry.numel, [](float v) { return !std::isfinite(v); });

@@ -67,6 +67,12 @@ bool ArgParser::parse(const std::vector<std::string>& args) {
       return false;
     }
     if (arg.rfind("--", 0) != 0) {
+      // "-m", "-model": an option with one dash (a negative number is a value, after its option).
+      if (arg.size() > 1 && arg[0] == '-' && std::isdigit(static_cast<unsigned char>(arg[1])) == 0 && arg[1] != '.') {
+        const std::string hint = options_.count(arg.substr(1)) != 0 ? " (did you mean -" + arg + "?)"
+                                                                     : " (options have two dashes: see --help)";
+        throw UsageError(command_ + ": unknown option '" + arg + "'" + hint);
+      }
       if (positional_name_.empty() || positional_values_.size() == positional_max_) {
         throw UsageError(unexpected_argument(arg));
       }
@@ -111,15 +117,16 @@ bool ArgParser::parse(const std::vector<std::string>& args) {
 }
 
 std::string ArgParser::unknown_option(const std::string& name) const {
+  const std::string alias = option_alias(name, order_);
+  const std::vector<std::string> near = alias.empty() ? near_names(name, order_) : std::vector<std::string>{alias};
+  // tune --device 0: train's --device, given after --, or tune's own --devices.
   if (std::find(passed_on_.begin(), passed_on_.end(), name) != passed_on_.end()) {
-    return command_ + ": --" + name + " is not a " + command_ + " option: " + passed_on_advice_;
+    std::string own;
+    for (const std::string& n : near) own += (own.empty() ? "" : " or ") + std::string("--") + n;
+    return command_ + ": --" + name + " is not a " + command_ + " option: " + passed_on_advice_ +
+           (own.empty() ? "" : " (or " + command_ + "'s own " + own + "?)");
   }
-  std::string hint;
-  if (const std::string alias = option_alias(name, order_); !alias.empty()) {
-    hint = did_you_mean({alias}, "--");
-  } else {
-    hint = did_you_mean(near_names(name, order_), "--");
-  }
+  const std::string hint = did_you_mean(near, "--");
   return command_ + ": unknown option '--" + name + "'" + (hint.empty() ? " (see --help)" : hint);
 }
 
@@ -131,6 +138,8 @@ std::string ArgParser::unexpected_argument(const std::string& arg) const {
     hint = " (did you mean --model " + arg + "?)";
   } else if (file_exists(arg) && (has("data") || has("train-data"))) {
     hint = std::string(" (did you mean ") + (has("data") ? "--data " : "--train-data ") + arg + "?)";
+  } else if (has("text") && values_.count("text") != 0) {  // --text hello world: the text's next word
+    hint = " (a text of several words needs quotes: --text '" + values_.at("text") + " " + arg + "')";
   } else if (has("text")) {
     hint = " (did you mean --text '" + arg + "'?)";
   } else {

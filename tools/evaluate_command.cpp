@@ -73,6 +73,7 @@ int run_evaluate(const std::vector<std::string>& args) {
               "nlp_llm and short_text, confusion matrix). Multi-label models: overall micro, macro, weighted and\n"
               "samples averages and per_class metrics (scikit-learn's), a label predicted at p >= --threshold.\n"
               "Throughput goes to stderr.");
+  p.usage("bertrain evaluate (--model DIR | --run-id ID) --data FILE [options]");
   add_model_source_flags(p,
                          "log the overall metrics (eval_*) and this JSON into the MLflow run of --run-id, or of "
                          "--model RUN_DIR trained with --mlflow-dir, in this file store",
@@ -99,11 +100,26 @@ int run_evaluate(const std::vector<std::string>& args) {
     throw UsageError("evaluate: --experiment names the experiment of an MLflow run: give --mlflow-dir too (or set "
                      "MLFLOW_TRACKING_URI)");
   }
-  const std::optional<MlflowRunInfo> mlflow_run = input_step([&] { return run_to_log(p, source); });
+  std::optional<MlflowRunInfo> mlflow_run = input_step([&] { return run_to_log(p, source); });
   // Logging into the run that trained --model RUN_DIR: not while a train (or another evaluate) writes that run, whose
   // best/ is not yet its model and whose results the train would write over.
   std::optional<DirectoryLock> run_dir_lock;
-  if (mlflow_run && !source.run) input_step([&] { run_dir_lock.emplace(p.get("model"), "--model"); });
+  if (mlflow_run && !source.run) {
+    try {
+      run_dir_lock.emplace(p.get("model"), "--model");
+    } catch (const DirectoryInUseError& e) {
+      const std::string why = p.get("model") + " is in use by another bertrain process (a training, whose best/ is "
+                                               "not yet its model)";
+      // Logging was asked for: refused. Found through MLFLOW_TRACKING_URI only: evaluated, not logged.
+      if (source.store.origin == "--mlflow-dir") {
+        throw InputError("evaluate: " + why + ": evaluate it once it has ended, or without --mlflow-dir");
+      }
+      std::fprintf(stderr, "evaluate: note: %s: not logged into its MLflow run\n", why.c_str());
+      mlflow_run.reset();
+    } catch (const Error&) {
+      // A RUN_DIR this process cannot write (another's, a read-only mount): no train writes it either.
+    }
+  }
   Predictor predictor = input_step([&] { return Predictor(source.path, inference); });
   DatasetOptions options;  // as the model was trained, then the flags
   const TextDataset data = input_step([&] {

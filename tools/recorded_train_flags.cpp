@@ -66,23 +66,34 @@ bool is_default(const std::string& text, const std::string& fallback) {
 }  // namespace
 
 bool resumes_from_checkpoint_alone(const std::vector<std::string>& args) {
-  return has_flag(args, "resume") && has_flag(args, "out") && !has_flag(args, "model");
+  return has_flag(args, "resume") && !flag_value(args, "out").empty() && !has_flag(args, "model");
 }
 
 std::vector<std::string> recorded_train_flags(const std::vector<std::string>& args, const ArgParser& train) {
   const std::string out = flag_value(args, "out");
-  const std::string state_path = out + "/last/trainer_state.json";
-  BERTRAIN_CHECK(file_exists(state_path), "--resume: " << state_path << " not found (no run to continue in " << out
-                                                       << "); a new run needs --model and --train-data");
-  const json state = read_trainer_state(out + "/last");
-  const json params = state.value("params", json::object());
-  // The MLflow store, which params do not hold (a run may move between stores; see train --help).
-  json recorded = params;
+  // A checkpoint swap a crash interrupted leaves last.old, which the run puts back (recover_directory) once it holds
+  // RUN_DIR: read it where it is.
+  const std::string last = file_exists(out + "/last/trainer_state.json") ? out + "/last" : out + "/last.old";
+  BERTRAIN_CHECK(file_exists(last + "/trainer_state.json"),
+                 "--resume: " << out << "/last/trainer_state.json not found (no run to continue in " << out
+                              << "); a new run needs --model and --train-data");
+  const json state = read_trainer_state(last);
+  json recorded = state.value("params", json::object());
+  // The MLflow store, which params do not hold (a resumed run may log elsewhere); a checkpoint of an older bertrain
+  // does not name it, and the run would go on without logging into its MLflow run.
   if (const json store = state.value("mlflow_store", json()); store.is_object()) {
     for (const char* key : {"mlflow_dir", "experiment", "run_name"}) {
       if (store.contains(key)) recorded[key] = store[key];
     }
+  } else if (!state.value("mlflow_run_id", "").empty()) {
+    const char* uri = std::getenv("MLFLOW_TRACKING_URI");
+    BERTRAIN_CHECK(has_flag(args, "mlflow-dir") || (uri != nullptr && *uri != '\0'),
+                   "--resume: the run logs into MLflow run " << state.value("mlflow_run_id", "") << ", in a store "
+                       << last << "/trainer_state.json (written by an older bertrain) does not name: give its "
+                       << "--mlflow-dir (or --mlflow-dir '' to go on without MLflow)");
   }
+  // --save-total-limit sets --keep too, and the two are refused together: one given, neither comes back.
+  const bool bound_given = has_flag(args, "keep") || has_flag(args, "save-total-limit");
   std::vector<std::string> flags;
   for (const auto& [key, value] : recorded.items()) {
     if (key == "out" || key == "threads" || value.is_null()) continue;
@@ -94,8 +105,8 @@ std::vector<std::string> recorded_train_flags(const std::vector<std::string>& ar
       continue;
     }
     if (!train.has_option(name) || has_flag(args, name)) continue;
-    // --save-total-limit sets --keep too, and the two are refused together: the one given is given back.
-    if (name == "keep" && recorded.value("save_total_limit", 0) > 0) continue;
+    if ((name == "keep" || name == "save-total-limit") && bound_given) continue;
+    if (name == "keep" && recorded.value("save_total_limit", 0) > 0) continue;  // given as --save-total-limit
     if (train.is_switch(name)) {
       if (value == true) flags.push_back("--" + name);
       continue;

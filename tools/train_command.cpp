@@ -28,6 +28,8 @@ ArgParser train_arg_parser() {
               "file (Made-With-ML's title, description and tag columns by default; --text-columns, --label-column,\n"
               "--multi-label for others), keeps the epoch with the lowest val_loss (RUN_DIR/best) and the latest\n"
               "(RUN_DIR/last, resumable), and writes RUN_DIR/metrics.jsonl and RUN_DIR/results.json.");
+  p.usage("bertrain train --model DIR --train-data FILE --out DIR [options] (or, to continue a run with the settings "
+          "its checkpoint recorded: bertrain train --resume --out DIR [options])");
   p.option("model", "", "Hugging Face model directory: config.json, model.safetensors (or pytorch_model.bin), "
                         "tokenizer.json (or vocab.txt, vocab.json + merges.txt, or sentencepiece.bpe.model)", true)
       .value_name("DIR");
@@ -248,8 +250,8 @@ std::vector<std::string> with_recorded_settings(const std::vector<std::string>& 
     std::printf("resuming with the settings of its checkpoint:%s\n", line.empty() ? " the defaults" : line.c_str());
     std::fflush(stdout);
   }
-  std::vector<std::string> all = args;
-  all.insert(all.end(), recorded.begin(), recorded.end());
+  std::vector<std::string> all = recorded;  // first: a flag given without its value does not take a recorded word
+  all.insert(all.end(), args.begin(), args.end());
   return all;
 }
 

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -178,6 +179,17 @@ TEST_F(AtomicFileTest, ATemporaryFolderKeepsTheTargetsFolderClean) {
   write_file_atomically(path("params/seed"), "7", dir_.string());
   EXPECT_EQ(slurp(path("params/seed")), "7");
   EXPECT_EQ(entries(), std::vector<std::string>{"params"});
+  // A temporary folder on another filesystem than the target's (an MLflow artifact_uri elsewhere): the temporary
+  // file goes beside the target, where the rename can move it (it failed with EXDEV).
+  struct stat shm, here;
+  if (::stat("/dev/shm", &shm) == 0 && ::stat(dir_.c_str(), &here) == 0 && shm.st_dev != here.st_dev) {
+    const std::string elsewhere = "/dev/shm/bertrain_atomic_" + std::to_string(::getpid());
+    write_file_atomically(elsewhere, "8", dir_.string());
+    EXPECT_EQ(slurp(elsewhere), "8");
+    fs::remove(elsewhere);
+  } else {
+    std::cout << "no /dev/shm on another filesystem here: the cross-filesystem case is not checked\n";
+  }
 }
 
 TEST_F(AtomicFileTest, RelativePathInCurrentDirectory) {

@@ -248,6 +248,30 @@ TEST_F(FilesTest, ADirectoryLockKnowsWhenItsFolderIsReplaced) {
   DirectoryLock other(path("run"), "--out");  // the new folder is free: why the holder must check
 }
 
+// A lock file deleted from the locked folder (a clean-up of hidden files) is made and locked again, so a second
+// process cannot take the folder; one that took it first stops the holder.
+TEST_F(FilesTest, ADirectoryLockWhoseFileWasDeletedLocksAgain) {
+  DirectoryLock lock(path("run"), "--out");
+  fs::remove(path("run/.bertrain-lock"));
+  lock.check_held();
+  EXPECT_TRUE(fs::exists(path("run/.bertrain-lock")));
+  try {
+    DirectoryLock second(path("run"), "--out");
+    ADD_FAILURE() << "a folder whose lock file was made again was locked twice";
+  } catch (const DirectoryInUseError&) {
+  }
+  fs::remove(path("run/.bertrain-lock"));
+  {
+    DirectoryLock taken(path("run"), "--out");
+    try {
+      lock.check_held();
+      ADD_FAILURE() << "the holder went on beside the process that locked the new file";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("is in use by another bertrain process"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST_F(FilesTest, FolderNameIgnoresATrailingSlash) {
   EXPECT_EQ(folder_name("runs/a"), "a");
   EXPECT_EQ(folder_name("runs/a/"), "a");

@@ -43,6 +43,7 @@ TEST(LabelListWarnings, ListsWhosePartsRecurAreNamed) {
             (Strings{"label 'cv|nlp' reads as a list of labels: 'nlp' stands in 2 labels, parts between '|'; each is "
                      "trained as one class. If a row has several labels, pass --multi-label --label-separator '|'"}));
   EXPECT_TRUE(label_list_warnings({"Hello, world", "other", "a;b"}).empty());
+  EXPECT_TRUE(label_list_warnings({"1,000-5,000", "5,000-10,000", "10,000+"}).empty());  // ranges, not lists
   EXPECT_TRUE(label_list_warnings({"computer-vision", "mlops"}).empty());
 }
 

@@ -240,6 +240,28 @@ TEST_F(ModelDirTest, NewLabelsGetAFreshSeededHead) {
   }
   // The same labels in the checkpoint's order keep the trained head.
   EXPECT_TRUE(load_model_dir(kFixture, reference_.config.labels, 7).classifier_loaded);
+  // In another order too (a model whose integer labels an older bertrain ordered as text): each label's row moves
+  // with it. Before, the head was initialised anew without a word.
+  std::vector<std::string> reversed = reference_.config.labels;
+  std::reverse(reversed.begin(), reversed.end());
+  const LoadedModel moved = load_model_dir(kFixture, reversed, 7);
+  EXPECT_TRUE(moved.classifier_loaded);
+  const std::size_t n = reversed.size();
+  for (const char* name : {"classifier.weight", "classifier.bias"}) {
+    const ParamEntry& mine = moved.layout.at(name);
+    const ParamEntry& theirs = reference_.layout.at(name);
+    const std::size_t row = mine.numel / n;
+    for (std::size_t i = 0; i < n; ++i) {
+      for (std::size_t k = 0; k < row; ++k) {
+        ASSERT_EQ(moved.params[mine.offset + i * row + k], reference_.params[theirs.offset + (n - 1 - i) * row + k])
+            << name << " row " << i;
+      }
+    }
+  }
+  // The same number of labels but not the same ones: a new head.
+  std::vector<std::string> renamed = reference_.config.labels;
+  renamed[0] = "renamed";
+  EXPECT_FALSE(load_model_dir(kFixture, renamed, 7).classifier_loaded);
   EXPECT_EQ(parse_head_init("hf"), HeadInit::kHf);
   EXPECT_THROW(parse_head_init("xavier"), Error);
 }

@@ -331,28 +331,38 @@ TEST_F(CliTest, MistypedFlagsAndCommandsSuggestWhatWasMeant) {
       {{"trian"}, "unknown command 'trian' (did you mean train?)"},
       {{"tune", "--space", "s.json", "--out", "d", "--model", model()},
        "tune: --model is not a tune option: train's flags go after --: bertrain tune --space FILE --out DIR [options] "
-       "-- TRAIN FLAGS..."},
-      {{"launch", "--out", "run", "--", "true"}, "launch: --out is not a launch option: COMMAND and its flags go after --"},
+       "-- TRAIN FLAGS... (or tune's own --mode?)"},
+      {{"tune", "--space", "s.json", "--out", "d", "--device", "0"},
+       "tune: --device is not a tune option: train's flags go after --: bertrain tune --space FILE --out DIR [options] "
+       "-- TRAIN FLAGS... (or tune's own --devices?)"},
+      {{"predict", "-m", model()}, "predict: unknown option '-m' (options have two dashes: see --help)"},
+      {{"predict", "-model", model()}, "predict: unknown option '-model' (did you mean --model?)"},
+      {{"predict", "--model", model(), "--text", "object", "detection"},
+       "predict: unexpected argument 'detection' (a text of several words needs quotes: --text 'object detection')"},
+      {{"launch", "--out", "run", "--", "true"},
+       "launch: --out is not a launch option: COMMAND and its flags go after --"},
       {{"launch", "bertrain", "train"},
        "launch: unexpected argument 'bertrain' (usage: bertrain launch [--max-restarts N] [--restart-delay SECONDS] -- "
        "COMMAND [ARGS...])"},
-      {{"predict", model(), "--text", "image"}, "predict: unexpected argument '" + model() + "' (did you mean --model " +
-                                                    model() + "?)"},
-      {{"predict", "--model", model(), data()}, "predict: unexpected argument '" + data() + "' (did you mean --data " +
-                                                    data() + "?)"},
+      {{"predict", model(), "--text", "image"},
+       "predict: unexpected argument '" + model() + "' (did you mean --model " + model() + "?)"},
+      {{"predict", "--model", model(), data()},
+       "predict: unexpected argument '" + data() + "' (did you mean --data " + data() + "?)"},
       {{"predict", "--model", model(), "object detection"},
        "predict: unexpected argument 'object detection' (did you mean --text 'object detection'?)"},
       {{"train"}, "train: --model, --train-data and --out are required (usage: bertrain train --model DIR --train-data "
-                  "FILE --out DIR [options])"},
+                  "FILE --out DIR [options] (or, to continue a run with the settings its checkpoint recorded: "
+                  "bertrain train --resume --out DIR [options]))"},
       {{"train", "--model", model(), "--out", path("run")},
        "train: --train-data is required (usage: bertrain train --model DIR --train-data FILE"},
       {{"tune"}, "tune: --space and --out are required (usage: bertrain tune --space FILE --out DIR [options] -- TRAIN "
                  "FLAGS...)"},
   };
   for (const auto& [args, message] : cases) expect_error(run(args), "bertrain: " + message);
-  EXPECT_EQ(run({"train", "--help"}).out.rfind("usage: bertrain train --model DIR --train-data FILE --out DIR [options]\n",
-                                               0),
-            0u);
+  const std::string usage = "usage: bertrain train --model DIR --train-data FILE --out DIR [options] (or, to continue a "
+                            "run with the settings its checkpoint recorded: bertrain train --resume --out DIR "
+                            "[options])\n";
+  EXPECT_EQ(run({"train", "--help"}).out.rfind(usage, 0), 0u);
   expect_no_run(path("run"));
 }
 

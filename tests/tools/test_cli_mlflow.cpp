@@ -184,8 +184,18 @@ TEST_F(CliMlflowTest, StoresFromTheEnvironmentAndFileUris) {
   // the run's model): before, each epoch's best/ was logged into the RUNNING run.
   {
     DirectoryLock training(path("run"), "--out");
-    expect_error(run({"evaluate", "--model", path("run"), "--data", data(), "--device", "cpu"}, env),
-                 "--model '" + path("run") + "' is in use by another bertrain process");
+    const RunResult held = run({"evaluate", "--model", path("run"), "--data", data(), "--device", "cpu"}, env);
+    ASSERT_TRUE(succeeded(held));
+    EXPECT_FALSE(json::parse(held.out).contains("run_id"));
+    EXPECT_NE(held.err.find("evaluate: note: " + path("run") + " is in use by another bertrain process (a training, "
+                            "whose best/ is not yet its model): not logged into its MLflow run"),
+              std::string::npos)
+        << held.err;
+    EXPECT_FALSE(fs::exists(run_folder(store, id) + "/metrics/eval_f1"));
+    // With --mlflow-dir logging was asked for: refused.
+    expect_error(run({"evaluate", "--model", path("run"), "--data", data(), "--device", "cpu", "--mlflow-dir", store}),
+                 "evaluate: " + path("run") + " is in use by another bertrain process (a training, whose best/ is not "
+                 "yet its model): evaluate it once it has ended, or without --mlflow-dir");
   }
   const RunResult logged = run({"evaluate", "--model", path("run"), "--data", data(), "--device", "cpu"}, env);
   ASSERT_TRUE(succeeded(logged));
@@ -327,6 +337,16 @@ TEST_F(CliMlflowTest, AResumeWithOnlyOutLogsIntoTheSameRun) {
   for (std::string line; std::getline(metric, line);) ++points;
   EXPECT_EQ(points, 2);
   EXPECT_NE(slurp(folder + "/meta.yaml").find("\nstatus: 3\n"), std::string::npos);
+  // A checkpoint of an older bertrain names the run but not its store: refused rather than going on unlogged, until
+  // a store is given, or none (--mlflow-dir '').
+  json state = json::parse(slurp(path("run/last/trainer_state.json")));
+  state.erase("mlflow_store");
+  spit(path("run/last/trainer_state.json"), state.dump());
+  expect_error(run({"train", "--resume", "--out", path("run"), "--epochs", "3"}),
+               "--resume: the run logs into MLflow run " + id + ", in a store " + path("run/last") +
+                   "/trainer_state.json (written by an older bertrain) does not name: give its --mlflow-dir");
+  ASSERT_TRUE(succeeded(run({"train", "--resume", "--out", path("run"), "--epochs", "3", "--mlflow-dir", path("mlruns"),
+                             "--experiment", "kept", "--run-name", "mine", "--quiet"})));
 }
 
 // A training whose end the store could not take (a full disk after results.json: the run left RUNNING, its model

@@ -91,7 +91,8 @@ TEST_F(CliTest, ReportGivenAModelOfARunNamesTheRun) {
                  path(model) + " is a model of the training run " + path("run") + ": report that run");
   }
   EXPECT_FALSE(fs::exists(path("r.html")));
-  expect_error(run({"report", model()}), "cannot open " + model() + "/metrics.jsonl (is the directory a bertrain training run?)");
+  expect_error(run({"report", model()}),
+               "cannot open " + model() + "/metrics.jsonl (is the directory a bertrain training run?)");
   // A base model: config.json without labels.
   make_model_dir(path("base"));
   json config = json::parse(slurp(path("base/config.json")));

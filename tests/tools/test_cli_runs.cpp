@@ -147,6 +147,13 @@ TEST_F(CliTest, AResumeWithOnlyOutReadsTheRunsSettings) {
   params.erase("out");
   expected.erase("out");
   EXPECT_EQ(params, expected);
+  // A flag given without its value is named as such (the recorded flags go first, so it takes none of theirs).
+  expect_error(testing::run_process({binary(), "train", "--resume", "--out", path("alone"), "--epochs"}),
+               "train: --epochs needs a value");
+  // One bound of the step checkpoints given, the recorded other does not come back (the two are refused together).
+  ASSERT_TRUE(succeeded(run(train_args(path("kept"), {"--epochs", "1", "--save-steps", "2", "--keep", "2"}))));
+  ASSERT_TRUE(succeeded(run({"train", "--resume", "--out", path("kept"), "--epochs", "2", "--save-total-limit", "3",
+                             "--quiet"})));
   // No checkpoint: the error says what a new run needs.
   expect_error(run({"train", "--resume", "--out", path("nothing")}),
                "--resume: " + path("nothing") + "/last/trainer_state.json not found (no run to continue in " +

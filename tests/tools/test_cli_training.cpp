@@ -104,8 +104,9 @@ TEST_F(CliTraining, ProgressInALogIsAPlainLineEveryInterval) {
   }
   EXPECT_GE(progress, 2);
   EXPECT_EQ(r.out.find("  step "), std::string::npos) << "progress belongs on stderr\n" << r.out;
-  for (const std::vector<std::string>& quiet : {std::vector<std::string>{"--progress-interval", "0"},
-                                               std::vector<std::string>{"--progress-interval", "0.000001", "--quiet"}}) {
+  const std::vector<std::vector<std::string>> silent{{"--progress-interval", "0"},
+                                                     {"--progress-interval", "0.000001", "--quiet"}};
+  for (const std::vector<std::string>& quiet : silent) {
     std::vector<std::string> args = without_quiet(train_args(path("run"), {"--overwrite"}));
     args.insert(args.end(), quiet.begin(), quiet.end());
     const RunResult none = run(args);

@@ -319,9 +319,9 @@ TEST_F(CliTune, AStudyInUseIsRefused) {
                              std::to_string(::getpid()) + ")";
   {
     DirectoryLock held(out, "--out");
-    expect_error(run(tune_args(R"({"lr": {"type": "choice", "values": [1e-3]}})", out, {"--search", "grid"})), in_use);
-    expect_error(run(tune_args(R"({"lr": {"type": "choice", "values": [1e-3]}})", out, {"--search", "grid", "--resume"})),
-                 in_use);
+    const std::string space = R"({"lr": {"type": "choice", "values": [1e-3]}})";
+    expect_error(run(tune_args(space, out, {"--search", "grid"})), in_use);
+    expect_error(run(tune_args(space, out, {"--search", "grid", "--resume"})), in_use);
   }
   EXPECT_FALSE(fs::exists(out)) << "a refused tune left the folder its lock made";
   ASSERT_TRUE(succeeded(run(tune_args(R"({"lr": {"type": "choice", "values": [1e-3]}})", out, {"--search", "grid"}))));
@@ -650,10 +650,9 @@ TEST_F(CliTune, AShortRealStudyWithMlflow) {
   for (const json& t : s["trials"]) {
     EXPECT_TRUE(t["status"] == "completed" || t["status"] == "stopped") << t;
     EXPECT_TRUE(fs::exists(fs::path(out) / t["dir"].get<std::string>() / "train.log"));
-    // A finished trial keeps no optimizer state (tune gives its trials --save-optimizer during): never resumed.
-    if (t["status"] == "completed") {
-      EXPECT_FALSE(fs::exists(fs::path(out) / t["dir"].get<std::string>() / "last/optimizer.safetensors")) << t;
-    }
+    // A finished or stopped trial keeps no optimizer state (tune gives its trials --save-optimizer during, and drops
+    // a stopped one's): neither is ever trained on again.
+    EXPECT_FALSE(fs::exists(fs::path(out) / t["dir"].get<std::string>() / "last/optimizer.safetensors")) << t;
   }
   ASSERT_TRUE(s["best_trial"].is_string());
   const fs::path best_trial = fs::path(out) / "trials" / s["best_trial"].get<std::string>();
@@ -686,6 +685,26 @@ TEST_F(CliTune, AShortRealStudyWithMlflow) {
   const std::string threads = std::to_string(std::max(1u, std::thread::hardware_concurrency() / 2));
   EXPECT_NE(slurp(best_trial / "train.log").find("engine: cpu (" + threads + " thread"), std::string::npos)
       << slurp(best_trial / "train.log");
+}
+
+// A trial ASHA stopped is never resumed: its optimizer state goes, as a finished trial's (tune gives trials
+// --save-optimizer during, which keeps a stopped run's state for a resume that tune never makes). 200 epochs of a
+// few milliseconds: long enough for ASHA's stop (tune looks every 0.1 s) to land before a trial's end.
+TEST_F(CliTune, AStoppedTrialKeepsNoOptimizerState) {
+  const std::string out = path("study");
+  spit(dir_ / "space.json", R"({"lr": {"type": "choice", "values": [1e-2, 1e-7, 1e-8]}})");
+  const RunResult r = run({"tune", "--space", path("space.json"), "--out", out, "--search", "grid", "--parallel", "1",
+                           "--grace-period", "1", "--reduction-factor", "2", "--quiet", "--", "--model", model(),
+                           "--train-data", data(), "--epochs", "200", "--batch-size", "8", "--device", "cpu"});
+  ASSERT_TRUE(succeeded(r));
+  const json s = study(out);
+  int stopped = 0;
+  for (const json& t : s["trials"]) {
+    stopped += t["status"] == "stopped" ? 1 : 0;
+    EXPECT_TRUE(fs::exists(fs::path(out) / t["dir"].get<std::string>() / "last/trainer_state.json")) << t;
+    EXPECT_FALSE(fs::exists(fs::path(out) / t["dir"].get<std::string>() / "last/optimizer.safetensors")) << t;
+  }
+  ASSERT_GE(stopped, 1) << "no trial was stopped: the check of a stopped trial's files did not run\n" << s.dump(1);
 }
 
 // A trial killed without warning (SIGKILL, as the kernel's out-of-memory killer does) cannot end its MLflow run:

@@ -128,6 +128,7 @@ int run_serve(const std::vector<std::string>& args) {
               "(--max-batch-tokens, --max-batch-size, --max-wait-ms). Answers equal `bertrain predict`'s. SIGTERM /\n"
               "SIGINT / SIGUSR1 / SIGHUP: stop accepting, answer what was accepted, exit 0. Prints one line on stderr\n"
               "once ready, then an access log line per request.");
+  p.usage("bertrain serve (--model DIR | --run-id ID) [options]");
   add_model_source_flags(p, "with --run-id: the MLflow file store of that run",
                          "with --run-id: the MLflow experiment of that run (default: any; MLflow run ids are unique)");
   p.option("host", "127.0.0.1", "address to listen on (0.0.0.0: every interface; only behind a firewall or proxy)")
@@ -284,9 +285,11 @@ int run_serve(const std::vector<std::string>& args) {
     // Made-With-ML's rule answers a label this model may not have: said once, not discovered in the answers.
     if (!engine.predictor().multi_label() && !p.given("threshold") &&
         engine.predictor().labels().find(http.other_label) < 0) {
-      std::fprintf(stderr, "bertrain serve: note: POST /predict/ (Made-With-ML's API) answers '%s', which is not one of "
-                           "the model's labels, when the top probability is below 0.9, as Made-With-ML's serve.py "
-                           "does; --threshold sets the rule for every API\n", http.other_label.c_str());
+      std::fprintf(stderr,
+                   "bertrain serve: note: POST /predict/ (Made-With-ML's API) answers '%s', which is not one of the "
+                   "model's labels, when the top probability is below 0.9, as Made-With-ML's serve.py does; "
+                   "--threshold sets the rule for every API\n",
+                   http.other_label.c_str());
     }
     const RequestBatcherOptions& b = engine.batching();
     // An IPv6 address is bracketed in a URL (RFC 3986): http://[::1]:8000.

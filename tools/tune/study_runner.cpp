@@ -23,6 +23,7 @@
 #include "core/progress.h"
 #include "engine/asha_scheduler.h"
 #include "engine/mlflow_run.h"
+#include "engine/run_dir.h"
 #include "engine/stop_signals.h"
 #include "engine/study.h"
 #include "tools/tune/trial_process.h"
@@ -403,6 +404,8 @@ class StudyRunner {
       t.status = TrialStatus::kFailed;
       t.error = error_of(path(t.dir() + "/train.log"), status);
     }
+    // A trial ASHA stopped is never trained on again: its optimizer state goes, as a finished trial's does.
+    if (t.status == TrialStatus::kStopped && s_.drop_stopped_optimizer) drop_optimizer_state(path(t.dir()));
     const std::string state = path(t.dir() + "/last/trainer_state.json");
     if (file_exists(state)) {
       const json j = parse_json_or_discarded(read_file(state, "trainer state"));

@@ -34,6 +34,7 @@ struct TuneSetup {
   std::string iteration = "epoch";        // "evaluation" under --eval-steps (Study::iteration)
   std::vector<std::string> train_flags;   // TRAIN FLAGS, as given after --
   std::vector<std::string> extra_flags;   // what tune adds to every trial (--metric-for-best, --threads)
+  bool drop_stopped_optimizer = false;    // tune gave --save-optimizer during: a stopped trial's state goes too
   std::map<std::string, bool> switches;   // train flags that take no value (searched booleans): name -> true
   std::map<std::string, bool> integers;   // train flags whose values are integers: name -> true
   std::vector<std::string> devices;       // CUDA_VISIBLE_DEVICES per slot (round robin); empty: none set

@@ -298,6 +298,7 @@ int run_tune(const std::vector<std::string>& args) {
   // two thirds of a checkpoint, goes when it finishes, as --save-optimizer during does.
   if (!has_flag(train_flags, "save-optimizer") && s.space.find("save-optimizer") == nullptr) {
     s.extra_flags.insert(s.extra_flags.end(), {"--save-optimizer", "during"});
+    s.drop_stopped_optimizer = true;  // train keeps a stopped run's state (it could resume); tune never resumes it
   }
   if (s.devices.empty() && s.launcher.empty() && s.parallel > 1) {
     const std::vector<int> cpus = allowed_cpus();
