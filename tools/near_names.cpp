@@ -76,7 +76,6 @@ const std::vector<std::pair<std::string, std::string>>& aliases() {
       {"label-col", "label-column"},
       {"text-column", "text-columns"},
       {"text-col", "text-columns"},
-      {"save-total-limit", "keep"},
       {"resume-from-checkpoint", "resume"},
       {"bf16", "precision bf16"},
       {"fp16", "precision bf16"},
@@ -104,8 +103,7 @@ std::vector<std::string> near_names(const std::string& typed, const std::vector<
     }
     found.emplace_back(distance, name);
   }
-  std::stable_sort(found.begin(), found.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::stable_sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<std::string> out;
   for (const auto& [distance, name] : found) {
     if (out.size() == 3) break;
