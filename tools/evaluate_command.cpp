@@ -86,6 +86,7 @@ int run_evaluate(const std::vector<std::string>& args) {
       .value_name("RATE");
   add_data_flags(p, false);
   add_inference_flags(p);
+  p.flag("quiet", "no throughput line on stderr (notes and errors are still printed)");
   if (!p.parse(args)) return 0;
   const double threshold = p.get_double("threshold");
   if (!(threshold >= 0 && threshold <= 1)) throw UsageError("evaluate: --threshold must be in [0, 1]");
@@ -143,9 +144,11 @@ int run_evaluate(const std::vector<std::string>& args) {
     throw InputError(non_finite_scores(predictor.model_dir(), "row " + std::to_string(bad + 1) + " of the data read"));
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::fprintf(stderr, "evaluate: %s in %.2f s (%.0f rows/s) on %s, batches of %d\n",
-               count_of(data.examples.size(), "row").c_str(), seconds, data.examples.size() / seconds,
-               predictor.engine_description().c_str(), predictor.batch_size());
+  if (!p.get_flag("quiet")) {
+    std::fprintf(stderr, "evaluate: %s in %.2f s (%.0f rows/s) on %s, batches of %d\n",
+                 count_of(data.examples.size(), "row").c_str(), seconds, data.examples.size() / seconds,
+                 predictor.engine_description().c_str(), predictor.batch_size());
+  }
 
   const ordered_json out = evaluation_json(predictor, p.get("data"), data, probs, logits, threshold,
                                            mlflow_run ? mlflow_run->run_id : std::string());

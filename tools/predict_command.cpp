@@ -122,6 +122,7 @@ int run_predict(const std::vector<std::string>& args) {
   p.option("id-column", "id", "with --data: the column whose value is each output's \"id\" (rows without one get "
                               "their row number, from 0)").value_name("NAME");
   add_inference_flags(p);
+  p.flag("quiet", "no throughput line on stderr (notes and errors are still printed)");
   if (!p.parse(args)) return 0;
   // A project is --title and/or --description: a missing title is an empty one, as in serve's /predict/ body.
   const bool has_project = p.given("title") || p.given("description"), has_text = p.given("text"),
@@ -199,6 +200,7 @@ int run_predict(const std::vector<std::string>& args) {
                  p.get("out").empty() ? "" : ("; " + p.get("out") + " not written").c_str());
     return end_by_signal(stopped.signal);
   }
+  if (p.get_flag("quiet")) return 0;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fprintf(stderr, "predict: %s in %.2f s (%.0f rows/s) on %s, batches of %d%s%s\n", count_of(rows, "row").c_str(),
                seconds, rows / seconds, predictor.engine_description().c_str(), predictor.batch_size(),

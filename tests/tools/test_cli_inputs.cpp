@@ -612,6 +612,27 @@ TEST_F(CliTest, EvaluateAndPredictTakeThreads) {
   expect_error(run({"bench", "step", "--threads", "100000"}), "bench step" + bounds + "100000");
 }
 
+// --quiet, as train, tune and serve have it: evaluate and predict drop their throughput line, and print the same
+// results.
+TEST_F(CliTest, EvaluateAndPredictQuietDropTheThroughputLine) {
+  ASSERT_TRUE(succeeded(suite_train()));
+  for (const char* command : {"evaluate", "predict"}) {
+    SCOPED_TRACE(command);
+    const std::vector<std::string> args{command, "--model", suite_run(), "--data", data(), "--device", "cpu"};
+    const RunResult loud = run(args);
+    std::vector<std::string> quiet_args = args;
+    quiet_args.push_back("--quiet");
+    const RunResult quiet = run(quiet_args);
+    ASSERT_TRUE(succeeded(loud));
+    ASSERT_TRUE(succeeded(quiet));
+    EXPECT_NE(loud.err.find(std::string(command) + ": " + std::to_string(synthetic_rows().size()) + " rows in "),
+              std::string::npos)
+        << loud.err;
+    EXPECT_EQ(quiet.err, "");
+    if (std::string(command) == "predict") EXPECT_EQ(quiet.out, loud.out);
+  }
+}
+
 TEST_F(CliTest, HintsNameOnlyFlagsOfTheCommandThatRuns) {
   ASSERT_TRUE(succeeded(suite_train()));
   spit(path("gap.csv"), "title,description,tag\nimage camera,video,computer-vision\n, ,mlops\n");
