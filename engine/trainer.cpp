@@ -990,7 +990,9 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
     write_run_files(args.out_dir, run.history, &results);
   }
   if (mlflow) log_training_end(*mlflow, args, dirs);
-  if (leader && parse_optimizer_saving(args.save_optimizer) == OptimizerSaving::kDuring) drop_optimizer_state(args.out_dir);
+  if (leader && parse_optimizer_saving(args.save_optimizer) == OptimizerSaving::kDuring) {
+    drop_optimizer_state(args.out_dir);
+  }
   if (verbose) {
     std::printf("disk: %s\n", disk_use_summary(args.out_dir).c_str());
     std::fflush(stdout);

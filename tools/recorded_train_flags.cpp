@@ -81,9 +81,10 @@ std::vector<std::string> recorded_train_flags(const std::vector<std::string>& ar
   json recorded = state.value("params", json::object());
   // The MLflow store, which params do not hold (a resumed run may log elsewhere); a checkpoint of an older bertrain
   // does not name it, and the run would go on without logging into its MLflow run.
+  // A store given (--mlflow-dir '' for none) takes the recorded experiment and run name with the recorded store.
   if (const json store = state.value("mlflow_store", json()); store.is_object()) {
     for (const char* key : {"mlflow_dir", "experiment", "run_name"}) {
-      if (store.contains(key)) recorded[key] = store[key];
+      if (store.contains(key) && !has_flag(args, "mlflow-dir")) recorded[key] = store[key];
     }
   } else if (!state.value("mlflow_run_id", "").empty()) {
     const char* uri = std::getenv("MLFLOW_TRACKING_URI");

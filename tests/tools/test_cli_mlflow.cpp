@@ -332,20 +332,22 @@ TEST_F(CliMlflowTest, AResumeWithOnlyOutLogsIntoTheSameRun) {
   EXPECT_NE(r.out.find("--run-name mine"), std::string::npos) << r.out;
   EXPECT_EQ(run_id_of(path("run")), id);
   const std::string folder = run_folder(path("mlruns"), id);
-  std::ifstream metric(folder + "/metrics/val_loss");
-  int points = 0;
-  for (std::string line; std::getline(metric, line);) ++points;
-  EXPECT_EQ(points, 2);
+  const auto val_loss_points = [&] { return count_occurrences(slurp(folder + "/metrics/val_loss"), "\n"); };
+  EXPECT_EQ(val_loss_points(), 2u);
   EXPECT_NE(slurp(folder + "/meta.yaml").find("\nstatus: 3\n"), std::string::npos);
+  // --mlflow-dir '' (no MLflow) leaves the recorded experiment and run name out with the store (train refuses them
+  // without one), and logs nothing.
+  ASSERT_TRUE(succeeded(run({"train", "--resume", "--out", path("run"), "--epochs", "3", "--mlflow-dir", "", "--quiet"})));
+  EXPECT_EQ(val_loss_points(), 2u);
   // A checkpoint of an older bertrain names the run but not its store: refused rather than going on unlogged, until
   // a store is given, or none (--mlflow-dir '').
   json state = json::parse(slurp(path("run/last/trainer_state.json")));
   state.erase("mlflow_store");
   spit(path("run/last/trainer_state.json"), state.dump());
-  expect_error(run({"train", "--resume", "--out", path("run"), "--epochs", "3"}),
+  expect_error(run({"train", "--resume", "--out", path("run"), "--epochs", "4"}),
                "--resume: the run logs into MLflow run " + id + ", in a store " + path("run/last") +
                    "/trainer_state.json (written by an older bertrain) does not name: give its --mlflow-dir");
-  ASSERT_TRUE(succeeded(run({"train", "--resume", "--out", path("run"), "--epochs", "3", "--mlflow-dir", path("mlruns"),
+  ASSERT_TRUE(succeeded(run({"train", "--resume", "--out", path("run"), "--epochs", "4", "--mlflow-dir", path("mlruns"),
                              "--experiment", "kept", "--run-name", "mine", "--quiet"})));
 }
 
