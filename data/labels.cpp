@@ -33,6 +33,7 @@ bool is_integer_text(const std::string& s) {
 }  // namespace
 
 LabelSet LabelSet::from_tags(const std::vector<std::string>& tags) {
+  // std::string compares as unsigned bytes, which for UTF-8 is code-point order: Python's sorted().
   std::vector<std::string> names = tags;
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());

@@ -108,9 +108,9 @@ int run_evaluate(const std::vector<std::string>& args) {
   if (mlflow_run && !source.run) {
     try {
       run_dir_lock.emplace(p.get("model"), "--model");
-    } catch (const DirectoryInUseError& e) {
-      const std::string why = p.get("model") + " is in use by another bertrain process (a training, whose best/ is "
-                                               "not yet its model)";
+    } catch (const DirectoryInUseError&) {
+      const std::string why = p.get("model") + " is in use by another bertrain process (a training, or an evaluate "
+                                               "logging into its run)";
       // Logging was asked for: refused. Found through MLFLOW_TRACKING_URI only: evaluated, not logged.
       if (source.store.origin == "--mlflow-dir") {
         throw InputError("evaluate: " + why + ": evaluate it once it has ended, or without --mlflow-dir");

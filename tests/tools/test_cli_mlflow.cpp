@@ -188,14 +188,14 @@ TEST_F(CliMlflowTest, StoresFromTheEnvironmentAndFileUris) {
     ASSERT_TRUE(succeeded(held));
     EXPECT_FALSE(json::parse(held.out).contains("run_id"));
     EXPECT_NE(held.err.find("evaluate: note: " + path("run") + " is in use by another bertrain process (a training, "
-                            "whose best/ is not yet its model): not logged into its MLflow run"),
+                            "or an evaluate logging into its run): not logged into its MLflow run"),
               std::string::npos)
         << held.err;
     EXPECT_FALSE(fs::exists(run_folder(store, id) + "/metrics/eval_f1"));
     // With --mlflow-dir logging was asked for: refused.
     expect_error(run({"evaluate", "--model", path("run"), "--data", data(), "--device", "cpu", "--mlflow-dir", store}),
-                 "evaluate: " + path("run") + " is in use by another bertrain process (a training, whose best/ is not "
-                 "yet its model): evaluate it once it has ended, or without --mlflow-dir");
+                 "evaluate: " + path("run") + " is in use by another bertrain process (a training, or an evaluate "
+                 "logging into its run): evaluate it once it has ended, or without --mlflow-dir");
   }
   const RunResult logged = run({"evaluate", "--model", path("run"), "--data", data(), "--device", "cpu"}, env);
   ASSERT_TRUE(succeeded(logged));
