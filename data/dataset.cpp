@@ -393,6 +393,7 @@ TextDataset load_text_dataset(const std::string& path, const Tokenizer& tokenize
     data.raw_text.push_back(std::move(row.raw_text));
     data.tags.push_back(std::move(row.tags));
     data.examples.push_back(std::move(row.example));
+    data.cut.push_back(row.truncated);
     row = TextRow{};
   }
   reader.require_rows();

@@ -106,6 +106,7 @@ struct TextDataset {
   std::vector<std::string> raw_text;
   std::vector<std::vector<std::string>> tags;
   std::vector<Example> examples;              // labels assigned when a LabelSet was given
+  std::vector<bool> cut;                      // each row's TextRow::truncated
   int truncated = 0;                          // rows cut to max_length tokens
   int skipped = 0;                            // bad rows skipped (skip_bad_rows)
   std::vector<std::string> skip_reasons;      // the first few

@@ -55,6 +55,16 @@ Split split_rows(const TrainArgs& args, const TextDataset& file, const std::vect
 
 }  // namespace
 
+TrainingRows split_training_rows(const TrainArgs& args, const TextDataset& file, const LabelSet& labels) {
+  std::vector<int> rows = all_rows(file.examples.size());
+  if (args.num_samples > 0) rows = sample_rows(static_cast<int>(rows.size()), args.num_samples, args.split_seed);
+  const Split split = split_rows(args, file, rows, labels);
+  TrainingRows out;
+  for (int i : split.train) out.train.push_back(rows[static_cast<std::size_t>(i)]);
+  for (int i : split.val) out.val.push_back(rows[static_cast<std::size_t>(i)]);
+  return out;
+}
+
 TrainingData load_training_data(const TrainArgs& args, const BertConfig& source_config, const Tokenizer& tokenizer) {
   DatasetOptions data_options = args.data;
   data_options.clean = args.clean;
@@ -85,12 +95,9 @@ TrainingData load_training_data(const TrainArgs& args, const BertConfig& source_
     data.train = labelled_examples(train_file, rows, data.labels);
     data.val = labelled_examples(val_file, all_rows(val_file.examples.size()), data.labels);
   } else {
-    const Split split = split_rows(args, train_file, rows, data.labels);
-    std::vector<int> train_rows, val_rows;
-    for (int i : split.train) train_rows.push_back(rows[static_cast<std::size_t>(i)]);
-    for (int i : split.val) val_rows.push_back(rows[static_cast<std::size_t>(i)]);
-    data.train = labelled_examples(train_file, train_rows, data.labels);
-    data.val = labelled_examples(train_file, val_rows, data.labels);
+    const TrainingRows split = split_training_rows(args, train_file, data.labels);
+    data.train = labelled_examples(train_file, split.train, data.labels);
+    data.val = labelled_examples(train_file, split.val, data.labels);
   }
   const std::vector<int> val_counts = count_label_rows(data.val, data.labels.size());
   data.warnings =

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "data/batcher.h"
+#include "data/dataset.h"
 #include "data/labels.h"
 #include "data/tokenizer.h"
 #include "engine/trainer.h"
@@ -24,6 +25,14 @@ struct TrainingData {
   std::vector<std::string> warnings;  // about the labels (data/label_checks.h), printed by rank 0
 };
 
+
+// The rows of --train-data `file` (indices into it, in file order) a run with `args` trains on and holds out for
+// validation when it has no --val-data: --num-samples' sample of them, split as --val-fraction, --split-seed and
+// --multi-label say. `labels`: the run's.
+struct TrainingRows {
+  std::vector<int> train, val;
+};
+TrainingRows split_training_rows(const TrainArgs& args, const TextDataset& file, const LabelSet& labels);
 
 // Labels: the sorted labels of the training rows, or (--resume) the resumed model's. Throws Error naming the file or
 // flag on bad input.

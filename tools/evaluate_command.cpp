@@ -10,9 +10,12 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/count_text.h"
+#include "core/file_hash.h"
 #include "core/files.h"
 #include "engine/mlflow_run.h"
 #include "engine/predictor.h"
+#include "engine/run_dir.h"
+#include "engine/training_data.h"
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/data_flags.h"
@@ -64,6 +67,67 @@ void log_to_mlflow(const MlflowRunInfo& info, const ordered_json& out, const std
   }
 }
 
+// evaluate --validation: what the run in `run_dir` validated on, from its checkpoint's recorded settings: its
+// --val-data, else its --train-data (unchanged since: checked by content) and how it was split.
+struct HeldOut {
+  std::string path;
+  bool split = false;       // the held-out part of `path`, as `settings` split it
+  TrainArgs settings;       // num_samples, split_seed, val_fraction, multi_label; format and skip_bad_rows as read
+  long validation_rows = -1;  // results.json's num_val, when the run finished
+};
+
+HeldOut held_out_rows_of(const std::string& run_dir) {
+  const std::string state_path = run_dir + "/last/trainer_state.json";
+  BERTRAIN_CHECK(file_exists(state_path), "--validation needs --model RUN_DIR of a training run: " << state_path
+                                                                                                 << " not found");
+  const nlohmann::json params = read_trainer_state(run_dir + "/last").value("params", nlohmann::json::object());
+  HeldOut h;
+  try {
+    h.settings.val_fraction = params.value("val_fraction", h.settings.val_fraction);
+    h.settings.split_seed = params.value("split_seed", h.settings.split_seed);
+    h.settings.num_samples = params.value("num_samples", h.settings.num_samples);
+    h.settings.data.multi_label = params.value("multi_label", false);
+    h.settings.data.skip_bad_rows = params.value("skip_bad_rows", false);
+    h.settings.data.format = params.value("format", std::string("auto"));
+    const std::string val_data = params.value("val_data", std::string());
+    h.path = val_data.empty() ? params.at("train_data").get<std::string>() : val_data;
+    h.split = val_data.empty();
+    const std::string recorded = params.value(h.split ? "train_data_hash" : "val_data_hash", std::string());
+    BERTRAIN_CHECK(recorded.empty() || file_fingerprint(h.path) == recorded,
+                   h.path << " is not the file " << run_dir << " trained with (its content changed since): the rows "
+                          << "it held out for validation cannot be found again");
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(state_path + ": its recorded settings cannot be read: " + e.what());
+  }
+  if (file_exists(run_dir + "/results.json")) {
+    h.validation_rows = read_json_file(run_dir + "/results.json").value("num_val", -1L);
+  }
+  return h;
+}
+
+// The rows of `file` (the run's --train-data, read as its training read it) that the run held out for validation.
+TextDataset held_out_part(const TextDataset& file, const HeldOut& held_out, const LabelSet& labels) {
+  const std::vector<int> rows = split_training_rows(held_out.settings, file, labels).val;
+  BERTRAIN_CHECK(held_out.validation_rows < 0 || static_cast<long>(rows.size()) == held_out.validation_rows,
+                 file.source << ": " << rows.size() << " rows held out where the run validated on "
+                             << held_out.validation_rows << " (read otherwise than its training read it?)");
+  TextDataset part;
+  part.source = file.source;
+  part.skipped = file.skipped;
+  part.skip_reasons = file.skip_reasons;
+  for (const int r : rows) {
+    const auto i = static_cast<std::size_t>(r);
+    part.ids.push_back(file.ids[i]);
+    part.lines.push_back(file.lines[i]);
+    part.raw_text.push_back(file.raw_text[i]);
+    part.tags.push_back(file.tags[i]);
+    part.examples.push_back(file.examples[i]);
+    part.cut.push_back(file.cut[i]);
+    part.truncated += file.cut[i] ? 1 : 0;
+  }
+  return part;
+}
+
 }  // namespace
 
 int run_evaluate(const std::vector<std::string>& args) {
@@ -73,13 +137,16 @@ int run_evaluate(const std::vector<std::string>& args) {
               "nlp_llm and short_text, confusion matrix). Multi-label models: overall micro, macro, weighted and\n"
               "samples averages and per_class metrics (scikit-learn's), a label predicted at p >= --threshold.\n"
               "Throughput goes to stderr.");
-  p.usage("bertrain evaluate (--model DIR | --run-id ID) --data FILE [options]");
+  p.usage("bertrain evaluate (--model DIR | --run-id ID) --data FILE [options] (or: bertrain evaluate --model RUN_DIR "
+          "--validation [options])");
   add_model_source_flags(p,
                          "log the overall metrics (eval_*) and this JSON into the MLflow run of --run-id, or of "
                          "--model RUN_DIR trained with --mlflow-dir, in this file store",
                          "the MLflow experiment of that run (default: any; MLflow run ids are unique)");
   p.option("data", "", "labelled dataset file (the text and label columns the model was trained on); - for standard input, "
-                           "with --format", true).value_name("FILE");
+                           "with --format").value_name("FILE");
+  p.flag("validation", "instead of --data: the rows --model RUN_DIR validated on, as its training read them (its "
+                       "--val-data, or the part of its --train-data it held out, which must be unchanged)");
   p.option("out", "", "also write the JSON to this file (replaced atomically)").value_name("FILE");
   p.option("threshold", "0.5", "multi-label models: predict a label when its probability is >= RATE (single-label "
                                "models take the top label)")
@@ -95,7 +162,13 @@ int run_evaluate(const std::vector<std::string>& args) {
   // The model, the flags and the data are the user's input: what fails here exits 2.
   p.refuse_empty("out", "give the file to write, or leave the flag out to print the JSON only");
   const ModelSource source = model_source(p);
-  const std::string data_path = data_file(p, "evaluate");
+  const bool validation = p.get_flag("validation");
+  if (validation == p.given("data")) {
+    throw UsageError("evaluate: give --data FILE, or --validation (the rows --model RUN_DIR validated on)");
+  }
+  if (validation && source.run) throw UsageError("evaluate: --validation reads a run's files: give --model RUN_DIR");
+  const HeldOut held_out = validation ? input_step([&] { return held_out_rows_of(p.get("model")); }) : HeldOut{};
+  const std::string data_path = validation ? held_out.path : data_file(p, "evaluate");
   if (p.given("out")) check_out_spares_inputs(p.get("out"), data_path, source);
   if (p.given("experiment") && source.store.dir.empty()) {
     throw UsageError("evaluate: --experiment names the experiment of an MLflow run: give --mlflow-dir too (or set "
@@ -125,11 +198,18 @@ int run_evaluate(const std::vector<std::string>& args) {
   DatasetOptions options;  // as the model was trained, then the flags
   const TextDataset data = input_step([&] {
     options = predictor.dataset_options();
+    if (validation) {  // as the training read the file
+      options.format = held_out.settings.data.format;
+      options.skip_bad_rows = held_out.settings.data.skip_bad_rows;
+    }
     apply_data_flags(p, &options);
+    if (validation && !p.given("format")) options.format = held_out.settings.data.format;
+    if (validation && !p.get_flag("skip-bad-rows")) options.skip_bad_rows = held_out.settings.data.skip_bad_rows;
     predictor.check_dataset_options(options);
     options.read_labels = true;
     // Labels are checked here: a label the model does not know is an error naming the file and line.
-    return load_text_dataset(data_path, predictor.tokenizer(), &predictor.labels(), options);
+    TextDataset read = load_text_dataset(data_path, predictor.tokenizer(), &predictor.labels(), options);
+    return validation && held_out.split ? held_out_part(read, held_out, predictor.labels()) : read;
   });
   if (const std::string note = unrecorded_cleaning_note(predictor.config(), predictor.model_dir(), options);
       !note.empty()) {
@@ -150,7 +230,10 @@ int run_evaluate(const std::vector<std::string>& args) {
                  predictor.engine_description().c_str(), predictor.batch_size());
   }
 
-  const ordered_json out = evaluation_json(predictor, p.get("data"), data, probs, logits, threshold,
+  const std::string data_name =
+      validation ? data_path + (held_out.split ? " (the rows " + p.get("model") + " held out for validation)" : "")
+                 : p.get("data");
+  const ordered_json out = evaluation_json(predictor, data_name, data, probs, logits, threshold,
                                            mlflow_run ? mlflow_run->run_id : std::string());
   const std::string text = out.dump(2) + "\n";
   // --out last: a failed evaluate leaves none.

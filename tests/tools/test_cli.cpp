@@ -1031,6 +1031,41 @@ TEST_F(CliTest, NonexistentValData) {
 
 // ---- evaluate -------------------------------------------------------------------------------------------
 
+// evaluate --validation: the rows the run validated on, found again from its recorded settings: as many as
+// results.json's num_val, scored as the best epoch's val_f1 (the same weighted F1 of the same model on the same
+// rows); the run's --val-data when it had one; refused once --train-data changed, and without a run.
+TEST_F(CliTest, EvaluateOnTheRowsTheRunValidatedOn) {
+  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--epochs", "3", "--lr", "5e-3"}))));
+  const json results = json::parse(slurp(path("run/results.json")));
+  const RunResult r = run({"evaluate", "--model", path("run"), "--validation", "--device", "cpu", "--quiet"});
+  ASSERT_TRUE(succeeded(r));
+  const json out = json::parse(r.out);
+  EXPECT_EQ(out["num_rows"], results["num_val"]);
+  EXPECT_EQ(out["data"], data() + " (the rows " + path("run") + " held out for validation)");
+  const json best = results["metrics"][results["best_epoch"].get<std::size_t>()];
+  EXPECT_NEAR(out["overall"]["f1"].get<double>(), best["val_f1"].get<double>(), 1e-9) << out["overall"] << best;
+  // With --val-data, that file.
+  spit(path("val.csv"), slurp(data()));
+  ASSERT_TRUE(succeeded(run(train_args(path("with_val"), {"--epochs", "1", "--val-data", path("val.csv")}))));
+  const RunResult v = run({"evaluate", "--model", path("with_val"), "--validation", "--device", "cpu", "--quiet"});
+  ASSERT_TRUE(succeeded(v));
+  EXPECT_EQ(json::parse(v.out)["data"], path("val.csv"));
+  EXPECT_EQ(json::parse(v.out)["num_rows"], kRows);
+  // The training file changed since: its held-out rows cannot be found again.
+  spit(path("changed.csv"), slurp(data()));
+  ASSERT_TRUE(succeeded(run(train_args(path("changing"), {"--epochs", "1", "--train-data", path("changed.csv")}))));
+  spit(path("changed.csv"), slurp(data()) + "An extra row,about cameras,computer-vision\n");
+  expect_error(run({"evaluate", "--model", path("changing"), "--validation"}),
+               path("changed.csv") + " is not the file " + path("changing") + " trained with (its content changed "
+               "since)");
+  expect_error(run({"evaluate", "--model", model(), "--validation"}), "--validation needs --model RUN_DIR of a training "
+                                                                     "run: " + model() + "/last/trainer_state.json "
+                                                                     "not found");
+  expect_error(run({"evaluate", "--model", path("run")}), "evaluate: give --data FILE, or --validation");
+  expect_error(run({"evaluate", "--model", path("run"), "--data", data(), "--validation"}),
+               "evaluate: give --data FILE, or --validation");
+}
+
 TEST_F(CliTest, EvaluateReportsMetricsOverEveryRow) {
   ASSERT_TRUE(succeeded(suite_train()));
   const RunResult r = run({"evaluate", "--model", suite_run(), "--data", data(), "--out", path("eval.json")});
