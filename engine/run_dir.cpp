@@ -140,11 +140,24 @@ json read_trainer_state(const std::string& dir) {
   check("mlflow_run_id", false, &json::is_string, "a string");
   check("training_done", false, &json::is_boolean, "true or false");
   check("tokenizer_files", false, &json::is_object, "an object");
+  check("cwd", false, &json::is_string, "a string");
   for (const char* field : {"epochs_done", "steps_in_epoch", "optimizer_steps", "total_steps"}) {
     BERTRAIN_CHECK(state.value(field, 0L) >= 0, path << ": field '" << field << "' must be >= 0, found "
                                                       << state.at(field).dump());
   }
   return state;
+}
+
+std::string working_directory() {
+  std::error_code error;
+  const fs::path here = fs::current_path(error);
+  return error ? std::string() : here.string();
+}
+
+std::string recorded_path(const json& state, const std::string& path) {
+  const std::string then = state.value("cwd", std::string());
+  if (path.empty() || fs::path(path).is_absolute() || then.empty() || then == working_directory()) return path;
+  return (fs::path(then) / path).lexically_normal().string();
 }
 
 json tokenizer_fingerprints(const std::string& dir) {

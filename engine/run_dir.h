@@ -66,6 +66,13 @@ RunDirs prepare_run_dir(const TrainArgs& args, Communicator& comm, std::optional
 // or a run that resumes at a step that never was.
 nlohmann::json read_trainer_state(const std::string& dir);
 
+// A path a checkpoint's params recorded as given (--train-data data.csv), as this process finds it: a relative one
+// taken from the folder the training ran in (the state's "cwd") when this process runs elsewhere.
+std::string recorded_path(const nlohmann::json& state, const std::string& path);
+
+// The folder this process runs in, as a checkpoint records it ("cwd").
+std::string working_directory();
+
 // {"vocab.txt": file_fingerprint, ...}: the tokenizer files (model/model_dir.h's tokenizer_file_names()) DIR holds.
 // A checkpoint records those it was written with, and --resume compares them: a damaged vocabulary is a valid one
 // that tokenizes differently, which nothing else would notice.

@@ -614,7 +614,8 @@ class TrainingLoop {
                {"resumes", run_.resumes},
                {"params", p_.params},
                {"mlflow_run_id", run_.mlflow_run_id},
-               {"tokenizer_files", p_.tokenizer_files}};
+               {"tokenizer_files", p_.tokenizer_files},
+               {"cwd", working_directory_}};  // where the params' relative paths start
     if (!epoch_end) state["steps_in_epoch"] = index + 1;
     // Where the run logs, which params leave out (a resumed run may log elsewhere): `train --resume --out RUN_DIR`
     // alone gives it back (tools/recorded_train_flags.h).
@@ -674,6 +675,7 @@ class TrainingLoop {
   Batch batch_;
   ValidationCounts counts_;
   std::string best_unlearned_;  // unlearned_labels_warning of the best evaluation this process made
+  const std::string working_directory_ = working_directory();
   std::vector<float> logits_;  // [rows of a validation batch, C]
   std::array<Pending, 3> pending_{};  // micro-batches enqueued whose losses are not taken yet (at most 2)
   std::size_t pending_first_ = 0, pending_count_ = 0;

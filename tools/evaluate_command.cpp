@@ -4,6 +4,7 @@
 // classification_report computes them, with a label predicted when its probability reaches --threshold.
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -76,11 +77,20 @@ struct HeldOut {
   long validation_rows = -1;  // results.json's num_val, when the run finished
 };
 
-HeldOut held_out_rows_of(const std::string& run_dir) {
-  const std::string state_path = run_dir + "/last/trainer_state.json";
-  BERTRAIN_CHECK(file_exists(state_path), "--validation needs --model RUN_DIR of a training run: " << state_path
-                                                                                                 << " not found");
-  const nlohmann::json params = read_trainer_state(run_dir + "/last").value("params", nlohmann::json::object());
+// `relocated`: --data, the file where the run's recorded one has moved (the same content), or "".
+HeldOut held_out_rows_of(const std::string& run_dir, const std::string& relocated) {
+  // A checkpoint swap a crash interrupted leaves last.old (train puts it back when it next runs).
+  const std::string last = file_exists(run_dir + "/last/trainer_state.json") ? run_dir + "/last" : run_dir + "/last.old";
+  if (!file_exists(last + "/trainer_state.json")) {
+    const std::string parent = std::filesystem::path(run_dir).lexically_normal().parent_path().string();
+    BERTRAIN_CHECK(parent.empty() || !file_exists(parent + "/last/trainer_state.json"),
+                   "--validation needs --model RUN_DIR of a training run: " << run_dir << " is a model of the run "
+                                                                            << parent << ": give that");
+    BERTRAIN_FAIL("--validation needs --model RUN_DIR of a training run: " << run_dir
+                                                                           << "/last/trainer_state.json not found");
+  }
+  const nlohmann::json state = read_trainer_state(last);
+  const nlohmann::json params = state.value("params", nlohmann::json::object());
   HeldOut h;
   try {
     h.settings.val_fraction = params.value("val_fraction", h.settings.val_fraction);
@@ -90,14 +100,19 @@ HeldOut held_out_rows_of(const std::string& run_dir) {
     h.settings.data.skip_bad_rows = params.value("skip_bad_rows", false);
     h.settings.data.format = params.value("format", std::string("auto"));
     const std::string val_data = params.value("val_data", std::string());
-    h.path = val_data.empty() ? params.at("train_data").get<std::string>() : val_data;
     h.split = val_data.empty();
-    const std::string recorded = params.value(h.split ? "train_data_hash" : "val_data_hash", std::string());
-    BERTRAIN_CHECK(recorded.empty() || file_fingerprint(h.path) == recorded,
-                   h.path << " is not the file " << run_dir << " trained with (its content changed since): the rows "
-                          << "it held out for validation cannot be found again");
+    const std::string recorded = recorded_path(state, h.split ? params.at("train_data").get<std::string>() : val_data);
+    h.path = relocated.empty() ? recorded : relocated;
+    const std::string fingerprint = params.value(h.split ? "train_data_hash" : "val_data_hash", std::string());
+    const std::string flag = h.split ? "--train-data" : "--val-data";
+    BERTRAIN_CHECK(!relocated.empty() || path_exists(h.path),
+                   run_dir << " trained with " << flag << " " << h.path << ", which is not there: give the file "
+                           << "where it is now with --data");
+    BERTRAIN_CHECK(fingerprint.empty() || file_fingerprint(h.path) == fingerprint,
+                   h.path << " is not the file " << run_dir << " trained with as " << flag << " (its content differs): "
+                          << "the rows it validated on cannot be found in it");
   } catch (const nlohmann::json::exception& e) {
-    throw Error(state_path + ": its recorded settings cannot be read: " + e.what());
+    throw Error(last + "/trainer_state.json: its recorded settings cannot be read: " + e.what());
   }
   if (file_exists(run_dir + "/results.json")) {
     h.validation_rows = read_json_file(run_dir + "/results.json").value("num_val", -1L);
@@ -105,7 +120,8 @@ HeldOut held_out_rows_of(const std::string& run_dir) {
   return h;
 }
 
-// The rows of `file` (the run's --train-data, read as its training read it) that the run held out for validation.
+// The rows of `file` (the run's --train-data, read as its training read it, without labels: the rows --num-samples
+// left out may have labels the model never saw) that the run held out for validation, labelled.
 TextDataset held_out_part(const TextDataset& file, const HeldOut& held_out, const LabelSet& labels) {
   const std::vector<int> rows = split_training_rows(held_out.settings, file, labels).val;
   BERTRAIN_CHECK(held_out.validation_rows < 0 || static_cast<long>(rows.size()) == held_out.validation_rows,
@@ -122,6 +138,7 @@ TextDataset held_out_part(const TextDataset& file, const HeldOut& held_out, cons
     part.raw_text.push_back(file.raw_text[i]);
     part.tags.push_back(file.tags[i]);
     part.examples.push_back(file.examples[i]);
+    part.examples.back().labels = labels.require_all(file.tags[i], file.source + ":" + std::to_string(file.lines[i]));
     part.cut.push_back(file.cut[i]);
     part.truncated += file.cut[i] ? 1 : 0;
   }
@@ -138,15 +155,16 @@ int run_evaluate(const std::vector<std::string>& args) {
               "samples averages and per_class metrics (scikit-learn's), a label predicted at p >= --threshold.\n"
               "Throughput goes to stderr.");
   p.usage("bertrain evaluate (--model DIR | --run-id ID) --data FILE [options] (or: bertrain evaluate --model RUN_DIR "
-          "--validation [options])");
+          "--validation [--data FILE] [options])");
   add_model_source_flags(p,
                          "log the overall metrics (eval_*) and this JSON into the MLflow run of --run-id, or of "
                          "--model RUN_DIR trained with --mlflow-dir, in this file store",
                          "the MLflow experiment of that run (default: any; MLflow run ids are unique)");
   p.option("data", "", "labelled dataset file (the text and label columns the model was trained on); - for standard input, "
                            "with --format").value_name("FILE");
-  p.flag("validation", "instead of --data: the rows --model RUN_DIR validated on, as its training read them (its "
-                       "--val-data, or the part of its --train-data it held out, which must be unchanged)");
+  p.flag("validation", "the rows --model RUN_DIR validated on, as its training read them (its --val-data, or the "
+                       "part of its --train-data it held out, which must be unchanged; with --data FILE: that file "
+                       "where it is now)");
   p.option("out", "", "also write the JSON to this file (replaced atomically)").value_name("FILE");
   p.option("threshold", "0.5", "multi-label models: predict a label when its probability is >= RATE (single-label "
                                "models take the top label)")
@@ -163,11 +181,20 @@ int run_evaluate(const std::vector<std::string>& args) {
   p.refuse_empty("out", "give the file to write, or leave the flag out to print the JSON only");
   const ModelSource source = model_source(p);
   const bool validation = p.get_flag("validation");
-  if (validation == p.given("data")) {
+  if (!validation && !p.given("data")) {
     throw UsageError("evaluate: give --data FILE, or --validation (the rows --model RUN_DIR validated on)");
   }
   if (validation && source.run) throw UsageError("evaluate: --validation reads a run's files: give --model RUN_DIR");
-  const HeldOut held_out = validation ? input_step([&] { return held_out_rows_of(p.get("model")); }) : HeldOut{};
+  // The columns and separator choose which rows and labels the split saw: the run's, as config.json recorded them.
+  for (const char* flag : {"text-columns", "label-column", "label-separator"}) {
+    if (validation && p.given(flag)) {
+      throw UsageError(std::string("evaluate: --") + flag + " with --validation: the rows the run validated on are "
+                       "read as its training read them");
+    }
+  }
+  const HeldOut held_out =
+      validation ? input_step([&] { return held_out_rows_of(p.get("model"), p.given("data") ? p.get("data") : ""); })
+                 : HeldOut{};
   const std::string data_path = validation ? held_out.path : data_file(p, "evaluate");
   if (p.given("out")) check_out_spares_inputs(p.get("out"), data_path, source);
   if (p.given("experiment") && source.store.dir.empty()) {
@@ -208,8 +235,11 @@ int run_evaluate(const std::vector<std::string>& args) {
     predictor.check_dataset_options(options);
     options.read_labels = true;
     // Labels are checked here: a label the model does not know is an error naming the file and line.
-    TextDataset read = load_text_dataset(data_path, predictor.tokenizer(), &predictor.labels(), options);
-    return validation && held_out.split ? held_out_part(read, held_out, predictor.labels()) : read;
+    if (validation && held_out.split) {
+      return held_out_part(load_text_dataset(data_path, predictor.tokenizer(), nullptr, options), held_out,
+                           predictor.labels());
+    }
+    return load_text_dataset(data_path, predictor.tokenizer(), &predictor.labels(), options);
   });
   if (const std::string note = unrecorded_cleaning_note(predictor.config(), predictor.model_dir(), options);
       !note.empty()) {

@@ -81,10 +81,14 @@ std::vector<std::string> recorded_train_flags(const std::vector<std::string>& ar
   json recorded = state.value("params", json::object());
   // The MLflow store, which params do not hold (a resumed run may log elsewhere); a checkpoint of an older bertrain
   // does not name it, and the run would go on without logging into its MLflow run.
-  // A store given (--mlflow-dir '' for none) takes the recorded experiment and run name with the recorded store.
-  if (const json store = state.value("mlflow_store", json()); store.is_object()) {
+  // --mlflow-dir '' (no MLflow) leaves out what only MLflow takes; another store keeps the experiment and run name.
+  bool store_given = false;
+  const bool no_store = flag_value(args, "mlflow-dir", &store_given).empty() && store_given;
+  if (no_store) {
+    recorded.erase("log_steps");
+  } else if (const json store = state.value("mlflow_store", json()); store.is_object()) {
     for (const char* key : {"mlflow_dir", "experiment", "run_name"}) {
-      if (store.contains(key) && !has_flag(args, "mlflow-dir")) recorded[key] = store[key];
+      if (store.contains(key)) recorded[key] = store[key];
     }
   } else if (!state.value("mlflow_run_id", "").empty()) {
     const char* uri = std::getenv("MLFLOW_TRACKING_URI");
@@ -93,8 +97,15 @@ std::vector<std::string> recorded_train_flags(const std::vector<std::string>& ar
                        << last << "/trainer_state.json (written by an older bertrain) does not name: give its "
                        << "--mlflow-dir (or --mlflow-dir '' to go on without MLflow)");
   }
-  // --save-total-limit sets --keep too, and the two are refused together: one given, neither comes back.
-  const bool bound_given = has_flag(args, "keep") || has_flag(args, "save-total-limit");
+  // Relative data and store paths as the training's folder saw them (the model is not read on resume: as given).
+  for (const char* key : {"train_data", "val_data", "mlflow_dir"}) {
+    if (recorded.contains(key) && recorded[key].is_string()) recorded[key] = recorded_path(state, recorded[key]);
+  }
+  // --save-total-limit sets --keep too, and the two are refused together: one given, neither comes back; nor with
+  // --save-steps 0, which has no step checkpoints to bound.
+  bool save_steps_given = false;
+  const bool bound_given = has_flag(args, "keep") || has_flag(args, "save-total-limit") ||
+                           (flag_value(args, "save-steps", &save_steps_given) == "0" && save_steps_given);
   std::vector<std::string> flags;
   for (const auto& [key, value] : recorded.items()) {
     if (key == "out" || key == "threads" || value.is_null()) continue;

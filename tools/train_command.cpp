@@ -243,9 +243,11 @@ std::vector<std::string> with_recorded_settings(const std::vector<std::string>& 
   const std::vector<std::string> recorded = input_step([&] { return recorded_train_flags(args, train); });
   if (launch.rank == 0 && !asks("--quiet")) {
     std::string line;
-    for (const std::string& word : recorded) {
-      const bool plain = !word.empty() && word.find_first_of(" \t\n'\"$\\*?") == std::string::npos;
-      line += " " + (plain ? word : "'" + word + "'");
+    for (const std::string& word : recorded) {  // as a shell reads it back: single-quoted where it must be
+      const bool plain = !word.empty() && word.find_first_of(" \t\n'\"$\\*?|;&<>()`#~!{}[]") == std::string::npos;
+      std::string quoted = "'";
+      for (const char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      line += " " + (plain ? word : quoted + "'");
     }
     std::printf("resuming with the settings of its checkpoint:%s\n", line.empty() ? " the defaults" : line.c_str());
     std::fflush(stdout);

@@ -1054,16 +1054,55 @@ TEST_F(CliTest, EvaluateOnTheRowsTheRunValidatedOn) {
   // The training file changed since: its held-out rows cannot be found again.
   spit(path("changed.csv"), slurp(data()));
   ASSERT_TRUE(succeeded(run(train_args(path("changing"), {"--epochs", "1", "--train-data", path("changed.csv")}))));
-  spit(path("changed.csv"), slurp(data()) + "An extra row,about cameras,computer-vision\n");
+  spit(path("changed.csv"), slurp(data()) + "98,An extra row,about cameras,computer-vision\n");
   expect_error(run({"evaluate", "--model", path("changing"), "--validation"}),
-               path("changed.csv") + " is not the file " + path("changing") + " trained with (its content changed "
-               "since)");
+               path("changed.csv") + " is not the file " + path("changing") + " trained with as --train-data (its "
+               "content differs): the rows it validated on cannot be found in it");
   expect_error(run({"evaluate", "--model", model(), "--validation"}), "--validation needs --model RUN_DIR of a training "
                                                                      "run: " + model() + "/last/trainer_state.json "
                                                                      "not found");
   expect_error(run({"evaluate", "--model", path("run")}), "evaluate: give --data FILE, or --validation");
-  expect_error(run({"evaluate", "--model", path("run"), "--data", data(), "--validation"}),
-               "evaluate: give --data FILE, or --validation");
+  expect_error(run({"evaluate", "--model", path("run"), "--validation", "--label-column", "title"}),
+               "evaluate: --label-column with --validation: the rows the run validated on are read as its training "
+               "read them");
+  expect_error(run({"evaluate", "--model", path("run/best"), "--validation"}),
+               "--validation needs --model RUN_DIR of a training run: " + path("run/best") + " is a model of the run " +
+                   path("run") + ": give that");
+  // The run's file moved: --data names it where it is now (the same content).
+  spit(path("moved.csv"), slurp(data()));
+  const RunResult moved = run({"evaluate", "--model", path("run"), "--validation", "--data", path("moved.csv"),
+                               "--device", "cpu", "--quiet"});
+  ASSERT_TRUE(succeeded(moved));
+  EXPECT_EQ(json::parse(moved.out)["overall"], out["overall"]);
+  // A relative --train-data is found from the folder the training ran in, wherever evaluate runs.
+  fs::create_directories(path("there"));
+  spit(path("there/rel.csv"), slurp(data()));
+  const auto in = [&](const std::string& cwd, const std::vector<std::string>& args) {
+    return testing::run_process({"/bin/sh", "-c", "cd '" + cwd + "' && exec " + shell_command(args)}, {}, 120);
+  };
+  ASSERT_TRUE(succeeded(in(path("there"), {"train", "--model", model(), "--train-data", "rel.csv", "--out", "relrun",
+                                           "--epochs", "1", "--batch-size", "8", "--device", "cpu", "--quiet"})));
+  const RunResult far = in(dir_.string(), {"evaluate", "--model", "there/relrun", "--validation", "--device", "cpu",
+                                           "--quiet"});
+  ASSERT_TRUE(succeeded(far));
+  EXPECT_EQ(json::parse(far.out)["data"], path("there/rel.csv") + " (the rows there/relrun held out for validation)");
+  // --num-samples left out rows with a label the model never saw: the held-out rows alone are labelled.
+  std::string rare = slurp(data());
+  rare += "99,The rare thing,nothing like the rest,rare-label\n";
+  spit(path("rare.csv"), rare);
+  bool checked = false;
+  for (int seed = 1; seed <= 10 && !checked; ++seed) {  // a sample that leaves the rare row out (about 3 in 4 do)
+    const std::string out = path("sampled" + std::to_string(seed));
+    ASSERT_TRUE(succeeded(run(train_args(out, {"--epochs", "1", "--train-data", path("rare.csv"), "--num-samples", "10",
+                                               "--split-seed", std::to_string(seed)}))));
+    const json sampled = json::parse(slurp(out + "/results.json"));
+    if (std::find(sampled["labels"].begin(), sampled["labels"].end(), "rare-label") != sampled["labels"].end()) continue;
+    const RunResult s = run({"evaluate", "--model", out, "--validation", "--device", "cpu", "--quiet"});
+    ASSERT_TRUE(succeeded(s));
+    EXPECT_EQ(json::parse(s.out)["num_rows"], sampled["num_val"]);
+    checked = true;
+  }
+  EXPECT_TRUE(checked) << "every sample took the rare row: the check did not run";
 }
 
 TEST_F(CliTest, EvaluateReportsMetricsOverEveryRow) {

@@ -324,30 +324,35 @@ TEST_F(CliMlflowTest, AFailedCommandLeavesTheStoreAsItFoundIt) {
 // which the checkpoint records beside the params.
 TEST_F(CliMlflowTest, AResumeWithOnlyOutLogsIntoTheSameRun) {
   ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--mlflow-dir", path("mlruns"), "--experiment", "kept",
-                                                     "--run-name", "mine", "--epochs", "1"}))));
+                                                     "--run-name", "mine", "--epochs", "1", "--log-steps", "2"}))));
   const std::string id = run_id_of(path("run"));
   const RunResult r = run({"train", "--resume", "--out", path("run"), "--epochs", "2"});
   ASSERT_TRUE(succeeded(r));
-  EXPECT_NE(r.out.find("--experiment kept --mlflow-dir " + path("mlruns")), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--experiment kept --log-steps 2 --mlflow-dir " + path("mlruns")), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--run-name mine"), std::string::npos) << r.out;
   EXPECT_EQ(run_id_of(path("run")), id);
   const std::string folder = run_folder(path("mlruns"), id);
   const auto val_loss_points = [&] { return count_occurrences(slurp(folder + "/metrics/val_loss"), "\n"); };
   EXPECT_EQ(val_loss_points(), 2u);
   EXPECT_NE(slurp(folder + "/meta.yaml").find("\nstatus: 3\n"), std::string::npos);
-  // --mlflow-dir '' (no MLflow) leaves the recorded experiment and run name out with the store (train refuses them
-  // without one), and logs nothing.
-  ASSERT_TRUE(succeeded(run({"train", "--resume", "--out", path("run"), "--epochs", "3", "--mlflow-dir", "", "--quiet"})));
-  EXPECT_EQ(val_loss_points(), 2u);
+  // The store given again keeps the recorded experiment and run name for later resumes.
+  ASSERT_TRUE(succeeded(run({"train", "--resume", "--out", path("run"), "--epochs", "3", "--mlflow-dir",
+                             path("mlruns"), "--quiet"})));
+  EXPECT_EQ(json::parse(slurp(path("run/last/trainer_state.json")))["mlflow_store"]["experiment"], "kept");
+  EXPECT_EQ(val_loss_points(), 3u);
+  // --mlflow-dir '' (no MLflow) leaves out what only MLflow takes (the experiment, the run name, --log-steps: train
+  // refuses them without a store), and logs nothing.
+  ASSERT_TRUE(succeeded(run({"train", "--resume", "--out", path("run"), "--epochs", "4", "--mlflow-dir", "", "--quiet"})));
+  EXPECT_EQ(val_loss_points(), 3u);
   // A checkpoint of an older bertrain names the run but not its store: refused rather than going on unlogged, until
   // a store is given, or none (--mlflow-dir '').
   json state = json::parse(slurp(path("run/last/trainer_state.json")));
   state.erase("mlflow_store");
   spit(path("run/last/trainer_state.json"), state.dump());
-  expect_error(run({"train", "--resume", "--out", path("run"), "--epochs", "4"}),
+  expect_error(run({"train", "--resume", "--out", path("run"), "--epochs", "5"}),
                "--resume: the run logs into MLflow run " + id + ", in a store " + path("run/last") +
                    "/trainer_state.json (written by an older bertrain) does not name: give its --mlflow-dir");
-  ASSERT_TRUE(succeeded(run({"train", "--resume", "--out", path("run"), "--epochs", "4", "--mlflow-dir", path("mlruns"),
+  ASSERT_TRUE(succeeded(run({"train", "--resume", "--out", path("run"), "--epochs", "5", "--mlflow-dir", path("mlruns"),
                              "--experiment", "kept", "--run-name", "mine", "--quiet"})));
 }
 

@@ -154,6 +154,26 @@ TEST_F(CliTest, AResumeWithOnlyOutReadsTheRunsSettings) {
   ASSERT_TRUE(succeeded(run(train_args(path("kept"), {"--epochs", "1", "--save-steps", "2", "--keep", "2"}))));
   ASSERT_TRUE(succeeded(run({"train", "--resume", "--out", path("kept"), "--epochs", "2", "--save-total-limit", "3",
                              "--quiet"})));
+  // --save-steps 0 (no step checkpoints) leaves both bounds out.
+  ASSERT_TRUE(succeeded(run({"train", "--resume", "--out", path("kept"), "--epochs", "3", "--save-steps", "0",
+                             "--quiet"})));
+  // A recorded value a shell would split or expand is quoted in the line, so that it can be given back as shown.
+  ASSERT_TRUE(succeeded(run(train_args(path("sep"), {"--epochs", "1", "--multi-label", "--label-separator", ";"}))));
+  const RunResult sep = run({"train", "--resume", "--out", path("sep"), "--epochs", "2"});
+  ASSERT_TRUE(succeeded(sep));
+  EXPECT_NE(sep.out.find(" --label-separator ';' "), std::string::npos) << sep.out;
+  // A relative --train-data is found from the folder the training ran in, wherever the resume starts.
+  fs::create_directories(path("there"));
+  spit(path("there/rel.csv"), slurp(data()));
+  const auto in = [&](const std::string& cwd, const std::vector<std::string>& args) {
+    return testing::run_process({"/bin/sh", "-c", "cd '" + cwd + "' && exec " + shell_command(args)}, {}, 120);
+  };
+  ASSERT_TRUE(succeeded(in(path("there"), {"train", "--model", model(), "--train-data", "rel.csv", "--out", "relrun",
+                                           "--epochs", "1", "--batch-size", "8", "--device", "cpu", "--quiet"})));
+  const RunResult far = in(dir_.string(), {"train", "--resume", "--out", "there/relrun", "--epochs", "2", "--device",
+                                           "cpu"});
+  ASSERT_TRUE(succeeded(far));
+  EXPECT_NE(far.out.find("--train-data " + path("there/rel.csv")), std::string::npos) << far.out;
   // No checkpoint: the error says what a new run needs.
   expect_error(run({"train", "--resume", "--out", path("nothing")}),
                "--resume: " + path("nothing") + "/last/trainer_state.json not found (no run to continue in " +
