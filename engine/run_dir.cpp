@@ -154,6 +154,10 @@ std::string working_directory() {
   return error ? std::string() : here.string();
 }
 
+std::string checkpoint_folder(const std::string& out_dir) {
+  return file_exists(out_dir + "/last/trainer_state.json") ? out_dir + "/last" : out_dir + "/last.old";
+}
+
 std::string recorded_path(const json& state, const std::string& path) {
   const std::string then = state.value("cwd", std::string());
   if (path.empty() || fs::path(path).is_absolute() || then.empty() || then == working_directory()) return path;

@@ -66,6 +66,10 @@ RunDirs prepare_run_dir(const TrainArgs& args, Communicator& comm, std::optional
 // or a run that resumes at a step that never was.
 nlohmann::json read_trainer_state(const std::string& dir);
 
+// The folder of RUN_DIR's resumable checkpoint, for a reader that does not repair RUN_DIR: last/, or last.old where a
+// crash interrupted a checkpoint swap (prepare_run_dir puts it back when the run next trains).
+std::string checkpoint_folder(const std::string& out_dir);
+
 // A path a checkpoint's params recorded as given (--train-data data.csv), as this process finds it: a relative one
 // taken from the folder the training ran in (the state's "cwd") when this process runs elsewhere.
 std::string recorded_path(const nlohmann::json& state, const std::string& path);

@@ -55,9 +55,14 @@ Split split_rows(const TrainArgs& args, const TextDataset& file, const std::vect
 
 }  // namespace
 
-TrainingRows split_training_rows(const TrainArgs& args, const TextDataset& file, const LabelSet& labels) {
+std::vector<int> sampled_rows(const TrainArgs& args, const TextDataset& file) {
   std::vector<int> rows = all_rows(file.examples.size());
   if (args.num_samples > 0) rows = sample_rows(static_cast<int>(rows.size()), args.num_samples, args.split_seed);
+  return rows;
+}
+
+TrainingRows split_training_rows(const TrainArgs& args, const TextDataset& file, const std::vector<int>& rows,
+                                 const LabelSet& labels) {
   const Split split = split_rows(args, file, rows, labels);
   TrainingRows out;
   for (int i : split.train) out.train.push_back(rows[static_cast<std::size_t>(i)]);
@@ -72,8 +77,7 @@ TrainingData load_training_data(const TrainArgs& args, const BertConfig& source_
   if (data_options.max_length == 0) data_options.max_length = source_config.max_sequence_length();
   check_max_length(data_options, source_config);
   const TextDataset train_file = load_text_dataset(args.train_data, tokenizer, nullptr, data_options);
-  std::vector<int> rows = all_rows(train_file.examples.size());
-  if (args.num_samples > 0) rows = sample_rows(static_cast<int>(rows.size()), args.num_samples, args.split_seed);
+  const std::vector<int> rows = sampled_rows(args, train_file);
 
   std::vector<std::string> tags;
   for (int r : rows) {
@@ -95,7 +99,7 @@ TrainingData load_training_data(const TrainArgs& args, const BertConfig& source_
     data.train = labelled_examples(train_file, rows, data.labels);
     data.val = labelled_examples(val_file, all_rows(val_file.examples.size()), data.labels);
   } else {
-    const TrainingRows split = split_training_rows(args, train_file, data.labels);
+    const TrainingRows split = split_training_rows(args, train_file, rows, data.labels);
     data.train = labelled_examples(train_file, split.train, data.labels);
     data.val = labelled_examples(train_file, split.val, data.labels);
   }

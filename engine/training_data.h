@@ -26,13 +26,17 @@ struct TrainingData {
 };
 
 
-// The rows of --train-data `file` (indices into it, in file order) a run with `args` trains on and holds out for
-// validation when it has no --val-data: --num-samples' sample of them, split as --val-fraction, --split-seed and
-// --multi-label say. `labels`: the run's.
+// The rows of --train-data `file` a run with `args` reads (indices into it, in file order): --num-samples' sample,
+// else all.
+std::vector<int> sampled_rows(const TrainArgs& args, const TextDataset& file);
+
+// Those `rows` split into the ones it trains on and the ones it holds out for validation when it has no --val-data,
+// as --val-fraction, --split-seed and --multi-label say (indices into `file`). `labels`: the run's.
 struct TrainingRows {
   std::vector<int> train, val;
 };
-TrainingRows split_training_rows(const TrainArgs& args, const TextDataset& file, const LabelSet& labels);
+TrainingRows split_training_rows(const TrainArgs& args, const TextDataset& file, const std::vector<int>& rows,
+                                 const LabelSet& labels);
 
 // Labels: the sorted labels of the training rows, or (--resume) the resumed model's. Throws Error naming the file or
 // flag on bad input.

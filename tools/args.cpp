@@ -34,6 +34,25 @@ std::string inferred_value_name(const std::string& name, const std::string& defa
 
 }  // namespace
 
+bool has_option_in(const std::vector<std::string>& args, const std::string& name) {
+  for (const std::string& a : args) {
+    if (a == "--" + name || a.rfind("--" + name + "=", 0) == 0) return true;
+  }
+  return false;
+}
+
+std::string option_value_in(const std::vector<std::string>& args, const std::string& name) {
+  std::string value;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--" + name && i + 1 < args.size()) {
+      value = args[++i];
+    } else if (args[i].rfind("--" + name + "=", 0) == 0) {
+      value = args[i].substr(name.size() + 3);
+    }
+  }
+  return value;
+}
+
 ArgParser& ArgParser::option(const std::string& name, const std::string& default_value, const std::string& help,
                              bool required) {
   options_[name] = Option{default_value, help, inferred_value_name(name, default_value), required, false};

@@ -10,6 +10,11 @@
 
 namespace bertrain {
 
+// A command line as given, not parsed (a command another runs, one read before its parser): whether it holds option
+// `name` (--name, --name=V), and its value (--name V, --name=V; the last one given; "" when absent or given no value).
+bool has_option_in(const std::vector<std::string>& args, const std::string& name);
+std::string option_value_in(const std::vector<std::string>& args, const std::string& name);
+
 class UsageError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

@@ -79,8 +79,7 @@ struct HeldOut {
 
 // `relocated`: --data, the file where the run's recorded one has moved (the same content), or "".
 HeldOut held_out_rows_of(const std::string& run_dir, const std::string& relocated) {
-  // A checkpoint swap a crash interrupted leaves last.old (train puts it back when it next runs).
-  const std::string last = file_exists(run_dir + "/last/trainer_state.json") ? run_dir + "/last" : run_dir + "/last.old";
+  const std::string last = checkpoint_folder(run_dir);
   if (!file_exists(last + "/trainer_state.json")) {
     const std::string parent = std::filesystem::path(run_dir).lexically_normal().parent_path().string();
     BERTRAIN_CHECK(parent.empty() || !file_exists(parent + "/last/trainer_state.json"),
@@ -123,7 +122,8 @@ HeldOut held_out_rows_of(const std::string& run_dir, const std::string& relocate
 // The rows of `file` (the run's --train-data, read as its training read it, without labels: the rows --num-samples
 // left out may have labels the model never saw) that the run held out for validation, labelled.
 TextDataset held_out_part(const TextDataset& file, const HeldOut& held_out, const LabelSet& labels) {
-  const std::vector<int> rows = split_training_rows(held_out.settings, file, labels).val;
+  const std::vector<int> rows =
+      split_training_rows(held_out.settings, file, sampled_rows(held_out.settings, file), labels).val;
   BERTRAIN_CHECK(held_out.validation_rows < 0 || static_cast<long>(rows.size()) == held_out.validation_rows,
                  file.source << ": " << rows.size() << " rows held out where the run validated on "
                              << held_out.validation_rows << " (read otherwise than its training read it?)");

@@ -65,16 +65,6 @@ std::string closed_output() {
   return "";
 }
 
-// "--out DIR" or "--out=DIR" of the command; empty when it has none. The last one given, as train takes it.
-std::string run_dir_of(const std::vector<std::string>& command) {
-  std::string out;
-  for (std::size_t i = 0; i < command.size(); ++i) {
-    if (command[i] == "--out" && i + 1 < command.size()) out = command[++i];
-    else if (command[i].rfind("--out=", 0) == 0) out = command[i].substr(6);
-  }
-  return out;
-}
-
 // bertrain's exit codes: 1 a failure while working, 75 stopped with a checkpoint; a signal (or 128 + its number,
 // as a shell or mpirun reports a rank killed by one) is a preemption or a crash. Those are retried. 2 is a usage or
 // input error, 3 a training that diverged (resumed, it repeats the same steps to the same end), and anything else
@@ -157,7 +147,7 @@ int run_launch(const std::vector<std::string>& args) {
   if (max_restarts < 0) throw UsageError("launch: --max-restarts must be >= 0");
   if (!(delay >= 0)) throw UsageError("launch: --restart-delay must be >= 0");
   if (command.empty()) throw UsageError("launch: give the command after --, e.g. bertrain launch -- bertrain train ...");
-  const std::string run_dir = run_dir_of(command);
+  const std::string run_dir = option_value_in(command, "out");  // the last one given, as train takes it
   if (run_dir.empty()) throw UsageError("launch: the command has no --out RUN_DIR (needed to resume it)");
 
   struct sigaction action {};

@@ -15,30 +15,6 @@ namespace {
 
 using nlohmann::json;
 
-// The value of `--name` in `args` (--name V or --name=V), or "" when not given; whether it was, in *given.
-std::string flag_value(const std::vector<std::string>& args, const std::string& name, bool* given = nullptr) {
-  std::string value;
-  bool found = false;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--") break;
-    if (args[i] == "--" + name) {
-      found = true;
-      value = i + 1 < args.size() ? args[i + 1] : "";
-    } else if (args[i].rfind("--" + name + "=", 0) == 0) {
-      found = true;
-      value = args[i].substr(name.size() + 3);
-    }
-  }
-  if (given != nullptr) *given = found;
-  return value;
-}
-
-bool has_flag(const std::vector<std::string>& args, const std::string& name) {
-  bool given = false;
-  flag_value(args, name, &given);
-  return given;
-}
-
 // A recorded number or text as the flag's value ("" for a value a flag cannot say).
 std::string flag_text(const json& value) {
   if (value.is_string()) return value.get<std::string>();
@@ -66,14 +42,12 @@ bool is_default(const std::string& text, const std::string& fallback) {
 }  // namespace
 
 bool resumes_from_checkpoint_alone(const std::vector<std::string>& args) {
-  return has_flag(args, "resume") && !flag_value(args, "out").empty() && !has_flag(args, "model");
+  return has_option_in(args, "resume") && !option_value_in(args, "out").empty() && !has_option_in(args, "model");
 }
 
 std::vector<std::string> recorded_train_flags(const std::vector<std::string>& args, const ArgParser& train) {
-  const std::string out = flag_value(args, "out");
-  // A checkpoint swap a crash interrupted leaves last.old, which the run puts back (recover_directory) once it holds
-  // RUN_DIR: read it where it is.
-  const std::string last = file_exists(out + "/last/trainer_state.json") ? out + "/last" : out + "/last.old";
+  const std::string out = option_value_in(args, "out");
+  const std::string last = checkpoint_folder(out);
   BERTRAIN_CHECK(file_exists(last + "/trainer_state.json"),
                  "--resume: " << out << "/last/trainer_state.json not found (no run to continue in " << out
                               << "); a new run needs --model and --train-data");
@@ -82,8 +56,7 @@ std::vector<std::string> recorded_train_flags(const std::vector<std::string>& ar
   // The MLflow store, which params do not hold (a resumed run may log elsewhere); a checkpoint of an older bertrain
   // does not name it, and the run would go on without logging into its MLflow run.
   // --mlflow-dir '' (no MLflow) leaves out what only MLflow takes; another store keeps the experiment and run name.
-  bool store_given = false;
-  const bool no_store = flag_value(args, "mlflow-dir", &store_given).empty() && store_given;
+  const bool no_store = has_option_in(args, "mlflow-dir") && option_value_in(args, "mlflow-dir").empty();
   if (no_store) {
     recorded.erase("log_steps");
   } else if (const json store = state.value("mlflow_store", json()); store.is_object()) {
@@ -92,7 +65,7 @@ std::vector<std::string> recorded_train_flags(const std::vector<std::string>& ar
     }
   } else if (!state.value("mlflow_run_id", "").empty()) {
     const char* uri = std::getenv("MLFLOW_TRACKING_URI");
-    BERTRAIN_CHECK(has_flag(args, "mlflow-dir") || (uri != nullptr && *uri != '\0'),
+    BERTRAIN_CHECK(has_option_in(args, "mlflow-dir") || (uri != nullptr && *uri != '\0'),
                    "--resume: the run logs into MLflow run " << state.value("mlflow_run_id", "") << ", in a store "
                        << last << "/trainer_state.json (written by an older bertrain) does not name: give its "
                        << "--mlflow-dir (or --mlflow-dir '' to go on without MLflow)");
@@ -103,9 +76,8 @@ std::vector<std::string> recorded_train_flags(const std::vector<std::string>& ar
   }
   // --save-total-limit sets --keep too, and the two are refused together: one given, neither comes back; nor with
   // --save-steps 0, which has no step checkpoints to bound.
-  bool save_steps_given = false;
-  const bool bound_given = has_flag(args, "keep") || has_flag(args, "save-total-limit") ||
-                           (flag_value(args, "save-steps", &save_steps_given) == "0" && save_steps_given);
+  const bool bound_given = has_option_in(args, "keep") || has_option_in(args, "save-total-limit") ||
+                           option_value_in(args, "save-steps") == "0";
   std::vector<std::string> flags;
   for (const auto& [key, value] : recorded.items()) {
     if (key == "out" || key == "threads" || value.is_null()) continue;
@@ -113,10 +85,10 @@ std::vector<std::string> recorded_train_flags(const std::vector<std::string>& ar
     std::replace(name.begin(), name.end(), '_', '-');
     if (key == "collective_timeout_s") name = "collective-timeout";
     if (key == "clean") {  // recorded as what it does, given as --no-clean
-      if (value == false && !has_flag(args, "no-clean")) flags.push_back("--no-clean");
+      if (value == false && !has_option_in(args, "no-clean")) flags.push_back("--no-clean");
       continue;
     }
-    if (!train.has_option(name) || has_flag(args, name)) continue;
+    if (!train.has_option(name) || has_option_in(args, name)) continue;
     if ((name == "keep" || name == "save-total-limit") && bound_given) continue;
     if (name == "keep" && recorded.value("save_total_limit", 0) > 0) continue;  // given as --save-total-limit
     if (train.is_switch(name)) {

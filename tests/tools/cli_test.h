@@ -62,6 +62,12 @@ inline std::string shell_command(const std::vector<std::string>& args) {
   return command;
 }
 
+// bertrain run from `cwd` (for relative paths and file:relative URIs).
+inline RunResult run_in(const std::string& cwd, const std::vector<std::string>& args,
+                        const std::vector<std::string>& env = {}) {
+  return ::bertrain::testing::run_process({"/bin/sh", "-c", "cd '" + cwd + "' && exec " + shell_command(args)}, env);
+}
+
 // bash runs shell text `command` with its output piped into `head -n 1`, which goes away after the first line; the
 // last line of stderr is "`label` exited N", N the command's own exit status.
 inline RunResult run_into_head(const std::string& command, const std::string& label) {
@@ -215,6 +221,14 @@ class CliTest : public ::testing::Test {
     spit(dir_ / "data.csv", to_csv(synthetic_rows()));
   }
   // The fixture's weights and config with a vocabulary of real words (67 rows, as the embedding).
+  // A run trained from path(`folder`) on a copy of data() given by the relative path "rel.csv", into "relrun" there:
+  // a checkpoint whose recorded --train-data is relative to another folder than the test's.
+  RunResult train_with_relative_data(const std::string& folder) const {
+    fs::create_directories(path(folder));
+    spit(path(folder + "/rel.csv"), slurp(data()));
+    return run_in(path(folder), {"train", "--model", model(), "--train-data", "rel.csv", "--out", "relrun", "--epochs",
+                                 "1", "--batch-size", "8", "--device", "cpu", "--quiet"});
+  }
   static void make_model_dir(const fs::path& dir) {
     fs::create_directories(dir);
     const fs::path fixture = fs::path(BERTRAIN_FIXTURES_DIR) / "tiny_gelu_bce_adam";

@@ -1075,15 +1075,9 @@ TEST_F(CliTest, EvaluateOnTheRowsTheRunValidatedOn) {
   ASSERT_TRUE(succeeded(moved));
   EXPECT_EQ(json::parse(moved.out)["overall"], out["overall"]);
   // A relative --train-data is found from the folder the training ran in, wherever evaluate runs.
-  fs::create_directories(path("there"));
-  spit(path("there/rel.csv"), slurp(data()));
-  const auto in = [&](const std::string& cwd, const std::vector<std::string>& args) {
-    return testing::run_process({"/bin/sh", "-c", "cd '" + cwd + "' && exec " + shell_command(args)}, {}, 120);
-  };
-  ASSERT_TRUE(succeeded(in(path("there"), {"train", "--model", model(), "--train-data", "rel.csv", "--out", "relrun",
-                                           "--epochs", "1", "--batch-size", "8", "--device", "cpu", "--quiet"})));
-  const RunResult far = in(dir_.string(), {"evaluate", "--model", "there/relrun", "--validation", "--device", "cpu",
-                                           "--quiet"});
+  ASSERT_TRUE(succeeded(train_with_relative_data("there")));
+  const RunResult far = run_in(dir_.string(), {"evaluate", "--model", "there/relrun", "--validation", "--device", "cpu",
+                                               "--quiet"});
   ASSERT_TRUE(succeeded(far));
   EXPECT_EQ(json::parse(far.out)["data"], path("there/rel.csv") + " (the rows there/relrun held out for validation)");
   // --num-samples left out rows with a label the model never saw: the held-out rows alone are labelled.

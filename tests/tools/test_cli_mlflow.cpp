@@ -35,12 +35,6 @@ class CliMlflowTest : public CliTest {
     return "";
   }
 
-  // bertrain run from `cwd` (for relative paths and file:relative URIs).
-  static RunResult run_in(const std::string& cwd, const std::vector<std::string>& args,
-                          const std::vector<std::string>& env = {}) {
-    return ::bertrain::testing::run_process({"/bin/sh", "-c", "cd '" + cwd + "' && exec " + shell_command(args)}, env);
-  }
-
   std::vector<std::string> predict_text(std::vector<std::string> source) const {
     std::vector<std::string> args{"predict", "--text", "the image segmentation camera model", "--device", "cpu"};
     args.insert(args.end(), source.begin(), source.end());

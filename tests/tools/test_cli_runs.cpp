@@ -163,15 +163,9 @@ TEST_F(CliTest, AResumeWithOnlyOutReadsTheRunsSettings) {
   ASSERT_TRUE(succeeded(sep));
   EXPECT_NE(sep.out.find(" --label-separator ';' "), std::string::npos) << sep.out;
   // A relative --train-data is found from the folder the training ran in, wherever the resume starts.
-  fs::create_directories(path("there"));
-  spit(path("there/rel.csv"), slurp(data()));
-  const auto in = [&](const std::string& cwd, const std::vector<std::string>& args) {
-    return testing::run_process({"/bin/sh", "-c", "cd '" + cwd + "' && exec " + shell_command(args)}, {}, 120);
-  };
-  ASSERT_TRUE(succeeded(in(path("there"), {"train", "--model", model(), "--train-data", "rel.csv", "--out", "relrun",
-                                           "--epochs", "1", "--batch-size", "8", "--device", "cpu", "--quiet"})));
-  const RunResult far = in(dir_.string(), {"train", "--resume", "--out", "there/relrun", "--epochs", "2", "--device",
-                                           "cpu"});
+  ASSERT_TRUE(succeeded(train_with_relative_data("there")));
+  const RunResult far = run_in(dir_.string(), {"train", "--resume", "--out", "there/relrun", "--epochs", "2", "--device",
+                                               "cpu"});
   ASSERT_TRUE(succeeded(far));
   EXPECT_NE(far.out.find("--train-data " + path("there/rel.csv")), std::string::npos) << far.out;
   // No checkpoint: the error says what a new run needs.

@@ -101,13 +101,6 @@ std::vector<json> read_initial_params(const std::string& text) {
 }
 
 // Whether train's flag `name` is in `flags` (as --name or --name=...).
-bool has_flag(const std::vector<std::string>& flags, const std::string& name) {
-  for (const std::string& f : flags) {
-    if (f == "--" + name || f.rfind("--" + name + "=", 0) == 0) return true;
-  }
-  return false;
-}
-
 // Checks the space's names against train's flags: before the space is parsed, so that a misspelt or managed key is
 // named even in a space that would otherwise have nothing to search.
 void check_space_names(const json& space, const ArgParser& train, const std::vector<std::string>& train_flags,
@@ -119,7 +112,7 @@ void check_space_names(const json& space, const ArgParser& train, const std::vec
     const char* hint = name == "dropout-p" ? "; Made-With-ML's dropout_p is --dropout" : "";
     BERTRAIN_CHECK(train.has_option(name), where << " is not a flag of bertrain train (see bertrain train --help)" << hint);
     BERTRAIN_CHECK(kManagedFlags.count(name) == 0, where << ": tune sets --" << name << " itself");
-    BERTRAIN_CHECK(!has_flag(train_flags, name),
+    BERTRAIN_CHECK(!has_option_in(train_flags, name),
                    where << " is also given after --: a flag is either searched or common to every trial");
   }
 }
@@ -291,12 +284,12 @@ int run_tune(const std::vector<std::string>& args) {
   // The flags tune adds: best/ follows the study's metric; a finished trial keeps no optimizer state; on a CPU
   // machine each trial its share of the cores.
   const char* metric_for_best = s.metric == "val_loss" ? "val_loss" : s.metric == "val_f1" ? "f1" : "accuracy";
-  if (!has_flag(train_flags, "metric-for-best") && s.space.find("metric-for-best") == nullptr) {
+  if (!has_option_in(train_flags, "metric-for-best") && s.space.find("metric-for-best") == nullptr) {
     s.extra_flags.insert(s.extra_flags.end(), {"--metric-for-best", metric_for_best});
   }
   // A finished trial is never trained on again (--resume continues interrupted trials only): its optimizer state,
   // two thirds of a checkpoint, goes when it finishes, as --save-optimizer during does.
-  if (!has_flag(train_flags, "save-optimizer") && s.space.find("save-optimizer") == nullptr) {
+  if (!has_option_in(train_flags, "save-optimizer") && s.space.find("save-optimizer") == nullptr) {
     s.extra_flags.insert(s.extra_flags.end(), {"--save-optimizer", "during"});
     s.drop_stopped_optimizer = true;  // train keeps a stopped run's state (it could resume); tune never resumes it
   }
@@ -308,7 +301,7 @@ int run_tune(const std::vector<std::string>& args) {
       for (std::size_t i = 0; i < share; ++i) mine.push_back(cpus[(static_cast<std::size_t>(slot) * share + i) % cpus.size()]);
       s.cpus.push_back(mine);
     }
-    if (!has_flag(train_flags, "threads") && s.space.find("threads") == nullptr) {
+    if (!has_option_in(train_flags, "threads") && s.space.find("threads") == nullptr) {
       s.extra_flags.insert(s.extra_flags.end(), {"--threads", std::to_string(share)});
     }
   }
