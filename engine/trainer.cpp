@@ -584,7 +584,7 @@ class TrainingLoop {
     if (p_.args.eval_steps > 0 || p_.args.max_steps > 0) {
       where = "step " + std::to_string(step + 1) + "/" + std::to_string(p_.plan.total_steps) + " (" + where + ")";
     }
-    std::printf("%s  train_loss %.5f  val_loss %.5f  val_f1 %.4f  val_acc %.4f  lr %.3g  %.1f samples/s  %s%s\n",
+    std::printf("%s  train_loss %.5f  val_loss %.5f  val_f1 %.4f  val_accuracy %.4f  lr %.3g  %.1f samples/s  %s%s\n",
                 where.c_str(), m.at("train_loss").get<double>(), v.loss, v.metrics.f1_weighted, v.metrics.accuracy, lr,
                 m.at("samples_per_s").get<double>(), format_duration(m.at("elapsed_s").get<double>()).c_str(),
                 improved ? "  (best)" : "");

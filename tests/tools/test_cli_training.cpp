@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -135,9 +136,28 @@ TEST_F(CliTraining, ABestModelThatNeverGetsALabelRightIsSaid) {
 }
 
 TEST_F(CliTraining, ValidationMetricsPerEvaluationAndMetricForBest) {
-  ASSERT_TRUE(succeeded(run(train_args(path("run"), {"--metric-for-best", "f1"}))));
+  const RunResult trained = run(without_quiet(train_args(path("run"), {"--metric-for-best", "f1"})));
+  ASSERT_TRUE(succeeded(trained));
   const std::vector<json> m = read_jsonl(path("run") + "/metrics.jsonl");
   ASSERT_EQ(m.size(), 2u);
+  // Each epoch line names its numbers as metrics.jsonl does ("val_accuracy", not "val_acc"), with their values.
+  std::istringstream out(trained.out);
+  std::size_t epoch_lines = 0;
+  for (std::string line; std::getline(out, line);) {
+    if (line.rfind("epoch ", 0) != 0) continue;
+    ASSERT_LT(epoch_lines, m.size()) << trained.out;
+    const json& e = m[epoch_lines++];
+    std::istringstream words(line.substr(line.find("  ")));
+    std::string name, value;
+    int named = 0;
+    while (words >> name && name != "lr" && words >> value) {
+      ASSERT_TRUE(e.contains(name)) << name << " in: " << line;
+      EXPECT_NEAR(std::stod(value), e[name].get<double>(), 1e-4) << name;
+      ++named;
+    }
+    EXPECT_EQ(named, 4) << line;
+  }
+  EXPECT_EQ(epoch_lines, m.size()) << trained.out;
   double best = -1;
   int best_epoch = -1;
   for (const json& e : m) {
