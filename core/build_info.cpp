@@ -8,9 +8,6 @@
 #include "core/build_config.h"
 #include "core/git_commit.h"
 
-#if BERTRAIN_HAS_CUDNN
-#include <cudnn_version.h>
-#endif
 #if BERTRAIN_HAS_NCCL
 #include <nccl.h>
 #endif
@@ -57,11 +54,6 @@ std::string build_info() {
   os << "  CUDA: yes (runtime " << cuda_runtime_version() << ", architectures " << BERTRAIN_CUDA_ARCHITECTURES << ")\n";
 #else
   os << "  CUDA: no\n";
-#endif
-#if BERTRAIN_HAS_CUDNN
-  os << "  cuDNN: yes (" << CUDNN_MAJOR << "." << CUDNN_MINOR << "." << CUDNN_PATCHLEVEL << ")\n";
-#else
-  os << "  cuDNN: no\n";
 #endif
 #if BERTRAIN_HAS_NCCL
   os << "  NCCL: yes (" << NCCL_MAJOR << "." << NCCL_MINOR << "." << NCCL_PATCH << ")\n";

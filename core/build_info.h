@@ -1,4 +1,4 @@
-// What this binary was compiled with (CUDA, cuDNN, NCCL, MPI) and which devices it sees, for --version.
+// What this binary was compiled with (CUDA, NCCL, MPI, BLAS) and which devices it sees, for --version.
 #pragma once
 
 #include <string>

@@ -382,8 +382,6 @@ class MetaspacePre : public PreTokenizer {
 
 }  // namespace
 
-const std::string& byte_level_char(unsigned char b) { return byte_level_table().chars[b]; }
-
 std::unique_ptr<PreTokenizer> make_pre_tokenizer(const JsonAt& at) {
   if (at.json().is_null()) return nullptr;
   const std::string type = at.type();

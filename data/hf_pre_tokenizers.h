@@ -36,8 +36,5 @@ class PreTokenizer {
 // The pre-tokenizer described at `at` (null JSON: nullptr, the whole piece is one word).
 std::unique_ptr<PreTokenizer> make_pre_tokenizer(const JsonAt& at);
 
-// The GPT-2 byte-to-unicode map: the UTF-8 of the character that stands for byte b (ByteLevel's alphabet).
-const std::string& byte_level_char(unsigned char b);
-
 }  // namespace hf
 }  // namespace bertrain

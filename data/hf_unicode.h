@@ -41,8 +41,6 @@ inline void append_utf8(int32_t c, std::string* out) {
   out->append(reinterpret_cast<const char*>(buf), static_cast<std::size_t>(len));
 }
 
-inline std::size_t utf8_length(int32_t c) { return c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4; }
-
 inline utf8proc_category_t category(int32_t c) { return utf8proc_category(c); }
 
 // Rust's char::is_whitespace: the White_Space property (also regex \s).

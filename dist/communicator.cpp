@@ -132,8 +132,6 @@ class Mpi final : public Communicator {
 
 }  // namespace
 
-bool mpi_available() { return BERTRAIN_HAS_MPI != 0; }
-
 std::unique_ptr<Communicator> make_communicator(const LaunchInfo& info, double collective_timeout_s) {
   if (info.world_size <= 1) return std::make_unique<SingleProcess>(info);
 #if BERTRAIN_HAS_MPI

@@ -46,7 +46,4 @@ class Communicator {
 // meets a build without MPI.
 std::unique_ptr<Communicator> make_communicator(const LaunchInfo& info, double collective_timeout_s = 0);
 
-// Whether this build has the MPI backend.
-bool mpi_available();
-
 }  // namespace bertrain

@@ -268,11 +268,6 @@ std::string mlflow_run_model_dir(const MlflowRunInfo& run) {
                                << "/best holds a config.json");
 }
 
-std::string find_mlflow_run_model(const std::string& store_dir, const std::string& run_id,
-                                  const std::string& experiment) {
-  return mlflow_run_model_dir(find_mlflow_run(store_dir, run_id, experiment));
-}
-
 std::string mlflow_yaml_field(const std::string& path, const std::string& key) {
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) {

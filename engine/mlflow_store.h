@@ -79,10 +79,6 @@ std::string mlflow_artifacts_dir(const MlflowRunInfo& run);
 // or that the run has no model.
 std::string mlflow_run_model_dir(const MlflowRunInfo& run);
 
-// find_mlflow_run, then mlflow_run_model_dir: the model directory of `--run-id run_id` (evaluate, predict, serve).
-std::string find_mlflow_run_model(const std::string& store_dir, const std::string& run_id,
-                                  const std::string& experiment);
-
 // "name: value" of a meta.yaml written by MLflow or by bertrain, unquoted; "" when absent.
 std::string mlflow_yaml_field(const std::string& path, const std::string& key);
 

@@ -1,5 +1,5 @@
 // Honest resume: a resumed run must train what its checkpoint trained. The settings a checkpoint recorded
-// (trainer_state.json's "params", args_json's keys) are compared with the resuming command's; any difference
+// (trainer_state.json's "params", train_args_json's keys) are compared with the resuming command's; any difference
 // outside kResumableSettings is refused, so results.json, MLflow and the report never describe a run that did
 // not happen. A setting the checkpoint did not record (written by an older bertrain) is compared with the
 // default it had then.
@@ -20,8 +20,8 @@ inline constexpr const char* kResumableSettings[] = {
     "collective_timeout_s",    "gpu_collectives",          "mlflow_dir", "experiment",       "run_name",
     "train_data", "val_data"};
 
-// A setting of args_json (and results.json's params) as its flag is spelt: lr_factor -> --lr-factor; the data files'
-// fingerprints (train_data_hash, val_data_hash) as "--train-data content", "--val-data content".
+// A setting of train_args_json (and results.json's params) as its flag is spelt: lr_factor -> --lr-factor; the data
+// files' fingerprints (train_data_hash, val_data_hash) as "--train-data content", "--val-data content".
 std::string setting_flag_name(const std::string& key);
 
 // One line per setting that differs, "--lr 0.0001 (checkpoint) vs 5e-05 (now)"; data files are compared by their

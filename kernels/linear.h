@@ -70,16 +70,13 @@ void linear_backward_cuda(const GpuHandles& handles, T* dx, float* dw, float* db
 // ..., const T* dy, const T* x, const T* w, ...) for either T.
 void linear_backward_cuda(const GpuHandles& handles, float* dx, float* dw, float* db, const bf16* dy, const bf16* x,
                           const bf16* w, int rows, int in, int out, bool accumulate_dx);
-// y[rows, cols] += b[cols].
-template <typename T>
-void bias_add_cuda(T* y, const T* b, int rows, int cols, CudaStream stream);
 // out[cols] (=) Σ_rows x[rows, cols] in a fixed order: kReductionChunks partial sums in handles.workspace,
 // then one pass adding them in chunk order.
 template <typename T>
 void column_sum_cuda(const GpuHandles& handles, float* out, const T* x, int rows, int cols);
 
-// Which paths the CUDA linear launchers took since the process started (all threads; for tests and benchmarks
-// that must know whether a fused epilogue ran or its fallback did).
+// Which paths the CUDA linear launchers took since the process started (all threads; for tests that
+// must know whether a fused epilogue ran or its fallback did).
 struct LinearPathCounts {
   std::uint64_t lt_matmuls = 0;           // cublasLtMatmul calls, any epilogue
   std::uint64_t gemm_ex_fallbacks = 0;    // GEMMs run by cublasGemmEx: no cuBLASLt algorithm for them

@@ -1,5 +1,7 @@
 // What a CUDA launcher needs to know about where it runs, declared without CUDA headers (model/ and the
-// kernel headers include this; only core/cuda, kernels/cuda and engine/cuda include the CUDA toolkit's headers).
+// kernel headers include this). The CUDA toolkit's headers are included only by core/cuda, kernels/cuda and
+// engine/cuda, by the device communicators in dist/, by core/build_info.cpp (NCCL's version) and by the kernel
+// profiler (tools/bench_kernels): tests/check_layers.sh keeps it so.
 #pragma once
 
 #include <cstddef>

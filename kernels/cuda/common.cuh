@@ -85,11 +85,6 @@ __device__ __forceinline__ float warp_sum(float x) {
   return x;
 }
 
-__device__ __forceinline__ float warp_max(float x) {
-  for (int offset = 16; offset > 0; offset >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
-  return x;
-}
-
 // Sum over the whole block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
 // `shared` holds at least 32 floats. The order of additions is fixed, so results are deterministic.
 __device__ __forceinline__ float block_sum(float x, float* shared) {
@@ -100,16 +95,6 @@ __device__ __forceinline__ float block_sum(float x, float* shared) {
   __syncthreads();
   x = lane < warps ? shared[lane] : 0.0f;
   return warp_sum(x);
-}
-
-__device__ __forceinline__ float block_max(float x, float* shared) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  x = warp_max(x);
-  __syncthreads();
-  if (lane == 0) shared[warp] = x;
-  __syncthreads();
-  x = lane < warps ? shared[lane] : -INFINITY;
-  return warp_max(x);
 }
 
 // Blocks for an element-wise grid-stride kernel over n elements (capped: the loop covers the rest).

@@ -408,15 +408,6 @@ bool ranges_overlap(const void* a, std::size_t a_bytes, const void* b, std::size
   return a0 < b0 + b_bytes && b0 < a0 + a_bytes;
 }
 
-// y[rows, cols] (+=) b[cols]. Grid-stride over the rows·cols elements of y.
-template <typename T>
-__global__ void bias_add_kernel(T* y, const T* b, std::size_t n, int cols) {
-  const std::size_t stride = static_cast<std::size_t>(blockDim.x) * gridDim.x;
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    cuda::store(y + i, cuda::load(y + i) + cuda::load(b + i % static_cast<std::size_t>(cols)));
-  }
-}
-
 // y[rows, cols] (=) b[cols] broadcast over rows (the fallback forward GEMM then adds x·Wᵀ with β = 1).
 // Grid-stride over the rows·cols elements of y.
 template <typename T>
@@ -454,15 +445,6 @@ __global__ void column_sum_final_kernel(float* out, const float* partial, int co
 }
 
 }  // namespace
-
-template <typename T>
-void bias_add_cuda(T* y, const T* b, int rows, int cols, CudaStream stream) {
-  BERTRAIN_CHECK(rows > 0 && cols > 0, "bias_add_cuda: rows " << rows << ", cols " << cols);
-  BERTRAIN_CHECK(y != nullptr && b != nullptr, "bias_add_cuda: null y or b");
-  const std::size_t n = static_cast<std::size_t>(rows) * cols;
-  bias_add_kernel<T><<<cuda::elementwise_blocks(n, kThreads), kThreads, 0, stream>>>(y, b, n, cols);
-  BERTRAIN_CUDA_CHECK_LAUNCH("bias_add_kernel");
-}
 
 template <typename T>
 void column_sum_cuda(const GpuHandles& handles, float* out, const T* x, int rows, int cols) {
@@ -664,8 +646,6 @@ template void linear_backward_cuda<float>(const GpuHandles&, float*, float*, flo
                                           const float*, int, int, int, bool);
 template void linear_backward_cuda<bf16>(const GpuHandles&, bf16*, float*, float*, const bf16*, const bf16*,
                                          const bf16*, int, int, int, bool);
-template void bias_add_cuda<float>(float*, const float*, int, int, CudaStream);
-template void bias_add_cuda<bf16>(bf16*, const bf16*, int, int, CudaStream);
 template void column_sum_cuda<float>(const GpuHandles&, float*, const float*, int, int);
 template void column_sum_cuda<bf16>(const GpuHandles&, float*, const bf16*, int, int);
 

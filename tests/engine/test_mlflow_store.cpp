@@ -156,7 +156,6 @@ TEST_F(MlflowStoreRuns, ARunIsFoundByIdInAnyExperimentOrTheOneNamed) {
   EXPECT_EQ(run.dir, store_ + "/" + run.experiment_id + "/" + id);
   EXPECT_EQ(find_mlflow_run(store_, id, "b").experiment_id, run.experiment_id);
   EXPECT_EQ(mlflow_run_model_dir(run), run.dir + "/artifacts/model");
-  EXPECT_EQ(find_mlflow_run_model(store_, id, ""), run.dir + "/artifacts/model");
   EXPECT_EQ(run.describe(), "MLflow run " + id + " (experiment 'b', store " + store_ + ")");
 }
 

@@ -629,7 +629,9 @@ TEST_F(CliTest, EvaluateAndPredictQuietDropTheThroughputLine) {
               std::string::npos)
         << loud.err;
     EXPECT_EQ(quiet.err, "");
-    if (std::string(command) == "predict") EXPECT_EQ(quiet.out, loud.out);
+    if (std::string(command) == "predict") {
+      EXPECT_EQ(quiet.out, loud.out);
+    }
   }
 }
 

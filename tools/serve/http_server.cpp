@@ -41,7 +41,7 @@ constexpr double kIdleAfterStopSeconds = 0.5;
 constexpr double kDeadlineCheckSeconds = 0.05;
 
 // A closed connection's side that the client may still be sending on is read and dropped for this long at most,
-// or until the client closes it, or this many bytes: see close_connection.
+// or until the client closes it, or this many bytes: see hand_back.
 constexpr double kLingerSeconds = 1.0;
 constexpr std::size_t kLingerBytes = 1u << 20;
 
