@@ -1,5 +1,7 @@
 #include "engine/stop_signals.h"
 
+#include <time.h>
+
 #include <atomic>
 #include <cstdio>
 
@@ -8,17 +10,32 @@ namespace bertrain {
 namespace {
 
 std::atomic<int> first_signal{0};
+std::atomic<long long> first_signal_ns{0};  // when it came (CLOCK_MONOTONIC), for kSameSignalWindowS
 struct sigaction previous[sizeof kStopSignals / sizeof kStopSignals[0]];
 
 std::atomic<bool> sigpipe_received{false};  // a SIGPIPE came (ClosedOutput::kStops): stays ignored from then on
 
-// Async-signal-safe: an atomic store, or for a second signal the default action (sigaction and raise are
+long long monotonic_ns() {  // async-signal-safe (clock_gettime)
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<long long>(now.tv_sec) * 1000000000LL + now.tv_nsec;
+}
+
+// Async-signal-safe: atomic stores, or for a second signal the default action (sigaction and raise are
 // async-signal-safe). After a closed output's stop, the first real stop signal asks for the same stop: it is recorded
-// in its place (and named), not taken as a second one.
+// in its place (and named), not taken as a second one. The first signal again within kSameSignalWindowS is the same
+// request delivered twice, not a second one.
 void on_signal(int sig) {
+  const long long now = monotonic_ns();
+  long long unset = 0;
+  first_signal_ns.compare_exchange_strong(unset, now);  // before first_signal: a signal nested in between sees a time
   int expected = 0;
   if (first_signal.compare_exchange_strong(expected, sig)) return;
-  if (expected == SIGPIPE && first_signal.compare_exchange_strong(expected, sig)) return;
+  if (expected == SIGPIPE && first_signal.compare_exchange_strong(expected, sig)) {
+    first_signal_ns = now;
+    return;
+  }
+  if (expected == sig && now - first_signal_ns.load() < static_cast<long long>(kSameSignalWindowS * 1e9)) return;
   struct sigaction default_action {};
   default_action.sa_handler = SIG_DFL;
   sigemptyset(&default_action.sa_mask);
@@ -46,6 +63,7 @@ bool sigpipe_handled = false;
 
 StopSignals::StopSignals(ClosedOutput closed_output) {
   first_signal = 0;
+  first_signal_ns = 0;
   sigpipe_received = false;
   struct sigaction action {};
   action.sa_handler = on_signal;

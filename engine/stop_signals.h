@@ -1,7 +1,9 @@
 // Preemption: SIGTERM (Slurm's and Kubernetes' stop), SIGINT (Ctrl-C), SIGUSR1 (Slurm's --signal=USR1@T
 // warning before the time limit) and SIGHUP (the terminal or ssh session closed) ask a training run to stop at the
 // next optimizer step, after writing a checkpoint; a second such signal ends the process at once (the signal's
-// default action).
+// default action), except the first one again within kSameSignalWindowS: a signal to a process group reaches
+// bertrain both itself and through what runs it and passes signals on (`bertrain launch`, mpirun), as Ctrl-C in a
+// terminal, `kill -TERM -PGID` or a scheduler's signal to every process of a job do, and that is one request.
 // A command whose output is only progress (train: its products are files) may also stop on SIGPIPE, when what read
 // its stdout or stderr went away (`train ... | head`): with a checkpoint, as on the others, not killed between two.
 // While a StopSignals exists the handlers are installed; the previous ones come back when it is destroyed. A signal
@@ -16,6 +18,9 @@ namespace bertrain {
 
 // The signals that ask a command to stop (see above); serve drains on them, launch passes them on.
 inline constexpr int kStopSignals[] = {SIGTERM, SIGINT, SIGUSR1, SIGHUP};
+// Seconds within which the first stop signal, arriving again, is the same request (see above): passing a signal on
+// takes microseconds. To end a command at once, the same signal is sent again after this (or another one at once).
+inline constexpr double kSameSignalWindowS = 1.0;
 
 // Whether `sig` is ignored (SIG_IGN), as `nohup` leaves SIGHUP and a shell's background job SIGINT: a command keeps
 // such a signal ignored rather than stopping on it.

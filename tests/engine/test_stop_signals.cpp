@@ -1,11 +1,12 @@
 // StopSignals (engine/stop_signals.h): the first SIGTERM / SIGINT / SIGUSR1 is recorded, a second one takes
-// the signal's default action, and the previous handlers come back afterwards. Each case runs in a forked
-// child, since a default action ends the process.
+// the signal's default action (the same signal within kSameSignalWindowS is the same request), and the previous
+// handlers come back afterwards. Each case runs in a forked child, since a default action ends the process.
 #include <gtest/gtest.h>
 
 #include <errno.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine/stop_signals.h"
@@ -35,14 +36,39 @@ TEST(StopSignals, FirstSignalIsRecordedSecondEndsTheProcess) {
       return StopSignals::received() == sig ? 0 : 3;
     });
     EXPECT_TRUE(exited_with(once, 0)) << "signal " << sig;
-    const int twice = wait_status_in_child([sig] {
+    // Another stop signal is a second request at once.
+    const int other = sig == SIGTERM ? SIGINT : SIGTERM;
+    const int twice = wait_status_in_child([sig, other] {
       const StopSignals signals;
       ::raise(sig);
-      ::raise(sig);  // the default action: never returns
+      ::raise(other);  // the default action: never returns
       return 4;
     });
-    EXPECT_TRUE(ended_by(twice, sig)) << "signal " << sig;
+    EXPECT_TRUE(ended_by(twice, other)) << "signal " << sig << ", then " << other;
   }
+}
+
+// A signal to a process group reaches train itself and through launch or mpirun, which pass it on: the first signal
+// again within kSameSignalWindowS is the same request (before, `kill -TERM -PGID` of `bertrain launch -- bertrain
+// train` ended train by SIGTERM without its checkpoint); after the window it is a second one.
+TEST(StopSignals, TheSameSignalAgainAtOnceIsOneRequest) {
+  const int at_once = wait_status_in_child([] {
+    const StopSignals signals;
+    for (int copy = 0; copy < 3; ++copy) ::raise(SIGTERM);
+    return StopSignals::received() == SIGTERM ? 0 : 5;
+  });
+  EXPECT_TRUE(exited_with(at_once, 0));
+  const int later = wait_status_in_child([] {
+    const StopSignals signals;
+    ::raise(SIGTERM);
+    const double wait_s = kSameSignalWindowS + 0.05;
+    timespec pause{static_cast<time_t>(wait_s), static_cast<long>((wait_s - static_cast<time_t>(wait_s)) * 1e9)};
+    while (::nanosleep(&pause, &pause) != 0 && errno == EINTR) {
+    }
+    ::raise(SIGTERM);  // the default action: never returns
+    return 6;
+  });
+  EXPECT_TRUE(ended_by(later, SIGTERM));
 }
 
 TEST(StopSignals, PreviousHandlersComeBack) {

@@ -217,6 +217,24 @@ TEST_F(CliTest, LaunchStoppedBySignalAfterADivergenceKeepsItsExit3) {
   EXPECT_NE(r.err.find("stopped by SIGTERM: exit status 3; not restarting\n"), std::string::npos) << r.describe();
 }
 
+// A signal to launch's whole process group (Ctrl-C in a terminal, `kill -TERM -PGID`, a scheduler's signal to every
+// process of a job) reaches train itself and again through launch, which passes it on: one request, a checkpoint and
+// exit 75. Before, train took launch's copy for a second signal and was killed by it between two checkpoints.
+TEST_F(CliTest, LaunchsProcessGroupSignalledStopsTrainOnce) {
+  std::vector<std::string> args{"launch", "--restart-delay", "0", "--", binary()};
+  for (const std::string& a : without_quiet(train_args(path("group"), {"--epochs", "300", "--device", "cpu"}))) {
+    args.push_back(a);
+  }
+  // setsid: launch and train are a process group of their own, signalled whole once train has a checkpoint.
+  const std::string script = "setsid " + shell_command(args) + " & job=$!; while [ ! -f '" + path("group") +
+                             "/last/trainer_state.json' ]; do sleep 0.05; done; kill -TERM -$job; wait $job";
+  const RunResult r = testing::run_process({"/bin/sh", "-c", script}, {}, 120);
+  EXPECT_EQ(r.exit_code, 75) << r.describe();
+  EXPECT_NE(r.err.find("stopped by SIGTERM: exit status 75"), std::string::npos) << r.describe();
+  EXPECT_NE(r.err.find("continue with the same command and --resume"), std::string::npos) << r.describe();
+  EXPECT_EQ(r.err.find("killed by signal"), std::string::npos) << r.describe();
+}
+
 // `bertrain launch -- train ... | head -n 1`: train stops on its closed stdout (SIGPIPE: a checkpoint, exit 75),
 // which launch would otherwise restart up to --max-restarts times, each attempt stopping again after one step.
 // Launch says why and does not restart; launch's own stderr stays open here, the pipe's reader gone.
