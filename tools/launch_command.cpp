@@ -103,6 +103,9 @@ int run_attempt(const std::vector<std::string>& argv, const std::string& restart
   }
   ::close(exec_error[1]);
   child_pid = pid;
+  // A signal that came since the last attempt ended (forward_signal found no child to pass it on to) is passed on
+  // now; a copy the child also got itself (a process group's signal) is one request to it (engine/stop_signals.h).
+  if (const int sig = launcher_signal.load(); sig != 0) ::kill(pid, sig);
   int error = 0;
   ssize_t got;
   while ((got = ::read(exec_error[0], &error, sizeof(error))) < 0 && errno == EINTR) {
@@ -163,6 +166,12 @@ int run_launch(const std::vector<std::string>& args) {
 
   nlohmann::json restarts = nlohmann::json::array();
   for (int attempt = 0;; ++attempt) {
+    if (const int sig = launcher_signal.load(); sig != 0) {  // during the restart delay: no further attempt
+      const bool resumable = file_exists(run_dir + "/last/trainer_state.json");
+      std::fprintf(stderr, "bertrain launch: stopped by %s before restart %d; not restarting%s\n",
+                   signal_name(sig).c_str(), attempt, resumable ? " (exit 75: the checkpoint in last/ continues it)" : "");
+      return resumable ? kExitCheckpointed : 128 + sig;
+    }
     std::vector<std::string> argv = command;
     const bool has_checkpoint = file_exists(run_dir + "/last/trainer_state.json");
     // A checkpoint is resumed: a restart's, and on the first attempt one a requeued job (Slurm) left, unless the
@@ -217,7 +226,13 @@ int run_launch(const std::vector<std::string>& args) {
     std::fprintf(stderr, "bertrain launch: %s; restart %d of %d%s in %g s\n", why.c_str(), attempt + 1, max_restarts,
                  file_exists(run_dir + "/last/trainer_state.json") ? " with --resume" : " (no checkpoint yet)", delay);
     std::fflush(stderr);
-    std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+    // In slices, so that a stop signal during the delay ends launch now rather than after it (and a restart).
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point restart_at =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(delay));
+    while (launcher_signal == 0 && Clock::now() < restart_at) {
+      std::this_thread::sleep_for(std::min<Clock::duration>(std::chrono::milliseconds(50), restart_at - Clock::now()));
+    }
   }
 }
 

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -233,6 +234,22 @@ TEST_F(CliTest, LaunchsProcessGroupSignalledStopsTrainOnce) {
   EXPECT_NE(r.err.find("stopped by SIGTERM: exit status 75"), std::string::npos) << r.describe();
   EXPECT_NE(r.err.find("continue with the same command and --resume"), std::string::npos) << r.describe();
   EXPECT_EQ(r.err.find("killed by signal"), std::string::npos) << r.describe();
+}
+
+// A stop signal during the delay before a restart ends launch then, without the restart (before, launch slept the
+// whole delay and ran the command again: the stop was lost).
+TEST_F(CliTest, LaunchStoppedDuringTheRestartDelayDoesNotRestart) {
+  const std::string dir = path("job");
+  const std::vector<std::string> argv{binary(), "launch", "--restart-delay", "30", "--max-restarts", "2", "--",
+                                      "/bin/sh", "-c", "echo attempt >&2; exit 1", "sh", "--out", dir};
+  const auto started = std::chrono::steady_clock::now();
+  const RunResult r = testing::run_process(argv, {}, 60, {{0.5, SIGTERM}});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.describe();
+  EXPECT_NE(r.err.find("bertrain launch: stopped by SIGTERM before restart 1; not restarting\n"), std::string::npos)
+      << r.describe();
+  EXPECT_EQ(r.err.find("attempt\nattempt"), std::string::npos) << r.describe();
+  EXPECT_LT(seconds, 10.0) << r.describe();
 }
 
 // `bertrain launch -- train ... | head -n 1`: train stops on its closed stdout (SIGPIPE: a checkpoint, exit 75),
