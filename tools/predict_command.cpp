@@ -102,7 +102,7 @@ int run_predict(const std::vector<std::string>& args) {
               "batches and written as JSON Lines ({\"id\", \"prediction\", \"probabilities\"} per row, in file order)\n"
               "to --out or stdout. Single-label models: softmax, the arg-max label; multi-label models: one sigmoid\n"
               "per label, every label at p >= --threshold. Text is read and cleaned as in training.");
-  p.usage("bertrain predict (--model DIR | --run-id ID) (--text T | --title T [--description D] | --data FILE) "
+  p.usage("bertrain predict (--model DIR | --run-id ID) (--text T | [--title T] [--description D] | --data FILE) "
           "[options]");
   add_model_source_flags(p, "with --run-id: the MLflow file store of that run",
                          "with --run-id: the MLflow experiment of that run (default: any; MLflow run ids are unique)");

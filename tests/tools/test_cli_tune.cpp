@@ -209,11 +209,15 @@ TEST_F(CliTune, TrialsRunInParallelWithFlagsAsTrainTakesThem) {
   EXPECT_EQ(*(std::find(argv.begin(), argv.end(), "--out") + 1), out + "/trials/000");
   // The same seed proposes the same trials.
   const std::string again = path("again");
-  ASSERT_TRUE(succeeded(run(tune_args(slurp(dir_ / "space.json"), again,
-                                      {"--search", "random", "--trials", "4", "--parallel", "2", "--scheduler", "none",
-                                       "--seed", "5", "--quiet"},
-                                      {"--epochs", "1"}),
-                            {"FAKE_TRIAL_EPOCH_MS=1"})));
+  const RunResult quiet = run(tune_args(slurp(dir_ / "space.json"), again,
+                                        {"--search", "random", "--trials", "4", "--parallel", "2", "--scheduler",
+                                         "none", "--seed", "5", "--quiet"},
+                                        {"--epochs", "1"}),
+                              {"FAKE_TRIAL_EPOCH_MS=1"});
+  ASSERT_TRUE(succeeded(quiet));
+  // --quiet: no trial lines; the table and the summary, as --help says.
+  EXPECT_EQ(quiet.out.rfind("trial  status", 0), 0u) << quiet.out;
+  EXPECT_NE(quiet.out.find("\nbest: trial "), std::string::npos) << quiet.out;
   for (int i = 0; i < 4; ++i) EXPECT_EQ(study(again)["trials"][i]["params"], s["trials"][i]["params"]) << i;
   // --metric takes train's name of a metric as well as metrics.jsonl's.
   const std::string by_accuracy = path("accuracy");

@@ -521,13 +521,11 @@ class StudyRunner {
       mlflow_->set_status(MlflowStatus::kFinished);
     }
     print_table();
-    if (!s_.quiet) {
-      std::printf("best: trial %s, %s %s at %s %ld; model in %s/best, results in %s/results.json, study in "
-                  "%s/study.json (%s)\n",
-                  b.id.c_str(), s_.metric.c_str(), metric_text(b.best_metric).c_str(), study_.iteration.c_str(),
-                  static_cast<long>(b.best_epoch) + 1, s_.out_dir.c_str(), s_.out_dir.c_str(), s_.out_dir.c_str(),
-                  format_duration(study_.time_s).c_str());
-    }
+    std::printf("best: trial %s, %s %s at %s %ld; model in %s/best, results in %s/results.json, study in "
+                "%s/study.json (%s)\n",
+                b.id.c_str(), s_.metric.c_str(), metric_text(b.best_metric).c_str(), study_.iteration.c_str(),
+                static_cast<long>(b.best_epoch) + 1, s_.out_dir.c_str(), s_.out_dir.c_str(), s_.out_dir.c_str(),
+                format_duration(study_.time_s).c_str());
     return 0;
   }
 
