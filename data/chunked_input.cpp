@@ -1,6 +1,10 @@
 // Chunked input (see chunked_input.h).
 #include "data/chunked_input.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -18,8 +22,12 @@ ChunkedInput::ChunkedInput(const std::string& path, const std::string& kind, std
   BERTRAIN_CHECK(chunk_size_ > 0, "chunk size must be positive");
   buf_.reserve(3 * chunk_size_);
   require_readable_file(path, kind);  // a directory would read as an empty file
-  file_.open(path, std::ios::binary);
-  BERTRAIN_CHECK(file_, "cannot open " << kind << " '" << path << "': " << std::strerror(errno));
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  BERTRAIN_CHECK(fd_ >= 0, "cannot open " << kind << " '" << path << "': " << std::strerror(errno));
+}
+
+ChunkedInput::~ChunkedInput() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 ChunkedInput::ChunkedInput(const std::string* text, const std::string& source, std::size_t chunk_size)
@@ -157,9 +165,17 @@ std::size_t ChunkedInput::read_chunk(char* out, std::size_t max) {
     text_pos_ += n;
     return n;
   }
-  file_.read(out, static_cast<std::streamsize>(max));
-  BERTRAIN_CHECK(!file_.bad(), "cannot read " << kind_ << " '" << path_ << "': " << std::strerror(errno));
-  return static_cast<std::size_t>(file_.gcount());
+  ssize_t got;
+  while ((got = ::read(fd_, out, max)) < 0 && errno == EINTR) {
+  }
+  BERTRAIN_CHECK(got >= 0, "cannot read " << kind_ << " '" << path_ << "': " << std::strerror(errno));
+  return static_cast<std::size_t>(got);
+}
+
+bool ChunkedInput::ready(std::uint64_t pos) const {
+  if (ended_ || text_ != nullptr || find_loaded("\n", std::max(pos, base_)) < end()) return true;
+  pollfd p{fd_, POLLIN, 0};
+  return ::poll(&p, 1, 0) != 0;  // readable, at its end, or an error the next read reports
 }
 
 }  // namespace bertrain

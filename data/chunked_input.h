@@ -15,7 +15,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <fstream>
 #include <string>
 
 namespace bertrain {
@@ -35,6 +34,7 @@ class ChunkedInput {
   // `source` names it in errors.
   ChunkedInput(const std::string* text, const std::string& source, std::size_t chunk_size = 0);
 
+  ~ChunkedInput();
   ChunkedInput(const ChunkedInput&) = delete;
   ChunkedInput& operator=(const ChunkedInput&) = delete;
 
@@ -58,8 +58,14 @@ class ChunkedInput {
   // Bytes before `pos` are no longer needed; the next fill() may drop them.
   void release(std::uint64_t pos) { keep_ = pos; }
   // Reads the next chunk after the loaded bytes; false (nothing changed) at the end of the input. Throws Error
-  // when the input is not UTF-8 text (see above).
+  // when the input is not UTF-8 text (see above). From a pipe it returns with what has arrived (at least a byte),
+  // not with a whole chunk, so that rows are read as they come.
   bool fill();
+
+  // Whether a reader at `pos` (where the next row starts) can read a line without waiting for input: a line end is
+  // loaded after it, the input ended, or more has arrived (always, for a regular file or a string). What a command
+  // asks before it waits for more rows of a pipe (predict --data -): the rows it holds are answered first.
+  bool ready(std::uint64_t pos) const;
 
  private:
   // Bytes the window keeps before the first unchecked one, so that a message can quote what precedes a bad byte
@@ -72,7 +78,7 @@ class ChunkedInput {
   [[noreturn]] void not_text(std::uint64_t at, std::size_t length) const;
 
   std::string path_, kind_;  // for messages: the file (or the text's source) and what it is
-  std::ifstream file_;
+  int fd_ = -1;              // the open file; -1 for a string
   const std::string* text_ = nullptr;
   std::size_t text_pos_ = 0;
   std::size_t chunk_size_;

@@ -28,6 +28,8 @@ class CsvParser {
   // return without a line feed outside quotes: the rest of the input cannot be read after those; and
   // ChunkedInput's Error for input that is not UTF-8 text.
   bool next(CsvRow* out);
+  // Where the next row starts (after next(): just past the last row's line end).
+  std::uint64_t position() const { return pos_; }
 
  private:
   int column_at(std::uint64_t pos);

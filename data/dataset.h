@@ -70,6 +70,8 @@ class TextRowReader {
   TextRowReader(const std::string& path, const Tokenizer& tokenizer, const DatasetOptions& options);
   // The next good row; false at the end of the file.
   bool next(TextRow* row);
+  // Whether next() can read a row without waiting for input (RecordReader::ready).
+  bool ready() const { return records_.ready(); }
   const std::string& path() const { return records_.path(); }
   int rows_read() const { return good_; }
   int skipped() const { return skipped_; }

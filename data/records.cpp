@@ -310,6 +310,10 @@ RecordReader::RecordReader(RecordReader&&) noexcept = default;
 RecordReader& RecordReader::operator=(RecordReader&&) noexcept = default;
 
 const std::string& RecordReader::path() const { return state_->path; }
+
+bool RecordReader::ready() const {
+  return state_->input.ready(state_->csv ? state_->csv->position() : state_->pos);
+}
 RecordFormat RecordReader::format() const { return state_->format; }
 const std::vector<std::string>& RecordReader::header() const { return state_->header; }
 

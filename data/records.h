@@ -61,6 +61,9 @@ class RecordReader {
   // Next row into *out (its storage reused); false at the end of the file. After an Error the reader is
   // spent: the file's remaining rows cannot be told apart.
   bool next(Record* out);
+  // Whether next() can read a line without waiting for input (ChunkedInput::ready): for a pipe, whether a row has
+  // arrived; always for a regular file.
+  bool ready() const;
 
  private:
   struct State;  // the open file and the format's parser (records.cpp)

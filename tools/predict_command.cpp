@@ -35,6 +35,7 @@ class LineSink {
       file_->write(text.data(), text.size());
     } else {
       std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);  // a batch's answers, now: what reads a pipe may wait for them before it writes more rows
     }
   }
   void commit() {
@@ -52,7 +53,9 @@ struct PredictionStopped {
 };
 
 // Predicts every row of `path` in batches of `batch_size` rows; returns the rows written. Throws PredictionStopped
-// after the batch in which a stop signal came (StopSignals).
+// after the batch in which a stop signal came (StopSignals). From a pipe, a batch is cut short where the next row
+// has not arrived yet: the rows that have are answered before predict waits (a program that writes a row and
+// reads its answer would otherwise wait for a whole batch of its own rows).
 long predict_file(Predictor& predictor, TextRowReader& reader, const DatasetOptions& options, int batch_size,
                   const PredictionRule& rule, LineSink& sink) {
   const int classes = predictor.labels().size();
@@ -66,7 +69,8 @@ long predict_file(Predictor& predictor, TextRowReader& reader, const DatasetOpti
     examples.clear();
     ids.clear();
     // A bad row is the input's fault (exit 2), wherever in the file it is.
-    while (static_cast<int>(examples.size()) < batch_size && (more = input_step([&] { return reader.next(&row); }))) {
+    while (static_cast<int>(examples.size()) < batch_size && (examples.empty() || reader.ready()) &&
+           (more = input_step([&] { return reader.next(&row); }))) {
       examples.push_back(std::move(row.example));
       ids.push_back(std::move(row.id));
       row = TextRow{};

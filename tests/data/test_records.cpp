@@ -2,6 +2,7 @@
 // larger than the read chunk with characters and quoted fields cut by chunk ends, agreement with read_csv,
 // and the CSV state machine fed in chunks of a few bytes against the same text read whole.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
@@ -571,6 +572,43 @@ TEST(RecordReader, UnreadablePathIsAnErrorNamingIt) {
                {"cannot open CSV file '" + dir.path("missing.csv") + "'"});
   expect_error([&] { RecordReader(dir.path().string(), RecordFormat::kTsv, {"text"}); },
                {"cannot open TSV file '" + dir.path().string() + "': it is a directory, not a file"});
+}
+
+// A pipe's rows are read as they arrive (a read returns what has come, not a whole chunk), and ready() says whether
+// the next row can be read without waiting: what predict --data - asks before it waits for more rows.
+TEST(RecordReader, RowsFromAPipeAreReadAsTheyArrive) {
+  for (const RecordFormat format : {RecordFormat::kCsv, RecordFormat::kJsonl}) {
+    SCOPED_TRACE(record_format_name(format));
+    const bool csv = format == RecordFormat::kCsv;
+    int ends[2];
+    ASSERT_EQ(::pipe(ends), 0);
+    const auto send = [&](const std::string& text) {
+      ASSERT_EQ(::write(ends[1], text.data(), text.size()), static_cast<ssize_t>(text.size()));
+    };
+    send(csv ? "text\nfirst\n" : "{\"text\": \"first\"}\n");
+    RecordReader reader("/proc/self/fd/" + std::to_string(ends[0]), format, {"text"});
+    Record row;
+    ASSERT_TRUE(reader.next(&row));  // a whole 32 KiB chunk would wait here
+    EXPECT_EQ(row.fields[0].text, "first");
+    EXPECT_FALSE(reader.ready());
+    send(csv ? "sec" : "{\"text\": ");  // a part of a line: read, not a row yet
+    EXPECT_TRUE(reader.ready());
+    send(csv ? "ond\nthird\n" : "\"second\"}\n{\"text\": \"third\"}\n");
+    ASSERT_TRUE(reader.next(&row));
+    EXPECT_EQ(row.fields[0].text, "second");
+    EXPECT_TRUE(reader.ready());  // the third line is loaded
+    ASSERT_TRUE(reader.next(&row));
+    EXPECT_EQ(row.fields[0].text, "third");
+    EXPECT_FALSE(reader.ready());
+    ::close(ends[1]);
+    EXPECT_TRUE(reader.ready());  // the end: next() answers at once
+    EXPECT_FALSE(reader.next(&row));
+    ::close(ends[0]);
+  }
+  // A regular file is always ready.
+  TempDir dir("bertrain_records");
+  RecordReader file(write_file(dir, "t.csv", "text\na\n"), RecordFormat::kCsv, {"text"});
+  EXPECT_TRUE(file.ready());
 }
 
 // ---- The state machine fed in small chunks ----------------------------------------------------------------

@@ -33,6 +33,31 @@ std::vector<std::string> files_starting(const fs::path& dir, const std::string& 
   return names;
 }
 
+// predict --data - answers the rows that have come down a pipe before it waits for more: a program that writes a row
+// and waits for its answer gets it (here a shell writes the next row only once the previous answer is in the file).
+// Before, predict waited for 32 KiB of input or a batch of 64 rows, and both sides waited until the deadline.
+TEST_F(CliTest, PredictFromAPipeAnswersTheRowsThatHaveCome) {
+  for (const std::string format : {"csv", "jsonl"}) {
+    const std::string out = path("answers." + format);
+    const std::vector<std::string> rows =
+        format == "csv" ? std::vector<std::string>{"title,description\nimage,a photo", "graph,nodes", "text,words"}
+                        : std::vector<std::string>{R"({"title": "image", "description": "a photo"})",
+                                                   R"({"title": "graph"})", R"({"title": "text"})"};
+    std::string script = "{ ";
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      script += "printf '%s\\n' '" + rows[i] + "'; while [ \"$(cat '" + out + "' 2>/dev/null | wc -l)\" -lt " +
+                std::to_string(i + 1) + " ]; do sleep 0.05; done; ";
+    }
+    script += "} | " + shell_command({"predict", "--model", suite_run(), "--data", "-", "--format", format,
+                                      "--device", "cpu", "--quiet"}) + " > '" + out + "'";
+    const RunResult r = testing::run_process({"/bin/sh", "-c", script}, {}, 30);
+    ASSERT_TRUE(succeeded(r)) << format << ": " << r.describe();
+    const std::vector<json> answers = read_jsonl(out);
+    ASSERT_EQ(answers.size(), rows.size()) << format;
+    for (std::size_t i = 0; i < answers.size(); ++i) EXPECT_EQ(answers[i]["id"], std::to_string(i)) << format;
+  }
+}
+
 // Made-With-ML's serving rule predicts "other" below the threshold; a model without that label names its fallback.
 TEST_F(CliTest, PredictThresholdFallsBackToOtherLabel) {
   std::vector<Row> rows;
