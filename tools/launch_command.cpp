@@ -168,8 +168,9 @@ int run_launch(const std::vector<std::string>& args) {
   for (int attempt = 0;; ++attempt) {
     if (const int sig = launcher_signal.load(); sig != 0) {  // during the restart delay: no further attempt
       const bool resumable = file_exists(run_dir + "/last/trainer_state.json");
-      std::fprintf(stderr, "bertrain launch: stopped by %s before restart %d; not restarting%s\n",
-                   signal_name(sig).c_str(), attempt, resumable ? " (exit 75: the checkpoint in last/ continues it)" : "");
+      const std::string when = attempt == 0 ? "before COMMAND started" : "before restart " + std::to_string(attempt);
+      std::fprintf(stderr, "bertrain launch: stopped by %s %s; not restarting%s\n", signal_name(sig).c_str(),
+                   when.c_str(), resumable ? " (exit 75: the checkpoint in last/ continues it)" : "");
       return resumable ? kExitCheckpointed : 128 + sig;
     }
     std::vector<std::string> argv = command;
