@@ -1,9 +1,9 @@
 // Preemption: SIGTERM (Slurm's and Kubernetes' stop), SIGINT (Ctrl-C), SIGUSR1 (Slurm's --signal=USR1@T
 // warning before the time limit) and SIGHUP (the terminal or ssh session closed) ask a training run to stop at the
 // next optimizer step, after writing a checkpoint; a second such signal ends the process at once (the signal's
-// default action), except the first one again within kSameSignalWindowS: a signal to a process group reaches
-// bertrain both itself and through what runs it and passes signals on (`bertrain launch`, mpirun), as Ctrl-C in a
-// terminal, `kill -TERM -PGID` or a scheduler's signal to every process of a job do, and that is one request.
+// default action), except the first one again within kSameSignalWindowS: a signal to every process of a job (a
+// scheduler's, `kill -TERM -PGID`) reaches bertrain both itself and through what runs it and passes signals on
+// (`bertrain launch`, mpirun), and that is one request.
 // A command whose output is only progress (train: its products are files) may also stop on SIGPIPE, when what read
 // its stdout or stderr went away (`train ... | head`): with a checkpoint, as on the others, not killed between two.
 // While a StopSignals exists the handlers are installed; the previous ones come back when it is destroyed. A signal

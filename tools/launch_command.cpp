@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,11 +39,33 @@ std::atomic<int> launcher_signal{0};
 
 // SIGTERM / SIGINT / SIGUSR1 / SIGHUP (a closed terminal) to the launcher: the job is being stopped on purpose. Pass
 // the signal on to the command (bertrain checkpoints and exits 75; mpirun forwards SIGUSR1 to its ranks) and do not
-// restart it.
+// restart it. COMMAND runs in a process group of its own, so that a signal to launch's group (Ctrl-C in a terminal,
+// kill -TERM -PGID) reaches it once, through here: Open MPI's mpirun takes a second SIGTERM, SIGINT or SIGHUP for
+// "abort at once" and ends its ranks before their checkpoint.
 void forward_signal(int sig) {
   launcher_signal = sig;
   const pid_t pid = child_pid.load();
   if (pid > 0) ::kill(pid, sig);
+}
+
+// Ctrl-Z (SIGTSTP) stops COMMAND's process group with launch, and SIGCONT (fg, bg) continues it: in a group of its
+// own it is out of the terminal's reach. Async-signal-safe (kill, raise, sigaction, sigprocmask).
+void pause_command(int sig) {
+  const pid_t pid = child_pid.load();
+  if (pid > 0) ::kill(-pid, sig == SIGCONT ? SIGCONT : SIGSTOP);
+  if (sig == SIGTSTP) {
+    struct sigaction stop {};
+    stop.sa_handler = SIG_DFL;
+    sigemptyset(&stop.sa_mask);
+    sigaction(SIGTSTP, &stop, nullptr);
+    sigset_t tstp;
+    sigemptyset(&tstp);
+    sigaddset(&tstp, SIGTSTP);
+    sigprocmask(SIG_UNBLOCK, &tstp, nullptr);  // blocked while its handler runs: raised, it would wait until after
+    ::raise(SIGTSTP);  // stops launch here; the SIGCONT that continues it runs this handler for SIGCONT
+    stop.sa_handler = pause_command;
+    sigaction(SIGTSTP, &stop, nullptr);
+  }
 }
 
 // A closed output does not end the launcher (which then says why it stops) through SIGPIPE's default action. A
@@ -85,6 +108,7 @@ int run_attempt(const std::vector<std::string>& argv, const std::string& restart
   // The child writes execvp's errno here; a successful exec closes the pipe (O_CLOEXEC) with nothing written.
   int exec_error[2];
   BERTRAIN_CHECK(::pipe2(exec_error, O_CLOEXEC) == 0, "launch: pipe failed: " << std::strerror(errno));
+  const pid_t launcher_pid = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     ::close(exec_error[0]);
@@ -93,6 +117,17 @@ int run_attempt(const std::vector<std::string>& argv, const std::string& restart
   }
   if (pid == 0) {
     ::close(exec_error[0]);
+    ::setpgid(0, 0);  // see forward_signal
+    // Out of the terminal's foreground group, COMMAND must not read it (mpirun reads stdin for rank 0: it would be
+    // stopped by SIGTTIN); a training reads no standard input.
+    if (::isatty(STDIN_FILENO)) {
+      const int devnull = ::open("/dev/null", O_RDONLY);
+      if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
+    }
+    // launch killed outright (kill -9, the OOM killer) stops COMMAND as a stop signal does, with its checkpoint,
+    // rather than leaving it to train on alone holding its run directory.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != launcher_pid) ::_exit(128 + SIGTERM);  // launch died before the line above
     ::setenv("BERTRAIN_RESTARTS", restarts.c_str(), 1);
     ::execvp(args[0], args.data());
     const int error = errno;
@@ -102,6 +137,7 @@ int run_attempt(const std::vector<std::string>& argv, const std::string& restart
     ::_exit(127);
   }
   ::close(exec_error[1]);
+  ::setpgid(pid, pid);  // as the child does: whichever runs first, the group exists before a signal is passed on
   child_pid = pid;
   // A signal that came since the last attempt ended (forward_signal found no child to pass it on to) is passed on
   // now; a copy the child also got itself (a process group's signal) is one request to it (engine/stop_signals.h).
@@ -163,6 +199,10 @@ int run_launch(const std::vector<std::string>& args) {
   }
   action.sa_handler = ignore_closed_output;
   if (!ignored_on_entry(SIGPIPE)) sigaction(SIGPIPE, &action, nullptr);
+  action.sa_handler = pause_command;
+  for (const int sig : {SIGTSTP, SIGCONT}) {
+    if (!ignored_on_entry(sig)) sigaction(sig, &action, nullptr);
+  }
 
   nlohmann::json restarts = nlohmann::json::array();
   for (int attempt = 0;; ++attempt) {

@@ -218,9 +218,10 @@ TEST_F(CliTest, LaunchStoppedBySignalAfterADivergenceKeepsItsExit3) {
   EXPECT_NE(r.err.find("stopped by SIGTERM: exit status 3; not restarting\n"), std::string::npos) << r.describe();
 }
 
-// A signal to launch's whole process group (Ctrl-C in a terminal, `kill -TERM -PGID`, a scheduler's signal to every
-// process of a job) reaches train itself and again through launch, which passes it on: one request, a checkpoint and
-// exit 75. Before, train took launch's copy for a second signal and was killed by it between two checkpoints.
+// A signal to launch's whole process group (Ctrl-C in a terminal, `kill -TERM -PGID`) stops train once: one request,
+// a checkpoint and exit 75. Before, train got it itself and again through launch, which passes it on, took launch's
+// copy for a second signal and was killed by it between two checkpoints. (Now launch runs train in a group of its
+// own, and train also takes the same signal again within a second as one request: a scheduler signals every process.)
 TEST_F(CliTest, LaunchsProcessGroupSignalledStopsTrainOnce) {
   std::vector<std::string> args{"launch", "--restart-delay", "0", "--", binary()};
   for (const std::string& a : without_quiet(train_args(path("group"), {"--epochs", "300", "--device", "cpu"}))) {
@@ -234,6 +235,23 @@ TEST_F(CliTest, LaunchsProcessGroupSignalledStopsTrainOnce) {
   EXPECT_NE(r.err.find("stopped by SIGTERM: exit status 75"), std::string::npos) << r.describe();
   EXPECT_NE(r.err.find("continue with the same command and --resume"), std::string::npos) << r.describe();
   EXPECT_EQ(r.err.find("killed by signal"), std::string::npos) << r.describe();
+}
+
+// launch killed outright (kill -9, the OOM killer): its command stops as on a stop signal, with its checkpoint, and
+// lets its run directory go. Before, the training ran on alone, holding RUN_DIR's lock, and the same launch run again
+// was refused ("in use by another bertrain process").
+TEST_F(CliTest, LaunchKilledOutrightStopsItsCommand) {
+  std::vector<std::string> args{"launch", "--restart-delay", "0", "--", binary()};
+  const std::vector<std::string> train = train_args(path("orphan"), {"--epochs", "100000", "--device", "cpu"});
+  args.insert(args.end(), train.begin(), train.end());
+  const std::string run_dir = path("orphan");
+  const std::string script = shell_command(args) + " & job=$!; while [ ! -f '" + run_dir +
+                             "/last/trainer_state.json' ]; do sleep 0.05; done; kill -9 $job; wait $job; "
+                             "for i in $(seq 200); do [ -e '" + run_dir + "/.bertrain-lock' ] || exit 0; sleep 0.1; "
+                             "done; echo 'the training still holds its run directory' >&2; exit 1";
+  const RunResult r = testing::run_process({"/bin/sh", "-c", script}, {}, 60);
+  ASSERT_TRUE(succeeded(r)) << r.describe();
+  EXPECT_NE(r.err.find("stopped by SIGTERM"), std::string::npos) << r.describe();  // train's, with its checkpoint
 }
 
 // A stop signal during the delay before a restart ends launch then, without the restart (before, launch slept the
