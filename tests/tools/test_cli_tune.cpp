@@ -376,6 +376,45 @@ bool two_running_with_an_epoch(const json& s) {
   return n == 2;
 }
 
+// Slurm's warning (SIGUSR1) and a closed terminal (SIGHUP) stop a study as SIGTERM does: its trials with their
+// checkpoints, exit 75 (before, they ended tune by their default action, 138 and 129, study.json saying "running").
+TEST_F(CliTune, EveryStopSignalStopsTheStudyWithItsCheckpoints) {
+  for (const int sig : {SIGUSR1, SIGHUP}) {
+    const std::string out = path("study-" + std::to_string(sig));
+    const std::vector<std::string> args =
+        tune_args(R"({"lr": {"type": "loguniform", "low": 1e-5, "high": 1e-2}})", out,
+                  {"--search", "random", "--trials", "2", "--parallel", "2", "--scheduler", "none"}, {"--epochs", "4"});
+    const std::string log = path("tune-" + std::to_string(sig) + ".log");
+    const pid_t pid = start_tune(args, {"FAKE_TRIAL_EPOCH_MS=300"}, log);
+    ASSERT_TRUE(wait_for_study(out, two_running_with_an_epoch)) << slurp(log);
+    ::kill(pid, sig);
+    EXPECT_EQ(wait_exit(pid), 75) << slurp(log);
+    EXPECT_NE(slurp(log).find("bertrain: tune stopped by " + signal_name(sig)), std::string::npos) << slurp(log);
+    EXPECT_EQ(statuses(study(out)), (std::vector<std::string>{"interrupted", "interrupted"})) << slurp(log);
+  }
+}
+
+// A trial whose run directory another process still holds when --resume starts (a trial of a study killed outright,
+// still writing its checkpoint; here `flock` holds it for a second) is waited for, not resumed at once into "in use"
+// and recorded failed for good.
+TEST_F(CliTune, AResumeWaitsForATrialStillLetGoOf) {
+  const std::string out = path("study");
+  const std::vector<std::string> args =
+      tune_args(R"({"lr": {"type": "loguniform", "low": 1e-5, "high": 1e-2}})", out,
+                {"--search", "random", "--trials", "2", "--parallel", "2", "--scheduler", "none"}, {"--epochs", "4"});
+  const pid_t pid = start_tune(args, {"FAKE_TRIAL_EPOCH_MS=300"}, path("tune.log"));
+  ASSERT_TRUE(wait_for_study(out, two_running_with_an_epoch)) << slurp(path("tune.log"));
+  ::kill(pid, SIGTERM);
+  ASSERT_EQ(wait_exit(pid), 75) << slurp(path("tune.log"));
+  std::vector<std::string> resume = args;
+  resume.insert(resume.begin() + 1, "--resume");
+  std::string script = "flock '" + out + "/trials/000/.bertrain-lock' sleep 1 & sleep 0.3; " + shell_command(resume);
+  const RunResult r = testing::run_process({"/bin/sh", "-c", script}, {"FAKE_TRIAL_EPOCH_MS=20"});
+  ASSERT_TRUE(succeeded(r)) << r.describe();
+  EXPECT_NE(r.err.find("tune: trial 000: waiting for its earlier process to let go of"), std::string::npos) << r.err;
+  EXPECT_EQ(statuses(study(out)), std::vector<std::string>(2, "completed")) << r.describe();
+}
+
 TEST_F(CliTune, SigtermStopsEveryTrialWithItsCheckpointAndResumeFinishesTheStudy) {
   const std::string out = path("study");
   const std::vector<std::string> args =

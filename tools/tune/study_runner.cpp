@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "core/atomic_file.h"
 #include "core/count_text.h"
@@ -35,8 +36,20 @@ using nlohmann::json;
 
 namespace {
 
+// The first stop signal (kStopSignals: SIGTERM, SIGINT, Slurm's SIGUSR1, a closed terminal's SIGHUP), or SIGPIPE when
+// what read tune's output went away (`tune | head`): the study stops, its trials with their checkpoints, exit 75. After
+// SIGPIPE writes to the closed output fail with EPIPE instead of ending tune before its trials' checkpoints.
 std::atomic<int> stop_signal{0};
-void on_stop_signal(int sig) { stop_signal = sig; }
+void on_stop_signal(int sig) {  // async-signal-safe (an atomic, sigaction)
+  int none = 0;
+  stop_signal.compare_exchange_strong(none, sig);
+  if (sig == SIGPIPE) {
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGPIPE, &ignore, nullptr);
+  }
+}
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -101,6 +114,7 @@ class StudyRunner {
     const double time_before = study_.time_s;
     std::vector<bool> slot_busy(static_cast<std::size_t>(s_.parallel), false);
     std::vector<std::size_t> to_resume = resumable_trials();
+    for (const std::size_t i : to_resume) wait_until_released(study_.trials[i]);
     if (!s_.quiet) print_header(to_resume.size());
     while (true) {
       if (stop_signal != 0 && !stopping_) begin_stop();
@@ -202,6 +216,31 @@ class StudyRunner {
     return out;
   }
 
+  // A trial of a study whose tune was killed outright stops on its own (PR_SET_PDEATHSIG, trial_process.cpp) and may
+  // still be writing its checkpoint when --resume starts: resumed then, its train would be refused the run directory
+  // and the trial recorded failed for good. Waits (saying so) until no process holds the trial's run directory, a
+  // stop signal comes, or kReleaseWaitS pass; the trial then runs as it would have.
+  void wait_until_released(const TrialRecord& t) const {
+    constexpr double kReleaseWaitS = 300;
+    const auto start = Clock::now();
+    bool said = false;
+    while (stop_signal == 0 && seconds_since(start) < kReleaseWaitS) {
+      try {
+        const DirectoryLock free(path(t.dir()), "trial " + t.id + "'s run directory");
+        return;
+      } catch (const DirectoryInUseError&) {
+        if (!said) {
+          std::fprintf(stderr, "tune: trial %s: waiting for its earlier process to let go of %s (a trial of a killed "
+                       "study finishing its checkpoint)\n", t.id.c_str(), path(t.dir()).c_str());
+          said = true;
+        }
+      } catch (const Error&) {
+        return;  // not a question of another process: the trial meets it and says so
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+
   // Sleeps until a trial exits (SIGCHLD, blocked for this) or 100 ms pass: a new epoch in a metrics.jsonl is seen
   // within 100 ms, a finished trial's slot taken again at once. SIGINT / SIGTERM end the wait too.
   void wait_for_news() const {
@@ -222,7 +261,11 @@ class StudyRunner {
     action.sa_handler = on_stop_signal;
     sigemptyset(&action.sa_mask);
     action.sa_flags = SA_RESTART;
-    for (int sig : {SIGTERM, SIGINT}) sigaction(sig, &action, nullptr);
+    // One ignored on entry (`nohup`: SIGHUP; a shell's background job: SIGINT) stays ignored, as in every command.
+    for (const int sig : kStopSignals) {
+      if (!ignored_on_entry(sig)) sigaction(sig, &action, nullptr);
+    }
+    if (!ignored_on_entry(SIGPIPE)) sigaction(SIGPIPE, &action, nullptr);
   }
 
   void open_mlflow() {
