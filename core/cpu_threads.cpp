@@ -37,7 +37,7 @@ const std::vector<int>& process_cpus() {
 
 }  // namespace
 
-int configure_cpu_threads(int threads, int local_rank) {
+int configure_cpu_threads(int threads, int local_rank, int local_size) {
   if (threads > 0) omp_set_num_threads(threads);
   int count = omp_get_max_threads();
   const std::vector<int>& cpus = process_cpus();
@@ -70,7 +70,9 @@ int configure_cpu_threads(int threads, int local_rank) {
   for (const char* name : {"OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"}) {
     if (std::getenv(name) != nullptr) return count;
   }
-  if (cpus.size() < 2) return count;
+  if (cpus.size() < 2 || static_cast<std::size_t>(count) * static_cast<std::size_t>(local_size) < cpus.size()) {
+    return count;  // see cpu_threads.h: pinned only where the job's threads fill the CPUs
+  }
   const std::size_t first = static_cast<std::size_t>(local_rank) * static_cast<std::size_t>(count);
   // OpenMP keeps its worker threads between parallel regions, so pinning them once here lasts.
 #pragma omp parallel num_threads(count)

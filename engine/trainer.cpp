@@ -811,7 +811,7 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
   const bool leader = comm.rank() == 0;  // prints and writes RUN_DIR
   const bool verbose = leader && !args.quiet;
   const auto start = Clock::now();
-  configure_cpu_threads(args.threads, comm.info().local_rank);
+  configure_cpu_threads(args.threads, comm.info().local_rank, comm.info().local_size);
   // Rank 0 writes RUN_DIR, and no other process may meanwhile: it locks RUN_DIR before reading it, so a second train
   // (or --resume, or --overwrite) into it fails before it reads or touches a file.
   std::optional<DirectoryLock> run_dir_lock;
