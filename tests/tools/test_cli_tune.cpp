@@ -34,6 +34,12 @@ class CliTune : public CliTest {
     a.insert(a.end(), train.begin(), train.end());
     return a;
   }
+  // A random search over lr, `trials` trials two at a time, no scheduler: the studies the signal tests stop.
+  std::vector<std::string> lr_study_args(const std::string& out, int trials) {
+    return tune_args(R"({"lr": {"type": "loguniform", "low": 1e-5, "high": 1e-2}})", out,
+                     {"--search", "random", "--trials", std::to_string(trials), "--parallel", "2", "--scheduler", "none"},
+                     {"--epochs", "4"});
+  }
   static json study(const fs::path& dir) { return json::parse(slurp(dir / "study.json")); }
   static std::vector<std::string> statuses(const json& s) {
     std::vector<std::string> out;
@@ -376,19 +382,28 @@ bool two_running_with_an_epoch(const json& s) {
   return n == 2;
 }
 
+// tune `args` (the fake trial, 300 ms epochs) started, signalled with `sig` once two trials have an epoch, and waited
+// for: tune's exit status (its output in `log`).
+int signalled_study_exit(const std::vector<std::string>& args, const fs::path& out, int sig, const std::string& log) {
+  const pid_t pid = start_tune(args, {"FAKE_TRIAL_EPOCH_MS=300"}, log);
+  if (!wait_for_study(out, two_running_with_an_epoch)) {
+    ADD_FAILURE() << "no two trials with an epoch: " << slurp(log);
+    ::kill(pid, SIGKILL);
+    wait_exit(pid);
+    return -1;
+  }
+  ::kill(pid, sig);
+  return wait_exit(pid);
+}
+
 // Slurm's warning (SIGUSR1) and a closed terminal (SIGHUP) stop a study as SIGTERM does: its trials with their
 // checkpoints, exit 75 (before, they ended tune by their default action, 138 and 129, study.json saying "running").
 TEST_F(CliTune, EveryStopSignalStopsTheStudyWithItsCheckpoints) {
   for (const int sig : {SIGUSR1, SIGHUP}) {
     const std::string out = path("study-" + std::to_string(sig));
-    const std::vector<std::string> args =
-        tune_args(R"({"lr": {"type": "loguniform", "low": 1e-5, "high": 1e-2}})", out,
-                  {"--search", "random", "--trials", "2", "--parallel", "2", "--scheduler", "none"}, {"--epochs", "4"});
+    const std::vector<std::string> args = lr_study_args(out, 2);
     const std::string log = path("tune-" + std::to_string(sig) + ".log");
-    const pid_t pid = start_tune(args, {"FAKE_TRIAL_EPOCH_MS=300"}, log);
-    ASSERT_TRUE(wait_for_study(out, two_running_with_an_epoch)) << slurp(log);
-    ::kill(pid, sig);
-    EXPECT_EQ(wait_exit(pid), 75) << slurp(log);
+    EXPECT_EQ(signalled_study_exit(args, out, sig, log), 75) << slurp(log);
     EXPECT_NE(slurp(log).find("bertrain: tune stopped by " + signal_name(sig)), std::string::npos) << slurp(log);
     EXPECT_EQ(statuses(study(out)), (std::vector<std::string>{"interrupted", "interrupted"})) << slurp(log);
   }
@@ -399,16 +414,12 @@ TEST_F(CliTune, EveryStopSignalStopsTheStudyWithItsCheckpoints) {
 // and recorded failed for good.
 TEST_F(CliTune, AResumeWaitsForATrialStillLetGoOf) {
   const std::string out = path("study");
-  const std::vector<std::string> args =
-      tune_args(R"({"lr": {"type": "loguniform", "low": 1e-5, "high": 1e-2}})", out,
-                {"--search", "random", "--trials", "2", "--parallel", "2", "--scheduler", "none"}, {"--epochs", "4"});
-  const pid_t pid = start_tune(args, {"FAKE_TRIAL_EPOCH_MS=300"}, path("tune.log"));
-  ASSERT_TRUE(wait_for_study(out, two_running_with_an_epoch)) << slurp(path("tune.log"));
-  ::kill(pid, SIGTERM);
-  ASSERT_EQ(wait_exit(pid), 75) << slurp(path("tune.log"));
+  const std::vector<std::string> args = lr_study_args(out, 2);
+  ASSERT_EQ(signalled_study_exit(args, out, SIGTERM, path("tune.log")), 75) << slurp(path("tune.log"));
   std::vector<std::string> resume = args;
   resume.insert(resume.begin() + 1, "--resume");
-  std::string script = "flock '" + out + "/trials/000/.bertrain-lock' sleep 1 & sleep 0.3; " + shell_command(resume);
+  const std::string script =
+      "flock '" + out + "/trials/000/.bertrain-lock' sleep 1 & sleep 0.3; " + shell_command(resume);
   const RunResult r = testing::run_process({"/bin/sh", "-c", script}, {"FAKE_TRIAL_EPOCH_MS=20"});
   ASSERT_TRUE(succeeded(r)) << r.describe();
   EXPECT_NE(r.err.find("tune: trial 000: waiting for its earlier process to let go of"), std::string::npos) << r.err;
@@ -417,13 +428,8 @@ TEST_F(CliTune, AResumeWaitsForATrialStillLetGoOf) {
 
 TEST_F(CliTune, SigtermStopsEveryTrialWithItsCheckpointAndResumeFinishesTheStudy) {
   const std::string out = path("study");
-  const std::vector<std::string> args =
-      tune_args(R"({"lr": {"type": "loguniform", "low": 1e-5, "high": 1e-2}})", out,
-                {"--search", "random", "--trials", "3", "--parallel", "2", "--scheduler", "none"}, {"--epochs", "4"});
-  const pid_t pid = start_tune(args, {"FAKE_TRIAL_EPOCH_MS=300"}, path("tune.log"));
-  ASSERT_TRUE(wait_for_study(out, two_running_with_an_epoch)) << slurp(path("tune.log"));
-  ::kill(pid, SIGTERM);
-  EXPECT_EQ(wait_exit(pid), 75) << slurp(path("tune.log"));
+  const std::vector<std::string> args = lr_study_args(out, 3);
+  EXPECT_EQ(signalled_study_exit(args, out, SIGTERM, path("tune.log")), 75) << slurp(path("tune.log"));
   const json stopped = study(out);
   EXPECT_EQ(statuses(stopped), (std::vector<std::string>{"interrupted", "interrupted"})) << stopped.dump(1);
   EXPECT_FALSE(fs::exists(fs::path(out) / "best"));
@@ -472,9 +478,7 @@ TEST_F(CliTune, ATrialEndedByTheStudysSigtermAfterItsTrainingIsNotAFailure) {
 
 TEST_F(CliTune, AStudyKilledWithoutWarningResumes) {
   const std::string out = path("study");
-  const std::vector<std::string> args =
-      tune_args(R"({"lr": {"type": "loguniform", "low": 1e-5, "high": 1e-2}})", out,
-                {"--search", "random", "--trials", "2", "--parallel", "2", "--scheduler", "none"}, {"--epochs", "4"});
+  const std::vector<std::string> args = lr_study_args(out, 2);
   const pid_t pid = start_tune(args, {"FAKE_TRIAL_EPOCH_MS=300"}, path("tune.log"));
   ASSERT_TRUE(wait_for_study(out, two_running_with_an_epoch)) << slurp(path("tune.log"));
   ::kill(pid, SIGKILL);
