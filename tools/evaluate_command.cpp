@@ -225,11 +225,8 @@ int run_evaluate(const std::vector<std::string>& args) {
   DatasetOptions options;  // as the model was trained, then the flags
   const TextDataset data = input_step([&] {
     options = predictor.dataset_options();
-    if (validation) {  // as the training read the file
-      options.format = held_out.settings.data.format;
-      options.skip_bad_rows = held_out.settings.data.skip_bad_rows;
-    }
     apply_data_flags(p, &options);
+    // --validation: the format and bad rows as the training read the file, unless the flags say otherwise.
     if (validation && !p.given("format")) options.format = held_out.settings.data.format;
     if (validation && !p.get_flag("skip-bad-rows")) options.skip_bad_rows = held_out.settings.data.skip_bad_rows;
     predictor.check_dataset_options(options);

@@ -352,7 +352,8 @@ TEST_F(CliTest, SignalsStopWithACheckpointThatResumesBitForBit) {
 
   // A second signal 2 ms after the first ends the process at once (its default action; StopSignals.* checks that
   // deterministically), most likely while it writes the checkpoint; or, on a fast disk, the checkpoint is done and
-  // it exits 75. Another signal: the same one again so soon would be the same request (kSameSignalWindowS). Either way the next start finds a whole checkpoint, no leftovers, and ends as the full run.
+  // it exits 75. Another signal: the same one again so soon would be the same request (kSameSignalWindowS). Either
+  // way the next start finds a whole checkpoint, no leftovers, and ends as the full run.
   std::vector<std::string> argv{binary()};
   const std::vector<std::string> args = train_args(path("twice"), knobs);
   argv.insert(argv.end(), args.begin(), args.end());

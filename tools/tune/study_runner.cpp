@@ -226,7 +226,7 @@ class StudyRunner {
     bool said = false;
     while (stop_signal == 0 && seconds_since(start) < kReleaseWaitS) {
       try {
-        const DirectoryLock free(path(t.dir()), "trial " + t.id + "'s run directory");
+        const DirectoryLock released(path(t.dir()), "trial " + t.id + "'s run directory");
         return;
       } catch (const DirectoryInUseError&) {
         if (!said) {

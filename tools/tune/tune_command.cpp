@@ -100,7 +100,6 @@ std::vector<json> read_initial_params(const std::string& text) {
   return points;
 }
 
-// Whether train's flag `name` is in `flags` (as --name or --name=...).
 // Checks the space's names against train's flags: before the space is parsed, so that a misspelt or managed key is
 // named even in a space that would otherwise have nothing to search.
 void check_space_names(const json& space, const ArgParser& train, const std::vector<std::string>& train_flags,
