@@ -12,6 +12,7 @@ set(BERTRAIN_CORE_SOURCES
   core/json_text.cpp
   core/param_store.cpp
   core/cpu_threads.cpp
+  core/host_memory.cpp
   core/build_info.cpp
   core/progress.cpp
   core/timestamp.cpp
@@ -67,6 +68,7 @@ set(BERTRAIN_CORE_SOURCES
   model/torch_checkpoint.cpp
   # engine/
   engine/classifier_trainer.cpp
+  engine/memory_fit.cpp
   engine/early_stopping.cpp
   engine/lr_schedule.cpp
   engine/lr_scheduler.cpp

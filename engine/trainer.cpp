@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/file_hash.h"
 #include "core/files.h"
+#include "core/host_memory.h"
 #include "core/progress.h"
 #include "data/batcher.h"
 #include "data/tokenizer.h"
@@ -30,6 +31,7 @@
 #include "engine/early_stopping.h"
 #include "engine/lr_schedule.h"
 #include "engine/lr_scheduler.h"
+#include "engine/memory_fit.h"
 #include "engine/mlflow_model.h"
 #include "engine/mlflow_run.h"
 #include "engine/mlflow_store.h"
@@ -891,9 +893,17 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
   // error); what fails while the engine is built (device memory) is not.
   const BackendChoice choice =
       input_step([&] { return choose_backend(args.device, args.precision, comm.info().local_rank); });
+  const BatchLimits limits = batch_limits({&train_batcher, &val_batcher});
+  if (!choice.cuda) {  // the CUDA engine checks its device's memory itself
+    if (const std::optional<HostMemory> memory = host_memory()) {
+      const MemoryNeed need = cpu_training_memory(model.config, data.labels.size(), limits, args.grad_accum_steps);
+      const std::string warning = check_host_memory(need, limits, comm.info().local_size, *memory, "train");
+      if (leader && !warning.empty()) std::fprintf(stderr, "bertrain: warning: %s\n", warning.c_str());
+    }
+  }
   const std::unique_ptr<TrainingBackend> engine =
-      make_training_backend(choice, model.config, data.labels.size(), batch_limits({&train_batcher, &val_batcher}),
-                            model.params, trainer_options(args, data), comm);
+      make_training_backend(choice, model.config, data.labels.size(), limits, model.params,
+                            trainer_options(args, data), comm);
   RunState run = args.resume ? input_step([&] { return resumed_state(args, dirs, saved, plan, *engine, resumes); })
                              : fresh_state(args, plan);
 

@@ -78,6 +78,18 @@ void check_batch_for_device(const BertBatch& batch, const BatchLimits& limits, i
 
 template <typename T>
 BertClassifier<T>::BertClassifier(const BertConfig& config, int num_labels, const BatchLimits& limits, BertUse use)
+    : BertClassifier(config, num_labels, limits, use, /*allocate=*/true) {}
+
+template <typename T>
+std::size_t BertClassifier<T>::activation_bytes(const BertConfig& config, int num_labels, const BatchLimits& limits,
+                                                BertUse use) {
+  const BertClassifier dry(config, num_labels, limits, use, /*allocate=*/false);
+  return dry.arena_elements_ * sizeof(T) + token_table_bytes(limits);
+}
+
+template <typename T>
+BertClassifier<T>::BertClassifier(const BertConfig& config, int num_labels, const BatchLimits& limits, BertUse use,
+                                  bool allocate)
     : config_(config), num_labels_(num_labels), limits_(limits), use_(use) {
   config_.validate("model config");
   BERTRAIN_CHECK(num_labels > 0, "the classifier needs at least one label, got " << num_labels);
@@ -88,8 +100,10 @@ BertClassifier<T>::BertClassifier(const BertConfig& config, int num_labels, cons
   const std::size_t h = config.hidden_size, i = config.intermediate_size, b = limits.rows, e = config.embedding_width();
   const int layers = config.num_hidden_layers;
   threads_ = omp_get_max_threads();
-  positions_.assign(tokens, 0);
-  slots_.assign(tokens, 0);
+  if (allocate) {
+    positions_.assign(tokens, 0);
+    slots_.assign(tokens, 0);
+  }
 
   // Every buffer is a slice of one arena: first collect the requests, then allocate once and hand out.
   std::vector<std::pair<T**, std::size_t>> plan;
@@ -137,7 +151,9 @@ BertClassifier<T>::BertClassifier(const BertConfig& config, int num_labels, cons
   auto aligned_size = [](std::size_t n) { return (n + kAlignElements - 1) / kAlignElements * kAlignElements; };
   std::size_t total = 0;
   for (const auto& request : plan) total += aligned_size(request.second);
-  arena_.assign(total + kAlignElements, T(0));
+  arena_elements_ = total + kAlignElements;
+  if (!allocate) return;
+  arena_.assign(arena_elements_, T(0));
   const auto address = reinterpret_cast<std::uintptr_t>(arena_.data());
   std::size_t offset = (kAlignBytes - address % kAlignBytes) % kAlignBytes / sizeof(T);
   for (const auto& [slot, n] : plan) {

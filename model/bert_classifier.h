@@ -6,6 +6,7 @@
 // finite-difference gradient checks.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -77,6 +78,11 @@ class BertClassifier {
  public:
   BertClassifier(const BertConfig& config, int num_labels, const BatchLimits& limits,
                  BertUse use = BertUse::kTraining);
+  // Bytes of host memory a model with these sizes allocates for its activations and scratch (the arena and the
+  // per-token tables), with OpenMP's current thread count, without allocating them: what a caller checks against
+  // the memory it has before building one (engine/memory_fit.h).
+  static std::size_t activation_bytes(const BertConfig& config, int num_labels, const BatchLimits& limits,
+                                      BertUse use = BertUse::kTraining);
 
   const BertConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
@@ -93,9 +99,16 @@ class BertClassifier {
   // [B, H] the head's hidden activation act(dense(first token)) before its dropout: BERT's pooled output.
   const T* pooled_output() const { return pooled_; }
   const T* sequence_output() const { return layer_in_.back(); }  // [T, H]
-  std::size_t activation_bytes() const { return arena_.size() * sizeof(T); }
+  // Host memory of the activations and scratch: what activation_bytes(config(), ...) said before it was built.
+  std::size_t activation_bytes() const { return arena_.size() * sizeof(T) + token_table_bytes(limits_); }
 
  private:
+  static std::size_t token_table_bytes(const BatchLimits& limits) {
+    return static_cast<std::size_t>(limits.tokens) * (sizeof(int32_t) + sizeof(int64_t));  // positions_, slots_
+  }
+  // allocate false: the arena is only planned (arena_elements_), for activation_bytes.
+  BertClassifier(const BertConfig& config, int num_labels, const BatchLimits& limits, BertUse use, bool allocate);
+
   struct LayerActivations {
     // inter_act = act(inter_pre) is kept (not recomputed in backward): on the CPU memory is cheaper than the
     // activation's second pass.
@@ -111,6 +124,7 @@ class BertClassifier {
   int threads_ = 1;  // OpenMP threads the attention scratch was sized for
   ParamLayout layout_;
   std::vector<T> arena_;
+  std::size_t arena_elements_ = 0;  // what arena_ holds, or would hold (allocate false)
   std::vector<int32_t> positions_;  // [T] each token's row of the position table (embedding_positions_cpu)
   std::vector<int64_t> slots_;      // [T] each token's dropout row (kernels/packed.h)
 

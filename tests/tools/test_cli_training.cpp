@@ -86,6 +86,41 @@ TEST_F(CliTraining, TheProgressLineOfAShortLastEpochCountsItsSteps) {
   }
 }
 
+// A batch too large for the memory the process may use (here under ulimit -v) is refused before anything is
+// allocated or written: one line with the need, what there is and the flags that lower it, exit 2, which launch
+// does not retry. Before, it was std::bad_alloc's "out of memory" (exit 1, retried three times by launch), or, where
+// the allocation fitted the kernel's overcommit, the OOM killer's SIGKILL while the arena was zeroed.
+TEST_F(CliTraining, ABatchTooLargeForMemoryIsRefusedNamingTheFlags) {
+#ifdef __SANITIZE_ADDRESS__
+  GTEST_SKIP() << "AddressSanitizer's shadow memory cannot be mapped under ulimit -v";
+#endif
+  // 50,000 rows of 34 tokens: 1.4 million tokens in one batch of 40,000 training rows, about 6 GiB of activations
+  // against the 3 GB of address space (of which the process maps about 1.3 GB itself).
+  std::vector<Row> rows;
+  for (int i = 0; i < 50000; ++i) {
+    const std::vector<std::string>& words = kWords[i % 4];
+    Row row{words[i % 15] + " " + words[(i + 1) % 15], "", kTags[i % 4]};
+    for (int w = 0; w < 30; ++w) row.description += words[(i + w) % 15] + " ";
+    rows.push_back(row);
+  }
+  spit(path("many.csv"), to_csv(rows));
+  std::vector<std::string> args = train_args(path("run"), {"--batch-size", "65536", "--device", "cpu"});
+  args[4] = path("many.csv");  // --train-data
+  const RunResult r = testing::run_process({"/bin/sh", "-c", "ulimit -v 3000000 && exec " + shell_command(args)});
+  expect_error(r, "train: the CPU engine needs ");
+  for (const char* part : {"for batches of up to 40000 rows and ", "GiB of activations",
+                           "of memory is available to it under ulimit -v (RLIMIT_AS) of 2.9 GiB", "--batch-size",
+                           "--grad-accum-steps", "--max-length"}) {
+    EXPECT_NE(r.err.find(part), std::string::npos) << part << "\n" << r.describe();
+  }
+  EXPECT_FALSE(fs::exists(path("run"))) << "nothing is written for a run that cannot start";
+  std::vector<std::string> launch{"launch", "--restart-delay", "0", "--", binary()};
+  launch.insert(launch.end(), args.begin(), args.end());
+  const RunResult launched = testing::run_process({"/bin/sh", "-c", "ulimit -v 3000000 && exec " + shell_command(launch)});
+  EXPECT_EQ(launched.exit_code, 2) << launched.describe();
+  EXPECT_EQ(launched.err.find("restart 1"), std::string::npos) << launched.describe();
+}
+
 // Where stderr is not a terminal (here a pipe), progress is a plain line at most every --progress-interval seconds,
 // never on a terminal's overwriting escapes; 0 and --quiet print none. Before, a log held only the epoch lines.
 TEST_F(CliTraining, ProgressInALogIsAPlainLineEveryInterval) {

@@ -1,0 +1,38 @@
+// Whether a training engine fits the memory it will run in, checked before it allocates: a batch too large for the
+// machine ends as one error line that says how much is needed and which flags lower it (exit 2, which `bertrain
+// launch` does not retry), where it ended as std::bad_alloc's "out of memory", as the kernel's OOM killer (a
+// SIGKILL that launch retried three times), or as a CUDA allocation error (exit 1, retried).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "core/host_memory.h"
+#include "model/bert_classifier.h"
+
+namespace bertrain {
+
+// What an engine allocates when it is built, by part.
+struct MemoryNeed {
+  std::size_t activations = 0;  // the model's activations and scratch for the largest batch
+  std::size_t state = 0;        // parameters, gradients, Adam's moments, the accumulated gradient
+  std::size_t total() const { return activations + state; }
+};
+
+// The CPU engine (ClassifierTrainer<float> in CpuBackend) for batches within `limits`: the training model's
+// activations, and the parameters, gradients and two moments it holds beside the caller's parameters (and the
+// gradient sum of --grad-accum-steps above 1).
+MemoryNeed cpu_training_memory(const BertConfig& config, int num_labels, const BatchLimits& limits,
+                               int accumulation_steps);
+
+// Throws InputError when `processes` engines of `need` each (the ranks of a job on this host) cannot fit what
+// `have` leaves, swap included; the message names `command`, the sizes, and --batch-size, --grad-accum-steps and
+// --max-length. Returns a warning when they fit only with swap (training would page), "" when they fit in memory.
+std::string check_host_memory(const MemoryNeed& need, const BatchLimits& limits, int processes,
+                              const HostMemory& have, const std::string& command);
+
+// The same check for device memory: `free` of `total` bytes of `device_name` (cudaMemGetInfo) against one engine.
+void check_device_memory(const MemoryNeed& need, const BatchLimits& limits, std::size_t free, std::size_t total,
+                         const std::string& device_name, const std::string& command);
+
+}  // namespace bertrain

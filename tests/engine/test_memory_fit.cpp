@@ -1,0 +1,95 @@
+// The memory check before an engine is built (engine/memory_fit.h): what the CPU engine will allocate, known
+// before it allocates, and the error or warning when that does not fit.
+#include "engine/memory_fit.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "engine/classifier_trainer.h"
+#include "model/model_dir.h"
+#include "tests/expect_error.h"
+
+namespace bertrain {
+namespace {
+
+constexpr std::size_t kGiB = std::size_t{1} << 30;
+
+LoadedModel tiny_model() { return load_model_dir(std::string(BERTRAIN_FIXTURES_DIR) + "/tiny_gelu_bce_adam", {}, 0); }
+
+// The sizes said before the build are the sizes the build allocates: a model's activations (training and
+// inference), and the trainer's parameters, gradients and moments.
+TEST(MemoryFit, TheCpuEnginesNeedIsWhatItAllocates) {
+  const LoadedModel model = tiny_model();
+  const int labels = model.config.num_labels();
+  for (const BatchLimits& limits : {BatchLimits{1, 1, 1}, BatchLimits{8, 20, 100}, BatchLimits{64, 24, 1536}}) {
+    for (BertUse use : {BertUse::kTraining, BertUse::kInference}) {
+      const BertClassifier<float> built(model.config, labels, limits, use);
+      EXPECT_EQ(BertClassifier<float>::activation_bytes(model.config, labels, limits, use), built.activation_bytes())
+          << limits.rows << " rows, " << limits.tokens << " tokens";
+    }
+    const MemoryNeed need = cpu_training_memory(model.config, labels, limits, 1);
+    ClassifierTrainer<float> trainer(model.config, labels, limits, model.params, TrainerOptions{});
+    EXPECT_EQ(need.activations, BertClassifier<float>(model.config, labels, limits).activation_bytes());
+    EXPECT_EQ(need.state, (trainer.parameters().size() + trainer.gradients().size() +
+                           trainer.optimizer().first_moment().size() + trainer.optimizer().second_moment().size()) *
+                              sizeof(float));
+    // --grad-accum-steps above 1 keeps one more gradient-sized buffer (CpuBackend's sum of the micro-batches).
+    EXPECT_EQ(cpu_training_memory(model.config, labels, limits, 4).state, need.state / 4 * 5);
+  }
+}
+
+TEST(MemoryFit, WhatFitsInMemoryPassesSilently) {
+  MemoryNeed need{3 * kGiB, kGiB};
+  EXPECT_EQ(check_host_memory(need, BatchLimits{256, 128, 32768}, 1, HostMemory{4 * kGiB, 0, ""}, "train"), "");
+  EXPECT_EQ(check_host_memory(need, BatchLimits{256, 128, 32768}, 2, HostMemory{8 * kGiB, 0, ""}, "train"), "");
+}
+
+// Too large for memory and swap: one line with the need by part, what there is, and the flags that lower it.
+TEST(MemoryFit, WhatCannotFitIsAnInputErrorNamingTheFlags) {
+  const MemoryNeed need{82 * kGiB, 2 * kGiB};
+  const BatchLimits limits{256, 512, 131072};
+  EXPECT_THROW(check_host_memory(need, limits, 1, HostMemory{20 * kGiB, 0, ""}, "train"), InputError);
+  testing::expect_error([&] { check_host_memory(need, limits, 1, HostMemory{20 * kGiB, 0, ""}, "train"); },
+                        {"train: the CPU engine needs 84.0 GiB", "256 rows and 131072 tokens", "82.0 GiB of activations",
+                         "2.0 GiB of parameters", "this machine has 20.0 GiB of memory available", "--batch-size",
+                         "--grad-accum-steps", "--max-length"});
+  // Where a limit leaves less than the machine has, the message names it; several processes on one host each
+  // need it.
+  testing::expect_error(
+      [&] {
+        check_host_memory(MemoryNeed{3 * kGiB, kGiB}, limits, 4,
+                          HostMemory{12 * kGiB, 2 * kGiB, "the cgroup limit in /sys/fs/cgroup/job/memory.max"}, "train");
+      },
+      {"needs 4.0 GiB", "16.0 GiB for the 4 processes on this host",
+       "12.0 GiB of memory is available to it under the cgroup limit in /sys/fs/cgroup/job/memory.max",
+       "and 2.0 GiB of swap"});
+}
+
+// More than memory but within memory and swap: it would run, paging; a warning says so, with the same advice.
+TEST(MemoryFit, WhatFitsOnlyWithSwapIsAWarning) {
+  const std::string warning =
+      check_host_memory(MemoryNeed{5 * kGiB, kGiB}, BatchLimits{64, 512, 32768}, 1, HostMemory{4 * kGiB, 4 * kGiB, ""},
+                        "train");
+  EXPECT_NE(warning.find("needs 6.0 GiB"), std::string::npos) << warning;
+  EXPECT_NE(warning.find("it will swap"), std::string::npos) << warning;
+  EXPECT_NE(warning.find("--batch-size"), std::string::npos) << warning;
+}
+
+TEST(MemoryFit, TheDevicesFreeMemoryBoundsTheGpuEngine) {
+  EXPECT_NO_THROW(check_device_memory(MemoryNeed{70 * kGiB, 2 * kGiB}, BatchLimits{256, 128, 32768}, 130 * kGiB,
+                                      139 * kGiB, "cuda:0", "train"));
+  EXPECT_THROW(check_device_memory(MemoryNeed{70 * kGiB, 2 * kGiB}, BatchLimits{256, 512, 131072}, 60 * kGiB,
+                                   139 * kGiB, "cuda:0", "train"),
+               InputError);
+  testing::expect_error(
+      [&] {
+        check_device_memory(MemoryNeed{70 * kGiB, 2 * kGiB}, BatchLimits{256, 512, 131072}, 60 * kGiB, 139 * kGiB,
+                            "cuda:0", "train");
+      },
+      {"train: the GPU engine needs 72.0 GiB of cuda:0's memory", "60.0 GiB of its 139.0 GiB are free",
+       "--batch-size", "--grad-accum-steps", "--max-length"});
+}
+
+}  // namespace
+}  // namespace bertrain
