@@ -335,13 +335,13 @@ class TrainingLoop {
   void run() {
     loop_start_ = Clock::now();
     period_start_ = loop_start_;
+    bool checkpointed = false;  // the step before this one was written for its evaluation or checkpoint
     for (long step = run_.first_step; step < p_.plan.total_steps; ++step) {
-      // One process stops before it starts another step. The stop flag travels with a step's loss, which is taken
-      // one step late (train), so a signal that came during an evaluation (as bertrain tune's ASHA sends it, right
-      // after metrics.jsonl) would otherwise cost two more steps. Ranks of a job agree on stopping through that
-      // loss's allreduce, so they keep stopping where it is taken.
+      // One process stops before it starts another step. The stop flag travels with a step's loss, which a GPU
+      // engine's loop takes one step late (train), so a signal that came during an evaluation (as bertrain tune's
+      // ASHA sends it, right after metrics.jsonl) would otherwise cost two more steps. Ranks of a job agree on
+      // stopping through that loss's allreduce, so they keep stopping where it is taken.
       if (p_.comm.size() == 1 && step > run_.first_step && StopSignals::received() != 0) {
-        const bool checkpointed = pending_count_ == 0;  // step - 1 was drained for its evaluation or checkpoint
         drain();
         if (!checkpointed) checkpoint(step - 1, /*step_checkpoint=*/false, /*evaluated=*/false);
         progress_.clear();
@@ -356,6 +356,7 @@ class TrainingLoop {
       } else if (save || stop_) {
         checkpoint(step, save, /*evaluated=*/false);
       }
+      checkpointed = evaluation || save || stop_;
       if (!run_.stopped_early.is_null()) break;
       if (stop_ && step + 1 < p_.plan.total_steps) {
         progress_.clear();
@@ -380,8 +381,8 @@ class TrainingLoop {
     long rows;  // the step batch's rows (global)
   };
 
-  // Enqueues optimizer step `step` as its micro-batches; takes the losses of all but the newest micro-batch, so
-  // the host prepares the next batch while a GPU computes.
+  // Enqueues optimizer step `step` as its micro-batches; takes the losses of all but the newest micro-batch on a
+  // GPU, so the host prepares the next batch while it computes, and every loss at once on the CPU.
   void train(long step) {
     const int epoch = static_cast<int>(step / p_.plan.steps_per_epoch);
     const int index = static_cast<int>(step % p_.plan.steps_per_epoch);
@@ -392,7 +393,7 @@ class TrainingLoop {
       p_.engine.train_step(bert_batch_view(batch_), batch_.targets.data(), batch_.loss_scale, p_.comm,
                            MicroStep{m == 0, m + 1 == micros});
       push({step, m + 1 == micros, batch_.global_batch});
-      while (pending_count_ > 1) take();
+      while (pending_count_ > static_cast<std::size_t>(p_.engine.losses_left_pending())) take();
     }
   }
 

@@ -44,6 +44,7 @@ class CpuBackend final : public TrainingBackend {
     const double grad_norm = trainer_.apply_update();
     steps_.push_back({loss, grad_norm, true});
   }
+  int losses_left_pending() const override { return 0; }
   double take_loss() override {
     BERTRAIN_CHECK(!steps_.empty(), "take_loss without a pending training step");
     const StepResult step = steps_.front();

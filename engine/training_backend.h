@@ -40,6 +40,11 @@ class TrainingBackend {
                           MicroStep micro = {}) = 0;
   // This rank's loss × loss_scale of the oldest micro-batch not taken yet; waits for it to finish.
   virtual double take_loss() = 0;
+  // How many micro-batches the training loop leaves untaken while it prepares the next batch: 1 where train_step
+  // only enqueues the work (a GPU computes while the host batches), 0 where the work is done when train_step
+  // returns (the CPU): a loss taken at once puts each step's progress line, samples/s and ETA at that step's end,
+  // where one step late the first line's samples/s was half the true rate.
+  virtual int losses_left_pending() const = 0;
   // The L2 norm of the gradient (summed over ranks and micro-batches, as the optimizer saw it) of the last
   // step whose last micro-batch take_loss() returned. Not finite when that step overflowed: run_training stops
   // then.

@@ -189,6 +189,7 @@ class GpuBackend final : public TrainingBackend {
     pending_.push_back({slot, micro.last});
   }
 
+  int losses_left_pending() const override { return 1; }
   double take_loss() override {
     BERTRAIN_CHECK(!pending_.empty(), "take_loss without a pending training step");
     const Pending step = pending_.front();
