@@ -12,7 +12,7 @@ namespace bertrain {
 template <typename T>
 ClassifierTrainer<T>::ClassifierTrainer(const BertConfig& config, int num_labels, const BatchLimits& limits,
                                         std::vector<T> params, const TrainerOptions& options)
-    : model_(config, num_labels, limits),
+    : model_(config, num_labels, limits, training_use(options)),
       params_(std::move(params)),
       grads_(params_.size(), T(0)),
       optimizer_(params_.size(), options.adam),

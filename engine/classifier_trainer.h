@@ -23,7 +23,13 @@ struct TrainerOptions {
   bool cuda_graphs = true;            // GPU evaluation: replay repeated batch shapes as CUDA graphs
   int accumulation = 1;               // micro-batches per optimizer step (the GPU engine sizes a buffer by it)
   double max_grad_norm = 0;           // > 0: clip the gradient to this global L2 norm before Adam (clip_grad_scale)
+  bool recompute_activations = false;  // --gradient-checkpointing: BertUse::kTrainingRecompute (model/bert_classifier.h)
 };
+
+// The model's use for a training with `options`: kTrainingRecompute or kTraining.
+inline BertUse training_use(const TrainerOptions& options) {
+  return options.recompute_activations ? BertUse::kTrainingRecompute : BertUse::kTraining;
+}
 
 template <typename T>
 class ClassifierTrainer {

@@ -14,18 +14,22 @@ std::string what_needs_it(const MemoryNeed& need, const BatchLimits& limits) {
          " of parameters, gradients and Adam's moments)";
 }
 
-const char* const kAdvice =
-    ": lower --batch-size (--grad-accum-steps K then keeps the step's batch: K batches a step, in the memory of "
-    "one) or --max-length";
+// What lowers the need: the flags, and recomputation where it is not on yet.
+std::string advice(const MemoryNeed& need) {
+  return std::string(": lower --batch-size (--grad-accum-steps K then keeps the step's batch: K batches a step, in "
+                     "the memory of one) or --max-length") +
+         (need.recomputes ? "" : ", or add --gradient-checkpointing (most of the activations recomputed in backward)");
+}
 
 }  // namespace
 
 MemoryNeed cpu_training_memory(const BertConfig& config, int num_labels, const BatchLimits& limits,
-                               int accumulation_steps) {
+                               const TrainerOptions& options) {
   MemoryNeed need;
-  need.activations = BertClassifier<float>::activation_bytes(config, num_labels, limits);
+  need.activations = BertClassifier<float>::activation_bytes(config, num_labels, limits, training_use(options));
+  need.recomputes = options.recompute_activations;
   const std::size_t parameters = bert_classifier_layout(config, num_labels).total();
-  const std::size_t copies = 4 + (accumulation_steps > 1 ? 1 : 0);  // parameters, gradients, m, v (+ the sum)
+  const std::size_t copies = 4 + (options.accumulation > 1 ? 1 : 0);  // parameters, gradients, m, v (+ the sum)
   need.state = parameters * copies * sizeof(float);
   return need;
 }
@@ -43,9 +47,9 @@ std::string check_host_memory(const MemoryNeed& need, const BatchLimits& limits,
                               : memory_text(have.available) + " of memory is available to it under " + have.limited_by;
   if (all > have.available + have.swap_free) {
     throw InputError(needs + ", and " + has +
-                     (have.swap_free > 0 ? " and " + memory_text(have.swap_free) + " of swap" : "") + kAdvice);
+                     (have.swap_free > 0 ? " and " + memory_text(have.swap_free) + " of swap" : "") + advice(need));
   }
-  return needs + ", and " + has + ": it will swap, and train far slower" + kAdvice;
+  return needs + ", and " + has + ": it will swap, and train far slower" + advice(need);
 }
 
 void check_device_memory(const MemoryNeed& need, const BatchLimits& limits, std::size_t free, std::size_t total,
@@ -53,7 +57,7 @@ void check_device_memory(const MemoryNeed& need, const BatchLimits& limits, std:
   if (need.total() <= free) return;
   throw InputError(command + ": the GPU engine needs " + memory_text(need.total()) + " of " + device_name +
                    "'s memory " + what_needs_it(need, limits) + ", and " + memory_text(free) + " of its " +
-                   memory_text(total) + " are free" + kAdvice);
+                   memory_text(total) + " are free" + advice(need));
 }
 
 }  // namespace bertrain

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/host_memory.h"
+#include "engine/classifier_trainer.h"
 #include "model/bert_classifier.h"
 
 namespace bertrain {
@@ -16,18 +17,19 @@ namespace bertrain {
 struct MemoryNeed {
   std::size_t activations = 0;  // the model's activations and scratch for the largest batch
   std::size_t state = 0;        // parameters, gradients, Adam's moments, the accumulated gradient
+  bool recomputes = false;      // activations recomputed in backward (--gradient-checkpointing) already
   std::size_t total() const { return activations + state; }
 };
 
-// The CPU engine (ClassifierTrainer<float> in CpuBackend) for batches within `limits`: the training model's
-// activations, and the parameters, gradients and two moments it holds beside the caller's parameters (and the
-// gradient sum of --grad-accum-steps above 1).
+// The CPU engine (ClassifierTrainer<float> in CpuBackend) with `options` for batches within `limits`: the training
+// model's activations, and the parameters, gradients and two moments it holds beside the caller's parameters (and
+// the gradient sum of --grad-accum-steps above 1).
 MemoryNeed cpu_training_memory(const BertConfig& config, int num_labels, const BatchLimits& limits,
-                               int accumulation_steps);
+                               const TrainerOptions& options);
 
 // Throws InputError when `processes` engines of `need` each (the ranks of a job on this host) cannot fit what
 // `have` leaves, swap included; the message names `command`, the sizes, and --batch-size, --grad-accum-steps and
-// --max-length. Returns a warning when they fit only with swap (training would page), "" when they fit in memory.
+// --max-length (and --gradient-checkpointing where the need does not recompute yet). Returns a warning when they fit only with swap (training would page), "" when they fit in memory.
 std::string check_host_memory(const MemoryNeed& need, const BatchLimits& limits, int processes,
                               const HostMemory& have, const std::string& command);
 

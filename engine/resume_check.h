@@ -12,13 +12,14 @@
 
 namespace bertrain {
 
-// What may change when a run resumes: how long it trains, where and how often it saves and logs, and what it
-// runs on; none of them changes the training's arithmetic (the device may change the rounding, not the method).
+// What may change when a run resumes: how long it trains, where and how often it saves and logs, what it runs on,
+// and whether it recomputes activations; none of them changes the training's arithmetic (the device may change the
+// rounding, not the method; recomputed activations are the kept ones bit for bit).
 inline constexpr const char* kResumableSettings[] = {
     "epochs",     "max_steps", "out",        "save_steps", "keep",       "save_total_limit", "save_optimizer",
     "log_steps",  "threads",   "device",     "world_size", "engine",     "device_memory_bytes",
     "collective_timeout_s",    "gpu_collectives",          "mlflow_dir", "experiment",       "run_name",
-    "train_data", "val_data"};
+    "train_data", "val_data",  "gradient_checkpointing"};
 
 // A setting of train_args_json (and results.json's params) as its flag is spelt: lr_factor -> --lr-factor; the data
 // files' fingerprints (train_data_hash, val_data_hash) as "--train-data content", "--val-data content".

@@ -101,7 +101,7 @@ nlohmann::json train_args_json(const TrainArgs& a) {
               {"batch_size", a.batch_size},     {"lr", a.lr},                   {"dropout", a.dropout},
               {"lr_factor", a.lr_factor},       {"lr_patience", a.lr_patience}, {"adam_beta1", a.adam_beta1},
               {"adam_beta2", a.adam_beta2},     {"adam_eps", a.adam_eps},       {"weight_decay", a.weight_decay},
-              {"max_grad_norm", a.max_grad_norm},
+              {"max_grad_norm", a.max_grad_norm}, {"gradient_checkpointing", a.gradient_checkpointing},
               {"class_weights", a.class_weights}, {"num_samples", a.num_samples}, {"seed", a.seed},
               {"split_seed", a.split_seed},     {"shuffle", a.shuffle},         {"clean", a.clean},
               {"device", a.device},             {"precision", a.precision},     {"grad_reduce", a.grad_reduce},

@@ -38,6 +38,7 @@ struct TrainArgs {
   double early_stopping_threshold = 0; // an improvement must exceed this to reset the patience
   double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_eps = 1e-8, weight_decay = 0.0;
   double max_grad_norm = 0;    // > 0: clip the gradient's global L2 norm to this (Trainer's max_grad_norm; 0: off)
+  bool gradient_checkpointing = false;  // recompute each layer's activations in backward (Trainer's, of the same name)
   bool class_weights = false;  // BCE weights 1 / (training rows of the class)
   int num_samples = 0;         // 0: all rows
   uint64_t seed = 42;          // classifier init, dropout masks, shuffling

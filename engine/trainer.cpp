@@ -91,6 +91,7 @@ TrainerOptions trainer_options(const TrainArgs& args, const TrainingData& data) 
   options.adam.eps = args.adam_eps;
   options.adam.weight_decay = args.weight_decay;
   options.max_grad_norm = args.max_grad_norm;
+  options.recompute_activations = args.gradient_checkpointing;
   options.seed = args.seed;
   if (args.class_weights) {
     std::vector<int> counts(static_cast<std::size_t>(data.labels.size()), 0);
@@ -895,16 +896,16 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
   const BackendChoice choice =
       input_step([&] { return choose_backend(args.device, args.precision, comm.info().local_rank); });
   const BatchLimits limits = batch_limits({&train_batcher, &val_batcher});
+  const TrainerOptions options = trainer_options(args, data);
   if (!choice.cuda) {  // the CUDA engine checks its device's memory itself
     if (const std::optional<HostMemory> memory = host_memory()) {
-      const MemoryNeed need = cpu_training_memory(model.config, data.labels.size(), limits, args.grad_accum_steps);
+      const MemoryNeed need = cpu_training_memory(model.config, data.labels.size(), limits, options);
       const std::string warning = check_host_memory(need, limits, comm.info().local_size, *memory, "train");
       if (leader && !warning.empty()) std::fprintf(stderr, "bertrain: warning: %s\n", warning.c_str());
     }
   }
   const std::unique_ptr<TrainingBackend> engine =
-      make_training_backend(choice, model.config, data.labels.size(), limits, model.params,
-                            trainer_options(args, data), comm);
+      make_training_backend(choice, model.config, data.labels.size(), limits, model.params, options, comm);
   RunState run = args.resume ? input_step([&] { return resumed_state(args, dirs, saved, plan, *engine, resumes); })
                              : fresh_state(args, plan);
 

@@ -21,9 +21,13 @@ class CpuBackend final : public TrainingBackend {
  public:
   CpuBackend(const BertConfig& config, int num_labels, const BatchLimits& limits, const std::vector<float>& params,
              const TrainerOptions& options)
-      : trainer_(config, num_labels, limits, params, options), threads_(omp_get_max_threads()) {}
+      : trainer_(config, num_labels, limits, params, options),
+        threads_(omp_get_max_threads()),
+        recomputes_(options.recompute_activations) {}
 
-  std::string description() const override { return cpu_engine_description(threads_); }
+  std::string description() const override {
+    return cpu_engine_description(threads_) + (recomputes_ ? ", activations recomputed in backward" : "");
+  }
   std::size_t device_memory_bytes() const override { return 0; }
 
   void train_step(const BertBatch& batch, const float* targets, double loss_scale, Communicator& comm,
@@ -83,6 +87,7 @@ class CpuBackend final : public TrainingBackend {
   std::deque<StepResult> steps_;
   double last_grad_norm_ = 0;
   int threads_;  // OpenMP's count on the thread that built (and runs) the engine
+  bool recomputes_;  // --gradient-checkpointing
 };
 
 }  // namespace

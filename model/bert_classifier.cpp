@@ -108,7 +108,8 @@ BertClassifier<T>::BertClassifier(const BertConfig& config, int num_labels, cons
   // Every buffer is a slice of one arena: first collect the requests, then allocate once and hand out.
   std::vector<std::pair<T**, std::size_t>> plan;
   auto reserve = [&](T*& slot, std::size_t n) { plan.emplace_back(&slot, n); };
-  const bool training = use == BertUse::kTraining;
+  const bool training = use != BertUse::kInference;
+  const bool every_layer = use == BertUse::kTraining;  // every layer's activations kept, not one set shared
   reserve(emb_sum_, tokens * e);
   reserve(emb_mean_, tokens);
   reserve(emb_rstd_, tokens);
@@ -117,12 +118,13 @@ BertClassifier<T>::BertClassifier(const BertConfig& config, int num_labels, cons
     reserve(emb_norm_, tokens * e);
     if (training) reserve(d_emb_, tokens * e);
   }
-  // Training keeps every layer's input and activations for backward. Inference runs layer l from buffer l mod 2
-  // into the other, through one set of activations: a layer reads nothing of the layers before it but its input.
+  // Training keeps every layer's input and activations for backward; recomputing, every layer's input and one set
+  // of activations, which backward fills again layer by layer. Inference runs layer l from buffer l mod 2 into the
+  // other, through one set of activations: a layer reads nothing of the layers before it but its input.
   layer_in_.resize(layers + 1);
   const std::size_t hidden_buffers = training ? layer_in_.size() : 2;
   for (std::size_t l = 0; l < hidden_buffers; ++l) reserve(layer_in_[l], tokens * h);
-  layers_.resize(training ? layers : 1);
+  layers_.resize(every_layer ? layers : 1);
   for (LayerActivations& a : layers_) {
     reserve(a.qkv, tokens * 3 * h);
     for (T** p : {&a.ctx, &a.attn_out, &a.ln1_out, &a.out_dense}) reserve(*p, tokens * h);
@@ -162,8 +164,8 @@ BertClassifier<T>::BertClassifier(const BertConfig& config, int num_labels, cons
   }
   if (!training) {
     for (std::size_t l = 2; l < layer_in_.size(); ++l) layer_in_[l] = layer_in_[l % 2];
-    layers_.resize(layers, layers_.front());
   }
+  if (!every_layer) layers_.resize(layers, layers_.front());
 }
 
 template <typename T>
@@ -178,12 +180,10 @@ void BertClassifier<T>::forward(const T* params, const BertBatch& batch, const D
   const BertWeights<const T>& w = weights_.bind(layout_, config_, params);
   const BertConfig& c = config_;
   const ModelFamily& family = c.family();
-  const int B = batch.batch, H = c.hidden_size, I = c.intermediate_size, C = num_labels_, E = c.embedding_width();
+  const int B = batch.batch, H = c.hidden_size, C = num_labels_, E = c.embedding_width();
   const int tokens = batch.tokens;
   const std::size_t te = static_cast<std::size_t>(tokens) * E;
   const T eps = T(c.layer_norm_eps);
-  const Activation act = c.activation();
-  const float attention_output_p = family.attention_output_dropout ? dropout.hidden : 0.0f;
   dropout_slots_cpu(slots_.data(), batch.cu_seqlens, B, batch.first_sample, c.max_position_embeddings);
   embedding_positions_cpu(positions_.data(), batch.input_ids, batch.cu_seqlens, B, c.position_padding_idx());
   const SiteLayouts layouts(batch.first_sample, c.max_position_embeddings, H, slots_.data());
@@ -198,27 +198,7 @@ void BertClassifier<T>::forward(const T* params, const BertBatch& batch, const D
   dropout_forward_cpu(emb_out, emb_out, te, dropout.hidden, dropout.key(kEmbeddings), embedding_layouts.tokens);
   if (emb_norm_ != nullptr) linear_forward_cpu(layer_in_[0], emb_norm_, w.emb_proj_w, w.emb_proj_b, tokens, E, H);
 
-  for (int l = 0; l < c.num_hidden_layers; ++l) {
-    const BertLayerWeights<const T>& lw = w.layers[l];
-    const LayerActivations& a = layers_[l];
-    const T* x = layer_in_[l];
-    linear_forward_cpu(a.qkv, x, lw.qkv_w, lw.qkv_b, tokens, H, 3 * H);
-    attention_forward_cpu(a.ctx, a.lse, a.qkv, batch.cu_seqlens, B, c.num_attention_heads, c.head_dim(),
-                          dropout.attention, dropout.key(layer_site(l, kAttentionProbs)), attention_scratch_,
-                          layouts.attention);
-    // The dense outputs are kept before their dropout: the fused LayerNorm backward regenerates the mask.
-    linear_forward_cpu(a.attn_out, a.ctx, lw.attn_out_w, lw.attn_out_b, tokens, H, H);
-    dropout_residual_layernorm_forward_cpu(a.ln1_out, a.ln1_mean, a.ln1_rstd, static_cast<const T*>(a.attn_out), x,
-                                           lw.attn_ln_g, lw.attn_ln_b, tokens, H, eps, attention_output_p,
-                                           dropout.key(layer_site(l, kAttentionOutput)), layouts.tokens);
-    linear_activation_forward_cpu(a.inter_act, a.inter_pre, static_cast<const T*>(a.ln1_out), lw.inter_w, lw.inter_b,
-                                  tokens, H, I, act);
-    linear_forward_cpu(a.out_dense, a.inter_act, lw.out_w, lw.out_b, tokens, I, H);
-    dropout_residual_layernorm_forward_cpu(layer_in_[l + 1], a.ln2_mean, a.ln2_rstd, static_cast<const T*>(a.out_dense),
-                                           static_cast<const T*>(a.ln1_out), lw.out_ln_g, lw.out_ln_b, tokens, H, eps,
-                                           dropout.hidden, dropout.key(layer_site(l, kFeedForwardOutput)),
-                                           layouts.tokens);
-  }
+  for (int l = 0; l < c.num_hidden_layers; ++l) layer_forward(l, w.layers[l]);
 
   // The head on each row's first token: [dropout,] dense, activation, dropout, output layer (model_family.h).
   const std::size_t bh = static_cast<std::size_t>(B) * H;
@@ -236,9 +216,40 @@ void BertClassifier<T>::forward(const T* params, const BertBatch& batch, const D
   linear_forward_cpu(logits_, pooled_drop_, w.classifier_w, w.classifier_b, B, H, C);
 }
 
+// Encoder layer l: layer_in_[l] → layer_in_[l + 1] through layers_[l], with the batch and dropout of the last forward.
+template <typename T>
+void BertClassifier<T>::layer_forward(int l, const BertLayerWeights<const T>& lw) {
+  const BertConfig& c = config_;
+  const int B = batch_.batch, H = c.hidden_size, I = c.intermediate_size, tokens = batch_.tokens;
+  const T eps = T(c.layer_norm_eps);
+  const DropoutSetting& dropout = dropout_;
+  const float attention_output_p = c.family().attention_output_dropout ? dropout.hidden : 0.0f;
+  const SiteLayouts layouts(batch_.first_sample, c.max_position_embeddings, H, slots_.data());
+  const Activation act = c.activation();
+  const BertBatch& batch = batch_;
+  const LayerActivations& a = layers_[l];
+  const T* x = layer_in_[l];
+  linear_forward_cpu(a.qkv, x, lw.qkv_w, lw.qkv_b, tokens, H, 3 * H);
+  attention_forward_cpu(a.ctx, a.lse, a.qkv, batch.cu_seqlens, B, c.num_attention_heads, c.head_dim(),
+                        dropout.attention, dropout.key(layer_site(l, kAttentionProbs)), attention_scratch_,
+                        layouts.attention);
+  // The dense outputs are kept before their dropout: the fused LayerNorm backward regenerates the mask.
+  linear_forward_cpu(a.attn_out, a.ctx, lw.attn_out_w, lw.attn_out_b, tokens, H, H);
+  dropout_residual_layernorm_forward_cpu(a.ln1_out, a.ln1_mean, a.ln1_rstd, static_cast<const T*>(a.attn_out), x,
+                                         lw.attn_ln_g, lw.attn_ln_b, tokens, H, eps, attention_output_p,
+                                         dropout.key(layer_site(l, kAttentionOutput)), layouts.tokens);
+  linear_activation_forward_cpu(a.inter_act, a.inter_pre, static_cast<const T*>(a.ln1_out), lw.inter_w, lw.inter_b,
+                                tokens, H, I, act);
+  linear_forward_cpu(a.out_dense, a.inter_act, lw.out_w, lw.out_b, tokens, I, H);
+  dropout_residual_layernorm_forward_cpu(layer_in_[l + 1], a.ln2_mean, a.ln2_rstd, static_cast<const T*>(a.out_dense),
+                                         static_cast<const T*>(a.ln1_out), lw.out_ln_g, lw.out_ln_b, tokens, H, eps,
+                                         dropout.hidden, dropout.key(layer_site(l, kFeedForwardOutput)),
+                                         layouts.tokens);
+}
+
 template <typename T>
 void BertClassifier<T>::backward(T* grads, const T* params, const T* dlogits) {
-  BERTRAIN_CHECK(use_ == BertUse::kTraining, "backward of a model built for inference (BertUse::kInference)");
+  BERTRAIN_CHECK(use_ != BertUse::kInference, "backward of a model built for inference (BertUse::kInference)");
   BERTRAIN_CHECK(batch_.batch > 0, "backward called before forward");
   const BertWeights<const T>& w = weights_.bind(layout_, config_, params);
   const BertWeights<T>& g = gradients_.bind(layout_, config_, grads);
@@ -269,6 +280,8 @@ void BertClassifier<T>::backward(T* grads, const T* params, const T* dlogits) {
   for (int l = c.num_hidden_layers - 1; l >= 0; --l) {
     const BertLayerWeights<const T>& lw = w.layers[l];
     const BertLayerWeights<T>& lg = g.layers[l];
+    // Recomputing: the layer's activations again from its kept input (the last layer's are still those of forward).
+    if (use_ == BertUse::kTrainingRecompute && l + 1 < c.num_hidden_layers) layer_forward(l, lw);
     const LayerActivations& a = layers_[l];
     const T* x = layer_in_[l];
     // Output LayerNorm: dy_ becomes dz2 (the gradient of the residual ln1_out and of the dropped dense output),

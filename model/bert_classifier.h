@@ -70,8 +70,13 @@ struct DropoutSetting {
 // What a BertClassifier is built for. Training keeps every layer's activations for backward; inference needs only
 // the layer being run, so all layers share one set and the hidden states alternate between two buffers: the
 // activations no longer grow with the layers (BERT-base at 4,096 tokens: ~2.6 GB for training, ~0.2 GB for this),
-// and backward is refused.
-enum class BertUse { kTraining, kInference };
+// and backward is refused. Training with recomputation (--gradient-checkpointing, Hugging Face's
+// gradient_checkpointing) keeps every layer's input (T × H each) and one shared set of activations, which backward
+// fills again for each layer from its input just before that layer's gradient: one more forward pass of the encoder
+// for about (L − 1)/L less activation memory. The recomputed values are forward's bit for bit (the same operations
+// on the same inputs; dropout masks are keyed by seed, step and site, not drawn from a stream), so the gradients are
+// the kept-activation model's exactly.
+enum class BertUse { kTraining, kTrainingRecompute, kInference };
 
 template <typename T>
 class BertClassifier {
@@ -103,6 +108,7 @@ class BertClassifier {
   std::size_t activation_bytes() const { return arena_.size() * sizeof(T) + token_table_bytes(limits_); }
 
  private:
+  void layer_forward(int l, const BertLayerWeights<const T>& lw);
   static std::size_t token_table_bytes(const BatchLimits& limits) {
     return static_cast<std::size_t>(limits.tokens) * (sizeof(int32_t) + sizeof(int64_t));  // positions_, slots_
   }
@@ -134,7 +140,7 @@ class BertClassifier {
   T* d_emb_;                                // [T, E] scratch: the embedding LayerNorm's output gradient, when E != H
   std::vector<T*> layer_in_;                // L + 1 tensors: the input of layer l; the last is the output
                                             // (inference: two buffers, layer l's input is buffer l mod 2)
-  std::vector<LayerActivations> layers_;    // L (inference: L copies of one set)
+  std::vector<LayerActivations> layers_;    // L (inference, recomputing: L copies of one set)
   T *cls_, *cls_drop_, *pool_pre_, *pooled_, *pooled_drop_, *logits_;  // [B, H] ×5, [B, C]
   // Backward's scratch, shared by all layers (inference: null).
   T* d_inter_;                              // [T, I]

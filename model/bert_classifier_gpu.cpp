@@ -72,7 +72,8 @@ BertClassifierGpu<T>::BertClassifierGpu(const BertConfig& config, int num_labels
   const std::size_t tokens = static_cast<std::size_t>(limits.tokens), b = static_cast<std::size_t>(limits.rows);
   const std::size_t h = config.hidden_size, i = config.intermediate_size, nh = config.num_attention_heads;
   const std::size_t e = config.embedding_width();
-  const bool training = use == BertUse::kTraining;
+  const bool training = use != BertUse::kInference;
+  const bool every_layer = use == BertUse::kTraining;  // every layer's activations kept, not one set shared
   ArenaCarver carve(static_cast<char*>(arena));
   carve.take(positions_, tokens);
   carve.take(slots_, tokens);
@@ -83,9 +84,10 @@ BertClassifierGpu<T>::BertClassifierGpu(const BertConfig& config, int num_labels
     carve.take_stream(emb_norm_, emb_norm_t_, tokens * e);
     if (training) carve.take(d_emb_norm_, tokens * e);
   }
-  // Training keeps every layer's input and activations for backward. Inference runs layer l from stream l mod 2
-  // into the other, through one set of activations (a layer reads nothing of the layers before it but its input),
-  // as the CPU model does (model/bert_classifier.h).
+  // Training keeps every layer's input and activations for backward; recomputing, every layer's input and one set
+  // of activations that backward fills again layer by layer. Inference runs layer l from stream l mod 2 into the
+  // other, through one set of activations (a layer reads nothing of the layers before it but its input), as the
+  // CPU model does (model/bert_classifier.h).
   const std::size_t layers = static_cast<std::size_t>(config.num_hidden_layers);
   stream_.resize(layers + 1);
   stream_t_.resize(layers + 1);
@@ -95,7 +97,7 @@ BertClassifierGpu<T>::BertClassifierGpu(const BertConfig& config, int num_labels
     stream_[l] = stream_[l % 2];
     stream_t_[l] = stream_t_[l % 2];
   }
-  layers_.resize(training ? layers : 1);
+  layers_.resize(every_layer ? layers : 1);
   for (LayerActivations& a : layers_) {
     carve.take(a.qkv, tokens * 3 * h);
     for (T** p : {&a.ctx, &a.attn_out, &a.out_dense}) carve.take(*p, tokens * h);
@@ -111,7 +113,7 @@ BertClassifierGpu<T>::BertClassifierGpu(const BertConfig& config, int num_labels
     }
   }
   const LayerActivations shared = layers_.front();
-  layers_.resize(layers, shared);  // inference: every layer runs through the one set
+  layers_.resize(layers, shared);  // inference, recomputing: every layer runs through the one set
   // (The training model's slices keep their order of before the inference model.)
   for (T** p : {&cls_, &cls_drop_, &pool_pre_, &pooled_, &pooled_drop_}) carve.take(*p, b * h);
   if (training) {
@@ -147,13 +149,11 @@ void BertClassifierGpu<T>::forward(const T* params, const BertBatch& batch, cons
   const BertWeights<const T>& w = weights_.bind(layout_, config_, params);
   const BertConfig& c = config_;
   const ModelFamily& family = c.family();
-  const int B = batch.batch, S = batch.longest, H = c.hidden_size, I = c.intermediate_size, C = num_labels_;
+  const int B = batch.batch, H = c.hidden_size, C = num_labels_;
   const int E = c.embedding_width();
   const int tokens = batch.tokens;
   const std::size_t th = static_cast<std::size_t>(tokens) * H;
   const float eps = static_cast<float>(c.layer_norm_eps);
-  const Activation act = c.activation();
-  const float attention_output_p = family.attention_output_dropout ? dropout.hidden : 0.0f;
   dropout_slots_cuda(slots_, batch.cu_seqlens, B, batch.first_sample, c.max_position_embeddings, stream);
   embedding_positions_cuda(positions_, batch.input_ids, batch.cu_seqlens, B, c.position_padding_idx(), stream);
   const SiteLayouts layouts(batch.first_sample, c.max_position_embeddings, H, slots_);
@@ -177,30 +177,7 @@ void BertClassifierGpu<T>::forward(const T* params, const BertBatch& batch, cons
     if constexpr (!std::is_same_v<T, float>) cast_cuda(stream_[0], static_cast<const T*>(stream_t_[0]), th, stream);
   }
 
-  for (int l = 0; l < c.num_hidden_layers; ++l) {
-    const BertLayerWeights<const T>& lw = w.layers[l];
-    const LayerActivations& a = layers_[l];
-    const float* x = stream_[l];   // the residual of the attention block's LayerNorm
-    const T* x_t = stream_t_[l];  // the Q/K/V GEMM's input
-    linear_forward_cuda(hd, a.qkv, x_t, lw.qkv_w, lw.qkv_b, tokens, H, 3 * H);
-    attention_forward_cuda(a.ctx, a.lse, static_cast<const T*>(a.qkv), batch.cu_seqlens, B, tokens, S,
-                           c.num_attention_heads, c.head_dim(), dropout.attention,
-                           dropout.key(layer_site(l, kAttentionProbs)), layouts.attention, stream,
-                           a.attention_mask);
-    linear_forward_cuda(hd, a.attn_out, a.ctx, lw.attn_out_w, lw.attn_out_b, tokens, H, H);
-    // dropout(attn_out) (T) + x (float) in fp32, as autocast promotes bf16 + fp32, then LayerNorm.
-    dropout_residual_layernorm_forward_cuda(a.ln1_out, a.ln1_out_t, a.ln1_mean, a.ln1_rstd,
-                                            static_cast<const T*>(a.attn_out), x, lw.attn_ln_g, lw.attn_ln_b, tokens,
-                                            H, eps, attention_output_p, dropout.key(layer_site(l, kAttentionOutput)),
-                                            layouts.tokens, stream);
-    linear_activation_forward_cuda(hd, a.inter_act, a.inter_pre, static_cast<const T*>(a.ln1_out_t), lw.inter_w,
-                                   lw.inter_b, tokens, H, I, act);
-    linear_forward_cuda(hd, a.out_dense, static_cast<const T*>(a.inter_act), lw.out_w, lw.out_b, tokens, I, H);
-    dropout_residual_layernorm_forward_cuda(stream_[l + 1], stream_t_[l + 1], a.ln2_mean, a.ln2_rstd,
-                                            static_cast<const T*>(a.out_dense), static_cast<const float*>(a.ln1_out),
-                                            lw.out_ln_g, lw.out_ln_b, tokens, H, eps, dropout.hidden,
-                                            dropout.key(layer_site(l, kFeedForwardOutput)), layouts.tokens, stream);
-  }
+  for (int l = 0; l < c.num_hidden_layers; ++l) layer_forward(l, w.layers[l]);
 
   // The head on each row's first token (read from the T copy: the dense's input): [dropout,] dense, activation,
   // dropout, output layer (model_family.h).
@@ -219,10 +196,46 @@ void BertClassifierGpu<T>::forward(const T* params, const BertBatch& batch, cons
   linear_forward_cuda(hd, logits_, static_cast<const T*>(pooled_drop_), w.classifier_w, w.classifier_b, B, H, C);
 }
 
+// Encoder layer l: stream l → stream l + 1 through layers_[l], with the batch and dropout of the last forward.
+template <typename T>
+void BertClassifierGpu<T>::layer_forward(int l, const BertLayerWeights<const T>& lw) {
+  const GpuHandles& hd = handles_;
+  const CudaStream stream = hd.stream;
+  const BertConfig& c = config_;
+  const BertBatch& batch = batch_;
+  const DropoutSetting& dropout = dropout_;
+  const int B = batch.batch, S = batch.longest, H = c.hidden_size, I = c.intermediate_size, tokens = batch.tokens;
+  const float eps = static_cast<float>(c.layer_norm_eps);
+  const Activation act = c.activation();
+  const float attention_output_p = c.family().attention_output_dropout ? dropout.hidden : 0.0f;
+  const SiteLayouts layouts(batch.first_sample, c.max_position_embeddings, H, slots_);
+  const LayerActivations& a = layers_[l];
+  const float* x = stream_[l];   // the residual of the attention block's LayerNorm
+  const T* x_t = stream_t_[l];  // the Q/K/V GEMM's input
+  linear_forward_cuda(hd, a.qkv, x_t, lw.qkv_w, lw.qkv_b, tokens, H, 3 * H);
+  attention_forward_cuda(a.ctx, a.lse, static_cast<const T*>(a.qkv), batch.cu_seqlens, B, tokens, S,
+                         c.num_attention_heads, c.head_dim(), dropout.attention,
+                         dropout.key(layer_site(l, kAttentionProbs)), layouts.attention, stream,
+                         a.attention_mask);
+  linear_forward_cuda(hd, a.attn_out, a.ctx, lw.attn_out_w, lw.attn_out_b, tokens, H, H);
+  // dropout(attn_out) (T) + x (float) in fp32, as autocast promotes bf16 + fp32, then LayerNorm.
+  dropout_residual_layernorm_forward_cuda(a.ln1_out, a.ln1_out_t, a.ln1_mean, a.ln1_rstd,
+                                          static_cast<const T*>(a.attn_out), x, lw.attn_ln_g, lw.attn_ln_b, tokens,
+                                          H, eps, attention_output_p, dropout.key(layer_site(l, kAttentionOutput)),
+                                          layouts.tokens, stream);
+  linear_activation_forward_cuda(hd, a.inter_act, a.inter_pre, static_cast<const T*>(a.ln1_out_t), lw.inter_w,
+                                 lw.inter_b, tokens, H, I, act);
+  linear_forward_cuda(hd, a.out_dense, static_cast<const T*>(a.inter_act), lw.out_w, lw.out_b, tokens, I, H);
+  dropout_residual_layernorm_forward_cuda(stream_[l + 1], stream_t_[l + 1], a.ln2_mean, a.ln2_rstd,
+                                          static_cast<const T*>(a.out_dense), static_cast<const float*>(a.ln1_out),
+                                          lw.out_ln_g, lw.out_ln_b, tokens, H, eps, dropout.hidden,
+                                          dropout.key(layer_site(l, kFeedForwardOutput)), layouts.tokens, stream);
+}
+
 template <typename T>
 void BertClassifierGpu<T>::backward(float* grads, const T* params, const T* dlogits,
                                     const std::function<void(std::size_t)>& on_gradients_ready) {
-  BERTRAIN_CHECK(use_ == BertUse::kTraining, "backward of a model built for inference (BertUse::kInference)");
+  BERTRAIN_CHECK(use_ != BertUse::kInference, "backward of a model built for inference (BertUse::kInference)");
   BERTRAIN_CHECK(batch_.batch > 0, "backward called before forward");
   const GpuHandles& hd = handles_;
   const CudaStream stream = hd.stream;
@@ -267,6 +280,8 @@ void BertClassifierGpu<T>::backward(float* grads, const T* params, const T* dlog
   for (int l = c.num_hidden_layers - 1; l >= 0; --l) {
     const BertLayerWeights<const T>& lw = w.layers[l];
     const BertLayerWeights<float>& lg = g.layers[l];
+    // Recomputing: the layer's activations again from its kept input (the last layer's are still those of forward).
+    if (use_ == BertUse::kTrainingRecompute && l + 1 < c.num_hidden_layers) layer_forward(l, lw);
     const LayerActivations& a = layers_[l];
     const float* x = stream_[l];
     const T* x_t = stream_t_[l];

@@ -24,8 +24,9 @@
 //
 // Every activation is a slice of one device arena that the owner allocates once (arena_bytes), so forward and
 // backward never allocate or synchronise with the host. A model built for BertUse::kInference holds one layer's
-// activations and no backward scratch, as the CPU model does (model/bert_classifier.h). No CUDA headers here:
-// model/ only calls the launchers of kernels/*.h.
+// activations and no backward scratch, and one for BertUse::kTrainingRecompute every layer's input and one layer's
+// activations, which backward recomputes layer by layer, as the CPU model does (model/bert_classifier.h). No CUDA
+// headers here: model/ only calls the launchers of kernels/*.h.
 #pragma once
 
 #include <algorithm>
@@ -78,6 +79,8 @@ class BertClassifierGpu {
   const float* sequence_output() const { return stream_.back(); }  // [T, H], the float residual stream
 
  private:
+  void layer_forward(int l, const BertLayerWeights<const T>& lw);
+
   // Token-wise tensors are [T, H], [T, 3H] (qkv: the fused projection the attention reads by strides) or [T, I]
   // (packed). attn_out and out_dense are the dense outputs before their dropout (the fused
   // dropout + residual + LayerNorm regenerates the mask in backward); inter_pre and inter_act the intermediate
@@ -113,7 +116,7 @@ class BertClassifierGpu {
   // and its T copy that the Q/K/V GEMMs read (the same pointers when T is float).
   std::vector<float*> stream_;
   std::vector<T*> stream_t_;
-  std::vector<LayerActivations> layers_;
+  std::vector<LayerActivations> layers_;  // L (inference, recomputing: L copies of one set)
   T *cls_, *cls_drop_, *pool_pre_, *pooled_, *pooled_drop_, *logits_;
   // The backward's scratch, shared by all layers (null in a model built for inference).
   T* dlogits_ = nullptr;

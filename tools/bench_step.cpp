@@ -6,6 +6,7 @@
 // Compare with tests/reference/bench_torch_step.py (--lengths takes the file --lengths-out writes).
 // --forward-only times evaluation steps instead (forward + loss; on a GPU a repeated shape replays as a CUDA graph).
 #include <omp.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -144,6 +145,7 @@ int bench_step(const std::vector<std::string>& args) {
   parser.option("lengths-out", "", "write the batches' row lengths as JSON (bench_torch_step.py --lengths)").value_name("FILE");
   parser.flag("forward-only", "time evaluation steps (forward + loss, no dropout, no update) instead of training");
   parser.flag("no-cuda-graphs", "CUDA: run evaluation steps eagerly (by default repeated shapes replay as graphs)");
+  parser.flag("gradient-checkpointing", "recompute each layer's activations in backward (train's flag of that name)");
   parser.option("labels", "4", "classes C");
   parser.option("dropout", "0.1", "hidden and attention dropout").value_name("P");
   parser.option("steps", "20", "timed steps");
@@ -230,6 +232,7 @@ int bench_step(const std::vector<std::string>& args) {
   options.adam.lr = 1e-4;
   options.seed = seed;
   options.cuda_graphs = !parser.get_flag("no-cuda-graphs");
+  options.recompute_activations = parser.get_flag("gradient-checkpointing");
   const bool forward_only = parser.get_flag("forward-only");
   // As for train: a --device or --precision this machine cannot run is the flags' fault.
   const BackendChoice choice = input_step([&] { return choose_backend(parser.get("device"), parser.get("precision"), 0); });
@@ -300,6 +303,11 @@ int bench_step(const std::vector<std::string>& args) {
   if (enqueue_timed) {
     std::sort(enqueue_times.begin(), enqueue_times.end());
     std::printf(", \"enqueue_median_ms\": %.3f", enqueue_times[enqueue_times.size() / 2]);
+  }
+  // The process's peak resident memory (the CPU engine's activations live there; the device's are above).
+  rusage usage{};
+  if (getrusage(RUSAGE_SELF, &usage) == 0) {
+    std::printf(", \"peak_rss_gib\": %.3f", static_cast<double>(usage.ru_maxrss) * 1024.0 / (1u << 30));
   }
   std::printf("}\n");
   return 0;

@@ -77,6 +77,9 @@ ArgParser train_arg_parser() {
   p.option("max-grad-norm", "0", "clip the gradient to this global L2 norm before each update, as Trainer's "
                                  "max_grad_norm (which clips at 1.0 unless told); 0: no clipping, as Made-With-ML")
       .value_name("X");
+  p.flag("gradient-checkpointing", "keep only each layer's input for the backward and recompute the layer's "
+                                   "activations there (Trainer's gradient_checkpointing): about (L-1)/L less "
+                                   "activation memory for one more forward pass; the same numbers bit for bit");
   p.flag("class-weights", "weight the BCE loss of each tag by 1 / its training rows");
   p.option("num-samples", "0", "use only N rows of --train-data (seeded shuffle), 0: all");
   p.option("seed", "42", "seed of the classifier initialisation, dropout and shuffling");
@@ -174,6 +177,7 @@ TrainArgs train_args_of(const ArgParser& p) {
   a.adam_eps = p.get_double("adam-eps");
   a.weight_decay = p.get_double("weight-decay");
   a.max_grad_norm = p.get_double("max-grad-norm");
+  a.gradient_checkpointing = p.get_flag("gradient-checkpointing");
   a.class_weights = p.get_flag("class-weights");
   a.num_samples = p.get_int("num-samples");
   a.seed = p.get_uint64("seed");

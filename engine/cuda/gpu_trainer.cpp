@@ -66,8 +66,8 @@ class GpuBackend final : public TrainingBackend {
   GpuBackend(int device, const BertConfig& config, int num_labels, const BatchLimits& limits,
              const std::vector<float>& params, const TrainerOptions& options, Communicator& comm)
       : context_(device, gpu_reduction_workspace_elements(BertClassifierGpu<T>::widest_reduction(config))),
-        arena_(BertClassifierGpu<T>::arena_bytes(config, num_labels, limits)),
-        model_(config, num_labels, limits, context_.handles(), arena_.data(), arena_.size()),
+        arena_(BertClassifierGpu<T>::arena_bytes(config, num_labels, limits, training_use(options))),
+        model_(config, num_labels, limits, context_.handles(), arena_.data(), arena_.size(), training_use(options)),
         options_(options),
         hyper_(options.adam),
         size_(params.size()),
@@ -114,7 +114,8 @@ class GpuBackend final : public TrainingBackend {
     }
     context_.synchronize();
     host_.description = "cuda:" + std::to_string(device) + " " + context_.device_name() +
-                        (std::is_same_v<T, float> ? ", fp32" : ", bf16 (fp32 master weights)");
+                        (std::is_same_v<T, float> ? ", fp32" : ", bf16 (fp32 master weights)") +
+                        (options.recompute_activations ? ", activations recomputed in backward" : "");
     if (device_comm_ != nullptr) {
       host_.description += collectives_ == GpuCollectives::kNccl ? ", gradients summed by NCCL"
                                                                  : ", gradients summed by MPI through host memory";
@@ -409,7 +410,8 @@ template <typename T>
 MemoryNeed gpu_training_memory(const BertConfig& config, int num_labels, const BatchLimits& limits,
                                const TrainerOptions& options, int ranks) {
   MemoryNeed need;
-  need.activations = BertClassifierGpu<T>::arena_bytes(config, num_labels, limits);
+  need.activations = BertClassifierGpu<T>::arena_bytes(config, num_labels, limits, training_use(options));
+  need.recomputes = options.recompute_activations;
   std::size_t per_parameter = 4 * sizeof(float);
   if constexpr (!std::is_same_v<T, float>) per_parameter += sizeof(T);
   if (options.accumulation > 1) per_parameter += sizeof(float);

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -245,6 +246,20 @@ TEST_P(CudaModelTest, InferenceLogitsMatchTheCpuEngine) {
   }
 }
 
+// The fixture's parameters on the device in T (fp32 as they are, bf16 rounded from them).
+template <typename T>
+DeviceBuffer<T> device_parameters(const Fixture& f, const GpuContext& context) {
+  DeviceBuffer<float> master(f.model.params);
+  if constexpr (std::is_same_v<T, float>) {
+    return master;
+  } else {
+    DeviceBuffer<T> params(f.model.params.size());
+    cast_cuda(params.data(), static_cast<const float*>(master.data()), f.model.params.size(), context.stream());
+    context.synchronize();  // before master is freed
+    return params;
+  }
+}
+
 // The model built for inference (BertUse::kInference: one layer's activations, two alternating hidden-state
 // buffers, no backward scratch) gives the training model's logits, pooled and sequence outputs to the bit, in fp32
 // and bf16, over batches of growing size through one model; and refuses backward.
@@ -260,13 +275,7 @@ void expect_inference_model_gives_the_training_models_bits(const Fixture& f) {
                                 training_arena.size());
   BertClassifierGpu<T> inference(config, labels, f.limits(), context.handles(), inference_arena.data(),
                                  inference_arena.size(), BertUse::kInference);
-  DeviceBuffer<float> master(f.model.params);
-  DeviceBuffer<T> params(f.model.params.size());
-  if constexpr (std::is_same_v<T, float>) {
-    params = std::move(master);
-  } else {
-    cast_cuda(params.data(), static_cast<const float*>(master.data()), f.model.params.size(), context.stream());
-  }
+  const DeviceBuffer<T> params = device_parameters<T>(f, context);
   DeviceBuffer<int32_t> ids(f.rows.ids), cu_seqlens(f.rows.cu_seqlens);
   const BertBatch whole = f.host_batch();
   for (int rows = 1; rows <= whole.batch; ++rows) {
@@ -297,6 +306,62 @@ TEST_P(CudaModelTest, InferenceModelGivesTheTrainingModelsBits) {
   Fixture f(GetParam());
   expect_inference_model_gives_the_training_models_bits<float>(f);
   expect_inference_model_gives_the_training_models_bits<bf16>(f);
+}
+
+// --gradient-checkpointing on the GPU: a model built for BertUse::kTrainingRecompute gives the kept-activation
+// model's logits and gradients bit for bit (the recomputed layer runs the same kernels and GEMMs on the same inputs;
+// the bf16 attention's dropout mask is drawn again from its key), in fp32 and bf16, dropout on; its arena is smaller.
+// Bit equality also needs the backward to be deterministic from run to run (CudaLinearEpilogues.RepeatedRunsAreBitEqual).
+template <typename T>
+void expect_recomputing_model_gives_the_kept_models_bits(const Fixture& f) {
+  BertConfig config = f.model.config;
+  const int labels = f.labels();
+  DropoutSetting dropout = DropoutSetting::training(config, 5, 3);
+  dropout.hidden = dropout.attention = dropout.classifier = 0.1f;  // the fixtures' configs may say 0
+  GpuContext context(0, gpu_reduction_workspace_elements(BertClassifierGpu<T>::widest_reduction(config)));
+  const DeviceBuffer<T> params = device_parameters<T>(f, context);
+  DeviceBuffer<int32_t> ids(f.rows.ids), cu_seqlens(f.rows.cu_seqlens);
+  BertBatch batch = f.host_batch(/*first_sample=*/2);
+  batch.input_ids = ids.data();
+  batch.cu_seqlens = cu_seqlens.data();
+  const std::size_t n_logits = static_cast<std::size_t>(f.batch()) * labels;
+  std::vector<T> dlogits_host(n_logits);
+  for (std::size_t i = 0; i < n_logits; ++i) {
+    const float value = 0.25f * static_cast<float>(static_cast<int>(i % 7) - 3);
+    if constexpr (std::is_same_v<T, float>) {
+      dlogits_host[i] = value;
+    } else {
+      dlogits_host[i] = float_to_bf16(value);
+    }
+  }
+  DeviceBuffer<T> dlogits(dlogits_host);
+  std::vector<std::vector<unsigned char>> logits;
+  std::vector<std::vector<float>> grads;
+  std::vector<std::size_t> arenas;
+  for (BertUse use : {BertUse::kTraining, BertUse::kTrainingRecompute}) {
+    DeviceBuffer<char> arena(BertClassifierGpu<T>::arena_bytes(config, labels, f.limits(), use));
+    arenas.push_back(arena.size());
+    BertClassifierGpu<T> model(config, labels, f.limits(), context.handles(), arena.data(), arena.size(), use);
+    DeviceBuffer<float> g(f.model.params.size());
+    model.forward(params.data(), batch, dropout);
+    model.backward(g.data(), params.data(), dlogits.data(), nullptr);
+    context.synchronize();
+    std::vector<unsigned char> bytes(n_logits * sizeof(T));
+    BERTRAIN_CUDA_CHECK(cudaMemcpy(bytes.data(), model.logits(), bytes.size(), cudaMemcpyDeviceToHost));
+    logits.push_back(bytes);
+    grads.push_back(g.download());
+  }
+  EXPECT_EQ(logits[0], logits[1]);
+  ASSERT_EQ(grads[0].size(), grads[1].size());
+  EXPECT_EQ(0, std::memcmp(grads[0].data(), grads[1].data(), grads[0].size() * sizeof(float)));
+  EXPECT_LT(arenas[1], arenas[0]);
+}
+
+TEST_P(CudaModelTest, RecomputingModelGivesTheKeptModelsBits) {
+  BERTRAIN_REQUIRE_GPU();
+  Fixture f(GetParam());
+  expect_recomputing_model_gives_the_kept_models_bits<float>(f);
+  expect_recomputing_model_gives_the_kept_models_bits<bf16>(f);
 }
 
 // The inference model's arena holds one layer's activations whatever the depth (its size is a host computation:

@@ -23,19 +23,27 @@ TEST(MemoryFit, TheCpuEnginesNeedIsWhatItAllocates) {
   const LoadedModel model = tiny_model();
   const int labels = model.config.num_labels();
   for (const BatchLimits& limits : {BatchLimits{1, 1, 1}, BatchLimits{8, 20, 100}, BatchLimits{64, 24, 1536}}) {
-    for (BertUse use : {BertUse::kTraining, BertUse::kInference}) {
+    for (BertUse use : {BertUse::kTraining, BertUse::kTrainingRecompute, BertUse::kInference}) {
       const BertClassifier<float> built(model.config, labels, limits, use);
       EXPECT_EQ(BertClassifier<float>::activation_bytes(model.config, labels, limits, use), built.activation_bytes())
           << limits.rows << " rows, " << limits.tokens << " tokens";
     }
-    const MemoryNeed need = cpu_training_memory(model.config, labels, limits, 1);
+    TrainerOptions options;
+    const MemoryNeed need = cpu_training_memory(model.config, labels, limits, options);
     ClassifierTrainer<float> trainer(model.config, labels, limits, model.params, TrainerOptions{});
     EXPECT_EQ(need.activations, BertClassifier<float>(model.config, labels, limits).activation_bytes());
     EXPECT_EQ(need.state, (trainer.parameters().size() + trainer.gradients().size() +
                            trainer.optimizer().first_moment().size() + trainer.optimizer().second_moment().size()) *
                               sizeof(float));
     // --grad-accum-steps above 1 keeps one more gradient-sized buffer (CpuBackend's sum of the micro-batches).
-    EXPECT_EQ(cpu_training_memory(model.config, labels, limits, 4).state, need.state / 4 * 5);
+    options.accumulation = 4;
+    EXPECT_EQ(cpu_training_memory(model.config, labels, limits, options).state, need.state / 4 * 5);
+    // --gradient-checkpointing: the recomputing model's activations.
+    options.recompute_activations = true;
+    const MemoryNeed recomputing = cpu_training_memory(model.config, labels, limits, options);
+    EXPECT_TRUE(recomputing.recomputes);
+    EXPECT_EQ(recomputing.activations,
+              BertClassifier<float>(model.config, labels, limits, BertUse::kTrainingRecompute).activation_bytes());
   }
 }
 
@@ -53,7 +61,14 @@ TEST(MemoryFit, WhatCannotFitIsAnInputErrorNamingTheFlags) {
   testing::expect_error([&] { check_host_memory(need, limits, 1, HostMemory{20 * kGiB, 0, ""}, "train"); },
                         {"train: the CPU engine needs 84.0 GiB", "256 rows and 131072 tokens", "82.0 GiB of activations",
                          "2.0 GiB of parameters", "this machine has 20.0 GiB of memory available", "--batch-size",
-                         "--grad-accum-steps", "--max-length"});
+                         "--grad-accum-steps", "--max-length", "or add --gradient-checkpointing"});
+  // Recomputing already: that advice is not given again.
+  try {
+    check_host_memory(MemoryNeed{82 * kGiB, 2 * kGiB, true}, limits, 1, HostMemory{20 * kGiB, 0, ""}, "train");
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()).find("--gradient-checkpointing"), std::string::npos) << e.what();
+  }
   // Where a limit leaves less than the machine has, the message names it; several processes on one host each
   // need it.
   testing::expect_error(

@@ -6,6 +6,7 @@
 // clip_grad_norm_).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include <cstdio>
@@ -153,17 +154,76 @@ TEST_P(GoldenTest, InferenceModelGivesTheTrainingModelsBits) {
   EXPECT_THROW(inference.backward(grads.data(), c.model.params.data(), dlogits.data()), Error);
 }
 
+// The activation bytes of `c`'s model with `layers` layers and 4 labels, built for `use`.
+std::size_t activation_bytes_with_layers(const GoldenCase& c, int layers, const BatchLimits& limits, BertUse use) {
+  BertConfig config = c.model.config;
+  config.num_hidden_layers = layers;
+  return BertClassifier<float>(config, 4, limits, use).activation_bytes();
+}
+
 // An inference model's activations do not grow with the depth (a training model's do, by a layer's worth each).
 TEST(InferenceModel, ActivationsDoNotGrowWithTheLayers) {
-  GoldenCase c("tiny_gelu_bce_adam");
+  const GoldenCase c("tiny_gelu_bce_adam");
   const BatchLimits limits{8, 32, 200};
-  const auto bytes = [&](int layers, BertUse use) {
-    BertConfig config = c.model.config;
-    config.num_hidden_layers = layers;
-    return BertClassifier<float>(config, 4, limits, use).activation_bytes();
-  };
+  const auto bytes = [&](int layers, BertUse use) { return activation_bytes_with_layers(c, layers, limits, use); };
   EXPECT_EQ(bytes(2, BertUse::kInference), bytes(12, BertUse::kInference));
   EXPECT_GT(bytes(12, BertUse::kTraining), bytes(2, BertUse::kTraining));
+}
+
+// Recomputing the activations in backward (BertUse::kTrainingRecompute, --gradient-checkpointing) gives the
+// kept-activation model's logits and gradients bit for bit, with every dropout on, in every family (ELECTRA's
+// projection, DistilBERT's head, RoBERTa's positions) and in double; and its activations are smaller.
+template <typename T>
+void expect_recomputed_gradients_equal(const std::string& fixture) {
+  SCOPED_TRACE(fixture);
+  GoldenCase c(fixture);
+  BertConfig config = c.model.config;
+  config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.2;  // the fixtures have none
+  config.num_hidden_layers = std::max(config.num_hidden_layers, 2);
+  const int labels = config.num_labels();
+  const std::vector<T> params = [&] {
+    const std::size_t total = bert_classifier_layout(config, labels).total();
+    std::vector<T> p(total);
+    for (std::size_t i = 0; i < total; ++i) p[i] = T(c.model.params[i % c.model.params.size()]);
+    return p;
+  }();
+  const DropoutSetting dropout = DropoutSetting::training(config, 7, 3);
+  std::vector<T> dlogits(static_cast<std::size_t>(c.rows.batch) * labels);
+  for (std::size_t i = 0; i < dlogits.size(); ++i) dlogits[i] = T(0.25) * T(static_cast<int>(i % 7) - 3);
+  std::vector<std::vector<T>> grads, logits;
+  for (BertUse use : {BertUse::kTraining, BertUse::kTrainingRecompute}) {
+    BertClassifier<T> model(config, labels, c.rows.limits(), use);
+    model.forward(params.data(), c.rows.view(), dropout);
+    logits.emplace_back(model.logits(), model.logits() + dlogits.size());
+    grads.emplace_back(params.size(), T(7));
+    model.backward(grads.back().data(), params.data(), dlogits.data());
+  }
+  EXPECT_EQ(logits[0], logits[1]);
+  ASSERT_EQ(grads[0].size(), grads[1].size());
+  EXPECT_EQ(0, std::memcmp(grads[0].data(), grads[1].data(), grads[0].size() * sizeof(T)));
+  EXPECT_NE(grads[0], std::vector<T>(grads[0].size(), T(0)));
+  EXPECT_LT(BertClassifier<T>::activation_bytes(config, labels, c.rows.limits(), BertUse::kTrainingRecompute),
+            BertClassifier<T>::activation_bytes(config, labels, c.rows.limits(), BertUse::kTraining));
+}
+
+TEST(RecomputingModel, GradientsAreTheKeptActivationsModelsBitForBit) {
+  for (const char* fixture : {"tiny_gelu_bce_adam", "tiny_relu_ce_adamw", "tiny_electra_bce_adam",
+                              "tiny_distilbert_bce_adam", "tiny_roberta_bce_adam", "odd_gelunew_bce_weighted_adam"}) {
+    expect_recomputed_gradients_equal<float>(fixture);
+  }
+  expect_recomputed_gradients_equal<double>("tiny_gelu_bce_adam");
+}
+
+// Its activations: the layers' inputs and one layer's set; a layer more adds only its input (T × H), where the
+// kept-activation model adds a whole set.
+TEST(RecomputingModel, ActivationsGrowOnlyByTheLayersInputs) {
+  const GoldenCase c("tiny_gelu_bce_adam");
+  const BatchLimits limits{8, 32, 200};
+  const auto bytes = [&](int layers, BertUse use) { return activation_bytes_with_layers(c, layers, limits, use); };
+  const std::size_t input = static_cast<std::size_t>(limits.tokens) * c.model.config.hidden_size * sizeof(float);
+  EXPECT_EQ(bytes(3, BertUse::kTrainingRecompute) - bytes(2, BertUse::kTrainingRecompute), input);
+  EXPECT_GT(bytes(3, BertUse::kTraining) - bytes(2, BertUse::kTraining), 4 * input);
+  EXPECT_EQ(bytes(1, BertUse::kTrainingRecompute), bytes(1, BertUse::kTraining));
 }
 
 // A packed row is computed from its own tokens only: with dropout on, the logits of row 1 of a three-row batch

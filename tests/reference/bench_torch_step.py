@@ -32,6 +32,7 @@ Examples:
 import argparse
 import json
 import platform
+import resource
 import statistics
 import sys
 import time
@@ -111,6 +112,8 @@ def main():
     ap.add_argument("--autocast-bf16", action="store_true",
                     help="torch.autocast(dtype=bfloat16) around forward and loss (fp32 master weights)")
     ap.add_argument("--fused-adam", action="store_true", help="torch.optim.Adam(fused=True) (CUDA)")
+    ap.add_argument("--gradient-checkpointing", action="store_true",
+                    help="model.gradient_checkpointing_enable() (Trainer's gradient_checkpointing; non-reentrant)")
     ap.add_argument("--compile", action="store_true",
                     help="torch.compile the model (default mode; dynamic shapes with --lengths); the warm-up "
                          "steps include the compilation")
@@ -130,6 +133,8 @@ def main():
         problem_type="multi_label_classification", attn_implementation=args.attn,
     )
     model = BertForSequenceClassification(config).to(device=device, dtype=torch.float32)
+    if args.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
     forward = torch.compile(model, dynamic=length_batches is not None) if args.compile else model
@@ -230,6 +235,8 @@ def main():
         "autocast_bf16": args.autocast_bf16,
         "compile": args.compile,
         "peak_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 3) if args.device == "cuda" else None,
+        "gradient_checkpointing": args.gradient_checkpointing,
+        "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 2**30, 3),
     }))
 
 

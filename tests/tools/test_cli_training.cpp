@@ -110,7 +110,7 @@ TEST_F(CliTraining, ABatchTooLargeForMemoryIsRefusedNamingTheFlags) {
   expect_error(r, "train: the CPU engine needs ");
   for (const char* part : {"for batches of up to 40000 rows and ", "GiB of activations",
                            "of memory is available to it under ulimit -v (RLIMIT_AS) of 2.9 GiB", "--batch-size",
-                           "--grad-accum-steps", "--max-length"}) {
+                           "--grad-accum-steps", "--max-length", "--gradient-checkpointing"}) {
     EXPECT_NE(r.err.find(part), std::string::npos) << part << "\n" << r.describe();
   }
   EXPECT_FALSE(fs::exists(path("run"))) << "nothing is written for a run that cannot start";
@@ -272,6 +272,29 @@ TEST_F(CliTraining, GradientAccumulationMatchesTheLargerBatchAndResumesBitForBit
   EXPECT_TRUE(slurp(path("whole") + "/last/model.safetensors") == slurp(path("killed") + "/last/model.safetensors"));
   EXPECT_EQ(read_jsonl(path("whole") + "/metrics.jsonl").back()["val_loss"],
             read_jsonl(path("killed") + "/metrics.jsonl").back()["val_loss"]);
+}
+
+// --gradient-checkpointing: the same run bit for bit (weights and every loss), recorded in results.json; a resume
+// may turn it on or off (it changes memory and time, not the arithmetic) and still ends as the uninterrupted run.
+// (Dropout inside the layers, which the fixture has not, is covered by RecomputingModel in test_golden.)
+TEST_F(CliTraining, GradientCheckpointingTrainsTheSameRunBitForBit) {
+  ASSERT_TRUE(succeeded(run(train_args(path("kept"), {"--dropout", "0.3"}))));
+  ASSERT_TRUE(succeeded(run(train_args(path("recomputed"), {"--dropout", "0.3", "--gradient-checkpointing"}))));
+  EXPECT_TRUE(slurp(path("kept") + "/last/model.safetensors") == slurp(path("recomputed") + "/last/model.safetensors"));
+  const std::vector<json> a = read_jsonl(path("kept") + "/metrics.jsonl");
+  const std::vector<json> b = read_jsonl(path("recomputed") + "/metrics.jsonl");
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    for (const char* key : {"train_loss", "val_loss", "grad_norm", "val_f1"}) EXPECT_EQ(a[i][key], b[i][key]) << key;
+  }
+  EXPECT_EQ(results_of(path("kept"))["params"]["gradient_checkpointing"], false);
+  EXPECT_EQ(results_of(path("recomputed"))["params"]["gradient_checkpointing"], true);
+  const std::string engine = results_of(path("recomputed"))["params"]["engine"];
+  EXPECT_NE(engine.find(", activations recomputed in backward"), std::string::npos) << engine;
+
+  ASSERT_TRUE(succeeded(run(train_args(path("switched"), {"--dropout", "0.3", "--epochs", "1"}))));
+  ASSERT_TRUE(succeeded(run(train_args(path("switched"), {"--dropout", "0.3", "--resume", "--gradient-checkpointing"}))));
+  EXPECT_TRUE(slurp(path("kept") + "/last/model.safetensors") == slurp(path("switched") + "/last/model.safetensors"));
 }
 
 // --max-grad-norm: above the gradient's norm it changes nothing, bit for bit; far below it every update is clipped
