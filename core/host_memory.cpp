@@ -96,9 +96,24 @@ std::optional<std::size_t> cgroup_room(const std::string& limit, const std::stri
   return *max > working_set ? *max - working_set : 0;
 }
 
+std::optional<std::size_t> cgroup_swap_room_v2(const std::string& swap_max, const std::string& swap_current) {
+  const std::optional<std::size_t> max = number(swap_max), used = number(swap_current);
+  if (!max || !used) return std::nullopt;  // "max": no limit
+  return *max > *used ? *max - *used : 0;
+}
+
+std::optional<std::size_t> cgroup_swap_room_v1(const std::string& memsw_limit, const std::string& memsw_usage,
+                                               std::size_t memory_room) {
+  const std::optional<std::size_t> max = number(memsw_limit), used = number(memsw_usage);
+  if (!max || !used || *max >= std::numeric_limits<std::size_t>::max() / 4) return std::nullopt;
+  const std::size_t both = *max > *used ? *max - *used : 0;  // memory and swap together
+  return both > memory_room ? both - memory_room : 0;
+}
+
 namespace {
 
-// Lowers `memory` to the address space `ulimit -v` (RLIMIT_AS) leaves: beyond it an allocation fails, swap or not.
+// Sets `memory`'s room in the address space `ulimit -v` (RLIMIT_AS) leaves, each process's own: beyond it an
+// allocation fails, swap or not.
 void limit_to_address_space(HostMemory* memory) {
   rlimit limit{};
   if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
@@ -106,14 +121,8 @@ void limit_to_address_space(HostMemory* memory) {
   const std::optional<std::size_t> mapped = status ? field(*status, "VmSize") : std::nullopt;
   if (!mapped) return;
   const std::size_t used = *mapped * 1024, cap = static_cast<std::size_t>(limit.rlim_cur);
-  const std::size_t room = cap > used ? cap - used : 0;
-  if (room < memory->available) {
-    memory->available = room;
-    memory->swap_free = 0;
-    memory->limited_by = "ulimit -v (RLIMIT_AS) of " + memory_text(cap);
-  } else if (room < memory->available + memory->swap_free) {
-    memory->swap_free = room - memory->available;
-  }
+  memory->address_space = cap > used ? cap - used : 0;
+  memory->address_space_limit = cap;
 }
 
 // Lowers `memory` to the room this process's memory cgroups leave.
@@ -131,11 +140,19 @@ void limit_by_cgroups(HostMemory* memory) {
     const std::optional<std::string> usage = file_text(dir + (v2 ? "/memory.current" : "/memory.usage_in_bytes"));
     if (limit && usage) {
       const std::optional<std::size_t> room = cgroup_room(*limit, *usage, file_text(dir + "/memory.stat").value_or(""));
-      // memory.max bounds the cgroup's RAM; beyond it the kernel swaps it (where there is swap), then kills.
+      // memory.max bounds the cgroup's RAM; beyond it the kernel swaps it (as far as its swap limit allows), then
+      // kills.
       if (room && *room < memory->available) {
         memory->available = *room;
         memory->limited_by = "the cgroup limit in " + dir + (v2 ? "/memory.max" : "/memory.limit_in_bytes");
       }
+      const std::optional<std::size_t> swap =
+          v2 ? cgroup_swap_room_v2(file_text(dir + "/memory.swap.max").value_or(""),
+                                   file_text(dir + "/memory.swap.current").value_or(""))
+             : cgroup_swap_room_v1(file_text(dir + "/memory.memsw.limit_in_bytes").value_or(""),
+                                   file_text(dir + "/memory.memsw.usage_in_bytes").value_or(""),
+                                   room.value_or(memory->available));
+      if (swap) memory->swap_free = std::min(memory->swap_free, *swap);
     }
     if (path.empty() || path == "/") break;
     const std::size_t slash = path.find_last_of('/');

@@ -6,12 +6,20 @@ namespace bertrain {
 
 namespace {
 
-// "for batches of up to 256 rows and 131072 tokens (82.6 GiB of activations; 1.6 GiB of parameters, gradients and
-// Adam's moments)"
-std::string what_needs_it(const MemoryNeed& need, const BatchLimits& limits) {
-  return "for batches of up to " + std::to_string(limits.rows) + " rows and " + std::to_string(limits.tokens) +
-         " tokens (" + memory_text(need.activations) + " of activations; " + memory_text(need.state) +
-         " of parameters, gradients and Adam's moments)";
+// "the CPU engine needs 84.0 GiB for batches of up to 256 rows and 131072 tokens (82.0 GiB of activations; 2.0 GiB of
+// parameters, gradients and Adam's moments)", and for several processes what they need together.
+std::string needs_text(const std::string& command, const std::string& engine, const MemoryNeed& need,
+                       const BatchLimits& limits, int processes, const std::string& where) {
+  std::string text = command + ": the " + engine + " engine needs " + memory_text(need.total()) + where +
+                     " for batches of up to " + std::to_string(limits.rows) + " rows and " +
+                     std::to_string(limits.tokens) + " tokens (" + memory_text(need.activations) + " of activations; " +
+                     memory_text(need.state) + " of parameters, gradients and Adam's moments" +
+                     (need.workspace > 0 ? "; " + memory_text(need.workspace) + " of workspaces" : "") + ")";
+  if (processes > 1) {
+    text += ", " + memory_text(need.total() * static_cast<std::size_t>(processes)) + " for the " +
+            std::to_string(processes) + " processes" + (where.empty() ? " on this host" : " sharing it");
+  }
+  return text;
 }
 
 // What lowers the need: the flags, and recomputation where it is not on yet.
@@ -36,12 +44,16 @@ MemoryNeed cpu_training_memory(const BertConfig& config, int num_labels, const B
 
 std::string check_host_memory(const MemoryNeed& need, const BatchLimits& limits, int processes,
                               const HostMemory& have, const std::string& command) {
+  // ulimit -v is each process's own: one engine against its process's room.
+  if (have.address_space && need.total() > *have.address_space) {
+    throw InputError(needs_text(command, "CPU", need, limits, 1, "") + ", and " + memory_text(*have.address_space) +
+                     " of address space is left to it under ulimit -v (RLIMIT_AS) of " +
+                     memory_text(have.address_space_limit) + advice(need));
+  }
+  // The machine's memory and a cgroup's are shared by the job's processes on this host.
   const std::size_t all = need.total() * static_cast<std::size_t>(processes);
   if (all <= have.available) return "";
-  const std::string needs =
-      command + ": the CPU engine needs " + memory_text(need.total()) + " " + what_needs_it(need, limits) +
-      (processes > 1 ? ", " + memory_text(all) + " for the " + std::to_string(processes) + " processes on this host"
-                     : "");
+  const std::string needs = needs_text(command, "CPU", need, limits, processes, "");
   const std::string has = have.limited_by.empty()
                               ? "this machine has " + memory_text(have.available) + " of memory available"
                               : memory_text(have.available) + " of memory is available to it under " + have.limited_by;
@@ -52,12 +64,13 @@ std::string check_host_memory(const MemoryNeed& need, const BatchLimits& limits,
   return needs + ", and " + has + ": it will swap, and train far slower" + advice(need);
 }
 
-void check_device_memory(const MemoryNeed& need, const BatchLimits& limits, std::size_t free, std::size_t total,
-                         const std::string& device_name, const std::string& command) {
-  if (need.total() <= free) return;
-  throw InputError(command + ": the GPU engine needs " + memory_text(need.total()) + " of " + device_name +
-                   "'s memory " + what_needs_it(need, limits) + ", and " + memory_text(free) + " of its " +
-                   memory_text(total) + " are free" + advice(need));
+void check_device_memory(const MemoryNeed& need, const BatchLimits& limits, int processes, std::size_t free,
+                         std::size_t total, const std::string& device_name, const std::string& command) {
+  const std::size_t all = need.total() * static_cast<std::size_t>(processes);
+  if (all + kDeviceHeadroomBytes <= free) return;
+  throw InputError(needs_text(command, "GPU", need, limits, processes, " of " + device_name + "'s memory") + ", and " +
+                   memory_text(free) + " of its " + memory_text(total) + " are free (" +
+                   memory_text(kDeviceHeadroomBytes) + " of it kept for the libraries)" + advice(need));
 }
 
 }  // namespace bertrain

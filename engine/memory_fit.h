@@ -17,8 +17,9 @@ namespace bertrain {
 struct MemoryNeed {
   std::size_t activations = 0;  // the model's activations and scratch for the largest batch
   std::size_t state = 0;        // parameters, gradients, Adam's moments, the accumulated gradient
+  std::size_t workspace = 0;    // the GPU engine's GEMM and reduction workspaces
   bool recomputes = false;      // activations recomputed in backward (--gradient-checkpointing) already
-  std::size_t total() const { return activations + state; }
+  std::size_t total() const { return activations + state + workspace; }
 };
 
 // The CPU engine (ClassifierTrainer<float> in CpuBackend) with `options` for batches within `limits`: the training
@@ -27,14 +28,21 @@ struct MemoryNeed {
 MemoryNeed cpu_training_memory(const BertConfig& config, int num_labels, const BatchLimits& limits,
                                const TrainerOptions& options);
 
-// Throws InputError when `processes` engines of `need` each (the ranks of a job on this host) cannot fit what
-// `have` leaves, swap included; the message names `command`, the sizes, and --batch-size, --grad-accum-steps and
-// --max-length (and --gradient-checkpointing where the need does not recompute yet). Returns a warning when they fit only with swap (training would page), "" when they fit in memory.
+// Throws InputError when `processes` engines of `need` each (the ranks of a job on this host) cannot fit the memory
+// and swap `have` leaves them, or one engine does not fit its process's address space (ulimit -v); the message names
+// `command`, the sizes, and --batch-size, --grad-accum-steps and --max-length (and --gradient-checkpointing where the
+// need does not recompute yet). Returns a warning when they fit only with swap (training would page), "" when they
+// fit in memory.
 std::string check_host_memory(const MemoryNeed& need, const BatchLimits& limits, int processes,
                               const HostMemory& have, const std::string& command);
 
-// The same check for device memory: `free` of `total` bytes of `device_name` (cudaMemGetInfo) against one engine.
-void check_device_memory(const MemoryNeed& need, const BatchLimits& limits, std::size_t free, std::size_t total,
-                         const std::string& device_name, const std::string& command);
+// The same for device memory: `processes` engines of `need` (the ranks sharing the device) against `free` of
+// `total` bytes of `device_name` (cudaMemGetInfo), less kDeviceHeadroomBytes.
+void check_device_memory(const MemoryNeed& need, const BatchLimits& limits, int processes, std::size_t free,
+                         std::size_t total, const std::string& device_name, const std::string& command);
+
+// Device memory left for what an engine's libraries allocate besides its own buffers (cuBLAS's handles, NCCL's
+// buffers with several ranks, the allocator's rounding): chosen as a margin, not measured.
+inline constexpr std::size_t kDeviceHeadroomBytes = std::size_t{256} << 20;
 
 }  // namespace bertrain

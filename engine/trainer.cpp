@@ -15,6 +15,7 @@
 #include <optional>
 #include <sstream>
 
+#include "core/build_info.h"
 #include "core/count_text.h"
 #include "core/cpu_threads.h"
 #include "core/error.h"
@@ -265,8 +266,9 @@ RunState resumed_state(const TrainArgs& args, const RunDirs& dirs, const json& s
   return run;
 }
 
+// `host_bytes`: what the CPU engine allocated (cpu_training_memory), 0 for a GPU engine, which says its own.
 void print_start(const TrainArgs& args, const TrainingPlan& plan, const TrainingData& data, const LoadedModel& model,
-                 const TrainingBackend& engine, const Communicator& comm) {
+                 const TrainingBackend& engine, const Communicator& comm, std::size_t host_bytes) {
   std::fputs(reading_notes("note", data.skipped, data.skip_reasons, data.truncated, data.options.max_length).c_str(),
              stdout);
   const std::string batch = args.grad_accum_steps > 1 ? std::to_string(args.batch_size) + " x " +
@@ -282,9 +284,48 @@ void print_start(const TrainArgs& args, const TrainingPlan& plan, const Training
   if (engine.device_memory_bytes() > 0) {
     std::printf("; %.2f GiB of device memory for parameters, gradients, optimizer state and activations",
                 static_cast<double>(engine.device_memory_bytes()) / (1u << 30));
+  } else if (host_bytes > 0) {
+    std::printf("; %s of memory for parameters, gradients, optimizer state and activations",
+                memory_text(host_bytes).c_str());
   }
   std::printf("\n");
   std::fflush(stdout);
+}
+
+// What the engine will hold, checked against what there is before it allocates (engine/memory_fit.h): host memory
+// for every process of the job on this host, device memory for the local ranks sharing this rank's GPU. Every rank
+// reads what there is before any allocates (the allreduce after: the arenas are zeroed when allocated, so a rank
+// that read after a sibling allocated would count that sibling twice). Returns the bytes the CPU engine holds, for
+// its start line (0 on a GPU, whose engine says its own).
+std::size_t check_training_memory(const BackendChoice& choice, const BertConfig& config, int labels,
+                                  const BatchLimits& limits, const TrainerOptions& options, Communicator& comm) {
+  const LaunchInfo& launch = comm.info();
+  std::size_t host_bytes = 0;
+  if (choice.cuda) {
+    const MemoryNeed need =
+        cuda_training_memory(choice.device, choice.bf16, config, labels, limits, options, comm.size());
+    const int devices = cuda_device_count();
+    int sharing = 0;  // local ranks whose device this is (choose_backend: local rank mod device count)
+    for (int r = 0; r < launch.local_size; ++r) sharing += devices > 0 && r % devices == choice.device ? 1 : 0;
+    std::size_t free = 0, total = 0;
+    cuda_memory_info(choice.device, &free, &total);
+    check_device_memory(need, limits, std::max(sharing, 1), free, total, "cuda:" + std::to_string(choice.device),
+                        "train");
+  } else {
+    const MemoryNeed need = cpu_training_memory(config, labels, limits, options);
+    host_bytes = need.total();
+    if (const std::optional<HostMemory> memory = host_memory()) {
+      const std::string warning = check_host_memory(need, limits, launch.local_size, *memory, "train");
+      if (launch.local_rank == 0 && !warning.empty()) {  // once per host: each host has its own memory
+        std::fprintf(stderr, "bertrain: warning: %s\n", warning.c_str());
+      }
+    }
+  }
+  if (comm.size() > 1) {
+    double read = 1;
+    comm.allreduce_sum(&read, 1);
+  }
+  return host_bytes;
 }
 
 // Test hook: BERTRAIN_TEST_CRASH_AFTER_STEP=S ends the process abruptly (std::_Exit(137), as a kill -9 would
@@ -897,13 +938,7 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
       input_step([&] { return choose_backend(args.device, args.precision, comm.info().local_rank); });
   const BatchLimits limits = batch_limits({&train_batcher, &val_batcher});
   const TrainerOptions options = trainer_options(args, data);
-  if (!choice.cuda) {  // the CUDA engine checks its device's memory itself
-    if (const std::optional<HostMemory> memory = host_memory()) {
-      const MemoryNeed need = cpu_training_memory(model.config, data.labels.size(), limits, options);
-      const std::string warning = check_host_memory(need, limits, comm.info().local_size, *memory, "train");
-      if (leader && !warning.empty()) std::fprintf(stderr, "bertrain: warning: %s\n", warning.c_str());
-    }
-  }
+  const std::size_t host_bytes = check_training_memory(choice, model.config, data.labels.size(), limits, options, comm);
   const std::unique_ptr<TrainingBackend> engine =
       make_training_backend(choice, model.config, data.labels.size(), limits, model.params, options, comm);
   RunState run = args.resume ? input_step([&] { return resumed_state(args, dirs, saved, plan, *engine, resumes); })
@@ -911,7 +946,7 @@ TrainingOutcome run_training(const TrainArgs& args, Communicator& comm) {
 
   params["engine"] = engine->description();
   params["device_memory_bytes"] = engine->device_memory_bytes();
-  if (verbose) print_start(args, plan, data, model, *engine, comm);
+  if (verbose) print_start(args, plan, data, model, *engine, comm, host_bytes);
   // After the run's header, which says what trains; this line says where it goes on from.
   if (verbose && args.resume) {
     if (run.first_step < plan.total_steps) {

@@ -132,6 +132,12 @@ std::unique_ptr<TrainingBackend> make_cuda_backend(int, bool, const BertConfig&,
                                                    const std::vector<float>&, const TrainerOptions&, Communicator&) {
   BERTRAIN_FAIL("this build has no CUDA support (configure with -DBERTRAIN_CUDA=ON on a machine with nvcc)");
 }
+MemoryNeed cuda_training_memory(int, bool, const BertConfig&, int, const BatchLimits&, const TrainerOptions&, int) {
+  BERTRAIN_FAIL("this build has no CUDA support (configure with -DBERTRAIN_CUDA=ON on a machine with nvcc)");
+}
+void cuda_memory_info(int, std::size_t*, std::size_t*) {
+  BERTRAIN_FAIL("this build has no CUDA support (configure with -DBERTRAIN_CUDA=ON on a machine with nvcc)");
+}
 #endif
 
 }  // namespace bertrain

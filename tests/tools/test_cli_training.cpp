@@ -109,7 +109,7 @@ TEST_F(CliTraining, ABatchTooLargeForMemoryIsRefusedNamingTheFlags) {
   const RunResult r = testing::run_process({"/bin/sh", "-c", "ulimit -v 3000000 && exec " + shell_command(args)});
   expect_error(r, "train: the CPU engine needs ");
   for (const char* part : {"for batches of up to 40000 rows and ", "GiB of activations",
-                           "of memory is available to it under ulimit -v (RLIMIT_AS) of 2.9 GiB", "--batch-size",
+                           "of address space is left to it under ulimit -v (RLIMIT_AS) of 2.9 GiB", "--batch-size",
                            "--grad-accum-steps", "--max-length", "--gradient-checkpointing"}) {
     EXPECT_NE(r.err.find(part), std::string::npos) << part << "\n" << r.describe();
   }
@@ -278,8 +278,24 @@ TEST_F(CliTraining, GradientAccumulationMatchesTheLargerBatchAndResumesBitForBit
 // may turn it on or off (it changes memory and time, not the arithmetic) and still ends as the uninterrupted run.
 // (Dropout inside the layers, which the fixture has not, is covered by RecomputingModel in test_golden.)
 TEST_F(CliTraining, GradientCheckpointingTrainsTheSameRunBitForBit) {
-  ASSERT_TRUE(succeeded(run(train_args(path("kept"), {"--dropout", "0.3"}))));
-  ASSERT_TRUE(succeeded(run(train_args(path("recomputed"), {"--dropout", "0.3", "--gradient-checkpointing"}))));
+  const RunResult kept = run(without_quiet(train_args(path("kept"), {"--dropout", "0.3"})));
+  const RunResult recomputed =
+      run(without_quiet(train_args(path("recomputed"), {"--dropout", "0.3", "--gradient-checkpointing"})));
+  ASSERT_TRUE(succeeded(kept));
+  ASSERT_TRUE(succeeded(recomputed));
+  // The engine line says the memory the CPU engine holds: less when it recomputes.
+  const auto engine_memory = [](const RunResult& r) {
+    const std::size_t at = r.out.find(" of memory for parameters, gradients, optimizer state and activations");
+    EXPECT_NE(at, std::string::npos) << r.out;
+    const std::size_t number = r.out.rfind("; ", at) + 2;
+    std::istringstream words(r.out.substr(number, at - number));
+    double value = 0;
+    std::string unit;
+    words >> value >> unit;
+    return value * (unit == "GiB" ? 1 << 30 : unit == "MiB" ? 1 << 20 : unit == "KiB" ? 1 << 10 : 0);
+  };
+  EXPECT_LT(engine_memory(recomputed), engine_memory(kept));
+  EXPECT_GT(engine_memory(recomputed), 0);
   EXPECT_TRUE(slurp(path("kept") + "/last/model.safetensors") == slurp(path("recomputed") + "/last/model.safetensors"));
   const std::vector<json> a = read_jsonl(path("kept") + "/metrics.jsonl");
   const std::vector<json> b = read_jsonl(path("recomputed") + "/metrics.jsonl");
