@@ -9,6 +9,8 @@
 #include "core/build_config.h"
 #include "core/cpu_threads.h"
 #include "core/error.h"
+#include "core/host_memory.h"
+#include "engine/memory_fit.h"
 #include "kernels/packed.h"
 
 namespace bertrain {
@@ -34,6 +36,11 @@ class CpuInference final : public InferenceBackend {
     if (!model_ || !batch_fits(limits_, batch)) {
       limits_ = grown_limits(limits_, batch, config_);
       model_.reset();  // free the old activations before allocating the larger ones
+      if (const std::optional<HostMemory> memory = host_memory()) {
+        check_inference_host_memory(
+            BertClassifier<float>::activation_bytes(config_, num_labels_, limits_, BertUse::kInference), limits_,
+            *memory);
+      }
       model_.emplace(config_, num_labels_, limits_, BertUse::kInference);
       BERTRAIN_CHECK(model_->layout().total() == params_.size(), "inference: the parameter buffer has "
                                                                     << params_.size() << " elements, the model needs "

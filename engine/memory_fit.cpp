@@ -29,7 +29,41 @@ std::string advice(const MemoryNeed& need) {
          (need.recomputes ? "" : ", or add --gradient-checkpointing (most of the activations recomputed in backward)");
 }
 
+// An inference arena's need: "the CPU engine needs 58.2 GiB for the activations of batches of up to 4096 rows and
+// 2097152 tokens".
+std::string inference_needs_text(const std::string& engine, std::size_t bytes, const BatchLimits& limits,
+                                 const std::string& where) {
+  return "the " + engine + " engine needs " + memory_text(bytes) + where + " for the activations of batches of up to " +
+         std::to_string(limits.rows) + " rows and " + std::to_string(limits.tokens) + " tokens";
+}
+
+const char* const kInferenceAdvice =
+    ": lower the batch (predict's and evaluate's --batch-size, serve's --max-batch-size and --max-batch-tokens) or "
+    "--max-length";
+
 }  // namespace
+
+void check_inference_host_memory(std::size_t bytes, const BatchLimits& limits, const HostMemory& have) {
+  if (have.address_space && bytes > *have.address_space) {
+    throw InputError(inference_needs_text("CPU", bytes, limits, "") + ", and " + memory_text(*have.address_space) +
+                     " of address space is left to it under ulimit -v (RLIMIT_AS) of " +
+                     memory_text(have.address_space_limit) + kInferenceAdvice);
+  }
+  if (bytes <= have.available + have.swap_free) return;
+  throw InputError(inference_needs_text("CPU", bytes, limits, "") + ", and " +
+                   (have.limited_by.empty()
+                        ? "this machine has " + memory_text(have.available) + " of memory available"
+                        : memory_text(have.available) + " of memory is available to it under " + have.limited_by) +
+                   (have.swap_free > 0 ? " and " + memory_text(have.swap_free) + " of swap" : "") + kInferenceAdvice);
+}
+
+void check_inference_device_memory(std::size_t bytes, const BatchLimits& limits, std::size_t free, std::size_t total,
+                                   const std::string& device_name) {
+  if (bytes + kDeviceHeadroomBytes <= free) return;
+  throw InputError(inference_needs_text("GPU", bytes, limits, " of " + device_name + "'s memory") + ", and " +
+                   memory_text(free) + " of its " + memory_text(total) + " are free (" +
+                   memory_text(kDeviceHeadroomBytes) + " of it kept for the libraries)" + kInferenceAdvice);
+}
 
 MemoryNeed cpu_training_memory(const BertConfig& config, int num_labels, const BatchLimits& limits,
                                const TrainerOptions& options) {

@@ -41,6 +41,14 @@ std::string check_host_memory(const MemoryNeed& need, const BatchLimits& limits,
 void check_device_memory(const MemoryNeed& need, const BatchLimits& limits, int processes, std::size_t free,
                          std::size_t total, const std::string& device_name, const std::string& command);
 
+// Inference (evaluate, predict, serve) grows one model's activations to the largest batch seen: throws InputError
+// when `bytes` of them for batches within `limits` cannot fit the memory and swap, or the address space, `have`
+// leaves (the CPU engine), or `free` less kDeviceHeadroomBytes of `device_name`'s `total` (a CUDA one); the message
+// names the batch flags of the commands and --max-length.
+void check_inference_host_memory(std::size_t bytes, const BatchLimits& limits, const HostMemory& have);
+void check_inference_device_memory(std::size_t bytes, const BatchLimits& limits, std::size_t free, std::size_t total,
+                                   const std::string& device_name);
+
 // Device memory left for what an engine's libraries allocate besides its own buffers (cuBLAS's handles, NCCL's
 // buffers with several ranks, the allocator's rounding): chosen as a margin, not measured.
 inline constexpr std::size_t kDeviceHeadroomBytes = std::size_t{256} << 20;

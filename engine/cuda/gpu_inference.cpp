@@ -10,6 +10,7 @@
 #include "core/cuda/device_buffer.h"
 #include "core/cuda/gpu_context.h"
 #include "engine/inference_backend.h"
+#include "engine/memory_fit.h"
 #include "kernels/tensor_ops.h"
 #include "model/bert_classifier_gpu.h"
 
@@ -76,7 +77,11 @@ class GpuInference final : public InferenceBackend {
     context_.synchronize();
     model_.reset();
     arena_ = DeviceBuffer<char>();
-    arena_ = DeviceBuffer<char>(BertClassifierGpu<T>::arena_bytes(config_, num_labels_, limits, BertUse::kInference));
+    const std::size_t bytes = BertClassifierGpu<T>::arena_bytes(config_, num_labels_, limits, BertUse::kInference);
+    std::size_t free = 0, total = 0;
+    BERTRAIN_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    check_inference_device_memory(bytes, limits, free, total, "cuda:" + std::to_string(context_.device()));
+    arena_ = DeviceBuffer<char>(bytes);
     model_ = std::make_unique<BertClassifierGpu<T>>(config_, num_labels_, limits, context_.handles(), arena_.data(),
                                                     arena_.size(), BertUse::kInference);
     BERTRAIN_CHECK(model_->layout().total() == params_.size(), "GPU inference: the parameter buffer has "

@@ -126,6 +126,26 @@ TEST(MemoryFit, AnAddressSpaceLimitIsEachProcesssOwn) {
                          "--batch-size"});
 }
 
+// Inference: the arena of the largest batch against memory and swap (no warning: it would come mid-run), the
+// address space, or the device; the message names every command's batch flags.
+TEST(MemoryFit, AnInferenceBatchThatCannotFitNamesTheBatchFlags) {
+  const BatchLimits limits{4096, 512, 2097152};
+  EXPECT_NO_THROW(check_inference_host_memory(20 * kGiB, limits, machine(16 * kGiB, 8 * kGiB, "")));
+  testing::expect_error([&] { check_inference_host_memory(30 * kGiB, limits, machine(16 * kGiB, 8 * kGiB, "")); },
+                        {"the CPU engine needs 30.0 GiB for the activations of batches of up to 4096 rows and 2097152 tokens",
+                         "this machine has 16.0 GiB of memory available and 8.0 GiB of swap",
+                         "predict's and evaluate's --batch-size", "serve's --max-batch-size and --max-batch-tokens",
+                         "--max-length"});
+  HostMemory limited = machine(16 * kGiB, 0, "");
+  limited.address_space = kGiB;
+  limited.address_space_limit = 3 * kGiB;
+  EXPECT_THROW(check_inference_host_memory(2 * kGiB, limits, limited), InputError);
+  EXPECT_NO_THROW(check_inference_device_memory(20 * kGiB, limits, 40 * kGiB, 80 * kGiB, "cuda:0"));
+  testing::expect_error([&] { check_inference_device_memory(60 * kGiB, limits, 40 * kGiB, 80 * kGiB, "cuda:1"); },
+                        {"the GPU engine needs 60.0 GiB of cuda:1's memory for the activations", "40.0 GiB of its 80.0 GiB",
+                         "--batch-size"});
+}
+
 TEST(MemoryFit, TheDevicesFreeMemoryBoundsTheGpuEngine) {
   EXPECT_NO_THROW(check_device_memory(need_of(70 * kGiB, 2 * kGiB), BatchLimits{256, 128, 32768}, 1, 130 * kGiB,
                                       139 * kGiB, "cuda:0", "train"));

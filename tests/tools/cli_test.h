@@ -161,6 +161,19 @@ inline std::vector<Row> synthetic_rows() {
   return rows;
 }
 
+// 50,000 rows of 32 words each (34 tokens with [CLS] and [SEP]): one batch of them holds more activations than a
+// process under `ulimit -v 3000000` can map (the memory checks' tests).
+inline std::vector<Row> many_long_rows() {
+  std::vector<Row> rows;
+  for (int i = 0; i < 50000; ++i) {
+    const std::vector<std::string>& words = kWords[i % 4];
+    Row row{words[i % 15] + " " + words[(i + 1) % 15], "", kTags[i % 4]};
+    for (int w = 0; w < 30; ++w) row.description += words[(i + w) % 15] + " ";
+    rows.push_back(row);
+  }
+  return rows;
+}
+
 // How often `needle` occurs in `text` (overlapping occurrences counted).
 inline std::size_t count_occurrences(const std::string& text, const std::string& needle) {
   std::size_t n = 0;

@@ -59,6 +59,24 @@ TEST_F(CliTest, PredictFromAPipeAnswersTheRowsThatHaveCome) {
 }
 
 // Made-With-ML's serving rule predicts "other" below the threshold; a model without that label names its fallback.
+// A batch whose activations cannot fit (here under ulimit -v) is refused as it would be allocated: one line naming the
+// batch flags, exit 2. Before, std::bad_alloc's "out of memory", exit 1.
+TEST_F(CliTest, PredictRefusesABatchTooLargeForMemory) {
+#ifdef __SANITIZE_ADDRESS__
+  GTEST_SKIP() << "AddressSanitizer's shadow memory cannot be mapped under ulimit -v";
+#endif
+  spit(path("many.csv"), to_csv(many_long_rows()));
+  const RunResult r = testing::run_process(
+      {"/bin/sh", "-c",
+       "ulimit -v 3000000 && exec " + shell_command({"predict", "--model", model(), "--data", path("many.csv"),
+                                                     "--batch-size", "50000", "--device", "cpu", "--no-clean"})});
+  expect_error(r, "the CPU engine needs ");
+  for (const char* part : {"for the activations of batches of up to 65536 rows", "under ulimit -v (RLIMIT_AS)",
+                           "--batch-size", "--max-length"}) {
+    EXPECT_NE(r.err.find(part), std::string::npos) << part << "\n" << r.describe();
+  }
+}
+
 TEST_F(CliTest, PredictThresholdFallsBackToOtherLabel) {
   std::vector<Row> rows;
   for (const Row& row : synthetic_rows()) {

@@ -96,14 +96,7 @@ TEST_F(CliTraining, ABatchTooLargeForMemoryIsRefusedNamingTheFlags) {
 #endif
   // 50,000 rows of 34 tokens: 1.4 million tokens in one batch of 40,000 training rows, about 6 GiB of activations
   // against the 3 GB of address space (of which the process maps about 1.3 GB itself).
-  std::vector<Row> rows;
-  for (int i = 0; i < 50000; ++i) {
-    const std::vector<std::string>& words = kWords[i % 4];
-    Row row{words[i % 15] + " " + words[(i + 1) % 15], "", kTags[i % 4]};
-    for (int w = 0; w < 30; ++w) row.description += words[(i + w) % 15] + " ";
-    rows.push_back(row);
-  }
-  spit(path("many.csv"), to_csv(rows));
+  spit(path("many.csv"), to_csv(many_long_rows()));
   std::vector<std::string> args = train_args(path("run"), {"--batch-size", "65536", "--device", "cpu"});
   args[4] = path("many.csv");  // --train-data
   const RunResult r = testing::run_process({"/bin/sh", "-c", "ulimit -v 3000000 && exec " + shell_command(args)});
