@@ -34,13 +34,14 @@ class CpuInference final : public InferenceBackend {
   void logits(const BertBatch& batch, float* out) override {
     if (batch.batch == 0) return;
     if (!model_ || !batch_fits(limits_, batch)) {
-      limits_ = grown_limits(limits_, batch, config_);
+      const BatchLimits grown = grown_limits(limits_, batch, config_);
       model_.reset();  // free the old activations before allocating the larger ones
+      // (limits_ changes only once they fit: after a refused batch, a smaller one is built for as before.)
       if (const std::optional<HostMemory> memory = host_memory()) {
         check_inference_host_memory(
-            BertClassifier<float>::activation_bytes(config_, num_labels_, limits_, BertUse::kInference), limits_,
-            *memory);
+            BertClassifier<float>::activation_bytes(config_, num_labels_, grown, BertUse::kInference), grown, *memory);
       }
+      limits_ = grown;
       model_.emplace(config_, num_labels_, limits_, BertUse::kInference);
       BERTRAIN_CHECK(model_->layout().total() == params_.size(), "inference: the parameter buffer has "
                                                                     << params_.size() << " elements, the model needs "

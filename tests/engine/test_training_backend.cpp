@@ -4,13 +4,16 @@
 #include "engine/training_backend.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "dist/communicator.h"
 #include "engine/inference_backend.h"
 #include "kernels/loss.h"
@@ -117,6 +120,58 @@ TEST_P(EvaluateLogitsTest, TheCpuEnginesStepIsDoneWhenItReturns) {
   EXPECT_NE(engine_->parameters(), model_.params);
   EXPECT_EQ(engine_->optimizer_steps(), 1);
   EXPECT_TRUE(std::isfinite(engine_->take_loss()));
+}
+
+// A batch whose activations cannot fit is refused before the engine allocates them (InputError naming the batch
+// flags), and the engine goes on with the batches it could take: its limits grow only once they fit. Here the room
+// is an address-space limit set for the call (1 million tokens need ~1.8 GiB; 256 MiB are left).
+TEST(CpuInference, ARefusedBatchLeavesTheEngineForSmallerOnes) {
+#ifdef __SANITIZE_ADDRESS__
+  GTEST_SKIP() << "AddressSanitizer's allocator does not work under an address-space limit this tight";
+#endif
+  const LoadedModel model = load_model_dir(std::string(BERTRAIN_FIXTURES_DIR) + "/tiny_gelu_bce_adam", {}, 0);
+  const int labels = model.config.num_labels();
+  const auto engine = make_inference_backend(BackendChoice{}, model.config, labels, model.params);
+  const auto rows_of = [](int rows, int length, std::vector<int32_t>* ids, std::vector<int32_t>* offsets) {
+    ids->assign(static_cast<std::size_t>(rows) * length, 5);
+    offsets->assign(1, 0);
+    for (int r = 0; r < rows; ++r) offsets->push_back(offsets->back() + length);
+  };
+  std::vector<int32_t> small_ids, small_offsets, big_ids, big_offsets;
+  rows_of(4, 10, &small_ids, &small_offsets);
+  rows_of(100000, 10, &big_ids, &big_offsets);
+  std::vector<float> before(4 * static_cast<std::size_t>(labels)), after(before.size());
+  engine->logits(packed_batch(small_ids.data(), small_offsets.data(), 4), before.data());
+
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_AS, &saved), 0);
+  std::size_t mapped_kb = 0;
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmSize:", 0) == 0) mapped_kb = std::stoul(line.substr(7));
+  }
+  ASSERT_GT(mapped_kb, 0u);
+  rlimit tight = saved;
+  tight.rlim_cur = mapped_kb * 1024 + (std::size_t{256} << 20);
+  if (saved.rlim_max != RLIM_INFINITY && tight.rlim_cur > saved.rlim_max) GTEST_SKIP() << "hard limit too low";
+  std::vector<float> big_out(100000 * static_cast<std::size_t>(labels));
+  ASSERT_EQ(setrlimit(RLIMIT_AS, &tight), 0);
+  std::string error, small_error;
+  try {
+    engine->logits(packed_batch(big_ids.data(), big_offsets.data(), 100000), big_out.data());
+  } catch (const InputError& e) {
+    error = e.what();
+  }
+  try {  // still under the limit: the small batch is built for as before, not for the refused one
+    engine->logits(packed_batch(small_ids.data(), small_offsets.data(), 4), after.data());
+  } catch (const Error& e) {
+    small_error = e.what();
+  }
+  ASSERT_EQ(setrlimit(RLIMIT_AS, &saved), 0);
+  EXPECT_NE(error.find("the CPU engine needs"), std::string::npos) << error;
+  EXPECT_NE(error.find("--batch-size"), std::string::npos) << error;
+  EXPECT_EQ(small_error, "");
+  EXPECT_EQ(before, after);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, EvaluateLogitsTest,
