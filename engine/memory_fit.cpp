@@ -37,6 +37,26 @@ std::string inference_needs_text(const std::string& engine, std::size_t bytes, c
          std::to_string(limits.rows) + " rows and " + std::to_string(limits.tokens) + " tokens";
 }
 
+// What there is, as the messages say it: ", and 1.7 GiB of address space is left to it under ulimit -v (RLIMIT_AS) of
+// 2.9 GiB"; "this machine has 22.9 GiB of memory available" (or what a limit leaves), " and 2.0 GiB of swap";
+// ", and 60.0 GiB of its 139.0 GiB are free (256 MiB of it kept for the libraries)".
+std::string address_space_left(const HostMemory& have) {
+  return ", and " + memory_text(*have.address_space) +
+         " of address space is left to it under ulimit -v (RLIMIT_AS) of " + memory_text(have.address_space_limit);
+}
+std::string memory_available(const HostMemory& have) {
+  return have.limited_by.empty()
+             ? "this machine has " + memory_text(have.available) + " of memory available"
+             : memory_text(have.available) + " of memory is available to it under " + have.limited_by;
+}
+std::string swap_free(const HostMemory& have) {
+  return have.swap_free > 0 ? " and " + memory_text(have.swap_free) + " of swap" : "";
+}
+std::string device_free(std::size_t free, std::size_t total) {
+  return ", and " + memory_text(free) + " of its " + memory_text(total) + " are free (" +
+         memory_text(kDeviceHeadroomBytes) + " of it kept for the libraries)";
+}
+
 const char* const kInferenceAdvice =
     ": lower the batch (predict's and evaluate's --batch-size, serve's --max-batch-size and --max-batch-tokens) or "
     "--max-length";
@@ -45,24 +65,18 @@ const char* const kInferenceAdvice =
 
 void check_inference_host_memory(std::size_t bytes, const BatchLimits& limits, const HostMemory& have) {
   if (have.address_space && bytes > *have.address_space) {
-    throw InputError(inference_needs_text("CPU", bytes, limits, "") + ", and " + memory_text(*have.address_space) +
-                     " of address space is left to it under ulimit -v (RLIMIT_AS) of " +
-                     memory_text(have.address_space_limit) + kInferenceAdvice);
+    throw InputError(inference_needs_text("CPU", bytes, limits, "") + address_space_left(have) + kInferenceAdvice);
   }
   if (bytes <= have.available + have.swap_free) return;
-  throw InputError(inference_needs_text("CPU", bytes, limits, "") + ", and " +
-                   (have.limited_by.empty()
-                        ? "this machine has " + memory_text(have.available) + " of memory available"
-                        : memory_text(have.available) + " of memory is available to it under " + have.limited_by) +
-                   (have.swap_free > 0 ? " and " + memory_text(have.swap_free) + " of swap" : "") + kInferenceAdvice);
+  throw InputError(inference_needs_text("CPU", bytes, limits, "") + ", and " + memory_available(have) +
+                   swap_free(have) + kInferenceAdvice);
 }
 
 void check_inference_device_memory(std::size_t bytes, const BatchLimits& limits, std::size_t free, std::size_t total,
                                    const std::string& device_name) {
   if (bytes + kDeviceHeadroomBytes <= free) return;
-  throw InputError(inference_needs_text("GPU", bytes, limits, " of " + device_name + "'s memory") + ", and " +
-                   memory_text(free) + " of its " + memory_text(total) + " are free (" +
-                   memory_text(kDeviceHeadroomBytes) + " of it kept for the libraries)" + kInferenceAdvice);
+  throw InputError(inference_needs_text("GPU", bytes, limits, " of " + device_name + "'s memory") +
+                   device_free(free, total) + kInferenceAdvice);
 }
 
 MemoryNeed cpu_training_memory(const BertConfig& config, int num_labels, const BatchLimits& limits,
@@ -80,31 +94,24 @@ std::string check_host_memory(const MemoryNeed& need, const BatchLimits& limits,
                               const HostMemory& have, const std::string& command) {
   // ulimit -v is each process's own: one engine against its process's room.
   if (have.address_space && need.total() > *have.address_space) {
-    throw InputError(needs_text(command, "CPU", need, limits, 1, "") + ", and " + memory_text(*have.address_space) +
-                     " of address space is left to it under ulimit -v (RLIMIT_AS) of " +
-                     memory_text(have.address_space_limit) + advice(need));
+    throw InputError(needs_text(command, "CPU", need, limits, 1, "") + address_space_left(have) + advice(need));
   }
   // The machine's memory and a cgroup's are shared by the job's processes on this host.
   const std::size_t all = need.total() * static_cast<std::size_t>(processes);
   if (all <= have.available) return "";
   const std::string needs = needs_text(command, "CPU", need, limits, processes, "");
-  const std::string has = have.limited_by.empty()
-                              ? "this machine has " + memory_text(have.available) + " of memory available"
-                              : memory_text(have.available) + " of memory is available to it under " + have.limited_by;
   if (all > have.available + have.swap_free) {
-    throw InputError(needs + ", and " + has +
-                     (have.swap_free > 0 ? " and " + memory_text(have.swap_free) + " of swap" : "") + advice(need));
+    throw InputError(needs + ", and " + memory_available(have) + swap_free(have) + advice(need));
   }
-  return needs + ", and " + has + ": it will swap, and train far slower" + advice(need);
+  return needs + ", and " + memory_available(have) + ": it will swap, and train far slower" + advice(need);
 }
 
 void check_device_memory(const MemoryNeed& need, const BatchLimits& limits, int processes, std::size_t free,
                          std::size_t total, const std::string& device_name, const std::string& command) {
   const std::size_t all = need.total() * static_cast<std::size_t>(processes);
   if (all + kDeviceHeadroomBytes <= free) return;
-  throw InputError(needs_text(command, "GPU", need, limits, processes, " of " + device_name + "'s memory") + ", and " +
-                   memory_text(free) + " of its " + memory_text(total) + " are free (" +
-                   memory_text(kDeviceHeadroomBytes) + " of it kept for the libraries)" + advice(need));
+  throw InputError(needs_text(command, "GPU", need, limits, processes, " of " + device_name + "'s memory") +
+                   device_free(free, total) + advice(need));
 }
 
 }  // namespace bertrain

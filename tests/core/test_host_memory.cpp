@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "tests/address_space_room.h"
+
 namespace bertrain {
 namespace {
 
@@ -74,24 +76,16 @@ TEST(HostMemory, AnAddressSpaceLimitLowersTheRoom) {
 #endif
   rlimit before{};
   ASSERT_EQ(getrlimit(RLIMIT_AS, &before), 0);
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  std::size_t mapped_kb = 0;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmSize:", 0) == 0) mapped_kb = std::stoul(line.substr(7));
-  }
-  ASSERT_GT(mapped_kb, 0u);
-  rlimit limited = before;
-  limited.rlim_cur = mapped_kb * 1024 + kGiB;
-  if (before.rlim_max != RLIM_INFINITY && limited.rlim_cur > before.rlim_max) GTEST_SKIP() << "hard limit too low";
-  ASSERT_EQ(setrlimit(RLIMIT_AS, &limited), 0);
+  testing::AddressSpaceRoom room(kGiB);
+  ASSERT_GT(room.mapped(), 0u);
+  if (!room.set()) GTEST_SKIP() << "the hard limit is below this process's mapping plus 1 GiB";
   const std::optional<HostMemory> m = host_memory();
-  ASSERT_EQ(setrlimit(RLIMIT_AS, &before), 0);
+  room.restore();
   ASSERT_TRUE(m.has_value());
   ASSERT_TRUE(m->address_space.has_value());
   EXPECT_LE(*m->address_space, kGiB);
   EXPECT_GT(*m->address_space, kGiB / 2);  // host_memory maps little of its own
-  EXPECT_EQ(m->address_space_limit, limited.rlim_cur);
+  EXPECT_EQ(m->address_space_limit, room.limit());
   // Each process's own limit: the machine's memory, which the job's processes share, is not lowered by it.
   EXPECT_FALSE(host_memory()->address_space.has_value() && before.rlim_cur == RLIM_INFINITY);
 }

@@ -192,6 +192,23 @@ TEST_P(CudaModelTest, StepsAllocateNoDeviceMemory) {
   EXPECT_EQ(gpu_memory_in_use_bytes(), before);
 }
 
+// The memory train checks before it builds the CUDA engine (cuda_training_memory) is what the engine then holds
+// (device_memory_bytes), fp32 and bf16, recomputing or not: the estimate and the allocations are twins.
+TEST_P(CudaModelTest, TheMemoryCheckedIsTheMemoryHeld) {
+  BERTRAIN_REQUIRE_GPU();
+  Fixture f(GetParam());
+  const std::unique_ptr<Communicator> comm = make_communicator(LaunchInfo{});
+  for (const bool bf16_mode : {false, true}) {
+    for (const bool recompute : {false, true}) {
+      f.options.recompute_activations = recompute;
+      const MemoryNeed need =
+          cuda_training_memory(0, bf16_mode, f.model.config, f.labels(), f.limits(), f.options, comm->size());
+      EXPECT_EQ(need.total(), engine_for(f, true, bf16_mode, *comm)->device_memory_bytes())
+          << (bf16_mode ? "bf16" : "fp32") << (recompute ? ", recomputing" : "");
+    }
+  }
+}
+
 // Evaluation replays repeated batch shapes as CUDA graphs (engine/cuda/graph_cache.h): the losses equal an
 // engine's with graphs off bit for bit, over shapes that come back in any order and after an Adam step has
 // changed the parameters the graphs read.

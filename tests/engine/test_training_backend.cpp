@@ -4,10 +4,8 @@
 #include "engine/training_backend.h"
 
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <memory>
 #include <string>
@@ -19,6 +17,7 @@
 #include "kernels/loss.h"
 #include "model/model_dir.h"
 #include "model/safetensors.h"
+#include "tests/address_space_room.h"
 #include "tests/packed_rows.h"
 #include "tests/tolerance.h"
 
@@ -143,19 +142,10 @@ TEST(CpuInference, ARefusedBatchLeavesTheEngineForSmallerOnes) {
   std::vector<float> before(4 * static_cast<std::size_t>(labels)), after(before.size());
   engine->logits(packed_batch(small_ids.data(), small_offsets.data(), 4), before.data());
 
-  rlimit saved{};
-  ASSERT_EQ(getrlimit(RLIMIT_AS, &saved), 0);
-  std::size_t mapped_kb = 0;
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("VmSize:", 0) == 0) mapped_kb = std::stoul(line.substr(7));
-  }
-  ASSERT_GT(mapped_kb, 0u);
-  rlimit tight = saved;
-  tight.rlim_cur = mapped_kb * 1024 + (std::size_t{256} << 20);
-  if (saved.rlim_max != RLIM_INFINITY && tight.rlim_cur > saved.rlim_max) GTEST_SKIP() << "hard limit too low";
   std::vector<float> big_out(100000 * static_cast<std::size_t>(labels));
-  ASSERT_EQ(setrlimit(RLIMIT_AS, &tight), 0);
+  testing::AddressSpaceRoom room(std::size_t{256} << 20);
+  ASSERT_GT(room.mapped(), 0u);
+  if (!room.set()) GTEST_SKIP() << "the hard limit is below this process's mapping plus 256 MiB";
   std::string error, small_error;
   try {
     engine->logits(packed_batch(big_ids.data(), big_offsets.data(), 100000), big_out.data());
@@ -167,7 +157,7 @@ TEST(CpuInference, ARefusedBatchLeavesTheEngineForSmallerOnes) {
   } catch (const Error& e) {
     small_error = e.what();
   }
-  ASSERT_EQ(setrlimit(RLIMIT_AS, &saved), 0);
+  room.restore();
   EXPECT_NE(error.find("the CPU engine needs"), std::string::npos) << error;
   EXPECT_NE(error.find("--batch-size"), std::string::npos) << error;
   EXPECT_EQ(small_error, "");
